@@ -1,0 +1,175 @@
+"""Typed configuration: dataclass schemas in Hydra's ConfigStore, validated before any work.
+
+A wrong key or a wrong type fails when Hydra composes the config; an impossible value
+(``layers < 1``, a negative sigma, a nugget grid with ``min >= max``...) fails in
+:func:`validate`, before any data is loaded.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import II
+
+from .errors import ConfigError
+from .kernels import ARCHITECTURES, BASE_KERNELS
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("float32", "float64")
+TASKS = ("classification", "regression")
+
+
+@dataclass
+class DataConfig:
+    root: Optional[str] = None          # writable cache; default $GNNGP_DATA_ROOT or ~/.cache/gnngp
+    mirror: Optional[str] = None        # read-only offline mirror (<Name>/raw/...); env GNNGP_DATA_MIRROR
+    download: bool = True
+    download_timeout: float = 20.0
+
+
+@dataclass
+class DatasetConfig:
+    name: str = "csbm"
+    task: Optional[str] = None          # override the inferred task (custom datasets)
+    path: Optional[str] = None          # custom datasets: the folder with the files
+    split_index: int = 0                # geom-gcn split (chameleon, squirrel)
+    split_seed: int = 0                 # random splits (crocodile, csbm, custom)
+    train_ratio: float = 0.1
+    val_ratio: float = 0.1
+    center: bool = False
+    scale: bool = False
+    sigma_b: float = 0.0                # the bias sigma kernels use on this dataset
+    landmark_fraction: float = 1.0      # the landmark fraction 1/k low-rank kernels use on this dataset
+    # csbm generator
+    num_nodes: int = 3000
+    avg_degree: float = 10.0
+    num_classes: int = 4
+    homophily: float = 0.6
+    num_features: int = 32
+    snr: float = 0.3
+
+
+@dataclass
+class BaseKernelConfig:
+    name: str = "linear"
+    gamma: float = 1.0
+    c: float = 0.0
+    d: float = 1.0
+
+
+@dataclass
+class GridConfig:
+    min: float = 1e-2
+    max: float = 1e2
+    num: int = 101
+
+
+@dataclass
+class KernelConfig:
+    name: str = "gcngp"
+    low_rank: bool = False
+    layers: int = 2
+    sigma_w: float = 1.0
+    sigma_b: float = II("dataset.sigma_b")
+    alpha: float = 0.1                  # gcn2gp
+    theta: float = 0.5                  # gcn2gp
+    sigma_w1: float = 0.0               # sagegp
+    sigma_w2: float = 1.0               # sagegp
+    adjacency: Optional[str] = None     # sym or row; default per architecture
+    base: BaseKernelConfig = field(default_factory=BaseKernelConfig)
+    gamma_search: bool = False          # choose base.gamma on validation over gamma_grid
+    gamma_grid: GridConfig = field(default_factory=GridConfig)
+    first: Any = None                   # composed: blocks of layer 1
+    hidden: Any = None                  # composed: blocks of layers 2..L
+
+
+@dataclass
+class LandmarksConfig:
+    fraction: float = II("dataset.landmark_fraction")   # each training node is a landmark w.p. 1/fraction
+    count: Optional[int] = None                          # or exactly this many training nodes
+
+
+@dataclass
+class NuggetConfig:
+    min: float = 1e-3
+    max: float = 10.0
+    num: int = 101
+
+
+@dataclass
+class RunConfig:
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    kernel: KernelConfig = field(default_factory=KernelConfig)
+    landmarks: LandmarksConfig = field(default_factory=LandmarksConfig)
+    nugget: NuggetConfig = field(default_factory=NuggetConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    seed: int = 0
+    runs: int = 1
+    device: str = "auto"
+    dtype: str = "float64"
+    max_memory_gb: Optional[float] = None   # refuse exact kernels above this; default 80% of free memory
+    results_file: str = "results.csv"
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=RunConfig)
+
+
+def _choice(value: str, allowed, what: str) -> None:
+    if value not in allowed:
+        close = difflib.get_close_matches(str(value), list(allowed), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"{what}={value!r} is not valid{hint}; use one of {', '.join(allowed)}")
+
+
+def validate(cfg: Any) -> None:
+    """Reject impossible values before any work starts (one-line :class:`ConfigError`)."""
+    from .data import DATASETS
+
+    _choice(str(cfg.dataset.name).lower(), DATASETS, "dataset")
+    if cfg.dataset.task is not None:
+        _choice(cfg.dataset.task, TASKS, "dataset.task")
+    for key in ("train_ratio", "val_ratio"):
+        if not 0 <= cfg.dataset[key] <= 1:
+            raise ConfigError(f"dataset.{key}={cfg.dataset[key]} must lie in [0, 1]")
+    if cfg.dataset.train_ratio + cfg.dataset.val_ratio > 1:
+        raise ConfigError("dataset.train_ratio + dataset.val_ratio must be at most 1")
+    k = cfg.kernel
+    _choice(k.name, ARCHITECTURES, "kernel.name")
+    _choice(k.base.name, BASE_KERNELS, "kernel.base.name")
+    if k.adjacency is not None:
+        _choice(k.adjacency, ("sym", "row"), "kernel.adjacency")
+    if k.layers < 1:
+        raise ConfigError(f"kernel.layers={k.layers} must be at least 1")
+    for key in ("sigma_w", "sigma_b", "sigma_w1", "sigma_w2"):
+        if k[key] < 0:
+            raise ConfigError(f"kernel.{key}={k[key]} is negative; a standard deviation must be >= 0")
+    if not 0 <= k.alpha <= 1 or k.theta < 0:
+        raise ConfigError("kernel.alpha must lie in [0, 1] and kernel.theta must be >= 0")
+    if k.base.gamma <= 0 and k.base.name in ("rbf", "laplacian"):
+        raise ConfigError(f"kernel.base.gamma={k.base.gamma} must be positive for the {k.base.name} kernel")
+    _grid(k.gamma_grid, "kernel.gamma_grid")
+    _grid(cfg.nugget, "nugget")
+    lm = cfg.landmarks
+    if lm.count is not None and lm.count < 1:
+        raise ConfigError(f"landmarks.count={lm.count} must be at least 1")
+    if lm.count is None and lm.fraction < 1:
+        raise ConfigError(f"landmarks.fraction={lm.fraction} must be >= 1 (each training node is a landmark with probability 1/fraction)")
+    if cfg.runs < 1:
+        raise ConfigError(f"runs={cfg.runs} must be at least 1")
+    _choice(cfg.device, DEVICES, "device")
+    _choice(cfg.dtype, DTYPES, "dtype")
+    if cfg.max_memory_gb is not None and cfg.max_memory_gb <= 0:
+        raise ConfigError(f"max_memory_gb={cfg.max_memory_gb} must be positive")
+
+
+def _grid(grid: Any, what: str) -> None:
+    if grid.min <= 0:
+        raise ConfigError(f"{what}.min={grid.min} must be positive (the grid is log-spaced)")
+    if grid.min >= grid.max:
+        raise ConfigError(f"{what}.min={grid.min} must be below {what}.max={grid.max}")
+    if grid.num < 1:
+        raise ConfigError(f"{what}.num={grid.num} must be at least 1")

@@ -1,0 +1,119 @@
+"""A user's own graph from files in one folder (``dataset=custom dataset.path=<dir>``).
+
+- ``edges.csv``: two integer columns of node ids, with or without a header row.
+- ``features.npy`` or ``features.npz`` (dense, or scipy sparse): one row per node.
+- ``labels.npy`` or ``labels.csv``: integers mean classification, floats regression
+  (``dataset.task`` overrides).
+- optional ``train_mask.npy``, ``val_mask.npy``, ``test_mask.npy`` (all three, or none:
+  then a seeded random split with ``dataset.train_ratio`` and ``dataset.val_ratio``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+import torch
+from torch_geometric.data import Data
+
+from ..errors import DatasetError
+from .graph import make_undirected
+from .wikipedia import random_split, read_edge_csv
+
+MASKS = ("train_mask", "val_mask", "test_mask")
+
+
+def _one_of(folder: Path, names: tuple[str, ...], what: str) -> Path:
+    for name in names:
+        if (folder / name).is_file():
+            return folder / name
+    raise DatasetError(f"custom dataset {folder} has no {what} file; add one of {', '.join(names)}")
+
+
+def _read_features(path: Path) -> torch.Tensor:
+    try:
+        if path.suffix == ".npz":
+            import scipy.sparse as sp
+
+            try:
+                array = sp.load_npz(path).toarray()
+            except (ValueError, KeyError):
+                with np.load(path) as z:
+                    if len(z.files) != 1:
+                        raise DatasetError(f"feature file {path} holds {len(z.files)} arrays; save one array (np.savez) or a scipy sparse matrix (scipy.sparse.save_npz)")
+                    array = z[z.files[0]]
+        else:
+            array = np.load(path)
+    except DatasetError:
+        raise
+    except Exception as err:  # noqa: BLE001 - numpy raises many types for bad files
+        raise DatasetError(f"feature file {path} could not be read ({type(err).__name__}: {err}); save it with np.save or scipy.sparse.save_npz") from err
+    if array.ndim != 2 or not np.issubdtype(array.dtype, np.number):
+        raise DatasetError(f"feature file {path} must be a numeric 2-D array (nodes x features), got shape {array.shape}")
+    if not np.isfinite(array).all():
+        raise DatasetError(f"feature file {path} contains NaN or infinite values; clean them first")
+    return torch.from_numpy(np.asarray(array, dtype=np.float32))
+
+
+def _read_labels(path: Path) -> np.ndarray:
+    try:
+        if path.suffix == ".npy":
+            labels = np.load(path)
+        else:
+            frame = pd.read_csv(path, header=None)
+            if frame.shape[1] != 1:
+                raise DatasetError(f"label file {path} has {frame.shape[1]} columns; it needs one value per line")
+            if not pd.api.types.is_numeric_dtype(frame[0]):
+                frame = pd.read_csv(path)  # first row was a header
+            labels = frame.iloc[:, 0].to_numpy()
+    except DatasetError:
+        raise
+    except Exception as err:  # noqa: BLE001
+        raise DatasetError(f"label file {path} could not be read ({type(err).__name__}: {err}); use labels.npy or a one-column labels.csv") from err
+    labels = np.asarray(labels).reshape(-1)
+    if not np.issubdtype(labels.dtype, np.number):
+        raise DatasetError(f"label file {path} must hold numbers, got {labels.dtype}")
+    return labels
+
+
+def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, val_ratio: float, seed: int) -> Data:
+    if not path:
+        raise DatasetError("dataset=custom needs dataset.path=<dir> holding edges.csv, features.npy|npz and labels.npy|csv")
+    folder = Path(path)
+    if not folder.is_dir():
+        raise DatasetError(f"custom dataset folder {folder} does not exist; set dataset.path to a folder holding edges.csv, features and labels")
+    x = _read_features(_one_of(folder, ("features.npy", "features.npz"), "features"))
+    n = x.size(0)
+    label_path = _one_of(folder, ("labels.npy", "labels.csv"), "labels")
+    labels = _read_labels(label_path)
+    if labels.shape[0] != n:
+        raise DatasetError(f"label file {label_path} has {labels.shape[0]} labels but the features have {n} rows; every file must agree on the node count")
+    task = task or ("classification" if np.issubdtype(labels.dtype, np.integer) else "regression")
+    if task == "classification":
+        if not np.all(np.equal(np.mod(labels, 1), 0)) or labels.min() < 0:
+            raise DatasetError(f"label file {label_path} must hold non-negative integer class ids for classification; set dataset.task=regression for real targets")
+        y = torch.from_numpy(labels.astype(np.int64))
+        num_classes = int(y.max()) + 1 if n else 0
+    else:
+        y = torch.from_numpy(labels.astype(np.float32))
+        num_classes = 0
+    edge_path = _one_of(folder, ("edges.csv",), "edges")
+    edge_index = make_undirected(read_edge_csv(edge_path, n, header=None), n)
+    data = Data(x=x, y=y, edge_index=edge_index)
+    present = [m for m in MASKS if (folder / f"{m}.npy").is_file()]
+    if present and len(present) != 3:
+        raise DatasetError(f"custom dataset {folder} has {', '.join(present)} but not all of {', '.join(m + '.npy' for m in MASKS)}; give all three masks or none")
+    if present:
+        for m in MASKS:
+            mask = np.load(folder / f"{m}.npy").reshape(-1)
+            if mask.shape[0] != n:
+                raise DatasetError(f"mask file {folder / (m + '.npy')} has length {mask.shape[0]} but the graph has {n} nodes")
+            data[m] = torch.from_numpy(mask.astype(bool))
+        data.split = "from files"
+    else:
+        for key, mask in random_split(n, train_ratio, val_ratio, seed).items():
+            data[f"{key}_mask"] = mask
+        data.split = f"random {train_ratio}/{val_ratio}, seed {seed}"
+    data.task, data.num_classes = task, num_classes
+    return data

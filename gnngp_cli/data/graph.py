@@ -1,0 +1,107 @@
+"""Graph preprocessing shared by the kernels and the GNN baselines.
+
+One normalisation function, sparse throughout:
+    symmetric  A_hat = (I + D)^-1/2 (I + A) (I + D)^-1/2
+    row        A_hat = (I + D)^-1 (I + A)
+The unit self-loop is added on top of any self-loop already in the edge list and the
+weights are summed, as in the GNNGP paper's code.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import add_self_loops, coalesce, scatter, to_undirected
+
+NORMALISATIONS = ("sym", "row")
+
+
+def make_undirected(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Symmetrise and coalesce an edge list (duplicates merged, self-loops kept once)."""
+    return to_undirected(edge_index, num_nodes=num_nodes)
+
+
+def normalized_adjacency(
+    edge_index: Tensor,
+    num_nodes: int,
+    kind: str = "sym",
+    edge_weight: Optional[Tensor] = None,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[Tensor, Tensor]:
+    """Return ``(edge_index, edge_weight)`` of the normalised adjacency with unit self-loops.
+
+    ``kind="sym"``: ``(I+D)^-1/2 (I+A) (I+D)^-1/2``; ``kind="row"``: ``(I+D)^-1 (I+A)``.
+    Degrees are taken over rows of ``I + A``; an isolated node keeps its unit loop, so no
+    degree is ever zero and no NaN can appear.
+    """
+    if kind not in NORMALISATIONS:
+        raise ValueError(f"unknown normalisation {kind!r}; use one of {NORMALISATIONS}")
+    if edge_weight is None:
+        edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
+    edge_index, edge_weight = add_self_loops(edge_index, edge_weight.to(dtype), fill_value=1.0, num_nodes=num_nodes)
+    edge_index, edge_weight = coalesce(edge_index, edge_weight, num_nodes=num_nodes, reduce="sum")
+    row, col = edge_index
+    deg = scatter(edge_weight, row, dim=0, dim_size=num_nodes, reduce="sum")
+    if kind == "sym":
+        inv_sqrt = deg.pow(-0.5)
+        edge_weight = inv_sqrt[row] * edge_weight * inv_sqrt[col]
+    else:
+        edge_weight = edge_weight / deg[row]
+    return edge_index, edge_weight
+
+
+@dataclass
+class Adjacency:
+    """A normalised sparse adjacency ``A`` with the operations the kernels need."""
+
+    edge_index: Tensor
+    edge_weight: Tensor
+    num_nodes: int
+    _csr: Optional[Tensor] = None
+
+    @classmethod
+    def from_graph(cls, edge_index: Tensor, num_nodes: int, kind: str, dtype: torch.dtype, device) -> "Adjacency":
+        ei, w = normalized_adjacency(edge_index.to(device), num_nodes, kind, dtype=dtype)
+        return cls(ei, w, num_nodes)
+
+    def matmul(self, dense: Tensor) -> Tensor:
+        """``A @ dense`` for all nodes (sparse CSR product)."""
+        if self._csr is None:
+            self._csr = _csr(self.edge_index, self.edge_weight, (self.num_nodes, self.num_nodes))
+        return torch.sparse.mm(self._csr, dense)
+
+    def neighbours(self, nodes: Tensor) -> Tensor:
+        """Sorted ids of every node reachable in one step from ``nodes`` (``nodes`` included)."""
+        mask = torch.zeros(self.num_nodes, dtype=torch.bool, device=nodes.device)
+        mask[nodes] = True
+        row, col = self.edge_index
+        reach = torch.zeros_like(mask)
+        reach[col[mask[row]]] = True
+        return (reach | mask).nonzero().view(-1)
+
+    def block(self, rows: Tensor, cols: Tensor) -> Tensor:
+        """The sparse block ``A[rows][:, cols]`` (CSR); ``cols`` must hold every neighbour of ``rows``."""
+        pos_row = torch.full((self.num_nodes,), -1, dtype=torch.long, device=rows.device)
+        pos_col = torch.full_like(pos_row, -1)
+        pos_row[rows] = torch.arange(rows.numel(), device=rows.device)
+        pos_col[cols] = torch.arange(cols.numel(), device=rows.device)
+        r, c = self.edge_index
+        keep = pos_row[r] >= 0
+        r, c, w = pos_row[r[keep]], pos_col[c[keep]], self.edge_weight[keep]
+        if bool((c < 0).any()):
+            raise ValueError("column set misses neighbours of the requested rows")
+        return _csr(torch.stack([r, c]), w, (rows.numel(), cols.numel()))
+
+
+def _csr(index: Tensor, weight: Tensor, shape: tuple[int, int]) -> Tensor:
+    """A CSR matrix from coalesced-or-not COO entries, built without COO coalescing."""
+    order = torch.argsort(index[0] * shape[1] + index[1])
+    row, col, weight = index[0][order], index[1][order], weight[order]
+    crow = torch.zeros(shape[0] + 1, dtype=torch.long, device=index.device)
+    crow[1:] = torch.cumsum(torch.bincount(row, minlength=shape[0]), 0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*[Ss]parse.*")
+        return torch.sparse_csr_tensor(crow, col, weight, shape)

@@ -1,0 +1,130 @@
+"""Where raw dataset files come from: a writable cache, an offline mirror, or a download.
+
+Layout (PyG's): ``<root>/<Name>/raw/<file>``. A mirror directory with the same layout
+(config ``data.mirror`` or environment ``GNNGP_DATA_MIRROR``) is read, never written: files
+found there are copied into the cache and no download is tried.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence
+
+from ..errors import DatasetError
+
+MIRROR_ENV = "GNNGP_DATA_MIRROR"
+ROOT_ENV = "GNNGP_DATA_ROOT"
+
+
+def default_root() -> Path:
+    """``$GNNGP_DATA_ROOT``, else ``$XDG_CACHE_HOME/gnngp`` (``~/.cache/gnngp``)."""
+    if os.environ.get(ROOT_ENV):
+        return Path(os.environ[ROOT_ENV])
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "gnngp"
+
+
+@dataclass
+class DataStore:
+    root: Path
+    mirror: Optional[Path] = None
+    download: bool = True
+    timeout_s: float = 20.0
+
+    @classmethod
+    def from_config(cls, root: Optional[str], mirror: Optional[str], download: bool = True, timeout_s: float = 20.0) -> "DataStore":
+        mirror = mirror or os.environ.get(MIRROR_ENV) or None
+        if mirror is not None and not Path(mirror).is_dir():
+            raise DatasetError(f"data mirror {mirror} is not a directory; set data.mirror (or {MIRROR_ENV}) to a folder holding <Name>/raw/ files")
+        return cls(Path(root) if root else default_root(), Path(mirror) if mirror else None, download, timeout_s)
+
+    def folder(self, name: str) -> Path:
+        return self.root / name
+
+    def fetch(
+        self,
+        name: str,
+        files: Sequence[str],
+        urls: Optional[Mapping[str, str]] = None,
+        archive: Optional[tuple[str, Callable[[Path, Path], None]]] = None,
+    ) -> Path:
+        """Make ``<root>/<name>/<file>`` exist for every file (paths relative to ``<name>``).
+
+        Cache first, then the mirror (copied, atomically), then a download with a timeout:
+        one URL per file (``urls``), or one archive ``(url, unpack(archive_path, folder))``.
+        Raises :class:`DatasetError` naming the dataset, where it looked and the fix.
+        """
+        target = self.folder(name)
+        missing = [f for f in files if not (target / f).is_file()]
+        if not missing:
+            return target
+        if self.mirror is not None:
+            for f in list(missing):
+                src = self.mirror / name / f
+                if src.is_file():
+                    _atomic_copy(src, target / f)
+                    missing.remove(f)
+        if missing and self.download and archive:
+            url, unpack = archive
+            with tempfile.TemporaryDirectory(dir=self.root if self.root.is_dir() else None) as tmp:
+                try:
+                    _download(url, Path(tmp) / "archive", self.timeout_s)
+                    unpack(Path(tmp) / "archive", target)
+                except (OSError, ValueError) as err:
+                    raise self._unavailable(name, missing, f"download failed ({url}: {getattr(err, 'reason', err)})") from err
+            missing = [f for f in missing if not (target / f).is_file()]
+        if missing and self.download and urls:
+            failures = []
+            for f in list(missing):
+                if f in urls:
+                    try:
+                        _download(urls[f], target / f, self.timeout_s)
+                        missing.remove(f)
+                    except OSError as err:
+                        failures.append(f"{f}: {getattr(err, 'reason', err)}")
+                        break
+            if missing:
+                raise self._unavailable(name, missing, "download failed (" + "; ".join(failures or ["no URL"]) + ")")
+        if missing:
+            raise self._unavailable(name, missing, "download is off (data.download=false)" if not self.download else "download has no source")
+        return target
+
+    def _unavailable(self, name: str, missing: Sequence[str], why: str) -> DatasetError:
+        mirror = str(self.mirror / name) if self.mirror else f"no mirror set ({MIRROR_ENV} unset)"
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        return DatasetError(
+            f"dataset '{name}' is not available: {shown} not in cache {self.folder(name)} nor mirror {mirror}, "
+            f"and the {why}; fix: set data.mirror=<dir> (or {MIRROR_ENV}) to a folder with {name}/..., or go online"
+        )
+
+
+def _atomic_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.")
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _download(url: str, dst: Path, timeout_s: float) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.")
+    old = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout_s)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response, os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(response, out)
+        os.replace(tmp, dst)
+    finally:
+        socket.setdefaulttimeout(old)
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -1,0 +1,67 @@
+"""The contextual stochastic block model (csbm): a synthetic graph generated in O(N + M).
+
+Labels are balanced over ``num_classes``. Each of ``N * avg_degree / 2`` undirected edges
+picks a uniform source node and, with probability ``homophily``, a uniform target of the
+same class, otherwise of a uniformly chosen other class; self-loops and duplicates are
+dropped, so the edge homophily is close to ``homophily``. Features are
+``x = mu[y] + noise`` with class means ``mu_c ~ N(0, snr^2 / d I)`` and noise
+``N(0, 1/d I)``: ``snr`` is the signal-to-noise ratio of each coordinate.
+No N x N object is ever formed.
+"""
+from __future__ import annotations
+
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import coalesce, remove_self_loops
+
+from ..errors import DatasetError
+from .wikipedia import random_split
+
+
+def generate_csbm(
+    num_nodes: int = 3000,
+    avg_degree: float = 10.0,
+    num_classes: int = 4,
+    homophily: float = 0.6,
+    num_features: int = 32,
+    snr: float = 0.3,
+    seed: int = 0,
+    train_ratio: float = 0.1,
+    val_ratio: float = 0.1,
+) -> Data:
+    if num_nodes < num_classes or num_classes < 2:
+        raise DatasetError(f"csbm needs num_classes >= 2 and num_nodes >= num_classes (got {num_nodes} nodes, {num_classes} classes)")
+    if not 0.0 <= homophily <= 1.0 or avg_degree < 0 or num_features < 1 or snr < 0:
+        raise DatasetError("csbm needs 0 <= homophily <= 1, avg_degree >= 0, num_features >= 1 and snr >= 0")
+    g = torch.Generator().manual_seed(seed)
+    y = (torch.arange(num_nodes) % num_classes)[torch.randperm(num_nodes, generator=g)]
+    order = torch.argsort(y)
+    counts = torch.bincount(y, minlength=num_classes)
+    starts = torch.cumsum(counts, 0) - counts
+
+    m = int(round(num_nodes * avg_degree / 2))
+    src = torch.randint(num_nodes, (m,), generator=g)
+    same = torch.rand(m, generator=g) < homophily
+    shift = torch.randint(1, num_classes, (m,), generator=g)
+    target_class = torch.where(same, y[src], (y[src] + shift) % num_classes)
+    offset = (torch.rand(m, generator=g) * counts[target_class]).long().clamp_max(counts[target_class] - 1)
+    dst = order[starts[target_class] + offset]
+    del same, shift, target_class, offset
+
+    edge_index, _ = remove_self_loops(torch.stack([src, dst]))
+    edge_index = coalesce(torch.cat([edge_index, edge_index.flip(0)], dim=1), num_nodes=num_nodes)
+
+    means = torch.randn(num_classes, num_features, generator=g) * (snr / num_features ** 0.5)
+    x = torch.randn(num_nodes, num_features, generator=g).mul_(1.0 / num_features ** 0.5).add_(means[y])
+
+    data = Data(x=x, y=y, edge_index=edge_index)
+    for key, mask in random_split(num_nodes, train_ratio, val_ratio, seed).items():
+        data[f"{key}_mask"] = mask
+    data.task, data.num_classes = "classification", num_classes
+    data.split = f"random {train_ratio}/{val_ratio}, seed {seed}"
+    return data
+
+
+def edge_homophily(edge_index: torch.Tensor, y: torch.Tensor) -> float:
+    """Fraction of edges whose endpoints share a label."""
+    return float((y[edge_index[0]] == y[edge_index[1]]).float().mean())

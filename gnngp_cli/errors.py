@@ -1,0 +1,21 @@
+"""Exception types. Each message names the problem and the fix, on one line."""
+
+
+class GnngpError(Exception):
+    """Base class: the CLI prints these as one line, without a traceback."""
+
+
+class ConfigError(GnngpError):
+    """An impossible or inconsistent configuration value."""
+
+
+class DatasetError(GnngpError):
+    """A dataset that is unknown, missing, or whose files are corrupt."""
+
+
+class KernelError(GnngpError):
+    """A kernel that is numerically invalid (e.g. lost positive semi-definiteness)."""
+
+
+class ResourceError(GnngpError):
+    """A computation that would not fit in memory."""

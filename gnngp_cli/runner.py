@@ -1,0 +1,208 @@
+"""The experiment runner: one Hydra job = load a dataset, compute a kernel, predict, write rows."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from . import __version__
+from .config import validate
+from .data import Adjacency, DataStore, load_dataset
+from .errors import ConfigError, GnngpError, ResourceError
+from .inference import GPResult, gp_predict, nugget_grid
+from .kernels import ARCHITECTURES, BaseKernel, KernelContext
+from .kernels.architectures import Architecture
+from .results import append_rows, summary_line
+from .runtime import Stopwatch, available_bytes, peak_cuda_mb, peak_rss_mb, resolve_device
+
+log = logging.getLogger("gnngp")
+
+BYTES_PER_ENTRY_FACTOR = 4  # a dense block plus the temporaries of the ReLU expectation and products
+
+
+def architecture(kcfg: Any) -> Architecture:
+    """The kernel's blocks built from its config."""
+    label, builder, adjacency = ARCHITECTURES[kcfg.name]
+    params = {key: kcfg[key] for key in ("layers", "sigma_w", "sigma_b", "alpha", "theta", "sigma_w1", "sigma_w2")}
+    if kcfg.name == "composed":
+        params.update(first=OmegaConf.to_container(kcfg.first) if kcfg.first is not None else None,
+                      hidden=OmegaConf.to_container(kcfg.hidden) if kcfg.hidden is not None else None)
+    return Architecture(
+        name=kcfg.name,
+        label=label + ("-X" if kcfg.low_rank else ""),
+        network=builder(**params),
+        adjacency=kcfg.adjacency or adjacency,
+    )
+
+
+def choose_landmarks(train_mask: torch.Tensor, fraction: float, count: Optional[int], seed: int, dataset: str) -> torch.Tensor:
+    """Landmark node ids among the training nodes: exactly ``count`` of them, or each one
+    with probability ``1/fraction`` (all of them when ``fraction == 1``), seeded."""
+    train = train_mask.nonzero().view(-1)
+    generator = torch.Generator().manual_seed(seed)
+    if count is not None:
+        if count > train.numel():
+            raise ConfigError(f"landmarks.count={count} exceeds the {train.numel()} training nodes of {dataset}; use at most {train.numel()} or landmarks.fraction")
+        return torch.sort(train[torch.randperm(train.numel(), generator=generator)[:count].to(train.device)])[0]
+    if fraction == 1:
+        return train
+    keep = (torch.rand(train.numel(), generator=generator) < 1.0 / fraction).to(train.device)
+    if not bool(keep.any()):
+        raise ConfigError(f"landmarks.fraction={fraction:g} picked none of the {train.numel()} training nodes of {dataset}; use a smaller fraction or landmarks.count")
+    return train[keep]
+
+
+@dataclass
+class Prepared:
+    data: Any
+    device: torch.device
+    dtype: torch.dtype
+    load_seconds: float
+
+
+def prepare(cfg: Any) -> Prepared:
+    """Validate, pick the device, and load the dataset (timed apart from the method)."""
+    validate(cfg)
+    device = resolve_device(cfg.device)
+    dtype = getattr(torch, cfg.dtype)
+    store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout)
+    watch = Stopwatch(device)
+    with watch.measure():
+        data = load_dataset(cfg.dataset, store).to(device)
+    return Prepared(data, device, dtype, watch.seconds)
+
+
+def check_exact_memory(arch: Architecture, ctx: KernelContext, target: torch.Tensor, dtype: torch.dtype, cfg: Any) -> None:
+    """Refuse, before computing, an exact kernel whose dense blocks would not fit."""
+    need = arch.network.peak_elements(target, ctx) * torch.finfo(dtype).bits // 8 * BYTES_PER_ENTRY_FACTOR
+    limit = cfg.max_memory_gb * 2**30 if cfg.max_memory_gb is not None else 0.8 * available_bytes(ctx.features.device)
+    if need > limit:
+        raise ResourceError(
+            f"the exact {arch.label} kernel on {cfg.dataset.name} needs about {need / 2**30:.1f} GiB but {limit / 2**30:.1f} GiB are available; "
+            f"use the low-rank kernel (kernel={arch.name}_x) or dtype=float32"
+        )
+
+
+def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
+    """One GP run (seed ``cfg.seed + run``): kernel, then nugget-grid inference; for kernels
+    with ``gamma_search`` the base kernel's gamma is also chosen on validation."""
+    data, device, dtype = prep.data, prep.device, prep.dtype
+    seed = cfg.seed + run
+    kcfg = cfg.kernel
+    arch = architecture(kcfg)
+    adjacency = Adjacency.from_graph(data.edge_index, data.num_nodes, arch.adjacency, dtype, device)
+    features = data.x.to(dtype)
+    masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask}
+    landmarks = choose_landmarks(data.train_mask, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name) if kcfg.low_rank else None
+    target = (data.train_mask | data.val_mask | data.test_mask).nonzero().view(-1)
+    grid = nugget_grid(cfg.nugget.min, cfg.nugget.max, cfg.nugget.num, dtype=dtype, device=device)
+    gammas = (
+        nugget_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist()
+        if kcfg.gamma_search else [kcfg.base.gamma]
+    )
+    kernel_watch, inference_watch = Stopwatch(device), Stopwatch(device)
+    best: Optional[tuple[GPResult, float]] = None
+    for gamma in gammas:
+        base = BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d)
+        ctx = KernelContext(features, adjacency, base, landmarks)
+        if not kcfg.low_rank:
+            check_exact_memory(arch, ctx, target, dtype, cfg)
+        with kernel_watch.measure():
+            kernel = arch.network(None, ctx, None if kcfg.low_rank else target)
+        with inference_watch.measure():
+            result = gp_predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank)
+        if best is None or result.metrics["val"] > best[0].metrics["val"]:
+            best = (result, float(gamma))
+        del kernel
+    result, gamma = best
+    extra = {"rank": None}
+    if kcfg.gamma_search:
+        extra["gamma"] = gamma
+    timing = {
+        "kernel_seconds": kernel_watch.seconds,
+        "inference_seconds": inference_watch.seconds,
+        "landmarks": int(landmarks.numel()) if landmarks is not None else 0,
+        "seed": seed,
+        "extra": json.dumps({k: v for k, v in extra.items() if v is not None}),
+    }
+    return result, timing
+
+
+def base_row(cfg: Any, label: str) -> dict:
+    return {
+        "status": "ok", "dataset": str(cfg.dataset.name).lower(), "method": label,
+        "kernel": cfg.kernel.name + ("_x" if cfg.kernel.low_rank else ""),
+        "device": cfg.device, "dtype": cfg.dtype, "version": __version__,
+    }
+
+
+def run_gp(cfg: Any) -> list[dict]:
+    """All runs of a GP job; returns one row per run."""
+    label = ARCHITECTURES[cfg.kernel.name][0] + ("-X" if cfg.kernel.low_rank else "") if cfg.kernel.name in ARCHITECTURES else cfg.kernel.name
+    prep = prepare(cfg)
+    data = prep.data
+    rows = []
+    for run in range(cfg.runs):
+        result, timing = gp_run(cfg, prep, run)
+        row = base_row(cfg, label)
+        row.update(
+            task=data.task, metric=result.metric_name, **{k: result.metrics[k] for k in ("train", "val", "test")},
+            nugget=result.nugget, layers=cfg.kernel.layers, sigma_w=cfg.kernel.sigma_w, sigma_b=cfg.kernel.sigma_b,
+            run=run, n_nodes=int(data.num_nodes), n_edges=int(data.edge_index.size(1)),
+            load_seconds=prep.load_seconds, device=str(prep.device), split=getattr(data, "split", ""),
+            **timing, **result.uncertainty,
+        )
+        row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"]
+        row["peak_rss_mb"], row["peak_cuda_mb"] = peak_rss_mb(), peak_cuda_mb(prep.device)
+        row["timestamp"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        rows.append(row)
+    return rows
+
+
+def error_row(cfg: Any, err: BaseException) -> dict:
+    try:
+        label = ARCHITECTURES[cfg.kernel.name][0] + ("-X" if cfg.kernel.low_rank else "")
+    except Exception:  # noqa: BLE001 - the config itself may be what is broken
+        label = "?"
+    row = base_row(cfg, label)
+    row.update(status="error", error=f"{type(err).__name__}: {err}".replace("\n", " "),
+               timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    return row
+
+
+def execute(cfg: DictConfig, out_dir: Path, multirun: bool) -> list[dict]:
+    """Run a job and write its rows to ``<out_dir>/results.csv``. A :class:`GnngpError`
+    becomes one console line and an error row; in a single run the process then exits 1."""
+    results = out_dir / cfg.results_file
+    try:
+        rows = run_gp(cfg)
+    except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError) as err:
+        if not isinstance(err, GnngpError):
+            err = ResourceError(f"out of memory ({err}); use a low-rank kernel (e.g. kernel=gcngp_x), fewer landmarks or dtype=float32")
+        row = error_row(cfg, err)
+        append_rows(results, [row])
+        print(f"gnngp: error: {err}", file=sys.stderr)
+        if not multirun:
+            raise SystemExit(1)
+        return [row]
+    except Exception as err:
+        if not multirun:
+            append_rows(results, [error_row(cfg, err)])
+            raise
+        row = error_row(cfg, err)
+        append_rows(results, [row])
+        log.exception("job failed")
+        return [row]
+    append_rows(results, rows)
+    for row in rows:
+        log.info(summary_line(row))
+    log.info("results: %s", results)
+    return rows
