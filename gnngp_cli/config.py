@@ -108,7 +108,7 @@ class RunConfig:
     seed: int = 0
     runs: int = 1
     device: str = "auto"
-    dtype: str = "float64"
+    dtype: str = "float32"
     max_memory_gb: Optional[float] = None   # refuse exact kernels above this; default 80% of free memory
     results_file: str = "results.csv"
 

@@ -72,8 +72,12 @@ def gp_predict(
     num_classes: int,
     grid: Tensor,
     low_rank: bool,
+    nugget_scale: Optional[float] = None,
 ) -> GPResult:
-    """Posterior mean and variance on the train/val/test nodes for every nugget in ``grid``."""
+    """Posterior mean and variance on the train/val/test nodes for every nugget in ``grid``.
+
+    ``nugget_scale`` is the mean diagonal of ``K`` over every node of the graph (the grid is
+    relative to it); by default the mean over the nodes the kernel holds."""
     device = y.device
     labelled = masks["train"] | masks["val"] | masks["test"]
     nodes = labelled.nonzero().view(-1)
@@ -82,7 +86,7 @@ def gp_predict(
     values = kernel.root if kernel.root is not None else kernel.matrix
     dtype = values.dtype
     y_train = _targets(y[train], task, num_classes, dtype)
-    scale = float(kernel.diagonal().mean())
+    scale = float(kernel.diagonal().mean()) if nugget_scale is None else float(nugget_scale)
     if not scale > 0:
         raise KernelError("the kernel is zero on every node (mean variance 0); check the features and sigmas")
     grid = grid.to(device=device, dtype=dtype)

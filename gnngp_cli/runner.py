@@ -19,6 +19,7 @@ from .data import Adjacency, DataStore, load_dataset
 from .errors import ConfigError, GnngpError, ResourceError
 from .inference import GPResult, gp_predict, nugget_grid
 from .kernels import ARCHITECTURES, BaseKernel, KernelContext
+from .kernels.blocks import kernel_diagonal
 from .kernels.architectures import Architecture
 from .results import append_rows, summary_line
 from .runtime import Stopwatch, available_bytes, peak_cuda_mb, peak_rss_mb, resolve_device
@@ -117,8 +118,10 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
             check_exact_memory(arch, ctx, target, dtype, cfg)
         with kernel_watch.measure():
             kernel = arch.network(None, ctx, None if kcfg.low_rank else target)
+            covers_all = kcfg.low_rank or kernel.size == data.num_nodes
+            diagonal = kernel.diagonal() if covers_all else kernel_diagonal(arch.network, ctx)
         with inference_watch.measure():
-            result = gp_predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank)
+            result = gp_predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank, float(diagonal.mean()))
         if best is None or result.metrics["val"] > best[0].metrics["val"]:
             best = (result, float(gamma))
         del kernel

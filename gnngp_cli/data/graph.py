@@ -67,6 +67,12 @@ class Adjacency:
         ei, w = normalized_adjacency(edge_index.to(device), num_nodes, kind, dtype=dtype)
         return cls(ei, w, num_nodes)
 
+    def csr_parts(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(crow, col, weight)`` of ``A`` in CSR order."""
+        if self._csr is None:
+            self._csr = _csr(self.edge_index, self.edge_weight, (self.num_nodes, self.num_nodes))
+        return self._csr.crow_indices(), self._csr.col_indices(), self._csr.values()
+
     def matmul(self, dense: Tensor) -> Tensor:
         """``A @ dense`` for all nodes (sparse CSR product)."""
         if self._csr is None:

@@ -51,3 +51,21 @@ class BaseKernel:
         if self.name == "sigmoid":
             return torch.tanh(self.gamma * xa @ xb.T + self.c)
         raise ValueError(f"unknown base kernel {self.name!r}; use one of {BASE_KERNELS}")
+
+    def on_pairs(self, xa: Tensor, xb: Tensor) -> Tensor:
+        """``C0(xa[i], xb[i])`` for matching rows (the entries of :meth:`block`'s diagonal)."""
+        dot = (xa * xb).sum(1)
+        if self.name == "linear":
+            return dot
+        if self.name == "polynomial":
+            return (dot + self.c) ** self.d
+        if self.name == "rbf":
+            return torch.exp(-self.gamma * ((xa - xb) ** 2).sum(1))
+        if self.name == "laplacian":
+            return torch.exp(-self.gamma * (xa - xb).abs().sum(1))
+        if self.name == "arccos":
+            cos = dot / (xa.norm(dim=1) * xb.norm(dim=1)).clamp_min(torch.finfo(xa.dtype).tiny)
+            return 1 - torch.arccos(cos.clamp(-1, 1)) / math.pi
+        if self.name == "sigmoid":
+            return torch.tanh(self.gamma * dot + self.c)
+        raise ValueError(f"unknown base kernel {self.name!r}; use one of {BASE_KERNELS}")

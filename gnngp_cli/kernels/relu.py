@@ -7,23 +7,27 @@ import torch
 from torch import Tensor
 
 
-def relu_expectation(cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> Tensor:
-    """``g(K)_xy = E[relu(z_x) relu(z_y)]``, ``z ~ N(0, K)``:
+def relu_expectation_entries(cov: Tensor, var_x: Tensor, var_y: Tensor) -> Tensor:
+    """``g = E[relu(z_x) relu(z_y)]`` for ``(z_x, z_y) ~ N(0, [[var_x, cov], [cov, var_y]])``,
+    entry by entry (broadcasting):
 
-        g_xy = sqrt(K_xx K_yy) / (2 pi) * (sin t + (pi - t) cos t),
-        t = arccos(K_xy / sqrt(K_xx K_yy)),
+        g = sqrt(var_x var_y) / (2 pi) * (sin t + (pi - t) cos t),
+        t = arccos(cov / sqrt(var_x var_y)),
 
-    with the cosine clamped to ``[-1, 1]``. ``cov`` is ``K[rows, cols]``; ``var_rows`` and
-    ``var_cols`` are the diagonals ``K_xx`` and ``K_yy``. A node of zero variance gets a
-    zero row (not NaN). Rows are processed in chunks to bound temporaries.
+    with the cosine clamped to ``[-1, 1]``; a zero variance gives 0, not NaN.
     """
-    s_rows = var_rows.clamp_min(0).sqrt()
-    s_cols = var_cols.clamp_min(0).sqrt()
+    scale = var_x.clamp_min(0).sqrt() * var_y.clamp_min(0).sqrt()
+    positive = scale > 0
+    cos = torch.where(positive, cov / torch.where(positive, scale, torch.ones_like(scale)), torch.zeros_like(scale)).clamp_(-1, 1)
+    t = torch.arccos(cos)
+    return (torch.sin(t) + (math.pi - t) * cos) * scale / (2 * math.pi)
+
+
+def relu_expectation(cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> Tensor:
+    """``g(K)`` for a block ``cov = K[rows, cols]`` with diagonals ``var_rows = K_xx`` and
+    ``var_cols = K_yy`` (see :func:`relu_expectation_entries`), in row chunks to bound temporaries."""
     out = torch.empty_like(cov)
     for start in range(0, cov.size(0), chunk_rows):
         stop = min(start + chunk_rows, cov.size(0))
-        scale = s_rows[start:stop, None] * s_cols[None, :]
-        cos = torch.where(scale > 0, cov[start:stop] / torch.where(scale > 0, scale, 1), 0).clamp_(-1, 1)
-        t = torch.arccos(cos)
-        out[start:stop] = (torch.sin(t) + (math.pi - t) * cos) * scale / (2 * math.pi)
+        out[start:stop] = relu_expectation_entries(cov[start:stop], var_rows[start:stop, None], var_cols[None, :])
     return out

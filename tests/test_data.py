@@ -1,0 +1,320 @@
+"""Datasets: real mirrored files load with their known sizes; other loaders run on small
+files written here in the real on-disk format; every bad input gives a clear error."""
+import gzip
+import json
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from gnngp_cli.api import compose
+from gnngp_cli.data import DataStore, edge_homophily, generate_csbm, load_dataset
+from gnngp_cli.errors import DatasetError
+
+
+def load(name, mirror, root, download=True, **overrides):
+    cfg = compose([f"dataset={name}"] + [f"dataset.{k}={v}" for k, v in overrides.items()])
+    store = DataStore.from_config(str(root), str(mirror) if mirror else None, download)
+    return load_dataset(cfg.dataset, store)
+
+
+def split_sizes(data):
+    return int(data.train_mask.sum()), int(data.val_mask.sum()), int(data.test_mask.sum())
+
+
+@pytest.mark.parametrize(
+    "name, nodes, features, classes, undirected_edges, splits",
+    [
+        ("cora", 2708, 1433, 7, 5278, (140, 500, 1000)),
+        ("citeseer", 3327, 3703, 6, 4552, (120, 500, 1000)),
+        ("pubmed", 19717, 500, 3, 44324, (60, 500, 1000)),
+    ],
+)
+def test_planetoid_from_mirror(mirror, cache, name, nodes, features, classes, undirected_edges, splits):
+    data = load(name, mirror, cache)
+    assert (data.num_nodes, data.num_features, data.num_classes, data.task) == (nodes, features, classes, "classification")
+    assert data.edge_index.size(1) == 2 * undirected_edges
+    assert split_sizes(data) == splits
+
+
+@pytest.mark.parametrize(
+    "name, nodes, features, edges_with_loops, splits",
+    [
+        ("chameleon", 2277, 3132, 2 * 31371 + 50, (1092, 729, 456)),
+        ("squirrel", 5201, 3148, 2 * 198353 + 140, (2496, 1664, 1041)),
+    ],
+)
+def test_wikipedia_from_mirror(mirror, cache, name, nodes, features, edges_with_loops, splits):
+    data = load(name, mirror, cache)
+    assert (data.num_nodes, data.num_features, data.task) == (nodes, features, "regression")
+    assert data.edge_index.size(1) == edges_with_loops
+    assert split_sizes(data) == splits
+    assert data.x.unique().tolist() == [0.0, 1.0]
+    assert torch.isfinite(data.y).all() and data.y.min() > 0  # log of traffic >= 15
+
+
+def test_wikipedia_split_index_picks_another_geom_gcn_split(mirror, cache):
+    a, b = load("chameleon", mirror, cache), load("chameleon", mirror, cache, split_index=3)
+    assert split_sizes(a) == split_sizes(b) and not torch.equal(a.train_mask, b.train_mask)
+    with pytest.raises(DatasetError, match="split_index=10 is out of range"):
+        load("chameleon", mirror, cache, split_index=10)
+
+
+def test_mirror_is_copied_into_cache_and_not_written(mirror, tmp_path):
+    root = tmp_path / "cache"
+    load("cora", mirror, root)
+    assert (root / "Cora" / "raw" / "ind.cora.x").is_file()
+    assert (root / "Cora" / "processed").is_dir()
+    assert not any(p.name == "processed" for p in (mirror / "Cora").iterdir())
+
+
+def test_env_variable_sets_the_mirror(mirror, tmp_path, monkeypatch):
+    monkeypatch.setenv("GNNGP_DATA_MIRROR", str(mirror))
+    store = DataStore.from_config(str(tmp_path), None)
+    assert store.mirror == mirror
+
+
+def test_missing_dataset_without_mirror_names_dataset_places_and_fix(tmp_path, monkeypatch):
+    monkeypatch.delenv("GNNGP_DATA_MIRROR", raising=False)
+    with pytest.raises(DatasetError) as err:
+        load("cora", None, tmp_path)
+    message = str(err.value)
+    assert "dataset 'Cora' is not available" in message
+    assert str(tmp_path / "Cora") in message and "no mirror set" in message
+    assert "download failed" in message and "GNNGP_DATA_MIRROR" in message
+    with pytest.raises(DatasetError, match="download is off"):
+        load("cora", None, tmp_path, download=False)
+
+
+def test_absent_large_datasets_fail_clearly(mirror, tmp_path):
+    for name, folder in (("arxiv", "ogbn_arxiv"), ("reddit", "Reddit")):
+        with pytest.raises(DatasetError, match=f"dataset '{folder}' is not available"):
+            load(name, mirror, tmp_path)
+
+
+def test_unknown_dataset_suggests_the_close_name(tmp_path):
+    cfg = compose(["dataset=cora"]).dataset
+    cfg.name = "coraa"
+    with pytest.raises(DatasetError, match="unknown dataset 'coraa' \\(did you mean 'cora'\\?\\)"):
+        load_dataset(cfg, DataStore(tmp_path))
+
+
+def copy_mirror(mirror, tmp_path, name):
+    dst = tmp_path / "mirror"
+    shutil.copytree(mirror / name, dst / name)
+    return dst
+
+
+def test_truncated_pickle_is_named(mirror, tmp_path):
+    bad = copy_mirror(mirror, tmp_path, "Cora")
+    path = bad / "Cora" / "raw" / "ind.cora.allx"
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(DatasetError, match="raw file .*ind.cora.allx is corrupt or truncated"):
+        load("cora", bad, tmp_path / "cache")
+
+
+def test_planetoid_files_disagreeing_on_node_count_are_named(mirror, tmp_path):
+    bad = copy_mirror(mirror, tmp_path, "Cora")
+    path = bad / "Cora" / "raw" / "ind.cora.ally"
+    with open(path, "rb") as f:
+        ally = pickle.load(f, encoding="latin1")
+    with open(path, "wb") as f:
+        pickle.dump(ally[:-5], f)
+    with pytest.raises(DatasetError, match="ind.cora.ally has 1703 rows but ind.cora.allx has 1708"):
+        load("cora", bad, tmp_path / "cache")
+
+
+def write_musae(folder: Path, name: str, n: int = 40, features=None, edges=None, target=None):
+    raw = folder / name / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    feats = features if features is not None else json.dumps({str(i): sorted(set(rng.integers(0, 9, 3).tolist())) for i in range(n)})
+    (raw / f"{name}.json").write_text(feats)
+    if edges is None:
+        pairs = rng.integers(0, n, (3 * n, 2))
+        edges = "id1,id2\n" + "".join(f"{a},{b}\n" for a, b in pairs) + "0,0\n"
+    (raw / f"{name}_edges.csv").write_text(edges)
+    if target is None:
+        target = "id,target\n" + "".join(f"{i},{int(rng.integers(15, 5000))}\n" for i in range(n))
+    (raw / f"{name}_target.csv").write_text(target)
+    return folder
+
+
+def test_crocodile_from_written_musae_files(tmp_path):
+    mirror = write_musae(tmp_path / "mirror", "crocodile", n=50)
+    data = load("crocodile", mirror, tmp_path / "cache")
+    assert data.task == "regression" and data.num_nodes == 50
+    assert split_sizes(data) == (24, 16, 10)  # 0.48 / 0.32 / 0.20
+    assert data.split == "random 0.48/0.32/0.20, seed 0"
+    other = load("crocodile", mirror, tmp_path / "cache", split_seed=1)
+    assert not torch.equal(other.train_mask, data.train_mask)
+
+
+def test_real_crocodile_mirror_lacks_features_and_says_so(mirror, tmp_path):
+    with pytest.raises(DatasetError, match="raw/crocodile.json not in cache"):
+        load("crocodile", mirror, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "kind, content, message",
+    [
+        ("features", "{not json", "crocodile.json is not valid json"),
+        ("edges", "id1,id2\n0,1\n1,x\n", "crocodile_edges.csv has a non-integer node id"),
+        ("edges", "id1,id2\n0,1\n1,99\n", "crocodile_edges.csv has node id 99 outside \\[0, 40\\)"),
+        ("target", "id,target\n0,5\n1,7\n", "crocodile_target.csv has 2 rows but the features have 40 nodes"),
+    ],
+)
+def test_corrupt_musae_files_are_named(tmp_path, kind, content, message):
+    mirror = write_musae(tmp_path / "mirror", "crocodile", n=40, **{kind: content})
+    with pytest.raises(DatasetError, match=message):
+        load("crocodile", mirror, tmp_path / "cache")
+
+
+def write_arxiv(folder: Path, n=30, d=4):
+    root = folder / "ogbn_arxiv"
+    (root / "raw").mkdir(parents=True)
+    (root / "split" / "time").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+
+    def put(path, rows):
+        with gzip.open(path, "wt") as f:
+            f.write("".join(",".join(str(v) for v in np.atleast_1d(r)) + "\n" for r in rows))
+
+    edges = rng.integers(0, n, (60, 2))
+    put(root / "raw" / "edge.csv.gz", edges)
+    put(root / "raw" / "node-feat.csv.gz", rng.normal(size=(n, d)).round(4))
+    put(root / "raw" / "node-label.csv.gz", rng.integers(0, 5, n))
+    put(root / "raw" / "node_year.csv.gz", rng.integers(2000, 2020, n))
+    put(root / "raw" / "num-node-list.csv.gz", [n])
+    put(root / "raw" / "num-edge-list.csv.gz", [len(edges)])
+    perm = rng.permutation(n)
+    for name, idx in (("train", perm[:15]), ("valid", perm[15:22]), ("test", perm[22:])):
+        put(root / "split" / "time" / f"{name}.csv.gz", idx)
+    return folder
+
+
+def test_arxiv_from_written_ogb_files(tmp_path):
+    mirror = write_arxiv(tmp_path / "mirror")
+    data = load("arxiv", mirror, tmp_path / "cache")
+    assert (data.num_nodes, data.num_features, data.task) == (30, 4, "classification")
+    assert split_sizes(data) == (15, 7, 8)
+    assert data.y.dim() == 1 and data.num_classes == 40  # ogbn-arxiv's class count
+    assert abs(float(data.x.mean(0).abs().max())) < 1e-5  # the arxiv preset centres features
+    ei = data.edge_index
+    assert torch.equal(torch.sort(ei[0] * 30 + ei[1])[0], torch.sort(ei[1] * 30 + ei[0])[0])  # undirected
+
+
+def test_arxiv_with_wrong_node_count_is_named(tmp_path):
+    mirror = write_arxiv(tmp_path / "mirror")
+    with gzip.open(mirror / "ogbn_arxiv" / "raw" / "num-node-list.csv.gz", "wt") as f:
+        f.write("31\n")
+    with pytest.raises(DatasetError, match="node-feat.csv.gz has 30 rows but num-node-list.csv.gz says 31 nodes"):
+        load("arxiv", mirror, tmp_path / "cache")
+
+
+def write_reddit(folder: Path, n=25, d=6):
+    raw = folder / "Reddit" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    types = np.array([1] * 10 + [2] * 5 + [3] * 10)
+    np.savez(raw / "reddit_data.npz", feature=rng.normal(size=(n, d)).astype(np.float32), label=rng.integers(0, 41, n), node_types=types)
+    pairs = rng.integers(0, n, (50, 2))
+    sp.save_npz(raw / "reddit_graph.npz", sp.coo_matrix((np.ones(50), (pairs[:, 0], pairs[:, 1])), shape=(n, n)))
+    return folder
+
+
+def test_reddit_from_written_pyg_files(tmp_path):
+    data = load("reddit", write_reddit(tmp_path / "mirror"), tmp_path / "cache")
+    assert (data.num_nodes, data.num_features, data.task) == (25, 6, "classification")
+    assert split_sizes(data) == (10, 5, 10)
+
+
+def test_truncated_reddit_file_is_named(tmp_path):
+    mirror = write_reddit(tmp_path / "mirror")
+    path = mirror / "Reddit" / "raw" / "reddit_graph.npz"
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(DatasetError, match="reddit_graph.npz is corrupt or truncated"):
+        load("reddit", mirror, tmp_path / "cache")
+
+
+def test_csbm_sizes_determinism_and_homophily():
+    data = generate_csbm(num_nodes=20000, avg_degree=8, num_classes=5, homophily=0.7, num_features=16, seed=3)
+    assert data.num_nodes == 20000 and data.num_features == 16 and data.num_classes == 5
+    assert abs(data.edge_index.size(1) / 20000 - 8) < 0.2  # directed edges per node ~ avg degree
+    assert abs(edge_homophily(data.edge_index, data.y) - 0.7) < 0.02
+    again = generate_csbm(num_nodes=20000, avg_degree=8, num_classes=5, homophily=0.7, num_features=16, seed=3)
+    assert torch.equal(data.edge_index, again.edge_index) and torch.equal(data.x, again.x)
+    other = generate_csbm(num_nodes=20000, avg_degree=8, num_classes=5, homophily=0.7, num_features=16, seed=4)
+    assert not torch.equal(data.edge_index, other.edge_index)
+
+
+def test_csbm_rejects_impossible_parameters():
+    with pytest.raises(DatasetError, match="homophily"):
+        generate_csbm(num_nodes=100, homophily=1.5)
+
+
+def write_custom(folder: Path, n=30, labels="int", masks=False, header=True):
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    pairs = rng.integers(0, n, (80, 2))
+    (folder / "edges.csv").write_text(("src,dst\n" if header else "") + "".join(f"{a},{b}\n" for a, b in pairs))
+    np.save(folder / "features.npy", rng.normal(size=(n, 5)))
+    if labels == "int":
+        np.save(folder / "labels.npy", rng.integers(0, 3, n))
+    else:
+        (folder / "labels.csv").write_text("value\n" + "".join(f"{v:.3f}\n" for v in rng.normal(size=n)))
+    if masks:
+        m = np.zeros(n, bool)
+        for i, name in enumerate(("train_mask", "val_mask", "test_mask")):
+            mm = m.copy()
+            mm[i * 10:(i + 1) * 10] = True
+            np.save(folder / f"{name}.npy", mm)
+    return folder
+
+
+def test_custom_classification_with_random_split(tmp_path):
+    folder = write_custom(tmp_path / "g")
+    data = load("custom", None, tmp_path, path=folder, train_ratio=0.5, val_ratio=0.2)
+    assert (data.task, data.num_classes, data.num_nodes) == ("classification", 3, 30)
+    assert split_sizes(data) == (15, 6, 9)
+
+
+def test_custom_regression_csv_labels_masks_and_sparse_features(tmp_path):
+    folder = write_custom(tmp_path / "g", labels="float", masks=True, header=False)
+    (folder / "features.npy").unlink()
+    sp.save_npz(folder / "features.npz", sp.random(30, 7, density=0.3, format="csr", random_state=0))
+    data = load("custom", None, tmp_path, path=folder)
+    assert (data.task, data.num_features) == ("regression", 7)
+    assert split_sizes(data) == (10, 10, 10) and data.split == "from files"
+
+
+def test_custom_task_override(tmp_path):
+    folder = write_custom(tmp_path / "g")
+    assert load("custom", None, tmp_path, path=folder, task="regression").task == "regression"
+
+
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        (lambda f: (f / "edges.csv").write_text("0,1\n1,30\n"), "edges.csv has node id 30 outside \\[0, 30\\)"),
+        (lambda f: (f / "edges.csv").write_text("0,1,2\n"), "edges.csv has 3 columns"),
+        (lambda f: np.save(f / "labels.npy", np.zeros(29, int)), "labels.npy has 29 labels but the features have 30 rows"),
+        (lambda f: (f / "features.npy").unlink(), "has no features file; add one of features.npy, features.npz"),
+        (lambda f: np.save(f / "train_mask.npy", np.ones(30, bool)), "has train_mask but not all of"),
+        (lambda f: (f / "features.npy").write_bytes(b"garbage"), "feature file .*features.npy could not be read"),
+    ],
+)
+def test_custom_bad_inputs_name_the_file(tmp_path, breakage, message):
+    folder = write_custom(tmp_path / "g")
+    breakage(folder)
+    with pytest.raises(DatasetError, match=message):
+        load("custom", None, tmp_path, path=folder)
+
+
+def test_custom_missing_folder(tmp_path):
+    with pytest.raises(DatasetError, match="custom dataset folder .*nope does not exist"):
+        load("custom", None, tmp_path, path=tmp_path / "nope")

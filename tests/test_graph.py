@@ -1,0 +1,57 @@
+"""Normalisation: one function shared by kernels and GNNs, sparse, NaN-free."""
+import torch
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from torch_geometric.utils import to_dense_adj
+
+from gnngp_cli.data import Adjacency, normalized_adjacency
+
+
+def dense(edge_index, weight, n):
+    return to_dense_adj(edge_index, edge_attr=weight, max_num_nodes=n)[0]
+
+
+def small_graph():
+    # node 4 is isolated; edges are undirected
+    edges = torch.tensor([[0, 1], [1, 2], [2, 0], [2, 3]]).T
+    return torch.cat([edges, edges.flip(0)], dim=1), 5
+
+
+def test_row_normalised_rows_sum_to_one():
+    ei, n = small_graph()
+    a = dense(*normalized_adjacency(ei, n, "row"), n)
+    torch.testing.assert_close(a.sum(1), torch.ones(n))
+
+
+def test_symmetric_matches_pyg_gcn_norm():
+    ei, n = small_graph()
+    a = dense(*normalized_adjacency(ei, n, "sym"), n)
+    torch.testing.assert_close(a, a.T)
+    ref_ei, ref_w = gcn_norm(ei, num_nodes=n, add_self_loops=True)
+    torch.testing.assert_close(a, dense(ref_ei, ref_w, n))
+
+
+def test_existing_self_loop_gets_unit_loop_on_top():
+    ei = torch.tensor([[0, 0, 1], [0, 1, 0]])  # node 0 has a self-loop
+    a = dense(*normalized_adjacency(ei, 2, "row"), 2)
+    # row 0 of I + A: self weight 1 + 1 = 2, edge to 1 weight 1 -> (2/3, 1/3)
+    torch.testing.assert_close(a[0], torch.tensor([2 / 3, 1 / 3]))
+
+
+def test_isolated_node_keeps_unit_loop_without_nan():
+    ei, n = small_graph()
+    for kind in ("sym", "row"):
+        a = dense(*normalized_adjacency(ei, n, kind), n)
+        assert torch.isfinite(a).all()
+        assert a[4, 4] == 1.0
+
+
+def test_adjacency_blocks_and_products_agree_with_dense():
+    ei, n = small_graph()
+    adj = Adjacency.from_graph(ei, n, "sym", torch.float64, "cpu")
+    a = dense(adj.edge_index, adj.edge_weight, n)
+    x = torch.randn(n, 3, dtype=torch.float64)
+    torch.testing.assert_close(adj.matmul(x), a @ x)
+    rows = torch.tensor([0, 3])
+    cols = adj.neighbours(rows)
+    assert cols.tolist() == [0, 1, 2, 3]
+    torch.testing.assert_close(adj.block(rows, cols).to_dense(), a[rows][:, cols])
