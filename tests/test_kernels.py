@@ -1,0 +1,146 @@
+"""Kernels: each block and architecture against independent computations."""
+import math
+
+import pytest
+import torch
+
+from gnngp_cli.data import Adjacency
+from gnngp_cli.errors import KernelError
+from gnngp_cli.kernels import BaseKernel, KernelContext, relu_expectation
+from gnngp_cli.kernels.architectures import composed, gcn, gcn2, gin, ggp, rbf, sage
+from gnngp_cli.kernels.blocks import kernel_diagonal
+
+ARCHS = {
+    "gcn": lambda L: gcn(L, 1.1, 0.3),
+    "gcn2": lambda L: gcn2(L, 1.0, alpha=0.2, theta=0.5),
+    "gin": lambda L: gin(L, 1.2, 0.2),
+    "sage": lambda L: sage(L, 0.5, 1.0),
+    "ggp": lambda L: ggp(),
+    "rbf": lambda L: rbf(),
+    "composed": lambda L: composed(L, first=["input", "weight", "conv", "bias"], hidden=[{"add": [["relu", "conv", {"scale": 0.9}], ["input", {"scale": 0.1}]]}], sigma_w=1.0, sigma_b=0.1),
+}
+
+
+def random_graph(n=40, m=90, d=6, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(n, (2, m), generator=g)
+    ei = torch.cat([ei, ei.flip(0)], 1)
+    x = torch.randn(n, d, generator=g, dtype=dtype)
+    x[5] = 0  # an isolated-looking, feature-less node
+    return ei, x
+
+
+def dense_reference(arch, L, x, a, base):
+    """The kernel recursion written out with dense N x N matrices."""
+    c0 = base.block(x, x)
+
+    def g(k):
+        d = torch.diagonal(k).clamp_min(0).sqrt()
+        s = d[:, None] * d[None, :]
+        cos = torch.where(s > 0, k / torch.where(s > 0, s, 1), 0).clamp(-1, 1)
+        t = torch.arccos(cos)
+        return (torch.sin(t) + (math.pi - t) * cos) * s / (2 * math.pi)
+
+    if arch == "gcn":
+        k = 1.1 ** 2 * a @ c0 @ a.T + 0.3 ** 2
+        for _ in range(L - 1):
+            k = 1.1 ** 2 * a @ g(k) @ a.T + 0.3 ** 2
+    elif arch == "gcn2":
+        k = a @ g(c0) @ a.T
+        for l in range(1, L):
+            beta = math.log(0.5 / l + 1)
+            k = ((1 - beta) ** 2 + beta ** 2) * (0.8 ** 2 * a @ g(k) @ a.T + 0.2 ** 2 * c0)
+    elif arch == "gin":
+        k = 1.2 ** 2 * a @ c0 @ a.T + 0.2 ** 2
+        for _ in range(L - 1):
+            k = 1.2 ** 2 * g(k) + 0.2 ** 2
+    elif arch == "sage":
+        k = 0.25 * c0 + a @ c0 @ a.T
+        for _ in range(L - 1):
+            k = 0.25 * g(k) + a @ g(k) @ a.T
+    elif arch == "ggp":
+        k = a @ c0 @ a.T
+    elif arch == "rbf":
+        k = c0
+    else:
+        k = a @ c0 @ a.T + 0.01
+        for _ in range(L - 1):
+            k = 0.81 * a @ g(k) @ a.T + 0.01 * c0
+    return k
+
+
+def context(x, ei, kind="sym", base=BaseKernel(), landmarks=None):
+    n = x.size(0)
+    adj = Adjacency.from_graph(ei, n, kind, x.dtype, "cpu")
+    return KernelContext(x, adj, base, landmarks), adj
+
+
+def dense_adj(adj):
+    a = torch.zeros(adj.num_nodes, adj.num_nodes, dtype=adj.edge_weight.dtype)
+    a[adj.edge_index[0], adj.edge_index[1]] = adj.edge_weight
+    return a
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("base", [BaseKernel(), BaseKernel("polynomial", c=1.0, d=2.0)])
+def test_exact_kernel_equals_dense_recursion_on_any_node_subset(arch, base):
+    ei, x = random_graph()
+    ctx, adj = context(x, ei, base=base)
+    ref = dense_reference(arch, 3, x, dense_adj(adj), base)
+    nodes = torch.tensor([0, 3, 5, 7, 11, 20, 33])
+    k = ARCHS[arch](3)(None, ctx, nodes)
+    torch.testing.assert_close(k.dense(), ref[nodes][:, nodes])
+    torch.testing.assert_close(kernel_diagonal(ARCHS[arch](3), ctx), torch.diagonal(ref))
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_low_rank_with_every_node_a_landmark_equals_exact(arch):
+    ei, x = random_graph()
+    n = x.size(0)
+    ctx, adj = context(x, ei, landmarks=torch.arange(n))
+    q = ARCHS[arch](3)(None, ctx, None)
+    exact_ctx, _ = context(x, ei)
+    k = ARCHS[arch](3)(None, exact_ctx, torch.arange(n)).dense()
+    torch.testing.assert_close(q.root @ q.root.T, k, rtol=1e-6, atol=1e-8)
+
+
+def test_relu_expectation_matches_monte_carlo():
+    torch.manual_seed(0)
+    k = torch.tensor([[2.0, 0.7, -0.5], [0.7, 1.0, 0.2], [-0.5, 0.2, 0.5]], dtype=torch.float64)
+    z = torch.randn(400_000, 3, dtype=torch.float64) @ torch.linalg.cholesky(k).T
+    mc = torch.relu(z).T @ torch.relu(z) / z.size(0)
+    analytic = relu_expectation(k, torch.diagonal(k), torch.diagonal(k))
+    torch.testing.assert_close(analytic, mc, atol=5e-3, rtol=0)
+    torch.testing.assert_close(torch.diagonal(analytic), torch.diagonal(k) / 2)
+
+
+def test_zero_variance_node_gives_zero_row_not_nan():
+    k = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+    g = relu_expectation(k, torch.diagonal(k), torch.diagonal(k))
+    assert torch.isfinite(g).all() and g[1].abs().sum() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_both_precisions_work(dtype):
+    ei, x = random_graph(dtype=dtype)
+    ctx, _ = context(x, ei)
+    k = gcn(2, 1.0, 0.1)(None, ctx, torch.arange(40))
+    assert k.matrix.dtype == dtype and torch.isfinite(k.matrix).all()
+
+
+def test_indefinite_kernel_raises_naming_the_layer():
+    ei, x = random_graph()
+    x = x * 3
+    ctx, _ = context(x, ei, base=BaseKernel("sigmoid", gamma=2.0, c=-1.0), landmarks=torch.arange(0, 40, 2))
+    with pytest.raises(KernelError, match="input layer: the kernel is not positive semi-definite"):
+        gcn(2, 1.0, 0.0)(None, ctx, None)
+    exact, _ = context(x, ei, base=BaseKernel("sigmoid", gamma=2.0, c=-1.0))
+    with pytest.raises(KernelError, match="layer 1: the kernel"):
+        gcn(2, 1.0, 0.0)(None, exact, torch.arange(40))
+
+
+def test_overflow_raises_instead_of_nan():
+    ei, x = random_graph(dtype=torch.float32)
+    ctx, _ = context(x * 1e20, ei)
+    with pytest.raises(KernelError, match="NaN or infinite"):
+        gcn(2, 1.0, 0.0)(None, ctx, torch.arange(40))
