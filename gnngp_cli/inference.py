@@ -93,7 +93,8 @@ def gp_predict(
 
     use_root = kernel.root is not None and (low_rank or kernel.root.size(1) <= train.numel())
     if use_root:
-        q_train, q_nodes = kernel.root[pos_train], kernel.root[pos_nodes]
+        q_train = kernel.root[pos_train]
+        q_nodes = kernel.root if nodes.numel() == kernel.size else kernel.root[pos_nodes]  # no copy when every node is predicted
         gram = q_train.T @ q_train
         w, v = torch.linalg.eigh((gram + gram.T) / 2)
         proj = q_nodes @ v                             # Q[*] V
