@@ -99,6 +99,15 @@ class NuggetConfig:
 
 
 @dataclass
+class VerifyConfig:
+    widths: list[int] = field(default_factory=lambda: [128, 512, 2048])
+    samples: int = 20
+    num_nodes: int = 30
+    avg_degree: float = 4.0
+    num_features: int = 8
+
+
+@dataclass
 class RunConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     kernel: KernelConfig = field(default_factory=KernelConfig)
@@ -111,6 +120,7 @@ class RunConfig:
     dtype: str = "float32"
     max_memory_gb: Optional[float] = None   # refuse exact kernels above this; default 80% of free memory
     results_file: str = "results.csv"
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
 
 
 def register_configs() -> None:
@@ -162,6 +172,8 @@ def validate(cfg: Any) -> None:
         raise ConfigError(f"runs={cfg.runs} must be at least 1")
     _choice(cfg.device, DEVICES, "device")
     _choice(cfg.dtype, DTYPES, "dtype")
+    if not cfg.verify.widths or min(cfg.verify.widths) < 1 or cfg.verify.samples < 1 or cfg.verify.num_nodes < 2:
+        raise ConfigError("verify.widths must be positive widths, verify.samples >= 1 and verify.num_nodes >= 2")
     if cfg.max_memory_gb is not None and cfg.max_memory_gb <= 0:
         raise ConfigError(f"max_memory_gb={cfg.max_memory_gb} must be positive")
 

@@ -73,3 +73,12 @@ def test_multirun_sweep_over_any_key(tmp_path):
     assert out.returncode == 0, out.stderr
     rows = pd.concat([pd.read_csv(p) for p in sorted(tmp_path.glob("*/results.csv"))])
     assert len(rows) == 4 and set(rows["method"]) == {"GCNGP", "GCNGP-X"} and set(rows["layers"]) == {1, 2}
+
+
+def test_verify_prints_error_by_width(tmp_path):
+    out = gnngp("verify", "kernel=gingp", "verify.widths=[64,1024]", "verify.samples=5", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    table = pd.read_csv(tmp_path / "verify.csv")
+    assert table["width"].tolist() == [64, 1024]
+    assert table["relative_error"].iloc[1] < table["relative_error"].iloc[0]
+    assert "relative Frobenius error" in out.stdout

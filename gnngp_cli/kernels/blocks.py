@@ -188,6 +188,24 @@ class Block:
     def __call__(self, k: Optional[Kernel], ctx: KernelContext, nodes: Nodes) -> Kernel:
         raise NotImplementedError
 
+    def network(self, h: Tensor, sim: "NetworkSample") -> Tensor:
+        """The finite-width network operation on hidden features ``h`` (nodes x width)."""
+        raise NotImplementedError
+
+
+@dataclass
+class NetworkSample:
+    """One random finite-width network: i.i.d. Gaussian weights of the blocks' variances.
+    ``inputs`` is the Gaussian input layer, shared by every ``Input`` block of the network."""
+
+    inputs: Tensor
+    adjacency: Adjacency
+    width: int
+    generator: torch.Generator
+
+    def gaussian(self, rows: int, cols: int) -> Tensor:
+        return torch.randn(rows, cols, generator=self.generator, dtype=self.inputs.dtype)
+
 
 class Input(Block):
     """``X <- X0``: ``K <- C0``; low rank ``Q <- chol(C0)``."""
@@ -200,6 +218,9 @@ class Input(Block):
 
     def __call__(self, k, ctx, nodes):
         return ctx.input_kernel(nodes)
+
+    def network(self, h, sim):
+        return sim.inputs
 
 
 @dataclass
@@ -217,15 +238,29 @@ class Scale(Block):
             return replace(k, root=k.root * self.factor)
         return replace(k, matrix=k.matrix * self.factor ** 2)
 
-
-def Weight(sigma_w: float) -> Scale:
-    """``X <- X W``, ``W_ij ~ N(0, sigma_w^2 / d)``: ``K <- sigma_w^2 K``."""
-    return Scale(sigma_w)
+    def network(self, h, sim):
+        return h * self.factor
 
 
-def MixedWeight(a: float, b: float, sigma_w: float) -> Scale:
-    """``X <- X (a I + b W)``: ``K <- (a^2 + b^2 sigma_w^2) K``."""
-    return Scale(math.sqrt(a * a + b * b * sigma_w * sigma_w))
+class Weight(Scale):
+    """``X <- X W``, ``W_ij ~ N(0, sigma_w^2 / d)``: ``K <- sigma_w^2 K``; low rank ``sigma_w Q``."""
+
+    def __init__(self, sigma_w: float):
+        super().__init__(sigma_w)
+
+    def network(self, h, sim):
+        return h @ sim.gaussian(h.size(1), sim.width) * (self.factor / math.sqrt(h.size(1)))
+
+
+class MixedWeight(Scale):
+    """``X <- X (a I + b W)``: ``K <- (a^2 + b^2 sigma_w^2) K``; low rank ``sqrt(a^2 + b^2 sigma_w^2) Q``."""
+
+    def __init__(self, a: float, b: float, sigma_w: float):
+        super().__init__(math.sqrt(a * a + b * b * sigma_w * sigma_w))
+        self.a, self.b, self.sigma_w = a, b, sigma_w
+
+    def network(self, h, sim):
+        return self.a * h + h @ sim.gaussian(h.size(1), h.size(1)) * (self.b * self.sigma_w / math.sqrt(h.size(1)))
 
 
 @dataclass
@@ -244,6 +279,9 @@ class Bias(Block):
             column = torch.full((k.size, 1), self.sigma_b, dtype=k.root.dtype, device=k.root.device)
             return replace(k, root=torch.cat([k.root, column], dim=1))
         return replace(k, matrix=k.matrix + self.sigma_b ** 2)
+
+    def network(self, h, sim):
+        return h + self.sigma_b * sim.gaussian(1, h.size(1)) if self.sigma_b else h
 
 
 class Conv(Block):
@@ -268,6 +306,9 @@ class Conv(Block):
         half = torch.sparse.mm(a, k.matrix)  # A K, |nodes| x |support|
         return Kernel(nodes, matrix=torch.sparse.mm(a, half.T.contiguous()))  # A (A K)^T = A K A^T
 
+    def network(self, h, sim):
+        return sim.adjacency.matmul(h)
+
 
 class ReLU(Block):
     """``X <- relu(X)``: ``K <- g(K)``; low rank ``Q <- chol(g(Q Q^T))`` on the landmarks."""
@@ -281,6 +322,9 @@ class ReLU(Block):
         matrix = k.dense()
         var = torch.diagonal(matrix).clone()
         return Kernel(k.nodes, matrix=relu_expectation(matrix, var, var))
+
+    def network(self, h, sim):
+        return torch.relu(h)
 
 
 class Serial(Block):
@@ -315,6 +359,11 @@ class Serial(Block):
             check_kernel(k, self.name)
         return k
 
+    def network(self, h, sim):
+        for block in self.blocks:
+            h = block.network(h, sim)
+        return h
+
 
 class Add(Block):
     """Independent addition ``X <- f1(X) + f2(X)``: ``K <- K1 + K2``; low rank ``[Q1, Q2]``."""
@@ -336,6 +385,9 @@ class Add(Block):
         for p in parts[1:]:
             total = total + p.dense()
         return Kernel(parts[0].nodes, matrix=total)
+
+    def network(self, h, sim):
+        return sum(branch.network(h, sim) for branch in self.branches)
 
 
 # --------------------------------------------------------------------------------------
