@@ -111,9 +111,9 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     )
     kernel_watch, inference_watch = Stopwatch(device), Stopwatch(device)
     best: Optional[tuple[GPResult, float]] = None
+    ctx = KernelContext(features, adjacency, BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d), landmarks)
     for gamma in gammas:
-        base = BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d)
-        ctx = KernelContext(features, adjacency, base, landmarks)
+        ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
         if not kcfg.low_rank:
             check_exact_memory(arch, ctx, target, dtype, cfg)
         with kernel_watch.measure():

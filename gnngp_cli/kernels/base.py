@@ -32,40 +32,51 @@ class BaseKernel:
     def is_linear(self) -> bool:
         return self.name == "linear"
 
+    @property
+    def statistic_name(self) -> str:
+        """The parameter-free pairwise statistic the kernel is a function of."""
+        return {"rbf": "sqeuclidean", "laplacian": "cityblock", "arccos": "cosine"}.get(self.name, "dot")
+
+    def statistic(self, xa: Tensor, xb: Tensor) -> Tensor:
+        """The pairwise statistic ``S[a, b]``: ``x . x'``, ``||x - x'||_2^2``, ``||x - x'||_1`` or the cosine."""
+        if self.name not in BASE_KERNELS:
+            raise ValueError(f"unknown base kernel {self.name!r}; use one of {BASE_KERNELS}")
+        name = self.statistic_name
+        if name == "sqeuclidean":
+            sq = (xa * xa).sum(1, keepdim=True) + (xb * xb).sum(1) - 2 * xa @ xb.T
+            return sq.clamp_min_(0)
+        if name == "cityblock":
+            return torch.cdist(xa, xb, p=1)
+        if name == "cosine":
+            norms = xa.norm(dim=1, keepdim=True) * xb.norm(dim=1, keepdim=True).T
+            return ((xa @ xb.T) / norms.clamp_min(torch.finfo(xa.dtype).tiny)).clamp_(-1, 1)
+        return xa @ xb.T
+
+    def from_statistic(self, stat: Tensor) -> Tensor:
+        """``C0`` from its statistic, entry by entry."""
+        if self.name == "linear":
+            return stat
+        if self.name == "polynomial":
+            return (stat + self.c) ** self.d
+        if self.name in ("rbf", "laplacian"):
+            return torch.exp(-self.gamma * stat)
+        if self.name == "arccos":
+            return 1 - torch.arccos(stat) / math.pi
+        return torch.tanh(self.gamma * stat + self.c)  # sigmoid
+
     def block(self, xa: Tensor, xb: Tensor) -> Tensor:
         """``C0[a, b]`` for feature rows ``xa`` and ``xb``."""
-        if self.name == "linear":
-            return xa @ xb.T
-        if self.name == "polynomial":
-            return (xa @ xb.T + self.c) ** self.d
-        if self.name == "rbf":
-            sq = (xa * xa).sum(1, keepdim=True) + (xb * xb).sum(1) - 2 * xa @ xb.T
-            return torch.exp(-self.gamma * sq.clamp_min_(0))
-        if self.name == "laplacian":
-            return torch.exp(-self.gamma * torch.cdist(xa, xb, p=1))
-        if self.name == "arccos":
-            na = xa.norm(dim=1, keepdim=True)
-            nb = xb.norm(dim=1, keepdim=True)
-            cos = (xa @ xb.T) / (na * nb.T).clamp_min(torch.finfo(xa.dtype).tiny)
-            return 1 - torch.arccos(cos.clamp_(-1, 1)) / math.pi
-        if self.name == "sigmoid":
-            return torch.tanh(self.gamma * xa @ xb.T + self.c)
-        raise ValueError(f"unknown base kernel {self.name!r}; use one of {BASE_KERNELS}")
+        return self.from_statistic(self.statistic(xa, xb))
 
     def on_pairs(self, xa: Tensor, xb: Tensor) -> Tensor:
         """``C0(xa[i], xb[i])`` for matching rows (the entries of :meth:`block`'s diagonal)."""
-        dot = (xa * xb).sum(1)
-        if self.name == "linear":
-            return dot
-        if self.name == "polynomial":
-            return (dot + self.c) ** self.d
-        if self.name == "rbf":
-            return torch.exp(-self.gamma * ((xa - xb) ** 2).sum(1))
-        if self.name == "laplacian":
-            return torch.exp(-self.gamma * (xa - xb).abs().sum(1))
-        if self.name == "arccos":
-            cos = dot / (xa.norm(dim=1) * xb.norm(dim=1)).clamp_min(torch.finfo(xa.dtype).tiny)
-            return 1 - torch.arccos(cos.clamp(-1, 1)) / math.pi
-        if self.name == "sigmoid":
-            return torch.tanh(self.gamma * dot + self.c)
-        raise ValueError(f"unknown base kernel {self.name!r}; use one of {BASE_KERNELS}")
+        name = self.statistic_name
+        if name == "sqeuclidean":
+            stat = ((xa - xb) ** 2).sum(1)
+        elif name == "cityblock":
+            stat = (xa - xb).abs().sum(1)
+        elif name == "cosine":
+            stat = ((xa * xb).sum(1) / (xa.norm(dim=1) * xb.norm(dim=1)).clamp_min(torch.finfo(xa.dtype).tiny)).clamp(-1, 1)
+        else:
+            stat = (xa * xb).sum(1)
+        return self.from_statistic(stat)

@@ -90,6 +90,24 @@ class KernelContext:
     landmarks: Optional[Tensor] = None
     pair_budget: int = 40_000_000   # most (pair, neighbour, neighbour) terms one pair evaluation may hold
     _input: Optional[Kernel] = None
+    _statistics: dict = field(default_factory=dict)
+
+    def with_base(self, base: BaseKernel) -> "KernelContext":
+        """The same context with another base kernel (e.g. the next gamma of a search); the
+        base kernel's parameter-free pairwise statistics are shared, not recomputed."""
+        return replace(self, base=base, _input=None)
+
+    def base_block(self, rows: Nodes, cols: Nodes) -> Tensor:
+        """``C0[rows, cols]`` (``None`` = every node), from a cached pairwise statistic."""
+        key = (self.base.statistic_name, id(rows), id(cols))
+        cached = self._statistics.get(key)
+        if cached is None or cached[0] is not rows or cached[1] is not cols:
+            xa = self.features if rows is None else self.features[rows]
+            xb = self.features if cols is None else self.features[cols]
+            self._statistics.clear()  # hold one statistic at a time
+            cached = (rows, cols, self.base.statistic(xa, xb))
+            self._statistics[key] = cached
+        return self.base.from_statistic(cached[2])
 
     @property
     def low_rank(self) -> bool:
@@ -108,13 +126,13 @@ class KernelContext:
             x = self.features if nodes is None else self.features[nodes]
             if self.base.is_linear:
                 return Kernel(nodes, root=x)
-            return Kernel(nodes, matrix=self.base.block(x, x))
+            return Kernel(nodes, matrix=self.base_block(nodes, nodes))
         if self._input is None:
             x = self.features
             if self.base.is_linear and self.landmarks.numel() >= x.size(1):
                 self._input = Kernel(None, root=x)
             else:
-                cross = self.base.block(x, x[self.landmarks])
+                cross = self.base_block(None, self.landmarks)
                 self._input = Kernel(None, root=nystrom_root(cross, self.landmarks, "input layer"))
         return self._input
 
