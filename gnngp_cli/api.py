@@ -17,8 +17,9 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     from hydra.core.global_hydra import GlobalHydra
 
     from .cli import config_dir
-    from .config import register_configs
+    from .config import check_method_overrides, register_configs
 
+    check_method_overrides(list(overrides))
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
@@ -26,7 +27,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
 
 
 def run(overrides: Sequence[str] = (), cfg: Optional[DictConfig] = None) -> list[dict]:
-    """Run one GP job in-process and return its result rows (no CSV is written)."""
-    from .runner import run_gp
+    """Run one job (GP kernel or GNN) in-process and return its result rows (no CSV is written)."""
+    from .runner import run_job
 
-    return run_gp(cfg if cfg is not None else compose(overrides))
+    return run_job(cfg if cfg is not None else compose(overrides))

@@ -41,7 +41,7 @@ def _run_task(cfg) -> None:
     from .runner import execute
 
     hc = HydraConfig.get()
-    execute(cfg, Path(hc.runtime.output_dir), hc.mode == RunMode.MULTIRUN)
+    execute(cfg, Path(hc.runtime.output_dir), hc.mode == RunMode.MULTIRUN, list(hc.overrides.task))
 
 
 def _verify_task(cfg) -> None:

@@ -19,6 +19,7 @@ from .kernels import ARCHITECTURES, BASE_KERNELS
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float64")
 TASKS = ("classification", "regression")
+METHODS = ("gp", "gnn")
 
 
 @dataclass
@@ -42,6 +43,10 @@ class DatasetConfig:
     scale: bool = False
     sigma_b: float = 0.0                # the bias sigma kernels use on this dataset
     landmark_fraction: float = 1.0      # the landmark fraction 1/k low-rank kernels use on this dataset
+    gnn_lr: float = 0.01                # GNN defaults on this dataset
+    gnn_epochs: int = 100
+    gnn_batch_norm: bool = False
+    gnn_batch_size: Optional[int] = None
     # csbm generator
     num_nodes: int = 3000
     avg_degree: float = 10.0
@@ -86,6 +91,22 @@ class KernelConfig:
 
 
 @dataclass
+class GNNConfig:
+    name: str = "gcn"
+    layers: int = 2
+    hidden: int = 256
+    dropout: float = 0.5
+    lr: float = II("dataset.gnn_lr")
+    weight_decay: float = 0.0
+    epochs: int = II("dataset.gnn_epochs")
+    batch_norm: bool = II("dataset.gnn_batch_norm")
+    batch_size: Optional[int] = II("dataset.gnn_batch_size")   # null: full batch
+    fanouts: Optional[list[int]] = None                           # mini-batch neighbours per layer; -1 = all
+    alpha: float = 0.1                                             # gcn2
+    theta: float = 0.5                                             # gcn2
+
+
+@dataclass
 class LandmarksConfig:
     fraction: float = II("dataset.landmark_fraction")   # each training node is a landmark w.p. 1/fraction
     count: Optional[int] = None                          # or exactly this many training nodes
@@ -110,7 +131,9 @@ class VerifyConfig:
 @dataclass
 class RunConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
-    kernel: KernelConfig = field(default_factory=KernelConfig)
+    method: str = "gp"                  # gp: the GP kernel; gnn: the GNN (set by gnn=<name>)
+    kernel: Optional[KernelConfig] = None
+    gnn: GNNConfig = field(default_factory=GNNConfig)
     landmarks: LandmarksConfig = field(default_factory=LandmarksConfig)
     nugget: NuggetConfig = field(default_factory=NuggetConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -120,6 +143,8 @@ class RunConfig:
     dtype: str = "float32"
     max_memory_gb: Optional[float] = None   # refuse exact kernels above this; default 80% of free memory
     results_file: str = "results.csv"
+    progress: bool = True               # epoch progress bar for GNNs (off when not on a terminal)
+    resume: bool = False                # in a sweep dir: skip jobs whose results already exist
     verify: VerifyConfig = field(default_factory=VerifyConfig)
 
 
@@ -147,21 +172,13 @@ def validate(cfg: Any) -> None:
             raise ConfigError(f"dataset.{key}={cfg.dataset[key]} must lie in [0, 1]")
     if cfg.dataset.train_ratio + cfg.dataset.val_ratio > 1:
         raise ConfigError("dataset.train_ratio + dataset.val_ratio must be at most 1")
-    k = cfg.kernel
-    _choice(k.name, ARCHITECTURES, "kernel.name")
-    _choice(k.base.name, BASE_KERNELS, "kernel.base.name")
-    if k.adjacency is not None:
-        _choice(k.adjacency, ("sym", "row"), "kernel.adjacency")
-    if k.layers < 1:
-        raise ConfigError(f"kernel.layers={k.layers} must be at least 1")
-    for key in ("sigma_w", "sigma_b", "sigma_w1", "sigma_w2"):
-        if k[key] < 0:
-            raise ConfigError(f"kernel.{key}={k[key]} is negative; a standard deviation must be >= 0")
-    if not 0 <= k.alpha <= 1 or k.theta < 0:
-        raise ConfigError("kernel.alpha must lie in [0, 1] and kernel.theta must be >= 0")
-    if k.base.gamma <= 0 and k.base.name in ("rbf", "laplacian"):
-        raise ConfigError(f"kernel.base.gamma={k.base.gamma} must be positive for the {k.base.name} kernel")
-    _grid(k.gamma_grid, "kernel.gamma_grid")
+    _choice(cfg.method, METHODS, "method")
+    if cfg.method == "gnn":
+        _validate_gnn(cfg.gnn)
+    elif cfg.kernel is None:
+        raise ConfigError("nothing to run: choose a GP kernel (kernel=gcngp) or a GNN (gnn=gcn)")
+    else:
+        _validate_kernel(cfg.kernel)
     _grid(cfg.nugget, "nugget")
     lm = cfg.landmarks
     if lm.count is not None and lm.count < 1:
@@ -176,6 +193,54 @@ def validate(cfg: Any) -> None:
         raise ConfigError("verify.widths must be positive widths, verify.samples >= 1 and verify.num_nodes >= 2")
     if cfg.max_memory_gb is not None and cfg.max_memory_gb <= 0:
         raise ConfigError(f"max_memory_gb={cfg.max_memory_gb} must be positive")
+
+
+def _validate_kernel(k: Any) -> None:
+    _choice(k.name, ARCHITECTURES, "kernel.name")
+    _choice(k.base.name, BASE_KERNELS, "kernel.base.name")
+    if k.adjacency is not None:
+        _choice(k.adjacency, ("sym", "row"), "kernel.adjacency")
+    if k.layers < 1:
+        raise ConfigError(f"kernel.layers={k.layers} must be at least 1")
+    for key in ("sigma_w", "sigma_b", "sigma_w1", "sigma_w2"):
+        if k[key] < 0:
+            raise ConfigError(f"kernel.{key}={k[key]} is negative; a standard deviation must be >= 0")
+    if not 0 <= k.alpha <= 1 or k.theta < 0:
+        raise ConfigError("kernel.alpha must lie in [0, 1] and kernel.theta must be >= 0")
+    if k.base.gamma <= 0 and k.base.name in ("rbf", "laplacian"):
+        raise ConfigError(f"kernel.base.gamma={k.base.gamma} must be positive for the {k.base.name} kernel")
+    _grid(k.gamma_grid, "kernel.gamma_grid")
+
+
+def _validate_gnn(g: Any) -> None:
+    from .gnn import GNN_LABELS
+
+    _choice(g.name, GNN_LABELS, "gnn.name")
+    for key in ("layers", "hidden", "epochs"):
+        if g[key] < 1:
+            raise ConfigError(f"gnn.{key}={g[key]} must be at least 1")
+    if g.lr <= 0:
+        raise ConfigError(f"gnn.lr={g.lr} must be positive")
+    if not 0 <= g.dropout < 1 or g.weight_decay < 0:
+        raise ConfigError("gnn.dropout must lie in [0, 1) and gnn.weight_decay must be >= 0")
+    if g.batch_size is not None and g.batch_size < 1:
+        raise ConfigError(f"gnn.batch_size={g.batch_size} must be at least 1 (or null for full batch)")
+    graph_layers = 1 if g.name == "gin" else g.layers
+    if g.fanouts is not None and len(g.fanouts) != graph_layers:
+        raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")
+
+
+def check_method_overrides(overrides: Any) -> None:
+    """``kernel=...`` and ``gnn=...`` chosen together on the command line is an error (a GNN
+    config otherwise replaces the default kernel)."""
+    def chosen(group: str) -> bool:
+        return any(not o.startswith("~") and o.lstrip("+").split("=")[0].split(".")[0] == group for o in overrides)
+
+    def value(group: str) -> str:
+        return next((o.split("=", 1)[1] for o in overrides if o.lstrip("+").split("=")[0] == group and "=" in o), "")
+
+    if chosen("kernel") and chosen("gnn") and value("gnn") != "none":
+        raise ConfigError("both kernel and gnn are set; choose one: kernel=<name> for a GP or gnn=<name> for a GNN")
 
 
 def _grid(grid: Any, what: str) -> None:

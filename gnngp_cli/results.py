@@ -12,7 +12,7 @@ import pandas as pd
 COLUMNS = [
     "status", "dataset", "method", "kernel", "task", "metric", "train", "val", "test",
     "nugget", "layers", "sigma_w", "sigma_b", "landmarks", "seed", "run",
-    "n_nodes", "n_edges", "load_seconds", "kernel_seconds", "inference_seconds", "total_seconds",
+    "n_nodes", "n_edges", "load_seconds", "kernel_seconds", "train_seconds", "inference_seconds", "total_seconds",
     "peak_rss_mb", "peak_cuda_mb", "device", "dtype", "split",
     "nlpd", "coverage95", "var_correct", "var_wrong", "extra", "error", "version", "timestamp",
 ]
@@ -46,8 +46,7 @@ def summary_line(row: Mapping) -> str:
         return f"{row.get('method', '?')} on {row.get('dataset', '?')}: FAILED: {row.get('error')}"
     def fmt(v):
         return "nan" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
-    return (
-        f"{row['method']} on {row['dataset']} (run {row['run']}, seed {row['seed']}): test {row['metric']} {fmt(row['test'])} "
-        f"(val {fmt(row['val'])}, train {fmt(row['train'])}, nugget {row['nugget']:.3g}) in "
-        f"{row['kernel_seconds']:.2f} s kernel + {row['inference_seconds']:.2f} s inference on {row['device']}"
-    )
+    head = f"{row['method']} on {row['dataset']} (run {row['run']}, seed {row['seed']}): test {row['metric']} {fmt(row['test'])} (val {fmt(row['val'])}, train {fmt(row['train'])}"
+    if "train_seconds" in row:
+        return head + f") in {row['train_seconds']:.2f} s training + {row['inference_seconds']:.2f} s inference on {row['device']}"
+    return head + f", nugget {row['nugget']:.3g}) in {row['kernel_seconds']:.2f} s kernel + {row['inference_seconds']:.2f} s inference on {row['device']}"

@@ -8,15 +8,16 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from . import __version__
-from .config import validate
+from .config import check_method_overrides, validate
 from .data import Adjacency, DataStore, load_dataset
 from .errors import ConfigError, GnngpError, ResourceError
+from .gnn import GNN_LABELS, train_gnn
 from .inference import GPResult, gp_predict, nugget_grid
 from .kernels import ARCHITECTURES, BaseKernel, KernelContext
 from .kernels.blocks import kernel_diagonal
@@ -139,54 +140,127 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     return result, timing
 
 
-def base_row(cfg: Any, label: str) -> dict:
+def method_names(cfg: Any) -> tuple[str, str]:
+    """``(label, config name)`` of the job's method, e.g. ``("GCNGP-X", "gcngp_x")`` or ``("GCN", "gcn")``."""
+    if cfg.method == "gnn":
+        return GNN_LABELS.get(cfg.gnn.name, cfg.gnn.name), cfg.gnn.name
+    if cfg.kernel is not None:
+        suffix = "_x" if cfg.kernel.low_rank else ""
+        label = ARCHITECTURES[cfg.kernel.name][0] if cfg.kernel.name in ARCHITECTURES else cfg.kernel.name
+        return label + ("-X" if suffix else ""), cfg.kernel.name + suffix
+    return "?", "?"
+
+
+def base_row(cfg: Any) -> dict:
+    label, name = method_names(cfg)
     return {
-        "status": "ok", "dataset": str(cfg.dataset.name).lower(), "method": label,
-        "kernel": cfg.kernel.name + ("_x" if cfg.kernel.low_rank else ""),
+        "status": "ok", "dataset": str(cfg.dataset.name).lower(), "method": label, "kernel": name,
         "device": cfg.device, "dtype": cfg.dtype, "version": __version__,
     }
 
 
-def run_gp(cfg: Any) -> list[dict]:
-    """All runs of a GP job; returns one row per run."""
-    label = ARCHITECTURES[cfg.kernel.name][0] + ("-X" if cfg.kernel.low_rank else "") if cfg.kernel.name in ARCHITECTURES else cfg.kernel.name
-    prep = prepare(cfg)
+def finish_row(row: dict, prep: Prepared, run: int) -> dict:
     data = prep.data
+    row.update(
+        task=data.task, run=run, n_nodes=int(data.num_nodes), n_edges=int(data.edge_index.size(1)),
+        load_seconds=prep.load_seconds, device=str(prep.device), split=getattr(data, "split", ""),
+        peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(prep.device),
+        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    return row
+
+
+def run_gp(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
+    """All runs of a GP job; returns one row per run."""
+    prep = prep or prepare(cfg)
     rows = []
     for run in range(cfg.runs):
         result, timing = gp_run(cfg, prep, run)
-        row = base_row(cfg, label)
+        row = base_row(cfg)
         row.update(
-            task=data.task, metric=result.metric_name, **{k: result.metrics[k] for k in ("train", "val", "test")},
+            metric=result.metric_name, **{k: result.metrics[k] for k in ("train", "val", "test")},
             nugget=result.nugget, layers=cfg.kernel.layers, sigma_w=cfg.kernel.sigma_w, sigma_b=cfg.kernel.sigma_b,
-            run=run, n_nodes=int(data.num_nodes), n_edges=int(data.edge_index.size(1)),
-            load_seconds=prep.load_seconds, device=str(prep.device), split=getattr(data, "split", ""),
             **timing, **result.uncertainty,
         )
         row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"]
-        row["peak_rss_mb"], row["peak_cuda_mb"] = peak_rss_mb(), peak_cuda_mb(prep.device)
-        row["timestamp"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        rows.append(row)
+        rows.append(finish_row(row, prep, run))
     return rows
+
+
+def run_gnn(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
+    """All runs of a GNN job (seeds ``seed .. seed+runs-1``); one row per run."""
+    prep = prep or prepare(cfg)
+    g = cfg.gnn
+    rows = []
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        for run in range(cfg.runs):
+            result = train_gnn(g, prep.data, prep.device, cfg.seed + run, cfg.progress, lambda: Stopwatch(prep.device))
+            row = base_row(cfg)
+            row.update(
+                metric="accuracy" if prep.data.task == "classification" else "r2",
+                **result.metrics, layers=g.layers, seed=cfg.seed + run,
+                train_seconds=result.train_seconds, inference_seconds=result.inference_seconds,
+                total_seconds=result.train_seconds + result.inference_seconds,
+                extra=json.dumps({"best_epoch": result.best_epoch, "epochs": g.epochs, "lr": g.lr, "hidden": g.hidden,
+                                  "batch_size": g.batch_size, "batch_norm": g.batch_norm}),
+            )
+            rows.append(finish_row(row, prep, run))
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    return rows
+
+
+def run_job(cfg: Any) -> list[dict]:
+    """One job: a GNN if ``gnn`` is set, else a GP kernel."""
+    return run_gnn(cfg) if cfg.method == "gnn" else run_gp(cfg)
 
 
 def error_row(cfg: Any, err: BaseException) -> dict:
     try:
-        label = ARCHITECTURES[cfg.kernel.name][0] + ("-X" if cfg.kernel.low_rank else "")
+        row = base_row(cfg)
     except Exception:  # noqa: BLE001 - the config itself may be what is broken
-        label = "?"
-    row = base_row(cfg, label)
+        row = {"status": "error", "version": __version__}
     row.update(status="error", error=f"{type(err).__name__}: {err}".replace("\n", " "),
                timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     return row
 
 
-def execute(cfg: DictConfig, out_dir: Path, multirun: bool) -> list[dict]:
+def finished(results: Path) -> bool:
+    """Whether a job's results file holds rows and no error row."""
+    if not results.is_file():
+        return False
+    import pandas as pd
+
+    try:
+        table = pd.read_csv(results)
+    except (OSError, ValueError):
+        return False
+    return len(table) > 0 and bool((table.get("status", "ok") == "ok").all())
+
+
+def console_summary(rows: list[dict]) -> Optional[str]:
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if len(ok) < 2:
+        return None
+    test = torch.tensor([r["test"] for r in ok], dtype=torch.float64)
+    return f"{ok[0]['method']} on {ok[0]['dataset']} over {len(ok)} runs: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"
+
+
+def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[str] = ()) -> list[dict]:
     """Run a job and write its rows to ``<out_dir>/results.csv``. A :class:`GnngpError`
     becomes one console line and an error row; in a single run the process then exits 1."""
     results = out_dir / cfg.results_file
+    if cfg.get("resume", False) and multirun:
+        if finished(results):
+            log.info("resume: %s already has results; skipping this job", results)
+            return []
+        if results.is_file():
+            results.unlink()  # a failed earlier attempt: its error row is replaced by this run
     try:
-        rows = run_gp(cfg)
+        check_method_overrides(overrides)
+        rows = run_job(cfg)
     except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError) as err:
         if not isinstance(err, GnngpError):
             err = ResourceError(f"out of memory ({err}); use a low-rank kernel (e.g. kernel=gcngp_x), fewer landmarks or dtype=float32")
@@ -207,5 +281,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool) -> list[dict]:
     append_rows(results, rows)
     for row in rows:
         log.info(summary_line(row))
+    if console_summary(rows):
+        log.info(console_summary(rows))
     log.info("results: %s", results)
     return rows

@@ -1,0 +1,245 @@
+"""GNN baselines trained with PyTorch Geometric layers, timed like the GPs.
+
+``gcn`` (``GCNConv`` on the shared normalised adjacency), ``gcn2`` (linear in, ``GCN2Conv``
+layers, linear out), ``gin`` (``GINConv`` with a 2-layer MLP, linear head) and ``sage``
+(``SAGEConv``, mean aggregation). GIN is one aggregation followed by an L-layer MLP,
+the network whose infinite-width kernel is GINGP. Full-batch training by default; mini-batch training samples
+neighbourhoods (a uniform sampler in plain PyTorch over the CSR adjacency) and then infers
+layer by layer over all nodes. The test metric is read at the epoch with the best validation
+metric.
+"""
+from __future__ import annotations
+
+import copy
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import GCN2Conv, GCNConv, GINConv, SAGEConv
+
+from .data.graph import normalized_adjacency
+from .inference import metric
+
+GNN_LABELS = {"gcn": "GCN", "gcn2": "GCNII", "gin": "GIN", "sage": "GraphSAGE"}
+DEFAULT_FANOUTS = {"gin": [25], "sage": [25, 10]}  # per graph layer; others take all neighbours
+
+
+class GNN(nn.Module):
+    """``pre -> (conv_l -> post_l) x L -> head``; ``conv_l`` is the only step that reads the graph."""
+
+    def __init__(self, name: str, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float,
+                 batch_norm: bool, alpha: float = 0.1, theta: float = 0.5):
+        super().__init__()
+        self.name, self.layers, self.dropout = name, layers, dropout
+        self.uses_normalised_graph = name in ("gcn", "gcn2")
+        dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+        self.pre = nn.Identity()
+        self.head = nn.Identity()
+        if name == "gcn":
+            self.convs = nn.ModuleList(GCNConv(dims[l], dims[l + 1], normalize=False) for l in range(layers))
+        elif name == "sage":
+            self.convs = nn.ModuleList(SAGEConv(dims[l], dims[l + 1], aggr="mean") for l in range(layers))
+        elif name == "gin":
+            # one aggregation, then an L-layer MLP: the network whose kernel is GINGP
+            mlp: list[nn.Module] = []
+            for l in range(layers):
+                mlp.append(nn.Linear(dims[l], dims[l + 1]))
+                if l < layers - 1:
+                    mlp += [nn.BatchNorm1d(hidden) if batch_norm else nn.Identity(), nn.ReLU(), nn.Dropout(dropout)]
+            self.convs = nn.ModuleList([GINConv(nn.Sequential(*mlp), eps=0.0)])
+        elif name == "gcn2":
+            self.pre = nn.Linear(in_dim, hidden)
+            self.convs = nn.ModuleList(GCN2Conv(hidden, alpha, theta, layer=l + 1, normalize=False) for l in range(layers))
+            self.head = nn.Linear(hidden, out_dim)
+        else:
+            raise ValueError(f"unknown GNN {name!r}; use one of {', '.join(GNN_LABELS)}")
+        self.graph_layers = len(self.convs)
+        hidden_layers = {"gcn2": layers, "gin": 0}.get(name, layers - 1)
+        self.norms = nn.ModuleList(nn.BatchNorm1d(hidden) if batch_norm else nn.Identity() for _ in range(hidden_layers))
+
+    def start(self, x: Tensor) -> Tensor:
+        x = F.dropout(x, self.dropout, self.training) if self.name == "gcn2" else x
+        h = self.pre(x)
+        return F.relu(h) if self.name == "gcn2" else h
+
+    def conv(self, l: int, h: Tensor, x0: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor]) -> Tensor:
+        if self.name == "gcn2":
+            return self.convs[l](F.dropout(h, self.dropout, self.training), x0, edge_index, edge_weight)
+        if self.name == "gcn":
+            return self.convs[l](h, edge_index, edge_weight)
+        return self.convs[l](h, edge_index)
+
+    def post(self, l: int, h: Tensor) -> Tensor:
+        if l >= len(self.norms):
+            return h  # the last graph layer of gcn/sage is the output layer
+        return F.dropout(F.relu(self.norms[l](h)), self.dropout, self.training)
+
+    def finish(self, h: Tensor) -> Tensor:
+        return self.head(h)
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor] = None) -> Tensor:
+        h = x0 = self.start(x)
+        for l in range(self.graph_layers):
+            h = self.post(l, self.conv(l, h, x0, edge_index, edge_weight))
+        return self.finish(h)
+
+
+@dataclass
+class Graph:
+    """The edges a model reads: normalised with unit self-loops (gcn, gcn2) or raw (gin, sage)."""
+
+    edge_index: Tensor
+    edge_weight: Optional[Tensor]
+    num_nodes: int
+    crow: Tensor = None
+    col: Tensor = None
+    weight: Optional[Tensor] = None
+
+    @classmethod
+    def build(cls, edge_index: Tensor, num_nodes: int, normalised: bool) -> "Graph":
+        weight = None
+        if normalised:
+            edge_index, weight = normalized_adjacency(edge_index, num_nodes, "sym")
+        # CSR over targets: row = target node, col = source node (messages flow source -> target)
+        target, source = edge_index[1], edge_index[0]
+        order = torch.argsort(target * num_nodes + source)
+        crow = torch.zeros(num_nodes + 1, dtype=torch.long, device=edge_index.device)
+        crow[1:] = torch.cumsum(torch.bincount(target, minlength=num_nodes), 0)
+        return cls(edge_index, weight, num_nodes, crow, source[order], None if weight is None else weight[order])
+
+    def sample(self, seeds: Tensor, fanouts: list[int], generator: torch.Generator):
+        """A sampled computation graph for ``seeds``: at most ``fanout`` incoming neighbours per
+        node and hop (``-1``: all), uniformly without replacement. Returns the global ids of its
+        nodes (seeds first) and its local ``edge_index`` and ``edge_weight``."""
+        nodes, frontier = seeds, seeds
+        position = torch.full((self.num_nodes,), -1, dtype=torch.long, device=seeds.device)
+        position[seeds] = torch.arange(seeds.numel(), device=seeds.device)
+        src_all, dst_all, w_all = [], [], []
+        for fanout in fanouts:
+            start, deg = self.crow[frontier], self.crow[frontier + 1] - self.crow[frontier]
+            owner = torch.repeat_interleave(torch.arange(frontier.numel(), device=seeds.device), deg)
+            edge = torch.arange(int(deg.sum()), device=seeds.device) - torch.repeat_interleave(torch.cumsum(deg, 0) - deg, deg) + start[owner]
+            if fanout >= 0:
+                keys = torch.rand(edge.numel(), generator=generator).to(seeds.device) + owner.to(torch.float64)
+                order = torch.argsort(keys)
+                edge, owner = edge[order], owner[order]
+                rank = torch.arange(edge.numel(), device=seeds.device) - torch.repeat_interleave(torch.cumsum(deg, 0) - deg, deg)
+                keep = rank < fanout
+                edge, owner = edge[keep], owner[keep]
+            source = self.col[edge]
+            new = torch.unique(source[position[source] < 0])
+            position[new] = torch.arange(nodes.numel(), nodes.numel() + new.numel(), device=seeds.device)
+            nodes = torch.cat([nodes, new])
+            src_all.append(position[source])
+            dst_all.append(position[frontier[owner]])
+            if self.weight is not None:
+                w_all.append(self.weight[edge])
+            frontier = new
+        edge_index = torch.stack([torch.cat(src_all), torch.cat(dst_all)])
+        weight = torch.cat(w_all) if w_all else None
+        return nodes, edge_index, weight
+
+
+@dataclass
+class GNNResult:
+    metrics: dict[str, float]
+    best_epoch: int
+    train_seconds: float
+    inference_seconds: float
+    history: list[tuple[float, float]]
+
+
+def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, watch_factory) -> GNNResult:
+    """Train one model (seed ``seed``) and report train/val/test at the best validation epoch."""
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    regression = data.task == "regression"
+    out_dim = 1 if regression else data.num_classes
+    model = GNN(cfg.name, data.num_features, cfg.hidden, out_dim, cfg.layers, cfg.dropout, cfg.batch_norm, cfg.alpha, cfg.theta).to(device)
+    graph = Graph.build(data.edge_index, data.num_nodes, model.uses_normalised_graph)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    x, y = data.x.float(), data.y
+    target = y.float().view(-1, 1) if regression else y
+    masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask}
+    fanouts = list(cfg.fanouts) if cfg.fanouts is not None else DEFAULT_FANOUTS.get(cfg.name, [-1] * cfg.layers)
+    fanouts = fanouts[: model.graph_layers]
+    train_nodes = data.train_mask.nonzero().view(-1)
+
+    def loss_of(out: Tensor, truth: Tensor) -> Tensor:
+        return F.mse_loss(out, truth) if regression else F.cross_entropy(out, truth)
+
+    def predict() -> Tensor:
+        model.eval()
+        with torch.no_grad():
+            if cfg.batch_size is None:
+                return model(x, graph.edge_index, graph.edge_weight)
+            return layerwise_inference(model, x, graph, cfg.batch_size)
+
+    def scores(out: Tensor) -> dict[str, float]:
+        return {k: metric(out[m], y[m], data.task) for k, m in masks.items()}
+
+    best, best_state, history = None, None, []
+    train_watch = watch_factory()
+    bar = _progress(cfg.epochs, progress)
+    with train_watch.measure():
+        for epoch in range(cfg.epochs):
+            model.train()
+            if cfg.batch_size is None:
+                optimizer.zero_grad()
+                out = model(x, graph.edge_index, graph.edge_weight)
+                loss = loss_of(out[data.train_mask], target[data.train_mask])
+                loss.backward()
+                optimizer.step()
+                epoch_loss = loss.item()
+            else:
+                epoch_loss = 0.0
+                order = train_nodes[torch.randperm(train_nodes.numel(), generator=generator).to(train_nodes.device)]
+                for start in range(0, order.numel(), cfg.batch_size):
+                    seeds = order[start:start + cfg.batch_size]
+                    nodes, ei, ew = graph.sample(seeds, fanouts, generator)
+                    optimizer.zero_grad()
+                    out = model(x[nodes], ei, ew)[: seeds.numel()]
+                    loss = loss_of(out, target[seeds])
+                    loss.backward()
+                    optimizer.step()
+                    epoch_loss += loss.item() * seeds.numel() / order.numel()
+            current = scores(predict())
+            history.append((epoch_loss, current["val"]))
+            if best is None or current["val"] > best[1]["val"]:
+                best = (epoch, current)
+                best_state = copy.deepcopy(model.state_dict())
+            if bar is not None:
+                bar.set_postfix(loss=f"{epoch_loss:.4f}", val=f"{current['val']:.4f}")
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    model.load_state_dict(best_state)
+    inference_watch = watch_factory()
+    with inference_watch.measure():
+        final = scores(predict())
+    return GNNResult(final, best[0], train_watch.seconds, inference_watch.seconds, history)
+
+
+def layerwise_inference(model: GNN, x: Tensor, graph: Graph, batch_size: int) -> Tensor:
+    """Outputs for every node, one graph layer at a time over node batches with all their
+    incoming neighbours, so no multi-hop neighbourhood is ever materialised."""
+    h = x0 = model.start(x)
+    for l in range(model.graph_layers):
+        parts = []
+        for start in range(0, graph.num_nodes, batch_size):
+            seeds = torch.arange(start, min(start + batch_size, graph.num_nodes), device=x.device)
+            nodes, ei, ew = graph.sample(seeds, [-1], None)
+            parts.append(model.conv(l, h[nodes], x0[nodes], ei, ew)[: seeds.numel()])
+        h = model.post(l, torch.cat(parts))
+    return model.finish(h)
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="epochs", leave=False)

@@ -1,0 +1,62 @@
+"""Sweep summary: a Hydra callback that gathers every job's results into one table."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from .results import COLUMNS
+
+log = logging.getLogger("gnngp")
+
+
+def collect(sweep_dir: Path, results_file: str = "results.csv") -> pd.DataFrame:
+    """One row per result row of every job under ``sweep_dir``; a job folder without results
+    (it died before writing) becomes an error row. Never raises on a bad file."""
+    frames = []
+    for job in sorted((p for p in sweep_dir.iterdir() if p.is_dir() and (p / ".hydra").is_dir()), key=_job_order):
+        path = job / results_file
+        try:
+            frame = pd.read_csv(path)
+        except (OSError, ValueError, pd.errors.ParserError) as err:
+            overrides = _overrides(job)
+            frame = pd.DataFrame([{"status": "error", "error": f"no results ({type(err).__name__}); the job did not finish", "overrides": overrides}])
+        frame.insert(0, "job", job.name)
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["job", *COLUMNS])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _job_order(path: Path):
+    return (0, int(path.name)) if path.name.isdigit() else (1, path.name)
+
+
+def _overrides(job: Path) -> str:
+    try:
+        return " ".join(line.strip("- \n") for line in (job / ".hydra" / "overrides.yaml").read_text().splitlines())
+    except OSError:
+        return ""
+
+
+def console_table(summary: pd.DataFrame) -> str:
+    show = [c for c in ("job", "status", "dataset", "method", "run", "test", "val", "total_seconds", "error") if c in summary.columns]
+    return summary[show].to_string(index=False, float_format=lambda v: f"{v:.4f}")
+
+
+class SweepSummary(Callback):
+    """``on_multirun_end``: write ``summary.csv`` in the sweep dir and print it."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        if not sweep_dir.is_dir():
+            return
+        summary = collect(sweep_dir, config.get("results_file", "results.csv"))
+        path = sweep_dir / "summary.csv"
+        summary.to_csv(path, index=False)
+        failed = int((summary.get("status") != "ok").sum()) if len(summary) else 0
+        log.info("sweep summary (%d rows, %d failed): %s\n%s", len(summary), failed, path, console_table(summary))
