@@ -10,6 +10,7 @@ commands:
   run      run one experiment (a Hydra app): gnngp run dataset=cora kernel=gcngp
            sweeps: gnngp run -m dataset=cora,citeseer kernel=gcngp,gcngp_x
            help:   gnngp run --help ; the composed config: gnngp run --cfg job
+  report   tables and figures from results: gnngp report [dirs...] [--out DIR] [--check-paper 0.002]
   verify   Monte-Carlo check that wide random networks approach the kernel:
            gnngp verify kernel=gcn2gp verify.widths=[128,512,2048]
 """
@@ -78,6 +79,27 @@ def _verify_task(cfg) -> None:
     print(f"wrote {out}")
 
 
+def _report(argv: list[str]) -> None:
+    import argparse
+
+    from .report import write_report
+
+    parser = argparse.ArgumentParser(prog="gnngp report", description="Tables and figures of the GNNGP paper from result CSVs.")
+    parser.add_argument("dirs", nargs="*", default=["outputs", "multirun"], help="folders with results.csv / summary.csv (default: outputs multirun)")
+    parser.add_argument("--out", default="outputs/report", help="report folder (default: outputs/report)")
+    parser.add_argument("--check-paper", type=float, default=None, metavar="TOL",
+                        help="exit 1 if a deterministic GP cell differs from the paper by more than TOL (known deviations excepted)")
+    args = parser.parse_args(argv)
+    folders = [Path(d) for d in args.dirs if Path(d).is_dir()]
+    if not folders:
+        print(f"gnngp: error: none of {', '.join(args.dirs)} is a folder; give the folders that hold results.csv files", file=sys.stderr)
+        raise SystemExit(1)
+    status = write_report(folders, Path(args.out), args.check_paper)
+    print(f"report: {Path(args.out) / 'report.md'}")
+    print((Path(args.out) / "report.md").read_text())
+    raise SystemExit(status)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -88,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
         _hydra_app(_run_task, rest, "gnngp run")
     elif command == "verify":
         _hydra_app(_verify_task, rest, "gnngp verify")
+    elif command == "report":
+        _report(rest)
     else:
         print(f"gnngp: error: unknown command '{command}'; use one of: run, verify", file=sys.stderr)
         raise SystemExit(2)

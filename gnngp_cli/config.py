@@ -43,6 +43,9 @@ class DatasetConfig:
     scale: bool = False
     sigma_b: float = 0.0                # the bias sigma kernels use on this dataset
     landmark_fraction: float = 1.0      # the landmark fraction 1/k low-rank kernels use on this dataset
+    landmark_count: Optional[int] = None  # or an exact landmark count
+    large: bool = False                 # too large for exact kernels: experiments use the low-rank twins
+    sage_sigma_w1: float = 0.0          # SAGE-GP's sigma_w1 on this dataset (sqrt(0.1) on Reddit)
     gnn_lr: float = 0.01                # GNN defaults on this dataset
     gnn_epochs: int = 100
     gnn_batch_norm: bool = False
@@ -75,12 +78,12 @@ class GridConfig:
 class KernelConfig:
     name: str = "gcngp"
     low_rank: bool = False
-    layers: int = 2
+    layers: int = II("depth")
     sigma_w: float = 1.0
     sigma_b: float = II("dataset.sigma_b")
     alpha: float = 0.1                  # gcn2gp
     theta: float = 0.5                  # gcn2gp
-    sigma_w1: float = 0.0               # sagegp
+    sigma_w1: float = II("dataset.sage_sigma_w1")  # sagegp
     sigma_w2: float = 1.0               # sagegp
     adjacency: Optional[str] = None     # sym or row; default per architecture
     base: BaseKernelConfig = field(default_factory=BaseKernelConfig)
@@ -93,7 +96,7 @@ class KernelConfig:
 @dataclass
 class GNNConfig:
     name: str = "gcn"
-    layers: int = 2
+    layers: int = II("depth")
     hidden: int = 256
     dropout: float = 0.5
     lr: float = II("dataset.gnn_lr")
@@ -109,7 +112,7 @@ class GNNConfig:
 @dataclass
 class LandmarksConfig:
     fraction: float = II("dataset.landmark_fraction")   # each training node is a landmark w.p. 1/fraction
-    count: Optional[int] = None                          # or exactly this many training nodes
+    count: Optional[int] = II("dataset.landmark_count")  # or exactly this many training nodes
 
 
 @dataclass
@@ -129,9 +132,16 @@ class VerifyConfig:
 
 
 @dataclass
+class ExperimentConfig:
+    name: Optional[str] = None          # set by experiment=<preset>
+    stand_in: Optional[str] = None      # csbm: replace absent large datasets by a csbm graph of the same size
+
+
+@dataclass
 class RunConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     method: str = "gp"                  # gp: the GP kernel; gnn: the GNN (set by gnn=<name>)
+    depth: int = 2                      # layers of the kernel and of the GNN (kernel.layers, gnn.layers)
     kernel: Optional[KernelConfig] = None
     gnn: GNNConfig = field(default_factory=GNNConfig)
     landmarks: LandmarksConfig = field(default_factory=LandmarksConfig)
@@ -139,6 +149,7 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     seed: int = 0
     runs: int = 1
+    repeat_deterministic: bool = True   # false: a GP without randomness runs once whatever runs says
     device: str = "auto"
     dtype: str = "float32"
     max_memory_gb: Optional[float] = None   # refuse exact kernels above this; default 80% of free memory
@@ -146,6 +157,7 @@ class RunConfig:
     progress: bool = True               # epoch progress bar for GNNs (off when not on a terminal)
     resume: bool = False                # in a sweep dir: skip jobs whose results already exist
     verify: VerifyConfig = field(default_factory=VerifyConfig)
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
 
 
 def register_configs() -> None:
@@ -191,6 +203,8 @@ def validate(cfg: Any) -> None:
     _choice(cfg.dtype, DTYPES, "dtype")
     if not cfg.verify.widths or min(cfg.verify.widths) < 1 or cfg.verify.samples < 1 or cfg.verify.num_nodes < 2:
         raise ConfigError("verify.widths must be positive widths, verify.samples >= 1 and verify.num_nodes >= 2")
+    if cfg.experiment.stand_in is not None:
+        _choice(cfg.experiment.stand_in, ("csbm",), "experiment.stand_in")
     if cfg.max_memory_gb is not None and cfg.max_memory_gb <= 0:
         raise ConfigError(f"max_memory_gb={cfg.max_memory_gb} must be positive")
 

@@ -13,6 +13,10 @@ class DatasetError(GnngpError):
     """A dataset that is unknown, missing, or whose files are corrupt."""
 
 
+class DatasetUnavailable(DatasetError):
+    """A dataset that is neither in the cache nor in the mirror, and could not be downloaded."""
+
+
 class KernelError(GnngpError):
     """A kernel that is numerically invalid (e.g. lost positive semi-definiteness)."""
 

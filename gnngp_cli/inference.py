@@ -45,6 +45,13 @@ def metric(pred: Tensor, y: Tensor, task: str) -> float:
 
 
 @dataclass
+class ValidationScore:
+    val: float
+    nugget: float
+    val_curve: list[float]
+
+
+@dataclass
 class GPResult:
     task: str
     metric_name: str
@@ -73,11 +80,14 @@ def gp_predict(
     grid: Tensor,
     low_rank: bool,
     nugget_scale: Optional[float] = None,
-) -> GPResult:
+    validation_only: bool = False,
+) -> "GPResult | ValidationScore":
     """Posterior mean and variance on the train/val/test nodes for every nugget in ``grid``.
 
     ``nugget_scale`` is the mean diagonal of ``K`` over every node of the graph (the grid is
-    relative to it); by default the mean over the nodes the kernel holds."""
+    relative to it); by default the mean over the nodes the kernel holds. With
+    ``validation_only`` only the best validation metric and its nugget are computed (for
+    searches over kernel hyperparameters)."""
     device = y.device
     labelled = masks["train"] | masks["val"] | masks["test"]
     nodes = labelled.nonzero().view(-1)
@@ -94,21 +104,25 @@ def gp_predict(
     use_root = kernel.root is not None and (low_rank or kernel.root.size(1) <= train.numel())
     if use_root:
         q_train = kernel.root[pos_train]
-        q_nodes = kernel.root if nodes.numel() == kernel.size else kernel.root[pos_nodes]  # no copy when every node is predicted
         gram = q_train.T @ q_train
         w, v = torch.linalg.eigh((gram + gram.T) / 2)
-        proj = q_nodes @ v                             # Q[*] V
         coef = v.T @ (q_train.T @ y_train)             # V^T Q[b]^T y_b
+
+        def project(pos: Tensor) -> Tensor:            # Q[pos] V
+            rows = kernel.root if pos.numel() == kernel.size else kernel.root[pos]  # every row, in order: no copy
+            return rows @ v
     else:
         if kernel.root is not None:
             k_train = kernel.root[pos_train] @ kernel.root[pos_train].T
-            k_cross = kernel.root[pos_nodes] @ kernel.root[pos_train].T
         else:
             k_train = kernel.matrix[pos_train][:, pos_train]
-            k_cross = kernel.matrix[pos_nodes][:, pos_train]
         w, v = torch.linalg.eigh((k_train + k_train.T) / 2)
-        proj = k_cross @ v                             # K[*, b] V
         coef = v.T @ y_train                           # V^T y_b
+
+        def project(pos: Tensor) -> Tensor:            # K[pos, b] V
+            if kernel.root is not None:
+                return (kernel.root[pos] @ kernel.root[pos_train].T) @ v
+            return kernel.matrix[pos][:, pos_train] @ v
     if not bool(torch.isfinite(w).all()):
         raise KernelError("the kernel on the training nodes has NaN or infinite entries; check the features and sigmas")
     top = float(w[-1].clamp_min(0))
@@ -118,14 +132,17 @@ def gp_predict(
 
     index = {key: (masks[key][nodes]).nonzero().view(-1) for key in SPLITS}
     y_nodes = y[nodes]
+    proj_val = project(pos_nodes[index["val"]])
     val_curve = []
     for eps in grid * scale:
-        pred_val = proj[index["val"]] @ (coef / (w + eps)[:, None])
-        val_curve.append(metric(pred_val, y_nodes[index["val"]], task))
+        val_curve.append(metric(proj_val @ (coef / (w + eps)[:, None]), y_nodes[index["val"]], task))
     curve = torch.tensor(val_curve, dtype=torch.float64).nan_to_num(nan=-math.inf)
     best = int(torch.argmax(curve))
+    if validation_only:
+        return ValidationScore(float(curve[best]), float(grid[best]), val_curve)
     eps = grid[best] * scale
     inv = 1.0 / (w + eps)
+    proj = project(pos_nodes)
     mean = proj @ (coef * inv[:, None])
     if use_root:
         variance = eps * (proj * proj * inv).sum(1)

@@ -78,7 +78,7 @@ def prepare(cfg: Any) -> Prepared:
     store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout)
     watch = Stopwatch(device)
     with watch.measure():
-        data = load_dataset(cfg.dataset, store).to(device)
+        data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in).to(device)
     return Prepared(data, device, dtype, watch.seconds)
 
 
@@ -89,7 +89,7 @@ def check_exact_memory(arch: Architecture, ctx: KernelContext, target: torch.Ten
     if need > limit:
         raise ResourceError(
             f"the exact {arch.label} kernel on {cfg.dataset.name} needs about {need / 2**30:.1f} GiB but {limit / 2**30:.1f} GiB are available; "
-            f"use the low-rank kernel (kernel={arch.name}_x) or dtype=float32"
+            f"use the low-rank kernel (kernel={arch.name}_x)" + (" or dtype=float32" if dtype == torch.float64 else "")
         )
 
 
@@ -111,9 +111,10 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
         if kcfg.gamma_search else [kcfg.base.gamma]
     )
     kernel_watch, inference_watch = Stopwatch(device), Stopwatch(device)
-    best: Optional[tuple[GPResult, float]] = None
     ctx = KernelContext(features, adjacency, BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d), landmarks)
-    for gamma in gammas:
+
+    def evaluate(gamma: float, validation_only: bool):
+        nonlocal ctx
         ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
         if not kcfg.low_rank:
             check_exact_memory(arch, ctx, target, dtype, cfg)
@@ -122,11 +123,14 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
             covers_all = kcfg.low_rank or kernel.size == data.num_nodes
             diagonal = kernel.diagonal() if covers_all else kernel_diagonal(arch.network, ctx)
         with inference_watch.measure():
-            result = gp_predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank, float(diagonal.mean()))
-        if best is None or result.metrics["val"] > best[0].metrics["val"]:
-            best = (result, float(gamma))
-        del kernel
-    result, gamma = best
+            return gp_predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank,
+                              float(diagonal.mean()), validation_only=validation_only)
+
+    gamma = kcfg.base.gamma
+    if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
+        scores = [evaluate(g, validation_only=True).val for g in gammas]
+        gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
+    result = evaluate(gamma, validation_only=False)
     extra = {"rank": None}
     if kcfg.gamma_search:
         extra["gamma"] = gamma
@@ -159,31 +163,41 @@ def base_row(cfg: Any) -> dict:
     }
 
 
-def finish_row(row: dict, prep: Prepared, run: int) -> dict:
+def finish_row(row: dict, cfg: Any, prep: Prepared, run: int) -> dict:
     data = prep.data
     row.update(
         task=data.task, run=run, n_nodes=int(data.num_nodes), n_edges=int(data.edge_index.size(1)),
         load_seconds=prep.load_seconds, device=str(prep.device), split=getattr(data, "split", ""),
+        stand_in=getattr(data, "stand_in", ""), experiment=cfg.experiment.name or "",
         peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(prep.device),
         timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     return row
 
 
+def deterministic(cfg: Any) -> bool:
+    """A GP job without randomness: an exact kernel, or every training node a landmark."""
+    lm = cfg.landmarks
+    return not cfg.kernel.low_rank or (lm.count is None and lm.fraction == 1)
+
+
 def run_gp(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
-    """All runs of a GP job; returns one row per run."""
+    """All runs of a GP job; returns one row per run (one run only for a deterministic kernel
+    when ``repeat_deterministic`` is false)."""
     prep = prep or prepare(cfg)
     rows = []
-    for run in range(cfg.runs):
+    runs = 1 if deterministic(cfg) and not cfg.repeat_deterministic else cfg.runs
+    for run in range(runs):
         result, timing = gp_run(cfg, prep, run)
         row = base_row(cfg)
         row.update(
             metric=result.metric_name, **{k: result.metrics[k] for k in ("train", "val", "test")},
             nugget=result.nugget, layers=cfg.kernel.layers, sigma_w=cfg.kernel.sigma_w, sigma_b=cfg.kernel.sigma_b,
+            landmark_fraction=cfg.landmarks.fraction if cfg.kernel.low_rank else None,
             **timing, **result.uncertainty,
         )
         row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"]
-        rows.append(finish_row(row, prep, run))
+        rows.append(finish_row(row, cfg, prep, run))
     return rows
 
 
@@ -206,7 +220,7 @@ def run_gnn(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
                 extra=json.dumps({"best_epoch": result.best_epoch, "epochs": g.epochs, "lr": g.lr, "hidden": g.hidden,
                                   "batch_size": g.batch_size, "batch_norm": g.batch_norm}),
             )
-            rows.append(finish_row(row, prep, run))
+            rows.append(finish_row(row, cfg, prep, run))
     finally:
         torch.use_deterministic_algorithms(deterministic)
     return rows

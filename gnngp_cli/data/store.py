@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
-from ..errors import DatasetError
+from ..errors import DatasetError, DatasetUnavailable
 
 MIRROR_ENV = "GNNGP_DATA_MIRROR"
 ROOT_ENV = "GNNGP_DATA_ROOT"
@@ -94,10 +94,10 @@ class DataStore:
             raise self._unavailable(name, missing, "download is off (data.download=false)" if not self.download else "download has no source")
         return target
 
-    def _unavailable(self, name: str, missing: Sequence[str], why: str) -> DatasetError:
+    def _unavailable(self, name: str, missing: Sequence[str], why: str) -> DatasetUnavailable:
         mirror = str(self.mirror / name) if self.mirror else f"no mirror set ({MIRROR_ENV} unset)"
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-        return DatasetError(
+        return DatasetUnavailable(
             f"dataset '{name}' is not available: {shown} not in cache {self.folder(name)} nor mirror {mirror}, "
             f"and the {why}; fix: set data.mirror=<dir> (or {MIRROR_ENV}) to a folder with {name}/..., or go online"
         )

@@ -1,0 +1,59 @@
+#!/usr/bin/env python
+"""Benchmark: GCN training against the GCNGP kernels, every pair in the same process and run.
+
+For each mirrored dataset: GCN (100 epochs, one seed, full batch) and the ``gcngp`` and
+``gcngp_x`` kernels, each timed as its method time (device-synchronised wall seconds:
+training + inference for GCN, kernel + inference for the GPs; data loading excluded). Writes a
+CSV with the times and the ratios GCN/GP. Targets: ``gcngp`` >= 30x faster than GCN on Cora,
+CiteSeer and PubMed; ``gcngp_x`` >= 30x on chameleon and squirrel.
+
+    python scripts/bench_vs_gnn.py --out outputs/bench/bench_vs_gnn.csv
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from gnngp_cli.api import compose
+from gnngp_cli.runner import prepare, run_gnn, run_gp
+
+DATASETS = ["cora", "citeseer", "pubmed", "chameleon", "squirrel"]
+TARGETS = {"cora": "gcngp", "citeseer": "gcngp", "pubmed": "gcngp", "chameleon": "gcngp_x", "squirrel": "gcngp_x"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="outputs/bench/bench_vs_gnn.csv")
+    parser.add_argument("--datasets", nargs="*", default=DATASETS)
+    args = parser.parse_args()
+    if not os.environ.get("GNNGP_DATA_MIRROR"):
+        print("note: GNNGP_DATA_MIRROR is unset; datasets must already be in the cache", file=sys.stderr)
+    rows = []
+    for name in args.datasets:
+        gcn_cfg = compose([f"dataset={name}", "gnn=gcn", "progress=false"])
+        prep = prepare(gcn_cfg)  # loaded once; every method below uses the same data in this process
+        gcn = run_gnn(gcn_cfg, prep)[0]
+        row = {"dataset": name, "gcn_seconds": gcn["total_seconds"], "gcn_test": gcn["test"]}
+        for kernel in ("gcngp", "gcngp_x"):
+            gp = run_gp(compose([f"dataset={name}", f"kernel={kernel}"]), prep)[0]
+            row[f"{kernel}_seconds"] = gp["total_seconds"]
+            row[f"{kernel}_test"] = gp["test"]
+            row[f"ratio_{kernel}"] = gcn["total_seconds"] / gp["total_seconds"]
+        target = TARGETS.get(name)
+        row["target"] = f"{target} >= 30x: {'PASS' if row[f'ratio_{target}'] >= 30 else 'FAIL'}" if target else ""
+        rows.append(row)
+        print(f"{name}: GCN {row['gcn_seconds']:.2f} s, gcngp {row['gcngp_seconds']:.3f} s ({row['ratio_gcngp']:.0f}x), "
+              f"gcngp_x {row['gcngp_x_seconds']:.3f} s ({row['ratio_gcngp_x']:.0f}x)", file=sys.stderr)
+    table = pd.DataFrame(rows)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out, index=False)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""The report: paper layout, partial data, error rows, stand-ins, figures, the paper check."""
+import math
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from gnngp_cli.api import compose
+from gnngp_cli.report import paper_values, read_results, write_report
+
+
+def results(tmp_path, rows, name="job"):
+    folder = tmp_path / "runs" / name
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(folder / "results.csv", index=False)
+    return tmp_path / "runs"
+
+
+def row(dataset, method, test, seed=0, seconds=1.0, layers=2, fraction=None, stamp="2026-01-01T00:00:00", **extra):
+    return {"status": "ok", "dataset": dataset, "method": method, "test": test, "seed": seed, "run": seed, "layers": layers,
+            "landmark_fraction": fraction, "total_seconds": seconds, "n_nodes": 2708, "n_edges": 10556, "timestamp": stamp,
+            "stand_in": "", **extra}
+
+
+def test_tables_in_paper_layout_with_paper_values_and_differences(tmp_path):
+    runs = results(tmp_path, [
+        row("cora", "GCNGP", 0.828), row("cora", "GCNGP-X", 0.798, fraction=1.0),
+        row("cora", "GCN", 0.81, seed=0, seconds=5.0), row("cora", "GCN", 0.82, seed=1, seconds=5.0),
+        row("pubmed", "GINGP", 0.769),
+    ])
+    assert write_report([runs], tmp_path / "report", tolerance=0.002) == 0
+    t4 = pd.read_csv(tmp_path / "report" / "table4.csv")
+    cell = t4[(t4["row"] == "Cora") & (t4["column"] == "GCN")].iloc[0]
+    assert cell["runs"] == 2 and cell["ours_mean"] == pytest.approx(0.815) and cell["paper"] == 0.8183
+    md = (tmp_path / "report" / "table4.md").read_text()
+    assert "| Cora | 0.8150 +- 0.0071 (paper 0.8183 +- 0.0055, -0.0033) | 0.8280 (paper 0.8280, +0.0000)" in md
+    assert "OOM (paper)" in md
+    t5 = pd.read_csv(tmp_path / "report" / "table5.csv")
+    assert t5[(t5["row"] == "GIN") & (t5["column"] == "PubMed GNNGP")]["ours_mean"].iloc[0] == pytest.approx(0.769)
+    assert (tmp_path / "report" / "figure1.png").is_file() and (tmp_path / "report" / "correlation_map.png").is_file()
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "figure3: not drawn" in report and "no data for" in report
+
+
+def test_reruns_keep_the_latest_row(tmp_path):
+    runs = results(tmp_path, [row("cora", "GCNGP", 0.5, stamp="2026-01-01T00:00:00"), row("cora", "GCNGP", 0.828, stamp="2026-02-01T00:00:00")])
+    table = read_results([runs])
+    assert table[table["method"] == "GCNGP"]["test"].tolist() == [0.828]
+
+
+def test_partial_and_broken_inputs_never_crash(tmp_path):
+    runs = results(tmp_path, [{"status": "error", "dataset": "reddit", "method": "GCNGP-X", "error": "DatasetUnavailable: no"},
+                              {"dataset": "cora", "method": "GCNGP", "test": 0.828}])
+    (runs / "job" / "summary.csv").write_text("not,a\n\"broken")
+    assert write_report([runs], tmp_path / "report") == 0
+    md = (tmp_path / "report" / "table4.md").read_text()
+    assert "error" in md and "0.8280" in md
+
+
+def test_paper_check_fails_on_unexplained_deviation_and_lists_known_ones(tmp_path):
+    runs = results(tmp_path, [row("cora", "GCNGP", 0.80), row("cora", "RBF", 0.582), row("cora", "RBF-X", 0.583, fraction=1.0)])
+    assert write_report([runs], tmp_path / "report", tolerance=0.002) == 1
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "FAIL table4 Cora / GCNGP" in report and "known deviation table4 Cora / RBF" in report
+    assert "Cora / RBF-X" not in report.split("## Check")[1]  # exactly 0.0020 at the paper's precision passes
+
+
+def test_stand_ins_and_single_seed_gnn_rows_are_marked(tmp_path):
+    runs = results(tmp_path, [row("arxiv", "GCNGP-X", 0.9, fraction=50.0, stand_in="csbm stand-in (N=169343)"), row("cora", "GCN", 0.81)])
+    write_report([runs], tmp_path / "report")
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "stand-ins for ArXiv / GCNGP-X: csbm stand-in" in report and "single seed" in report
+    assert "(stand-in)" in (tmp_path / "report" / "table4.md").read_text()
+
+
+def test_figures_2_3_4_from_sweeps(tmp_path):
+    rows = []
+    for i, n in enumerate([1e3, 1e4, 1e5]):
+        for method, t in (("GCN", n / 1e3), ("GCNGP-X", n / 1e4)):
+            rows.append(row(f"csbm_{i}", method, 0.8, seconds=t, n_nodes=n, n_edges=10 * n))
+    for depth in (2, 4):
+        rows += [row("pubmed", "GCN", 0.76 - depth / 100, layers=depth), row("pubmed", "GCNGP", 0.79, layers=depth)]
+    for k in (50, 100, 200):
+        rows.append(row("reddit", "GCNGP-X", 0.94 - k / 1e4, fraction=float(k), landmarks=150000 / k, seconds=100 / k))
+    write_report([results(tmp_path, rows)], tmp_path / "report")
+    for name in ("figure2", "figure3", "figure4"):
+        assert (tmp_path / "report" / f"{name}.png").stat().st_size > 10_000
+
+
+def test_paper_values_cover_both_tables():
+    values = paper_values()
+    assert len(values[values["table"] == "table4"]) == 56 and len(values[values["table"] == "table5"]) == 24
+
+
+@pytest.mark.parametrize("name", ["table4", "table5", "figure1", "figure2", "figure3", "figure4"])
+def test_experiment_presets_compose(name):
+    cfg = compose([f"experiment={name}"])
+    assert cfg.experiment.name == name
+
+
+def test_stand_in_replaces_an_absent_large_dataset(tmp_path, monkeypatch):
+    from gnngp_cli.data import DataStore, load_dataset
+
+    monkeypatch.setattr("gnngp_cli.data.STAND_IN_SHAPES", {"arxiv": (2000, 8000, 16, 5, 0.54, 0.18)})
+    cfg = compose(["dataset=arxiv"]).dataset
+    data = load_dataset(cfg, DataStore(tmp_path, None, download=False), "csbm")
+    assert data.num_nodes == 2000 and data.num_features == 16 and data.num_classes == 5
+    assert data.stand_in.startswith("csbm stand-in") and int(data.train_mask.sum()) == 1080
+
+
+def test_report_command_line(tmp_path):
+    runs = results(tmp_path, [row("cora", "GCNGP", 0.828)])
+    out = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(runs), "--out", str(tmp_path / "r"), "--check-paper", "0.002"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "1 deterministic cells checked, 0 unexplained" in out.stdout
+    missing = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(tmp_path / "nope")], capture_output=True, text=True)
+    assert missing.returncode == 1 and missing.stderr.startswith("gnngp: error:")
