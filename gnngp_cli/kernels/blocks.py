@@ -31,6 +31,7 @@ from torch import Tensor
 from ..data.graph import Adjacency
 from ..errors import KernelError
 from .base import BaseKernel
+from .pairs import Pairs, PairValues, PatternTooLarge, base_on_pairs, conv_terms, root_on_pairs
 from .relu import relu_expectation, relu_expectation_entries
 
 Nodes = Optional[Tensor]  # sorted global node ids; None means every node
@@ -210,6 +211,19 @@ class Block:
         """The finite-width network operation on hidden features ``h`` (nodes x width)."""
         raise NotImplementedError
 
+    # Evaluation on a pair set (see .pairs). The input ``k`` is a full-node root ``Kernel``
+    # while the network is linear, else ``PairValues``.
+    def pair_support(self, pairs: Pairs, ctx: KernelContext) -> Optional[Pairs]:
+        """The input pairs the output on ``pairs`` depends on (``None``: no input needed)."""
+        return pairs
+
+    def root_form(self, root_in: bool, ctx: KernelContext) -> bool:
+        """Whether the output is a full-node root, given whether the input is."""
+        return root_in
+
+    def on_pairs(self, k, ctx: KernelContext, pairs: Pairs):
+        raise NotImplementedError
+
 
 @dataclass
 class NetworkSample:
@@ -240,6 +254,17 @@ class Input(Block):
     def network(self, h, sim):
         return sim.inputs
 
+    def pair_support(self, pairs, ctx):
+        return None
+
+    def root_form(self, root_in, ctx):
+        return ctx.base.is_linear
+
+    def on_pairs(self, k, ctx, pairs):
+        if ctx.base.is_linear:
+            return Kernel(None, root=ctx.features)
+        return PairValues(pairs, base_on_pairs(ctx, pairs))
+
 
 @dataclass
 class Scale(Block):
@@ -258,6 +283,11 @@ class Scale(Block):
 
     def network(self, h, sim):
         return h * self.factor
+
+    def on_pairs(self, k, ctx, pairs):
+        if isinstance(k, Kernel):
+            return Kernel(None, root=k.root * self.factor)
+        return PairValues(k.pairs, k.values * self.factor ** 2)
 
 
 class Weight(Scale):
@@ -301,6 +331,11 @@ class Bias(Block):
     def network(self, h, sim):
         return h + self.sigma_b * sim.gaussian(1, h.size(1)) if self.sigma_b else h
 
+    def on_pairs(self, k, ctx, pairs):
+        if isinstance(k, Kernel):
+            return self(k, ctx, None)
+        return PairValues(k.pairs, k.values + self.sigma_b ** 2) if self.sigma_b else k
+
 
 class Conv(Block):
     """``X <- A X``: ``K <- A K A^T``; low rank ``Q <- A Q``."""
@@ -327,6 +362,18 @@ class Conv(Block):
     def network(self, h, sim):
         return sim.adjacency.matmul(h)
 
+    def pair_support(self, pairs, ctx):
+        _, j, k, _ = conv_terms(pairs, ctx)
+        return Pairs.make(j, k, ctx.num_nodes)
+
+    def on_pairs(self, k, ctx, pairs):
+        if isinstance(k, Kernel):
+            return Kernel(None, root=ctx.adjacency.matmul(k.root))
+        pair_id, j, kk, w = conv_terms(pairs, ctx)
+        out = torch.zeros(len(pairs), dtype=k.values.dtype, device=k.values.device)
+        out.index_add_(0, pair_id, w * k.values[k.pairs.lookup(j, kk, ctx.num_nodes)])
+        return PairValues(pairs, out)
+
 
 class ReLU(Block):
     """``X <- relu(X)``: ``K <- g(K)``; low rank ``Q <- chol(g(Q Q^T))`` on the landmarks."""
@@ -343,6 +390,21 @@ class ReLU(Block):
 
     def network(self, h, sim):
         return torch.relu(h)
+
+    def pair_support(self, pairs, ctx):
+        return pairs.with_diagonal(ctx.num_nodes)
+
+    def root_form(self, root_in, ctx):
+        return False
+
+    def on_pairs(self, k, ctx, pairs):
+        n = ctx.num_nodes
+        support = self.pair_support(pairs, ctx)
+        values = root_on_pairs(k.root, support) if isinstance(k, Kernel) else k.on(support, n)
+        cov = values[support.lookup(pairs.rows, pairs.cols, n)]
+        var_rows = values[support.lookup(pairs.rows, pairs.rows, n)]
+        var_cols = values[support.lookup(pairs.cols, pairs.cols, n)]
+        return PairValues(pairs, relu_expectation_entries(cov, var_rows, var_cols))
 
 
 class Serial(Block):
@@ -382,6 +444,31 @@ class Serial(Block):
             h = block.network(h, sim)
         return h
 
+    def pair_support(self, pairs, ctx):
+        for block in reversed(self.blocks):
+            if pairs is None:
+                return None
+            pairs = block.pair_support(pairs, ctx)
+        return pairs
+
+    def root_form(self, root_in, ctx):
+        for block in self.blocks:
+            root_in = block.root_form(root_in, ctx)
+        return root_in
+
+    def on_pairs(self, k, ctx, pairs):
+        # which blocks receive a root (no pairs needed), then the pairs each must output
+        root_in, forms = k is None or isinstance(k, Kernel), []
+        for block in self.blocks:
+            forms.append(root_in)
+            root_in = block.root_form(root_in, ctx)
+        wanted = [pairs]
+        for block, block_root_in in zip(reversed(self.blocks[1:]), reversed(forms[1:])):
+            wanted.append(None if block_root_in or wanted[-1] is None else block.pair_support(wanted[-1], ctx))
+        for block, out_pairs in zip(self.blocks, reversed(wanted)):
+            k = block.on_pairs(k, ctx, out_pairs if out_pairs is not None else pairs)
+        return k
+
 
 class Add(Block):
     """Independent addition ``X <- f1(X) + f2(X)``: ``K <- K1 + K2``; low rank ``[Q1, Q2]``."""
@@ -407,194 +494,18 @@ class Add(Block):
     def network(self, h, sim):
         return sum(branch.network(h, sim) for branch in self.branches)
 
+    def pair_support(self, pairs, ctx):
+        parts = [p for p in (b.pair_support(pairs, ctx) for b in self.branches) if p is not None]
+        return Pairs.union(parts, ctx.num_nodes) if parts else None
 
-# --------------------------------------------------------------------------------------
-# Evaluation on a sparse set of node pairs (exact mode): used for the diagonal of K on
-# every node without forming any N x N block. A request is a canonical pair set
-# (row <= col); roots stay dense over all nodes while the network is linear, and a
-# nonlinearity evaluates its input only on the pairs it needs.
-# --------------------------------------------------------------------------------------
+    def root_form(self, root_in, ctx):
+        return all(b.root_form(root_in, ctx) for b in self.branches)
 
-
-class PatternTooLarge(Exception):
-    """The pair set needed to evaluate a request exceeds the budget."""
-
-
-@dataclass(frozen=True)
-class Pairs:
-    """Sorted unique canonical node pairs ``rows[i] <= cols[i]``."""
-
-    rows: Tensor
-    cols: Tensor
-
-    @staticmethod
-    def make(rows: Tensor, cols: Tensor, num_nodes: int) -> "Pairs":
-        lo, hi = torch.minimum(rows, cols), torch.maximum(rows, cols)
-        keys = torch.unique(lo * num_nodes + hi)
-        return Pairs(keys // num_nodes, keys % num_nodes)
-
-    @staticmethod
-    def diagonal(nodes: Tensor) -> "Pairs":
-        return Pairs(nodes, nodes)
-
-    def keys(self, num_nodes: int) -> Tensor:
-        return self.rows * num_nodes + self.cols
-
-    def lookup(self, rows: Tensor, cols: Tensor, num_nodes: int) -> Tensor:
-        """Positions of the (canonicalised) pairs ``(rows, cols)`` in this set."""
-        keys = torch.minimum(rows, cols) * num_nodes + torch.maximum(rows, cols)
-        return torch.searchsorted(self.keys(num_nodes), keys)
-
-    def __len__(self) -> int:
-        return self.rows.numel()
-
-
-@dataclass(frozen=True)
-class PairValues:
-    """``K`` on a pair set."""
-
-    pairs: Pairs
-    values: Tensor
-
-
-def root_on_pairs(root: Tensor, pairs: Pairs) -> Tensor:
-    """``(R R^T)[r, c]`` for every pair: a sampled dense-dense product on the CSR pattern
-    of the pairs (they are sorted row-major, so the pattern is already in CSR order)."""
-    n = root.size(0)
-    crow = torch.zeros(n + 1, dtype=torch.long, device=root.device)
-    crow[1:] = torch.cumsum(torch.bincount(pairs.rows, minlength=n), 0)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", ".*[Ss]parse.*")
-        pattern = torch.sparse_csr_tensor(crow, pairs.cols, root.new_zeros(len(pairs)), (n, n))
-        return torch.sparse.sampled_addmm(pattern, root, root.T.contiguous(), beta=0.0).values()
-
-
-def _conv_terms(pairs: Pairs, ctx: "KernelContext"):
-    """For ``(A K A^T)[r, c] = sum_jk A_rj A_ck K_jk``: the term list (pair id, j, k, weight)."""
-    crow, col, weight = ctx.adjacency.csr_parts()
-    deg = crow[1:] - crow[:-1]
-    dr, dc = deg[pairs.rows], deg[pairs.cols]
-    count = dr * dc
-    total = int(count.sum())
-    if total > ctx.pair_budget:
-        raise PatternTooLarge(total)
-    pair_id = torch.repeat_interleave(torch.arange(len(pairs), device=count.device), count)
-    offset = torch.arange(total, device=count.device) - torch.repeat_interleave(torch.cumsum(count, 0) - count, count)
-    jr = offset // dc[pair_id]
-    kc = offset - jr * dc[pair_id]
-    ej = crow[pairs.rows][pair_id] + jr
-    ek = crow[pairs.cols][pair_id] + kc
-    return pair_id, col[ej], col[ek], weight[ej] * weight[ek]
-
-
-def _as_pairs(k, pairs: Pairs, num_nodes: int) -> Tensor:
-    """Values of ``k`` (a full-node root ``Kernel`` or ``PairValues``) on ``pairs``."""
-    if isinstance(k, Kernel):
-        return root_on_pairs(k.root, pairs)
-    return k.values[k.pairs.lookup(pairs.rows, pairs.cols, num_nodes)]
-
-
-def _base_on_pairs(ctx: "KernelContext", pairs: Pairs, chunk: int = 4096) -> Tensor:
-    """``C0(x_r, x_c)`` for every pair, in chunks."""
-    x = ctx.features
-    out = x.new_empty(len(pairs))
-    for start in range(0, len(pairs), chunk):
-        r, c = pairs.rows[start:start + chunk], pairs.cols[start:start + chunk]
-        out[start:start + chunk] = ctx.base.on_pairs(x[r], x[c])
-    return out
-
-
-
-
-def _pair_support(block: Block, pairs: Pairs, ctx: "KernelContext") -> Optional[Pairs]:
-    n = ctx.num_nodes
-    if isinstance(block, Input):
-        return None
-    if isinstance(block, Conv):
-        _, j, k, _ = _conv_terms(pairs, ctx)
-        return Pairs.make(j, k, n)
-    if isinstance(block, ReLU):
-        nodes = torch.unique(torch.cat([pairs.rows, pairs.cols]))
-        return Pairs.make(torch.cat([pairs.rows, nodes]), torch.cat([pairs.cols, nodes]), n)
-    if isinstance(block, Serial):
-        for b in reversed(block.blocks):
-            if pairs is None:
-                return None
-            pairs = _pair_support(b, pairs, ctx)
-        return pairs
-    if isinstance(block, Add):
-        parts = [p for p in (_pair_support(b, pairs, ctx) for b in block.branches) if p is not None]
-        if not parts:
-            return None
-        return Pairs.make(torch.cat([p.rows for p in parts]), torch.cat([p.cols for p in parts]), n)
-    return pairs
-
-
-def _root_form(block: Block, root_in: bool, ctx: "KernelContext") -> bool:
-    """Whether the block's output is a root over all nodes, given whether its input is."""
-    if isinstance(block, Input):
-        return ctx.base.is_linear
-    if isinstance(block, ReLU):
-        return False
-    if isinstance(block, Serial):
-        for b in block.blocks:
-            root_in = _root_form(b, root_in, ctx)
-        return root_in
-    if isinstance(block, Add):
-        return all(_root_form(b, root_in, ctx) for b in block.branches)
-    return root_in
-
-
-def evaluate_pairs(block: Block, k, ctx: "KernelContext", pairs: Pairs):
-    """The output of ``block`` on ``pairs`` (``PairValues``), or a full-node root
-    ``Kernel`` while the network is still linear. ``k`` is the input in either form."""
-    n = ctx.num_nodes
-    if isinstance(block, Serial):
-        forms, root_in = [], k is None or isinstance(k, Kernel)
-        for b in block.blocks:
-            forms.append(root_in)
-            root_in = _root_form(b, root_in, ctx)
-        wanted = [pairs]
-        for b, in_root in zip(reversed(block.blocks[1:]), reversed(forms[1:])):
-            wanted.append(None if in_root else _pair_support(b, wanted[-1], ctx))
-        for b, out_pairs in zip(block.blocks, reversed(wanted)):
-            k = evaluate_pairs(b, k, ctx, out_pairs if out_pairs is not None else pairs)
-        return k
-    if isinstance(block, Input):
-        if ctx.base.is_linear:
-            return Kernel(None, root=ctx.features)
-        return PairValues(pairs, _base_on_pairs(ctx, pairs))
-    if isinstance(block, Scale):
-        if isinstance(k, Kernel):
-            return Kernel(None, root=k.root * block.factor)
-        return PairValues(k.pairs, k.values * block.factor ** 2)
-    if isinstance(block, Bias):
-        if block.sigma_b == 0:
-            return k
-        if isinstance(k, Kernel):
-            return Bias.__call__(block, k, ctx, None)
-        return PairValues(k.pairs, k.values + block.sigma_b ** 2)
-    if isinstance(block, Conv):
-        if isinstance(k, Kernel):
-            return Kernel(None, root=ctx.adjacency.matmul(k.root))
-        pair_id, j, kk, w = _conv_terms(pairs, ctx)
-        values = k.values[k.pairs.lookup(j, kk, n)]
-        out = torch.zeros(len(pairs), dtype=values.dtype, device=values.device)
-        out.index_add_(0, pair_id, w * values)
-        return PairValues(pairs, out)
-    if isinstance(block, ReLU):
-        support = _pair_support(block, pairs, ctx)
-        values = _as_pairs(k, support, n)
-        diag_pos = support.lookup(pairs.rows, pairs.rows, n), support.lookup(pairs.cols, pairs.cols, n)
-        cov = values[support.lookup(pairs.rows, pairs.cols, n)]
-        var_r, var_c = values[diag_pos[0]], values[diag_pos[1]]
-        return PairValues(pairs, relu_expectation_entries(cov, var_r, var_c))
-    if isinstance(block, Add):
-        parts = [evaluate_pairs(b, k, ctx, pairs) for b in block.branches]
+    def on_pairs(self, k, ctx, pairs):
+        parts = [b.on_pairs(k, ctx, pairs) for b in self.branches]
         if all(isinstance(p, Kernel) for p in parts):
             return Kernel(None, root=torch.cat([p.root for p in parts], dim=1))
-        return PairValues(pairs, sum(_as_pairs(p, pairs, n) for p in parts))
-    raise TypeError(f"block {type(block).__name__} has no pair evaluation")
+        return PairValues(pairs, sum(root_on_pairs(p.root, pairs) if isinstance(p, Kernel) else p.on(pairs, ctx.num_nodes) for p in parts))
 
 
 def kernel_diagonal(network: Block, ctx: KernelContext) -> Tensor:
@@ -603,7 +514,7 @@ def kernel_diagonal(network: Block, ctx: KernelContext) -> Tensor:
     node-set evaluation over every node."""
     nodes = torch.arange(ctx.num_nodes, device=ctx.features.device)
     try:
-        out = evaluate_pairs(network, None, ctx, Pairs.diagonal(nodes))
+        out = network.on_pairs(None, ctx, Pairs.diagonal(nodes))
     except PatternTooLarge:
         return network(None, ctx, nodes).diagonal()
     if isinstance(out, Kernel):

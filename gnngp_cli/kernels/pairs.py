@@ -1,0 +1,108 @@
+"""Kernels on a sparse set of node pairs (exact mode).
+
+Used for the diagonal of ``K`` on every node without forming any N x N block: a request is a
+canonical pair set (``row <= col``); roots stay dense over all nodes while the network is
+linear, and a nonlinearity evaluates its input only on the pairs it needs. Each block's
+``pair_support``/``on_pairs`` methods (in :mod:`.blocks`) use these helpers.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+class PatternTooLarge(Exception):
+    """The pair set needed to evaluate a request exceeds the budget."""
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Sorted unique canonical node pairs ``rows[i] <= cols[i]``."""
+
+    rows: Tensor
+    cols: Tensor
+
+    @staticmethod
+    def make(rows: Tensor, cols: Tensor, num_nodes: int) -> "Pairs":
+        lo, hi = torch.minimum(rows, cols), torch.maximum(rows, cols)
+        keys = torch.unique(lo * num_nodes + hi)
+        return Pairs(keys // num_nodes, keys % num_nodes)
+
+    @staticmethod
+    def diagonal(nodes: Tensor) -> "Pairs":
+        return Pairs(nodes, nodes)
+
+    @staticmethod
+    def union(parts: "list[Pairs]", num_nodes: int) -> "Pairs":
+        return Pairs.make(torch.cat([p.rows for p in parts]), torch.cat([p.cols for p in parts]), num_nodes)
+
+    def with_diagonal(self, num_nodes: int) -> "Pairs":
+        """These pairs plus ``(i, i)`` for every node they mention."""
+        nodes = torch.unique(torch.cat([self.rows, self.cols]))
+        return Pairs.make(torch.cat([self.rows, nodes]), torch.cat([self.cols, nodes]), num_nodes)
+
+    def keys(self, num_nodes: int) -> Tensor:
+        return self.rows * num_nodes + self.cols
+
+    def lookup(self, rows: Tensor, cols: Tensor, num_nodes: int) -> Tensor:
+        """Positions of the (canonicalised) pairs ``(rows, cols)`` in this set."""
+        keys = torch.minimum(rows, cols) * num_nodes + torch.maximum(rows, cols)
+        return torch.searchsorted(self.keys(num_nodes), keys)
+
+    def __len__(self) -> int:
+        return self.rows.numel()
+
+
+@dataclass(frozen=True)
+class PairValues:
+    """``K`` on a pair set."""
+
+    pairs: Pairs
+    values: Tensor
+
+    def on(self, pairs: Pairs, num_nodes: int) -> Tensor:
+        """Values on ``pairs`` (a subset of this set)."""
+        return self.values[self.pairs.lookup(pairs.rows, pairs.cols, num_nodes)]
+
+
+def root_on_pairs(root: Tensor, pairs: Pairs) -> Tensor:
+    """``(R R^T)[r, c]`` for every pair: a sampled dense-dense product on the CSR pattern
+    of the pairs (they are sorted row-major, so the pattern is already in CSR order)."""
+    n = root.size(0)
+    crow = torch.zeros(n + 1, dtype=torch.long, device=root.device)
+    crow[1:] = torch.cumsum(torch.bincount(pairs.rows, minlength=n), 0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*[Ss]parse.*")
+        pattern = torch.sparse_csr_tensor(crow, pairs.cols, root.new_zeros(len(pairs)), (n, n))
+        return torch.sparse.sampled_addmm(pattern, root, root.T.contiguous(), beta=0.0).values()
+
+
+def conv_terms(pairs: Pairs, ctx) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """For ``(A K A^T)[r, c] = sum_jk A_rj A_ck K_jk``: the terms ``(pair id, j, k, A_rj A_ck)``."""
+    crow, col, weight = ctx.adjacency.csr_parts()
+    deg = crow[1:] - crow[:-1]
+    dr, dc = deg[pairs.rows], deg[pairs.cols]
+    count = dr * dc
+    total = int(count.sum())
+    if total > ctx.pair_budget:
+        raise PatternTooLarge(total)
+    pair_id = torch.repeat_interleave(torch.arange(len(pairs), device=count.device), count)
+    offset = torch.arange(total, device=count.device) - torch.repeat_interleave(torch.cumsum(count, 0) - count, count)
+    jr = offset // dc[pair_id]
+    kc = offset - jr * dc[pair_id]
+    ej = crow[pairs.rows][pair_id] + jr
+    ek = crow[pairs.cols][pair_id] + kc
+    return pair_id, col[ej], col[ek], weight[ej] * weight[ek]
+
+
+def base_on_pairs(ctx, pairs: Pairs, chunk: int = 4096) -> Tensor:
+    """``C0(x_r, x_c)`` for every pair, in chunks."""
+    x = ctx.features
+    out = x.new_empty(len(pairs))
+    for start in range(0, len(pairs), chunk):
+        r, c = pairs.rows[start:start + chunk], pairs.cols[start:start + chunk]
+        out[start:start + chunk] = ctx.base.on_pairs(x[r], x[c])
+    return out
