@@ -28,8 +28,9 @@ from .kernels.blocks import Kernel, psd_tolerance
 SPLITS = ("train", "val", "test")
 
 
-def nugget_grid(low: float, high: float, num: int, dtype=torch.float64, device=None) -> Tensor:
-    """``num`` log-spaced values from ``low`` to ``high`` (relative to the mean diagonal)."""
+def log_grid(low: float, high: float, num: int, dtype=torch.float64, device=None) -> Tensor:
+    """``num`` log-spaced values from ``low`` to ``high`` (nuggets relative to the mean diagonal,
+    or base-kernel gammas)."""
     return torch.logspace(math.log10(low), math.log10(high), num, dtype=dtype, device=device)
 
 

@@ -18,7 +18,7 @@ from .config import check_method_overrides, validate
 from .data import Adjacency, DataStore, load_dataset
 from .errors import ConfigError, GnngpError, ResourceError
 from .gnn import GNN_LABELS, train_gnn
-from .inference import GPResult, gp_predict, nugget_grid
+from .inference import GPResult, gp_predict, log_grid
 from .kernels import ARCHITECTURES, BaseKernel, KernelContext
 from .kernels.blocks import kernel_diagonal
 from .kernels.architectures import Architecture
@@ -105,9 +105,9 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask}
     landmarks = choose_landmarks(data.train_mask, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name) if kcfg.low_rank else None
     target = (data.train_mask | data.val_mask | data.test_mask).nonzero().view(-1)
-    grid = nugget_grid(cfg.nugget.min, cfg.nugget.max, cfg.nugget.num, dtype=dtype, device=device)
+    grid = log_grid(cfg.nugget.min, cfg.nugget.max, cfg.nugget.num, dtype=dtype, device=device)
     gammas = (
-        nugget_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist()
+        log_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist()
         if kcfg.gamma_search else [kcfg.base.gamma]
     )
     kernel_watch, inference_watch = Stopwatch(device), Stopwatch(device)
@@ -131,15 +131,12 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
         scores = [evaluate(g, validation_only=True).val for g in gammas]
         gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
     result = evaluate(gamma, validation_only=False)
-    extra = {"rank": None}
-    if kcfg.gamma_search:
-        extra["gamma"] = gamma
     timing = {
         "kernel_seconds": kernel_watch.seconds,
         "inference_seconds": inference_watch.seconds,
         "landmarks": int(landmarks.numel()) if landmarks is not None else 0,
         "seed": seed,
-        "extra": json.dumps({k: v for k, v in extra.items() if v is not None}),
+        "extra": json.dumps({"gamma": gamma} if kcfg.gamma_search else {}),
     }
     return result, timing
 

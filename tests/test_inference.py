@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from gnngp_cli.inference import gp_predict, nugget_grid
+from gnngp_cli.inference import gp_predict, log_grid
 from gnngp_cli.kernels import Kernel
 
 
@@ -23,7 +23,7 @@ def test_mean_and_variance_equal_direct_solves(task):
     q, y, masks = problem(task=task)
     k = q @ q.T
     n = q.size(0)
-    grid = nugget_grid(1e-3, 10, 21, dtype=torch.float64)
+    grid = log_grid(1e-3, 10, 21, dtype=torch.float64)
     res = gp_predict(Kernel(torch.arange(n), matrix=k), y, masks, task, 3, grid, low_rank=False)
     eps = res.nugget * res.nugget_scale
     b = masks["train"].nonzero().view(-1)
@@ -40,7 +40,7 @@ def test_mean_and_variance_equal_direct_solves(task):
 def test_low_rank_form_equals_exact_form_on_an_exact_root():
     q, y, masks = problem()
     n = q.size(0)
-    grid = nugget_grid(1e-3, 10, 11, dtype=torch.float64)
+    grid = log_grid(1e-3, 10, 11, dtype=torch.float64)
     exact = gp_predict(Kernel(torch.arange(n), matrix=q @ q.T), y, masks, "regression", 0, grid, low_rank=False)
     low = gp_predict(Kernel(None, root=q), y, masks, "regression", 0, grid, low_rank=True)
     torch.testing.assert_close(low.mean, exact.mean)
@@ -60,6 +60,6 @@ def test_regression_uncertainty_is_calibrated_on_a_gp_sample():
     perm = torch.randperm(n, generator=g)
     masks = {key: torch.zeros(n, dtype=torch.bool) for key in ("train", "val", "test")}
     masks["train"][perm[:150]], masks["val"][perm[150:250]], masks["test"][perm[250:]] = True, True, True
-    res = gp_predict(Kernel(torch.arange(n), matrix=k), y, masks, "regression", 0, nugget_grid(1e-3, 10, 41, dtype=torch.float64), False)
+    res = gp_predict(Kernel(torch.arange(n), matrix=k), y, masks, "regression", 0, log_grid(1e-3, 10, 41, dtype=torch.float64), False)
     assert 0.85 <= res.uncertainty["coverage95"] <= 1.0
     assert res.metrics["test"] > 0.8
