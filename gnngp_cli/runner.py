@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -242,8 +242,6 @@ def finished(results: Path) -> bool:
     """Whether a job's results file holds rows and no error row."""
     if not results.is_file():
         return False
-    import pandas as pd
-
     try:
         table = pd.read_csv(results)
     except (OSError, ValueError):
@@ -267,8 +265,9 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         if finished(results):
             log.info("resume: %s already has results; skipping this job", results)
             return []
-        if results.is_file():
-            results.unlink()  # a failed earlier attempt: its error row is replaced by this run
+        if results.is_file():  # a failed earlier attempt: keep its rows aside, out of the summary
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+            results.rename(results.with_name(f"{results.stem}.before-resume-{stamp}.csv"))
     try:
         check_method_overrides(overrides)
         rows = run_job(cfg)
@@ -281,18 +280,18 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         if not multirun:
             raise SystemExit(1)
         return [row]
-    except Exception as err:
-        if not multirun:
-            append_rows(results, [error_row(cfg, err)])
-            raise
+    except Exception as err:  # a bug, not bad input: keep the traceback, and in a sweep the other jobs
         row = error_row(cfg, err)
         append_rows(results, [row])
+        if not multirun:
+            raise
         log.exception("job failed")
         return [row]
     append_rows(results, rows)
     for row in rows:
         log.info(summary_line(row))
-    if console_summary(rows):
-        log.info(console_summary(rows))
+    over_runs = console_summary(rows)
+    if over_runs:
+        log.info(over_runs)
     log.info("results: %s", results)
     return rows

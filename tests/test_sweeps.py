@@ -31,11 +31,13 @@ def test_a_failing_job_is_a_row_and_the_others_survive(tmp_path):
 def test_resume_skips_finished_jobs_and_reruns_failed_ones(tmp_path):
     sweep(tmp_path, "kernel=gcngp,gcngp_x")
     first = pd.read_csv(tmp_path / "0" / "results.csv")
-    (tmp_path / "1" / "results.csv").unlink()
+    pd.DataFrame([{"status": "error", "method": "GCNGP-X", "error": "killed"}]).to_csv(tmp_path / "1" / "results.csv", index=False)
     summary, out = sweep(tmp_path, "kernel=gcngp,gcngp_x", "resume=true")
     assert "already has results; skipping" in out.stderr + out.stdout
     assert pd.read_csv(tmp_path / "0" / "results.csv")["timestamp"].tolist() == first["timestamp"].tolist()
     assert summary["method"].tolist() == ["GCNGP", "GCNGP-X"] and (summary["status"] == "ok").all()
+    kept = list((tmp_path / "1").glob("results.before-resume-*.csv"))  # the failed attempt is kept, not lost
+    assert len(kept) == 1 and pd.read_csv(kept[0])["error"].tolist() == ["killed"]
 
 
 @pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
