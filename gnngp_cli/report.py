@@ -189,6 +189,14 @@ def _plt():
     return plt
 
 
+def _major_labels_only(ax) -> None:
+    """Label only the decades of log axes (minor labels collide)."""
+    from matplotlib.ticker import NullFormatter
+
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def figure1(rows: pd.DataFrame, path: Path) -> Optional[str]:
     """Total time of each Table 4 method normalised by GCN's time on the same dataset (log axis)."""
     ok = _default_depth(rows[rows["status"] == "ok"])
@@ -235,6 +243,7 @@ def figure2(rows: pd.DataFrame, path: Path) -> Optional[str]:
             ax.plot(10 ** xs, 10 ** (slope * xs + intercept), color=line.get_facecolor()[0], label=f"{method} slope {slope:.2f}")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _major_labels_only(ax)
     ax.set_xlabel("graph size M + N (directed edges + nodes)")
     ax.set_ylabel("time (s)")
     ax.set_title("Figure 2: scalability")
@@ -284,6 +293,7 @@ def figure4(rows: pd.DataFrame, path: Path) -> Optional[str]:
         right.plot(stats["landmarks"], stats["seconds"], marker="o", label=label)
     for ax, ylabel in ((left, "test metric"), (right, "time (s)")):
         ax.set_xscale("log")
+        _major_labels_only(ax)
         ax.set_xlabel("landmarks")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
