@@ -34,6 +34,11 @@ def log_grid(low: float, high: float, num: int, dtype=torch.float64, device=None
     return torch.logspace(math.log10(low), math.log10(high), num, dtype=dtype, device=device)
 
 
+def metric_name(task: str) -> str:
+    """The metric reported for a task: ``accuracy`` (classification) or ``r2`` (regression)."""
+    return "accuracy" if task == "classification" else "r2"
+
+
 def metric(pred: Tensor, y: Tensor, task: str) -> float:
     """Accuracy of the argmax (classification) or R^2 (regression)."""
     if y.numel() == 0:
@@ -153,7 +158,7 @@ def gp_predict(
     metrics = {key: metric(mean[index[key]], y_nodes[index[key]], task) for key in SPLITS}
     result = GPResult(
         task=task,
-        metric_name="accuracy" if task == "classification" else "r2",
+        metric_name=metric_name(task),
         nugget=float(grid[best]),
         nugget_scale=scale,
         metrics=metrics,

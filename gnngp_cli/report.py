@@ -17,6 +17,8 @@ from typing import Iterable, Optional
 import numpy as np
 import pandas as pd
 
+from .gnn import GNN_LABELS
+
 DISPLAY = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed", "arxiv": "ArXiv", "reddit": "Reddit",
            "chameleon": "Chameleon", "squirrel": "Squirrel", "crocodile": "Crocodile"}
 TABLE4_METHODS = ["GCN", "GCNGP", "GCNGP-X", "RBF", "RBF-X", "GGP", "GGP-X"]
@@ -24,7 +26,7 @@ TABLE5_ARCHS = {"GCN": ("GCN", "GCNGP"), "GCNII": ("GCNII", "GCNIIGP"), "GIN": (
 TABLE5_DATASETS = {"pubmed": ("PubMed", False), "arxiv": ("ArXiv", True), "reddit": ("Reddit", True)}
 DEFAULT_FRACTION = {"arxiv": 50.0, "reddit": 50.0}
 KEY = ["dataset", "stand_in", "method", "layers", "landmark_fraction", "seed"]
-GNN_METHODS = {"GCN", "GCNII", "GIN", "GraphSAGE"}
+GNN_METHODS = set(GNN_LABELS.values())
 
 
 def paper_values() -> pd.DataFrame:
@@ -147,6 +149,12 @@ def _cell(table: str, row: str, column: str, picked: pd.DataFrame, failed: pd.Da
     return cell
 
 
+def _rows_for(ok: pd.DataFrame, bad: pd.DataFrame, dataset: str, method: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The result rows and the error rows of one dataset and method."""
+    return (ok[(ok["dataset"] == dataset) & (ok["method"] == method)],
+            bad[(bad["dataset"] == dataset) & (bad["method"] == method)])
+
+
 def _default_depth(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["layers"] == 2]
 
@@ -156,10 +164,9 @@ def table4(rows: pd.DataFrame, paper: pd.DataFrame) -> Table:
     ok, bad = _default_depth(rows[rows["status"] == "ok"]), rows[rows["status"] != "ok"]
     for key, title in DISPLAY.items():
         for method in TABLE4_METHODS:
-            picked = ok[(ok["dataset"] == key) & (ok["method"] == method)]
+            picked, failed = _rows_for(ok, bad, key, method)
             if method.endswith("-X"):
                 picked = picked[picked["landmark_fraction"].fillna(1.0) == DEFAULT_FRACTION.get(key, 1.0)]
-            failed = bad[(bad["dataset"] == key) & (bad["method"] == method)]
             deterministic = method not in GNN_METHODS and (not method.endswith("-X") or key not in DEFAULT_FRACTION)
             table.cells[(title, method)] = _cell("table4", title, method, picked, failed, paper, deterministic)
     return table
@@ -172,10 +179,9 @@ def table5(rows: pd.DataFrame, paper: pd.DataFrame) -> Table:
     for arch, (gnn, gp) in TABLE5_ARCHS.items():
         for key, (title, large) in TABLE5_DATASETS.items():
             for kind, method in (("GNN", gnn), ("GNNGP-X" if large else "GNNGP", gp + ("-X" if large else ""))):
-                picked = ok[(ok["dataset"] == key) & (ok["method"] == method)]
+                picked, failed = _rows_for(ok, bad, key, method)
                 if large and kind != "GNN":
                     picked = picked[picked["landmark_fraction"].fillna(1.0) == DEFAULT_FRACTION[key]]
-                failed = bad[(bad["dataset"] == key) & (bad["method"] == method)]
                 table.cells[(arch, f"{title} {kind}")] = _cell("table5", arch, f"{title} {kind}", picked, failed, paper, kind == "GNNGP")
     return table
 

@@ -18,10 +18,10 @@ from .config import check_method_overrides, validate
 from .data import Adjacency, DataStore, load_dataset
 from .errors import ConfigError, GnngpError, ResourceError
 from .gnn import GNN_LABELS, train_gnn
-from .inference import GPResult, gp_predict, log_grid
+from .inference import GPResult, gp_predict, log_grid, metric_name
 from .kernels import ARCHITECTURES, BaseKernel, KernelContext
 from .kernels.blocks import kernel_diagonal
-from .kernels.architectures import Architecture
+from .kernels.architectures import Architecture, kernel_label
 from .results import append_rows, summary_line
 from .runtime import Stopwatch, available_bytes, peak_cuda_mb, peak_rss_mb, resolve_device
 
@@ -32,14 +32,14 @@ BYTES_PER_ENTRY_FACTOR = 4  # a dense block plus the temporaries of the ReLU exp
 
 def architecture(kcfg: Any) -> Architecture:
     """The kernel's blocks built from its config."""
-    label, builder, adjacency = ARCHITECTURES[kcfg.name]
+    _, builder, adjacency = ARCHITECTURES[kcfg.name]
     params = {key: kcfg[key] for key in ("layers", "sigma_w", "sigma_b", "alpha", "theta", "sigma_w1", "sigma_w2")}
     if kcfg.name == "composed":
         params.update(first=OmegaConf.to_container(kcfg.first) if kcfg.first is not None else None,
                       hidden=OmegaConf.to_container(kcfg.hidden) if kcfg.hidden is not None else None)
     return Architecture(
         name=kcfg.name,
-        label=label + ("-X" if kcfg.low_rank else ""),
+        label=kernel_label(kcfg.name, kcfg.low_rank),
         network=builder(**params),
         adjacency=kcfg.adjacency or adjacency,
     )
@@ -146,9 +146,7 @@ def method_names(cfg: Any) -> tuple[str, str]:
     if cfg.method == "gnn":
         return GNN_LABELS.get(cfg.gnn.name, cfg.gnn.name), cfg.gnn.name
     if cfg.kernel is not None:
-        suffix = "_x" if cfg.kernel.low_rank else ""
-        label = ARCHITECTURES[cfg.kernel.name][0] if cfg.kernel.name in ARCHITECTURES else cfg.kernel.name
-        return label + ("-X" if suffix else ""), cfg.kernel.name + suffix
+        return kernel_label(cfg.kernel.name, cfg.kernel.low_rank), cfg.kernel.name + ("_x" if cfg.kernel.low_rank else "")
     return "?", "?"
 
 
@@ -203,14 +201,14 @@ def run_gnn(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
     prep = prep or prepare(cfg)
     g = cfg.gnn
     rows = []
-    deterministic = torch.are_deterministic_algorithms_enabled()
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         for run in range(cfg.runs):
             result = train_gnn(g, prep.data, prep.device, cfg.seed + run, cfg.progress, lambda: Stopwatch(prep.device))
             row = base_row(cfg)
             row.update(
-                metric="accuracy" if prep.data.task == "classification" else "r2",
+                metric=metric_name(prep.data.task),
                 **result.metrics, layers=g.layers, seed=cfg.seed + run,
                 train_seconds=result.train_seconds, inference_seconds=result.inference_seconds,
                 total_seconds=result.train_seconds + result.inference_seconds,
@@ -219,7 +217,7 @@ def run_gnn(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
             )
             rows.append(finish_row(row, cfg, prep, run))
     finally:
-        torch.use_deterministic_algorithms(deterministic)
+        torch.use_deterministic_algorithms(was_deterministic)
     return rows
 
 

@@ -116,6 +116,12 @@ def composed(layers: int, first: Any, hidden: Any, **params) -> Block:
     return Serial(*stack)
 
 
+def kernel_label(name: str, low_rank: bool) -> str:
+    """The method label of a kernel config, e.g. ``GCNGP`` or ``GCNGP-X`` (the low-rank twin)."""
+    label = ARCHITECTURES[name][0] if name in ARCHITECTURES else name
+    return label + ("-X" if low_rank else "")
+
+
 ARCHITECTURES: dict[str, tuple[str, Callable[..., Block], str]] = {
     # name: (label, builder, adjacency normalisation)
     "gcngp": ("GCNGP", gcn, "sym"),
