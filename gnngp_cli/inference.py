@@ -85,24 +85,26 @@ def gp_predict(
     num_classes: int,
     grid: Tensor,
     low_rank: bool,
-    nugget_scale: Optional[float] = None,
+    diagonal: Optional[Tensor] = None,
     validation_only: bool = False,
 ) -> "GPResult | ValidationScore":
     """Posterior mean and variance on the train/val/test nodes for every nugget in ``grid``.
 
-    ``nugget_scale`` is the mean diagonal of ``K`` over every node of the graph (the grid is
-    relative to it); by default the mean over the nodes the kernel holds. With
+    ``kernel`` holds ``K`` on rows covering the labelled nodes and columns covering the training
+    nodes. ``diagonal`` is ``diag K`` on every node of the graph (by default the kernel's own,
+    over its rows); the grid is relative to its mean. With
     ``validation_only`` only the best validation metric and its nugget are computed (for
     searches over kernel hyperparameters)."""
     device = y.device
     labelled = masks["train"] | masks["val"] | masks["test"]
     nodes = labelled.nonzero().view(-1)
     train = masks["train"].nonzero().view(-1)
-    pos_nodes, pos_train = kernel.positions(nodes), kernel.positions(train)
+    pos_nodes, pos_train, col_train = kernel.positions(nodes), kernel.positions(train), kernel.col_positions(train)
     values = kernel.root if kernel.root is not None else kernel.matrix
     dtype = values.dtype
     y_train = _targets(y[train], task, num_classes, dtype)
-    scale = float(kernel.diagonal().mean()) if nugget_scale is None else float(nugget_scale)
+    node_variances = kernel.diagonal()[pos_nodes] if diagonal is None else diagonal[nodes]
+    scale = float((kernel.diagonal() if diagonal is None else diagonal).mean())
     if not scale > 0:
         raise KernelError("the kernel is zero on every node (mean variance 0); check the features and sigmas")
     grid = grid.to(device=device, dtype=dtype)
@@ -121,14 +123,14 @@ def gp_predict(
         if kernel.root is not None:
             k_train = kernel.root[pos_train] @ kernel.root[pos_train].T
         else:
-            k_train = kernel.matrix[pos_train][:, pos_train]
+            k_train = kernel.matrix[pos_train][:, col_train]
         w, v = torch.linalg.eigh((k_train + k_train.T) / 2)
         coef = v.T @ y_train                           # V^T y_b
 
         def project(pos: Tensor) -> Tensor:            # K[pos, b] V
             if kernel.root is not None:
                 return (kernel.root[pos] @ kernel.root[pos_train].T) @ v
-            return kernel.matrix[pos][:, pos_train] @ v
+            return kernel.matrix[pos][:, col_train] @ v
     if not bool(torch.isfinite(w).all()):
         raise KernelError("the kernel on the training nodes has NaN or infinite entries; check the features and sigmas")
     top = float(w[-1].clamp_min(0))
@@ -138,7 +140,8 @@ def gp_predict(
 
     index = {key: (masks[key][nodes]).nonzero().view(-1) for key in SPLITS}
     y_nodes = y[nodes]
-    proj_val = project(pos_nodes[index["val"]])
+    proj = None if validation_only else project(pos_nodes)  # every labelled node at once; validation is a slice
+    proj_val = project(pos_nodes[index["val"]]) if proj is None else proj[index["val"]]
     val_curve = []
     for eps in grid * scale:
         val_curve.append(metric(proj_val @ (coef / (w + eps)[:, None]), y_nodes[index["val"]], task))
@@ -148,12 +151,11 @@ def gp_predict(
         return ValidationScore(float(curve[best]), float(grid[best]), val_curve)
     eps = grid[best] * scale
     inv = 1.0 / (w + eps)
-    proj = project(pos_nodes)
     mean = proj @ (coef * inv[:, None])
     if use_root:
         variance = eps * (proj * proj * inv).sum(1)
     else:
-        variance = kernel.diagonal()[pos_nodes] - (proj * proj * inv).sum(1)
+        variance = node_variances - (proj * proj * inv).sum(1)
     variance = variance.clamp_min(0)
     metrics = {key: metric(mean[index[key]], y_nodes[index[key]], task) for key in SPLITS}
     result = GPResult(

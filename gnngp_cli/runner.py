@@ -20,7 +20,7 @@ from .errors import ConfigError, GnngpError, ResourceError
 from .gnn import GNN_LABELS, train_gnn
 from .inference import GPResult, gp_predict, log_grid, metric_name
 from .kernels import ARCHITECTURES, BaseKernel, KernelContext
-from .kernels.blocks import kernel_diagonal
+from .kernels.blocks import exact_kernel
 from .kernels.architectures import Architecture, kernel_label
 from .results import append_rows, summary_line
 from .runtime import Stopwatch, available_bytes, peak_cuda_mb, peak_rss_mb, resolve_device
@@ -82,9 +82,9 @@ def prepare(cfg: Any) -> Prepared:
     return Prepared(data, device, dtype, watch.seconds)
 
 
-def check_exact_memory(arch: Architecture, ctx: KernelContext, target: torch.Tensor, dtype: torch.dtype, cfg: Any) -> None:
+def check_exact_memory(arch: Architecture, ctx: KernelContext, target: torch.Tensor, train: torch.Tensor, dtype: torch.dtype, cfg: Any) -> None:
     """Refuse, before computing, an exact kernel whose dense blocks would not fit."""
-    need = arch.network.peak_elements(target, ctx) * torch.finfo(dtype).bits // 8 * BYTES_PER_ENTRY_FACTOR
+    need = arch.network.peak_elements(target, ctx, train) * torch.finfo(dtype).bits // 8 * BYTES_PER_ENTRY_FACTOR
     limit = cfg.max_memory_gb * 2**30 if cfg.max_memory_gb is not None else 0.8 * available_bytes(ctx.features.device)
     if need > limit:
         raise ResourceError(
@@ -105,6 +105,7 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask}
     landmarks = choose_landmarks(data.train_mask, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name) if kcfg.low_rank else None
     target = (data.train_mask | data.val_mask | data.test_mask).nonzero().view(-1)
+    train = data.train_mask.nonzero().view(-1)
     grid = log_grid(cfg.nugget.min, cfg.nugget.max, cfg.nugget.num, dtype=dtype, device=device)
     gammas = (
         log_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist()
@@ -117,14 +118,16 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
         nonlocal ctx
         ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
         if not kcfg.low_rank:
-            check_exact_memory(arch, ctx, target, dtype, cfg)
+            check_exact_memory(arch, ctx, target, train, dtype, cfg)
         with kernel_watch.measure():
-            kernel = arch.network(None, ctx, None if kcfg.low_rank else target)
-            covers_all = kcfg.low_rank or kernel.size == data.num_nodes
-            diagonal = kernel.diagonal() if covers_all else kernel_diagonal(arch.network, ctx)
+            if kcfg.low_rank:
+                kernel = arch.network(None, ctx, None)
+                diagonal = kernel.diagonal()
+            else:  # K[labelled nodes, training nodes]
+                kernel, diagonal = exact_kernel(arch.network, ctx, target, train)
         with inference_watch.measure():
             return gp_predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank,
-                              float(diagonal.mean()), validation_only=validation_only)
+                              diagonal, validation_only=validation_only)
 
     gamma = kcfg.base.gamma
     if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)

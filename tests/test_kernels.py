@@ -8,7 +8,7 @@ from gnngp_cli.data import Adjacency
 from gnngp_cli.errors import KernelError
 from gnngp_cli.kernels import BaseKernel, KernelContext, relu_expectation
 from gnngp_cli.kernels.architectures import composed, gcn, gcn2, gin, ggp, rbf, sage
-from gnngp_cli.kernels.blocks import kernel_diagonal
+from gnngp_cli.kernels.blocks import exact_kernel, kernel_diagonal
 
 ARCHS = {
     "gcn": lambda L: gcn(L, 1.1, 0.3),
@@ -91,6 +91,31 @@ def test_exact_kernel_equals_dense_recursion_on_any_node_subset(arch, base):
     k = ARCHS[arch](3)(None, ctx, nodes)
     torch.testing.assert_close(k.dense(), ref[nodes][:, nodes])
     torch.testing.assert_close(kernel_diagonal(ARCHS[arch](3), ctx), torch.diagonal(ref))
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("base", [BaseKernel(), BaseKernel("polynomial", c=1.0, d=2.0)])
+@pytest.mark.parametrize("pair_budget", [40_000_000, 10])
+def test_rectangular_blocks_equal_dense_recursion(arch, base, pair_budget):
+    """K[rows, cols] from rectangular blocks (activation variances from the pair evaluation),
+    and the one-square-evaluation fallback when the pair budget is too small."""
+    ei, x = random_graph()
+    ctx, adj = context(x, ei, base=base)
+    ctx.pair_budget = pair_budget
+    ref = dense_reference(arch, 3, x, dense_adj(adj), base)
+    rows = torch.tensor([0, 3, 5, 7, 11, 20, 33, 39])
+    cols = torch.tensor([3, 11, 39])
+    k, diagonal = exact_kernel(ARCHS[arch](3), ctx, rows, cols)
+    torch.testing.assert_close(k.dense(), ref[rows][:, cols])
+    torch.testing.assert_close(k.restrict(torch.tensor([5, 11, 39]), torch.tensor([11, 39])).dense(), ref[[5, 11, 39]][:, [11, 39]])
+    torch.testing.assert_close(diagonal, torch.diagonal(ref))
+
+
+def test_rectangular_block_without_pair_variances_is_refused():
+    ei, x = random_graph()
+    ctx, _ = context(x, ei)
+    with pytest.raises(KernelError, match="pair evaluation"):
+        gcn(3, 1.0, 0.1)(None, ctx, torch.arange(10), torch.tensor([2, 4]))
 
 
 @pytest.mark.parametrize("arch", list(ARCHS))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -37,20 +38,22 @@ class BaseKernel:
         """The parameter-free pairwise statistic the kernel is a function of."""
         return {"rbf": "sqeuclidean", "laplacian": "cityblock", "arccos": "cosine"}.get(self.name, "dot")
 
-    def statistic(self, xa: Tensor, xb: Tensor) -> Tensor:
-        """The pairwise statistic ``S[a, b]``: ``x . x'``, ``||x - x'||_2^2``, ``||x - x'||_1`` or the cosine."""
+    def statistic(self, xa: Tensor, xb: Tensor, xa_sparse: Optional[Tensor] = None) -> Tensor:
+        """The pairwise statistic ``S[a, b]``: ``x . x'``, ``||x - x'||_2^2``, ``||x - x'||_1`` or
+        the cosine. ``xa_sparse``, if given, is ``xa`` as a sparse matrix, used for the products."""
         if self.name not in BASE_KERNELS:
             raise ValueError(f"unknown base kernel {self.name!r}; use one of {BASE_KERNELS}")
         name = self.statistic_name
-        if name == "sqeuclidean":
-            sq = (xa * xa).sum(1, keepdim=True) + (xb * xb).sum(1) - 2 * xa @ xb.T
-            return sq.clamp_min_(0)
         if name == "cityblock":
             return torch.cdist(xa, xb, p=1)
+        dot = (xa if xa_sparse is None else xa_sparse) @ xb.T
+        if name == "sqeuclidean":
+            sq = (xa * xa).sum(1, keepdim=True) + (xb * xb).sum(1) - 2 * dot
+            return sq.clamp_min_(0)
         if name == "cosine":
             norms = xa.norm(dim=1, keepdim=True) * xb.norm(dim=1, keepdim=True).T
-            return ((xa @ xb.T) / norms.clamp_min(torch.finfo(xa.dtype).tiny)).clamp_(-1, 1)
-        return xa @ xb.T
+            return (dot / norms.clamp_min(torch.finfo(xa.dtype).tiny)).clamp_(-1, 1)
+        return dot
 
     def from_statistic(self, stat: Tensor) -> Tensor:
         """``C0`` from its statistic, entry by entry."""

@@ -44,40 +44,74 @@ def psd_tolerance(dtype: torch.dtype, n: int) -> float:
 
 @dataclass(frozen=True)
 class Kernel:
-    """A covariance over ``nodes``: ``matrix = K[nodes, nodes]`` or ``root`` with ``K = R R^T``."""
+    """A covariance block with rows ``nodes`` and columns ``cols`` (a subset of the rows;
+    ``None``: the rows, a square block): ``matrix = K[nodes, cols]``, or ``root`` over the rows
+    with ``K = R R^T``. ``nodes = None`` means every node."""
 
     nodes: Nodes
     matrix: Optional[Tensor] = None
     root: Optional[Tensor] = None
+    cols: Nodes = None
 
     @property
     def size(self) -> int:
         return (self.root if self.root is not None else self.matrix).size(0)
 
+    @property
+    def square(self) -> bool:
+        return self.cols is None
+
     def positions(self, nodes: Tensor) -> Tensor:
         """Row positions of global ``nodes`` in this kernel."""
-        if self.nodes is None:
-            return nodes
-        pos = torch.searchsorted(self.nodes, nodes)
-        if bool((pos >= self.nodes.numel()).any()) or not torch.equal(self.nodes[pos.clamp_max(self.nodes.numel() - 1)], nodes):
-            raise ValueError("requested nodes are not held by this kernel")
-        return pos
+        return _find(self.nodes, nodes)
 
-    def restrict(self, nodes: Nodes) -> "Kernel":
-        if nodes is None or self.nodes is None or nodes.numel() == self.nodes.numel():
-            return self
-        pos = self.positions(nodes)
+    def col_positions(self, nodes: Tensor) -> Tensor:
+        """Column positions of global ``nodes``: in ``matrix``, or rows of ``root``."""
+        return _find(self.cols if self.matrix is not None and self.cols is not None else self.nodes, nodes)
+
+    def restrict(self, nodes: Nodes, cols: Nodes = None) -> "Kernel":
+        """This kernel on the rows ``nodes`` and the columns ``cols`` (``None``: square),
+        each a subset of what it holds."""
+        if cols is not None and nodes is not None and cols.numel() == nodes.numel():
+            cols = None  # columns are a subset of the rows: equal sizes mean equal sets
+        same_rows = nodes is None or self.nodes is None or nodes.numel() == self.nodes.numel()
         if self.root is not None:
-            return Kernel(nodes, root=self.root[pos])
-        return Kernel(nodes, matrix=self.matrix[pos][:, pos])
+            root = self.root if same_rows else self.root[self.positions(nodes)]
+            return Kernel(self.nodes if same_rows else nodes, root=root, cols=cols)
+        if same_rows and cols is None and self.cols is None:
+            return self
+        rows = self.nodes if same_rows else nodes
+        matrix = self.matrix if same_rows else self.matrix[self.positions(nodes)]
+        out_cols = rows if cols is None else cols
+        held_cols = self.nodes if self.cols is None else self.cols
+        if out_cols is not None and (held_cols is None or out_cols.numel() != held_cols.numel()):
+            matrix = matrix[:, self.col_positions(out_cols)]
+        return Kernel(rows, matrix=matrix, cols=cols)
 
     def dense(self) -> Tensor:
-        return self.matrix if self.matrix is not None else self.root @ self.root.T
+        """``K[nodes, cols]`` as a matrix."""
+        if self.matrix is not None:
+            return self.matrix
+        right = self.root if self.cols is None else self.root[self.positions(self.cols)]
+        return self.root @ right.T
 
     def diagonal(self) -> Tensor:
+        """``K_xx`` on the rows (a rectangular matrix block holds no diagonal)."""
         if self.root is not None:
             return (self.root * self.root).sum(1)
+        if self.cols is not None:
+            raise ValueError("a rectangular kernel block holds no diagonal")
         return torch.diagonal(self.matrix)
+
+
+def _find(held: Nodes, nodes: Tensor) -> Tensor:
+    """Positions of global ``nodes`` in the sorted ids ``held`` (``None``: every node)."""
+    if held is None:
+        return nodes
+    pos = torch.searchsorted(held, nodes)
+    if bool((pos >= held.numel()).any()) or not torch.equal(held[pos.clamp_max(held.numel() - 1)], nodes):
+        raise ValueError("requested nodes are not held by this kernel")
+    return pos
 
 
 @dataclass
@@ -92,11 +126,30 @@ class KernelContext:
     pair_budget: int = 40_000_000   # most (pair, neighbour, neighbour) terms one pair evaluation may hold
     _input: Optional[Kernel] = None
     _statistics: dict = field(default_factory=dict)
+    _variances: dict = field(default_factory=dict)
+    _derived: dict = field(default_factory=dict)
 
     def with_base(self, base: BaseKernel) -> "KernelContext":
         """The same context with another base kernel (e.g. the next gamma of a search); the
         base kernel's parameter-free pairwise statistics are shared, not recomputed."""
-        return replace(self, base=base, _input=None)
+        return replace(self, base=base, _input=None, _variances={})
+
+    def record_variances(self, block: "Block", nodes: Tensor, values: Tensor) -> None:
+        """Keep ``K_xx`` on ``nodes`` of ``block``'s input, as a pair evaluation found it."""
+        if values.numel() and float(values.min()) < -psd_tolerance(values.dtype, 1) * max(float(values.abs().max()), torch.finfo(values.dtype).tiny):
+            raise KernelError(f"the kernel has a negative variance ({float(values.min()):.3g}) before an activation; it is not positive semi-definite")
+        held = self._variances.get(id(block))
+        if held is None:
+            held = self._variances[id(block)] = values.new_full((self.num_nodes,), math.nan)
+        held[nodes] = values
+
+    def recorded_variances(self, block: "Block", nodes: Tensor) -> Tensor:
+        """``K_xx`` on ``nodes`` of ``block``'s input from an earlier pair evaluation."""
+        held = self._variances.get(id(block))
+        values = None if held is None else held[nodes]
+        if values is None or bool(torch.isnan(values).any()):
+            raise KernelError("internal: a rectangular kernel block needs the variances of a pair evaluation first; use exact_kernel")
+        return values
 
     def base_block(self, rows: Nodes, cols: Nodes) -> Tensor:
         """``C0[rows, cols]`` (``None`` = every node), from a cached pairwise statistic."""
@@ -106,9 +159,21 @@ class KernelContext:
             xa = self.features if rows is None else self.features[rows]
             xb = self.features if cols is None else self.features[cols]
             self._statistics.clear()  # hold one statistic at a time
-            cached = (rows, cols, self.base.statistic(xa, xb))
+            cached = (rows, cols, self.base.statistic(xa, xb, self.sparse_features if rows is None else None))
             self._statistics[key] = cached
         return self.base.from_statistic(cached[2])
+
+    @property
+    def sparse_features(self) -> Optional[Tensor]:
+        """``X`` as a sparse CSR matrix when at most 10% of it is non-zero (bag-of-words
+        features), for faster products with every node; else ``None``."""
+        if "sparse" not in self._derived:
+            x = self.features
+            sparse = x.numel() > 0 and int(torch.count_nonzero(x)) <= 0.1 * x.numel()
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", ".*[Ss]parse.*")
+                self._derived["sparse"] = x.to_sparse_csr() if sparse else None
+        return self._derived["sparse"]
 
     @property
     def low_rank(self) -> bool:
@@ -118,16 +183,16 @@ class KernelContext:
     def num_nodes(self) -> int:
         return self.features.size(0)
 
-    def input_kernel(self, nodes: Nodes) -> Kernel:
-        """``C0`` on ``nodes`` (exact), or its Nystrom root ``Q0`` on every node (low rank).
+    def input_kernel(self, nodes: Nodes, cols: Nodes = None) -> Kernel:
+        """``C0[nodes, cols]`` (exact), or its Nystrom root ``Q0`` on every node (low rank).
 
         Low rank, linear ``C0`` with no more features than landmarks: ``Q0 = X`` exactly.
         """
         if not self.low_rank:
             x = self.features if nodes is None else self.features[nodes]
             if self.base.is_linear:
-                return Kernel(nodes, root=x)
-            return Kernel(nodes, matrix=self.base_block(nodes, nodes))
+                return Kernel(nodes, root=x, cols=cols)
+            return Kernel(nodes, matrix=self.base_block(nodes, nodes if cols is None else cols), cols=cols)
         if self._input is None:
             x = self.features
             if self.base.is_linear and self.landmarks.numel() >= x.size(1):
@@ -161,7 +226,10 @@ def nystrom_root(cross: Tensor, landmarks: Tensor, where: str) -> Tensor:
     sqrt_d = eigvals.clamp_min(0).sqrt()
     floor = torch.clamp_min(top * 1e-4, torch.finfo(block.dtype).tiny)
     smoothed_inv = sqrt_d / eigvals.clamp_min(floor)
-    root = (cross @ eigvecs) * smoothed_inv
+    others = torch.ones(cross.size(0), dtype=torch.bool, device=cross.device)
+    others[landmarks] = False
+    root = torch.empty_like(cross)
+    root[others] = (cross[others] @ eigvecs) * smoothed_inv
     root[landmarks] = eigvecs * sqrt_d
     return root
 
@@ -171,7 +239,7 @@ def check_kernel(k: Kernel, where: str) -> None:
     values = k.root if k.root is not None else k.matrix
     if not bool(torch.isfinite(values).all()):
         raise KernelError(f"{where}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
-    if k.matrix is None:
+    if k.matrix is None or not k.square:  # a rectangular block's variances are checked by the pair evaluation
         return
     diag = torch.diagonal(k.matrix)
     scale = float(diag.abs().max()) if diag.numel() else 0.0
@@ -191,20 +259,24 @@ def union(sets: Sequence[Nodes]) -> Nodes:
     return torch.unique(torch.cat(real)) if real else None
 
 
+def count(nodes: Nodes, ctx: KernelContext) -> int:
+    return ctx.num_nodes if nodes is None else nodes.numel()
+
+
 class Block:
     """A network operation and its kernel operation. ``support(nodes)`` says which input
-    nodes the output on ``nodes`` depends on; ``__call__(k, ctx, nodes)`` maps the input
-    kernel ``k`` (held on ``support(nodes)``) to the output kernel on ``nodes``."""
+    nodes the output on ``nodes`` depends on; ``__call__(k, ctx, nodes, cols)`` maps the input
+    kernel ``k`` (held on the support of the rows and of the columns) to the output kernel
+    on the rows ``nodes`` and the columns ``cols`` (a subset of the rows; ``None``: square)."""
 
     def support(self, nodes: Nodes, ctx: KernelContext) -> Nodes:
         return nodes
 
-    def peak_elements(self, nodes: Nodes, ctx: KernelContext) -> int:
+    def peak_elements(self, nodes: Nodes, ctx: KernelContext, cols: Nodes = None) -> int:
         """Largest dense matrix (entries) this block may hold in exact mode."""
-        n = ctx.num_nodes if nodes is None else nodes.numel()
-        return n * n
+        return count(nodes, ctx) * count(nodes if cols is None else cols, ctx)
 
-    def __call__(self, k: Optional[Kernel], ctx: KernelContext, nodes: Nodes) -> Kernel:
+    def __call__(self, k: Optional[Kernel], ctx: KernelContext, nodes: Nodes, cols: Nodes = None) -> Kernel:
         raise NotImplementedError
 
     def network(self, h: Tensor, sim: "NetworkSample") -> Tensor:
@@ -245,11 +317,11 @@ class Input(Block):
     def support(self, nodes, ctx):
         return torch.empty(0, dtype=torch.long, device=ctx.features.device)
 
-    def peak_elements(self, nodes, ctx):
-        return 0 if ctx.base.is_linear else super().peak_elements(nodes, ctx)
+    def peak_elements(self, nodes, ctx, cols=None):
+        return 0 if ctx.base.is_linear else super().peak_elements(nodes, ctx, cols)
 
-    def __call__(self, k, ctx, nodes):
-        return ctx.input_kernel(nodes)
+    def __call__(self, k, ctx, nodes, cols=None):
+        return ctx.input_kernel(nodes, cols)
 
     def network(self, h, sim):
         return sim.inputs
@@ -273,10 +345,10 @@ class Scale(Block):
 
     factor: float
 
-    def peak_elements(self, nodes, ctx):
+    def peak_elements(self, nodes, ctx, cols=None):
         return 0
 
-    def __call__(self, k, ctx, nodes):
+    def __call__(self, k, ctx, nodes, cols=None):
         if k.root is not None:
             return replace(k, root=k.root * self.factor)
         return replace(k, matrix=k.matrix * self.factor ** 2)
@@ -317,10 +389,10 @@ class Bias(Block):
 
     sigma_b: float
 
-    def peak_elements(self, nodes, ctx):
+    def peak_elements(self, nodes, ctx, cols=None):
         return 0
 
-    def __call__(self, k, ctx, nodes):
+    def __call__(self, k, ctx, nodes, cols=None):
         if self.sigma_b == 0:
             return k
         if k.root is not None:
@@ -343,21 +415,22 @@ class Conv(Block):
     def support(self, nodes, ctx):
         return None if nodes is None else ctx.adjacency.neighbours(nodes)
 
-    def peak_elements(self, nodes, ctx):
-        n_out = ctx.num_nodes if nodes is None else nodes.numel()
-        n_in = ctx.num_nodes if nodes is None else self.support(nodes, ctx).numel()
-        return n_out * n_in
+    def peak_elements(self, nodes, ctx, cols=None):
+        return count(nodes, ctx) * count(self.support(nodes if cols is None else cols, ctx), ctx)
 
-    def __call__(self, k, ctx, nodes):
+    def __call__(self, k, ctx, nodes, cols=None):
         if nodes is None:
             if k.root is None:
                 raise KernelError("a dense kernel over every node is not supported; use the exact mode with node sets")
             return Kernel(None, root=ctx.adjacency.matmul(k.root))
         a = ctx.adjacency.block(nodes, k.nodes)
         if k.root is not None:
-            return Kernel(nodes, root=torch.sparse.mm(a, k.root))
-        half = torch.sparse.mm(a, k.matrix)  # A K, |nodes| x |support|
-        return Kernel(nodes, matrix=torch.sparse.mm(a, half.T.contiguous()))  # A (A K)^T = A K A^T
+            return Kernel(nodes, root=torch.sparse.mm(a, k.root), cols=cols)
+        half = torch.sparse.mm(a, k.matrix)  # A[nodes] K, |nodes| x |input columns|
+        if cols is None:
+            return Kernel(nodes, matrix=torch.sparse.mm(a, half.T.contiguous()))  # A (A K)^T = A K A^T
+        a_cols = ctx.adjacency.block(cols, k.nodes if k.cols is None else k.cols)
+        return Kernel(nodes, matrix=torch.sparse.mm(a_cols, half.T.contiguous()).T, cols=cols)  # (A_c (A_r K)^T)^T
 
     def network(self, h, sim):
         return sim.adjacency.matmul(h)
@@ -378,15 +451,18 @@ class Conv(Block):
 class ReLU(Block):
     """``X <- relu(X)``: ``K <- g(K)``; low rank ``Q <- chol(g(Q Q^T))`` on the landmarks."""
 
-    def __call__(self, k, ctx, nodes):
+    def __call__(self, k, ctx, nodes, cols=None):
         if ctx.low_rank:
             q = k.root
             var = (q * q).sum(1)
             cross = relu_expectation(q @ q[ctx.landmarks].T, var, var[ctx.landmarks])
             return Kernel(None, root=nystrom_root(cross, ctx.landmarks, "activation"))
-        matrix = k.dense()
-        var = torch.diagonal(matrix).clone()
-        return Kernel(k.nodes, matrix=relu_expectation(matrix, var, var))
+        if k.root is not None or k.square:
+            var = k.diagonal().clone()
+        else:
+            var = ctx.recorded_variances(self, k.nodes)
+        var_cols = var if k.square else var[k.positions(k.cols)]
+        return Kernel(k.nodes, matrix=relu_expectation(k.dense(), var, var_cols), cols=k.cols)
 
     def network(self, h, sim):
         return torch.relu(h)
@@ -401,6 +477,8 @@ class ReLU(Block):
         n = ctx.num_nodes
         support = self.pair_support(pairs, ctx)
         values = root_on_pairs(k.root, support) if isinstance(k, Kernel) else k.on(support, n)
+        diagonal = support.rows == support.cols
+        ctx.record_variances(self, support.rows[diagonal], values[diagonal])
         cov = values[support.lookup(pairs.rows, pairs.cols, n)]
         var_rows = values[support.lookup(pairs.rows, pairs.rows, n)]
         var_cols = values[support.lookup(pairs.cols, pairs.cols, n)]
@@ -415,11 +493,12 @@ class Serial(Block):
         self.blocks = [b for b in blocks if b is not None]
         self.name = name
 
-    def _plan(self, nodes: Nodes, ctx: KernelContext) -> list[Nodes]:
-        """The node set each block must output, last block first."""
-        wanted = [nodes]
+    def _plan(self, nodes: Nodes, cols: Nodes, ctx: KernelContext) -> list[tuple[Nodes, Nodes]]:
+        """The rows and columns each block must output, first block first."""
+        wanted = [(nodes, cols)]
         for block in reversed(self.blocks[1:]):
-            wanted.append(block.support(wanted[-1], ctx))
+            rows, columns = wanted[-1]
+            wanted.append((block.support(rows, ctx), None if columns is None else block.support(columns, ctx)))
         return wanted[::-1]
 
     def support(self, nodes, ctx):
@@ -427,14 +506,14 @@ class Serial(Block):
             nodes = block.support(nodes, ctx)
         return nodes
 
-    def peak_elements(self, nodes, ctx):
-        return max((b.peak_elements(n, ctx) for b, n in zip(self.blocks, self._plan(nodes, ctx))), default=0)
+    def peak_elements(self, nodes, ctx, cols=None):
+        return max((b.peak_elements(r, ctx, c) for b, (r, c) in zip(self.blocks, self._plan(nodes, cols, ctx))), default=0)
 
-    def __call__(self, k, ctx, nodes):
-        for block, out_nodes in zip(self.blocks, self._plan(nodes, ctx)):
+    def __call__(self, k, ctx, nodes, cols=None):
+        for block, (rows, columns) in zip(self.blocks, self._plan(nodes, cols, ctx)):
             if k is not None:
-                k = k.restrict(block.support(out_nodes, ctx))
-            k = block(k, ctx, out_nodes)
+                k = k.restrict(block.support(rows, ctx), None if columns is None else block.support(columns, ctx))
+            k = block(k, ctx, rows, columns)
         if self.name is not None:
             check_kernel(k, self.name)
         return k
@@ -479,17 +558,22 @@ class Add(Block):
     def support(self, nodes, ctx):
         return union([b.support(nodes, ctx) for b in self.branches])
 
-    def peak_elements(self, nodes, ctx):
-        return max(b.peak_elements(nodes, ctx) for b in self.branches)
+    def peak_elements(self, nodes, ctx, cols=None):
+        return max(b.peak_elements(nodes, ctx, cols) for b in self.branches)
 
-    def __call__(self, k, ctx, nodes):
-        parts = [branch(None if k is None else k.restrict(branch.support(nodes, ctx)), ctx, nodes) for branch in self.branches]
+    def __call__(self, k, ctx, nodes, cols=None):
+        def branch_input(branch: Block) -> Optional[Kernel]:
+            if k is None:
+                return None
+            return k.restrict(branch.support(nodes, ctx), None if cols is None else branch.support(cols, ctx))
+
+        parts = [branch(branch_input(branch), ctx, nodes, cols) for branch in self.branches]
         if all(p.root is not None for p in parts):
-            return Kernel(parts[0].nodes, root=torch.cat([p.root for p in parts], dim=1))
+            return Kernel(parts[0].nodes, root=torch.cat([p.root for p in parts], dim=1), cols=cols)
         total = parts[0].dense()
         for p in parts[1:]:
             total = total + p.dense()
-        return Kernel(parts[0].nodes, matrix=total)
+        return Kernel(parts[0].nodes, matrix=total, cols=cols)
 
     def network(self, h, sim):
         return sum(branch.network(h, sim) for branch in self.branches)
@@ -508,15 +592,36 @@ class Add(Block):
         return PairValues(pairs, sum(root_on_pairs(p.root, pairs) if isinstance(p, Kernel) else p.on(pairs, ctx.num_nodes) for p in parts))
 
 
-def kernel_diagonal(network: Block, ctx: KernelContext) -> Tensor:
-    """``diag K`` on every node, exactly, without an N x N block: by pair evaluation on the
-    nodes' local neighbourhoods, or, for a network too deep for the pair budget, by the
-    node-set evaluation over every node."""
+def pair_diagonal(network: Block, ctx: KernelContext) -> Tensor:
+    """``diag K`` on every node by pair evaluation on the nodes' local neighbourhoods; it also
+    records each activation's input variances in ``ctx``. Raises :class:`PatternTooLarge` for a
+    network too deep for the pair budget."""
     nodes = torch.arange(ctx.num_nodes, device=ctx.features.device)
-    try:
-        out = network.on_pairs(None, ctx, Pairs.diagonal(nodes))
-    except PatternTooLarge:
-        return network(None, ctx, nodes).diagonal()
+    out = network.on_pairs(None, ctx, Pairs.diagonal(nodes))
     if isinstance(out, Kernel):
         return (out.root * out.root).sum(1)
     return out.values
+
+
+def kernel_diagonal(network: Block, ctx: KernelContext) -> Tensor:
+    """``diag K`` on every node, exactly, without an N x N block: by pair evaluation, or, for
+    a network too deep for the pair budget, by the node-set evaluation over every node."""
+    try:
+        return pair_diagonal(network, ctx)
+    except PatternTooLarge:
+        return network(None, ctx, torch.arange(ctx.num_nodes, device=ctx.features.device)).diagonal()
+
+
+def exact_kernel(network: Block, ctx: KernelContext, rows: Tensor, cols: Tensor) -> tuple[Kernel, Tensor]:
+    """``K[rows, cols]`` (``cols`` a subset of ``rows``) and ``diag K`` on every node, exactly.
+
+    The pair evaluation gives the diagonal and the activations' input variances, so the
+    node-set evaluation only forms rectangular blocks: the supports of ``rows`` by those of
+    ``cols``. A network too deep for the pair budget takes one square evaluation over every node.
+    """
+    try:
+        diagonal = pair_diagonal(network, ctx)
+    except PatternTooLarge:
+        full = network(None, ctx, torch.arange(ctx.num_nodes, device=ctx.features.device))
+        return full.restrict(rows, cols), full.diagonal()
+    return network(None, ctx, rows, cols), diagonal
