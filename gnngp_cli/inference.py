@@ -9,15 +9,17 @@ value times the mean diagonal of ``K``):
 - low rank: mean ``Q[*] (Q[b]^T Q[b] + eps I)^-1 Q[b]^T y_b``,
             variance ``eps diag Q[*] (Q[b]^T Q[b] + eps I)^-1 Q[*]^T``.
 
-``K[b, b] = V diag(w) V^T`` (or ``Q[b]^T Q[b]``) is decomposed once; each grid value then
-costs one matrix product. The nugget with the best validation metric is chosen (the
-smallest one on ties).
+``K[b, b] = V diag(w) V^T`` (or ``Q[b]^T Q[b]``) is decomposed once. With ``F = K[*, b]``
+(or ``Q[*]``), the means for every grid value are one product ``F (V [coef / (w + eps)]_eps)``;
+the nugget with the best validation metric is chosen (the smallest one on ties). Variances
+need ``F V`` and are computed only where asked for (the test nodes, for the uncertainty
+metrics).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
@@ -66,9 +68,14 @@ class GPResult:
     metrics: dict[str, float]
     val_curve: list[float]
     mean: Tensor                       # posterior mean on every node in ``nodes``
-    variance: Tensor                   # latent posterior variance at the chosen nugget
+    variance_at: Callable[[Tensor], Tensor]  # latent posterior variance at the chosen nugget, at positions in ``nodes``
     nodes: Tensor
     uncertainty: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def variance(self) -> Tensor:
+        """Latent posterior variance on every node in ``nodes``."""
+        return self.variance_at(torch.arange(self.nodes.numel(), device=self.nodes.device))
 
 
 def _targets(y: Tensor, task: str, num_classes: int, dtype) -> Tensor:
@@ -115,22 +122,19 @@ def gp_predict(
         gram = q_train.T @ q_train
         w, v = torch.linalg.eigh((gram + gram.T) / 2)
         coef = v.T @ (q_train.T @ y_train)             # V^T Q[b]^T y_b
-
-        def project(pos: Tensor) -> Tensor:            # Q[pos] V
-            rows = kernel.root if pos.numel() == kernel.size else kernel.root[pos]  # every row, in order: no copy
-            return rows @ v
+        features = kernel.root                         # F = Q
     else:
         if kernel.root is not None:
-            k_train = kernel.root[pos_train] @ kernel.root[pos_train].T
+            features = kernel.root @ kernel.root[pos_train].T
         else:
-            k_train = kernel.matrix[pos_train][:, col_train]
+            every_column = kernel.matrix.size(1) == train.numel() and torch.equal(col_train, torch.arange(train.numel(), device=device))
+            features = kernel.matrix if every_column else kernel.matrix[:, col_train]
+        k_train = features[pos_train]
         w, v = torch.linalg.eigh((k_train + k_train.T) / 2)
         coef = v.T @ y_train                           # V^T y_b
 
-        def project(pos: Tensor) -> Tensor:            # K[pos, b] V
-            if kernel.root is not None:
-                return (kernel.root[pos] @ kernel.root[pos_train].T) @ v
-            return kernel.matrix[pos][:, col_train] @ v
+    def rows(pos: Tensor) -> Tensor:                   # F[pos]
+        return features if torch.equal(pos, torch.arange(features.size(0), device=device)) else features[pos]
     if not bool(torch.isfinite(w).all()):
         raise KernelError("the kernel on the training nodes has NaN or infinite entries; check the features and sigmas")
     top = float(w[-1].clamp_min(0))
@@ -140,23 +144,23 @@ def gp_predict(
 
     index = {key: (masks[key][nodes]).nonzero().view(-1) for key in SPLITS}
     y_nodes = y[nodes]
-    proj = None if validation_only else project(pos_nodes)  # every labelled node at once; validation is a slice
-    proj_val = project(pos_nodes[index["val"]]) if proj is None else proj[index["val"]]
-    val_curve = []
-    for eps in grid * scale:
-        val_curve.append(metric(proj_val @ (coef / (w + eps)[:, None]), y_nodes[index["val"]], task))
+    inv_grid = 1.0 / (w[:, None] + grid[None, :] * scale)                         # rank x grid
+    weights = v @ (coef[:, None, :] * inv_grid[:, :, None]).reshape(w.numel(), -1)  # V [coef / (w + eps)] for every eps
+    val_means = (rows(pos_nodes[index["val"]]) @ weights).view(index["val"].numel(), grid.numel(), -1)
+    val_curve = [metric(val_means[:, g], y_nodes[index["val"]], task) for g in range(grid.numel())]
     curve = torch.tensor(val_curve, dtype=torch.float64).nan_to_num(nan=-math.inf)
     best = int(torch.argmax(curve))
     if validation_only:
         return ValidationScore(float(curve[best]), float(grid[best]), val_curve)
     eps = grid[best] * scale
     inv = 1.0 / (w + eps)
-    mean = proj @ (coef * inv[:, None])
-    if use_root:
-        variance = eps * (proj * proj * inv).sum(1)
-    else:
-        variance = node_variances - (proj * proj * inv).sum(1)
-    variance = variance.clamp_min(0)
+    mean = rows(pos_nodes) @ (v @ (coef * inv[:, None]))
+
+    def variance_at(index: Tensor) -> Tensor:
+        proj = rows(pos_nodes[index]) @ v              # F V
+        explained = (proj * proj * inv).sum(1)
+        return (eps * explained if use_root else node_variances[index] - explained).clamp_min(0)
+
     metrics = {key: metric(mean[index[key]], y_nodes[index[key]], task) for key in SPLITS}
     result = GPResult(
         task=task,
@@ -166,7 +170,7 @@ def gp_predict(
         metrics=metrics,
         val_curve=val_curve,
         mean=mean,
-        variance=variance,
+        variance_at=variance_at,
         nodes=nodes,
     )
     if task == "regression":
@@ -195,7 +199,7 @@ def uncertainty_metrics(result: GPResult, y_nodes: Tensor, test: Tensor, eps: fl
     Classification: mean latent variance of correct and of wrong test predictions."""
     if test.numel() == 0:
         return {}
-    var = result.variance[test]
+    var = result.variance_at(test)
     if result.task == "classification":
         correct = result.mean[test].argmax(1) == y_nodes[test]
         return {

@@ -82,8 +82,9 @@ def prepare(cfg: Any) -> Prepared:
     return Prepared(data, device, dtype, watch.seconds)
 
 
-def check_exact_memory(arch: Architecture, ctx: KernelContext, target: torch.Tensor, train: torch.Tensor, dtype: torch.dtype, cfg: Any) -> None:
-    """Refuse, before computing, an exact kernel whose dense blocks would not fit."""
+def check_exact_memory(arch: Architecture, ctx: KernelContext, target: torch.Tensor, train: Optional[torch.Tensor], dtype: torch.dtype, cfg: Any) -> None:
+    """Refuse, before computing, an exact kernel whose dense blocks ``K[target, train]``
+    (``train=None``: square) would not fit."""
     need = arch.network.peak_elements(target, ctx, train) * torch.finfo(dtype).bits // 8 * BYTES_PER_ENTRY_FACTOR
     limit = cfg.max_memory_gb * 2**30 if cfg.max_memory_gb is not None else 0.8 * available_bytes(ctx.features.device)
     if need > limit:
@@ -124,7 +125,8 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
                 kernel = arch.network(None, ctx, None)
                 diagonal = kernel.diagonal()
             else:  # K[labelled nodes, training nodes]
-                kernel, diagonal = exact_kernel(arch.network, ctx, target, train)
+                kernel, diagonal = exact_kernel(arch.network, ctx, target, train,
+                                                before_square=lambda nodes: check_exact_memory(arch, ctx, nodes, None, dtype, cfg))
         with inference_watch.measure():
             return gp_predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank,
                               diagonal, validation_only=validation_only)

@@ -111,6 +111,15 @@ def test_rectangular_blocks_equal_dense_recursion(arch, base, pair_budget):
     torch.testing.assert_close(diagonal, torch.diagonal(ref))
 
 
+def test_square_fallback_is_announced_before_computing():
+    ei, x = random_graph()
+    ctx, _ = context(x, ei)
+    ctx.pair_budget = 10
+    seen = []
+    exact_kernel(gcn(2, 1.0, 0.1), ctx, torch.arange(5), torch.arange(2), before_square=lambda nodes: seen.append(nodes.numel()))
+    assert seen == [x.size(0)]
+
+
 def test_rectangular_block_without_pair_variances_is_refused():
     ei, x = random_graph()
     ctx, _ = context(x, ei)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -612,16 +612,22 @@ def kernel_diagonal(network: Block, ctx: KernelContext) -> Tensor:
         return network(None, ctx, torch.arange(ctx.num_nodes, device=ctx.features.device)).diagonal()
 
 
-def exact_kernel(network: Block, ctx: KernelContext, rows: Tensor, cols: Tensor) -> tuple[Kernel, Tensor]:
+def exact_kernel(
+    network: Block, ctx: KernelContext, rows: Tensor, cols: Tensor,
+    before_square: Callable[[Tensor], None] = lambda nodes: None,
+) -> tuple[Kernel, Tensor]:
     """``K[rows, cols]`` (``cols`` a subset of ``rows``) and ``diag K`` on every node, exactly.
 
     The pair evaluation gives the diagonal and the activations' input variances, so the
     node-set evaluation only forms rectangular blocks: the supports of ``rows`` by those of
-    ``cols``. A network too deep for the pair budget takes one square evaluation over every node.
+    ``cols``. A network too deep for the pair budget takes one square evaluation over every
+    node, after ``before_square(nodes)`` (e.g. a memory check that raises).
     """
     try:
         diagonal = pair_diagonal(network, ctx)
     except PatternTooLarge:
-        full = network(None, ctx, torch.arange(ctx.num_nodes, device=ctx.features.device))
+        everything = torch.arange(ctx.num_nodes, device=ctx.features.device)
+        before_square(everything)
+        full = network(None, ctx, everything)
         return full.restrict(rows, cols), full.diagonal()
     return network(None, ctx, rows, cols), diagonal
