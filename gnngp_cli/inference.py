@@ -43,13 +43,18 @@ def metric_name(task: str) -> str:
 
 def metric(pred: Tensor, y: Tensor, task: str) -> float:
     """Accuracy of the argmax (classification) or R^2 (regression)."""
+    return metric_curve(pred.reshape(pred.size(0), 1, -1), y, task)[0]
+
+
+def metric_curve(preds: Tensor, y: Tensor, task: str) -> list[float]:
+    """:func:`metric` of each of ``G`` predictions at once: ``preds`` is ``n x G x outputs``."""
     if y.numel() == 0:
-        return float("nan")
+        return [float("nan")] * preds.size(1)
     if task == "classification":
-        return float((pred.argmax(dim=1) == y).double().mean())
-    resid = ((pred.view(-1) - y) ** 2).sum()
-    total = ((y - y.mean()) ** 2).sum()
-    return float(1 - resid / total) if total > 0 else float("nan")
+        return (preds.argmax(dim=2) == y[:, None]).double().mean(0).tolist()
+    resid = ((preds[:, :, 0] - y[:, None].to(preds.dtype)) ** 2).double().sum(0)
+    total = float(((y - y.mean()) ** 2).sum())
+    return (1 - resid / total).tolist() if total > 0 else [float("nan")] * preds.size(1)
 
 
 @dataclass
@@ -147,7 +152,7 @@ def gp_predict(
     inv_grid = 1.0 / (w[:, None] + grid[None, :] * scale)                         # rank x grid
     weights = v @ (coef[:, None, :] * inv_grid[:, :, None]).reshape(w.numel(), -1)  # V [coef / (w + eps)] for every eps
     val_means = (rows(pos_nodes[index["val"]]) @ weights).view(index["val"].numel(), grid.numel(), -1)
-    val_curve = [metric(val_means[:, g], y_nodes[index["val"]], task) for g in range(grid.numel())]
+    val_curve = metric_curve(val_means, y_nodes[index["val"]], task)
     curve = torch.tensor(val_curve, dtype=torch.float64).nan_to_num(nan=-math.inf)
     best = int(torch.argmax(curve))
     if validation_only:

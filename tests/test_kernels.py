@@ -95,15 +95,15 @@ def test_exact_kernel_equals_dense_recursion_on_any_node_subset(arch, base):
 
 @pytest.mark.parametrize("arch", list(ARCHS))
 @pytest.mark.parametrize("base", [BaseKernel(), BaseKernel("polynomial", c=1.0, d=2.0)])
-@pytest.mark.parametrize("pair_budget", [40_000_000, 10])
-def test_rectangular_blocks_equal_dense_recursion(arch, base, pair_budget):
+@pytest.mark.parametrize("pair_budget,every_row", [(40_000_000, False), (10, False), (40_000_000, True)])
+def test_rectangular_blocks_equal_dense_recursion(arch, base, pair_budget, every_row):
     """K[rows, cols] from rectangular blocks (activation variances from the pair evaluation),
-    and the one-square-evaluation fallback when the pair budget is too small."""
+    and the one square evaluation used when the pair budget is too small or rows are every node."""
     ei, x = random_graph()
     ctx, adj = context(x, ei, base=base)
     ctx.pair_budget = pair_budget
     ref = dense_reference(arch, 3, x, dense_adj(adj), base)
-    rows = torch.tensor([0, 3, 5, 7, 11, 20, 33, 39])
+    rows = torch.arange(x.size(0)) if every_row else torch.tensor([0, 3, 5, 7, 11, 20, 33, 39])
     cols = torch.tensor([3, 11, 39])
     k, diagonal = exact_kernel(ARCHS[arch](3), ctx, rows, cols)
     torch.testing.assert_close(k.dense(), ref[rows][:, cols])

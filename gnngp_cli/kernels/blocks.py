@@ -237,7 +237,7 @@ def nystrom_root(cross: Tensor, landmarks: Tensor, where: str) -> Tensor:
 def check_kernel(k: Kernel, where: str) -> None:
     """Fail loudly (never silently NaN) if a layer's kernel is not a covariance."""
     values = k.root if k.root is not None else k.matrix
-    if not bool(torch.isfinite(values).all()):
+    if values.numel() and not (math.isfinite(float(values.amax())) and math.isfinite(float(values.amin()))):  # NaN propagates; no temporaries
         raise KernelError(f"{where}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
     if k.matrix is None or not k.square:  # a rectangular block's variances are checked by the pair evaluation
         return
@@ -349,6 +349,8 @@ class Scale(Block):
         return 0
 
     def __call__(self, k, ctx, nodes, cols=None):
+        if self.factor == 1:
+            return k
         if k.root is not None:
             return replace(k, root=k.root * self.factor)
         return replace(k, matrix=k.matrix * self.factor ** 2)
@@ -620,14 +622,17 @@ def exact_kernel(
 
     The pair evaluation gives the diagonal and the activations' input variances, so the
     node-set evaluation only forms rectangular blocks: the supports of ``rows`` by those of
-    ``cols``. A network too deep for the pair budget takes one square evaluation over every
-    node, after ``before_square(nodes)`` (e.g. a memory check that raises).
+    ``cols``. When ``rows`` are every node, or the network is too deep for the pair budget,
+    one square evaluation over every node gives both, after ``before_square(nodes)`` (e.g. a
+    memory check that raises).
     """
-    try:
-        diagonal = pair_diagonal(network, ctx)
-    except PatternTooLarge:
-        everything = torch.arange(ctx.num_nodes, device=ctx.features.device)
-        before_square(everything)
-        full = network(None, ctx, everything)
-        return full.restrict(rows, cols), full.diagonal()
-    return network(None, ctx, rows, cols), diagonal
+    if rows.numel() < ctx.num_nodes:
+        try:
+            diagonal = pair_diagonal(network, ctx)
+            return network(None, ctx, rows, cols), diagonal
+        except PatternTooLarge:
+            pass
+    everything = torch.arange(ctx.num_nodes, device=ctx.features.device)
+    before_square(everything)
+    full = network(None, ctx, everything)
+    return full.restrict(rows, cols), full.diagonal()

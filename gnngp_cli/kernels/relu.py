@@ -17,10 +17,13 @@ def relu_expectation_entries(cov: Tensor, var_x: Tensor, var_y: Tensor) -> Tenso
     with the cosine clamped to ``[-1, 1]``; a zero variance gives 0, not NaN.
     """
     scale = var_x.clamp_min(0).sqrt() * var_y.clamp_min(0).sqrt()
-    positive = scale > 0
-    cos = torch.where(positive, cov / torch.where(positive, scale, torch.ones_like(scale)), torch.zeros_like(scale)).clamp_(-1, 1)
+    # |cov| <= scale, so a zero scale has a zero (or round-off) cov: the clamp keeps cos finite
+    # and the final product by scale gives 0
+    cos = (cov / scale.clamp_min(torch.finfo(scale.dtype).tiny)).clamp_(-1, 1)
     t = torch.arccos(cos)
-    return (torch.sin(t) + (math.pi - t) * cos) * scale / (2 * math.pi)
+    out = torch.sin(t)
+    out += t.neg_().add_(math.pi).mul_(cos)
+    return out.mul_(scale).div_(2 * math.pi)
 
 
 def relu_expectation(cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> Tensor:
