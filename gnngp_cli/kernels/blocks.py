@@ -123,7 +123,7 @@ class KernelContext:
     adjacency: Adjacency
     base: BaseKernel = field(default_factory=BaseKernel)
     landmarks: Optional[Tensor] = None
-    pair_budget: int = 40_000_000   # most (pair, neighbour, neighbour) terms one pair evaluation may hold
+    pair_budget: Optional[int] = None  # most (pair, neighbour, neighbour) terms one pair evaluation may hold; None: automatic
     _input: Optional[Kernel] = None
     _statistics: dict = field(default_factory=dict)
     _variances: dict = field(default_factory=dict)
@@ -174,6 +174,16 @@ class KernelContext:
                 warnings.filterwarnings("ignore", ".*[Ss]parse.*")
                 self._derived["sparse"] = x.to_sparse_csr() if sparse else None
         return self._derived["sparse"]
+
+    @property
+    def pair_limit(self) -> int:
+        """The pair budget; automatically ``min(4e7, N^2 (0.1 + d / 1e4))`` for ``d`` features:
+        about what one square evaluation over every node costs (the features' Gram matrix and
+        the layers), in pair terms, as measured on Cora and CiteSeer; beyond it that is cheaper."""
+        if self.pair_budget is not None:
+            return self.pair_budget
+        n, d = self.features.shape
+        return int(min(40_000_000, n * n * (0.1 + d / 1e4)))
 
     @property
     def low_rank(self) -> bool:

@@ -87,7 +87,7 @@ def conv_terms(pairs: Pairs, ctx) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     dr, dc = deg[pairs.rows], deg[pairs.cols]
     count = dr * dc
     total = int(count.sum())
-    if total > ctx.pair_budget:
+    if total > ctx.pair_limit:
         raise PatternTooLarge(total)
     pair_id = torch.repeat_interleave(torch.arange(len(pairs), device=count.device), count)
     offset = torch.arange(total, device=count.device) - torch.repeat_interleave(torch.cumsum(count, 0) - count, count)
