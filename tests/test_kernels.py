@@ -8,7 +8,7 @@ from gnngp_cli.data import Adjacency
 from gnngp_cli.errors import KernelError
 from gnngp_cli.kernels import BaseKernel, KernelContext, relu_expectation
 from gnngp_cli.kernels.architectures import composed, gcn, gcn2, gin, ggp, rbf, sage
-from gnngp_cli.kernels.blocks import exact_kernel, kernel_diagonal
+from gnngp_cli.kernels.blocks import exact_kernel, pair_diagonal
 
 ARCHS = {
     "gcn": lambda L: gcn(L, 1.1, 0.3),
@@ -92,7 +92,7 @@ def test_exact_kernel_equals_dense_recursion_on_any_node_subset(arch, base):
     nodes = torch.tensor([0, 3, 5, 7, 11, 20, 33])
     k = ARCHS[arch](3)(None, ctx, nodes)
     torch.testing.assert_close(k.dense(), ref[nodes][:, nodes])
-    torch.testing.assert_close(kernel_diagonal(ARCHS[arch](3), ctx), torch.diagonal(ref))
+    torch.testing.assert_close(pair_diagonal(ARCHS[arch](3), ctx), torch.diagonal(ref))
 
 
 @pytest.mark.parametrize("arch", list(ARCHS))

@@ -1,10 +1,12 @@
 """Kernel building blocks (the paper's Table 3), each written once for both backings.
 
-A :class:`Kernel` holds ``K`` over a node set either as the matrix ``K[nodes, nodes]`` or
-as a root ``R`` with ``K = R R^T``. In exact mode (``ctx.landmarks is None``) a root is an
-exact factor (e.g. the linear input ``X``), kept until a nonlinearity needs the matrix, and
-every block works only on the nodes that the prediction needs: a graph convolution widens
-that set to the graph neighbours, nothing else does. In low-rank mode the root is the
+A :class:`Kernel` holds ``K`` on row and column node sets either as the matrix
+``K[nodes, cols]`` or as a root ``R`` with ``K = R R^T``. In exact mode (``ctx.landmarks is
+None``) a root is an exact factor (e.g. the linear input ``X``), kept until a nonlinearity
+needs the matrix, and every block works only on the rows and columns that the prediction
+needs (the labelled by the training nodes): a graph convolution widens each set to the graph
+neighbours, nothing else does. A ReLU on a rectangle reads its rows' variances from the pair
+evaluation (:func:`exact_kernel`). In low-rank mode the root is the
 recursive Nystrom factor ``Q`` over all nodes, and the activation re-factorises it on the
 landmark nodes, so no N x N matrix is ever formed.
 
@@ -269,7 +271,7 @@ def union(sets: Sequence[Nodes]) -> Nodes:
     return torch.unique(torch.cat(real)) if real else None
 
 
-def count(nodes: Nodes, ctx: KernelContext) -> int:
+def node_count(nodes: Nodes, ctx: KernelContext) -> int:
     return ctx.num_nodes if nodes is None else nodes.numel()
 
 
@@ -284,7 +286,7 @@ class Block:
 
     def peak_elements(self, nodes: Nodes, ctx: KernelContext, cols: Nodes = None) -> int:
         """Largest dense matrix (entries) this block may hold in exact mode."""
-        return count(nodes, ctx) * count(nodes if cols is None else cols, ctx)
+        return node_count(nodes, ctx) * node_count(nodes if cols is None else cols, ctx)
 
     def __call__(self, k: Optional[Kernel], ctx: KernelContext, nodes: Nodes, cols: Nodes = None) -> Kernel:
         raise NotImplementedError
@@ -428,7 +430,7 @@ class Conv(Block):
         return None if nodes is None else ctx.adjacency.neighbours(nodes)
 
     def peak_elements(self, nodes, ctx, cols=None):
-        return count(nodes, ctx) * count(self.support(nodes if cols is None else cols, ctx), ctx)
+        return node_count(nodes, ctx) * node_count(self.support(nodes if cols is None else cols, ctx), ctx)
 
     def __call__(self, k, ctx, nodes, cols=None):
         if nodes is None:
@@ -606,22 +608,13 @@ class Add(Block):
 
 def pair_diagonal(network: Block, ctx: KernelContext) -> Tensor:
     """``diag K`` on every node by pair evaluation on the nodes' local neighbourhoods; it also
-    records each activation's input variances in ``ctx``. Raises :class:`PatternTooLarge` for a
-    network too deep for the pair budget."""
+    records each activation's input variances in ``ctx``. Raises :class:`PatternTooLarge` when a
+    graph convolution needs more terms than ``ctx.pair_limit``."""
     nodes = torch.arange(ctx.num_nodes, device=ctx.features.device)
     out = network.on_pairs(None, ctx, Pairs.diagonal(nodes))
     if isinstance(out, Kernel):
         return (out.root * out.root).sum(1)
     return out.values
-
-
-def kernel_diagonal(network: Block, ctx: KernelContext) -> Tensor:
-    """``diag K`` on every node, exactly, without an N x N block: by pair evaluation, or, for
-    a network too deep for the pair budget, by the node-set evaluation over every node."""
-    try:
-        return pair_diagonal(network, ctx)
-    except PatternTooLarge:
-        return network(None, ctx, torch.arange(ctx.num_nodes, device=ctx.features.device)).diagonal()
 
 
 def exact_kernel(
@@ -632,9 +625,9 @@ def exact_kernel(
 
     The pair evaluation gives the diagonal and the activations' input variances, so the
     node-set evaluation only forms rectangular blocks: the supports of ``rows`` by those of
-    ``cols``. When ``rows`` are every node, or the network is too deep for the pair budget,
-    one square evaluation over every node gives both, after ``before_square(nodes)`` (e.g. a
-    memory check that raises).
+    ``cols``. When ``rows`` are every node, or the pair evaluation would exceed the pair limit
+    (a deep network, or a small graph where it costs more), one square evaluation over every
+    node gives both, after ``before_square(nodes)`` (e.g. a memory check that raises).
     """
     if rows.numel() < ctx.num_nodes:
         try:

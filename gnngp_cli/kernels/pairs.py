@@ -1,6 +1,7 @@
 """Kernels on a sparse set of node pairs (exact mode).
 
-Used for the diagonal of ``K`` on every node without forming any N x N block: a request is a
+Used for the diagonal of ``K`` on every node, and the variances each ReLU needs, without
+forming any N x N block: a request is a
 canonical pair set (``row <= col``); roots stay dense over all nodes while the network is
 linear, and a nonlinearity evaluates its input only on the pairs it needs. Each block's
 ``pair_support``/``on_pairs`` methods (in :mod:`.blocks`) use these helpers.
