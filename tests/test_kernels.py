@@ -122,6 +122,23 @@ def test_square_fallback_is_announced_before_computing():
     assert seen == [x.size(0)]
 
 
+def test_gamma_search_reuses_the_base_statistic_on_every_node(monkeypatch):
+    """Each gamma of a search on a graph whose nodes are all labelled (the square evaluation)
+    reads the cached pairwise statistic instead of recomputing it."""
+    ei, x = random_graph()
+    ctx, adj = context(x, ei, base=BaseKernel("rbf", gamma=0.1))
+    rows, cols, gammas = torch.arange(x.size(0)), torch.tensor([1, 2, 3]), (0.1, 0.5, 2.0)
+    refs = [dense_reference("rbf", 1, x, dense_adj(adj), BaseKernel("rbf", gamma=g))[:, cols] for g in gammas]
+    calls = []
+    original = BaseKernel.statistic
+    monkeypatch.setattr(BaseKernel, "statistic", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    for gamma, ref in zip(gammas, refs):
+        ctx = ctx.with_base(BaseKernel("rbf", gamma=gamma))
+        k, _ = exact_kernel(rbf(), ctx, rows, cols)
+        torch.testing.assert_close(k.dense(), ref)
+    assert len(calls) == 1
+
+
 def test_rectangular_block_without_pair_variances_is_refused():
     ei, x = random_graph()
     ctx, _ = context(x, ei)

@@ -178,6 +178,14 @@ class KernelContext:
         return self._derived["sparse"]
 
     @property
+    def every_node(self) -> Tensor:
+        """The ids of every node, one tensor per context and its copies (so the base kernel's
+        statistic cached for it is found again, e.g. by the next gamma of a search)."""
+        if "every_node" not in self._derived:
+            self._derived["every_node"] = torch.arange(self.num_nodes, device=self.features.device)
+        return self._derived["every_node"]
+
+    @property
     def pair_limit(self) -> int:
         """The pair budget; automatically ``min(4e7, N^2 (0.1 + d / 1e4))`` for ``d`` features:
         about what one square evaluation over every node costs (the features' Gram matrix and
@@ -610,8 +618,7 @@ def pair_diagonal(network: Block, ctx: KernelContext) -> Tensor:
     """``diag K`` on every node by pair evaluation on the nodes' local neighbourhoods; it also
     records each activation's input variances in ``ctx``. Raises :class:`PatternTooLarge` when a
     graph convolution needs more terms than ``ctx.pair_limit``."""
-    nodes = torch.arange(ctx.num_nodes, device=ctx.features.device)
-    out = network.on_pairs(None, ctx, Pairs.diagonal(nodes))
+    out = network.on_pairs(None, ctx, Pairs.diagonal(ctx.every_node))
     if isinstance(out, Kernel):
         return (out.root * out.root).sum(1)
     return out.values
@@ -635,7 +642,7 @@ def exact_kernel(
             return network(None, ctx, rows, cols), diagonal
         except PatternTooLarge:
             pass
-    everything = torch.arange(ctx.num_nodes, device=ctx.features.device)
+    everything = ctx.every_node
     before_square(everything)
     full = network(None, ctx, everything)
     return full.restrict(rows, cols), full.diagonal()
