@@ -16,14 +16,14 @@ def relu_expectation_entries(cov: Tensor, var_x: Tensor, var_y: Tensor) -> Tenso
 
     with the cosine clamped to ``[-1, 1]``; a zero variance gives 0, not NaN.
     """
-    scale = var_x.clamp_min(0).sqrt() * var_y.clamp_min(0).sqrt()
-    # |cov| <= scale, so a zero scale has a zero (or round-off) cov: the clamp keeps cos finite
-    # and the final product by scale gives 0
-    cos = (cov / scale.clamp_min(torch.finfo(scale.dtype).tiny)).clamp_(-1, 1)
+    sd_x, sd_y = var_x.clamp_min(0).sqrt(), var_y.clamp_min(0).sqrt()
+    inv_x = torch.where(sd_x > 0, 1 / sd_x, torch.zeros_like(sd_x))  # a zero variance gives cos 0, then g 0
+    inv_y = torch.where(sd_y > 0, 1 / sd_y, torch.zeros_like(sd_y))
+    cos = (cov * inv_x).mul_(inv_y).clamp_(-1, 1)
     t = torch.arccos(cos)
     out = torch.sin(t)
     out += t.neg_().add_(math.pi).mul_(cos)
-    return out.mul_(scale).div_(2 * math.pi)
+    return out.mul_(sd_x).mul_(sd_y).div_(2 * math.pi)
 
 
 def relu_expectation(cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> Tensor:
