@@ -9,6 +9,7 @@ weights are summed, as in the GNNGP paper's code.
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
@@ -17,6 +18,14 @@ from torch import Tensor
 from torch_geometric.utils import add_self_loops, coalesce, scatter, to_undirected
 
 NORMALISATIONS = ("sym", "row")
+
+
+@contextmanager
+def sparse_beta_quiet():
+    """Silence PyTorch's warning that sparse CSR support is in beta (known and accepted here)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*[Ss]parse.*")
+        yield
 
 
 def make_undirected(edge_index: Tensor, num_nodes: int) -> Tensor:
@@ -108,6 +117,5 @@ def _csr(index: Tensor, weight: Tensor, shape: tuple[int, int]) -> Tensor:
     row, col, weight = index[0][order], index[1][order], weight[order]
     crow = torch.zeros(shape[0] + 1, dtype=torch.long, device=index.device)
     crow[1:] = torch.cumsum(torch.bincount(row, minlength=shape[0]), 0)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", ".*[Ss]parse.*")
+    with sparse_beta_quiet():
         return torch.sparse_csr_tensor(crow, col, weight, shape)

@@ -23,14 +23,13 @@ landmark nodes, so no N x N matrix is ever formed.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from ..data.graph import Adjacency
+from ..data.graph import Adjacency, sparse_beta_quiet
 from ..errors import KernelError
 from .base import BaseKernel
 from .pairs import Pairs, PairValues, PatternTooLarge, base_on_pairs, conv_terms, root_on_pairs
@@ -172,8 +171,7 @@ class KernelContext:
         if "sparse" not in self._derived:
             x = self.features
             sparse = x.numel() > 0 and int(torch.count_nonzero(x)) <= 0.1 * x.numel()
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", ".*[Ss]parse.*")
+            with sparse_beta_quiet():
                 self._derived["sparse"] = x.to_sparse_csr() if sparse else None
         return self._derived["sparse"]
 

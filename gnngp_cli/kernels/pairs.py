@@ -8,11 +8,12 @@ linear, and a nonlinearity evaluates its input only on the pairs it needs. Each 
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from ..data.graph import sparse_beta_quiet
 
 
 class PatternTooLarge(Exception):
@@ -75,8 +76,7 @@ def root_on_pairs(root: Tensor, pairs: Pairs) -> Tensor:
     n = root.size(0)
     crow = torch.zeros(n + 1, dtype=torch.long, device=root.device)
     crow[1:] = torch.cumsum(torch.bincount(pairs.rows, minlength=n), 0)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", ".*[Ss]parse.*")
+    with sparse_beta_quiet():
         pattern = torch.sparse_csr_tensor(crow, pairs.cols, root.new_zeros(len(pairs)), (n, n))
         return torch.sparse.sampled_addmm(pattern, root, root.T.contiguous(), beta=0.0).values()
 
