@@ -530,9 +530,11 @@ class Serial(Block):
         return max((b.peak_elements(r, ctx, c) for b, (r, c) in zip(self.blocks, self._plan(nodes, cols, ctx))), default=0)
 
     def __call__(self, k, ctx, nodes, cols=None):
-        for block, (rows, columns) in zip(self.blocks, self._plan(nodes, cols, ctx)):
-            if k is not None:
-                k = k.restrict(block.support(rows, ctx), None if columns is None else block.support(columns, ctx))
+        plan = self._plan(nodes, cols, ctx)
+        for i, (block, (rows, columns)) in enumerate(zip(self.blocks, plan)):
+            if k is not None:  # the previous block's planned output is this block's support
+                need = plan[i - 1] if i else (block.support(rows, ctx), None if columns is None else block.support(columns, ctx))
+                k = k.restrict(*need)
             k = block(k, ctx, rows, columns)
         if self.name is not None:
             check_kernel(k, self.name)
