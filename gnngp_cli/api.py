@@ -17,13 +17,13 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     from hydra.core.global_hydra import GlobalHydra
 
     from .cli import config_dir
-    from .config import check_method_overrides, register_configs
+    from .config import method_overrides, register_configs
 
-    check_method_overrides(list(overrides))
+    overrides = method_overrides(list(overrides))
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
-        return hydra_compose(config_name=config_name, overrides=list(overrides))
+        return hydra_compose(config_name=config_name, overrides=overrides)
 
 
 def run(overrides: Sequence[str] = (), cfg: Optional[DictConfig] = None) -> list[dict]:

@@ -13,23 +13,29 @@ commands:
   report   tables and figures from results: gnngp report [dirs...] [--out DIR] [--check-paper 0.002]
   verify   Monte-Carlo check that wide random networks approach the kernel:
            gnngp verify kernel=gcn2gp verify.widths=[128,512,2048]
+
+options:
+  -V, --version   print the version
 """
 
 
 def config_dir() -> Path:
-    """``conf/`` beside the package (source checkout or editable install), or inside it."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "conf", here.parent / "conf"):
-        if (candidate / "config.yaml").is_file():
-            return candidate
-    raise SystemExit("gnngp: error: the conf/ folder with config.yaml was not found; reinstall with 'pip install -e .' from the project folder")
+    """The configs shipped inside the package (``gnngp_cli/conf``). A user's own config folder
+    is added with Hydra's search path: ``hydra.searchpath=[file:///path/to/my_conf]``."""
+    return Path(__file__).resolve().parent / "conf"
 
 
 def _hydra_app(task, argv: list[str], prog: str) -> None:
     import hydra
 
-    from .config import register_configs
+    from .config import method_overrides, register_configs
+    from .errors import GnngpError
 
+    try:
+        argv = method_overrides(argv)
+    except GnngpError as err:
+        print(f"gnngp: error: {err}", file=sys.stderr)
+        raise SystemExit(1)
     register_configs()
     sys.argv = [prog, *argv]
     hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(task)()
@@ -50,7 +56,7 @@ def _verify_task(cfg) -> None:
     import torch
     from hydra.core.hydra_config import HydraConfig
 
-    from .config import validate
+    from .config import resolve_method_defaults, validate
     from .data import Adjacency
     from .errors import GnngpError
     from .kernels import BaseKernel
@@ -59,6 +65,7 @@ def _verify_task(cfg) -> None:
 
     try:
         validate(cfg)
+        resolve_method_defaults(cfg, "classification")  # the check's graph is a small csbm graph
         if cfg.kernel.low_rank:
             print("gnngp: note: the check compares networks with the exact kernel; the _x twin is ignored", file=sys.stderr)
         arch = architecture(cfg.kernel)
@@ -105,6 +112,11 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return
+    if argv[0] in ("-V", "--version", "version"):
+        from . import __version__
+
+        print(f"gnngp {__version__}")
+        return
     command, rest = argv[0], argv[1:]
     if command == "run":
         _hydra_app(_run_task, rest, "gnngp run")
@@ -113,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     elif command == "report":
         _report(rest)
     else:
-        print(f"gnngp: error: unknown command '{command}'; use one of: run, verify", file=sys.stderr)
+        print(f"gnngp: error: unknown command '{command}'; use one of: run, report, verify (gnngp --help)", file=sys.stderr)
         raise SystemExit(2)
 
 

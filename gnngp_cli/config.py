@@ -1,25 +1,37 @@
 """Typed configuration: dataclass schemas in Hydra's ConfigStore, validated before any work.
 
+The schema of each method and dataset is declared once, beside its code, in a registry entry:
+kernels in :mod:`gnngp_cli.kernels.architectures`, GNNs in :mod:`gnngp_cli.gnn`, datasets in the
+loader modules of :mod:`gnngp_cli.data`. :func:`register_configs` turns every entry into a
+config option, so the choices on the command line, their typed keys and their defaults all come
+from the registries:
+
+- ``model=<name>``: a GP kernel (``gcngp``, and its low-rank twin ``gcngp_x``) or a GNN (``gcn``);
+  ``kernel=<name>`` and ``gnn=<name>`` on the command line are the same choice, spelled for
+  the kind of method (see :func:`method_overrides`);
+- ``dataset=<name>``.
+
 A wrong key or a wrong type fails when Hydra composes the config; an impossible value
 (``layers < 1``, a negative sigma, a nugget grid with ``min >= max``...) fails in
-:func:`validate`, before any data is loaded.
+:func:`validate`, before any data is loaded. A method setting left ``null`` takes the method's
+default for the dataset (:func:`resolve_method_defaults`, after the data is loaded).
 """
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
-from typing import Any, Optional
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping, Optional, Sequence
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import II
+from omegaconf import II, MISSING
 
 from .errors import ConfigError
-from .kernels import ARCHITECTURES, BASE_KERNELS
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float64")
 TASKS = ("classification", "regression")
 METHODS = ("gp", "gnn")
+SQRT_TENTH = math.sqrt(0.1)   # the paper's bias (kernels) and learning rate (GNNs) on regression sets
 
 
 @dataclass
@@ -32,31 +44,19 @@ class DataConfig:
 
 @dataclass
 class DatasetConfig:
-    name: str = "csbm"
+    """What every dataset has; a dataset with settings of its own subclasses it."""
+
+    name: str = MISSING
     task: Optional[str] = None          # override the inferred task (custom datasets)
-    path: Optional[str] = None          # custom datasets: the folder with the files
-    split_index: int = 0                # geom-gcn split (chameleon, squirrel)
+    split_index: int = 0                # fixed split (geom-gcn: chameleon, squirrel)
     split_seed: int = 0                 # random splits (crocodile, csbm, custom)
     train_ratio: float = 0.1
     val_ratio: float = 0.1
     center: bool = False
     scale: bool = False
-    sigma_b: float = 0.0                # the bias sigma kernels use on this dataset
     landmark_fraction: float = 1.0      # the landmark fraction 1/k low-rank kernels use on this dataset
     landmark_count: Optional[int] = None  # or an exact landmark count
     large: bool = False                 # too large for exact kernels: experiments use the low-rank twins
-    sage_sigma_w1: float = 0.0          # SAGE-GP's sigma_w1 on this dataset (sqrt(0.1) on Reddit)
-    gnn_lr: float = 0.01                # GNN defaults on this dataset
-    gnn_epochs: int = 100
-    gnn_batch_norm: bool = False
-    gnn_batch_size: Optional[int] = None
-    # csbm generator
-    num_nodes: int = 3000
-    avg_degree: float = 10.0
-    num_classes: int = 4
-    homophily: float = 0.6
-    num_features: int = 32
-    snr: float = 0.3
 
 
 @dataclass
@@ -76,37 +76,32 @@ class GridConfig:
 
 @dataclass
 class KernelConfig:
-    name: str = "gcngp"
+    """What every GP kernel has; each architecture subclasses it with its own parameters."""
+
+    name: str = MISSING
     low_rank: bool = False
     layers: int = II("depth")
-    sigma_w: float = 1.0
-    sigma_b: float = II("dataset.sigma_b")
-    alpha: float = 0.1                  # gcn2gp
-    theta: float = 0.5                  # gcn2gp
-    sigma_w1: float = II("dataset.sage_sigma_w1")  # sagegp
-    sigma_w2: float = 1.0               # sagegp
     adjacency: Optional[str] = None     # sym or row; default per architecture
     base: BaseKernelConfig = field(default_factory=BaseKernelConfig)
     gamma_search: bool = False          # choose base.gamma on validation over gamma_grid
     gamma_grid: GridConfig = field(default_factory=GridConfig)
-    first: Any = None                   # composed: blocks of layer 1
-    hidden: Any = None                  # composed: blocks of layers 2..L
 
 
 @dataclass
 class GNNConfig:
-    name: str = "gcn"
+    """What every GNN baseline has; a GNN with settings of its own subclasses it. ``null``
+    settings take the defaults of :data:`gnngp_cli.gnn.TRAINING_DEFAULTS` for the dataset."""
+
+    name: str = MISSING
     layers: int = II("depth")
     hidden: int = 256
     dropout: float = 0.5
-    lr: float = II("dataset.gnn_lr")
+    lr: Optional[float] = None          # null: 0.01, sqrt(0.1) on regression sets
     weight_decay: float = 0.0
-    epochs: int = II("dataset.gnn_epochs")
-    batch_norm: bool = II("dataset.gnn_batch_norm")
-    batch_size: Optional[int] = II("dataset.gnn_batch_size")   # null: full batch
-    fanouts: Optional[list[int]] = None                           # mini-batch neighbours per layer; -1 = all
-    alpha: float = 0.1                                             # gcn2
-    theta: float = 0.5                                             # gcn2
+    epochs: Optional[int] = None        # null: 100 (200 on crocodile, 10 on reddit)
+    batch_norm: Optional[bool] = None   # null: on for chameleon, squirrel, crocodile, arxiv
+    batch_size: Optional[int] = None    # null: full batch (10240 on reddit); 0: full batch
+    fanouts: Optional[list[int]] = None  # mini-batch neighbours per graph layer; -1 = all
 
 
 @dataclass
@@ -117,6 +112,8 @@ class LandmarksConfig:
 
 @dataclass
 class NuggetConfig:
+    """Log grid of nuggets, each times the mean diagonal of K."""
+
     min: float = 1e-3
     max: float = 10.0
     num: int = 101
@@ -139,11 +136,11 @@ class ExperimentConfig:
 
 @dataclass
 class RunConfig:
-    dataset: DatasetConfig = field(default_factory=DatasetConfig)
-    method: str = "gp"                  # gp: the GP kernel; gnn: the GNN (set by gnn=<name>)
+    dataset: Any = None                 # a DatasetConfig subclass, chosen by dataset=<name>
+    method: str = "gp"                  # gp: the GP kernel; gnn: the GNN (set by model=/kernel=/gnn=)
     depth: int = 2                      # layers of the kernel and of the GNN (kernel.layers, gnn.layers)
-    kernel: Optional[KernelConfig] = None
-    gnn: GNNConfig = field(default_factory=GNNConfig)
+    kernel: Any = None                  # a KernelConfig subclass, chosen by kernel=<name>
+    gnn: Any = None                     # a GNNConfig subclass, chosen by gnn=<name>
     landmarks: LandmarksConfig = field(default_factory=LandmarksConfig)
     nugget: NuggetConfig = field(default_factory=NuggetConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -161,8 +158,47 @@ class RunConfig:
 
 
 def register_configs() -> None:
+    """The schema and one config option per registry entry: ``model/<kernel>``,
+    ``model/<kernel>_x``, ``model/<gnn>`` and ``dataset/<name>``."""
+    from hydra.core.config_store import ConfigStore
+
+    from .data.registry import DATASETS, PRESETS
+    from .gnn import GNNS
+    from .kernels.architectures import KERNELS
+
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RunConfig)
+    for name, entry in KERNELS.items():
+        for low_rank in (False, True):
+            cs.store(group="model", name=name + ("_x" if low_rank else ""), package="_global_",
+                     node={"method": "gp", "kernel": entry.config(name=name, low_rank=low_rank), "gnn": None})
+    for name, entry in GNNS.items():
+        cs.store(group="model", name=name, package="_global_", node={"method": "gnn", "gnn": entry.config(name=name), "kernel": None})
+    for name, entry in DATASETS.items():
+        cs.store(group="dataset", name=name, node=entry.config)
+    for option, preset in PRESETS.items():
+        cs.store(group="dataset", name=option, node=preset)
+
+
+def method_overrides(overrides: Sequence[str]) -> list[str]:
+    """Command-line overrides with ``kernel=<name>`` and ``gnn=<name>`` spelled as the one
+    method choice ``model=<name>`` (a sweep ``kernel=a,b`` too). ``kernel`` and ``gnn`` chosen
+    together is an error; ``gnn=none`` is no choice."""
+    chosen = {}
+    out = []
+    for o in overrides:
+        key, sep, value = o.partition("=")
+        if sep and key in ("kernel", "gnn"):
+            chosen[key] = value
+            if not (key == "gnn" and value == "none"):
+                out.append(f"model={value}")
+            continue
+        out.append(o)
+    if "kernel" in chosen and chosen.get("gnn", "none") != "none":
+        raise ConfigError("both kernel and gnn are set; choose one: kernel=<name> for a GP or gnn=<name> for a GNN")
+    if sum(1 for o in out if o.partition("=")[0] == "model") > 1:
+        raise ConfigError("the method is chosen twice (model=, kernel= or gnn=); choose one")
+    return out
 
 
 def _choice(value: str, allowed, what: str) -> None:
@@ -174,8 +210,10 @@ def _choice(value: str, allowed, what: str) -> None:
 
 def validate(cfg: Any) -> None:
     """Reject impossible values before any work starts (one-line :class:`ConfigError`)."""
-    from .data import DATASETS
+    from .data.registry import DATASETS
 
+    if cfg.dataset is None:
+        raise ConfigError("no dataset chosen; use dataset=<name>")
     _choice(str(cfg.dataset.name).lower(), DATASETS, "dataset")
     if cfg.dataset.task is not None:
         _choice(cfg.dataset.task, TASKS, "dataset.task")
@@ -186,6 +224,8 @@ def validate(cfg: Any) -> None:
         raise ConfigError("dataset.train_ratio + dataset.val_ratio must be at most 1")
     _choice(cfg.method, METHODS, "method")
     if cfg.method == "gnn":
+        if cfg.gnn is None:
+            raise ConfigError("method=gnn but no GNN is chosen; use gnn=<name>")
         _validate_gnn(cfg.gnn)
     elif cfg.kernel is None:
         raise ConfigError("nothing to run: choose a GP kernel (kernel=gcngp) or a GNN (gnn=gcn)")
@@ -210,51 +250,40 @@ def validate(cfg: Any) -> None:
 
 
 def _validate_kernel(k: Any) -> None:
-    _choice(k.name, ARCHITECTURES, "kernel.name")
+    from .kernels import BASE_KERNELS
+    from .kernels.architectures import KERNELS
+
+    _choice(k.name, KERNELS, "kernel.name")
     _choice(k.base.name, BASE_KERNELS, "kernel.base.name")
     if k.adjacency is not None:
         _choice(k.adjacency, ("sym", "row"), "kernel.adjacency")
     if k.layers < 1:
         raise ConfigError(f"kernel.layers={k.layers} must be at least 1")
     for key in ("sigma_w", "sigma_b", "sigma_w1", "sigma_w2"):
-        if k[key] < 0:
+        if k.get(key) is not None and k[key] < 0:
             raise ConfigError(f"kernel.{key}={k[key]} is negative; a standard deviation must be >= 0")
-    if not 0 <= k.alpha <= 1 or k.theta < 0:
-        raise ConfigError("kernel.alpha must lie in [0, 1] and kernel.theta must be >= 0")
     if k.base.gamma <= 0 and k.base.name in ("rbf", "laplacian"):
         raise ConfigError(f"kernel.base.gamma={k.base.gamma} must be positive for the {k.base.name} kernel")
     _grid(k.gamma_grid, "kernel.gamma_grid")
+    KERNELS[k.name].validate(k)
 
 
 def _validate_gnn(g: Any) -> None:
-    from .gnn import GNN_LABELS
+    from .gnn import GNNS
 
-    _choice(g.name, GNN_LABELS, "gnn.name")
+    _choice(g.name, GNNS, "gnn.name")
     for key in ("layers", "hidden", "epochs"):
-        if g[key] < 1:
+        if g[key] is not None and g[key] < 1:
             raise ConfigError(f"gnn.{key}={g[key]} must be at least 1")
-    if g.lr <= 0:
+    if g.lr is not None and g.lr <= 0:
         raise ConfigError(f"gnn.lr={g.lr} must be positive")
     if not 0 <= g.dropout < 1 or g.weight_decay < 0:
         raise ConfigError("gnn.dropout must lie in [0, 1) and gnn.weight_decay must be >= 0")
-    if g.batch_size is not None and g.batch_size < 1:
-        raise ConfigError(f"gnn.batch_size={g.batch_size} must be at least 1 (or null for full batch)")
-    graph_layers = 1 if g.name == "gin" else g.layers
+    if g.batch_size is not None and g.batch_size < 0:
+        raise ConfigError(f"gnn.batch_size={g.batch_size} must be at least 1 (0 or null: full batch)")
+    graph_layers = GNNS[g.name].graph_layers(g.layers)
     if g.fanouts is not None and len(g.fanouts) != graph_layers:
         raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")
-
-
-def check_method_overrides(overrides: Any) -> None:
-    """``kernel=...`` and ``gnn=...`` chosen together on the command line is an error (a GNN
-    config otherwise replaces the default kernel)."""
-    def chosen(group: str) -> bool:
-        return any(not o.startswith("~") and o.lstrip("+").split("=")[0].split(".")[0] == group for o in overrides)
-
-    def value(group: str) -> str:
-        return next((o.split("=", 1)[1] for o in overrides if o.lstrip("+").split("=")[0] == group and "=" in o), "")
-
-    if chosen("kernel") and chosen("gnn") and value("gnn") != "none":
-        raise ConfigError("both kernel and gnn are set; choose one: kernel=<name> for a GP or gnn=<name> for a GNN")
 
 
 def _grid(grid: Any, what: str) -> None:
@@ -264,3 +293,29 @@ def _grid(grid: Any, what: str) -> None:
         raise ConfigError(f"{what}.min={grid.min} must be below {what}.max={grid.max}")
     if grid.num < 1:
         raise ConfigError(f"{what}.num={grid.num} must be at least 1")
+
+
+def method_defaults(table: Mapping[str, Mapping[str, Any]], dataset: str, task: str) -> dict:
+    """A method's defaults for a dataset from its table: ``"*"`` for every dataset, then the
+    task's entry (``"regression"``), then the dataset's own entry; the later wins."""
+    out: dict = {}
+    for key in ("*", task, dataset):
+        out.update(table.get(key, {}))
+    return out
+
+
+def resolve_method_defaults(cfg: Any, task: str) -> None:
+    """Fill the method's ``null`` settings with its defaults for the loaded dataset (its task
+    is known only then, e.g. for a custom graph). Explicit values are kept."""
+    from .gnn import GNNS
+    from .kernels.architectures import KERNELS
+
+    node, entry = (cfg.gnn, GNNS[cfg.gnn.name]) if cfg.method == "gnn" else (cfg.kernel, KERNELS[cfg.kernel.name])
+    for key, value in method_defaults(entry.defaults, str(cfg.dataset.name).lower(), task).items():
+        if key in node and node[key] is None:
+            node[key] = value
+
+
+def config_fields(cls: type) -> list[str]:
+    """The keys of a config dataclass (for docs and tests)."""
+    return [f.name for f in fields(cls)]

@@ -11,80 +11,173 @@ metric.
 from __future__ import annotations
 
 import copy
+import math
 import sys
-from dataclasses import dataclass
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import GCN2Conv, GCNConv, GINConv, SAGEConv
 
+from .config import SQRT_TENTH, GNNConfig
 from .data.graph import normalized_adjacency
-from .inference import metric
+from .metrics import metric
 
-GNN_LABELS = {"gcn": "GCN", "gcn2": "GCNII", "gin": "GIN", "sage": "GraphSAGE"}
-DEFAULT_FANOUTS = {"gin": [25], "sage": [25, 10]}  # per graph layer; others take all neighbours
+# The paper's training settings for every GNN, per task or dataset (see config.method_defaults).
+TRAINING_DEFAULTS = {
+    "*": {"lr": 0.01, "epochs": 100, "batch_norm": False},
+    "regression": {"lr": SQRT_TENTH, "batch_norm": True},
+    "arxiv": {"batch_norm": True},
+    "crocodile": {"epochs": 200},
+    "reddit": {"epochs": 10, "batch_size": 10240},   # mini-batch training, as in the paper
+}
 
 
 class GNN(nn.Module):
-    """``pre -> (conv_l -> post_l) x L -> head``; ``conv_l`` is the only step that reads the graph."""
+    """``start -> (conv_l -> post_l) x graph_layers -> finish``; ``conv_l`` is the only step that
+    reads the graph (so mini-batch training and layer-wise inference work for every GNN).
+    A subclass builds its layers in ``__init__`` and overrides the steps it changes."""
 
-    def __init__(self, name: str, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float,
-                 batch_norm: bool, alpha: float = 0.1, theta: float = 0.5):
+    normalised_graph = False   # gcn-style: reads the symmetric-normalised adjacency with unit self-loops
+
+    def __init__(self, cfg: Any, in_dim: int, out_dim: int):
         super().__init__()
-        self.name, self.layers, self.dropout = name, layers, dropout
-        self.uses_normalised_graph = name in ("gcn", "gcn2")
-        dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
-        self.pre = nn.Identity()
-        self.head = nn.Identity()
-        if name == "gcn":
-            self.convs = nn.ModuleList(GCNConv(dims[l], dims[l + 1], normalize=False) for l in range(layers))
-        elif name == "sage":
-            self.convs = nn.ModuleList(SAGEConv(dims[l], dims[l + 1], aggr="mean") for l in range(layers))
-        elif name == "gin":
-            # one aggregation, then an L-layer MLP: the network whose kernel is GINGP
-            mlp: list[nn.Module] = []
-            for l in range(layers):
-                mlp.append(nn.Linear(dims[l], dims[l + 1]))
-                if l < layers - 1:
-                    mlp += [nn.BatchNorm1d(hidden) if batch_norm else nn.Identity(), nn.ReLU(), nn.Dropout(dropout)]
-            self.convs = nn.ModuleList([GINConv(nn.Sequential(*mlp), eps=0.0)])
-        elif name == "gcn2":
-            self.pre = nn.Linear(in_dim, hidden)
-            self.convs = nn.ModuleList(GCN2Conv(hidden, alpha, theta, layer=l + 1, normalize=False) for l in range(layers))
-            self.head = nn.Linear(hidden, out_dim)
-        else:
-            raise ValueError(f"unknown GNN {name!r}; use one of {', '.join(GNN_LABELS)}")
-        self.graph_layers = len(self.convs)
-        hidden_layers = {"gcn2": layers, "gin": 0}.get(name, layers - 1)
-        self.norms = nn.ModuleList(nn.BatchNorm1d(hidden) if batch_norm else nn.Identity() for _ in range(hidden_layers))
+        self.dropout = cfg.dropout
+        self.dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
+        self.convs = nn.ModuleList()
+        self.norms = nn.ModuleList(self._norm(cfg) for _ in range(cfg.layers - 1))
+
+    @staticmethod
+    def _norm(cfg: Any) -> nn.Module:
+        return nn.BatchNorm1d(cfg.hidden) if cfg.batch_norm else nn.Identity()
+
+    @property
+    def graph_layers(self) -> int:
+        return len(self.convs)
 
     def start(self, x: Tensor) -> Tensor:
-        x = F.dropout(x, self.dropout, self.training) if self.name == "gcn2" else x
-        h = self.pre(x)
-        return F.relu(h) if self.name == "gcn2" else h
+        return x
 
     def conv(self, l: int, h: Tensor, x0: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor]) -> Tensor:
-        if self.name == "gcn2":
-            return self.convs[l](F.dropout(h, self.dropout, self.training), x0, edge_index, edge_weight)
-        if self.name == "gcn":
-            return self.convs[l](h, edge_index, edge_weight)
         return self.convs[l](h, edge_index)
 
     def post(self, l: int, h: Tensor) -> Tensor:
         if l >= len(self.norms):
-            return h  # the last graph layer of gcn/sage is the output layer
+            return h  # the last graph layer is the output layer
         return F.dropout(F.relu(self.norms[l](h)), self.dropout, self.training)
 
     def finish(self, h: Tensor) -> Tensor:
-        return self.head(h)
+        return h
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor] = None) -> Tensor:
         h = x0 = self.start(x)
         for l in range(self.graph_layers):
             h = self.post(l, self.conv(l, h, x0, edge_index, edge_weight))
         return self.finish(h)
+
+
+@dataclass(frozen=True)
+class GNNEntry:
+    """One GNN baseline: its model class, typed config, label, default sampling fanouts per
+    graph layer (``None``: every neighbour) and training defaults per task or dataset."""
+
+    name: str
+    label: str
+    model: type
+    config: type
+    fanouts: Optional[list] = None
+    graph_layers: Callable[[int], int] = lambda layers: layers
+    defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: TRAINING_DEFAULTS)
+
+
+GNNS: dict[str, GNNEntry] = {}
+
+
+def register_gnn(name: str, label: str, config: type = GNNConfig, fanouts: Optional[list] = None,
+                 graph_layers: Callable[[int], int] = lambda layers: layers,
+                 defaults: Optional[Mapping[str, Mapping[str, Any]]] = None):
+    """Class decorator: add a :class:`GNN` subclass as ``gnn=name``."""
+    def add(model: type) -> type:
+        GNNS[name] = GNNEntry(name, label, model, config, fanouts, graph_layers, defaults or TRAINING_DEFAULTS)
+        return model
+    return add
+
+
+@register_gnn("gcn", "GCN")
+class GCN(GNN):
+    """``GCNConv`` layers on the same normalised adjacency as the kernels."""
+
+    normalised_graph = True
+
+    def __init__(self, cfg, in_dim, out_dim):
+        super().__init__(cfg, in_dim, out_dim)
+        from torch_geometric.nn import GCNConv
+
+        self.convs.extend(GCNConv(self.dims[l], self.dims[l + 1], normalize=False) for l in range(cfg.layers))
+
+    def conv(self, l, h, x0, edge_index, edge_weight):
+        return self.convs[l](h, edge_index, edge_weight)
+
+
+@register_gnn("sage", "GraphSAGE", fanouts=[25, 10])
+class SAGE(GNN):
+    """``SAGEConv`` layers, mean aggregation."""
+
+    def __init__(self, cfg, in_dim, out_dim):
+        super().__init__(cfg, in_dim, out_dim)
+        from torch_geometric.nn import SAGEConv
+
+        self.convs.extend(SAGEConv(self.dims[l], self.dims[l + 1], aggr="mean") for l in range(cfg.layers))
+
+
+@register_gnn("gin", "GIN", fanouts=[25], graph_layers=lambda layers: 1)
+class GIN(GNN):
+    """One ``GINConv`` aggregation (eps = 0) followed by an L-layer MLP: the network whose
+    kernel is GINGP."""
+
+    def __init__(self, cfg, in_dim, out_dim):
+        super().__init__(cfg, in_dim, out_dim)
+        from torch_geometric.nn import GINConv
+
+        mlp: list[nn.Module] = []
+        for l in range(cfg.layers):
+            mlp.append(nn.Linear(self.dims[l], self.dims[l + 1]))
+            if l < cfg.layers - 1:
+                mlp += [self._norm(cfg), nn.ReLU(), nn.Dropout(cfg.dropout)]
+        self.convs.append(GINConv(nn.Sequential(*mlp), eps=0.0))
+        self.norms = nn.ModuleList()
+
+
+@dataclass
+class GCN2Config(GNNConfig):
+    alpha: float = 0.1
+    theta: float = 0.5
+
+
+@register_gnn("gcn2", "GCNII", config=GCN2Config)
+class GCN2(GNN):
+    """Linear, ``GCN2Conv`` layers (initial residual alpha, identity mapping theta), linear."""
+
+    normalised_graph = True
+
+    def __init__(self, cfg, in_dim, out_dim):
+        super().__init__(cfg, in_dim, out_dim)
+        from torch_geometric.nn import GCN2Conv
+
+        self.pre = nn.Linear(in_dim, cfg.hidden)
+        self.convs.extend(GCN2Conv(cfg.hidden, cfg.alpha, cfg.theta, layer=l + 1, normalize=False) for l in range(cfg.layers))
+        self.head = nn.Linear(cfg.hidden, out_dim)
+        self.norms = nn.ModuleList(self._norm(cfg) for _ in range(cfg.layers))
+
+    def start(self, x):
+        return F.relu(self.pre(F.dropout(x, self.dropout, self.training)))
+
+    def conv(self, l, h, x0, edge_index, edge_weight):
+        return self.convs[l](F.dropout(h, self.dropout, self.training), x0, edge_index, edge_weight)
+
+    def finish(self, h):
+        return self.head(h)
 
 
 @dataclass
@@ -158,13 +251,14 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     generator = torch.Generator().manual_seed(seed)
     regression = data.task == "regression"
     out_dim = 1 if regression else data.num_classes
-    model = GNN(cfg.name, data.num_features, cfg.hidden, out_dim, cfg.layers, cfg.dropout, cfg.batch_norm, cfg.alpha, cfg.theta).to(device)
-    graph = Graph.build(data.edge_index, data.num_nodes, model.uses_normalised_graph)
+    entry = GNNS[cfg.name]
+    model = entry.model(cfg, data.num_features, out_dim).to(device)
+    graph = Graph.build(data.edge_index, data.num_nodes, model.normalised_graph)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     x, y = data.x.float(), data.y
     target = y.float().view(-1, 1) if regression else y
     masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask}
-    fanouts = list(cfg.fanouts) if cfg.fanouts is not None else DEFAULT_FANOUTS.get(cfg.name, [-1] * cfg.layers)
+    fanouts = list(cfg.fanouts) if cfg.fanouts is not None else list(entry.fanouts or [-1] * model.graph_layers)
     fanouts = fanouts[: model.graph_layers]
     train_nodes = data.train_mask.nonzero().view(-1)
 
@@ -174,7 +268,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     def predict() -> Tensor:
         model.eval()
         with torch.no_grad():
-            if cfg.batch_size is None:
+            if not cfg.batch_size:
                 return model(x, graph.edge_index, graph.edge_weight)
             return layerwise_inference(model, x, graph, cfg.batch_size)
 
@@ -187,7 +281,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     with train_watch.measure():
         for epoch in range(cfg.epochs):
             model.train()
-            if cfg.batch_size is None:
+            if not cfg.batch_size:
                 optimizer.zero_grad()
                 out = model(x, graph.edge_index, graph.edge_weight)
                 loss = loss_of(out[data.train_mask], target[data.train_mask])

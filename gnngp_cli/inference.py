@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
 
 from .errors import KernelError
-from .kernels.blocks import Kernel, psd_tolerance
+from .kernels.numerics import psd_tolerance
+from .kernels.value import Kernel
+from .metrics import metric, metric_curve, metric_name
 
 SPLITS = ("train", "val", "test")
 
@@ -36,32 +38,109 @@ def log_grid(low: float, high: float, num: int, dtype=torch.float64, device=None
     return torch.logspace(math.log10(low), math.log10(high), num, dtype=dtype, device=device)
 
 
-def metric_name(task: str) -> str:
-    """The metric reported for a task: ``accuracy`` (classification) or ``r2`` (regression)."""
-    return "accuracy" if task == "classification" else "r2"
-
-
-def metric(pred: Tensor, y: Tensor, task: str) -> float:
-    """Accuracy of the argmax (classification) or R^2 (regression)."""
-    return metric_curve(pred.reshape(pred.size(0), 1, -1), y, task)[0]
-
-
-def metric_curve(preds: Tensor, y: Tensor, task: str) -> list[float]:
-    """:func:`metric` of each of ``G`` predictions at once: ``preds`` is ``n x G x outputs``."""
-    if y.numel() == 0:
-        return [float("nan")] * preds.size(1)
-    if task == "classification":
-        return (preds.argmax(dim=2) == y[:, None]).double().mean(0).tolist()
-    resid = ((preds[:, :, 0] - y[:, None].to(preds.dtype)) ** 2).double().sum(0)
-    total = float(((y - y.mean()) ** 2).sum())
-    return (1 - resid / total).tolist() if total > 0 else [float("nan")] * preds.size(1)
-
-
 @dataclass
 class ValidationScore:
     val: float
     nugget: float
     val_curve: list[float]
+    eps: Optional[Tensor] = None       # the chosen nugget times the mean diagonal, in the kernel's dtype
+
+
+class Posterior:
+    """The GP posterior over a nugget grid, from one eigendecomposition of the training Gram
+    matrix ``V diag(w) V^T``. With ``F`` the prediction features of the labelled nodes and
+    ``coef`` the projected targets, the mean at nugget ``eps`` is ``F V (coef / (w + eps))``.
+    The two strategies differ in what ``F``, the Gram matrix and the variance are."""
+
+    def __init__(self, features: Tensor, gram: Tensor, coef_source: Tensor):
+        w, v = torch.linalg.eigh((gram + gram.T) / 2)
+        if not bool(torch.isfinite(w).all()):
+            raise KernelError("the kernel on the training nodes has NaN or infinite entries; check the features and sigmas")
+        top = float(w[-1].clamp_min(0))
+        if float(w[0]) < -psd_tolerance(w.dtype, w.numel()) * max(top, torch.finfo(w.dtype).tiny):
+            raise KernelError(f"final layer: the kernel on the training nodes is not positive semi-definite (eigenvalue {float(w[0]):.3g} vs largest {top:.3g}); use a positive semi-definite base kernel or dtype=float64")
+        self.features, self.w, self.v = features, w.clamp_min(0), v
+        self.coef = v.T @ coef_source
+
+    def rows(self, pos: Tensor) -> Tensor:
+        """``F[pos]`` (no copy when ``pos`` is every row in order)."""
+        f = self.features
+        return f if pos.numel() == f.size(0) and torch.equal(pos, torch.arange(f.size(0), device=pos.device)) else f[pos]
+
+    def grid_means(self, pos: Tensor, nuggets: Tensor) -> Tensor:
+        """Means at the rows ``pos`` for every nugget at once: ``len(pos) x G x outputs``."""
+        inv = 1.0 / (self.w[:, None] + nuggets[None, :])                                   # rank x G
+        weights = self.v @ (self.coef[:, None, :] * inv[:, :, None]).reshape(self.w.numel(), -1)
+        return (self.rows(pos) @ weights).view(pos.numel(), nuggets.numel(), -1)
+
+    def mean(self, pos: Tensor, eps: float) -> Tensor:
+        inv = 1.0 / (self.w + eps)
+        return self.rows(pos) @ (self.v @ (self.coef * inv[:, None]))
+
+    def explained(self, pos: Tensor, eps: float) -> Tensor:
+        """``||F[pos] V (w + eps)^-1/2||^2`` per row."""
+        proj = self.rows(pos) @ self.v
+        return (proj * proj * (1.0 / (self.w + eps))).sum(1)
+
+    def variance(self, pos: Tensor, eps: float) -> Tensor:
+        """Latent posterior variance at the rows ``pos``."""
+        raise NotImplementedError
+
+    def output_scale(self, y_train: Tensor, eps: float) -> float:
+        """Maximum-likelihood output scale ``s^2 = y_b^T (K_bb + eps I)^-1 y_b / n_b``."""
+        raise NotImplementedError
+
+    def fitted(self, eps: float) -> float:
+        inv = 1.0 / (self.w + eps)
+        return float((self.coef * self.coef * inv[:, None]).sum())
+
+
+class ExactPosterior(Posterior):
+    """Exact: ``F = K[*, b]``, ``K[b, b] = V w V^T``, ``coef = V^T y_b``;
+    variance ``diag K[*, *] - diag F (K[b, b] + eps I)^-1 F^T``."""
+
+    def __init__(self, features: Tensor, pos_train: Tensor, y_train: Tensor, node_variances: Tensor):
+        super().__init__(features, features[pos_train], y_train)
+        self.node_variances = node_variances
+
+    def variance(self, pos, eps):
+        return (self.node_variances[pos] - self.explained(pos, eps)).clamp_min(0)
+
+    def output_scale(self, y_train, eps):
+        return max(self.fitted(eps) / y_train.size(0), torch.finfo(torch.float64).tiny)
+
+
+class LowRankPosterior(Posterior):
+    """Low rank (``K = Q Q^T``): ``F = Q``, ``Q[b]^T Q[b] = V w V^T``, ``coef = V^T Q[b]^T y_b``;
+    variance ``eps diag Q[*] (Q[b]^T Q[b] + eps I)^-1 Q[*]^T``."""
+
+    def __init__(self, root: Tensor, pos_train: Tensor, y_train: Tensor):
+        q_train = root[pos_train]
+        super().__init__(root, q_train.T @ q_train, q_train.T @ y_train)
+
+    def variance(self, pos, eps):
+        return (eps * self.explained(pos, eps)).clamp_min(0)
+
+    def output_scale(self, y_train, eps):
+        """By Woodbury ``(Q Q^T + eps I)^-1 = (I - Q (Q^T Q + eps I)^-1 Q^T) / eps``:
+        ``(y^T y - sum coef^2 / (w + eps)) / eps``."""
+        quad = (float((y_train * y_train).sum()) - self.fitted(eps)) / eps
+        return max(quad / y_train.size(0), torch.finfo(torch.float64).tiny)
+
+
+def posterior(kernel: Kernel, train: Tensor, y_train: Tensor, node_variances: Tensor, low_rank: bool) -> Posterior:
+    """The strategy for ``kernel``: low rank when it is a root of rank at most the training
+    set's size (always for the Nystrom kernels), else exact on ``K[labelled, training]``."""
+    pos_train = kernel.positions(train)
+    if kernel.root is not None and (low_rank or kernel.root.size(1) <= train.numel()):
+        return LowRankPosterior(kernel.root, pos_train, y_train)
+    if kernel.root is not None:
+        features = kernel.root @ kernel.root[pos_train].T
+    else:
+        col_train = kernel.col_positions(train)
+        every_column = kernel.matrix.size(1) == train.numel() and torch.equal(col_train, torch.arange(train.numel(), device=col_train.device))
+        features = kernel.matrix if every_column else kernel.matrix[:, col_train]
+    return ExactPosterior(features, pos_train, y_train, node_variances)
 
 
 @dataclass
@@ -73,9 +152,15 @@ class GPResult:
     metrics: dict[str, float]
     val_curve: list[float]
     mean: Tensor                       # posterior mean on every node in ``nodes``
-    variance_at: Callable[[Tensor], Tensor]  # latent posterior variance at the chosen nugget, at positions in ``nodes``
     nodes: Tensor
+    posterior: Posterior
+    positions: Tensor                  # rows of ``nodes`` in the posterior's features
+    eps: Tensor                        # the absolute nugget: ``nugget * nugget_scale``
     uncertainty: dict[str, float] = field(default_factory=dict)
+
+    def variance_at(self, index: Tensor) -> Tensor:
+        """Latent posterior variance at the chosen nugget, at positions ``index`` in ``nodes``."""
+        return self.posterior.variance(self.positions[index], self.eps)
 
     @property
     def variance(self) -> Tensor:
@@ -89,6 +174,61 @@ def _targets(y: Tensor, task: str, num_classes: int, dtype) -> Tensor:
     return y.to(dtype).view(-1, 1)
 
 
+@dataclass
+class _Problem:
+    """The labelled nodes, their split indices and the posterior for one kernel."""
+
+    nodes: Tensor
+    positions: Tensor
+    index: dict
+    y_nodes: Tensor
+    y_train: Tensor
+    scale: float
+    posterior: Posterior
+
+
+def _problem(kernel: Kernel, y: Tensor, masks: dict[str, Tensor], task: str, num_classes: int,
+             low_rank: bool, diagonal: Optional[Tensor]) -> _Problem:
+    labelled = masks["train"] | masks["val"] | masks["test"]
+    nodes = labelled.nonzero().view(-1)
+    train = masks["train"].nonzero().view(-1)
+    values = kernel.root if kernel.root is not None else kernel.matrix
+    y_train = _targets(y[train], task, num_classes, values.dtype)
+    positions = kernel.positions(nodes)
+    node_variances = kernel.diagonal()[positions] if diagonal is None else diagonal[nodes]
+    scale = float((kernel.diagonal() if diagonal is None else diagonal).mean())
+    if not scale > 0:
+        raise KernelError("the kernel is zero on every node (mean variance 0); check the features and sigmas")
+    # the exact posterior's variances are indexed by position in ``nodes``
+    post = posterior(kernel, train, y_train, _by_row(node_variances, positions, kernel), low_rank)
+    index = {key: (masks[key][nodes]).nonzero().view(-1) for key in SPLITS}
+    return _Problem(nodes, positions, index, y[nodes], y_train, scale, post)
+
+
+def _by_row(node_variances: Tensor, positions: Tensor, kernel: Kernel) -> Tensor:
+    """``diag K`` of the labelled nodes laid out by the kernel's rows (rows of no labelled node: 0)."""
+    out = node_variances.new_zeros(kernel.size)
+    out[positions] = node_variances
+    return out
+
+
+def _choose_nugget(p: _Problem, task: str, grid: Tensor) -> ValidationScore:
+    """The nugget with the best validation metric (the smallest one on ties)."""
+    grid = grid.to(device=p.nodes.device, dtype=p.y_train.dtype)
+    val = p.index["val"]
+    val_curve = metric_curve(p.posterior.grid_means(p.positions[val], grid * p.scale), p.y_nodes[val], task)
+    curve = torch.tensor(val_curve, dtype=torch.float64).nan_to_num(nan=-math.inf)
+    best = int(torch.argmax(curve))
+    return ValidationScore(float(curve[best]), float(grid[best]), val_curve, grid[best] * p.scale)
+
+
+def validation_score(kernel: Kernel, y: Tensor, masks: dict[str, Tensor], task: str, num_classes: int,
+                     grid: Tensor, low_rank: bool, diagonal: Optional[Tensor] = None) -> ValidationScore:
+    """The best validation metric over the nugget grid and its nugget (for searches over kernel
+    hyperparameters): the means on the validation nodes only."""
+    return _choose_nugget(_problem(kernel, y, masks, task, num_classes, low_rank, diagonal), task, grid)
+
+
 def gp_predict(
     kernel: Kernel,
     y: Tensor,
@@ -98,109 +238,28 @@ def gp_predict(
     grid: Tensor,
     low_rank: bool,
     diagonal: Optional[Tensor] = None,
-    validation_only: bool = False,
-) -> "GPResult | ValidationScore":
-    """Posterior mean and variance on the train/val/test nodes for every nugget in ``grid``.
+) -> GPResult:
+    """Posterior mean and variance on the train/val/test nodes at the nugget of ``grid`` with
+    the best validation metric.
 
     ``kernel`` holds ``K`` on rows covering the labelled nodes and columns covering the training
     nodes. ``diagonal`` is ``diag K`` on every node of the graph (by default the kernel's own,
-    over its rows); the grid is relative to its mean. With
-    ``validation_only`` only the best validation metric and its nugget are computed (for
-    searches over kernel hyperparameters)."""
-    device = y.device
-    labelled = masks["train"] | masks["val"] | masks["test"]
-    nodes = labelled.nonzero().view(-1)
-    train = masks["train"].nonzero().view(-1)
-    pos_nodes, pos_train, col_train = kernel.positions(nodes), kernel.positions(train), kernel.col_positions(train)
-    values = kernel.root if kernel.root is not None else kernel.matrix
-    dtype = values.dtype
-    y_train = _targets(y[train], task, num_classes, dtype)
-    node_variances = kernel.diagonal()[pos_nodes] if diagonal is None else diagonal[nodes]
-    scale = float((kernel.diagonal() if diagonal is None else diagonal).mean())
-    if not scale > 0:
-        raise KernelError("the kernel is zero on every node (mean variance 0); check the features and sigmas")
-    grid = grid.to(device=device, dtype=dtype)
-
-    use_root = kernel.root is not None and (low_rank or kernel.root.size(1) <= train.numel())
-    if use_root:
-        q_train = kernel.root[pos_train]
-        gram = q_train.T @ q_train
-        w, v = torch.linalg.eigh((gram + gram.T) / 2)
-        coef = v.T @ (q_train.T @ y_train)             # V^T Q[b]^T y_b
-        features = kernel.root                         # F = Q
-    else:
-        if kernel.root is not None:
-            features = kernel.root @ kernel.root[pos_train].T
-        else:
-            every_column = kernel.matrix.size(1) == train.numel() and torch.equal(col_train, torch.arange(train.numel(), device=device))
-            features = kernel.matrix if every_column else kernel.matrix[:, col_train]
-        k_train = features[pos_train]
-        w, v = torch.linalg.eigh((k_train + k_train.T) / 2)
-        coef = v.T @ y_train                           # V^T y_b
-
-    def rows(pos: Tensor) -> Tensor:                   # F[pos]
-        return features if torch.equal(pos, torch.arange(features.size(0), device=device)) else features[pos]
-    if not bool(torch.isfinite(w).all()):
-        raise KernelError("the kernel on the training nodes has NaN or infinite entries; check the features and sigmas")
-    top = float(w[-1].clamp_min(0))
-    if float(w[0]) < -psd_tolerance(dtype, w.numel()) * max(top, torch.finfo(dtype).tiny):
-        raise KernelError(f"final layer: the kernel on the training nodes is not positive semi-definite (eigenvalue {float(w[0]):.3g} vs largest {top:.3g}); use a positive semi-definite base kernel or dtype=float64")
-    w = w.clamp_min(0)
-
-    index = {key: (masks[key][nodes]).nonzero().view(-1) for key in SPLITS}
-    y_nodes = y[nodes]
-    inv_grid = 1.0 / (w[:, None] + grid[None, :] * scale)                         # rank x grid
-    weights = v @ (coef[:, None, :] * inv_grid[:, :, None]).reshape(w.numel(), -1)  # V [coef / (w + eps)] for every eps
-    val_means = (rows(pos_nodes[index["val"]]) @ weights).view(index["val"].numel(), grid.numel(), -1)
-    val_curve = metric_curve(val_means, y_nodes[index["val"]], task)
-    curve = torch.tensor(val_curve, dtype=torch.float64).nan_to_num(nan=-math.inf)
-    best = int(torch.argmax(curve))
-    if validation_only:
-        return ValidationScore(float(curve[best]), float(grid[best]), val_curve)
-    eps = grid[best] * scale
-    inv = 1.0 / (w + eps)
-    mean = rows(pos_nodes) @ (v @ (coef * inv[:, None]))
-
-    def variance_at(index: Tensor) -> Tensor:
-        proj = rows(pos_nodes[index]) @ v              # F V
-        explained = (proj * proj * inv).sum(1)
-        return (eps * explained if use_root else node_variances[index] - explained).clamp_min(0)
-
-    metrics = {key: metric(mean[index[key]], y_nodes[index[key]], task) for key in SPLITS}
-    result = GPResult(
-        task=task,
-        metric_name=metric_name(task),
-        nugget=float(grid[best]),
-        nugget_scale=scale,
-        metrics=metrics,
-        val_curve=val_curve,
-        mean=mean,
-        variance_at=variance_at,
-        nodes=nodes,
-    )
-    if task == "regression":
-        scale2 = output_scale(y_train, coef, inv, float(eps), use_root)
-    else:
-        scale2 = float("nan")
-    result.uncertainty = uncertainty_metrics(result, y_nodes, index["test"], float(eps), scale2)
+    over its rows); the grid is relative to its mean."""
+    p = _problem(kernel, y, masks, task, num_classes, low_rank, diagonal)
+    score = _choose_nugget(p, task, grid)
+    eps = score.eps
+    mean = p.posterior.mean(p.positions, eps)
+    metrics = {key: metric(mean[p.index[key]], p.y_nodes[p.index[key]], task) for key in SPLITS}
+    result = GPResult(task=task, metric_name=metric_name(task), nugget=score.nugget, nugget_scale=p.scale, metrics=metrics,
+                      val_curve=score.val_curve, mean=mean, nodes=p.nodes, posterior=p.posterior, positions=p.positions, eps=eps)
+    scale2 = p.posterior.output_scale(p.y_train, float(eps)) if task == "regression" else float("nan")
+    result.uncertainty = uncertainty_metrics(result, p.y_nodes, p.index["test"], float(eps), scale2)
     return result
-
-
-def output_scale(y_train: Tensor, coef: Tensor, inv: Tensor, eps: float, root_form: bool) -> float:
-    """Maximum-likelihood output scale ``s^2 = y_b^T (K_bb + eps I)^-1 y_b / n_b``.
-
-    Dense form (``coef = V^T y_b``): ``sum coef^2 / (w + eps)``. Root form (``coef = V^T Q_b^T y_b``),
-    by Woodbury ``(Q Q^T + eps I)^-1 = (I - Q (Q^T Q + eps I)^-1 Q^T) / eps``:
-    ``(y^T y - sum coef^2 / (w + eps)) / eps``.
-    """
-    fitted = float((coef * coef * inv[:, None]).sum())
-    quad = (float((y_train * y_train).sum()) - fitted) / eps if root_form else fitted
-    return max(quad / y_train.size(0), torch.finfo(torch.float64).tiny)
 
 
 def uncertainty_metrics(result: GPResult, y_nodes: Tensor, test: Tensor, eps: float, scale2: float) -> dict[str, float]:
     """Regression: test negative log predictive density and 95% interval coverage, with
-    predictive variance ``s^2 (var_f + eps)`` (``s^2`` from :func:`output_scale`).
+    predictive variance ``s^2 (var_f + eps)`` (``s^2`` from :meth:`Posterior.output_scale`).
     Classification: mean latent variance of correct and of wrong test predictions."""
     if test.numel() == 0:
         return {}

@@ -17,16 +17,22 @@ from typing import Iterable, Optional
 import numpy as np
 import pandas as pd
 
-from .gnn import GNN_LABELS
+from .data.registry import DATASETS
+from .gnn import GNNS
+from .kernels.architectures import KERNELS
 
-DISPLAY = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed", "arxiv": "ArXiv", "reddit": "Reddit",
-           "chameleon": "Chameleon", "squirrel": "Squirrel", "crocodile": "Crocodile"}
+TABLE4_DATASETS = ["cora", "citeseer", "pubmed", "arxiv", "reddit", "chameleon", "squirrel", "crocodile"]
+DISPLAY = {name: DATASETS[name].display for name in TABLE4_DATASETS}
 TABLE4_METHODS = ["GCN", "GCNGP", "GCNGP-X", "RBF", "RBF-X", "GGP", "GGP-X"]
-TABLE5_ARCHS = {"GCN": ("GCN", "GCNGP"), "GCNII": ("GCNII", "GCNIIGP"), "GIN": ("GIN", "GINGP"), "GraphSAGE": ("GraphSAGE", "GraphSAGEGP")}
-TABLE5_DATASETS = {"pubmed": ("PubMed", False), "arxiv": ("ArXiv", True), "reddit": ("Reddit", True)}
-DEFAULT_FRACTION = {"arxiv": 50.0, "reddit": 50.0}
+TABLE5_ARCHS = {GNNS[gnn].label: (GNNS[gnn].label, KERNELS[gp].label) for gnn, gp in (("gcn", "gcngp"), ("gcn2", "gcn2gp"), ("gin", "gingp"), ("sage", "sagegp"))}
+TABLE5_DATASETS = {name: (DATASETS[name].display, DATASETS[name].config.large) for name in ("pubmed", "arxiv", "reddit")}
 KEY = ["dataset", "stand_in", "method", "layers", "landmark_fraction", "seed"]
-GNN_METHODS = set(GNN_LABELS.values())
+GNN_METHODS = {entry.label for entry in GNNS.values()}
+
+
+def default_fraction(dataset: str) -> float:
+    """The landmark fraction the low-rank kernels use on ``dataset`` by default (its registry entry)."""
+    return float(DATASETS[dataset].config.landmark_fraction) if dataset in DATASETS else 1.0
 
 
 def paper_values() -> pd.DataFrame:
@@ -166,8 +172,8 @@ def table4(rows: pd.DataFrame, paper: pd.DataFrame) -> Table:
         for method in TABLE4_METHODS:
             picked, failed = _rows_for(ok, bad, key, method)
             if method.endswith("-X"):
-                picked = picked[picked["landmark_fraction"].fillna(1.0) == DEFAULT_FRACTION.get(key, 1.0)]
-            deterministic = method not in GNN_METHODS and (not method.endswith("-X") or key not in DEFAULT_FRACTION)
+                picked = picked[picked["landmark_fraction"].fillna(1.0) == default_fraction(key)]
+            deterministic = method not in GNN_METHODS and (not method.endswith("-X") or default_fraction(key) == 1.0)
             table.cells[(title, method)] = _cell("table4", title, method, picked, failed, paper, deterministic)
     return table
 
@@ -181,7 +187,7 @@ def table5(rows: pd.DataFrame, paper: pd.DataFrame) -> Table:
             for kind, method in (("GNN", gnn), ("GNNGP-X" if large else "GNNGP", gp + ("-X" if large else ""))):
                 picked, failed = _rows_for(ok, bad, key, method)
                 if large and kind != "GNN":
-                    picked = picked[picked["landmark_fraction"].fillna(1.0) == DEFAULT_FRACTION[key]]
+                    picked = picked[picked["landmark_fraction"].fillna(1.0) == default_fraction(key)]
                 table.cells[(arch, f"{title} {kind}")] = _cell("table5", arch, f"{title} {kind}", picked, failed, paper, kind == "GNNGP")
     return table
 

@@ -14,14 +14,15 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from . import __version__
-from .config import check_method_overrides, validate
+from .config import resolve_method_defaults, validate
 from .data import Adjacency, DataStore, load_dataset
 from .errors import ConfigError, GnngpError, ResourceError
-from .gnn import GNN_LABELS, train_gnn
-from .inference import GPResult, gp_predict, log_grid, metric_name
-from .kernels import ARCHITECTURES, BaseKernel, KernelContext
-from .kernels.blocks import exact_kernel
-from .kernels.architectures import Architecture, kernel_label
+from .gnn import GNNS, train_gnn
+from .inference import GPResult, gp_predict, log_grid, validation_score
+from .kernels import BaseKernel, KernelContext
+from .kernels.architectures import KERNELS, Architecture, kernel_label
+from .kernels.planner import exact_kernel
+from .metrics import metric_name
 from .results import append_rows, summary_line
 from .runtime import Stopwatch, available_bytes, peak_cuda_mb, peak_rss_mb, resolve_device
 
@@ -32,17 +33,7 @@ BYTES_PER_ENTRY_FACTOR = 4  # a dense block plus the temporaries of the ReLU exp
 
 def architecture(kcfg: Any) -> Architecture:
     """The kernel's blocks built from its config."""
-    _, builder, adjacency = ARCHITECTURES[kcfg.name]
-    params = {key: kcfg[key] for key in ("layers", "sigma_w", "sigma_b", "alpha", "theta", "sigma_w1", "sigma_w2")}
-    if kcfg.name == "composed":
-        params.update(first=OmegaConf.to_container(kcfg.first) if kcfg.first is not None else None,
-                      hidden=OmegaConf.to_container(kcfg.hidden) if kcfg.hidden is not None else None)
-    return Architecture(
-        name=kcfg.name,
-        label=kernel_label(kcfg.name, kcfg.low_rank),
-        network=builder(**params),
-        adjacency=kcfg.adjacency or adjacency,
-    )
+    return KERNELS[kcfg.name].architecture(kcfg)
 
 
 def choose_landmarks(train_mask: torch.Tensor, fraction: float, count: Optional[int], seed: int, dataset: str) -> torch.Tensor:
@@ -79,6 +70,7 @@ def prepare(cfg: Any) -> Prepared:
     watch = Stopwatch(device)
     with watch.measure():
         data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in).to(device)
+    resolve_method_defaults(cfg, data.task)
     return Prepared(data, device, dtype, watch.seconds)
 
 
@@ -115,7 +107,7 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     kernel_watch, inference_watch = Stopwatch(device), Stopwatch(device)
     ctx = KernelContext(features, adjacency, BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d), landmarks)
 
-    def evaluate(gamma: float, validation_only: bool):
+    def evaluate(gamma: float, validation_only: bool):  # the kernel at this gamma, then the posterior
         nonlocal ctx
         ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
         if not kcfg.low_rank:
@@ -128,8 +120,8 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
                 kernel, diagonal = exact_kernel(arch.network, ctx, target, train,
                                                 before_square=lambda nodes: check_exact_memory(arch, ctx, nodes, None, dtype, cfg))
         with inference_watch.measure():
-            return gp_predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank,
-                              diagonal, validation_only=validation_only)
+            predict = validation_score if validation_only else gp_predict
+            return predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank, diagonal)
 
     gamma = kcfg.base.gamma
     if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
@@ -149,7 +141,7 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
 def method_names(cfg: Any) -> tuple[str, str]:
     """``(label, config name)`` of the job's method, e.g. ``("GCNGP-X", "gcngp_x")`` or ``("GCN", "gcn")``."""
     if cfg.method == "gnn":
-        return GNN_LABELS.get(cfg.gnn.name, cfg.gnn.name), cfg.gnn.name
+        return GNNS[cfg.gnn.name].label if cfg.gnn.name in GNNS else cfg.gnn.name, cfg.gnn.name
     if cfg.kernel is not None:
         return kernel_label(cfg.kernel.name, cfg.kernel.low_rank), cfg.kernel.name + ("_x" if cfg.kernel.low_rank else "")
     return "?", "?"
@@ -192,7 +184,7 @@ def run_gp(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
         row = base_row(cfg)
         row.update(
             metric=result.metric_name, **{k: result.metrics[k] for k in ("train", "val", "test")},
-            nugget=result.nugget, layers=cfg.kernel.layers, sigma_w=cfg.kernel.sigma_w, sigma_b=cfg.kernel.sigma_b,
+            nugget=result.nugget, layers=cfg.kernel.layers, sigma_w=cfg.kernel.get("sigma_w"), sigma_b=cfg.kernel.get("sigma_b"),
             landmark_fraction=cfg.landmarks.fraction if cfg.kernel.low_rank else None,
             **timing, **result.uncertainty,
         )
@@ -272,7 +264,6 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
             results.rename(results.with_name(f"{results.stem}.before-resume-{stamp}.csv"))
     try:
-        check_method_overrides(overrides)
         rows = run_job(cfg)
     except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError) as err:
         if not isinstance(err, GnngpError):

@@ -1,32 +1,68 @@
 """Configs: every group composes into the typed schema; impossible values fail early."""
-from pathlib import Path
-
 import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
 from gnngp_cli.api import compose, run
-from gnngp_cli.config import validate
+from gnngp_cli.config import resolve_method_defaults, validate
 from gnngp_cli.errors import ConfigError
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
-@pytest.mark.parametrize("group", ["dataset", "kernel", "landmarks", "nugget"])
-def test_every_config_in_every_group_composes_and_validates(group):
-    names = sorted(p.stem for p in (CONF / group).glob("*.yaml"))
-    assert names
+def _options(group: str) -> list[str]:
+    from gnngp_cli.data import DATASETS, PRESETS
+    from gnngp_cli.gnn import GNNS
+    from gnngp_cli.kernels import KERNELS
+
+    if group == "dataset":
+        return sorted([*DATASETS, *PRESETS])
+    return sorted([*KERNELS, *(k + "_x" for k in KERNELS), *GNNS])
+
+
+@pytest.mark.parametrize("group", ["dataset", "model"])
+def test_every_option_of_every_registry_composes_and_validates(group):
+    names = _options(group)
+    assert len(names) >= 10
     for name in names:
         cfg = compose([f"{group}={name}"])
         validate(cfg)
+        if group == "model":
+            assert (cfg.kernel if cfg.method == "gp" else cfg.gnn).name == name.removesuffix("_x")
 
 
-def test_dataset_defaults_flow_into_kernel_and_landmarks():
-    cfg = compose(["dataset=chameleon", "kernel=gcngp_x"])
-    assert cfg.kernel.sigma_b == pytest.approx(0.1 ** 0.5) and cfg.kernel.low_rank
-    assert compose(["dataset=cora"]).kernel.sigma_b == 0.0
+def test_kernel_and_gnn_are_spellings_of_the_one_method_choice():
+    assert compose(["kernel=gcngp_x"]).kernel.low_rank
+    assert compose(["kernel=gcngp_x"]) == compose(["model=gcngp_x"])
+    cfg = compose(["gnn=gcn"])
+    assert cfg.method == "gnn" and cfg.kernel is None and cfg.gnn.name == "gcn"
+    with pytest.raises(ConfigError, match="both kernel and gnn are set"):
+        compose(["kernel=gcngp", "gnn=gcn"])
+
+
+def test_each_kernel_has_only_its_own_parameters():
+    with pytest.raises(ConfigCompositionException):
+        compose(["kernel=gcngp", "kernel.alpha=0.3"])   # alpha belongs to GCNII
+    assert compose(["kernel=gcn2gp", "kernel.alpha=0.3"]).kernel.alpha == 0.3
+    with pytest.raises(ConfigCompositionException):
+        compose(["dataset=cora", "dataset.num_nodes=10"])  # a csbm setting
+
+
+def test_method_defaults_are_resolved_for_the_dataset_and_kept_when_set():
+    def resolved(*overrides, task):
+        cfg = compose(list(overrides))
+        resolve_method_defaults(cfg, task)
+        return cfg
+
+    assert resolved("dataset=chameleon", "kernel=gcngp_x", task="regression").kernel.sigma_b == pytest.approx(0.1 ** 0.5)
+    assert resolved("dataset=cora", task="classification").kernel.sigma_b == 0.0
+    assert resolved("dataset=cora", "kernel.sigma_b=0.5", task="classification").kernel.sigma_b == 0.5
+    assert resolved("dataset=reddit", "kernel=sagegp_x", task="classification").kernel.sigma_w1 == pytest.approx(0.1 ** 0.5)
+    assert resolved("dataset=cora", "kernel=sagegp", task="classification").kernel.sigma_w1 == 0.0
+    gcn = resolved("dataset=squirrel", "gnn=gcn", task="regression").gnn
+    assert gcn.lr == pytest.approx(0.1 ** 0.5) and gcn.batch_norm and gcn.epochs == 100
+    reddit = resolved("dataset=reddit", "gnn=sage", "gnn.epochs=3", task="classification").gnn
+    assert reddit.batch_size == 10240 and reddit.epochs == 3 and reddit.lr == 0.01
     assert compose(["dataset=reddit"]).landmarks.fraction == 50
-    assert compose(["dataset=cora", "kernel.sigma_b=0.5"]).kernel.sigma_b == 0.5
 
 
 def test_wrong_key_or_type_fails_at_composition():

@@ -17,7 +17,7 @@ def test_each_gnn_beats_the_majority_class_after_a_few_epochs(model, data_overri
     assert row["train_seconds"] > 0 and row["inference_seconds"] > 0
 
 
-@pytest.mark.slow
+@pytest.mark.paper
 def test_gcn_for_100_epochs_on_cora_reaches_the_paper(data_overrides):
     row = run(["dataset=cora", "gnn=gcn", "progress=false", *data_overrides])[0]
     assert row["test"] >= 0.79  # the paper: 0.8183 +- 0.0055

@@ -8,7 +8,7 @@ from gnngp_cli.data import Adjacency
 from gnngp_cli.errors import KernelError
 from gnngp_cli.kernels import BaseKernel, KernelContext, relu_expectation
 from gnngp_cli.kernels.architectures import composed, gcn, gcn2, gin, ggp, rbf, sage
-from gnngp_cli.kernels.blocks import exact_kernel, pair_diagonal
+from gnngp_cli.kernels.planner import exact_kernel, pair_diagonal
 
 ARCHS = {
     "gcn": lambda L: gcn(L, 1.1, 0.3),

@@ -21,7 +21,7 @@ PAPER = [
 ]
 
 
-@pytest.mark.slow
+@pytest.mark.paper
 @pytest.mark.parametrize("dataset, kernel, expected", PAPER)
 def test_kernel_reproduces_the_paper(dataset, kernel, expected, data_overrides):
     row = run([f"dataset={dataset}", f"kernel={kernel}", *data_overrides])[0]
@@ -33,7 +33,7 @@ def test_kernel_reproduces_the_paper(dataset, kernel, expected, data_overrides):
 RBF_AT_FIRST_GAMMA = [("cora", 0.5860), ("citeseer", 0.6120), ("pubmed", 0.7360), ("chameleon", 0.5554), ("squirrel", 0.3187)]
 
 
-@pytest.mark.slow
+@pytest.mark.paper
 @pytest.mark.parametrize("dataset, expected", RBF_AT_FIRST_GAMMA)
 def test_paper_rbf_values_are_the_first_gamma_of_the_grid(dataset, expected, data_overrides):
     row = run([f"dataset={dataset}", "kernel=rbf", "kernel.gamma_search=false", "kernel.base.gamma=0.01", *data_overrides])[0]

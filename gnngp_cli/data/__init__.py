@@ -10,34 +10,24 @@ import torch
 from torch_geometric.data import Data
 
 from ..errors import DatasetError, DatasetUnavailable
-from .custom import load_custom
 from .graph import Adjacency, make_undirected, normalized_adjacency
-from .public import PLANETOID_NAMES, load_arxiv, load_planetoid, load_reddit
+from .registry import DATASETS, PRESETS, display_name, register_dataset, register_preset
 from .store import MIRROR_ENV, DataStore
 from .synthetic import edge_homophily, generate_csbm
-from .wikipedia import WIKIPEDIA_NAMES, load_wikipedia
-
-DATASETS = (*PLANETOID_NAMES, *WIKIPEDIA_NAMES, "arxiv", "reddit", "csbm", "custom")
 
 __all__ = [
-    "DATASETS", "Adjacency", "DataStore", "MIRROR_ENV", "edge_homophily", "generate_csbm",
-    "load_dataset", "make_undirected", "normalized_adjacency", "check_graph",
+    "DATASETS", "PRESETS", "Adjacency", "DataStore", "MIRROR_ENV", "display_name", "edge_homophily", "generate_csbm",
+    "load_dataset", "make_undirected", "normalized_adjacency", "check_graph", "register_dataset", "register_preset",
 ]
-
-
-# Table 1 of the paper: nodes, edges, features, classes, train/val ratios of the large graphs
-STAND_IN_SHAPES = {
-    "arxiv": (169_343, 1_166_243, 128, 40, 0.54, 0.18),
-    "reddit": (232_965, 11_606_919, 602, 41, 0.66, 0.10),
-}
 
 
 def stand_in(name: str, kind: str, seed: int) -> Data:
     """A csbm graph with the node, edge, feature and class counts (and split proportions) of
     the absent dataset ``name``; ``data.stand_in`` says so wherever the data is reported."""
-    if name not in STAND_IN_SHAPES:
-        raise DatasetError(f"no stand-in is defined for '{name}'; stand-ins exist for {', '.join(STAND_IN_SHAPES)}")
-    nodes, edges, features, classes, train, val = STAND_IN_SHAPES[name]
+    shape = DATASETS[name].stand_in if name in DATASETS else None
+    if shape is None:
+        raise DatasetError(f"no stand-in is defined for '{name}'; stand-ins exist for {', '.join(n for n, e in DATASETS.items() if e.stand_in)}")
+    nodes, edges, features, classes, train, val = shape
     data = generate_csbm(num_nodes=nodes, avg_degree=2 * edges / nodes, num_classes=classes, homophily=0.5,
                          num_features=features, snr=0.2, seed=seed, train_ratio=train, val_ratio=val)
     data.stand_in = f"{kind} stand-in (N={nodes}, M={edges}, d={features}, C={classes})"
@@ -47,48 +37,27 @@ def stand_in(name: str, kind: str, seed: int) -> Data:
 def load_dataset(cfg: Any, store: DataStore, stand_in_kind: Optional[str] = None) -> Data:
     """Load ``cfg.name`` (a :class:`~gnngp_cli.config.DatasetConfig`), preprocess and check it.
     With ``stand_in_kind="csbm"``, an absent large dataset is replaced by a csbm stand-in."""
+    name = str(cfg.name).lower()
     try:
-        return _load(cfg, store)
+        data = _load(name, cfg, store)
     except DatasetUnavailable:
-        name = str(cfg.name).lower()
-        if stand_in_kind is None or name not in STAND_IN_SHAPES:
+        if stand_in_kind is None or name not in DATASETS or DATASETS[name].stand_in is None:
             raise
         data = stand_in(name, stand_in_kind, cfg.split_seed)
-        data.name = name
-        preprocess_features(data, cfg.center, cfg.scale)
-        check_graph(data)
-        return data
-
-
-def _load(cfg: Any, store: DataStore) -> Data:
-    name = str(cfg.name).lower()
-    if name in PLANETOID_NAMES:
-        data = load_planetoid(name, store)
-        data.split = "planetoid public"
-    elif name in WIKIPEDIA_NAMES:
-        data = load_wikipedia(name, store, cfg.split_index, cfg.split_seed)
-    elif name == "arxiv":
-        data = load_arxiv(name, store)
-        data.split = "ogb time"
-    elif name == "reddit":
-        data = load_reddit(name, store)
-        data.split = "pyg reddit"
-    elif name == "csbm":
-        data = generate_csbm(
-            cfg.num_nodes, cfg.avg_degree, cfg.num_classes, cfg.homophily, cfg.num_features, cfg.snr,
-            cfg.split_seed, cfg.train_ratio, cfg.val_ratio,
-        )
-    elif name == "custom":
-        data = load_custom(cfg.path, cfg.task, cfg.train_ratio, cfg.val_ratio, cfg.split_seed)
-    else:
-        close = difflib.get_close_matches(name, DATASETS, n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise DatasetError(f"unknown dataset '{cfg.name}'{hint}; choose one of {', '.join(DATASETS)}")
-    if cfg.task and name != "custom" and cfg.task != data.task:
-        raise DatasetError(f"dataset.task={cfg.task} does not fit {name}, a {data.task} dataset; remove the override")
     data.name = name
     preprocess_features(data, cfg.center, cfg.scale)
     check_graph(data)
+    return data
+
+
+def _load(name: str, cfg: Any, store: DataStore) -> Data:
+    if name not in DATASETS:
+        close = difflib.get_close_matches(name, DATASETS, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise DatasetError(f"unknown dataset '{cfg.name}'{hint}; choose one of {', '.join(DATASETS)}")
+    data = DATASETS[name].load(cfg, store)
+    if cfg.task and name != "custom" and cfg.task != data.task:
+        raise DatasetError(f"dataset.task={cfg.task} does not fit {name}, a {data.task} dataset; remove the override")
     return data
 
 

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -17,8 +18,10 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
+from ..config import DatasetConfig
 from ..errors import DatasetError
 from .graph import make_undirected
+from .registry import register_dataset
 from .wikipedia import random_split, read_edge_csv
 
 MASKS = ("train_mask", "val_mask", "test_mask")
@@ -117,3 +120,13 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
         data.split = f"random {train_ratio}/{val_ratio}, seed {seed}"
     data.task, data.num_classes = task, num_classes
     return data
+
+
+@dataclass
+class CustomConfig(DatasetConfig):
+    name: str = "custom"
+    path: Optional[str] = None          # the folder with edges.csv, features.npy|npz, labels.npy|csv
+
+
+register_dataset("custom", "Custom", lambda cfg, store: load_custom(cfg.path, cfg.task, cfg.train_ratio, cfg.val_ratio, cfg.split_seed),
+                 CustomConfig())

@@ -10,11 +10,15 @@ No N x N object is ever formed.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, remove_self_loops
 
+from ..config import DatasetConfig
 from ..errors import DatasetError
+from .registry import register_dataset, register_preset
 from .wikipedia import random_split
 
 
@@ -65,3 +69,29 @@ def generate_csbm(
 def edge_homophily(edge_index: torch.Tensor, y: torch.Tensor) -> float:
     """Fraction of edges whose endpoints share a label."""
     return float((y[edge_index[0]] == y[edge_index[1]]).float().mean())
+
+
+@dataclass
+class CSBMConfig(DatasetConfig):
+    """The csbm generator's settings (defaults: the embedded graph of the default run)."""
+
+    name: str = "csbm"
+    num_nodes: int = 3000
+    avg_degree: float = 10.0
+    num_classes: int = 4
+    homophily: float = 0.6
+    num_features: int = 32
+    snr: float = 0.3
+
+
+def _csbm(cfg, store) -> Data:
+    return generate_csbm(cfg.num_nodes, cfg.avg_degree, cfg.num_classes, cfg.homophily, cfg.num_features, cfg.snr,
+                         cfg.split_seed, cfg.train_ratio, cfg.val_ratio)
+
+
+register_dataset("csbm", "csbm", _csbm, CSBMConfig())
+# the size ladder of figure 2 (10^3..10^6 nodes, average degree 10, 10% training nodes)
+for _exp, _landmarks in ((3, 100), (4, 500), (5, 500), (6, 500)):
+    register_preset(f"csbm_1e{_exp}", CSBMConfig(num_nodes=10 ** _exp, landmark_count=_landmarks, large=_exp >= 5))
+# figure 4's landmark sweep offline: Reddit-like split proportions (0.66/0.10/0.24)
+register_preset("csbm_landmarks", CSBMConfig(num_nodes=100_000, num_features=64, num_classes=8, train_ratio=0.66, val_ratio=0.10, large=True))

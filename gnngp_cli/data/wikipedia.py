@@ -16,9 +16,11 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
+from ..config import DatasetConfig
 from ..errors import DatasetError
 from .graph import make_undirected
 from .public import build_guarded
+from .registry import register_dataset
 from .store import DataStore
 
 MUSAE_URL = "https://raw.githubusercontent.com/benedekrozemberczki/MUSAE/master/input"
@@ -177,3 +179,13 @@ def load_wikipedia(name: str, store: DataStore, split_index: int = 0, split_seed
         data[f"{key}_mask"] = mask
     data.task, data.num_classes = "regression", 0
     return data
+
+
+def _wikipedia(name: str):
+    def load(cfg, store: DataStore) -> Data:
+        return load_wikipedia(name, store, cfg.split_index, cfg.split_seed)
+    return load
+
+
+for _name in WIKIPEDIA_NAMES:
+    register_dataset(_name, _name.capitalize(), _wikipedia(_name), DatasetConfig(name=_name))

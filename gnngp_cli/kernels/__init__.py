@@ -1,14 +1,15 @@
-"""GNNGP kernels: blocks, base kernels and the architectures built from them."""
-from .architectures import ARCHITECTURES, Architecture
+"""GNNGP kernels: the kernel value, the context the blocks read, the blocks, the numerics,
+the exact-evaluation planner, base kernels and the architectures built from them."""
+from .architectures import KERNELS, Architecture, register_kernel
 from .base import BASE_KERNELS, BaseKernel
-from .blocks import (
-    Add, Bias, Block, Conv, Input, Kernel, KernelContext, MixedWeight, ReLU, Scale, Serial, Weight,
-    nystrom_root,
-)
+from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, ReLU, Scale, Serial, Weight
+from .context import KernelContext
+from .numerics import nystrom_root
 from .relu import relu_expectation
+from .value import Kernel
 
 __all__ = [
-    "ARCHITECTURES", "Architecture", "BASE_KERNELS", "BaseKernel", "Add", "Bias", "Block", "Conv",
+    "KERNELS", "Architecture", "register_kernel", "BASE_KERNELS", "BaseKernel", "Add", "Bias", "Block", "Conv",
     "Input", "Kernel", "KernelContext", "MixedWeight", "ReLU", "Scale", "Serial", "Weight",
     "nystrom_root", "relu_expectation",
 ]

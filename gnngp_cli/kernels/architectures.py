@@ -5,16 +5,17 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping, Optional
 
+from ..config import SQRT_TENTH, BaseKernelConfig, KernelConfig
 from ..errors import ConfigError
 from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, ReLU, Scale, Serial, Weight
 
 
 @dataclass(frozen=True)
 class Architecture:
-    """A kernel recipe: the blocks, the adjacency normalisation and display names."""
+    """A built kernel: the blocks, the adjacency normalisation and the method label."""
 
     name: str
     label: str
@@ -22,7 +23,101 @@ class Architecture:
     adjacency: str = "sym"
 
 
-def gcn(layers: int, sigma_w: float, sigma_b: float, **_) -> Block:
+@dataclass(frozen=True)
+class KernelEntry:
+    """One kernel of the zoo: its builder, its typed config (which holds its parameters and
+    their defaults), its label (``GCNGP``; the low-rank twin adds ``-X``), its adjacency
+    normalisation and its defaults per task or dataset (see :func:`~gnngp_cli.config.method_defaults`)."""
+
+    name: str
+    label: str
+    build: Callable[..., Block]
+    config: type
+    adjacency: str = "sym"
+    defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    check: Optional[Callable[[Any], None]] = None
+
+    def validate(self, cfg: Any) -> None:
+        if self.check is not None:
+            self.check(cfg)
+
+    def parameters(self, cfg: Any) -> dict:
+        """The builder's arguments: ``layers`` and the architecture's own config fields."""
+        own = [f.name for f in fields(self.config) if f.name not in KERNEL_COMMON]
+        return {"layers": cfg.layers, **{key: cfg[key] for key in own}}
+
+    def architecture(self, cfg: Any) -> Architecture:
+        """The blocks of the kernel configured by ``cfg`` (method defaults already resolved)."""
+        network = self.build(**self.parameters(cfg))
+        return Architecture(self.name, kernel_label(self.name, cfg.low_rank), network, cfg.adjacency or self.adjacency)
+
+
+KERNELS: dict[str, KernelEntry] = {}
+KERNEL_COMMON = {f.name for f in fields(KernelConfig)}   # what every kernel has; the rest are its parameters
+
+
+def register_kernel(name: str, label: str, config: type, adjacency: str = "sym",
+                    defaults: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                    check: Optional[Callable[[Any], None]] = None):
+    """Decorator: add the builder ``build(layers, **parameters) -> Block`` (its parameters are
+    the fields of ``config``) to the zoo as ``kernel=name`` (and
+    its low-rank twin ``kernel=name_x``). Everything else (config options, CLI choices,
+    labels, report names) is read from the entry."""
+    def add(build: Callable[..., Block]) -> Callable[..., Block]:
+        KERNELS[name] = KernelEntry(name, label, build, config, adjacency, dict(defaults or {}), check)
+        return build
+    return add
+
+
+# The paper's bias on every dataset: 0 on classification sets, sqrt(0.1) on regression sets.
+BIAS_DEFAULTS = {"*": {"sigma_b": 0.0}, "regression": {"sigma_b": SQRT_TENTH}}
+
+
+@dataclass
+class GCNGPConfig(KernelConfig):
+    sigma_w: float = 1.0
+    sigma_b: Optional[float] = None     # null: 0, sqrt(0.1) on regression sets
+
+
+@dataclass
+class GCN2GPConfig(KernelConfig):
+    sigma_w: float = 1.0
+    alpha: float = 0.1
+    theta: float = 0.5
+
+
+@dataclass
+class SAGEGPConfig(KernelConfig):
+    sigma_w1: Optional[float] = None    # null: 0, sqrt(0.1) on Reddit (the paper's)
+    sigma_w2: float = 1.0
+
+
+@dataclass
+class GGPConfig(KernelConfig):
+    base: BaseKernelConfig = field(default_factory=lambda: BaseKernelConfig(name="polynomial", c=5.0, d=3.0))
+
+
+@dataclass
+class RBFConfig(KernelConfig):
+    base: BaseKernelConfig = field(default_factory=lambda: BaseKernelConfig(name="rbf"))
+    gamma_search: bool = True
+
+
+@dataclass
+class ComposedConfig(KernelConfig):
+    sigma_w: float = 1.0                # the sigma of the blocks `weight` and `mixed`
+    sigma_b: Optional[float] = None     # the sigma of the block `bias`; null: as GCN-GP
+    first: Any = field(default_factory=lambda: ["input", "weight", "conv", "bias"])   # blocks of layer 1
+    hidden: Any = field(default_factory=lambda: ["conv"])                            # blocks of layers 2..L
+
+
+def _check_gcn2(cfg: Any) -> None:
+    if not 0 <= cfg.alpha <= 1 or cfg.theta < 0:
+        raise ConfigError("kernel.alpha must lie in [0, 1] and kernel.theta must be >= 0")
+
+
+@register_kernel("gcngp", "GCNGP", GCNGPConfig, defaults=BIAS_DEFAULTS)
+def gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
     """GCN ``X <- A relu(X) W + b`` (no activation before the first layer):
     ``K <- s_w^2 A C0 A^T + s_b^2``, then ``L-1`` times ``K <- s_w^2 A g(K) A^T + s_b^2``."""
     first = Serial(Input(), Weight(sigma_w), Conv(), Bias(sigma_b), name="layer 1")
@@ -30,7 +125,8 @@ def gcn(layers: int, sigma_w: float, sigma_b: float, **_) -> Block:
     return Serial(first, *hidden)
 
 
-def gcn2(layers: int, sigma_w: float, alpha: float = 0.1, theta: float = 0.5, **_) -> Block:
+@register_kernel("gcn2gp", "GCNIIGP", GCN2GPConfig, check=_check_gcn2)
+def gcn2(layers: int, sigma_w: float, alpha: float = 0.1, theta: float = 0.5) -> Block:
     """GCNII without bias, ``X <- ((1-alpha) A relu(X) + alpha X0)((1-beta_l) I + beta_l W)``,
     ``beta_l = log(theta / l + 1)``: ``K <- s_w^2 A g(C0) A^T``, then for ``l = 1..L-1``
     ``K <- ((1-beta_l)^2 + beta_l^2 s_w^2) ((1-alpha)^2 A g(K) A^T + alpha^2 C0)``."""
@@ -43,7 +139,8 @@ def gcn2(layers: int, sigma_w: float, alpha: float = 0.1, theta: float = 0.5, **
     return Serial(first, *hidden)
 
 
-def gin(layers: int, sigma_w: float, sigma_b: float, **_) -> Block:
+@register_kernel("gingp", "GINGP", GCNGPConfig, defaults=BIAS_DEFAULTS)
+def gin(layers: int, sigma_w: float, sigma_b: float) -> Block:
     """GIN (eps = 0): aggregation then an MLP: ``K <- s_w^2 A C0 A^T + s_b^2``, then ``L-1``
     times ``K <- s_w^2 g(K) + s_b^2``."""
     first = Serial(Input(), Conv(), Weight(sigma_w), Bias(sigma_b), name="layer 1")
@@ -51,7 +148,9 @@ def gin(layers: int, sigma_w: float, sigma_b: float, **_) -> Block:
     return Serial(first, *hidden)
 
 
-def sage(layers: int, sigma_w1: float, sigma_w2: float, **_) -> Block:
+@register_kernel("sagegp", "GraphSAGEGP", SAGEGPConfig, adjacency="row",
+                 defaults={"*": {"sigma_w1": 0.0}, "reddit": {"sigma_w1": SQRT_TENTH}})
+def sage(layers: int, sigma_w1: float, sigma_w2: float) -> Block:
     """GraphSAGE, mean aggregation, ``X <- relu(X) W1 + A relu(X) W2``:
     ``K <- s_w1^2 C0 + s_w2^2 A C0 A^T``, then ``L-1`` times ``K <- s_w1^2 g(K) + s_w2^2 A g(K) A^T``."""
     def mix() -> Block:
@@ -62,12 +161,14 @@ def sage(layers: int, sigma_w1: float, sigma_w2: float, **_) -> Block:
     return Serial(first, *hidden)
 
 
-def ggp(**_) -> Block:
+@register_kernel("ggp", "GGP", GGPConfig, adjacency="row")
+def ggp(layers: int = 1) -> Block:
     """GGP baseline: ``K = A C0 A^T`` (polynomial ``C0`` by default)."""
     return Serial(Input(), Conv(), name="layer 1")
 
 
-def rbf(**_) -> Block:
+@register_kernel("rbf", "RBF", RBFConfig)
+def rbf(layers: int = 1) -> Block:
     """No graph: ``K = C0`` (an RBF ``C0`` by default)."""
     return Serial(Input(), name="input")
 
@@ -103,9 +204,17 @@ def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
     raise ConfigError(f"kernel block {spec!r} is malformed; use a block name or a one-key mapping such as {{scale: 0.5}}")
 
 
-def composed(layers: int, first: Any, hidden: Any, **params) -> Block:
+@register_kernel("composed", "ComposedGP", ComposedConfig, defaults=BIAS_DEFAULTS)
+def composed(layers: int, first: Any, hidden: Any, sigma_w: float, sigma_b: float) -> Block:
     """An architecture written in config: ``first`` (list of blocks) once, then ``hidden``
     (list of blocks) ``L-1`` times."""
+    from omegaconf import OmegaConf
+
+    def plain(spec: Any) -> Any:
+        return OmegaConf.to_container(spec) if OmegaConf.is_config(spec) else spec
+
+    first, hidden = plain(first), plain(hidden)
+    params = {"sigma_w": sigma_w, "sigma_b": sigma_b}
     if not first:
         raise ConfigError("kernel=composed needs kernel.first, a list of blocks starting with input")
     stack = [Serial(*[_block_from_spec(s, params) for s in first], name="layer 1")]
@@ -118,17 +227,5 @@ def composed(layers: int, first: Any, hidden: Any, **params) -> Block:
 
 def kernel_label(name: str, low_rank: bool) -> str:
     """The method label of a kernel config, e.g. ``GCNGP`` or ``GCNGP-X`` (the low-rank twin)."""
-    label = ARCHITECTURES[name][0] if name in ARCHITECTURES else name
+    label = KERNELS[name].label if name in KERNELS else name
     return label + ("-X" if low_rank else "")
-
-
-ARCHITECTURES: dict[str, tuple[str, Callable[..., Block], str]] = {
-    # name: (label, builder, adjacency normalisation)
-    "gcngp": ("GCNGP", gcn, "sym"),
-    "gcn2gp": ("GCNIIGP", gcn2, "sym"),
-    "gingp": ("GINGP", gin, "sym"),
-    "sagegp": ("GraphSAGEGP", sage, "row"),
-    "ggp": ("GGP", ggp, "row"),
-    "rbf": ("RBF", rbf, "sym"),
-    "composed": ("ComposedGP", composed, "sym"),
-}

@@ -1,14 +1,14 @@
 """Kernel building blocks (the paper's Table 3), each written once for both backings.
 
-A :class:`Kernel` holds ``K`` on row and column node sets either as the matrix
-``K[nodes, cols]`` or as a root ``R`` with ``K = R R^T``. In exact mode (``ctx.landmarks is
-None``) a root is an exact factor (e.g. the linear input ``X``), kept until a nonlinearity
-needs the matrix, and every block works only on the rows and columns that the prediction
-needs (the labelled by the training nodes): a graph convolution widens each set to the graph
-neighbours, nothing else does. A ReLU on a rectangle reads its rows' variances from the pair
-evaluation (:func:`exact_kernel`). In low-rank mode the root is the
-recursive Nystrom factor ``Q`` over all nodes, and the activation re-factorises it on the
-landmark nodes, so no N x N matrix is ever formed.
+A block maps a :class:`~.value.Kernel` to a kernel. In exact mode (``ctx.landmarks is None``)
+a root is an exact factor (e.g. the linear input ``X``), kept until a nonlinearity needs the
+matrix, and every block works only on the rows and columns that the prediction needs: a graph
+convolution widens each set to the graph neighbours, nothing else does. In step with these
+node sets the same network runs on a pair set that holds the diagonal of every node (see
+:mod:`.pairs`); each kernel value carries those pair values, so a ReLU on a rectangular block
+reads its rows' variances from its input. In low-rank mode the root is the recursive Nystrom
+factor ``Q`` over all nodes, and the activation re-factorises it on the landmark nodes, so no
+N x N matrix is ever formed.
 
 | block                | network          | kernel               | low rank                   |
 |----------------------|------------------|----------------------|----------------------------|
@@ -19,255 +19,40 @@ landmark nodes, so no N x N matrix is ever formed.
 | Conv                 | A X              | A K A^T              | A Q                        |
 | ReLU                 | relu(X)          | g(K)                 | chol(g(Q Q^T)) on landmarks|
 | Add(f1, f2)          | f1(X) + f2(X)    | K1 + K2              | [Q1, Q2]                   |
+
+What a new block implements, and why:
+
+- ``__call__(k, ctx, nodes, cols)`` (always): the kernel operation on the node sets, for a
+  matrix and for a root (low rank: ``nodes is None``, a root over every node).
+- ``on_pairs(k, ctx, pairs)`` (always): the same operation on a pair set, for the diagonal of
+  every node that the exact prediction needs.
+- ``support(nodes, ctx)`` and ``pair_support(pairs, ctx)``: only when the output on a node (a
+  pair) reads other nodes (pairs) of the input, as a graph convolution does; the defaults say
+  "the same nodes". ``root_form``: only when the output stops being a root while the input is
+  one (a nonlinearity) or becomes one from nothing (the input layer).
+- ``peak_elements``: only when the block holds a dense matrix larger than its output (the memory
+  check reads it).
+- ``network(h, sim)``: the finite-width network operation, for the Monte-Carlo check.
+
+``Serial`` and ``Add`` compose blocks; they plan each block's node and pair sets and run both
+evaluations in step (:meth:`Block.evaluate`), so they need neither ``on_pairs`` nor more.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from typing import Callable, Optional, Sequence
+from dataclasses import dataclass, replace
+from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from ..data.graph import Adjacency, sparse_beta_quiet
+from ..data.graph import Adjacency
 from ..errors import KernelError
-from .base import BaseKernel
-from .pairs import Pairs, PairValues, PatternTooLarge, base_on_pairs, conv_terms, root_on_pairs
+from .context import KernelContext
+from .numerics import check_kernel, nystrom_root, psd_tolerance
+from .pairs import Pairs, PairValues, base_on_pairs, conv_terms, root_on_pairs
 from .relu import relu_expectation, relu_expectation_entries
-
-Nodes = Optional[Tensor]  # sorted global node ids; None means every node
-
-
-def psd_tolerance(dtype: torch.dtype, n: int) -> float:
-    """Relative round-off allowance for eigenvalues of an ``n x n`` kernel block."""
-    return max(1e-10, 50 * torch.finfo(dtype).eps * max(n, 1) ** 0.5)
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """A covariance block with rows ``nodes`` and columns ``cols`` (a subset of the rows;
-    ``None``: the rows, a square block): ``matrix = K[nodes, cols]``, or ``root`` over the rows
-    with ``K = R R^T``. ``nodes = None`` means every node."""
-
-    nodes: Nodes
-    matrix: Optional[Tensor] = None
-    root: Optional[Tensor] = None
-    cols: Nodes = None
-
-    @property
-    def size(self) -> int:
-        return (self.root if self.root is not None else self.matrix).size(0)
-
-    @property
-    def square(self) -> bool:
-        return self.cols is None
-
-    def positions(self, nodes: Tensor) -> Tensor:
-        """Row positions of global ``nodes`` in this kernel."""
-        return _find(self.nodes, nodes)
-
-    def col_positions(self, nodes: Tensor) -> Tensor:
-        """Column positions of global ``nodes``: in ``matrix``, or rows of ``root``."""
-        return _find(self.cols if self.matrix is not None and self.cols is not None else self.nodes, nodes)
-
-    def restrict(self, nodes: Nodes, cols: Nodes = None) -> "Kernel":
-        """This kernel on the rows ``nodes`` and the columns ``cols`` (``None``: square),
-        each a subset of what it holds."""
-        if cols is not None and nodes is not None and cols.numel() == nodes.numel():
-            cols = None  # columns are a subset of the rows: equal sizes mean equal sets
-        same_rows = nodes is None or self.nodes is None or nodes.numel() == self.nodes.numel()
-        if self.root is not None:
-            root = self.root if same_rows else self.root[self.positions(nodes)]
-            return Kernel(self.nodes if same_rows else nodes, root=root, cols=cols)
-        if same_rows and cols is None and self.cols is None:
-            return self
-        rows = self.nodes if same_rows else nodes
-        matrix = self.matrix if same_rows else self.matrix[self.positions(nodes)]
-        out_cols = rows if cols is None else cols
-        held_cols = self.nodes if self.cols is None else self.cols
-        if out_cols is not None and (held_cols is None or out_cols.numel() != held_cols.numel()):
-            matrix = matrix[:, self.col_positions(out_cols)]
-        return Kernel(rows, matrix=matrix, cols=cols)
-
-    def dense(self) -> Tensor:
-        """``K[nodes, cols]`` as a matrix."""
-        if self.matrix is not None:
-            return self.matrix
-        right = self.root if self.cols is None else self.root[self.positions(self.cols)]
-        return self.root @ right.T
-
-    def diagonal(self) -> Tensor:
-        """``K_xx`` on the rows (a rectangular matrix block holds no diagonal)."""
-        if self.root is not None:
-            return (self.root * self.root).sum(1)
-        if self.cols is not None:
-            raise ValueError("a rectangular kernel block holds no diagonal")
-        return torch.diagonal(self.matrix)
-
-
-def _find(held: Nodes, nodes: Tensor) -> Tensor:
-    """Positions of global ``nodes`` in the sorted ids ``held`` (``None``: every node)."""
-    if held is None:
-        return nodes
-    pos = torch.searchsorted(held, nodes)
-    if bool((pos >= held.numel()).any()) or not torch.equal(held[pos.clamp_max(held.numel() - 1)], nodes):
-        raise ValueError("requested nodes are not held by this kernel")
-    return pos
-
-
-@dataclass
-class KernelContext:
-    """What the blocks read: features ``X``, the normalised adjacency ``A``, the base
-    kernel ``C0`` and, in low-rank mode, the landmark node ids ``a``."""
-
-    features: Tensor
-    adjacency: Adjacency
-    base: BaseKernel = field(default_factory=BaseKernel)
-    landmarks: Optional[Tensor] = None
-    pair_budget: Optional[int] = None  # most (pair, neighbour, neighbour) terms one pair evaluation may hold; None: automatic
-    _input: Optional[Kernel] = None
-    _statistics: dict = field(default_factory=dict)
-    _variances: dict = field(default_factory=dict)
-    _derived: dict = field(default_factory=dict)
-
-    def with_base(self, base: BaseKernel) -> "KernelContext":
-        """The same context with another base kernel (e.g. the next gamma of a search); the
-        base kernel's parameter-free pairwise statistics are shared, not recomputed."""
-        return replace(self, base=base, _input=None, _variances={})
-
-    def record_variances(self, block: "Block", nodes: Tensor, values: Tensor) -> None:
-        """Keep ``K_xx`` on ``nodes`` of ``block``'s input, as a pair evaluation found it."""
-        if values.numel() and float(values.min()) < -psd_tolerance(values.dtype, 1) * max(float(values.abs().max()), torch.finfo(values.dtype).tiny):
-            raise KernelError(f"the kernel has a negative variance ({float(values.min()):.3g}) before an activation; it is not positive semi-definite")
-        held = self._variances.get(id(block))
-        if held is None:
-            held = self._variances[id(block)] = values.new_full((self.num_nodes,), math.nan)
-        held[nodes] = values
-
-    def recorded_variances(self, block: "Block", nodes: Tensor) -> Tensor:
-        """``K_xx`` on ``nodes`` of ``block``'s input from an earlier pair evaluation."""
-        held = self._variances.get(id(block))
-        values = None if held is None else held[nodes]
-        if values is None or bool(torch.isnan(values).any()):
-            raise KernelError("internal: a rectangular kernel block needs the variances of a pair evaluation first; use exact_kernel")
-        return values
-
-    def base_block(self, rows: Nodes, cols: Nodes) -> Tensor:
-        """``C0[rows, cols]`` (``None`` = every node), from a cached pairwise statistic."""
-        key = (self.base.statistic_name, id(rows), id(cols))
-        cached = self._statistics.get(key)
-        if cached is None or cached[0] is not rows or cached[1] is not cols:
-            xa = self.features if rows is None else self.features[rows]
-            xb = self.features if cols is None else self.features[cols]
-            self._statistics.clear()  # hold one statistic at a time
-            cached = (rows, cols, self.base.statistic(xa, xb, self.sparse_features if rows is None else None))
-            self._statistics[key] = cached
-        return self.base.from_statistic(cached[2])
-
-    @property
-    def sparse_features(self) -> Optional[Tensor]:
-        """``X`` as a sparse CSR matrix when at most 10% of it is non-zero (bag-of-words
-        features), for faster products with every node; else ``None``."""
-        if "sparse" not in self._derived:
-            x = self.features
-            sparse = x.numel() > 0 and int(torch.count_nonzero(x)) <= 0.1 * x.numel()
-            with sparse_beta_quiet():
-                self._derived["sparse"] = x.to_sparse_csr() if sparse else None
-        return self._derived["sparse"]
-
-    @property
-    def every_node(self) -> Tensor:
-        """The ids of every node, one tensor per context and its copies (so the base kernel's
-        statistic cached for it is found again, e.g. by the next gamma of a search)."""
-        if "every_node" not in self._derived:
-            self._derived["every_node"] = torch.arange(self.num_nodes, device=self.features.device)
-        return self._derived["every_node"]
-
-    @property
-    def pair_limit(self) -> int:
-        """The pair budget; automatically ``min(4e7, N^2 (0.1 + d / 1e4))`` for ``d`` features:
-        about what one square evaluation over every node costs (the features' Gram matrix and
-        the layers), in pair terms, as measured on Cora and CiteSeer; beyond it that is cheaper."""
-        if self.pair_budget is not None:
-            return self.pair_budget
-        n, d = self.features.shape
-        return int(min(40_000_000, n * n * (0.1 + d / 1e4)))
-
-    @property
-    def low_rank(self) -> bool:
-        return self.landmarks is not None
-
-    @property
-    def num_nodes(self) -> int:
-        return self.features.size(0)
-
-    def input_kernel(self, nodes: Nodes, cols: Nodes = None) -> Kernel:
-        """``C0[nodes, cols]`` (exact), or its Nystrom root ``Q0`` on every node (low rank).
-
-        Low rank, linear ``C0`` with no more features than landmarks: ``Q0 = X`` exactly.
-        """
-        if not self.low_rank:
-            x = self.features if nodes is None else self.features[nodes]
-            if self.base.is_linear:
-                return Kernel(nodes, root=x, cols=cols)
-            return Kernel(nodes, matrix=self.base_block(nodes, nodes if cols is None else cols), cols=cols)
-        if self._input is None:
-            x = self.features
-            if self.base.is_linear and self.landmarks.numel() >= x.size(1):
-                self._input = Kernel(None, root=x)
-            else:
-                cross = self.base_block(None, self.landmarks)
-                self._input = Kernel(None, root=nystrom_root(cross, self.landmarks, "input layer"))
-        return self._input
-
-
-def nystrom_root(cross: Tensor, landmarks: Tensor, where: str) -> Tensor:
-    """``chol(C) = C[:, a] C[a, a]^{-1/2}`` from ``cross = C[:, a]``.
-
-    Symmetric eigendecomposition ``C[a, a] = V D V^T``; eigenvalues are clamped at 0 and
-    those below ``1e-4`` times the largest get the smoothed inverse ``sqrt(D) / (1e-4 D_max)``
-    rather than being dropped. Landmark rows are ``V sqrt(D)`` exactly, so ``Q[a] Q[a]^T``
-    reproduces ``C[a, a]``. Raises :class:`KernelError` if ``C[a, a]`` is indefinite beyond
-    round-off.
-    """
-    block = cross[landmarks]
-    block = (block + block.T) / 2
-    eigvals, eigvecs = torch.linalg.eigh(block)
-    top = eigvals[-1].clamp_min(0)
-    if not bool(torch.isfinite(eigvals).all()):
-        raise KernelError(f"{where}: the kernel on the landmarks has NaN or infinite entries; check the features and sigmas")
-    if eigvals[0] < -psd_tolerance(block.dtype, block.size(0)) * max(float(top), torch.finfo(block.dtype).tiny):
-        raise KernelError(
-            f"{where}: the kernel is not positive semi-definite (eigenvalue {float(eigvals[0]):.3g} vs largest {float(top):.3g}); "
-            "use a positive semi-definite base kernel (e.g. kernel.base.name=linear) or float64"
-        )
-    sqrt_d = eigvals.clamp_min(0).sqrt()
-    floor = torch.clamp_min(top * 1e-4, torch.finfo(block.dtype).tiny)
-    smoothed_inv = sqrt_d / eigvals.clamp_min(floor)
-    others = torch.ones(cross.size(0), dtype=torch.bool, device=cross.device)
-    others[landmarks] = False
-    root = torch.empty_like(cross)
-    root[others] = (cross[others] @ eigvecs) * smoothed_inv
-    root[landmarks] = eigvecs * sqrt_d
-    return root
-
-
-def check_kernel(k: Kernel, where: str) -> None:
-    """Fail loudly (never silently NaN) if a layer's kernel is not a covariance."""
-    values = k.root if k.root is not None else k.matrix
-    if values.numel() and not (math.isfinite(float(values.amax())) and math.isfinite(float(values.amin()))):  # NaN propagates; no temporaries
-        raise KernelError(f"{where}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
-    if k.matrix is None or not k.square:  # a rectangular block's variances are checked by the pair evaluation
-        return
-    diag = torch.diagonal(k.matrix)
-    scale = float(diag.abs().max()) if diag.numel() else 0.0
-    tol = psd_tolerance(k.matrix.dtype, k.size) * max(scale, torch.finfo(k.matrix.dtype).tiny)
-    if float(diag.min()) < -tol:
-        raise KernelError(f"{where}: the kernel has a negative variance ({float(diag.min()):.3g}); it is not positive semi-definite")
-    s = diag.clamp_min(0).sqrt()
-    excess = (k.matrix.abs() - s[:, None] * s[None, :]).max()
-    if float(excess) > tol:
-        raise KernelError(f"{where}: the kernel breaks |K_xy| <= sqrt(K_xx K_yy) by {float(excess):.3g}; it is not positive semi-definite")
+from .value import Kernel, Nodes
 
 
 def union(sets: Sequence[Nodes]) -> Nodes:
@@ -286,6 +71,14 @@ class Block:
     nodes the output on ``nodes`` depends on; ``__call__(k, ctx, nodes, cols)`` maps the input
     kernel ``k`` (held on the support of the rows and of the columns) to the output kernel
     on the rows ``nodes`` and the columns ``cols`` (a subset of the rows; ``None``: square)."""
+
+    def evaluate(self, k: Optional[Kernel], ctx: KernelContext, nodes: Nodes, cols: Nodes = None,
+                 pairs: Optional[Pairs] = None) -> Kernel:
+        """``__call__`` on the node sets and, with ``pairs``, ``on_pairs`` on the pair values
+        that ``k`` carries: the output carries its own pair values (or none)."""
+        out = self(k, ctx, nodes, cols)
+        carried = self.on_pairs(None if k is None else k.pairs, ctx, pairs) if pairs is not None else None
+        return replace(out, pairs=carried)
 
     def support(self, nodes: Nodes, ctx: KernelContext) -> Nodes:
         return nodes
@@ -480,7 +273,9 @@ class ReLU(Block):
         if k.root is not None or k.square:
             var = k.diagonal().clone()
         else:
-            var = ctx.recorded_variances(self, k.nodes)
+            var = k.variances(k.nodes, ctx.num_nodes)
+            if var is None:
+                raise KernelError("internal: a rectangular kernel block needs the variances of a pair evaluation; use exact_kernel")
         var_cols = var if k.square else var[k.positions(k.cols)]
         return Kernel(k.nodes, matrix=relu_expectation(k.dense(), var, var_cols), cols=k.cols)
 
@@ -497,8 +292,7 @@ class ReLU(Block):
         n = ctx.num_nodes
         support = self.pair_support(pairs, ctx)
         values = root_on_pairs(k.root, support) if isinstance(k, Kernel) else k.on(support, n)
-        diagonal = support.rows == support.cols
-        ctx.record_variances(self, support.rows[diagonal], values[diagonal])
+        check_variances(values[support.rows == support.cols])
         cov = values[support.lookup(pairs.rows, pairs.cols, n)]
         var_rows = values[support.lookup(pairs.rows, pairs.rows, n)]
         var_cols = values[support.lookup(pairs.cols, pairs.cols, n)]
@@ -521,6 +315,18 @@ class Serial(Block):
             wanted.append((block.support(rows, ctx), None if columns is None else block.support(columns, ctx)))
         return wanted[::-1]
 
+    def _pair_plan(self, k: Optional[Kernel], ctx: KernelContext, pairs: Pairs) -> list[Pairs]:
+        """The pairs each block must output, first block first. A block whose input is a
+        full-node root needs no pairs (``None``): it gets ``pairs`` and returns a root."""
+        root_in, forms = k is None or k.pairs is None or isinstance(k.pairs, Kernel), []
+        for block in self.blocks:
+            forms.append(root_in)
+            root_in = block.root_form(root_in, ctx)
+        wanted = [pairs]
+        for block, block_root_in in zip(reversed(self.blocks[1:]), reversed(forms[1:])):
+            wanted.append(None if block_root_in or wanted[-1] is None else block.pair_support(wanted[-1], ctx))
+        return [w if w is not None else pairs for w in reversed(wanted)]
+
     def support(self, nodes, ctx):
         for block in reversed(self.blocks):
             nodes = block.support(nodes, ctx)
@@ -530,12 +336,16 @@ class Serial(Block):
         return max((b.peak_elements(r, ctx, c) for b, (r, c) in zip(self.blocks, self._plan(nodes, cols, ctx))), default=0)
 
     def __call__(self, k, ctx, nodes, cols=None):
+        return self.evaluate(k, ctx, nodes, cols)
+
+    def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
         plan = self._plan(nodes, cols, ctx)
-        for i, (block, (rows, columns)) in enumerate(zip(self.blocks, plan)):
+        pair_plan = self._pair_plan(k, ctx, pairs) if pairs is not None else [None] * len(self.blocks)
+        for i, (block, (rows, columns), out_pairs) in enumerate(zip(self.blocks, plan, pair_plan)):
             if k is not None:  # the previous block's planned output is this block's support
                 need = plan[i - 1] if i else (block.support(rows, ctx), None if columns is None else block.support(columns, ctx))
                 k = k.restrict(*need)
-            k = block(k, ctx, rows, columns)
+            k = block.evaluate(k, ctx, rows, columns, out_pairs)
         if self.name is not None:
             check_kernel(k, self.name)
         return k
@@ -557,19 +367,6 @@ class Serial(Block):
             root_in = block.root_form(root_in, ctx)
         return root_in
 
-    def on_pairs(self, k, ctx, pairs):
-        # which blocks receive a root (no pairs needed), then the pairs each must output
-        root_in, forms = k is None or isinstance(k, Kernel), []
-        for block in self.blocks:
-            forms.append(root_in)
-            root_in = block.root_form(root_in, ctx)
-        wanted = [pairs]
-        for block, block_root_in in zip(reversed(self.blocks[1:]), reversed(forms[1:])):
-            wanted.append(None if block_root_in or wanted[-1] is None else block.pair_support(wanted[-1], ctx))
-        for block, out_pairs in zip(self.blocks, reversed(wanted)):
-            k = block.on_pairs(k, ctx, out_pairs if out_pairs is not None else pairs)
-        return k
-
 
 class Add(Block):
     """Independent addition ``X <- f1(X) + f2(X)``: ``K <- K1 + K2``; low rank ``[Q1, Q2]``."""
@@ -584,18 +381,22 @@ class Add(Block):
         return max(b.peak_elements(nodes, ctx, cols) for b in self.branches)
 
     def __call__(self, k, ctx, nodes, cols=None):
+        return self.evaluate(k, ctx, nodes, cols)
+
+    def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
         def branch_input(branch: Block) -> Optional[Kernel]:
             if k is None:
                 return None
             return k.restrict(branch.support(nodes, ctx), None if cols is None else branch.support(cols, ctx))
 
-        parts = [branch(branch_input(branch), ctx, nodes, cols) for branch in self.branches]
+        parts = [branch.evaluate(branch_input(branch), ctx, nodes, cols, pairs) for branch in self.branches]
+        carried = _add_pair_values([p.pairs for p in parts], ctx, pairs) if pairs is not None else None
         if all(p.root is not None for p in parts):
-            return Kernel(parts[0].nodes, root=torch.cat([p.root for p in parts], dim=1), cols=cols)
+            return Kernel(parts[0].nodes, root=torch.cat([p.root for p in parts], dim=1), cols=cols, pairs=carried)
         total = parts[0].dense()
         for p in parts[1:]:
             total = total + p.dense()
-        return Kernel(parts[0].nodes, matrix=total, cols=cols)
+        return Kernel(parts[0].nodes, matrix=total, cols=cols, pairs=carried)
 
     def network(self, h, sim):
         return sum(branch.network(h, sim) for branch in self.branches)
@@ -607,42 +408,16 @@ class Add(Block):
     def root_form(self, root_in, ctx):
         return all(b.root_form(root_in, ctx) for b in self.branches)
 
-    def on_pairs(self, k, ctx, pairs):
-        parts = [b.on_pairs(k, ctx, pairs) for b in self.branches]
-        if all(isinstance(p, Kernel) for p in parts):
-            return Kernel(None, root=torch.cat([p.root for p in parts], dim=1))
-        return PairValues(pairs, sum(root_on_pairs(p.root, pairs) if isinstance(p, Kernel) else p.on(pairs, ctx.num_nodes) for p in parts))
+
+def _add_pair_values(parts: list, ctx: KernelContext, pairs: Pairs):
+    """The sum of independent branches on ``pairs``: roots side by side while every branch is
+    a full-node root, else the values summed."""
+    if all(isinstance(p, Kernel) for p in parts):
+        return Kernel(None, root=torch.cat([p.root for p in parts], dim=1))
+    return PairValues(pairs, sum(root_on_pairs(p.root, pairs) if isinstance(p, Kernel) else p.on(pairs, ctx.num_nodes) for p in parts))
 
 
-def pair_diagonal(network: Block, ctx: KernelContext) -> Tensor:
-    """``diag K`` on every node by pair evaluation on the nodes' local neighbourhoods; it also
-    records each activation's input variances in ``ctx``. Raises :class:`PatternTooLarge` when a
-    graph convolution needs more terms than ``ctx.pair_limit``."""
-    out = network.on_pairs(None, ctx, Pairs.diagonal(ctx.every_node))
-    if isinstance(out, Kernel):
-        return (out.root * out.root).sum(1)
-    return out.values
-
-
-def exact_kernel(
-    network: Block, ctx: KernelContext, rows: Tensor, cols: Tensor,
-    before_square: Callable[[Tensor], None] = lambda nodes: None,
-) -> tuple[Kernel, Tensor]:
-    """``K[rows, cols]`` (``cols`` a subset of ``rows``) and ``diag K`` on every node, exactly.
-
-    The pair evaluation gives the diagonal and the activations' input variances, so the
-    node-set evaluation only forms rectangular blocks: the supports of ``rows`` by those of
-    ``cols``. When ``rows`` are every node, or the pair evaluation would exceed the pair limit
-    (a deep network, or a small graph where it costs more), one square evaluation over every
-    node gives both, after ``before_square(nodes)`` (e.g. a memory check that raises).
-    """
-    if rows.numel() < ctx.num_nodes:
-        try:
-            diagonal = pair_diagonal(network, ctx)
-            return network(None, ctx, rows, cols), diagonal
-        except PatternTooLarge:
-            pass
-    everything = ctx.every_node
-    before_square(everything)
-    full = network(None, ctx, everything)
-    return full.restrict(rows, cols), full.diagonal()
+def check_variances(values: Tensor) -> None:
+    """Fail loudly when an activation's input has a negative variance beyond round-off."""
+    if values.numel() and float(values.min()) < -psd_tolerance(values.dtype, 1) * max(float(values.abs().max()), torch.finfo(values.dtype).tiny):
+        raise KernelError(f"the kernel has a negative variance ({float(values.min()):.3g}) before an activation; it is not positive semi-definite")

@@ -1,0 +1,65 @@
+"""Numerics of kernel matrices: round-off allowances, the Nystrom root, and the checks that
+fail loudly (never silently NaN) when a kernel is not a covariance."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ..errors import KernelError
+from .value import Kernel
+
+
+def psd_tolerance(dtype: torch.dtype, n: int) -> float:
+    """Relative round-off allowance for eigenvalues of an ``n x n`` kernel block."""
+    return max(1e-10, 50 * torch.finfo(dtype).eps * max(n, 1) ** 0.5)
+
+
+def nystrom_root(cross: Tensor, landmarks: Tensor, where: str) -> Tensor:
+    """``chol(C) = C[:, a] C[a, a]^{-1/2}`` from ``cross = C[:, a]``.
+
+    Symmetric eigendecomposition ``C[a, a] = V D V^T``; eigenvalues are clamped at 0 and
+    those below ``1e-4`` times the largest get the smoothed inverse ``sqrt(D) / (1e-4 D_max)``
+    rather than being dropped. Landmark rows are ``V sqrt(D)`` exactly, so ``Q[a] Q[a]^T``
+    reproduces ``C[a, a]``. Raises :class:`KernelError` if ``C[a, a]`` is indefinite beyond
+    round-off.
+    """
+    block = cross[landmarks]
+    block = (block + block.T) / 2
+    eigvals, eigvecs = torch.linalg.eigh(block)
+    top = eigvals[-1].clamp_min(0)
+    if not bool(torch.isfinite(eigvals).all()):
+        raise KernelError(f"{where}: the kernel on the landmarks has NaN or infinite entries; check the features and sigmas")
+    if eigvals[0] < -psd_tolerance(block.dtype, block.size(0)) * max(float(top), torch.finfo(block.dtype).tiny):
+        raise KernelError(
+            f"{where}: the kernel is not positive semi-definite (eigenvalue {float(eigvals[0]):.3g} vs largest {float(top):.3g}); "
+            "use a positive semi-definite base kernel (e.g. kernel.base.name=linear) or float64"
+        )
+    sqrt_d = eigvals.clamp_min(0).sqrt()
+    floor = torch.clamp_min(top * 1e-4, torch.finfo(block.dtype).tiny)
+    smoothed_inv = sqrt_d / eigvals.clamp_min(floor)
+    others = torch.ones(cross.size(0), dtype=torch.bool, device=cross.device)
+    others[landmarks] = False
+    root = torch.empty_like(cross)
+    root[others] = (cross[others] @ eigvecs) * smoothed_inv
+    root[landmarks] = eigvecs * sqrt_d
+    return root
+
+
+def check_kernel(k: Kernel, where: str) -> None:
+    """Fail loudly (never silently NaN) if a layer's kernel is not a covariance."""
+    values = k.root if k.root is not None else k.matrix
+    if values.numel() and not (math.isfinite(float(values.amax())) and math.isfinite(float(values.amin()))):  # NaN propagates; no temporaries
+        raise KernelError(f"{where}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
+    if k.matrix is None or not k.square or k.matrix.numel() == 0:  # a rectangular block's variances are checked by the pair evaluation
+        return
+    diag = torch.diagonal(k.matrix)
+    scale = float(diag.abs().max()) if diag.numel() else 0.0
+    tol = psd_tolerance(k.matrix.dtype, k.size) * max(scale, torch.finfo(k.matrix.dtype).tiny)
+    if float(diag.min()) < -tol:
+        raise KernelError(f"{where}: the kernel has a negative variance ({float(diag.min()):.3g}); it is not positive semi-definite")
+    s = diag.clamp_min(0).sqrt()
+    excess = (k.matrix.abs() - s[:, None] * s[None, :]).max()
+    if float(excess) > tol:
+        raise KernelError(f"{where}: the kernel breaks |K_xy| <= sqrt(K_xx K_yy) by {float(excess):.3g}; it is not positive semi-definite")

@@ -1,0 +1,58 @@
+"""Exact evaluation planning: which node sets and pair sets the prediction needs, and when
+one square evaluation over every node is cheaper.
+
+The GP reads ``K[labelled, training]`` and ``diag K`` on every node. The node-set evaluation
+forms only rectangular blocks (the supports of the rows by those of the columns); the pair
+evaluation, run in step with it (:meth:`~.blocks.Block.evaluate`), gives the diagonal of every
+node on the nodes' local neighbourhoods and, through the kernel values, the variances each
+activation needs on its rows.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from torch import Tensor
+
+from .blocks import Block
+from .context import KernelContext
+from .pairs import Pairs, PatternTooLarge
+from .value import Kernel
+
+
+def _diagonal(k: Kernel, ctx: KernelContext) -> Tensor:
+    """``diag K`` on every node from the pair values ``k`` carries."""
+    if isinstance(k.pairs, Kernel):
+        return (k.pairs.root * k.pairs.root).sum(1)
+    return k.pairs.values
+
+
+def pair_diagonal(network: Block, ctx: KernelContext) -> Tensor:
+    """``diag K`` on every node by pair evaluation on the nodes' local neighbourhoods (no node
+    rows). Raises :class:`PatternTooLarge` when a graph convolution needs more terms than
+    ``ctx.pair_limit``."""
+    none = ctx.every_node[:0]
+    return _diagonal(network.evaluate(None, ctx, none, None, Pairs.diagonal(ctx.every_node)), ctx)
+
+
+def exact_kernel(
+    network: Block, ctx: KernelContext, rows: Tensor, cols: Tensor,
+    before_square: Callable[[Tensor], None] = lambda nodes: None,
+) -> tuple[Kernel, Tensor]:
+    """``K[rows, cols]`` (``cols`` a subset of ``rows``) and ``diag K`` on every node, exactly.
+
+    The node-set evaluation forms only rectangular blocks, with the pair evaluation in step
+    (the diagonal, and the activations' variances). When ``rows`` are every node, or the pair
+    evaluation would exceed the pair limit (a deep network, or a small graph where it costs
+    more; found while planning, before any block runs), one square evaluation over every node
+    gives both, after ``before_square(nodes)`` (e.g. a memory check that raises).
+    """
+    if rows.numel() < ctx.num_nodes:
+        try:
+            kernel = network.evaluate(None, ctx, rows, cols, Pairs.diagonal(ctx.every_node))
+            return kernel, _diagonal(kernel, ctx)
+        except PatternTooLarge:
+            pass
+    everything = ctx.every_node
+    before_square(everything)
+    full = network(None, ctx, everything)
+    return full.restrict(rows, cols), full.diagonal()

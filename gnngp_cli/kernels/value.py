@@ -1,0 +1,103 @@
+"""The kernel value: a covariance block on node sets, as a matrix or as a root.
+
+Like neural-tangents' ``Kernel``, which carries ``cov1`` beside ``nngp``, a :class:`Kernel`
+carries what its readers need beside the block itself: ``pairs``, the same covariance on a
+pair set that holds the diagonal of every node (from the pair evaluation that runs in step with
+the node-set evaluation, see :mod:`.planner`). So a ReLU on a rectangular block reads its rows'
+variances from its own input.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+Nodes = Optional[Tensor]  # sorted global node ids; None means every node
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A covariance block with rows ``nodes`` and columns ``cols`` (a subset of the rows;
+    ``None``: the rows, a square block): ``matrix = K[nodes, cols]``, or ``root`` over the rows
+    with ``K = R R^T``. ``nodes = None`` means every node. ``pairs``, when known, is ``K`` on a
+    pair set that covers the diagonal of every node: a :class:`~.pairs.PairValues`, or a
+    full-node root :class:`Kernel` while the network is linear."""
+
+    nodes: Nodes
+    matrix: Optional[Tensor] = None
+    root: Optional[Tensor] = None
+    cols: Nodes = None
+    pairs: Any = None
+
+    @property
+    def size(self) -> int:
+        return (self.root if self.root is not None else self.matrix).size(0)
+
+    @property
+    def square(self) -> bool:
+        return self.cols is None
+
+    def positions(self, nodes: Tensor) -> Tensor:
+        """Row positions of global ``nodes`` in this kernel."""
+        return _find(self.nodes, nodes)
+
+    def col_positions(self, nodes: Tensor) -> Tensor:
+        """Column positions of global ``nodes``: in ``matrix``, or rows of ``root``."""
+        return _find(self.cols if self.matrix is not None and self.cols is not None else self.nodes, nodes)
+
+    def restrict(self, nodes: Nodes, cols: Nodes = None) -> "Kernel":
+        """This kernel on the rows ``nodes`` and the columns ``cols`` (``None``: square),
+        each a subset of what it holds (``pairs`` are kept whole)."""
+        if cols is not None and nodes is not None and cols.numel() == nodes.numel():
+            cols = None  # columns are a subset of the rows: equal sizes mean equal sets
+        same_rows = nodes is None or self.nodes is None or nodes.numel() == self.nodes.numel()
+        if self.root is not None:
+            root = self.root if same_rows else self.root[self.positions(nodes)]
+            return Kernel(self.nodes if same_rows else nodes, root=root, cols=cols, pairs=self.pairs)
+        if same_rows and cols is None and self.cols is None:
+            return self
+        rows = self.nodes if same_rows else nodes
+        matrix = self.matrix if same_rows else self.matrix[self.positions(nodes)]
+        out_cols = rows if cols is None else cols
+        held_cols = self.nodes if self.cols is None else self.cols
+        if out_cols is not None and (held_cols is None or out_cols.numel() != held_cols.numel()):
+            matrix = matrix[:, self.col_positions(out_cols)]
+        return Kernel(rows, matrix=matrix, cols=cols, pairs=self.pairs)
+
+    def dense(self) -> Tensor:
+        """``K[nodes, cols]`` as a matrix."""
+        if self.matrix is not None:
+            return self.matrix
+        right = self.root if self.cols is None else self.root[self.positions(self.cols)]
+        return self.root @ right.T
+
+    def diagonal(self) -> Tensor:
+        """``K_xx`` on the rows (a rectangular matrix block reads it from :meth:`variances`)."""
+        if self.root is not None:
+            return (self.root * self.root).sum(1)
+        if self.cols is not None:
+            raise ValueError("a rectangular kernel block holds no diagonal; use variances()")
+        return torch.diagonal(self.matrix)
+
+    def variances(self, nodes: Tensor, num_nodes: int) -> Optional[Tensor]:
+        """``K_xx`` on the global ``nodes`` from the pair values this kernel carries (``None``
+        without them); ``num_nodes`` is the graph's node count."""
+        from .pairs import Pairs, root_on_pairs
+
+        if self.pairs is None:
+            return None
+        if isinstance(self.pairs, Kernel):
+            return root_on_pairs(self.pairs.root, Pairs.diagonal(nodes))
+        return self.pairs.on(Pairs.diagonal(nodes), num_nodes)
+
+
+def _find(held: Nodes, nodes: Tensor) -> Tensor:
+    """Positions of global ``nodes`` in the sorted ids ``held`` (``None``: every node)."""
+    if held is None:
+        return nodes
+    pos = torch.searchsorted(held, nodes)
+    if bool((pos >= held.numel()).any()) or not torch.equal(held[pos.clamp_max(held.numel() - 1)], nodes):
+        raise ValueError("requested nodes are not held by this kernel")
+    return pos
