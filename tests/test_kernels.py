@@ -173,12 +173,21 @@ def test_zero_variance_node_gives_zero_row_not_nan():
     assert torch.isfinite(g).all() and g[1].abs().sum() == 0
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_both_precisions_work(dtype):
-    ei, x = random_graph(dtype=dtype)
-    ctx, _ = context(x, ei)
-    k = gcn(2, 1.0, 0.1)(None, ctx, torch.arange(40))
-    assert k.matrix.dtype == dtype and torch.isfinite(k.matrix).all()
+@pytest.mark.parametrize("arch", ["gcn", "gcn2", "sage"])
+def test_float32_and_float64_agree(arch):
+    """The same kernel in both precisions, exact and low rank: float32 within its round-off."""
+    ei, x = random_graph(dtype=torch.float64)
+    out = {}
+    for dtype in (torch.float32, torch.float64):
+        exact, _ = context(x.to(dtype), ei)
+        low, _ = context(x.to(dtype), ei, landmarks=torch.arange(0, 40, 2))
+        k = ARCHS[arch](3)(None, exact, torch.arange(40)).dense()
+        q = ARCHS[arch](3)(None, low, None).root
+        assert k.dtype == q.dtype == dtype
+        out[dtype] = (k.double(), (q @ q.T).double())
+    for k32, k64 in zip(out[torch.float32], out[torch.float64]):
+        assert torch.isfinite(k32).all()
+        torch.testing.assert_close(k32, k64, rtol=1e-4, atol=1e-5 * float(k64.abs().max()))
 
 
 def test_indefinite_kernel_raises_naming_the_layer():

@@ -2,6 +2,7 @@
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -74,7 +75,26 @@ def test_stand_ins_and_single_seed_gnn_rows_are_marked(tmp_path):
     assert "(stand-in)" in (tmp_path / "report" / "table4.md").read_text()
 
 
-def test_figures_2_3_4_from_sweeps(tmp_path):
+def drawn_figures(monkeypatch) -> dict:
+    """Every figure the report saves, by file name, for inspection."""
+    from matplotlib.figure import Figure
+
+    seen, save = {}, Figure.savefig
+
+    def record(fig, path, *args, **kwargs):
+        seen[Path(path).stem] = fig
+        return save(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    return seen
+
+
+def series(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else []
+
+
+def test_figures_2_3_4_from_sweeps(tmp_path, monkeypatch):
+    figures = drawn_figures(monkeypatch)
     rows = []
     for i, n in enumerate([1e3, 1e4, 1e5]):
         for method, t in (("GCN", n / 1e3), ("GCNGP-X", n / 1e4)):
@@ -86,6 +106,18 @@ def test_figures_2_3_4_from_sweeps(tmp_path):
     write_report([results(tmp_path, rows)], tmp_path / "report")
     for name in ("figure2", "figure3", "figure4"):
         assert (tmp_path / "report" / f"{name}.png").stat().st_size > 10_000
+    ax2 = figures["figure2"].axes[0]
+    assert ax2.get_xscale() == ax2.get_yscale() == "log" and "M + N" in ax2.get_xlabel() and "time" in ax2.get_ylabel()
+    legend2 = series(ax2)
+    assert "GCN" in legend2 and "GCNGP-X" in legend2
+    slopes = {t.split(" slope ")[0]: float(t.split(" slope ")[1]) for t in legend2 if " slope " in t}
+    assert slopes["GCN"] == pytest.approx(1.0) and slopes["GCNGP-X"] == pytest.approx(1.0)   # time = size / const
+    ax3 = figures["figure3"].axes[0]
+    assert ax3.get_xlabel() == "depth L" and sorted(series(ax3)) == ["GCN", "GCNGP"]
+    assert sorted(ax3.lines[0].get_xdata().tolist()) == [2, 4]
+    left, right = figures["figure4"].axes
+    assert left.get_xscale() == "log" and left.get_xlabel() == "landmarks" and right.get_ylabel() == "time (s)"
+    assert sorted(left.lines[0].get_xdata().tolist()) == [750, 1500, 3000]    # 150000 / k for k = 200, 100, 50
 
 
 def test_paper_values_cover_both_tables():
@@ -93,16 +125,44 @@ def test_paper_values_cover_both_tables():
     assert len(values[values["table"] == "table4"]) == 56 and len(values[values["table"] == "table5"]) == 24
 
 
-@pytest.mark.parametrize("name", ["table4", "table5", "figure1", "figure2", "figure3", "figure4"])
-def test_experiment_presets_compose(name):
+PAPER_DATASETS = "cora,citeseer,pubmed,arxiv,reddit,chameleon,squirrel,crocodile"
+PRESET_SWEEPS = {  # as the README's "Reproducing the paper" table documents them
+    "table4": {"dataset": PAPER_DATASETS, "model": "gcn,gcngp,gcngp_x,rbf,rbf_x,ggp,ggp_x"},
+    "table5": {"dataset": "pubmed,arxiv,reddit", "model": "gcn,gcn2,gin,sage,gcngp,gcn2gp,gingp,sagegp"},
+    "figure1": {"dataset": PAPER_DATASETS, "model": "gcn,gcngp,gcngp_x,rbf,rbf_x,ggp,ggp_x"},
+    "figure2": {"dataset": PAPER_DATASETS + ",csbm_1e3,csbm_1e4,csbm_1e5,csbm_1e6", "model": "gcn,gcngp,gcngp_x"},
+    "figure3": {"dataset": "pubmed", "model": "gcn,gcngp,gcn2,gcn2gp", "depth": "2,4,6,8,10,12"},
+    "figure4": {"dataset": "reddit,arxiv,csbm_landmarks", "model": "gcngp_x", "landmarks.fraction": "50,100,200,400,800,1600,3200"},
+}
+
+
+@pytest.mark.parametrize("name", list(PRESET_SWEEPS))
+def test_experiment_presets_compose_to_the_documented_sweeps(name):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from gnngp_cli.cli import config_dir
+    from gnngp_cli.data import DATASETS, PRESETS
+
     cfg = compose([f"experiment={name}"])
-    assert cfg.experiment.name == name
+    assert cfg.experiment.name == name and cfg.runs == (1 if name == "figure2" else 5)
+    with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+        params = hydra_compose(config_name="config", overrides=[f"experiment={name}"], return_hydra_config=True).hydra.sweeper.params
+    assert {k: str(v).replace(" ", "") for k, v in params.items()} == PRESET_SWEEPS[name]
+    for option in params["dataset"].split(","):     # every swept option exists, and composes
+        assert option in DATASETS or option in PRESETS
+    for option in params["model"].split(","):
+        compose([f"experiment={name}", f"model={option}", f"dataset={params['dataset'].split(',')[0]}"])
 
 
 def test_stand_in_replaces_an_absent_large_dataset(tmp_path, monkeypatch):
     from gnngp_cli.data import DataStore, load_dataset
 
-    monkeypatch.setattr("gnngp_cli.data.STAND_IN_SHAPES", {"arxiv": (2000, 8000, 16, 5, 0.54, 0.18)})
+    from dataclasses import replace
+
+    from gnngp_cli.data import DATASETS
+
+    monkeypatch.setitem(DATASETS, "arxiv", replace(DATASETS["arxiv"], stand_in=(2000, 8000, 16, 5, 0.54, 0.18)))
     cfg = compose(["dataset=arxiv"]).dataset
     data = load_dataset(cfg, DataStore(tmp_path, None, download=False), "csbm")
     assert data.num_nodes == 2000 and data.num_features == 16 and data.num_classes == 5

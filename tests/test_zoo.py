@@ -9,6 +9,7 @@ from gnngp_cli.api import compose, run
 from gnngp_cli.data import Adjacency
 from gnngp_cli.kernels import BaseKernel, KernelContext
 from gnngp_cli.kernels.architectures import gcn
+from gnngp_cli.config import resolve_method_defaults
 from gnngp_cli.runner import architecture, prepare
 from gnngp_cli.verify import monte_carlo_errors, small_graph
 
@@ -33,10 +34,22 @@ def test_classification_rows_report_variance_of_right_and_wrong(data_overrides):
 
 
 def test_kernel_composed_in_config_equals_the_builtin_gcn():
-    builtin = run(["kernel=gcngp", "kernel.layers=3", "kernel.sigma_b=0.2"])[0]
-    composed = run(["kernel=composed", "kernel.layers=3", "kernel.sigma_b=0.2",
-                    "kernel.first=[input,weight,conv,bias]", "kernel.hidden=[relu,weight,conv,bias]"])[0]
-    assert composed["method"] == "ComposedGP" and composed["test"] == builtin["test"] and composed["nugget"] == builtin["nugget"]
+    """The same blocks written in config give the same kernel (and so the same run)."""
+    overrides = ["kernel.layers=3", "kernel.sigma_b=0.2", "dtype=float64"]
+    composed = ["kernel=composed", "kernel.first=[input,weight,conv,bias]", "kernel.hidden=[relu,weight,conv,bias]"]
+    prep = prepare(compose(["kernel=gcngp", *overrides]))
+    nodes = prep.data.test_mask.nonzero().view(-1)[:200]
+    kernels = []
+    for choice in (["kernel=gcngp"], composed):
+        cfg = compose([*choice, *overrides])
+        resolve_method_defaults(cfg, "classification")
+        arch = architecture(cfg.kernel)
+        adj = Adjacency.from_graph(prep.data.edge_index, prep.data.num_nodes, arch.adjacency, torch.float64, "cpu")
+        kernels.append(arch.network(None, KernelContext(prep.data.x.double(), adj, BaseKernel()), nodes).dense())
+    torch.testing.assert_close(kernels[0], kernels[1], rtol=1e-12, atol=0)
+    builtin = run(["kernel=gcngp", *overrides])[0]
+    row = run([*composed, *overrides])[0]
+    assert row["method"] == "ComposedGP" and row["test"] == builtin["test"] and row["nugget"] == builtin["nugget"]
 
 
 def test_depth_drives_min_correlation_up_monotonically_on_cora(data_overrides):

@@ -1,0 +1,106 @@
+"""Adding a kernel, a dataset or a GNN is one registry entry: this file adds a toy of each,
+in the test alone, and runs each through ``gnngp run``. Their config options, CLI choices,
+labels and defaults come from the entries."""
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from gnngp_cli.api import compose
+from gnngp_cli.cli import main
+from gnngp_cli.config import DatasetConfig, GNNConfig, KernelConfig
+from gnngp_cli.data import DATASETS, register_dataset
+from gnngp_cli.gnn import GNN, GNNS, register_gnn
+from gnngp_cli.kernels import KERNELS, Conv, Input, ReLU, Serial, Weight, register_kernel
+
+
+@dataclass
+class SGCConfig(KernelConfig):
+    sigma_w: float = 1.0
+    hops: int = 2                      # a parameter only this kernel has
+
+
+def sgc(layers: int, sigma_w: float, hops: int):
+    """SGC-like: ``K <- s_w^2 A^hops C0 (A^hops)^T`` then ``L-1`` ReLU layers without graph."""
+    first = Serial(Input(), Weight(sigma_w), *[Conv() for _ in range(hops)], name="layer 1")
+    return Serial(first, *[Serial(ReLU(), Weight(sigma_w), name=f"layer {l}") for l in range(2, layers + 1)])
+
+
+@dataclass
+class RingConfig(DatasetConfig):
+    name: str = "ring"
+    num_nodes: int = 120               # a setting only this dataset has
+
+
+def ring(cfg, store) -> Data:
+    """A ring of two-class communities, features that carry the class weakly."""
+    n = cfg.num_nodes
+    src = torch.arange(n)
+    edge_index = torch.stack([torch.cat([src, (src + 1) % n]), torch.cat([(src + 1) % n, src])])
+    y = (src * 2 // n).long()
+    x = torch.nn.functional.one_hot(y, 2).float() + 0.5 * torch.randn(n, 2, generator=torch.Generator().manual_seed(0))
+    data = Data(x=x, y=y, edge_index=edge_index)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(cfg.split_seed))
+    for key, idx in (("train", order[: n // 2]), ("val", order[n // 2: 3 * n // 4]), ("test", order[3 * n // 4:])):
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[idx] = True
+        data[f"{key}_mask"] = mask
+    data.task, data.num_classes, data.split = "classification", 2, "random halves"
+    return data
+
+
+@dataclass
+class MLPConfig(GNNConfig):
+    depth_scale: float = 1.0           # a setting only this GNN has
+
+
+class MLP(GNN):
+    """A graph-free baseline: linear layers (its ``conv`` ignores the edges)."""
+
+    def __init__(self, cfg, in_dim, out_dim):
+        super().__init__(cfg, in_dim, out_dim)
+        self.convs.extend(torch.nn.Linear(self.dims[l], self.dims[l + 1]) for l in range(cfg.layers))
+
+    def conv(self, l, h, x0, edge_index, edge_weight):
+        return self.convs[l](h)
+
+
+@pytest.fixture(scope="module")
+def toys():
+    register_kernel("sgcgp", "SGCGP", SGCConfig)(sgc)
+    register_dataset("ring", "Ring", ring, RingConfig())
+    register_gnn("mlp", "MLP", config=MLPConfig, defaults={"*": {"lr": 0.05, "epochs": 30, "batch_norm": False}})(MLP)
+    yield
+    KERNELS.pop("sgcgp")
+    DATASETS.pop("ring")
+    GNNS.pop("mlp")
+
+
+def run_cli(tmp_path, *overrides):
+    """``gnngp run`` in this process (the toys are registered here only)."""
+    main(["run", *overrides, f"hydra.run.dir={tmp_path}", "progress=false"])
+    return pd.read_csv(tmp_path / "results.csv").iloc[-1]
+
+
+def test_toy_kernel_dataset_and_gnn_run_through_gnngp_run(toys, tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["gnngp"])
+    exact = run_cli(tmp_path / "a", "dataset=ring", "kernel=sgcgp", "kernel.hops=3")
+    assert exact["status"] == "ok" and exact["method"] == "SGCGP" and exact["dataset"] == "ring" and exact["n_nodes"] == 120
+    assert exact["test"] > 0.8
+    low = run_cli(tmp_path / "b", "dataset=ring", "kernel=sgcgp_x")           # the low-rank twin comes for free
+    assert low["method"] == "SGCGP-X" and low["landmarks"] == 60
+    net = run_cli(tmp_path / "c", "dataset=ring", "gnn=mlp", "gnn.depth_scale=2")
+    assert net["method"] == "MLP" and net["status"] == "ok" and '"epochs": 30' in net["extra"]
+
+
+def test_toy_entries_are_typed_config_options(toys):
+    cfg = compose(["dataset=ring", "dataset.num_nodes=50", "kernel=sgcgp", "kernel.hops=1"])
+    assert cfg.dataset.num_nodes == 50 and cfg.kernel.hops == 1 and not cfg.kernel.low_rank
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException):
+        compose(["kernel=sgcgp", "kernel.sigma_b=0.1"])         # not a parameter of this kernel
+    with pytest.raises(ConfigCompositionException):
+        compose(["dataset=ring", "dataset.homophily=0.5"])      # not a setting of this dataset
