@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .config import SQRT_TENTH, GNNConfig
-from .data.graph import normalized_adjacency
+from .data.graph import csr_order, normalized_adjacency
 from .metrics import metric
 
 # The paper's training settings for every GNN, per task or dataset (see config.method_defaults).
@@ -198,9 +198,7 @@ class Graph:
             edge_index, weight = normalized_adjacency(edge_index, num_nodes, "sym")
         # CSR over targets: row = target node, col = source node (messages flow source -> target)
         target, source = edge_index[1], edge_index[0]
-        order = torch.argsort(target * num_nodes + source)
-        crow = torch.zeros(num_nodes + 1, dtype=torch.long, device=edge_index.device)
-        crow[1:] = torch.cumsum(torch.bincount(target, minlength=num_nodes), 0)
+        crow, order = csr_order(target, source, (num_nodes, num_nodes))
         return cls(edge_index, weight, num_nodes, crow, source[order], None if weight is None else weight[order])
 
     def sample(self, seeds: Tensor, fanouts: list[int], generator: torch.Generator):

@@ -71,7 +71,9 @@ def test_depth_drives_min_correlation_up_monotonically_on_cora(data_overrides):
 @pytest.mark.parametrize("kernel", ["gcngp", "gcn2gp", "gingp", "sagegp", "ggp", "rbf"])
 def test_wide_random_networks_approach_the_kernel(kernel):
     """Theorem 1: the output covariance of random networks converges to the analytic kernel."""
-    cfg = compose([f"kernel={kernel}", "kernel.sigma_b=0.3", "kernel.sigma_w1=0.5", "kernel.base.gamma=0.5"])
+    own = {"gcngp": ["kernel.sigma_b=0.3"], "gingp": ["kernel.sigma_b=0.3"], "sagegp": ["kernel.sigma_w1=0.5"], "rbf": ["kernel.base.gamma=0.5"]}
+    cfg = compose([f"kernel={kernel}", *own.get(kernel, [])])
+    resolve_method_defaults(cfg, "classification")
     arch = architecture(cfg.kernel)
     x, edge_index = small_graph(30, 4.0, 8, seed=0)
     adj = Adjacency.from_graph(edge_index, 30, arch.adjacency, torch.float64, "cpu")

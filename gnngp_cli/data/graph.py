@@ -111,11 +111,22 @@ class Adjacency:
         return _csr(torch.stack([r, c]), w, (rows.numel(), cols.numel()))
 
 
+def row_pointers(rows: Tensor, num_rows: int) -> Tensor:
+    """CSR row pointers ``crow`` of entries whose (sorted) row ids are ``rows``."""
+    crow = torch.zeros(num_rows + 1, dtype=torch.long, device=rows.device)
+    crow[1:] = torch.cumsum(torch.bincount(rows, minlength=num_rows), 0)
+    return crow
+
+
+def csr_order(row: Tensor, col: Tensor, shape: tuple[int, int]) -> tuple[Tensor, Tensor]:
+    """``(crow, order)``: the CSR row pointers of the COO entries ``(row, col)`` and the
+    permutation that puts them in CSR (row-major) order."""
+    order = torch.argsort(row * shape[1] + col)
+    return row_pointers(row, shape[0]), order
+
+
 def _csr(index: Tensor, weight: Tensor, shape: tuple[int, int]) -> Tensor:
     """A CSR matrix from coalesced-or-not COO entries, built without COO coalescing."""
-    order = torch.argsort(index[0] * shape[1] + index[1])
-    row, col, weight = index[0][order], index[1][order], weight[order]
-    crow = torch.zeros(shape[0] + 1, dtype=torch.long, device=index.device)
-    crow[1:] = torch.cumsum(torch.bincount(row, minlength=shape[0]), 0)
+    crow, order = csr_order(index[0], index[1], shape)
     with sparse_beta_quiet():
-        return torch.sparse_csr_tensor(crow, col, weight, shape)
+        return torch.sparse_csr_tensor(crow, index[1][order], weight[order], shape)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..data.graph import sparse_beta_quiet
+from ..data.graph import row_pointers, sparse_beta_quiet
 
 
 class PatternTooLarge(Exception):
@@ -74,8 +74,7 @@ def root_on_pairs(root: Tensor, pairs: Pairs) -> Tensor:
     """``(R R^T)[r, c]`` for every pair: a sampled dense-dense product on the CSR pattern
     of the pairs (they are sorted row-major, so the pattern is already in CSR order)."""
     n = root.size(0)
-    crow = torch.zeros(n + 1, dtype=torch.long, device=root.device)
-    crow[1:] = torch.cumsum(torch.bincount(pairs.rows, minlength=n), 0)
+    crow = row_pointers(pairs.rows, n)
     with sparse_beta_quiet():
         pattern = torch.sparse_csr_tensor(crow, pairs.cols, root.new_zeros(len(pairs)), (n, n))
         return torch.sparse.sampled_addmm(pattern, root, root.T.contiguous(), beta=0.0).values()
