@@ -58,7 +58,8 @@ def prepare_check(cfg: Any) -> Prepared:
     kernel = analytic_kernel(arch.network, x, graph.edge_index, arch.adjacency, base)
     params = network_params(kcfg, lambda c: OmegaConf.to_container(c) if c is not None else None)
     check = Check(x, graph, kcfg.name, params, BaseSpec(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d))
-    description = (f"{v.seeds} random networks per width ({LAYERS[kcfg.name]}, L={kcfg.layers}) on a {v.num_nodes}-node induced subgraph "
+    depth = "" if kcfg.name in ("ggp", "rbf") else f", L={kcfg.layers}"
+    description = (f"{v.seeds} random networks per width ({LAYERS[kcfg.name]}{depth}) on a {v.num_nodes}-node induced subgraph "
                    f"of {str(cfg.dataset.name).lower()} ({graph.edge_index.size(1) // 2} edges, {x.size(1)} features), {kcfg.base.name} C0")
     return Prepared(check, kernel, arch.label, description)
 
