@@ -9,8 +9,9 @@ hand in a deliberately wrong kernel and watch the check fail.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -93,8 +94,6 @@ def sample_deviations(check: Check, kernel: Tensor, widths: list[int], seeds: in
 def run_check(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed: int = 0, bootstrap: int = 2000,
               level: float = 0.01, progress: Callable[[int], None] = lambda width: None) -> CheckResult:
     """Sample, then summarise: errors, intervals, slope and verdict."""
-    import time
-
     start = time.perf_counter()
     deviations = sample_deviations(check, kernel, widths, seeds, seed, progress)
     norm = float(torch.linalg.norm(kernel))
@@ -108,11 +107,3 @@ def analytic_kernel(network: Block, features: Tensor, edge_index: Tensor, adjace
     adj = Adjacency.from_graph(edge_index, n, adjacency, features.dtype, "cpu")
     ctx = KernelContext(features, adj, base)
     return network(None, ctx, torch.arange(n)).dense()
-
-
-def network_params(kcfg: Any, container: Optional[Callable[[Any], Any]] = None) -> dict:
-    """The network's parameters from a kernel config (the same keys the kernel reads)."""
-    params = {key: kcfg[key] for key in ("layers", "sigma_w", "sigma_b", "alpha", "theta", "sigma_w1", "sigma_w2")}
-    if kcfg.name == "composed":
-        params.update(first=container(kcfg.first) if container else kcfg.first, hidden=container(kcfg.hidden) if container else kcfg.hidden)
-    return params

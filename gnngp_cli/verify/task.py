@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from torch import Tensor
 
 from ..kernels import BaseKernel
-from .check import NETWORK_DTYPE, BaseSpec, Check, CheckResult, analytic_kernel, network_params, run_check
+from .check import NETWORK_DTYPE, BaseSpec, Check, CheckResult, analytic_kernel, run_check
 from .features import check_base
 from .graph import CheckGraph, induced_subgraph, restrict
 from .networks import check_network
@@ -56,7 +56,9 @@ def prepare_check(cfg: Any) -> Prepared:
     graph = CheckGraph.build(edge_index, v.num_nodes, arch.adjacency, NETWORK_DTYPE)
     base = BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d)
     kernel = analytic_kernel(arch.network, x, graph.edge_index, arch.adjacency, base)
-    params = network_params(kcfg, lambda c: OmegaConf.to_container(c) if c is not None else None)
+    params = {key: kcfg[key] for key in ("layers", "sigma_w", "sigma_b", "alpha", "theta", "sigma_w1", "sigma_w2")}
+    if kcfg.name == "composed":  # the same keys the kernel reads (runner.architecture)
+        params.update(first=OmegaConf.to_container(kcfg.first), hidden=OmegaConf.to_container(kcfg.hidden) if kcfg.hidden is not None else None)
     check = Check(x, graph, kcfg.name, params, BaseSpec(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d))
     depth = "" if kcfg.name in ("ggp", "rbf") else f", L={kcfg.layers}"
     description = (f"{v.seeds} random networks per width ({LAYERS[kcfg.name]}{depth}) on a {v.num_nodes}-node induced subgraph "
