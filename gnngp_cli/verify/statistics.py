@@ -9,9 +9,11 @@ output covariance of one random network (``f``: its ``w`` output units), ``D_ws 
 - Noise: ``sigma_w = sqrt(sum_s ||D_ws - mean_s D_ws||_F^2 / (S (S - 1))) / ||K||_F``, the
   error expected from Monte-Carlo noise alone with ``S`` networks of width ``w``.
 - Slope: the least-squares slope of ``log e_w`` against ``log w`` with a bootstrap interval.
-  Theory (Theorem 1): ``Var(K_ws) = O(1/w)`` and the mean of ``K_ws`` is ``K`` exactly for
-  ``L <= 2`` (``O(1/w)`` off beyond), so a right kernel gives a slope near ``-1/2``; a wrong one
-  levels off at its error.
+  Theory (Theorem 1): ``Var(K_ws) = O(1/w)``, and the mean of ``K_ws`` is ``K`` exactly for
+  the GCN, GIN, SAGE, GGP and RBF networks at ``L <= 2`` (their first layer reads fixed
+  features, so it is exactly Gaussian) and ``O(1/w)`` off otherwise (deeper networks, and the
+  GCNII and composed networks, whose Gaussian input layer ``X_0`` is itself random), so a right
+  kernel gives a slope near ``-1/2``; a wrong one levels off at its error.
 - Verdict: a sign-flip randomisation test of ``H0: E[K_ws] = K``. The statistic pools every
   network with weight ``w`` (its inverse variance): ``T = ||sum_ws w D_ws||_F^2``. Under
   ``H0`` the ``D_ws`` are independent and (to ``O(w^-1/2)`` skewness) symmetric about 0, so
