@@ -11,8 +11,8 @@ commands:
            sweeps: gnngp run -m dataset=cora,citeseer kernel=gcngp,gcngp_x
            help:   gnngp run --help ; the composed config: gnngp run --cfg job
   report   tables and figures from results: gnngp report [dirs...] [--out DIR] [--check-paper 0.002]
-  verify   Monte-Carlo check that wide random networks approach the kernel:
-           gnngp verify kernel=gcn2gp verify.widths=[128,512,2048]
+  verify   wide random networks (PyG layers) against the analytic kernel, PASS/FAIL (exit 1):
+           gnngp verify kernel=gcn2gp verify.widths=[256,512,1024,2048] verify.seeds=16
 
 options:
   -V, --version   print the version
@@ -25,7 +25,7 @@ def config_dir() -> Path:
     return Path(__file__).resolve().parent / "conf"
 
 
-def _hydra_app(task, argv: list[str], prog: str) -> None:
+def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") -> None:
     import hydra
 
     from .config import method_overrides, register_configs
@@ -38,7 +38,7 @@ def _hydra_app(task, argv: list[str], prog: str) -> None:
         raise SystemExit(1)
     register_configs()
     sys.argv = [prog, *argv]
-    hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(task)()
+    hydra.main(version_base=None, config_path=str(config_dir()), config_name=config_name)(task)()
 
 
 def _run_task(cfg) -> None:
@@ -52,38 +52,22 @@ def _run_task(cfg) -> None:
 
 
 def _verify_task(cfg) -> None:
-    import pandas as pd
-    import torch
     from hydra.core.hydra_config import HydraConfig
 
-    from .config import resolve_method_defaults, validate
-    from .data import Adjacency
+    from .config import validate
     from .errors import GnngpError
-    from .kernels import BaseKernel
-    from .runner import architecture
-    from .verify import monte_carlo_errors, small_graph
+    from .verify.task import verify
 
     try:
         validate(cfg)
-        resolve_method_defaults(cfg, "classification")  # the check's graph is a small csbm graph
         if cfg.kernel.low_rank:
             print("gnngp: note: the check compares networks with the exact kernel; the _x twin is ignored", file=sys.stderr)
-        arch = architecture(cfg.kernel)
-        v = cfg.verify
-        x, edge_index = small_graph(v.num_nodes, v.avg_degree, v.num_features, cfg.seed)
-        adjacency = Adjacency.from_graph(edge_index, x.size(0), arch.adjacency, torch.float64, "cpu")
-        base = BaseKernel(cfg.kernel.base.name, cfg.kernel.base.gamma, cfg.kernel.base.c, cfg.kernel.base.d)
-        _, errors = monte_carlo_errors(arch.network, x, adjacency, base, list(v.widths), v.samples, cfg.seed)
+        result = verify(cfg, Path(HydraConfig.get().runtime.output_dir))
     except GnngpError as err:
         print(f"gnngp: error: {err}", file=sys.stderr)
         raise SystemExit(1)
-    table = pd.DataFrame([{"kernel": cfg.kernel.name, "width": e.width, "samples": e.samples, "relative_error": e.relative_error} for e in errors])
-    out = Path(HydraConfig.get().runtime.output_dir) / "verify.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out, index=False)
-    print(f"{arch.label}: relative Frobenius error of the Monte-Carlo covariance of random networks ({v.num_nodes}-node graph)")
-    print(table.to_string(index=False))
-    print(f"wrote {out}")
+    if not result.verdict.passed:
+        raise SystemExit(1)
 
 
 def _report(argv: list[str]) -> None:
@@ -121,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     if command == "run":
         _hydra_app(_run_task, rest, "gnngp run")
     elif command == "verify":
-        _hydra_app(_verify_task, rest, "gnngp verify")
+        _hydra_app(_verify_task, rest, "gnngp verify", config_name="verify")
     elif command == "report":
         _report(rest)
     else:

@@ -65,6 +65,7 @@ class BaseKernelConfig:
     gamma: float = 1.0
     c: float = 0.0
     d: float = 1.0
+    scale: float = 1.0                  # C0 reads sqrt(scale) x: linear C0 = scale x.x' (1/d matches weights N(0, s_w^2/d); the paper uses 1)
 
 
 @dataclass
@@ -121,11 +122,12 @@ class NuggetConfig:
 
 @dataclass
 class VerifyConfig:
-    widths: list[int] = field(default_factory=lambda: [128, 512, 2048])
-    samples: int = 20
-    num_nodes: int = 30
-    avg_degree: float = 4.0
-    num_features: int = 8
+    widths: list[int] = field(default_factory=lambda: [128, 256, 512, 1024])
+    seeds: int = 16                     # independent random networks per width
+    num_nodes: int = 40                 # nodes of the induced subgraph of the dataset
+    unit_norm: bool = True              # divide the features by their mean row norm
+    level: float = 0.01                 # FAIL when the test's p-value (or the slope interval) says so at this level
+    bootstrap: int = 2000               # bootstrap resamples for the intervals
 
 
 @dataclass
@@ -241,8 +243,11 @@ def validate(cfg: Any) -> None:
         raise ConfigError(f"runs={cfg.runs} must be at least 1")
     _choice(cfg.device, DEVICES, "device")
     _choice(cfg.dtype, DTYPES, "dtype")
-    if not cfg.verify.widths or min(cfg.verify.widths) < 1 or cfg.verify.samples < 1 or cfg.verify.num_nodes < 2:
-        raise ConfigError("verify.widths must be positive widths, verify.samples >= 1 and verify.num_nodes >= 2")
+    v = cfg.verify
+    if len(v.widths) < 2 or min(v.widths) < 1 or len(set(v.widths)) < len(v.widths):
+        raise ConfigError(f"verify.widths={list(v.widths)} must hold at least two different positive widths (for the slope)")
+    if v.seeds < 2 or v.num_nodes < 2 or v.bootstrap < 100 or not 0 < v.level < 1:
+        raise ConfigError("verify.seeds must be >= 2, verify.num_nodes >= 2, verify.bootstrap >= 100 and 0 < verify.level < 1")
     if cfg.experiment.stand_in is not None:
         _choice(cfg.experiment.stand_in, ("csbm",), "experiment.stand_in")
     if cfg.max_memory_gb is not None and cfg.max_memory_gb <= 0:
@@ -262,6 +267,8 @@ def _validate_kernel(k: Any) -> None:
     for key in ("sigma_w", "sigma_b", "sigma_w1", "sigma_w2"):
         if k.get(key) is not None and k[key] < 0:
             raise ConfigError(f"kernel.{key}={k[key]} is negative; a standard deviation must be >= 0")
+    if k.base.scale <= 0:
+        raise ConfigError(f"kernel.base.scale={k.base.scale} must be positive (C0 reads sqrt(scale) x; 1/d matches weights N(0, s_w^2/d))")
     if k.base.gamma <= 0 and k.base.name in ("rbf", "laplacian"):
         raise ConfigError(f"kernel.base.gamma={k.base.gamma} must be positive for the {k.base.name} kernel")
     _grid(k.gamma_grid, "kernel.gamma_grid")

@@ -11,7 +11,6 @@ metric.
 from __future__ import annotations
 
 import copy
-import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional

@@ -2,7 +2,6 @@
 one prediction or a whole nugget grid of them at once."""
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 

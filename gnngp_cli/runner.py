@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from . import __version__
 from .config import resolve_method_defaults, validate
@@ -95,6 +95,8 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     arch = architecture(kcfg)
     adjacency = Adjacency.from_graph(data.edge_index, data.num_nodes, arch.adjacency, dtype, device)
     features = data.x.to(dtype)
+    if kcfg.base.scale != 1:  # C0 reads sqrt(scale) x (linear: scale x.x')
+        features = features * kcfg.base.scale ** 0.5
     masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask}
     landmarks = choose_landmarks(data.train_mask, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name) if kcfg.low_rank else None
     target = (data.train_mask | data.val_mask | data.test_mask).nonzero().view(-1)
@@ -173,10 +175,20 @@ def deterministic(cfg: Any) -> bool:
     return not cfg.kernel.low_rank or (lm.count is None and lm.fraction == 1)
 
 
+def warn_not_wide_limit(kcfg: Any) -> None:
+    """GCNIIGP from L = 3 on is the paper's recursion, not the limit of wide GCNII networks:
+    the identity mapping passes rectified, non-Gaussian features to the next ReLU."""
+    if kcfg.name == "gcn2gp" and kcfg.layers >= 3:
+        log.warning("GCNIIGP with L=%d is the paper's kernel recursion, not the wide-network limit of GCNII: from L=3 on the "
+                    "identity mapping passes rectified, non-Gaussian features to the next ReLU (gnngp verify kernel=gcn2gp "
+                    "kernel.layers=3 fails)", kcfg.layers)
+
+
 def run_gp(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
     """All runs of a GP job; returns one row per run (one run only for a deterministic kernel
     when ``repeat_deterministic`` is false)."""
     prep = prep or prepare(cfg)
+    warn_not_wide_limit(cfg.kernel)
     rows = []
     runs = 1 if deterministic(cfg) and not cfg.repeat_deterministic else cfg.runs
     for run in range(runs):

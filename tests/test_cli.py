@@ -76,9 +76,9 @@ def test_multirun_sweep_over_any_key(tmp_path):
 
 
 def test_verify_prints_error_by_width(tmp_path):
-    out = gnngp("verify", "kernel=gingp", "verify.widths=[64,1024]", "verify.samples=5", f"hydra.run.dir={tmp_path}")
+    out = gnngp("verify", "kernel=gingp", "verify.widths=[64,128,256,1024]", "verify.seeds=8", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     table = pd.read_csv(tmp_path / "verify.csv")
-    assert table["width"].tolist() == [64, 1024]
-    assert table["relative_error"].iloc[1] < table["relative_error"].iloc[0]
-    assert "relative Frobenius error" in out.stdout
+    assert table["width"].tolist() == [64, 128, 256, 1024]
+    assert table["relative_error"].iloc[-1] < table["relative_error"].iloc[0]
+    assert "relative Frobenius error" in out.stdout and "verdict: PASS" in out.stdout

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from gnngp_cli.api import compose, run
+from gnngp_cli.api import run
 from gnngp_cli.errors import ConfigError
 from gnngp_cli.gnn import Graph
 

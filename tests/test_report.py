@@ -1,5 +1,4 @@
 """The report: paper layout, partial data, error rows, stand-ins, figures, the paper check."""
-import math
 import subprocess
 import sys
 from pathlib import Path

@@ -1,5 +1,6 @@
 """The kernel zoo: low-rank twins, CiteSeer robustness, uncertainty outputs,
-config-composed kernels, the depth limit (Theorem 3) and wide-network agreement (Theorem 1)."""
+config-composed kernels and the depth limit (Theorem 3). Wide-network agreement (Theorem 1)
+is tests/test_verify.py."""
 import math
 
 import pytest
@@ -11,7 +12,6 @@ from gnngp_cli.kernels import BaseKernel, KernelContext
 from gnngp_cli.kernels.architectures import gcn
 from gnngp_cli.config import resolve_method_defaults
 from gnngp_cli.runner import architecture, prepare
-from gnngp_cli.verify import monte_carlo_errors, small_graph
 
 @pytest.mark.parametrize("dataset", ["cora", "citeseer"])
 @pytest.mark.parametrize("kernel", ["gcngp", "gcn2gp", "gingp", "sagegp"])
@@ -66,30 +66,3 @@ def test_depth_drives_min_correlation_up_monotonically_on_cora(data_overrides):
         minima.append(float((k / (s[:, None] * s[None, :])).min()))
     assert all(b >= a - 1e-9 for a, b in zip(minima, minima[1:])), minima
     assert minima[0] < 0.5 and minima[-1] > 0.9
-
-
-@pytest.mark.parametrize("kernel", ["gcngp", "gcn2gp", "gingp", "sagegp", "ggp", "rbf"])
-def test_wide_random_networks_approach_the_kernel(kernel):
-    """Theorem 1: the output covariance of random networks converges to the analytic kernel."""
-    own = {"gcngp": ["kernel.sigma_b=0.3"], "gingp": ["kernel.sigma_b=0.3"], "sagegp": ["kernel.sigma_w1=0.5"], "rbf": ["kernel.base.gamma=0.5"]}
-    cfg = compose([f"kernel={kernel}", *own.get(kernel, [])])
-    resolve_method_defaults(cfg, "classification")
-    arch = architecture(cfg.kernel)
-    x, edge_index = small_graph(30, 4.0, 8, seed=0)
-    adj = Adjacency.from_graph(edge_index, 30, arch.adjacency, torch.float64, "cpu")
-    base = BaseKernel(cfg.kernel.base.name, cfg.kernel.base.gamma, cfg.kernel.base.c, cfg.kernel.base.d)
-    _, errors = monte_carlo_errors(arch.network, x, adj, base, [64, 2048], samples=20)
-    assert errors[1].relative_error < errors[0].relative_error
-    assert errors[1].relative_error < 0.03
-
-
-def test_gcn2_identity_mapping_is_not_gaussian_beyond_two_layers():
-    """A finding, kept as a test: GCNII's identity mapping passes rectified (non-Gaussian)
-    features to the next ReLU, so from L = 3 on the paper's recursion is not the wide-network
-    limit; the Monte-Carlo error stays large however wide the network."""
-    cfg = compose(["kernel=gcn2gp", "kernel.layers=3"])
-    arch = architecture(cfg.kernel)
-    x, edge_index = small_graph(30, 4.0, 8, seed=0)
-    adj = Adjacency.from_graph(edge_index, 30, "sym", torch.float64, "cpu")
-    _, errors = monte_carlo_errors(arch.network, x, adj, BaseKernel(), [256, 2048], samples=10)
-    assert min(e.relative_error for e in errors) > 0.3

@@ -32,7 +32,6 @@ What a new block implements, and why:
   one (a nonlinearity) or becomes one from nothing (the input layer).
 - ``peak_elements``: only when the block holds a dense matrix larger than its output (the memory
   check reads it).
-- ``network(h, sim)``: the finite-width network operation, for the Monte-Carlo check.
 
 ``Serial`` and ``Add`` compose blocks; they plan each block's node and pair sets and run both
 evaluations in step (:meth:`Block.evaluate`), so they need neither ``on_pairs`` nor more.
@@ -46,7 +45,6 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..data.graph import Adjacency
 from ..errors import KernelError
 from .context import KernelContext
 from .numerics import check_kernel, nystrom_root, psd_tolerance
@@ -90,10 +88,6 @@ class Block:
     def __call__(self, k: Optional[Kernel], ctx: KernelContext, nodes: Nodes, cols: Nodes = None) -> Kernel:
         raise NotImplementedError
 
-    def network(self, h: Tensor, sim: "NetworkSample") -> Tensor:
-        """The finite-width network operation on hidden features ``h`` (nodes x width)."""
-        raise NotImplementedError
-
     # Evaluation on a pair set (see .pairs). The input ``k`` is a full-node root ``Kernel``
     # while the network is linear, else ``PairValues``.
     def pair_support(self, pairs: Pairs, ctx: KernelContext) -> Optional[Pairs]:
@@ -108,20 +102,6 @@ class Block:
         raise NotImplementedError
 
 
-@dataclass
-class NetworkSample:
-    """One random finite-width network: i.i.d. Gaussian weights of the blocks' variances.
-    ``inputs`` is the Gaussian input layer, shared by every ``Input`` block of the network."""
-
-    inputs: Tensor
-    adjacency: Adjacency
-    width: int
-    generator: torch.Generator
-
-    def gaussian(self, rows: int, cols: int) -> Tensor:
-        return torch.randn(rows, cols, generator=self.generator, dtype=self.inputs.dtype)
-
-
 class Input(Block):
     """``X <- X0``: ``K <- C0``; low rank ``Q <- chol(C0)``."""
 
@@ -134,8 +114,6 @@ class Input(Block):
     def __call__(self, k, ctx, nodes, cols=None):
         return ctx.input_kernel(nodes, cols)
 
-    def network(self, h, sim):
-        return sim.inputs
 
     def pair_support(self, pairs, ctx):
         return None
@@ -166,8 +144,6 @@ class Scale(Block):
             return replace(k, root=k.root * self.factor)
         return replace(k, matrix=k.matrix * self.factor ** 2)
 
-    def network(self, h, sim):
-        return h * self.factor
 
     def on_pairs(self, k, ctx, pairs):
         if isinstance(k, Kernel):
@@ -181,8 +157,6 @@ class Weight(Scale):
     def __init__(self, sigma_w: float):
         super().__init__(sigma_w)
 
-    def network(self, h, sim):
-        return h @ sim.gaussian(h.size(1), sim.width) * (self.factor / math.sqrt(h.size(1)))
 
 
 class MixedWeight(Scale):
@@ -192,8 +166,6 @@ class MixedWeight(Scale):
         super().__init__(math.sqrt(a * a + b * b * sigma_w * sigma_w))
         self.a, self.b, self.sigma_w = a, b, sigma_w
 
-    def network(self, h, sim):
-        return self.a * h + h @ sim.gaussian(h.size(1), h.size(1)) * (self.b * self.sigma_w / math.sqrt(h.size(1)))
 
 
 @dataclass
@@ -213,8 +185,6 @@ class Bias(Block):
             return replace(k, root=torch.cat([k.root, column], dim=1))
         return replace(k, matrix=k.matrix + self.sigma_b ** 2)
 
-    def network(self, h, sim):
-        return h + self.sigma_b * sim.gaussian(1, h.size(1)) if self.sigma_b else h
 
     def on_pairs(self, k, ctx, pairs):
         if isinstance(k, Kernel):
@@ -245,8 +215,6 @@ class Conv(Block):
         a_cols = ctx.adjacency.block(cols, k.nodes if k.cols is None else k.cols)
         return Kernel(nodes, matrix=torch.sparse.mm(a_cols, half.T.contiguous()).T, cols=cols)  # (A_c (A_r K)^T)^T
 
-    def network(self, h, sim):
-        return sim.adjacency.matmul(h)
 
     def pair_support(self, pairs, ctx):
         _, j, k, _ = conv_terms(pairs, ctx)
@@ -279,8 +247,6 @@ class ReLU(Block):
         var_cols = var if k.square else var[k.positions(k.cols)]
         return Kernel(k.nodes, matrix=relu_expectation(k.dense(), var, var_cols), cols=k.cols)
 
-    def network(self, h, sim):
-        return torch.relu(h)
 
     def pair_support(self, pairs, ctx):
         return pairs.with_diagonal(ctx.num_nodes)
@@ -350,10 +316,6 @@ class Serial(Block):
             check_kernel(k, self.name)
         return k
 
-    def network(self, h, sim):
-        for block in self.blocks:
-            h = block.network(h, sim)
-        return h
 
     def pair_support(self, pairs, ctx):
         for block in reversed(self.blocks):
@@ -398,8 +360,6 @@ class Add(Block):
             total = total + p.dense()
         return Kernel(parts[0].nodes, matrix=total, cols=cols, pairs=carried)
 
-    def network(self, h, sim):
-        return sum(branch.network(h, sim) for branch in self.branches)
 
     def pair_support(self, pairs, ctx):
         parts = [p for p in (b.pair_support(pairs, ctx) for b in self.branches) if p is not None]

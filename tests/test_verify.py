@@ -1,0 +1,254 @@
+"""`gnngp verify`: wide PyG networks against the analytic kernels, with a verdict that can fail.
+
+Every built-in kernel passes at L = 2 with the command's defaults; each deliberately wrong
+kernel below (built here, not in the package) fails. Seeds are fixed, so the outcome is
+deterministic; the statistical properties themselves are checked on synthetic data.
+"""
+import math
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from gnngp_cli.api import compose, run
+from gnngp_cli.errors import ConfigError
+from gnngp_cli.kernels import BaseKernel
+from gnngp_cli.kernels.architectures import gcn, rbf
+from gnngp_cli.kernels.blocks import Bias, Conv, Input, ReLU, Serial, Weight
+from gnngp_cli.report import FIGURE3_NOTE, write_report
+from gnngp_cli.verify import analytic_kernel, run_check
+from gnngp_cli.verify.features import explicit_polynomial, feature_map
+from gnngp_cli.verify.networks import wide_network
+from gnngp_cli.verify.statistics import sign_flip_p_value, summarise
+from gnngp_cli.verify.task import prepare_check
+
+# a composed architecture that uses every block: input, weight, conv, bias, relu, scale, mixed, add
+COMPOSED = ["kernel=composed", "kernel.first=[input,weight,conv,bias]",
+            "kernel.hidden=[{add:[[relu,conv,{scale:0.9}],[input,{scale:0.4}]]},{mixed:[0.7,0.6]},{bias:0.3}]"]
+
+
+def prepared(*overrides):
+    cfg = compose(list(overrides), config_name="verify")
+    return cfg, prepare_check(cfg)
+
+
+def check_with(cfg, prep, kernel):
+    v = cfg.verify
+    return run_check(prep.check, kernel, list(v.widths), v.seeds, cfg.seed, v.bootstrap, v.level)
+
+
+# --- the networks and their inputs are what they claim, independently of the kernel blocks ---
+
+@pytest.mark.parametrize("kernel", ["gcngp", "gingp", "sagegp", "ggp", "gcn2gp", "composed"])
+def test_each_network_computes_its_layer_formula(kernel):
+    """The PyG stack (or the plain-torch composed network) equals its formula written out with
+    the dense normalised adjacency."""
+    _, prep = prepared(f"kernel={kernel}", *(COMPOSED[1:] if kernel == "composed" else []))
+    graph, check = prep.check.graph, prep.check
+    a = graph.dense()
+    x = check.inputs(0, torch.Generator()).float()
+    net = wide_network(kernel, x.size(1), 8, check.params, torch.float32)
+    net.redraw(torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = net(x, graph)
+        if kernel == "gcngp":
+            c = net.convs
+            ref = a @ (torch.relu(a @ x @ c[0].lin.weight.T + c[0].bias) @ c[1].lin.weight.T) + c[1].bias
+        elif kernel == "gingp":
+            ref = net.conv.nn(a @ x)
+        elif kernel == "sagegp":
+            c = net.convs
+            h = torch.relu(x @ c[0].lin_r.weight.T + a @ x @ c[0].lin_l.weight.T)
+            ref = h @ c[1].lin_r.weight.T + a @ h @ c[1].lin_l.weight.T
+        elif kernel == "ggp":
+            ref = a @ x @ net.readout.weight.T
+        elif kernel == "gcn2gp":
+            x0 = x @ net.pre.weight.T
+            h = a @ torch.relu(x0) @ net.first.lin.weight.T
+            beta = math.log(0.5 / 1 + 1)
+            ref = (0.9 * a @ torch.relu(h) + 0.1 * x0) @ ((1 - beta) * torch.eye(8) + beta * net.convs[0].weight1)
+        else:  # replay the same draws by hand
+            g = torch.Generator().manual_seed(0)
+            x0 = x @ (torch.randn(x.size(1), 8, generator=g) / math.sqrt(x.size(1)))
+            h = x0 @ (torch.randn(8, 8, generator=g) / math.sqrt(8))
+            h = a @ h + 0.5 * torch.randn(1, 8, generator=g)
+            h = 0.9 * (a @ torch.relu(h)) + 0.4 * x0
+            h = 0.7 * h + 0.6 * (h @ (torch.randn(8, 8, generator=g) / math.sqrt(8)))
+            ref = h + 0.3 * torch.randn(1, 8, generator=g)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_adjacency_of_the_networks_is_pyg_normalisation_not_the_packages():
+    """The networks' A comes from PyG's gcn_norm / degree: it equals the paper's A on a graph
+    without self-loops (the check drops them), so a wrong normalisation cannot cancel out."""
+    from gnngp_cli.data import Adjacency
+    from gnngp_cli.verify import CheckGraph
+
+    _, prep = prepared()
+    ei = prep.check.graph.edge_index
+    for kind in ("sym", "row"):
+        graph = CheckGraph.build(ei, 40, kind, torch.float64)
+        ours = Adjacency.from_graph(ei, 40, kind, torch.float64, "cpu").matmul(torch.eye(40, dtype=torch.float64))
+        torch.testing.assert_close(graph.dense(), ours)
+        torch.testing.assert_close(graph.adj_t.to_dense(), ours)
+
+
+def test_feature_maps_have_the_base_kernel_as_covariance():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 4, generator=g, dtype=torch.float64) / 2
+    poly = explicit_polynomial(x, 5.0, 3)
+    torch.testing.assert_close(poly @ poly.T, BaseKernel("polynomial", c=5.0, d=3.0).block(x, x))
+    for name, gamma in (("rbf", 0.7), ("laplacian", 0.5), ("arccos", 1.0)):
+        phi = feature_map(x, name, gamma, 0.0, 1.0, 400_000, g)
+        torch.testing.assert_close(phi @ phi.T, BaseKernel(name, gamma=gamma).block(x, x), atol=0.01, rtol=0)
+
+
+# --- the statistics ---
+
+def test_sign_flip_test_is_calibrated_and_detects_a_mean_shift():
+    """Under H0 (independent symmetric noise) p-values are roughly uniform; a mean shift of a
+    few noise standard errors gives a tiny p."""
+    g = torch.Generator().manual_seed(1)
+    p_null = []
+    for _ in range(200):
+        devs = {w: torch.randn(8, 50, generator=g, dtype=torch.float64) / math.sqrt(w) for w in (64, 128, 256)}
+        p_null.append(sign_flip_p_value(devs, 999, g))
+    p_null = torch.tensor(p_null)
+    assert 0.0 <= float((p_null < 0.05).double().mean()) <= 0.1 and 0.4 <= float(p_null.mean()) <= 0.6
+    shifted = {w: torch.randn(8, 50, generator=g, dtype=torch.float64) / math.sqrt(w) + 0.04 for w in (64, 128, 256)}
+    assert sign_flip_p_value(shifted, 999, g) < 0.01
+
+
+def test_slope_is_minus_one_half_for_pure_noise_and_flat_for_a_wrong_mean():
+    g = torch.Generator().manual_seed(2)
+    widths = (256, 1024, 4096, 16384)
+    noise = {w: torch.randn(32, 400, generator=g, dtype=torch.float64) / math.sqrt(w) for w in widths}
+    rows, verdict = summarise(noise, 1.0, 500, 0.01, g)
+    assert verdict.passed and abs(verdict.slope + 0.5) < 0.1 and verdict.slope_low < -0.5 < verdict.slope_high
+    assert all(0.6 < r.noise_ratio < 1.5 for r in rows)
+    biased = {w: d + 0.01 for w, d in noise.items()}
+    _, wrong = summarise(biased, 1.0, 500, 0.01, g)
+    assert not wrong.passed and wrong.slope > -0.2
+
+
+# --- every built-in kernel passes with the defaults; each wrong kernel fails ---
+
+@pytest.mark.parametrize("kernel", ["gcngp", "gcn2gp", "gingp", "sagegp", "ggp", "rbf", "composed"])
+def test_every_builtin_kernel_passes_at_two_layers(kernel):
+    cfg, prep = prepared(f"kernel={kernel}", *(COMPOSED[1:] if kernel == "composed" else []))
+    exercised = {key: value for key, value in prep.check.params.items() if key in ("sigma_b", "sigma_w1")}
+    assert all(value > 0 for value in exercised.values()) and len(cfg.verify.widths) >= 4 and cfg.verify.seeds >= 8
+    result = check_with(cfg, prep, prep.kernel)
+    assert result.verdict.passed, result.verdict.reason
+    assert result.widths[-1].relative_error < result.widths[0].relative_error
+
+
+def kernel_of(prep, blocks, adjacency="sym", base=BaseKernel()):
+    check = prep.check
+    return analytic_kernel(blocks, check.features, check.graph.edge_index, adjacency, base)
+
+
+def relu_after_conv(sigma_w, sigma_b):
+    """GCN with the ReLU moved after the aggregation: K <- g(s_w^2 A K A^T) + s_b^2."""
+    return Serial(Serial(Input(), Weight(sigma_w), Conv(), Bias(sigma_b)), Serial(Weight(sigma_w), Conv(), ReLU(), Bias(sigma_b)))
+
+
+WRONG = {
+    # name: (overrides of the network's config, wrong kernel from the prepared check)
+    "sigma_b off by 5%": ([], lambda p: kernel_of(p, gcn(2, 1.0, 0.5 * 1.05))),
+    "ReLU moved after the aggregation": ([], lambda p: kernel_of(p, relu_after_conv(1.0, 0.5))),
+    "row instead of symmetric normalisation": ([], lambda p: kernel_of(p, gcn(2, 1.0, 0.5), adjacency="row")),
+    "RBF with gamma 1.25 instead of 1": (["kernel=rbf"], lambda p: kernel_of(p, rbf(), base=BaseKernel("rbf", gamma=1.25))),
+    "GCNII at L = 3": (["kernel=gcn2gp", "kernel.layers=3"], lambda p: p.kernel),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG))
+def test_each_wrong_kernel_fails(case):
+    overrides, wrong_kernel = WRONG[case]
+    cfg, prep = prepared(*overrides)
+    result = check_with(cfg, prep, wrong_kernel(prep))
+    assert not result.verdict.passed, (case, result.verdict)
+
+
+def test_sigma_w_off_by_one_percent_fails_with_wider_networks():
+    """sigma_w 1% off is about 3.5% off in the kernel (sigma_b = 0.1, L = 2): the check finds
+    it with widths up to 2048 (about 4x the defaults' samples); the right kernel still passes."""
+    cfg, prep = prepared("kernel.sigma_b=0.1", "verify.widths=[256,512,1024,2048]")
+    right = check_with(cfg, prep, prep.kernel)
+    wrong_kernel = kernel_of(prep, gcn(2, 1.01, 0.1))
+    assert float(torch.linalg.norm(wrong_kernel - prep.kernel) / torch.linalg.norm(prep.kernel)) > 0.03
+    wrong = check_with(cfg, prep, wrong_kernel)
+    assert right.verdict.passed and not wrong.verdict.passed, (right.verdict, wrong.verdict)
+
+
+# --- the command, the scale of the base kernel, and the GCNII flag ---
+
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
+
+
+def gnngp(*args):
+    return subprocess.run([*GNNGP, *args], capture_output=True, text=True, env=dict(os.environ), timeout=600)
+
+
+def test_verify_command_prints_verdict_and_writes_csv(tmp_path):
+    out = gnngp("verify", "kernel=sagegp", "verify.widths=[64,128,256,512]", "verify.seeds=8", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    table = pd.read_csv(tmp_path / "verify.csv")
+    assert table["width"].tolist() == [64, 128, 256, 512] and (table["samples"] == 8).all()
+    for column in ("relative_error", "error_low", "error_high", "noise", "slope", "slope_low", "slope_high", "p_value", "verdict"):
+        assert column in table.columns
+    assert (table["verdict"] == "PASS").all() and (table["error_low"] <= table["error_high"]).all()
+    assert "verdict: PASS" in out.stdout and "slope of log error" in out.stdout and "SAGEConv" in out.stdout
+
+
+def test_verify_command_exits_1_on_fail(tmp_path):
+    out = gnngp("verify", "kernel=gcn2gp", "kernel.layers=3", "verify.widths=[64,128,256,512]", "verify.seeds=8", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 1 and "verdict: FAIL" in out.stdout and "Traceback" not in out.stderr
+    assert (pd.read_csv(tmp_path / "verify.csv")["verdict"] == "FAIL").all()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["kernel.base.name=sigmoid"], "gnngp: error: gnngp verify has no network input for the sigmoid base kernel"),
+    (["kernel=ggp", "kernel.base.d=2.5"], "gnngp: error: gnngp verify builds the polynomial base kernel from explicit features"),
+    (["verify.widths=[512]"], "gnngp: error: verify.widths=[512] must hold at least two"),
+    (["verify.num_nodes=100000"], "gnngp: error: verify.num_nodes=100000 exceeds the 3000 nodes"),
+    (["kernel=sagegp", "kernel.adjacency=sym"], "gnngp: error: the sagegp network's aggregation (mean over the neighbours and the node) is the row-normalised"),
+])
+def test_verify_bad_input_is_one_line(tmp_path, args, message):
+    small = [] if any(a.startswith("verify.") for a in args) else ["verify.widths=[16,32]", "verify.seeds=2"]
+    out = gnngp("verify", *args, *small, f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert len(errors) == 1 and errors[0].startswith(message), out.stderr
+
+
+def test_base_scale_multiplies_the_linear_base_kernel():
+    """kernel.base.scale = s gives C0 = s x.x': the bias-free L = 2 GCN kernel (ReLU is
+    positively homogeneous) scales by s, and a GP's predictions do not change."""
+    _, one = prepared("kernel.sigma_b=0", "verify.unit_norm=false")
+    _, quarter = prepared("kernel.sigma_b=0", "verify.unit_norm=false", "kernel.base.scale=0.25")
+    torch.testing.assert_close(quarter.kernel, 0.25 * one.kernel)
+    base = run(["kernel.sigma_b=0"])[0]
+    scaled = run(["kernel.sigma_b=0", "kernel.base.scale=0.25"])[0]
+    assert scaled["test"] == base["test"]
+    with pytest.raises(ConfigError, match="kernel.base.scale=0.0 must be positive"):
+        run(["kernel.base.scale=0"])
+
+
+def test_gcn2gp_beyond_two_layers_warns_in_run_and_in_figure3(caplog, tmp_path):
+    with caplog.at_level("WARNING", logger="gnngp"):
+        run(["kernel=gcn2gp", "kernel.layers=3", "dataset.num_nodes=300"])
+    assert any("not the wide-network limit" in r.getMessage() for r in caplog.records)
+    folder = tmp_path / "runs" / "job"
+    folder.mkdir(parents=True)
+    rows = [{"status": "ok", "dataset": "pubmed", "method": m, "test": 0.7, "seed": 0, "run": 0, "layers": layers,
+             "landmark_fraction": None, "total_seconds": 1.0, "n_nodes": 19717, "n_edges": 88648,
+             "timestamp": "2026-01-01T00:00:00", "stand_in": ""} for m in ("GCNGP", "GCNIIGP") for layers in (2, 4)]
+    pd.DataFrame(rows).to_csv(folder / "results.csv", index=False)
+    write_report([tmp_path / "runs"], tmp_path / "report")
+    assert FIGURE3_NOTE in (tmp_path / "report" / "report.md").read_text()
+    assert "wide-network limit" in FIGURE3_NOTE and "L >= 3" in FIGURE3_NOTE
