@@ -28,6 +28,7 @@ class DataConfig:
     mirror: Optional[str] = None        # read-only offline mirror (<Name>/raw/...); env GNNGP_DATA_MIRROR
     download: bool = True
     download_timeout: float = 20.0
+    verify: bool = True                 # check raw files against the published sha256 table (false: warn)
 
 
 @dataclass

@@ -75,7 +75,7 @@ def prepare(cfg: Any) -> Prepared:
     validate(cfg)
     device = resolve_device(cfg.device)
     dtype = getattr(torch, cfg.dtype)
-    store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout)
+    store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout, cfg.data.verify)
     watch = Stopwatch(device)
     with watch.measure():
         data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in).to(device)
