@@ -148,11 +148,13 @@ def write_musae(folder: Path, name: str, n: int = 40, features=None, edges=None,
 
 def test_crocodile_from_written_musae_files(tmp_path):
     mirror = write_musae(tmp_path / "mirror", "crocodile", n=50)
-    data = load("crocodile", mirror, tmp_path / "cache")
+    with pytest.raises(DatasetError, match="crocodile_edges.csv has sha256"):  # not the published files
+        load("crocodile", mirror, tmp_path / "cache")
+    data = load("crocodile", mirror, tmp_path / "cache", verify=False)
     assert data.task == "regression" and data.num_nodes == 50
     assert split_sizes(data) == (24, 16, 10)  # 0.48 / 0.32 / 0.20
     assert data.split == "random 0.48/0.32/0.20, seed 0"
-    other = load("crocodile", mirror, tmp_path / "cache", split_seed=1)
+    other = load("crocodile", mirror, tmp_path / "cache", verify=False, split_seed=1)
     assert not torch.equal(other.train_mask, data.train_mask)
 
 
@@ -173,7 +175,7 @@ def test_real_crocodile_mirror_lacks_features_and_says_so(mirror, tmp_path):
 def test_corrupt_musae_files_are_named(tmp_path, kind, content, message):
     mirror = write_musae(tmp_path / "mirror", "crocodile", n=40, **{kind: content})
     with pytest.raises(DatasetError, match=message):
-        load("crocodile", mirror, tmp_path / "cache")
+        load("crocodile", mirror, tmp_path / "cache", verify=False)
 
 
 def write_arxiv(folder: Path, n=30, d=4):
