@@ -7,11 +7,12 @@ A wrong key or a wrong type fails when Hydra composes the config; an impossible 
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import II
+from omegaconf import II, OmegaConf
 
 from .errors import ConfigError
 from .kernels import ARCHITECTURES, BASE_KERNELS
@@ -154,7 +155,7 @@ class RunConfig:
     device: str = "auto"
     dtype: str = "float32"
     max_memory_gb: Optional[float] = None   # refuse exact kernels above this; default 80% of free memory
-    results_file: str = "results.csv"
+    results_file: str = "results.csv"  # a file name inside the run dir (move the run dir to write elsewhere)
     progress: bool = True               # epoch progress bar for GNNs (off when not on a terminal)
     resume: bool = False                # in a sweep dir: skip jobs whose results already exist
     verify: VerifyConfig = field(default_factory=VerifyConfig)
@@ -164,6 +165,15 @@ class RunConfig:
 def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RunConfig)
+    # ${pid:} in run and sweep dirs: two runs started in the same microsecond still differ
+    OmegaConf.register_new_resolver("pid", os.getpid, replace=True, use_cache=True)
+
+
+def _results_file(name: str) -> None:
+    """``results_file`` is confined to the job's run dir: a plain file name, no folders."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or os.path.isabs(name):
+        raise ConfigError(f"results_file={name!r} must be a file name inside the run dir (e.g. results.csv); "
+                          "to write results elsewhere, set hydra.run.dir (or hydra.sweep.dir) to that folder")
 
 
 def _choice(value: str, allowed, what: str) -> None:
@@ -206,6 +216,7 @@ def validate(cfg: Any) -> None:
         raise ConfigError("verify.widths must be positive widths, verify.samples >= 1 and verify.num_nodes >= 2")
     if cfg.experiment.stand_in is not None:
         _choice(cfg.experiment.stand_in, ("csbm",), "experiment.stand_in")
+    _results_file(cfg.results_file)
     if cfg.max_memory_gb is not None and cfg.max_memory_gb <= 0:
         raise ConfigError(f"max_memory_gb={cfg.max_memory_gb} must be positive")
 

@@ -22,7 +22,9 @@ from .inference import GPResult, gp_predict, log_grid, metric_name
 from .kernels import ARCHITECTURES, BaseKernel, KernelContext
 from .kernels.blocks import exact_kernel
 from .kernels.architectures import Architecture, kernel_label
-from .results import append_rows, summary_line
+from .invariants import checked_rows
+from .results import ResultsNotWritten, append_rows, summary_line
+from .resume import job_overrides, resume_decision, set_aside
 from .runtime import Stopwatch, available_bytes, peak_cuda_mb, peak_rss_mb, resolve_device
 
 log = logging.getLogger("gnngp")
@@ -241,17 +243,6 @@ def error_row(cfg: Any, err: BaseException) -> dict:
     return row
 
 
-def finished(results: Path) -> bool:
-    """Whether a job's results file holds rows and no error row."""
-    if not results.is_file():
-        return False
-    try:
-        table = pd.read_csv(results)
-    except (OSError, ValueError):
-        return False
-    return len(table) > 0 and bool((table.get("status", "ok") == "ok").all())
-
-
 def console_summary(rows: list[dict]) -> Optional[str]:
     ok = [r for r in rows if r.get("status") == "ok"]
     if len(ok) < 2:
@@ -262,39 +253,56 @@ def console_summary(rows: list[dict]) -> Optional[str]:
 
 def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[str] = ()) -> list[dict]:
     """Run a job and write its rows to ``<out_dir>/results.csv``. A :class:`GnngpError`
-    becomes one console line and an error row; in a single run the process then exits 1."""
+    becomes one console line and an error row; in a single run the process then exits 1.
+    Every row records the job's overrides; a row whose metric is not a number is an error row
+    (:mod:`~gnngp_cli.invariants`)."""
     results = out_dir / cfg.results_file
+    recorded = job_overrides(overrides)
     if cfg.get("resume", False) and multirun:
-        if finished(results):
-            log.info("resume: %s already has results; skipping this job", results)
+        skip, why = resume_decision(results, overrides)
+        if skip:
+            log.info("resume: %s already has results; skipping this job (%s)", results, why)
             return []
-        if results.is_file():  # a failed earlier attempt: keep its rows aside, out of the summary
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-            results.rename(results.with_name(f"{results.stem}.before-resume-{stamp}.csv"))
+        if results.is_file():  # an earlier attempt: keep its rows aside, out of the summary
+            log.info("resume: %s: %s; running it again (earlier rows kept in %s)", results, why, set_aside(results).name)
+
+    def write(rows: list[dict]) -> None:
+        try:
+            append_rows(results, [{**row, "overrides": recorded} for row in rows], fallback_dir=out_dir)
+        except ResultsNotWritten as err:
+            print(f"gnngp: error: {err}", file=sys.stderr)
+            if not multirun:
+                raise SystemExit(1) from None
+
     try:
         check_method_overrides(overrides)
-        rows = run_job(cfg)
+        rows = checked_rows(run_job(cfg))
     except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError) as err:
         if not isinstance(err, GnngpError):
             err = ResourceError(f"out of memory ({err}); use a low-rank kernel (e.g. kernel=gcngp_x), fewer landmarks or dtype=float32")
         row = error_row(cfg, err)
-        append_rows(results, [row])
+        write([row])
         print(f"gnngp: error: {err}", file=sys.stderr)
         if not multirun:
             raise SystemExit(1)
         return [row]
     except Exception as err:  # a bug, not bad input: keep the traceback, and in a sweep the other jobs
         row = error_row(cfg, err)
-        append_rows(results, [row])
+        write([row])
         if not multirun:
             raise
         log.exception("job failed")
         return [row]
-    append_rows(results, rows)
+    write(rows)
     for row in rows:
         log.info(summary_line(row))
     over_runs = console_summary(rows)
     if over_runs:
         log.info(over_runs)
     log.info("results: %s", results)
+    failed = [row for row in rows if row.get("status") != "ok"]
+    if failed:
+        print(f"gnngp: error: {failed[0]['error'].split(': ', 1)[-1]}", file=sys.stderr)
+        if not multirun:
+            raise SystemExit(1)
     return rows
