@@ -7,6 +7,7 @@ A wrong key or a wrong type fails when Hydra composes the config; an impossible 
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -21,6 +22,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float64")
 TASKS = ("classification", "regression")
 METHODS = ("gp", "gnn")
+RANDOM_SPLIT_DATASETS = ("csbm", "custom")   # split by dataset.train_ratio / dataset.val_ratio
 
 
 @dataclass
@@ -193,6 +195,12 @@ def validate(cfg: Any) -> None:
     for key in ("train_ratio", "val_ratio"):
         if not 0 <= cfg.dataset[key] <= 1:
             raise ConfigError(f"dataset.{key}={cfg.dataset[key]} must lie in [0, 1]")
+    _finite_numbers(cfg)
+    if str(cfg.dataset.name).lower() in RANDOM_SPLIT_DATASETS:
+        if cfg.dataset.val_ratio == 0:
+            raise ConfigError("dataset.val_ratio=0 leaves no validation nodes, and the nugget (and a GNN's epoch) is chosen on them; use a positive dataset.val_ratio")
+        if cfg.dataset.train_ratio + cfg.dataset.val_ratio >= 1:
+            raise ConfigError(f"dataset.train_ratio + dataset.val_ratio = {cfg.dataset.train_ratio + cfg.dataset.val_ratio:g} leaves no test nodes; keep it below 1")
     if cfg.dataset.train_ratio + cfg.dataset.val_ratio > 1:
         raise ConfigError("dataset.train_ratio + dataset.val_ratio must be at most 1")
     _choice(cfg.method, METHODS, "method")
@@ -269,7 +277,28 @@ def check_method_overrides(overrides: Any) -> None:
         raise ConfigError("both kernel and gnn are set; choose one: kernel=<name> for a GP or gnn=<name> for a GNN")
 
 
+def _finite_numbers(cfg: Any) -> None:
+    """No setting may be NaN or infinite (a nugget grid up to inf gives NaN predictions)."""
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}[{i}]")
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise ConfigError(f"{path}={node} is not a finite number; give a finite value")
+    try:
+        tree = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else None
+    except Exception:  # noqa: BLE001 - an unresolvable value is reported by the checks below
+        tree = None
+    if tree is not None:
+        walk({k: v for k, v in tree.items() if k != "hydra"}, "")
+
+
 def _grid(grid: Any, what: str) -> None:
+    if not (math.isfinite(grid.min) and math.isfinite(grid.max)):
+        raise ConfigError(f"{what}.min={grid.min} and {what}.max={grid.max} must be finite numbers")
     if grid.min <= 0:
         raise ConfigError(f"{what}.min={grid.min} must be positive (the grid is log-spaced)")
     if grid.min >= grid.max:

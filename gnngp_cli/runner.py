@@ -174,6 +174,8 @@ def finish_row(row: dict, cfg: Any, prep: Prepared, run: int) -> dict:
         peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(prep.device),
         timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+    if getattr(data, "warnings", None):  # e.g. a single training class: the row says so
+        row["extra"] = json.dumps({**json.loads(row.get("extra") or "{}"), "warnings": list(data.warnings)})
     return row
 
 

@@ -7,8 +7,9 @@ repository (``sha1("blob <size>\\0" + content)``), used where only that is publi
 Sources: Planetoid files are kimiyoung/planetoid @ af6abf46; MUSAE files are
 benedekrozemberczki/MUSAE @ 5f901232; geom-gcn splits are graphdml-uiuc-jlu/geom-gcn @ f1fc0d14
 (each checked byte for byte against the git blob ids of those commits). PubMed's ``allx``
-original is only known by its git blob id; the offline mirror holds a copy rebuilt from the same
-values (sha256 below), which is also accepted. Reddit (data.dgl.ai) and ogbn-arxiv
+original is only known by its git blob id; the offline mirror holds a copy rebuilt from the
+same values (sha256 below), which is also accepted. MUSAE's ``crocodile.json`` (absent from the
+mirror) is known by its git blob id only. Reddit (data.dgl.ai) and ogbn-arxiv
 (snap.stanford.edu) publish no digests: their files are checked by format and size only
 (:data:`FORMAT_ONLY`), as are a user's own files (``dataset=custom``).
 """
@@ -62,6 +63,7 @@ KNOWN_DIGESTS: Mapping[str, tuple[str, ...]] = {
     "chameleon/raw/chameleon_split_0.6_0.2_8.npz": ("7076ad5341a8218b1f5b6eccf9cfd15d28286ea11ef5c06eeee77af24ff2bf63",),
     "chameleon/raw/chameleon_split_0.6_0.2_9.npz": ("743c4f813bf6130398a6511eb9ff07d2366c73bd6c7fddaf226a3f9e2917e0e7",),
     "chameleon/raw/chameleon_target.csv": ("5816b4731cbd156738095550d1f6e37caf6f4dabe1d660c035156408ae6bae43",),
+    "crocodile/raw/crocodile.json": ("gitblob:0c68f0cfb24216ab860818c492c22d325a07194b",),  # MUSAE's, absent from the mirror
     "crocodile/raw/crocodile_edges.csv": ("92f4fe840f5ef79f85364e3678bbc909d0c151e0ff8d8328854b602d998f2d22",),
     "crocodile/raw/crocodile_target.csv": ("f83d79b3c6979639475d90fb5e2c969d2c21b64b068abc19e57f93c8fedfef1d",),
     "squirrel/raw/squirrel.json": ("34512ff7981f36811d830d6bf5c7116a671f40e3210f26a276d9792001acffc0",),
@@ -108,7 +110,7 @@ def expected(key: str) -> tuple[str, ...]:
     return KNOWN_DIGESTS.get(key, ())
 
 
-def verify_file(path: Path, key: str, shown: Path | None = None) -> str:
+def verify_file(path: Path, key: str, shown: str | None = None) -> str:
     """Check ``path`` (the file known as ``key``) against the table; return its sha256.
 
     Raises :class:`DigestMismatch` naming the file and both digests. A file without a

@@ -74,15 +74,15 @@ class DataStore:
             warn_unverified(name)
         try:
             target = self._obtain(name, files, urls, archive)
-        except PermissionError as err:
+        except OSError as err:   # downloads report their own failures; this is the cache itself
             raise DatasetError(
-                f"the data cache {self.root} is not writable ({err.strerror}: {err.filename}); "
+                f"the data cache {self.root} cannot be written ({err.strerror or err}: {err.filename}); "
                 f"set data.root (or {ROOT_ENV}) to a writable folder"
             ) from err
         self.digests[name] = {f: self._checked(target / f, f"{name}/{f}") for f in files}
         return target
 
-    def _checked(self, path: Path, key: str, shown: Optional[Path] = None) -> str:
+    def _checked(self, path: Path, key: str, shown: Optional[str] = None) -> str:
         return verify_file(path, key, shown) if self.verify else sha256(path)
 
     def _obtain(self, name: str, files: Sequence[str], urls, archive) -> Path:
@@ -113,7 +113,7 @@ class DataStore:
                     try:
                         _download(urls[f], target / f, self.timeout_s)
                         try:
-                            self._checked(target / f, f"{name}/{f}", shown=Path(urls[f]))
+                            self._checked(target / f, f"{name}/{f}", shown=f"{target / f} (downloaded from {urls[f]}, not kept)")
                         except DigestMismatch:
                             (target / f).unlink()   # never keep a download that is not the published file
                             raise
