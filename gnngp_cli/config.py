@@ -171,7 +171,7 @@ def register_configs() -> None:
     OmegaConf.register_new_resolver("pid", os.getpid, replace=True, use_cache=True)
 
 
-def _results_file(name: str) -> None:
+def check_results_file(name: str) -> None:
     """``results_file`` is confined to the job's run dir: a plain file name, no folders."""
     if not name or name in (".", "..") or "/" in name or "\\" in name or os.path.isabs(name):
         raise ConfigError(f"results_file={name!r} must be a file name inside the run dir (e.g. results.csv); "
@@ -224,7 +224,7 @@ def validate(cfg: Any) -> None:
         raise ConfigError("verify.widths must be positive widths, verify.samples >= 1 and verify.num_nodes >= 2")
     if cfg.experiment.stand_in is not None:
         _choice(cfg.experiment.stand_in, ("csbm",), "experiment.stand_in")
-    _results_file(cfg.results_file)
+    check_results_file(cfg.results_file)
     if cfg.max_memory_gb is not None and cfg.max_memory_gb <= 0:
         raise ConfigError(f"max_memory_gb={cfg.max_memory_gb} must be positive")
 

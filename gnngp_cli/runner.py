@@ -14,7 +14,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from . import __version__
-from .config import check_method_overrides, validate
+from .config import check_method_overrides, check_results_file, validate
 from .data import Adjacency, DataStore, load_dataset
 from .errors import ConfigError, GnngpError, ResourceError
 from .gnn import GNN_LABELS, train_gnn
@@ -258,7 +258,11 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
     becomes one console line and an error row; in a single run the process then exits 1.
     Every row records the job's overrides; a row whose metric is not a number is an error row
     (:mod:`~gnngp_cli.invariants`)."""
-    results = out_dir / cfg.results_file
+    try:
+        check_results_file(cfg.results_file)
+        results = out_dir / cfg.results_file
+    except ConfigError:   # validate() reports it; the error row stays in the run dir
+        results = out_dir / "results.csv"
     recorded = job_overrides(overrides)
     if cfg.get("resume", False) and multirun:
         skip, why = resume_decision(results, overrides)
