@@ -20,6 +20,9 @@ ALLOWED_GLOBALS = frozenset({
     ("numpy", "ndarray"),
     ("numpy.core.multiarray", "_reconstruct"),
     ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.numeric", "_frombuffer"),       # protocol 5 arrays (files re-saved by Python 3)
+    ("numpy._core.numeric", "_frombuffer"),
+    ("_codecs", "encode"),                        # protocol 2 bytes written by Python 3
     ("numpy.core.multiarray", "scalar"),
     ("numpy._core.multiarray", "scalar"),
     ("scipy.sparse.csr", "csr_matrix"),
