@@ -40,7 +40,7 @@ def _read_features(path: Path) -> torch.Tensor:
             try:
                 array = sp.load_npz(path).toarray()
             except (ValueError, KeyError):
-                with np.load(path) as z:
+                with np.load(path, allow_pickle=False) as z:
                     if len(z.files) != 1:
                         raise DatasetError(f"feature file {path} holds {len(z.files)} arrays; save one array (np.savez) or a scipy sparse matrix (scipy.sparse.save_npz)")
                     array = z[z.files[0]]

@@ -122,9 +122,13 @@ def verify_file(path: Path, key: str, shown: str | None = None) -> str:
     blobs = [d.split(":", 1)[1] for d in accepted if d.startswith("gitblob:")]
     if blobs and git_blob(path) in blobs:
         return actual
-    want = next(d for d in accepted if not d.startswith("gitblob:")) if any(not d.startswith("gitblob:") for d in accepted) else accepted[0]
+    sha = [d for d in accepted if not d.startswith("gitblob:")]
+    if sha:
+        found, want = f"sha256 {actual}", sha[0]
+    else:
+        found, want = f"git blob id {git_blob(path)} (sha256 {actual})", f"git blob id {blobs[0]}"
     raise DigestMismatch(
-        f"raw file {shown or path} has sha256 {actual} but the published file has {want}; "
+        f"raw file {shown or path} has {found} but the published file has {want}; "
         f"delete it and fetch it again (a tampered or corrupt copy), or set data.verify=false to use a modified copy at your own risk"
     )
 
