@@ -197,3 +197,28 @@ def test_no_weights_only_false_load_remains_in_the_package():
         text = path.read_text()
         assert "weights_only=False" not in text.replace('"weights_only=False"', "").replace("``weights_only=False``", ""), path
         assert "_trusted_torch_load" not in text and "pickle.load(" not in text, path
+
+
+def test_a_downloaded_archive_is_unpacked_and_its_files_honour_the_umask(tmp_path, monkeypatch):
+    import zipfile
+
+    written = write_reddit(tmp_path / "src") / "Reddit" / "raw"
+    archive = tmp_path / "reddit.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for name in ("reddit_data.npz", "reddit_graph.npz"):
+            z.write(written / name, name)
+
+    def fake(url, dst, timeout_s):
+        assert url == public.REDDIT_URL
+        shutil.copyfile(archive, dst)
+
+    monkeypatch.setattr(store, "_download", fake)
+    old = os.umask(0o022)
+    try:
+        data = load("reddit", None, tmp_path / "cache")
+    finally:
+        os.umask(old)
+    assert data.num_nodes == 25
+    raw = tmp_path / "cache" / "Reddit" / "raw"
+    assert all((raw / n).stat().st_mode & 0o777 == 0o644 for n in ("reddit_data.npz", "reddit_graph.npz"))
+    assert not [p for p in raw.iterdir() if p.name.endswith(".tmp")]

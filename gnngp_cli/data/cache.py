@@ -15,7 +15,6 @@ from typing import Callable, Mapping
 
 import torch
 
-from ..errors import DatasetError
 from .files import atomic_write
 
 FORMAT = 1
@@ -47,9 +46,3 @@ def _valid(stored: object) -> bool:
         isinstance(stored, dict) and stored.get("format") == FORMAT and isinstance(stored.get("raw"), dict)
         and isinstance(stored.get("tensors"), dict) and all(isinstance(v, torch.Tensor) for v in stored["tensors"].values())
     )
-
-
-def require(tensors: Mapping[str, torch.Tensor], keys: tuple[str, ...], where: Path) -> None:
-    missing = [k for k in keys if k not in tensors]
-    if missing:
-        raise DatasetError(f"processed file {where} lacks {', '.join(missing)}; delete it to rebuild it")

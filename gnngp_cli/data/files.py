@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import socket
 import time
 import uuid
@@ -81,8 +82,6 @@ def atomic_write(path: Path, write: Callable, binary: bool = False) -> None:
 
 
 def atomic_copy(src: Path, dst: Path) -> None:
-    import shutil
-
     with open(src, "rb") as source:
         atomic_write(dst, lambda out: shutil.copyfileobj(source, out), binary=True)
 

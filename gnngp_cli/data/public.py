@@ -23,6 +23,7 @@ from torch_geometric.utils import coalesce, index_to_mask, remove_self_loops
 
 from ..errors import DatasetError
 from .cache import cached_tensors
+from .files import atomic_write
 from .graph import make_undirected
 from .safe_pickle import UnsafePickle, load_restricted
 from .store import DataStore
@@ -163,9 +164,8 @@ def _unzip_into(members: dict[str, str]):
     def unpack(archive: Path, target: Path) -> None:
         with zipfile.ZipFile(archive) as z:
             for member, dest in members.items():
-                (target / dest).parent.mkdir(parents=True, exist_ok=True)
-                with z.open(member) as src, open(target / dest, "wb") as out:
-                    shutil.copyfileobj(src, out)
+                with z.open(member) as src:
+                    atomic_write(target / dest, lambda out: shutil.copyfileobj(src, out), binary=True)
     return unpack
 
 
