@@ -159,7 +159,7 @@ class RunConfig:
     max_memory_gb: Optional[float] = None   # refuse exact kernels above this; default 80% of free memory
     results_file: str = "results.csv"  # a file name inside the run dir (move the run dir to write elsewhere)
     progress: bool = True               # epoch progress bar for GNNs (off when not on a terminal)
-    resume: bool = False                # in a sweep dir: skip jobs whose results already exist
+    resume: bool = False                # in a sweep dir: skip jobs whose results of the same overrides exist
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
 

@@ -9,7 +9,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 

@@ -1,11 +1,14 @@
 """A user's own graph from files in one folder (``dataset=custom dataset.path=<dir>``).
 
 - ``edges.csv``: two integer columns of node ids, with or without a header row.
-- ``features.npy`` or ``features.npz`` (dense, or scipy sparse): one row per node.
+- ``features.npy`` or ``features.npz`` (dense, or scipy sparse): one row per node; real
+  numbers or booleans (binary features), never complex.
 - ``labels.npy`` or ``labels.csv``: integers mean classification, floats regression
-  (``dataset.task`` overrides).
-- optional ``train_mask.npy``, ``val_mask.npy``, ``test_mask.npy`` (all three, or none:
-  then a seeded random split with ``dataset.train_ratio`` and ``dataset.val_ratio``).
+  (``dataset.task`` overrides). Class ids beyond the node count are renumbered (a warning).
+- optional ``train_mask.npy``, ``val_mask.npy``, ``test_mask.npy`` (booleans or 0/1; all three,
+  or none: then a seeded random split with ``dataset.train_ratio`` and ``dataset.val_ratio``).
+
+No file is unpickled (``allow_pickle=False``).
 """
 from __future__ import annotations
 
