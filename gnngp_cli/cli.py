@@ -25,17 +25,41 @@ def config_dir() -> Path:
     return Path(__file__).resolve().parent / "conf"
 
 
+def check_output_dir(argv: list[str]) -> None:
+    """Refuse, in one line, an output folder that cannot be created (Hydra would fail with a
+    traceback): the nearest existing folder of ``hydra.run.dir`` / ``hydra.sweep.dir`` (or of
+    ``outputs``/``multirun`` in the working directory) must be a writable folder."""
+    import os
+
+    if any(a in ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc") for a in argv):
+        return   # nothing is written
+    multirun = "-m" in argv or "--multirun" in argv
+    key = "hydra.sweep.dir=" if multirun else "hydra.run.dir="
+    value = next((a[len(key):] for a in reversed(argv) if a.startswith(key)), "multirun" if multirun else "outputs")
+    literal = value.split("${", 1)[0] or "."
+    folder = Path(literal).expanduser().absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        why = "is not a folder" if not folder.is_dir() else "is not writable"
+        print(f"gnngp: error: the output folder {value} cannot be created: {folder} {why}; set {key}<a writable folder>", file=sys.stderr)
+        raise SystemExit(1)
+
+
 def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") -> None:
     import hydra
 
     from .config import method_overrides, register_configs
     from .errors import GnngpError
+    from .watchdog import mark_launcher
 
     try:
         argv = method_overrides(argv)
     except GnngpError as err:
         print(f"gnngp: error: {err}", file=sys.stderr)
         raise SystemExit(1)
+    check_output_dir(argv)
+    mark_launcher()
     register_configs()
     sys.argv = [prog, *argv]
     hydra.main(version_base=None, config_path=str(config_dir()), config_name=config_name)(task)()
@@ -46,7 +70,9 @@ def _run_task(cfg) -> None:
     from hydra.types import RunMode
 
     from .runner import execute
+    from .watchdog import watch_launcher
 
+    watch_launcher()
     hc = HydraConfig.get()
     execute(cfg, Path(hc.runtime.output_dir), hc.mode == RunMode.MULTIRUN, list(hc.overrides.task))
 

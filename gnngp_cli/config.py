@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Optional, Sequence
 
-from omegaconf import II, MISSING
+from omegaconf import II, MISSING, OmegaConf
 
 from .errors import ConfigError
 
@@ -32,6 +33,7 @@ DTYPES = ("float32", "float64")
 TASKS = ("classification", "regression")
 METHODS = ("gp", "gnn")
 SQRT_TENTH = math.sqrt(0.1)   # the paper's bias (kernels) and learning rate (GNNs) on regression sets
+RANDOM_SPLIT_DATASETS = ("csbm", "custom")   # split by dataset.train_ratio / dataset.val_ratio
 
 
 @dataclass
@@ -40,6 +42,7 @@ class DataConfig:
     mirror: Optional[str] = None        # read-only offline mirror (<Name>/raw/...); env GNNGP_DATA_MIRROR
     download: bool = True
     download_timeout: float = 20.0
+    verify: bool = True                 # check raw files against the published sha256 table (false: warn)
 
 
 @dataclass
@@ -152,9 +155,9 @@ class RunConfig:
     device: str = "auto"
     dtype: str = "float32"
     max_memory_gb: Optional[float] = None   # refuse exact kernels above this; default 80% of free memory
-    results_file: str = "results.csv"
+    results_file: str = "results.csv"  # a file name inside the run dir (move the run dir to write elsewhere)
     progress: bool = True               # epoch progress bar for GNNs (off when not on a terminal)
-    resume: bool = False                # in a sweep dir: skip jobs whose results already exist
+    resume: bool = False                # in a sweep dir: skip jobs whose results of the same overrides exist
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
 
@@ -181,6 +184,9 @@ def register_configs() -> None:
     for option, preset in PRESETS.items():
         cs.store(group="dataset", name=option, node=preset)
 
+    # ${pid:} in run and sweep dirs: two runs started in the same microsecond still differ
+    OmegaConf.register_new_resolver("pid", os.getpid, replace=True, use_cache=True)
+
 
 def method_overrides(overrides: Sequence[str]) -> list[str]:
     """Command-line overrides with ``kernel=<name>`` and ``gnn=<name>`` spelled as the one
@@ -203,6 +209,13 @@ def method_overrides(overrides: Sequence[str]) -> list[str]:
     return out
 
 
+def check_results_file(name: str) -> None:
+    """``results_file`` is confined to the job's run dir: a plain file name, no folders."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or os.path.isabs(name):
+        raise ConfigError(f"results_file={name!r} must be a file name inside the run dir (e.g. results.csv); "
+                          "to write results elsewhere, set hydra.run.dir (or hydra.sweep.dir) to that folder")
+
+
 def _choice(value: str, allowed, what: str) -> None:
     if value not in allowed:
         close = difflib.get_close_matches(str(value), list(allowed), n=1)
@@ -222,6 +235,12 @@ def validate(cfg: Any) -> None:
     for key in ("train_ratio", "val_ratio"):
         if not 0 <= cfg.dataset[key] <= 1:
             raise ConfigError(f"dataset.{key}={cfg.dataset[key]} must lie in [0, 1]")
+    _finite_numbers(cfg)
+    if str(cfg.dataset.name).lower() in RANDOM_SPLIT_DATASETS:
+        if cfg.dataset.val_ratio == 0:
+            raise ConfigError("dataset.val_ratio=0 leaves no validation nodes, and the nugget (and a GNN's epoch) is chosen on them; use a positive dataset.val_ratio")
+        if cfg.dataset.train_ratio + cfg.dataset.val_ratio >= 1:
+            raise ConfigError(f"dataset.train_ratio + dataset.val_ratio = {cfg.dataset.train_ratio + cfg.dataset.val_ratio:g} leaves no test nodes; keep it below 1")
     if cfg.dataset.train_ratio + cfg.dataset.val_ratio > 1:
         raise ConfigError("dataset.train_ratio + dataset.val_ratio must be at most 1")
     _choice(cfg.method, METHODS, "method")
@@ -250,6 +269,7 @@ def validate(cfg: Any) -> None:
         raise ConfigError("verify.seeds must be >= 2, verify.num_nodes >= 2, verify.bootstrap >= 100 and 0 < verify.level < 1")
     if cfg.experiment.stand_in is not None:
         _choice(cfg.experiment.stand_in, ("csbm",), "experiment.stand_in")
+    check_results_file(cfg.results_file)
     if cfg.max_memory_gb is not None and cfg.max_memory_gb <= 0:
         raise ConfigError(f"max_memory_gb={cfg.max_memory_gb} must be positive")
 
@@ -293,7 +313,28 @@ def _validate_gnn(g: Any) -> None:
         raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")
 
 
+def _finite_numbers(cfg: Any) -> None:
+    """No setting may be NaN or infinite (a nugget grid up to inf gives NaN predictions)."""
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}[{i}]")
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise ConfigError(f"{path}={node} is not a finite number; give a finite value")
+    try:
+        tree = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else None
+    except Exception:  # noqa: BLE001 - an unresolvable value is reported by the checks below
+        tree = None
+    if tree is not None:
+        walk({k: v for k, v in tree.items() if k != "hydra"}, "")
+
+
 def _grid(grid: Any, what: str) -> None:
+    if not (math.isfinite(grid.min) and math.isfinite(grid.max)):
+        raise ConfigError(f"{what}.min={grid.min} and {what}.max={grid.max} must be finite numbers")
     if grid.min <= 0:
         raise ConfigError(f"{what}.min={grid.min} must be positive (the grid is log-spaced)")
     if grid.min >= grid.max:

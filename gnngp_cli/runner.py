@@ -9,21 +9,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-import pandas as pd
 import torch
 from omegaconf import DictConfig
 
 from . import __version__
-from .config import resolve_method_defaults, validate
+from .config import check_results_file, resolve_method_defaults, validate
 from .data import Adjacency, DataStore, load_dataset
 from .errors import ConfigError, GnngpError, ResourceError
 from .gnn import GNNS, train_gnn
 from .inference import GPResult, gp_predict, log_grid, validation_score
+from .invariants import checked_rows
 from .kernels import BaseKernel, KernelContext
 from .kernels.architectures import KERNELS, Architecture, kernel_label
 from .kernels.planner import exact_kernel
 from .metrics import metric_name
-from .results import append_rows, summary_line
+from .results import ResultsNotWritten, append_rows, summary_line
+from .resume import job_overrides, resume_decision, set_aside
 from .runtime import Stopwatch, available_bytes, peak_cuda_mb, peak_rss_mb, resolve_device
 
 log = logging.getLogger("gnngp")
@@ -66,7 +67,7 @@ def prepare(cfg: Any) -> Prepared:
     validate(cfg)
     device = resolve_device(cfg.device)
     dtype = getattr(torch, cfg.dtype)
-    store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout)
+    store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout, cfg.data.verify)
     watch = Stopwatch(device)
     with watch.measure():
         data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in).to(device)
@@ -166,6 +167,8 @@ def finish_row(row: dict, cfg: Any, prep: Prepared, run: int) -> dict:
         peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(prep.device),
         timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+    if getattr(data, "warnings", None):  # e.g. a single training class: the row says so
+        row["extra"] = json.dumps({**json.loads(row.get("extra") or "{}"), "warnings": list(data.warnings)})
     return row
 
 
@@ -245,17 +248,6 @@ def error_row(cfg: Any, err: BaseException) -> dict:
     return row
 
 
-def finished(results: Path) -> bool:
-    """Whether a job's results file holds rows and no error row."""
-    if not results.is_file():
-        return False
-    try:
-        table = pd.read_csv(results)
-    except (OSError, ValueError):
-        return False
-    return len(table) > 0 and bool((table.get("status", "ok") == "ok").all())
-
-
 def console_summary(rows: list[dict]) -> Optional[str]:
     ok = [r for r in rows if r.get("status") == "ok"]
     if len(ok) < 2:
@@ -266,38 +258,59 @@ def console_summary(rows: list[dict]) -> Optional[str]:
 
 def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[str] = ()) -> list[dict]:
     """Run a job and write its rows to ``<out_dir>/results.csv``. A :class:`GnngpError`
-    becomes one console line and an error row; in a single run the process then exits 1."""
-    results = out_dir / cfg.results_file
-    if cfg.get("resume", False) and multirun:
-        if finished(results):
-            log.info("resume: %s already has results; skipping this job", results)
-            return []
-        if results.is_file():  # a failed earlier attempt: keep its rows aside, out of the summary
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-            results.rename(results.with_name(f"{results.stem}.before-resume-{stamp}.csv"))
+    becomes one console line and an error row; in a single run the process then exits 1.
+    Every row records the job's overrides; a row whose metric is not a number is an error row
+    (:mod:`~gnngp_cli.invariants`)."""
     try:
-        rows = run_job(cfg)
+        check_results_file(cfg.results_file)
+        results = out_dir / cfg.results_file
+    except ConfigError:   # validate() reports it; the error row stays in the run dir
+        results = out_dir / "results.csv"
+    recorded = job_overrides(overrides)
+    if cfg.get("resume", False) and multirun:
+        skip, why = resume_decision(results, overrides)
+        if skip:
+            log.info("resume: %s already has results; skipping this job (%s)", results, why)
+            return []
+        if results.is_file():  # an earlier attempt: keep its rows aside, out of the summary
+            log.info("resume: %s: %s; running it again (earlier rows kept in %s)", results, why, set_aside(results).name)
+
+    def write(rows: list[dict]) -> None:
+        try:
+            append_rows(results, [{**row, "overrides": recorded} for row in rows], fallback_dir=out_dir)
+        except ResultsNotWritten as err:
+            print(f"gnngp: error: {err}", file=sys.stderr)
+            if not multirun:
+                raise SystemExit(1) from None
+
+    try:
+        rows = checked_rows(run_job(cfg))
     except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError) as err:
         if not isinstance(err, GnngpError):
             err = ResourceError(f"out of memory ({err}); use a low-rank kernel (e.g. kernel=gcngp_x), fewer landmarks or dtype=float32")
         row = error_row(cfg, err)
-        append_rows(results, [row])
+        write([row])
         print(f"gnngp: error: {err}", file=sys.stderr)
         if not multirun:
             raise SystemExit(1)
         return [row]
     except Exception as err:  # a bug, not bad input: keep the traceback, and in a sweep the other jobs
         row = error_row(cfg, err)
-        append_rows(results, [row])
+        write([row])
         if not multirun:
             raise
         log.exception("job failed")
         return [row]
-    append_rows(results, rows)
+    write(rows)
     for row in rows:
         log.info(summary_line(row))
     over_runs = console_summary(rows)
     if over_runs:
         log.info(over_runs)
     log.info("results: %s", results)
+    failed = [row for row in rows if row.get("status") != "ok"]
+    if failed:
+        print(f"gnngp: error: {failed[0]['error'].split(': ', 1)[-1]}", file=sys.stderr)
+        if not multirun:
+            raise SystemExit(1)
     return rows

@@ -10,6 +10,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from .results import COLUMNS
+from .resume import job_overrides
 
 log = logging.getLogger("gnngp")
 
@@ -37,8 +38,9 @@ def _job_order(path: Path):
 
 
 def _overrides(job: Path) -> str:
+    """The job's overrides, recorded as in its result rows (:func:`~gnngp_cli.resume.job_overrides`)."""
     try:
-        return " ".join(line.strip("- \n") for line in (job / ".hydra" / "overrides.yaml").read_text().splitlines())
+        return job_overrides([line.strip("- \n") for line in (job / ".hydra" / "overrides.yaml").read_text().splitlines()])
     except OSError:
         return ""
 

@@ -16,9 +16,9 @@ from gnngp_cli.data import DataStore, edge_homophily, generate_csbm, load_datase
 from gnngp_cli.errors import DatasetError
 
 
-def load(name, mirror, root, download=True, **overrides):
+def load(name, mirror, root, download=True, verify=True, **overrides):
     cfg = compose([f"dataset={name}"] + [f"dataset.{k}={v}" for k, v in overrides.items()])
-    store = DataStore.from_config(str(root), str(mirror) if mirror else None, download)
+    store = DataStore.from_config(str(root), str(mirror) if mirror else None, download, verify=verify)
     return load_dataset(cfg.dataset, store)
 
 
@@ -113,8 +113,10 @@ def test_truncated_pickle_is_named(mirror, tmp_path):
     bad = copy_mirror(mirror, tmp_path, "Cora")
     path = bad / "Cora" / "raw" / "ind.cora.allx"
     path.write_bytes(path.read_bytes()[:1000])
-    with pytest.raises(DatasetError, match="raw file .*ind.cora.allx is corrupt or truncated"):
+    with pytest.raises(DatasetError, match="raw file .*ind.cora.allx has sha256 [0-9a-f]{64} but the published file has 9419ba2f"):
         load("cora", bad, tmp_path / "cache")
+    with pytest.raises(DatasetError, match="raw file .*ind.cora.allx is corrupt or truncated"):  # the format check behind it
+        load("cora", bad, tmp_path / "cache2", verify=False)
 
 
 def test_planetoid_files_disagreeing_on_node_count_are_named(mirror, tmp_path):
@@ -125,7 +127,7 @@ def test_planetoid_files_disagreeing_on_node_count_are_named(mirror, tmp_path):
     with open(path, "wb") as f:
         pickle.dump(ally[:-5], f)
     with pytest.raises(DatasetError, match="ind.cora.ally has 1703 rows but ind.cora.allx has 1708"):
-        load("cora", bad, tmp_path / "cache")
+        load("cora", bad, tmp_path / "cache", verify=False)
 
 
 def write_musae(folder: Path, name: str, n: int = 40, features=None, edges=None, target=None):
@@ -146,11 +148,13 @@ def write_musae(folder: Path, name: str, n: int = 40, features=None, edges=None,
 
 def test_crocodile_from_written_musae_files(tmp_path):
     mirror = write_musae(tmp_path / "mirror", "crocodile", n=50)
-    data = load("crocodile", mirror, tmp_path / "cache")
+    with pytest.raises(DatasetError, match="crocodile.json has git blob id [0-9a-f]{40} .* but the published file has git blob id 0c68f0cf"):
+        load("crocodile", mirror, tmp_path / "cache")
+    data = load("crocodile", mirror, tmp_path / "cache", verify=False)
     assert data.task == "regression" and data.num_nodes == 50
     assert split_sizes(data) == (24, 16, 10)  # 0.48 / 0.32 / 0.20
     assert data.split == "random 0.48/0.32/0.20, seed 0"
-    other = load("crocodile", mirror, tmp_path / "cache", split_seed=1)
+    other = load("crocodile", mirror, tmp_path / "cache", verify=False, split_seed=1)
     assert not torch.equal(other.train_mask, data.train_mask)
 
 
@@ -171,7 +175,7 @@ def test_real_crocodile_mirror_lacks_features_and_says_so(mirror, tmp_path):
 def test_corrupt_musae_files_are_named(tmp_path, kind, content, message):
     mirror = write_musae(tmp_path / "mirror", "crocodile", n=40, **{kind: content})
     with pytest.raises(DatasetError, match=message):
-        load("crocodile", mirror, tmp_path / "cache")
+        load("crocodile", mirror, tmp_path / "cache", verify=False)
 
 
 def write_arxiv(folder: Path, n=30, d=4):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import sys
 from typing import Any, Optional
 
 import torch
@@ -73,7 +74,10 @@ def preprocess_features(data: Data, center: bool, scale: bool) -> None:
 
 
 def check_graph(data: Data) -> None:
-    """Invariants every loader must meet; a violation is a loader bug or a bad file."""
+    """Invariants every loader must meet; a violation is a loader bug or a bad file. Checked
+    before any computation: disjoint, non-empty splits; finite features; finite regression
+    targets on every labelled node. A single training class is allowed (toy graphs) with a
+    warning, kept in ``data.warnings`` for the result row."""
     n = data.num_nodes
     where = f"dataset '{getattr(data, 'name', '?')}'"
     if data.x.size(0) != n or data.y.size(0) != n:
@@ -85,7 +89,27 @@ def check_graph(data: Data) -> None:
             raise DatasetError(f"{where}: {key} has length {data[key].numel()}, not {n}")
     if int(data.train_mask.sum()) == 0:
         raise DatasetError(f"{where}: the training set is empty; give a training mask or a positive dataset.train_ratio")
+    for key, what, fix in (("val_mask", "validation", "the nugget is chosen on it; give a validation mask or a positive dataset.val_ratio"),
+                           ("test_mask", "test", "give a test mask, or dataset.train_ratio + dataset.val_ratio below 1")):
+        if int(data[key].sum()) == 0:
+            raise DatasetError(f"{where}: the {what} set is empty ({fix})")
     if (data.train_mask & (data.val_mask | data.test_mask)).any():
         raise DatasetError(f"{where}: training nodes overlap validation or test nodes; the masks must be disjoint")
+    overlap = data.val_mask & data.test_mask
+    if overlap.any():
+        raise DatasetError(f"{where}: {int(overlap.sum())} nodes are in both the validation and the test set (first: node {int(overlap.nonzero()[0])}); the masks must be disjoint")
     if not torch.isfinite(data.x).all():
         raise DatasetError(f"{where}: the features contain NaN or infinite values")
+    labelled = data.train_mask | data.val_mask | data.test_mask
+    if data.task == "regression":
+        bad = labelled & ~torch.isfinite(data.y.float())
+        if bad.any():
+            raise DatasetError(f"{where}: {int(bad.sum())} labelled nodes have a NaN or infinite regression target (first: node {int(bad.nonzero()[0])}); "
+                               "fix the labels, or leave those nodes out of the masks")
+    else:
+        classes = torch.unique(data.y[data.train_mask])
+        if classes.numel() == 1:
+            note = (f"every training node has class {int(classes[0])}: every prediction is that class, "
+                    f"so accuracy only counts the validation and test nodes of that class")
+            data.warnings = [*getattr(data, "warnings", []), note]
+            print(f"gnngp: warning: {where}: {note}", file=sys.stderr)

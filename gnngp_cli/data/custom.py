@@ -1,14 +1,18 @@
 """A user's own graph from files in one folder (``dataset=custom dataset.path=<dir>``).
 
 - ``edges.csv``: two integer columns of node ids, with or without a header row.
-- ``features.npy`` or ``features.npz`` (dense, or scipy sparse): one row per node.
+- ``features.npy`` or ``features.npz`` (dense, or scipy sparse): one row per node; real
+  numbers or booleans (binary features), never complex.
 - ``labels.npy`` or ``labels.csv``: integers mean classification, floats regression
-  (``dataset.task`` overrides).
-- optional ``train_mask.npy``, ``val_mask.npy``, ``test_mask.npy`` (all three, or none:
-  then a seeded random split with ``dataset.train_ratio`` and ``dataset.val_ratio``).
+  (``dataset.task`` overrides). Class ids beyond the node count are renumbered (a warning).
+- optional ``train_mask.npy``, ``val_mask.npy``, ``test_mask.npy`` (booleans or 0/1; all three,
+  or none: then a seeded random split with ``dataset.train_ratio`` and ``dataset.val_ratio``).
+
+No file is unpickled (``allow_pickle=False``).
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -42,18 +46,24 @@ def _read_features(path: Path) -> torch.Tensor:
             try:
                 array = sp.load_npz(path).toarray()
             except (ValueError, KeyError):
-                with np.load(path) as z:
+                with np.load(path, allow_pickle=False) as z:
                     if len(z.files) != 1:
                         raise DatasetError(f"feature file {path} holds {len(z.files)} arrays; save one array (np.savez) or a scipy sparse matrix (scipy.sparse.save_npz)")
                     array = z[z.files[0]]
         else:
-            array = np.load(path)
+            array = np.load(path, allow_pickle=False)
     except DatasetError:
         raise
     except Exception as err:  # noqa: BLE001 - numpy raises many types for bad files
         raise DatasetError(f"feature file {path} could not be read ({type(err).__name__}: {err}); save it with np.save or scipy.sparse.save_npz") from err
-    if array.ndim != 2 or not np.issubdtype(array.dtype, np.number):
-        raise DatasetError(f"feature file {path} must be a numeric 2-D array (nodes x features), got shape {array.shape}")
+    if np.issubdtype(array.dtype, np.complexfloating):
+        raise DatasetError(f"feature file {path} holds complex numbers ({array.dtype}); gnngp needs real features: store the real and imaginary parts as separate columns")
+    if array.dtype == np.bool_:
+        array = array.astype(np.float32)   # binary features: True -> 1.0, False -> 0.0
+    if not np.issubdtype(array.dtype, np.number):
+        raise DatasetError(f"feature file {path} holds {array.dtype} values; it must hold numbers (or booleans)")
+    if array.ndim != 2:
+        raise DatasetError(f"feature file {path} must be a 2-D array (nodes x features), got shape {array.shape}")
     if not np.isfinite(array).all():
         raise DatasetError(f"feature file {path} contains NaN or infinite values; clean them first")
     return torch.from_numpy(np.asarray(array, dtype=np.float32))
@@ -62,7 +72,7 @@ def _read_features(path: Path) -> torch.Tensor:
 def _read_labels(path: Path) -> np.ndarray:
     try:
         if path.suffix == ".npy":
-            labels = np.load(path)
+            labels = np.load(path, allow_pickle=False)
         else:
             frame = pd.read_csv(path, header=None)
             if frame.shape[1] != 1:
@@ -75,9 +85,40 @@ def _read_labels(path: Path) -> np.ndarray:
     except Exception as err:  # noqa: BLE001
         raise DatasetError(f"label file {path} could not be read ({type(err).__name__}: {err}); use labels.npy or a one-column labels.csv") from err
     labels = np.asarray(labels).reshape(-1)
-    if not np.issubdtype(labels.dtype, np.number):
-        raise DatasetError(f"label file {path} must hold numbers, got {labels.dtype}")
+    if labels.dtype == np.bool_:
+        labels = labels.astype(np.int64)
+    if np.issubdtype(labels.dtype, np.complexfloating) or not np.issubdtype(labels.dtype, np.number):
+        raise DatasetError(f"label file {path} must hold real numbers, got {labels.dtype}")
     return labels
+
+
+def class_ids(labels: np.ndarray, path: Path) -> tuple[np.ndarray, int]:
+    """Class ids and the class count ``max + 1``. Ids beyond the node count cannot all be
+    classes of this graph (a label of 10^6 would make a 10^6-wide one-hot target, gigabytes for
+    60 nodes): then the distinct ids are renumbered 0..C-1 in sorted order, with a warning."""
+    ids = labels.astype(np.int64)
+    if ids.size == 0 or int(ids.max()) + 1 <= ids.size:
+        return ids, int(ids.max()) + 1 if ids.size else 0
+    distinct, compact = np.unique(ids, return_inverse=True)
+    print(f"gnngp: warning: label file {path} has class ids up to {int(ids.max())} but only {ids.size} nodes; "
+          f"treating its {distinct.size} distinct ids as classes 0..{distinct.size - 1} (in sorted order). "
+          f"If they are real-valued targets, set dataset.task=regression", file=sys.stderr)
+    return compact.reshape(-1).astype(np.int64), int(distinct.size)
+
+
+def _read_mask(path: Path, n: int) -> torch.Tensor:
+    """A boolean (or 0/1) node mask saved with ``np.save``; never unpickled."""
+    try:
+        mask = np.load(path, allow_pickle=False)
+    except Exception as err:  # noqa: BLE001 - numpy raises many types for bad files
+        raise DatasetError(f"mask file {path} could not be read ({type(err).__name__}: {err}); save a boolean array with np.save (no pickles)") from err
+    mask = np.asarray(mask).reshape(-1)
+    if mask.dtype != np.bool_:
+        if not np.issubdtype(mask.dtype, np.number) or np.issubdtype(mask.dtype, np.complexfloating) or not np.isin(mask, (0, 1)).all():
+            raise DatasetError(f"mask file {path} must hold booleans (or 0/1), got {mask.dtype} values; save a boolean array with np.save")
+    if mask.shape[0] != n:
+        raise DatasetError(f"mask file {path} has length {mask.shape[0]} but the graph has {n} nodes")
+    return torch.from_numpy(mask.astype(bool))
 
 
 def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, val_ratio: float, seed: int) -> Data:
@@ -96,8 +137,8 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
     if task == "classification":
         if not np.all(np.equal(np.mod(labels, 1), 0)) or labels.min() < 0:
             raise DatasetError(f"label file {label_path} must hold non-negative integer class ids for classification; set dataset.task=regression for real targets")
-        y = torch.from_numpy(labels.astype(np.int64))
-        num_classes = int(y.max()) + 1 if n else 0
+        ids, num_classes = class_ids(labels, label_path)
+        y = torch.from_numpy(ids)
     else:
         y = torch.from_numpy(labels.astype(np.float32))
         num_classes = 0
@@ -109,10 +150,7 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
         raise DatasetError(f"custom dataset {folder} has {', '.join(present)} but not all of {', '.join(m + '.npy' for m in MASKS)}; give all three masks or none")
     if present:
         for m in MASKS:
-            mask = np.load(folder / f"{m}.npy").reshape(-1)
-            if mask.shape[0] != n:
-                raise DatasetError(f"mask file {folder / (m + '.npy')} has length {mask.shape[0]} but the graph has {n} nodes")
-            data[m] = torch.from_numpy(mask.astype(bool))
+            data[m] = _read_mask(folder / f"{m}.npy", n)
         data.split = "from files"
     else:
         for key, mask in random_split(n, train_ratio, val_ratio, seed).items():

@@ -3,6 +3,10 @@
 Layout (PyG's): ``<root>/<Name>/raw/<file>``. A mirror directory with the same layout
 (config ``data.mirror`` or environment ``GNNGP_DATA_MIRROR``) is read, never written: files
 found there are copied into the cache and no download is tried.
+
+Every raw file with a published digest (:mod:`~gnngp_cli.data.digests`) is checked on every
+fetch: a mirror file before it is copied, a download before it is kept, a cached file each time it
+is used. ``data.verify=false`` turns the check off, with a warning.
 """
 from __future__ import annotations
 
@@ -11,11 +15,13 @@ import shutil
 import socket
 import tempfile
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from ..errors import DatasetError, DatasetUnavailable
+from .digests import DigestMismatch, sha256, verify_file, warn_unverified
+from .files import atomic_copy, temporary_name
 
 MIRROR_ENV = "GNNGP_DATA_MIRROR"
 ROOT_ENV = "GNNGP_DATA_ROOT"
@@ -35,13 +41,16 @@ class DataStore:
     mirror: Optional[Path] = None
     download: bool = True
     timeout_s: float = 20.0
+    verify: bool = True
+    digests: dict[str, dict[str, str]] = field(default_factory=dict)   # name -> file -> sha256 of the last fetch
 
     @classmethod
-    def from_config(cls, root: Optional[str], mirror: Optional[str], download: bool = True, timeout_s: float = 20.0) -> "DataStore":
+    def from_config(cls, root: Optional[str], mirror: Optional[str], download: bool = True, timeout_s: float = 20.0,
+                    verify: bool = True) -> "DataStore":
         mirror = mirror or os.environ.get(MIRROR_ENV) or None
         if mirror is not None and not Path(mirror).is_dir():
             raise DatasetError(f"data mirror {mirror} is not a directory; set data.mirror (or {MIRROR_ENV}) to a folder holding <Name>/raw/ files")
-        return cls(Path(root) if root else default_root(), Path(mirror) if mirror else None, download, timeout_s)
+        return cls(Path(root) if root else default_root(), Path(mirror) if mirror else None, download, timeout_s, verify)
 
     def folder(self, name: str) -> Path:
         return self.root / name
@@ -57,8 +66,26 @@ class DataStore:
 
         Cache first, then the mirror (copied, atomically), then a download with a timeout:
         one URL per file (``urls``), or one archive ``(url, unpack(archive_path, folder))``.
-        Raises :class:`DatasetError` naming the dataset, where it looked and the fix.
+        Raises :class:`DatasetError` naming the dataset, where it looked and the fix, and
+        :class:`~gnngp_cli.data.digests.DigestMismatch` for a file that is not the published one.
+        The sha256 of every file is kept in ``self.digests[name]``.
         """
+        if not self.verify:
+            warn_unverified(name)
+        try:
+            target = self._obtain(name, files, urls, archive)
+        except OSError as err:   # downloads report their own failures; this is the cache itself
+            raise DatasetError(
+                f"the data cache {self.root} cannot be written ({err.strerror or err}: {err.filename}); "
+                f"set data.root (or {ROOT_ENV}) to a writable folder"
+            ) from err
+        self.digests[name] = {f: self._checked(target / f, f"{name}/{f}") for f in files}
+        return target
+
+    def _checked(self, path: Path, key: str, shown: Optional[str] = None) -> str:
+        return verify_file(path, key, shown) if self.verify else sha256(path)
+
+    def _obtain(self, name: str, files: Sequence[str], urls, archive) -> Path:
         target = self.folder(name)
         missing = [f for f in files if not (target / f).is_file()]
         if not missing:
@@ -67,7 +94,8 @@ class DataStore:
             for f in list(missing):
                 src = self.mirror / name / f
                 if src.is_file():
-                    _atomic_copy(src, target / f)
+                    self._checked(src, f"{name}/{f}")   # a tampered mirror file is never copied
+                    atomic_copy(src, target / f)
                     missing.remove(f)
         if missing and self.download and archive:
             url, unpack = archive
@@ -84,6 +112,11 @@ class DataStore:
                 if f in urls:
                     try:
                         _download(urls[f], target / f, self.timeout_s)
+                        try:
+                            self._checked(target / f, f"{name}/{f}", shown=f"{target / f} (downloaded from {urls[f]}, not kept)")
+                        except DigestMismatch:
+                            (target / f).unlink()   # never keep a download that is not the published file
+                            raise
                         missing.remove(f)
                     except OSError as err:
                         failures.append(f"{f}: {getattr(err, 'reason', err)}")
@@ -103,25 +136,13 @@ class DataStore:
         )
 
 
-def _atomic_copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.")
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _download(url: str, dst: Path, timeout_s: float) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.")
+    tmp = temporary_name(dst)
     old = socket.getdefaulttimeout()
     socket.setdefaulttimeout(timeout_s)
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response, os.fdopen(fd, "wb") as out:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response, open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as out:
             shutil.copyfileobj(response, out)
         os.replace(tmp, dst)
     finally:

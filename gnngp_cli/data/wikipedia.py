@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from torch_geometric.data import Data, InMemoryDataset
+from torch_geometric.data import Data
 
 from ..config import DatasetConfig
 from ..errors import DatasetError
+from .cache import cached_tensors
 from .graph import make_undirected
-from .public import build_guarded
 from .registry import register_dataset
 from .store import DataStore
 
@@ -108,7 +108,7 @@ def _read_splits(raw: Path, name: str, num_nodes: int) -> dict[str, torch.Tensor
     for k in range(GEOM_GCN_SPLITS):
         path = raw / f"{name}_split_0.6_0.2_{k}.npz"
         try:
-            with np.load(path) as z:
+            with np.load(path, allow_pickle=False) as z:
                 for key in masks:
                     masks[key].append(torch.from_numpy(z[f"{key}_mask"].astype(bool)))
         except Exception as err:  # noqa: BLE001 - numpy/zipfile raise many types
@@ -118,35 +118,20 @@ def _read_splits(raw: Path, name: str, num_nodes: int) -> dict[str, torch.Tensor
     return {key: torch.stack(value, dim=1) for key, value in masks.items()}
 
 
-class WikipediaTraffic(InMemoryDataset):
-    """PyG dataset over the raw MUSAE files, processed once into ``processed/data.pt``."""
-
-    def __init__(self, root: str, name: str):
-        self.name = name
-        super().__init__(root)
-        self.load(self.processed_paths[0])
-
-    @property
-    def raw_file_names(self) -> list[str]:
-        return [Path(f).name for f in wikipedia_files(self.name)]
-
-    @property
-    def processed_file_names(self) -> str:
-        return "data.pt"
-
-    def download(self) -> None:  # the DataStore fetched every raw file already
-        raise DatasetError(f"raw files of {self.name} are missing from {self.raw_dir}")
-
-    def process(self) -> None:
-        raw = Path(self.raw_dir)
-        x = read_musae_features(raw / f"{self.name}.json")
-        n = x.size(0)
-        edge_index = make_undirected(read_edge_csv(raw / f"{self.name}_edges.csv", n), n)
-        data = Data(x=x, edge_index=edge_index, y=_read_target(raw / f"{self.name}_target.csv", n))
-        if self.name != "crocodile":
-            for key, mask in _read_splits(raw, self.name, n).items():
-                data[f"{key}_masks"] = mask
-        self.save([data], self.processed_paths[0])
+def read_wikipedia(raw: Path, name: str) -> dict[str, torch.Tensor]:
+    """Features, undirected edges, ``log(traffic)`` targets and (chameleon, squirrel) the
+    geom-gcn split masks stacked as columns, from the raw MUSAE files."""
+    x = read_musae_features(raw / f"{name}.json")
+    n = x.size(0)
+    tensors = {
+        "x": x,
+        "edge_index": make_undirected(read_edge_csv(raw / f"{name}_edges.csv", n), n),
+        "y": _read_target(raw / f"{name}_target.csv", n),
+    }
+    if name != "crocodile":
+        for key, mask in _read_splits(raw, name, n).items():
+            tensors[f"{key}_masks"] = mask
+    return tensors
 
 
 def random_split(num_nodes: int, train_ratio: float, val_ratio: float, seed: int) -> dict[str, torch.Tensor]:
@@ -164,9 +149,8 @@ def random_split(num_nodes: int, train_ratio: float, val_ratio: float, seed: int
 def load_wikipedia(name: str, store: DataStore, split_index: int = 0, split_seed: int = 0) -> Data:
     files = wikipedia_files(name)
     folder = store.fetch(name, list(files), files)
-    dataset = build_guarded(folder, lambda: WikipediaTraffic(str(folder), name), lambda d: None, name)
-    full = dataset[0]
-    data = Data(x=full.x, y=full.y, edge_index=full.edge_index)
+    full = cached_tensors(folder, store.digests[name], lambda: read_wikipedia(folder / "raw", name))
+    data = Data(x=full["x"], y=full["y"], edge_index=full["edge_index"])
     if name == "crocodile":
         masks = random_split(data.num_nodes, 0.48, 0.32, split_seed)
         data.split = f"random 0.48/0.32/0.20, seed {split_seed}"

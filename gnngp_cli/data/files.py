@@ -1,0 +1,101 @@
+"""Files written so that readers never see half of one: a temporary beside the target, then an
+atomic rename. Temporaries are created with mode ``0666 & ~umask`` (``mkstemp`` would give
+0600, unreadable to the other users of a shared cache) and are named
+``.<target>.<host>.<pid>.<random>.tmp``, so that one left by a killed process is recognised and
+removed by the next writer. :func:`locked` serialises writers across processes (``flock`` on a
+sidecar ``.<target>.lock``).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+STALE_SECONDS = 24 * 3600   # another host's temporary older than this is abandoned
+
+
+def _host() -> str:
+    return socket.gethostname().replace(".", "_") or "host"
+
+
+def temporary_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Delete temporaries of ``path`` left by dead processes (this host) or abandoned for a day
+    (other hosts); returns the ones removed."""
+    removed = []
+    prefix = f".{path.name}."
+    try:
+        candidates = [p for p in path.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith(".tmp")]
+    except OSError:
+        return removed
+    for tmp in candidates:
+        parts = tmp.name[len(prefix):].split(".")
+        try:
+            host, pid = parts[0], int(parts[1])
+            stale = (not _alive(pid)) if host == _host() else time.time() - tmp.stat().st_mtime > STALE_SECONDS
+        except (IndexError, ValueError, OSError):   # a temporary of the old mkstemp naming
+            try:
+                stale = time.time() - tmp.stat().st_mtime > 60
+            except OSError:
+                continue
+        if stale:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                removed.append(tmp)
+    return removed
+
+
+def atomic_write(path: Path, write: Callable, binary: bool = False) -> None:
+    """Write ``path`` by ``write(file)`` on a temporary, fsync it, and rename it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
+    tmp = temporary_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)   # the umask applies
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": ""})) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def atomic_copy(src: Path, dst: Path) -> None:
+    with open(src, "rb") as source:
+        atomic_write(dst, lambda out: shutil.copyfileobj(source, out), binary=True)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``.<path>.lock`` (beside ``path``) for the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_name(f".{path.name}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

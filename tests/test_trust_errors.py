@@ -1,0 +1,128 @@
+"""Trust, section 4: documented inputs that used to raise tracebacks now give one line:
+empty validation or test sets, unreadable mask files, a read-only data root or output dir,
+and a raw pickle of the wrong type."""
+import os
+import pickle
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from gnngp_cli.api import compose
+from gnngp_cli.config import validate
+from gnngp_cli.data import DataStore, load_dataset
+from gnngp_cli.errors import ConfigError, DatasetError
+
+from trust_helpers import GNNGP, run, split_masks, write_graph
+
+ROOT = os.geteuid() == 0   # permission bits do not stop root: those variants are skipped
+
+
+def test_val_ratio_zero_is_refused_up_front(tmp_path):
+    with pytest.raises(ConfigError, match="dataset.val_ratio=0 leaves no validation nodes"):
+        validate(compose(["dataset.val_ratio=0"]))
+    code, _, row, errors = run(tmp_path, "dataset.val_ratio=0")
+    assert code == 1 and len(errors) == 1 and "dataset.val_ratio=0 leaves no validation nodes" in errors[0]
+    assert row["status"] == "error"
+
+
+def test_ratios_leaving_no_test_nodes_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="leaves no test nodes"):
+        validate(compose(["dataset.train_ratio=0.6", "dataset.val_ratio=0.4"]))
+
+
+@pytest.mark.parametrize("empty, message", [("val", "the validation set is empty"), ("test", "the test set is empty")])
+def test_empty_validation_or_test_mask_from_files_is_one_line(tmp_path, empty, message):
+    masks = split_masks(60)
+    masks[f"{empty}_mask"][:] = False
+    folder = write_graph(tmp_path / "g", masks=masks)
+    code, _, row, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 1 and len(errors) == 1 and message in errors[0]
+
+
+def test_tiny_graph_whose_rounded_split_is_empty_is_one_line(tmp_path):
+    folder = write_graph(tmp_path / "g", n=6)
+    code, _, _, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}", "dataset.val_ratio=0.05")
+    assert code == 1 and len(errors) == 1 and "the validation set is empty" in errors[0]
+
+
+class Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("kind", ["empty", "pickled", "garbage", "float"])
+def test_bad_mask_files_are_one_line_naming_the_file(tmp_path, kind):
+    folder = write_graph(tmp_path / "g", masks=split_masks(60))
+    path = folder / "val_mask.npy"
+    marker = tmp_path / "ran"
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "pickled":
+        np.save(path, np.array([Payload(marker)] * 60, dtype=object), allow_pickle=True)
+    elif kind == "garbage":
+        path.write_bytes(b"\x93NUMPY garbage")
+    else:
+        np.save(path, np.linspace(0, 1, 60))
+    code, _, _, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 1 and len(errors) == 1 and f"mask file {path}" in errors[0]
+    assert not marker.exists()
+
+
+def test_read_only_data_root_is_one_line(tmp_path, mirror):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    code, _, _, errors = run(tmp_path, "dataset=cora", f"data.mirror={mirror}", f"data.root={blocker / 'cache'}")
+    assert code == 1 and len(errors) == 1
+    assert f"the data cache {blocker / 'cache'} cannot be written" in errors[0] and "set data.root" in errors[0]
+
+
+@pytest.mark.skipif(ROOT, reason="root ignores permission bits")
+def test_read_only_data_root_by_permissions(tmp_path, mirror):
+    cache = tmp_path / "ro"
+    cache.mkdir()
+    cache.chmod(0o555)
+    try:
+        with pytest.raises(DatasetError, match="cannot be written"):
+            load_dataset(compose(["dataset=cora"]).dataset, DataStore.from_config(str(cache), str(mirror)))
+    finally:
+        cache.chmod(0o755)
+
+
+def test_read_only_output_dir_is_one_line(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    out = subprocess.run([*GNNGP, f"hydra.run.dir={blocker / 'out'}"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert len(errors) == 1 and f"the output folder {blocker / 'out'} cannot be created" in errors[0]
+
+
+@pytest.mark.skipif(ROOT, reason="root ignores permission bits")
+def test_read_only_output_dir_by_permissions(tmp_path):
+    out_dir = tmp_path / "ro"
+    out_dir.mkdir()
+    out_dir.chmod(0o555)
+    try:
+        out = subprocess.run([*GNNGP, f"hydra.run.dir={out_dir / 'run'}"], capture_output=True, text=True, timeout=600)
+    finally:
+        out_dir.chmod(0o755)
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "is not writable" in out.stderr
+
+
+@pytest.mark.parametrize("part, obj, message", [
+    ("graph", [[1, 2], [0]], "ind.cora.graph holds a list, not the adjacency dict"),
+    ("x", {"a": 1}, "ind.cora.x holds a dict, not the 2-D numeric feature matrix"),
+    ("ally", np.arange(5), "ind.cora.ally holds a ndarray, not the 2-D numeric one-hot label matrix"),
+])
+def test_raw_pickle_of_the_wrong_type_is_one_line(mirror, tmp_path, part, obj, message):
+    bad = tmp_path / "mirror"
+    shutil.copytree(mirror / "Cora", bad / "Cora")
+    with open(bad / "Cora" / "raw" / f"ind.cora.{part}", "wb") as f:
+        pickle.dump(obj, f, protocol=2)
+    code, _, _, errors = run(tmp_path, "dataset=cora", f"data.mirror={bad}", "data.verify=false")
+    assert code == 1 and len(errors) == 1 and message in errors[0]

@@ -1,0 +1,224 @@
+"""Trust, section 1: no code runs from a dataset file. Raw files are checked against the
+published digests; Planetoid pickles are read by a restricted unpickler; processed files are
+loaded with ``weights_only=True`` only (or rebuilt); PyG's and OGB's own processed files are
+never read. Each planted payload would create a marker file if it ran."""
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnngp_cli.api import compose
+from gnngp_cli.data import DataStore, load_dataset
+from gnngp_cli.data import public, store, wikipedia
+from gnngp_cli.data.cache import PROCESSED
+from gnngp_cli.data.digests import KNOWN_DIGESTS, git_blob, sha256
+from gnngp_cli.errors import DatasetError
+
+from test_data import write_arxiv, write_reddit
+
+
+class Payload:
+    """Unpickling this runs ``touch <marker>``: the attack the issue reported."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def load(name, mirror, root, verify=True):
+    cfg = compose([f"dataset={name}"])
+    return load_dataset(cfg.dataset, DataStore.from_config(str(root), str(mirror) if mirror else None, verify=verify))
+
+
+def copy_planetoid(mirror, tmp_path, title="Cora"):
+    dst = tmp_path / "mirror"
+    shutil.copytree(mirror / title, dst / title)
+    return dst
+
+
+def test_the_payload_runs_under_plain_pickle(tmp_path):
+    """The marker check is real: a plain ``pickle.load`` of the payload creates the marker."""
+    marker = tmp_path / "ran"
+    pickle.loads(pickle.dumps(Payload(marker)))
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_payload_in_a_raw_planetoid_pickle_never_runs(mirror, tmp_path, verify):
+    bad = copy_planetoid(mirror, tmp_path)
+    marker = tmp_path / "ran"
+    with open(bad / "Cora" / "raw" / "ind.cora.x", "wb") as f:
+        pickle.dump(Payload(marker), f, protocol=2)
+    expected = "ind.cora.x has sha256 .* but the published file has 23cfa55d" if verify else "ind.cora.x names posix.system, which a Planetoid file never holds"
+    with pytest.raises(DatasetError, match=expected):
+        load("cora", bad, tmp_path / "cache", verify=verify)
+    assert not marker.exists()
+    assert not (tmp_path / "cache" / "Cora" / "raw" / "ind.cora.x").exists() or not verify  # a tampered mirror file is not copied
+
+
+def test_payload_planted_in_the_cache_raw_file_never_runs(mirror, tmp_path):
+    cache = tmp_path / "cache"
+    load("cora", mirror, cache)
+    marker = tmp_path / "ran"
+    with open(cache / "Cora" / "raw" / "ind.cora.graph", "wb") as f:
+        pickle.dump(Payload(marker), f, protocol=2)
+    with pytest.raises(DatasetError, match=r"raw file .*cache/Cora/raw/ind.cora.graph has sha256 [0-9a-f]{64} but the published file has 58f13302"):
+        load("cora", mirror, cache)
+    assert not marker.exists()
+
+
+def test_payload_in_pyg_processed_files_is_never_read(mirror, tmp_path):
+    """PyG's ``data.pt`` (loaded with a weights_only=False fallback) and ``pre_transform.pt``
+    (loaded with weights_only=False) in a shared cache: gnngp does not read them."""
+    cache = tmp_path / "cache"
+    marker = tmp_path / "ran"
+    (cache / "Cora" / "processed").mkdir(parents=True)
+    for name in ("data.pt", "pre_transform.pt", "pre_filter.pt"):
+        torch.save(Payload(marker), cache / "Cora" / "processed" / name)
+    data = load("cora", mirror, cache)
+    assert not marker.exists()
+    assert data.num_nodes == 2708
+
+
+@pytest.mark.parametrize("dataset", ["cora", "chameleon"])
+def test_payload_in_the_gnngp_processed_file_is_refused_and_rebuilt(mirror, tmp_path, capfd, dataset):
+    cache = tmp_path / "cache"
+    clean = load(dataset, mirror, cache)
+    folder = next(p for p in cache.iterdir() if p.is_dir())
+    marker = tmp_path / "ran"
+    torch.save({"format": 1, "raw": {}, "tensors": Payload(marker)}, folder / PROCESSED)
+    again = load(dataset, mirror, cache)
+    assert not marker.exists()
+    assert "could not be loaded safely (UnpicklingError" in capfd.readouterr().err
+    assert torch.equal(again.x, clean.x) and torch.equal(again.edge_index, clean.edge_index) and torch.equal(again.y, clean.y)
+    stored = torch.load(folder / PROCESSED, weights_only=True)  # the rebuilt file is a plain tensor dict
+    assert set(stored["tensors"]) >= {"x", "y", "edge_index"}
+
+
+def test_payload_in_ogb_processed_and_split_files_is_never_read(tmp_path):
+    mirror = write_arxiv(tmp_path / "mirror")
+    cache = tmp_path / "cache"
+    marker = tmp_path / "ran"
+    shutil.copytree(mirror / "ogbn_arxiv", cache / "ogbn_arxiv")
+    (cache / "ogbn_arxiv" / "processed").mkdir()
+    torch.save(Payload(marker), cache / "ogbn_arxiv" / "processed" / "geometric_data_processed.pt")
+    torch.save(Payload(marker), cache / "ogbn_arxiv" / "processed" / "pre_transform.pt")
+    torch.save(Payload(marker), cache / "ogbn_arxiv" / "split" / "time" / "split_dict.pt")
+    data = load("arxiv", None, cache)
+    assert not marker.exists()
+    assert data.num_nodes == 30 and int(data.train_mask.sum()) == 15
+
+
+def test_payload_in_our_ogb_cache_is_rebuilt(tmp_path, capfd):
+    mirror = write_arxiv(tmp_path / "mirror")
+    cache = tmp_path / "cache"
+    clean = load("arxiv", mirror, cache)
+    marker = tmp_path / "ran"
+    torch.save(Payload(marker), cache / "ogbn_arxiv" / PROCESSED)
+    again = load("arxiv", mirror, cache)
+    assert not marker.exists() and "rebuilding it from the verified raw files" in capfd.readouterr().err
+    assert torch.equal(again.x, clean.x) and torch.equal(again.test_mask, clean.test_mask)
+
+
+def test_pickled_arrays_in_npz_files_are_refused(tmp_path):
+    mirror = write_reddit(tmp_path / "mirror")
+    marker = tmp_path / "ran"
+    import numpy as np
+
+    raw = mirror / "Reddit" / "raw"
+    np.savez(raw / "reddit_data.npz", feature=np.array([Payload(marker)], dtype=object), label=np.zeros(1), node_types=np.ones(1))
+    with pytest.raises(DatasetError, match="reddit_data.npz is corrupt or truncated .*allow_pickle=False"):
+        load("reddit", mirror, tmp_path / "cache")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("name, title", [("cora", "Cora"), ("citeseer", "CiteSeer"), ("pubmed", "PubMed")])
+def test_safe_planetoid_reader_matches_pyg_exactly(mirror, tmp_path, name, title):
+    """The paper numbers depend on it: x, y, edge_index and the masks equal PyG's ``Planetoid``
+    on the genuine (digest-verified) files, dtype included."""
+    from torch_geometric.datasets import Planetoid
+
+    root = tmp_path / "pyg"
+    shutil.copytree(mirror / title, root / title)
+    for f in (root / title / "raw").iterdir():
+        assert sha256(f) in KNOWN_DIGESTS[f"{title}/raw/{f.name}"]
+    ours = public.read_planetoid(root / title / "raw", name)
+    reference = Planetoid(str(root), title)[0]
+    for key in ("x", "y", "edge_index", "train_mask", "val_mask", "test_mask"):
+        assert ours[key].dtype == reference[key].dtype and torch.equal(ours[key], reference[key]), key
+
+
+def test_digest_table_covers_every_raw_file_of_the_mirrored_datasets(mirror):
+    for folder in ("Cora", "CiteSeer", "PubMed", "chameleon", "squirrel", "crocodile"):
+        for f in (mirror / folder / "raw").iterdir():
+            assert sha256(f) in KNOWN_DIGESTS[f"{folder}/raw/{f.name}"], f
+    for name in ("chameleon", "squirrel", "crocodile"):
+        assert all(f"{name}/{f}" in KNOWN_DIGESTS for f in wikipedia.wikipedia_files(name))
+
+
+def test_pubmed_allx_original_is_accepted_by_its_git_blob_id(mirror):
+    # the git blob id is computed as git does: the mirror's genuine ind.pubmed.x has the blob id of kimiyoung/planetoid
+    assert git_blob(mirror / "PubMed" / "raw" / "ind.pubmed.x") == "16c0eca8d2b3297014ff80327416f9332eda10d7"
+    assert "gitblob:3b86bccf08111c37c632a9dd8ab63db25ea76361" in KNOWN_DIGESTS["PubMed/raw/ind.pubmed.allx"]
+
+
+def test_a_download_that_is_not_the_published_file_is_not_kept(tmp_path, monkeypatch):
+    def fake(url, dst, timeout_s):
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(b"not the planetoid file")
+
+    monkeypatch.setattr(store, "_download", fake)
+    with pytest.raises(DatasetError, match=r"raw file .*ind.cora.x \(downloaded from https://github.com/kimiyoung/planetoid/raw/master/data/ind.cora.x, not kept\) has sha256 [0-9a-f]{64} but the published file has 23cfa55d"):
+        load("cora", None, tmp_path / "cache")
+    assert not (tmp_path / "cache" / "Cora" / "raw" / "ind.cora.x").exists()
+
+
+def test_verify_false_warns_and_skips_the_digest_check(mirror, tmp_path, capfd):
+    bad = copy_planetoid(mirror, tmp_path)
+    (bad / "Cora" / "raw" / "ind.cora.test.index").write_text((bad / "Cora" / "raw" / "ind.cora.test.index").read_text() + "\n")
+    data = load("cora", bad, tmp_path / "cache", verify=False)
+    assert data.num_nodes == 2708
+    assert "gnngp: warning: data.verify=false: the raw files of Cora are not checked" in capfd.readouterr().err
+
+
+def test_downloads_use_https():
+    urls = [public.PLANETOID_URL, public.REDDIT_URL, public.ARXIV_URL, wikipedia.MUSAE_URL, wikipedia.GEOM_GCN_URL]
+    assert all(u.startswith("https://") for u in urls), urls
+
+
+def test_no_weights_only_false_load_remains_in_the_package():
+    package = Path(public.__file__).resolve().parents[1]
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        assert "weights_only=False" not in text.replace('"weights_only=False"', "").replace("``weights_only=False``", ""), path
+        assert "_trusted_torch_load" not in text and "pickle.load(" not in text, path
+
+
+def test_a_downloaded_archive_is_unpacked_and_its_files_honour_the_umask(tmp_path, monkeypatch):
+    import zipfile
+
+    written = write_reddit(tmp_path / "src") / "Reddit" / "raw"
+    archive = tmp_path / "reddit.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for name in ("reddit_data.npz", "reddit_graph.npz"):
+            z.write(written / name, name)
+
+    def fake(url, dst, timeout_s):
+        assert url == public.REDDIT_URL
+        shutil.copyfile(archive, dst)
+
+    monkeypatch.setattr(store, "_download", fake)
+    old = os.umask(0o022)
+    try:
+        data = load("reddit", None, tmp_path / "cache")
+    finally:
+        os.umask(old)
+    assert data.num_nodes == 25
+    raw = tmp_path / "cache" / "Reddit" / "raw"
+    assert all((raw / n).stat().st_mode & 0o777 == 0o644 for n in ("reddit_data.npz", "reddit_graph.npz"))
+    assert not [p for p in raw.iterdir() if p.name.endswith(".tmp")]

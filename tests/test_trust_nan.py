@@ -1,0 +1,71 @@
+"""Trust, section 3: no NaN is ever reported as a result. NaN or infinite targets and grid
+bounds are one-line errors before any computation; a row whose metric is not a number is an
+error row with the reason, never ``ok``."""
+import math
+
+import numpy as np
+import pytest
+
+from gnngp_cli.api import compose
+from gnngp_cli.config import validate
+from gnngp_cli.errors import ConfigError
+from gnngp_cli.invariants import checked_rows
+
+from trust_helpers import run, split_masks, write_graph
+
+
+@pytest.mark.parametrize("node, value", [(3, np.nan), (50, np.inf), (40, -np.inf)])   # a training, a test, a validation node
+def test_nan_or_infinite_regression_target_at_a_labelled_node_is_refused_before_computing(tmp_path, node, value):
+    labels = np.random.default_rng(0).normal(size=60)
+    labels[node] = value
+    folder = write_graph(tmp_path / "g", labels=labels, masks=split_masks(60))
+    code, _, row, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 1 and len(errors) == 1
+    assert f"1 labelled nodes have a NaN or infinite regression target (first: node {node})" in errors[0]
+    assert row["status"] == "error" and math.isnan(row.get("kernel_seconds", float("nan")))  # nothing was computed
+
+
+def test_a_nan_target_outside_every_split_is_not_used_and_accepted(tmp_path):
+    labels = np.random.default_rng(0).normal(size=60)
+    labels[59] = np.nan
+    folder = write_graph(tmp_path / "g", labels=labels, masks=split_masks(60, test=(45, 59)))
+    code, _, row, _ = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 0 and row["status"] == "ok" and math.isfinite(row["test"])
+
+
+@pytest.mark.parametrize("override, message", [
+    ("nugget.max=inf", "nugget.max=inf is not a finite number"),
+    ("nugget.min=nan", "nugget.min=nan is not a finite number"),
+    ("kernel.sigma_w=nan", "kernel.sigma_w=nan is not a finite number"),
+])
+def test_non_finite_settings_are_one_line_errors(tmp_path, override, message):
+    with pytest.raises(ConfigError, match=message):
+        validate(compose([override]))
+    code, _, row, errors = run(tmp_path, override)
+    assert code == 1 and len(errors) == 1 and message in errors[0]
+    assert row["status"] == "error"
+
+
+def test_a_row_whose_metric_is_nan_becomes_an_error_row_with_the_reason(tmp_path):
+    """Constant test targets: R^2 is undefined. The run must not report status=ok with NaN."""
+    labels = np.random.default_rng(0).normal(size=60)
+    labels[45:60] = 2.5
+    folder = write_graph(tmp_path / "g", labels=labels, masks=split_masks(60))
+    code, _, row, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 1 and len(errors) == 1
+    assert row["status"] == "error"
+    assert "the test r2 is nan, not a number (R^2 is undefined when the targets of a split are constant" in row["error"]
+    assert "the test r2 is nan" in errors[0]
+
+
+def test_invariant_on_rows():
+    rows = [
+        {"status": "ok", "metric": "accuracy", "val": 0.5, "test": 0.7},
+        {"status": "ok", "metric": "accuracy", "val": float("inf"), "test": 0.7},
+        {"status": "ok", "metric": "r2", "val": 0.1, "test": None},
+        {"status": "error", "metric": "r2", "val": float("nan"), "test": float("nan"), "error": "earlier"},
+    ]
+    checked = checked_rows(rows)
+    assert [r["status"] for r in checked] == ["ok", "error", "error", "error"]
+    assert "the val accuracy is inf" in checked[1]["error"] and "the test r2 is None" in checked[2]["error"]
+    assert checked[3]["error"] == "earlier"

@@ -1,0 +1,155 @@
+"""Trust, section 2: no row is ever lost. Concurrent writers keep every row; run dirs do not
+collide; a malformed results file is moved aside; an unwritable target sends the rows to a
+named fallback; resume reruns a job whose settings changed; temporaries of killed writers are
+cleaned; files honour the umask."""
+import json
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gnngp_cli.data import DataStore
+from gnngp_cli.data.files import remove_stale_temporaries
+from gnngp_cli.results import ResultsNotWritten, append_rows
+
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli", "run"]
+SMALL = ["dataset.num_nodes=200", "kernel=gcngp_x"]
+
+
+def gnngp(*args, cwd=None):
+    return subprocess.Popen([*GNNGP, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+
+
+def _append_many(path: str, writer: int, count: int) -> None:
+    for i in range(count):
+        append_rows(Path(path), [{"status": "ok", "writer": writer, "i": i}])
+
+
+def test_four_processes_appending_fifty_rows_each_keep_all_two_hundred(tmp_path):
+    path = tmp_path / "results.csv"
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_append_many, args=(str(path), w, 50)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    table = pd.read_csv(path)
+    assert len(table) == 200
+    assert sorted(zip(table["writer"], table["i"])) == [(w, i) for w in range(4) for i in range(50)]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_four_cli_runs_sharing_a_run_dir_keep_every_row(tmp_path):
+    runs = [gnngp(*SMALL, f"seed={s}", f"hydra.run.dir={tmp_path}") for s in range(4)]
+    for run in runs:
+        _, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert sorted(table["seed"]) == [0, 1, 2, 3] and (table["status"] == "ok").all()
+
+
+def test_runs_started_together_get_their_own_run_dirs(tmp_path):
+    runs = [gnngp(*SMALL, f"seed={s}", cwd=tmp_path) for s in range(2)]
+    for run in runs:
+        _, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err
+    files = sorted((tmp_path / "outputs").glob("*/*/results.csv"))
+    assert len(files) == 2 and files[0].parent != files[1].parent
+    assert sorted(len(pd.read_csv(f)) for f in files) == [1, 1]
+    for f in files:  # the dir name ends with microseconds and the pid
+        stamp, pid = f.parent.name.rsplit("-", 1)
+        assert pid.isdigit() and len(stamp.split("-")[-1]) == 6
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00\xff\xfe garbage \x81\n\x00", b'status,test\nok,"unclosed\n'])
+def test_a_malformed_results_file_is_moved_aside_and_the_new_rows_written(tmp_path, capfd, content):
+    path = tmp_path / "results.csv"
+    path.write_bytes(content)
+    append_rows(path, [{"status": "ok", "test": 0.5}])
+    assert pd.read_csv(path)["test"].tolist() == [0.5]
+    aside = list(tmp_path.glob("results.malformed-*.csv"))
+    assert len(aside) == 1 and aside[0].read_bytes() == content
+    warning = [line for line in capfd.readouterr().err.splitlines() if line.startswith("gnngp: warning:")]
+    assert len(warning) == 1 and str(aside[0]) in warning[0]
+
+
+def test_rows_for_an_unwritable_target_go_to_a_named_fallback(tmp_path):
+    target = tmp_path / "results.csv"
+    target.mkdir()  # a folder where the file should be: it cannot be replaced
+    with pytest.raises(ResultsNotWritten) as err:
+        append_rows(target, [{"status": "ok", "test": 0.7}, {"status": "ok", "test": 0.8}], fallback_dir=tmp_path)
+    fallback = Path(str(err.value).split("written to ")[1].split(" instead")[0])
+    assert fallback.parent == tmp_path and pd.read_csv(fallback)["test"].tolist() == [0.7, 0.8]
+    assert "could not write results to" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_with_an_unwritable_results_file_names_the_fallback_in_one_line(tmp_path):
+    (tmp_path / "results.csv").mkdir()
+    run = gnngp(*SMALL, f"hydra.run.dir={tmp_path}")
+    _, err = run.communicate(timeout=600)
+    assert run.returncode == 1 and "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("gnngp: error:")]
+    assert len(lines) == 1 and "rows were written to" in lines[0]
+    fallback = Path(lines[0].split("written to ")[1].split(" instead")[0])
+    assert fallback.parent == tmp_path and pd.read_csv(fallback)["status"].tolist() == ["ok"]
+
+
+@pytest.mark.parametrize("name", ["../escape.csv", "/tmp/abs.csv", "sub/results.csv"])
+def test_results_file_is_confined_to_the_run_dir(tmp_path, name):
+    run = gnngp(f"results_file={name}", f"hydra.run.dir={tmp_path}")
+    _, err = run.communicate(timeout=600)
+    assert run.returncode == 1 and "Traceback" not in err
+    assert f"gnngp: error: results_file='{name}' must be a file name inside the run dir" in err
+    assert not (tmp_path.parent / "escape.csv").exists()
+
+
+def test_resume_reruns_a_job_whose_overrides_changed(tmp_path):
+    def sweep(*args):
+        out = subprocess.run([*GNNGP, "-m", *args, f"hydra.sweep.dir={tmp_path}"], capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        return pd.read_csv(tmp_path / "summary.csv"), out.stdout + out.stderr
+
+    sweep("kernel=gcngp_x", "dataset.num_nodes=200")
+    summary, log = sweep("kernel=gcngp_x", "dataset.num_nodes=240", "resume=true")
+    assert "its settings changed (was dataset.num_nodes=200 kernel=gcngp_x, now dataset.num_nodes=240 kernel=gcngp_x)" in log
+    assert summary["n_nodes"].tolist() == [240] and summary["status"].tolist() == ["ok"]
+    assert json.loads(summary.loc[0, "overrides"]) == ["dataset.num_nodes=240", "kernel=gcngp_x"]
+    kept = list((tmp_path / "0").glob("results.before-resume-*.csv"))
+    assert len(kept) == 1 and pd.read_csv(kept[0])["n_nodes"].tolist() == [200]
+    _, log = sweep("kernel=gcngp_x", "dataset.num_nodes=240", "resume=true")
+    assert "already has results; skipping" in log
+
+
+def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
+    path = tmp_path / "results.csv"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname().replace(".", "_")
+    stale = tmp_path / f".results.csv.{host}.{dead.pid}.abcd1234.tmp"
+    live = tmp_path / f".results.csv.{host}.{os.getpid()}.abcd1234.tmp"
+    old_style = tmp_path / ".results.csv.k2j3h4.tmp"  # mkstemp naming of earlier versions
+    for p in (stale, live, old_style):
+        p.write_text("half a row")
+    os.utime(old_style, (time.time() - 3600, time.time() - 3600))
+    append_rows(path, [{"status": "ok"}])
+    assert not stale.exists() and not old_style.exists() and live.exists()
+    assert remove_stale_temporaries(path) == []
+
+
+def test_results_and_cached_raw_files_honour_the_umask(tmp_path, mirror):
+    old = os.umask(0o022)
+    try:
+        append_rows(tmp_path / "results.csv", [{"status": "ok"}])
+        store = DataStore.from_config(str(tmp_path / "cache"), str(mirror))
+        folder = store.fetch("Cora", ["raw/ind.cora.y"])
+    finally:
+        os.umask(old)
+    assert (tmp_path / "results.csv").stat().st_mode & 0o777 == 0o644
+    assert (folder / "raw" / "ind.cora.y").stat().st_mode & 0o777 == 0o644
