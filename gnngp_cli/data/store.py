@@ -21,7 +21,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from ..errors import DatasetError, DatasetUnavailable
 from .digests import DigestMismatch, sha256, verify_file, warn_unverified
-from .files import atomic_copy, temporary_name
+from .files import atomic_copy, atomic_write
 
 MIRROR_ENV = "GNNGP_DATA_MIRROR"
 ROOT_ENV = "GNNGP_DATA_ROOT"
@@ -138,14 +138,10 @@ class DataStore:
 
 def _download(url: str, dst: Path, timeout_s: float) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_name(dst)
     old = socket.getdefaulttimeout()
     socket.setdefaulttimeout(timeout_s)
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response, open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as out:
-            shutil.copyfileobj(response, out)
-        os.replace(tmp, dst)
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            atomic_write(dst, lambda out: shutil.copyfileobj(response, out), binary=True)
     finally:
         socket.setdefaulttimeout(old)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
