@@ -117,8 +117,8 @@ def _victim_pid(client) -> tuple[str, int]:
 
 
 def test_a_worker_killed_midway_is_recomputed_with_an_unchanged_result(cache):
-    overrides = ["dataset=csbm", "dataset.num_nodes=20000", "landmarks.count=128", "kernel=gcngp_x", "dtype=float64",
-                 "partition.rows=2000", f"data.root={cache}", "compute=dask"]
+    overrides = ["dataset=csbm", "dataset.num_nodes=6000", "landmarks.count=64", "kernel=gcngp_x", "dtype=float64",
+                 "partition.rows=1000", f"data.root={cache}", "compute=dask"]
     cfg = compose(overrides)
     graph = sharded_graph(cfg, DataStore.from_config(cfg.data.root, None, False))
     with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \

@@ -78,7 +78,7 @@ def _has_add(block: Block) -> bool:
 def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> None:
     """Refuse, before any work, a worker memory limit below what one row block needs: its root
     (``rows x width``), the ReLU's cross block and output, and up to ``FAN_IN`` partial sums."""
-    limits = [m for m in worker_memory_limits(client) if m > 0]
+    limits = [m for m in worker_memory_limits(client) if m > 0] if client is not None else []
     if not limits:
         return
     width = max(graph.meta.num_features, landmarks) + layers + 1
@@ -106,7 +106,8 @@ def run_gp_rowblocks(cfg: Any) -> list[dict]:
 
 def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.0) -> Iterator[tuple[Any, dict]]:
     """``(result, row)`` of each run (seed ``cfg.seed + run``) of the GP job on ``graph``, with
-    the same architecture, landmarks, nugget grid and gamma search as the local path."""
+    the same architecture, landmarks, nugget grid and gamma search as the local path.
+    ``client=None``: Dask's default scheduler in this process (e.g. the synchronous one)."""
     from ..runner import architecture, base_row, deterministic, landmarks_among
 
     meta = graph.meta
@@ -115,7 +116,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
     np_dtype = np.float64 if dtype == torch.float64 else np.float32
     kcfg = cfg.kernel
     arch = architecture(kcfg)
-    workers = len(client.scheduler_info(n_workers=-1)["workers"])
+    workers = len(client.scheduler_info(n_workers=-1)["workers"]) if client is not None else 1
     check_block_memory(client, graph, arch.network, cfg.landmarks.count or 0, kcfg.layers, dtype)
     train = torch.from_numpy(graph.train_ids())
     if train.numel() == 0:
@@ -160,7 +161,8 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
         row.update(
             task=meta.task, run=run, n_nodes=meta.num_nodes, n_edges=meta.num_edges, load_seconds=load_seconds, device="cpu",
             split=meta.split, stand_in="", experiment=cfg.experiment.name or "", peak_rss_mb=peak_rss_mb(), peak_cuda_mb=0.0,
-            compute_backend=cfg.compute.backend, workers=workers, peak_worker_mb=peak_worker_mb(client),
+            compute_backend=cfg.compute.backend, workers=workers,
+            peak_worker_mb=peak_worker_mb(client) if client is not None else peak_rss_mb(),
             timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
         yield result, row
