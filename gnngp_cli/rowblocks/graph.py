@@ -38,30 +38,27 @@ def _node_part(root: str, b: int, name: str, dtype: Any = None) -> np.ndarray:
     return part if dtype is None else part.astype(dtype)
 
 
-def _scale(root: str, b: int, kind: str, side: str, dtype: Any) -> np.ndarray:
-    """``s_in`` or ``s_out`` of block ``b`` (a column vector)."""
+def _scale(root: str, b: int, kind: str, dtype: Any) -> np.ndarray:
+    """``s_out`` of block ``b`` (a column vector): ``D^-1/2`` (sym) or ``D^-1`` (row)."""
     deg = np.asarray(load_part(Path(root), b, "deg"))
-    if kind == "sym":
-        s = deg ** -0.5
-    elif side == "out":
-        s = 1.0 / deg
-    else:
-        s = np.ones_like(deg)
-    return s.astype(dtype)[:, None]
+    return (deg ** -0.5 if kind == "sym" else 1.0 / deg).astype(dtype)[:, None]
 
 
-def _partial_product(root: str, b: int, j: int, count: int, q_j: np.ndarray, s_in: np.ndarray) -> tuple:
-    """``(I + A)[b, j] (s_in_j Q_j)`` on the rows of ``b`` with an entry in ``j``: ``(rows, values)``."""
+def _partial_product(root: str, b: int, j: int, kind: str, q_j: np.ndarray) -> tuple:
+    """``(I + A)[b, j] (s_in_j Q_j)`` on the rows of ``b`` with an entry in ``j``: ``(rows, values)``.
+    ``s_in`` scales the entries (``O(edges)``), not ``Q_j``."""
     import scipy.sparse as sp
 
     split = load_part(Path(root), b, "split")
     lo, hi = int(split[j]), int(split[j + 1])
     rows = np.asarray(load_part(Path(root), b, "rows")[lo:hi])
     cols = np.asarray(load_part(Path(root), b, "cols")[lo:hi])
-    weights = np.asarray(load_part(Path(root), b, "weights")[lo:hi]).astype(q_j.dtype)
+    weights = np.asarray(load_part(Path(root), b, "weights")[lo:hi])
+    if kind == "sym":
+        weights = weights * np.asarray(load_part(Path(root), j, "deg"))[cols] ** -0.5
     touched, local = np.unique(rows, return_inverse=True)
-    a = sp.csr_matrix((weights, (local, cols)), shape=(touched.size, q_j.shape[0]))
-    return touched, np.asarray(a @ (q_j * s_in))
+    a = sp.csr_matrix((weights.astype(q_j.dtype), (local, cols)), shape=(touched.size, q_j.shape[0]))
+    return touched, np.asarray(a @ q_j)
 
 
 def _sum_parts(count: int, width: int, dtype: Any, *parts: Any) -> np.ndarray:
@@ -136,13 +133,12 @@ class ShardedGraph:
         width, dtype = q.shape[1], q.dtype
         sources = dask.compute(*[dask.delayed(_touched_sources, pure=True)(str(self.root), b) for b in range(self.meta.num_blocks)])
         q_blocks = q.to_delayed().ravel()
-        s_in = [dask.delayed(_scale, pure=True)(str(self.root), j, kind, "in", dtype) for j in range(self.meta.num_blocks)]
         out = []
         for b in range(self.meta.num_blocks):
             count = self.meta.block_rows(b)
-            parts = [dask.delayed(_partial_product, pure=True)(str(self.root), b, int(j), count, q_blocks[j], s_in[j]) for j in sources[b]]
+            parts = [dask.delayed(_partial_product, pure=True)(str(self.root), b, int(j), kind, q_blocks[j]) for j in sources[b]]
             total = tree_reduce(parts, partial(_sum_parts, count, width, dtype)) if parts else np.zeros((count, width), dtype)
-            s_out = dask.delayed(_scale, pure=True)(str(self.root), b, kind, "out", dtype)
+            s_out = dask.delayed(_scale, pure=True)(str(self.root), b, kind, dtype)
             block = dask.delayed(_finish, pure=True)(total, s_out, count, width)
             out.append(da.from_delayed(block, shape=(count, width), dtype=dtype))
         return da.concatenate(out, axis=0)
