@@ -228,3 +228,19 @@ def test_cli_error_for_an_exact_kernel_on_dask_is_one_line(tmp_path):
     assert done.returncode == 1
     lines = [l for l in done.stderr.splitlines() if l.strip()]
     assert lines == ["gnngp: error: exact kernels are not distributed: kernel=gcngp with compute=dask; use its low-rank twin kernel=gcngp_x (Nystrom, with landmarks) or compute=local"]
+
+
+def test_slurm_preset_writes_the_job_script_a_cluster_user_expects():
+    from gnngp_cli.rowblocks.cluster import slurm_cluster
+
+    cfg = compose(["kernel=gcngp_x", "compute=slurm", "compute.queue=cpu", "compute.account=myproj", "compute.walltime=04:00:00",
+                   "compute.cores=16", "compute.memory=64GB", "compute.workers=4", "compute.dashboard=:0", "compute.job_extra=['--constraint=amd']"])
+    assert cfg.compute.backend == "slurm"
+    cluster = slurm_cluster(cfg.compute)
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    for line in ("#SBATCH -p cpu", "#SBATCH -A myproj", "#SBATCH -t 04:00:00", "#SBATCH --cpus-per-task=16", "#SBATCH --constraint=amd"):
+        assert line in script, line
+    assert "--nworkers 4" in script and "--nthreads 4" in script          # 4 workers of 4 threads share the 16 cores

@@ -29,6 +29,18 @@ def parse_bytes(text: Any) -> int:
         raise ConfigError(f"compute.memory_limit={text!r} is not a size; use e.g. 3GB, 512MiB or auto") from err
 
 
+def slurm_cluster(c: Any) -> Any:
+    """A ``dask_jobqueue.SLURMCluster`` (no job submitted yet): each job runs ``c.workers``
+    worker processes on ``c.cores`` cores and ``c.memory``, in ``c.queue`` for ``c.walltime``."""
+    try:
+        from dask_jobqueue import SLURMCluster
+    except ImportError as err:
+        raise ComputeError("compute=slurm needs dask-jobqueue; install gnngp with the dask extra: pip install 'gnngp[dask]'") from err
+    return SLURMCluster(queue=c.queue, account=c.account, walltime=c.walltime, cores=c.cores, processes=c.workers,
+                        memory=c.memory, local_directory=c.spill_dir, job_extra_directives=list(c.job_extra),
+                        scheduler_options={"dashboard_address": c.dashboard})
+
+
 @contextmanager
 def dask_client(c: Any) -> Iterator[Any]:
     """A ``distributed.Client`` for the compute config ``c`` (closed, and a started cluster shut
@@ -44,13 +56,7 @@ def dask_client(c: Any) -> Iterator[Any]:
             raise ComputeError(f"cannot reach the Dask scheduler at {c.address} ({type(err).__name__}); start it (dask scheduler) "
                                "and its workers, fix compute.address, or drop compute.address to start a local cluster") from err
     elif c.backend == "slurm":
-        try:
-            from dask_jobqueue import SLURMCluster
-        except ImportError as err:
-            raise ComputeError("compute=slurm needs dask-jobqueue; install gnngp with the dask extra: pip install 'gnngp[dask]'") from err
-        cluster = SLURMCluster(queue=c.queue, account=c.account, walltime=c.walltime, cores=c.cores, processes=c.workers,
-                               memory=c.memory, local_directory=c.spill_dir, job_extra_directives=list(c.job_extra),
-                               scheduler_options={"dashboard_address": c.dashboard})
+        cluster = slurm_cluster(c)
         cluster.scale(jobs=c.jobs)
         client = Client(cluster)
         log.info("submitted %d SLURM jobs of %d workers; waiting for the first worker", c.jobs, c.workers)
