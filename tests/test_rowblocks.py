@@ -54,8 +54,8 @@ def assert_same_predictions(local, result, row) -> None:
     assert means.shape == ref.shape
     assert np.abs(means - ref).max() <= 1e-4 * np.abs(ref).max()        # predictions within 1e-4 relative
     assert result.nugget == pytest.approx(local.nugget)                   # the same validation choice
-    for key in ("train", "val", "test"):
-        assert result.metrics[key] == pytest.approx(local.metrics[key], abs=1e-9)
+    for key in ("train", "val", "test"):  # accuracy exactly; R^2 from summed moments to round-off
+        assert result.metrics[key] == pytest.approx(local.metrics[key], rel=1e-6, abs=1e-9)
     assert row["compute_backend"] == "dask" and row["workers"] == 3 and row["peak_worker_mb"] > 0
 
 
@@ -77,7 +77,8 @@ def test_every_low_rank_kernel_on_a_small_csbm_gives_the_local_predictions(kerne
 @pytest.mark.parametrize("kernel", LOW_RANK)
 def test_every_low_rank_kernel_on_larger_graphs_gives_the_local_predictions(dataset, kernel, client, data_overrides):
     sizes = {"pubmed": 5000, "chameleon": 1000, "csbm_1e5": 25_000}
-    local, result, row = local_and_rowblocks([f"dataset={dataset}", f"kernel={kernel}", "landmarks.count=128", *OWN.get(kernel, []), *data_overrides],
+    landmarks = [] if dataset == "pubmed" else ["landmarks.count=128"]   # PubMed: its 60 training nodes
+    local, result, row = local_and_rowblocks([f"dataset={dataset}", f"kernel={kernel}", *landmarks, *OWN.get(kernel, []), *data_overrides],
                                              client, rows=sizes[dataset])
     assert_same_predictions(local, result, row)
     if dataset == "chameleon":  # regression: the uncertainty columns as today
