@@ -27,7 +27,7 @@ from ..config import DatasetConfig
 from ..errors import DatasetError
 from .graph import make_undirected
 from .registry import register_dataset
-from .shards import ShardMeta, ShardWriter, block_dir, node_mask
+from .shards import ShardMeta, ShardWriter, block_dir
 from .store import DataStore
 
 NAME = "ogbn_papers100M"

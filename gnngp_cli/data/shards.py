@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -172,14 +171,6 @@ def write_data(data: Any, out: Path, rows: int, dataset: str, source: str = "") 
         writer.write_nodes(b, x[lo:hi], y[lo:hi], mask[lo:hi])
     return writer.finish(dataset, int(data.x.size(1)), int(getattr(data, "num_classes", 0) or 0), data.task,
                          str(getattr(data, "split", "")), source)
-
-
-def remove(out: Path) -> None:
-    shutil.rmtree(out, ignore_errors=True)
-
-
-def iter_blocks(meta: ShardMeta) -> Iterator[int]:
-    return iter(range(meta.num_blocks))
 
 
 def shards_match(root: Path, source: str) -> Optional[ShardMeta]:

@@ -18,12 +18,24 @@ materialises the layer there).
 """
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import torch
 from torch import Tensor
 
 from .numerics import check_kernel, nystrom_root
 from .relu import relu_expectation
 from .value import Kernel
+
+
+class RootBacking(Protocol):
+    """What a backing of low-rank roots implements (see the module docstring)."""
+
+    def with_constant(self, root: Any, value: float) -> Any: ...
+    def side_by_side(self, roots: list) -> Any: ...
+    def convolve(self, adjacency: Any, root: Any) -> Any: ...
+    def relu_root(self, root: Any, landmarks: Tensor) -> Any: ...
+    def layer_output(self, k: Kernel, name: str) -> Kernel: ...
 
 
 class TorchRoots:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..data.shards import TEST, TRAIN, VAL, ShardMeta, load_part
+from ..data.shards import TRAIN, ShardMeta, load_part
 
 FAN_IN = 8
 
@@ -153,5 +153,3 @@ def _ids_of(root: str, b: int, start: int, bit: int) -> np.ndarray:
     mask = np.asarray(load_part(Path(root), b, "mask"))
     return np.nonzero(mask & bit)[0].astype(np.int64) + start
 
-
-SPLIT_BITS = {"train": TRAIN, "val": VAL, "test": TEST}
