@@ -10,6 +10,8 @@ commands:
   run      run one experiment (a Hydra app): gnngp run dataset=cora kernel=gcngp
            sweeps: gnngp run -m dataset=cora,citeseer kernel=gcngp,gcngp_x
            help:   gnngp run --help ; the composed config: gnngp run --cfg job
+  partition  write a dataset as row blocks for compute=dask (once):
+           gnngp partition dataset=<name> out=<dir> partition.rows=100000
   report   tables and figures from results: gnngp report [dirs...] [--out DIR] [--check-paper 0.002]
   verify   wide random networks (PyG layers) against the analytic kernel, PASS/FAIL (exit 1):
            gnngp verify kernel=gcn2gp verify.widths=[256,512,1024,2048] verify.seeds=16
@@ -77,6 +79,28 @@ def _run_task(cfg) -> None:
     execute(cfg, Path(hc.runtime.output_dir), hc.mode == RunMode.MULTIRUN, list(hc.overrides.task))
 
 
+def _partition_task(cfg) -> None:
+    import time
+
+    from .config import validate
+    from .data import DataStore
+    from .errors import ConfigError, GnngpError
+    from .rowblocks.run import partition
+
+    try:
+        validate(cfg)
+        if not cfg.partition.out:
+            raise ConfigError("gnngp partition needs the folder to write: out=<dir>")
+        store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout)
+        start = time.perf_counter()
+        meta = partition(cfg, store, Path(cfg.partition.out), cfg.partition.rows)
+    except GnngpError as err:
+        print(f"gnngp: error: {err}", file=sys.stderr)
+        raise SystemExit(1)
+    print(f"wrote {meta.num_blocks} row blocks of {meta.rows} nodes ({meta.num_nodes} nodes, {meta.num_edges} edges) "
+          f"to {cfg.partition.out} in {time.perf_counter() - start:.1f} s; run with compute=dask compute.shards={cfg.partition.out}")
+
+
 def _verify_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
@@ -130,12 +154,14 @@ def main(argv: list[str] | None = None) -> None:
     command, rest = argv[0], argv[1:]
     if command == "run":
         _hydra_app(_run_task, rest, "gnngp run")
+    elif command == "partition":
+        _hydra_app(_partition_task, ["partition.out=" + a.partition("=")[2] if a.startswith("out=") else a for a in rest], "gnngp partition")
     elif command == "verify":
         _hydra_app(_verify_task, rest, "gnngp verify", config_name="verify")
     elif command == "report":
         _report(rest)
     else:
-        print(f"gnngp: error: unknown command '{command}'; use one of: run, report, verify (gnngp --help)", file=sys.stderr)
+        print(f"gnngp: error: unknown command '{command}'; use one of: run, partition, report, verify (gnngp --help)", file=sys.stderr)
         raise SystemExit(2)
 
 

@@ -139,6 +139,42 @@ class ExperimentConfig:
     stand_in: Optional[str] = None      # csbm: replace absent large datasets by a csbm graph of the same size
 
 
+COMPUTE_BACKENDS = ("local", "dask", "slurm")
+
+
+@dataclass
+class ComputeConfig:
+    """Where a GP job computes (``compute=local|dask|slurm``). ``local``: this process (today's
+    path). ``dask`` and ``slurm``: every low-rank (``_x``) kernel and its GP on row blocks of a
+    Dask cluster (see :mod:`gnngp_cli.rowblocks`): a ``LocalCluster`` here, the scheduler at
+    ``address``, or a ``dask_jobqueue.SLURMCluster``."""
+
+    backend: str = "local"
+    workers: int = 4                    # LocalCluster workers; SLURM: worker processes per job
+    threads_per_worker: int = 1
+    memory_limit: str = "auto"          # per LocalCluster worker, e.g. 3GB (auto: this machine's memory / workers)
+    spill_dir: Optional[str] = None     # where workers spill row blocks beyond their memory (default: Dask's temporary folder)
+    processes: bool = True              # LocalCluster workers as processes (false: threads of this process)
+    address: Optional[str] = None       # an existing scheduler, e.g. tcp://host:8786: no cluster is started
+    connect_timeout: float = 10.0       # seconds to reach compute.address
+    shards: Optional[str] = None        # row blocks written by gnngp partition (default: partitioned into the data cache)
+    dashboard: str = ":8787"            # dashboard address of a started cluster (:0 any free port)
+    queue: Optional[str] = None         # SLURM partition
+    account: Optional[str] = None       # SLURM account
+    walltime: str = "02:00:00"          # per SLURM job
+    cores: int = 8                      # per SLURM job
+    memory: str = "32GB"                # per SLURM job (shared by its workers)
+    jobs: int = 4                       # SLURM jobs to submit
+    job_extra: list[str] = field(default_factory=list)   # further #SBATCH lines, e.g. ["--constraint=cpu"]
+    worker_timeout: float = 600.0       # seconds to wait for the first SLURM worker
+
+
+@dataclass
+class PartitionConfig:
+    rows: int = 100_000                 # nodes per row block
+    out: Optional[str] = None           # gnngp partition: the folder to write (out=<dir>)
+
+
 @dataclass
 class RunConfig:
     dataset: Any = None                 # a DatasetConfig subclass, chosen by dataset=<name>
@@ -160,6 +196,8 @@ class RunConfig:
     resume: bool = False                # in a sweep dir: skip jobs whose results of the same overrides exist
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    compute: ComputeConfig = field(default_factory=ComputeConfig)   # compute=local|dask|slurm
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
 
 
 def register_configs() -> None:
@@ -183,6 +221,9 @@ def register_configs() -> None:
         cs.store(group="dataset", name=name, node=entry.config)
     for option, preset in PRESETS.items():
         cs.store(group="dataset", name=option, node=preset)
+    cs.store(group="compute", name="local", node=ComputeConfig(backend="local"))
+    cs.store(group="compute", name="dask", node=ComputeConfig(backend="dask"))
+    cs.store(group="compute", name="slurm", node=ComputeConfig(backend="slurm", workers=1))
 
     # ${pid:} in run and sweep dirs: two runs started in the same microsecond still differ
     OmegaConf.register_new_resolver("pid", os.getpid, replace=True, use_cache=True)
@@ -272,6 +313,23 @@ def validate(cfg: Any) -> None:
     check_results_file(cfg.results_file)
     if cfg.max_memory_gb is not None and cfg.max_memory_gb <= 0:
         raise ConfigError(f"max_memory_gb={cfg.max_memory_gb} must be positive")
+    _validate_compute(cfg)
+
+
+def _validate_compute(cfg: Any) -> None:
+    c = cfg.compute
+    _choice(c.backend, COMPUTE_BACKENDS, "compute.backend")
+    if cfg.partition.rows < 1:
+        raise ConfigError(f"partition.rows={cfg.partition.rows} must be at least 1")
+    if c.backend == "local":
+        return
+    if cfg.method == "gnn":
+        raise ConfigError(f"compute={c.backend} runs GP kernels; GNN baselines run with compute=local")
+    if not cfg.kernel.low_rank:
+        raise ConfigError(f"exact kernels are not distributed: kernel={cfg.kernel.name} with compute={c.backend}; use its low-rank twin "
+                          f"kernel={cfg.kernel.name}_x (Nystrom, with landmarks) or compute=local")
+    if c.workers < 1 or c.threads_per_worker < 1 or c.jobs < 1 or c.cores < 1:
+        raise ConfigError("compute.workers, compute.threads_per_worker, compute.jobs and compute.cores must be at least 1")
 
 
 def _validate_kernel(k: Any) -> None:

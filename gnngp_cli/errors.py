@@ -23,3 +23,7 @@ class KernelError(GnngpError):
 
 class ResourceError(GnngpError):
     """A computation that would not fit in memory."""
+
+
+class ComputeError(GnngpError):
+    """A compute backend that cannot run the job (an unreachable scheduler, no workers)."""

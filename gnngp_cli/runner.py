@@ -40,7 +40,11 @@ def architecture(kcfg: Any) -> Architecture:
 def choose_landmarks(train_mask: torch.Tensor, fraction: float, count: Optional[int], seed: int, dataset: str) -> torch.Tensor:
     """Landmark node ids among the training nodes: exactly ``count`` of them, or each one
     with probability ``1/fraction`` (all of them when ``fraction == 1``), seeded."""
-    train = train_mask.nonzero().view(-1)
+    return landmarks_among(train_mask.nonzero().view(-1), fraction, count, seed, dataset)
+
+
+def landmarks_among(train: torch.Tensor, fraction: float, count: Optional[int], seed: int, dataset: str) -> torch.Tensor:
+    """:func:`choose_landmarks` from the sorted training node ids."""
     generator = torch.Generator().manual_seed(seed)
     if count is not None:
         if count > train.numel():
@@ -164,7 +168,7 @@ def finish_row(row: dict, cfg: Any, prep: Prepared, run: int) -> dict:
         task=data.task, run=run, n_nodes=int(data.num_nodes), n_edges=int(data.edge_index.size(1)),
         load_seconds=prep.load_seconds, device=str(prep.device), split=getattr(data, "split", ""),
         stand_in=getattr(data, "stand_in", ""), experiment=cfg.experiment.name or "",
-        peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(prep.device),
+        peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(prep.device), compute_backend="local", workers=1,
         timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     if getattr(data, "warnings", None):  # e.g. a single training class: the row says so
@@ -190,6 +194,10 @@ def warn_not_wide_limit(kcfg: Any) -> None:
 def run_gp(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
     """All runs of a GP job; returns one row per run (one run only for a deterministic kernel
     when ``repeat_deterministic`` is false)."""
+    if cfg.compute.backend != "local":  # low-rank kernels on row blocks of a Dask cluster
+        from .rowblocks.run import run_gp_rowblocks
+
+        return run_gp_rowblocks(cfg)
     prep = prep or prepare(cfg)
     warn_not_wide_limit(cfg.kernel)
     rows = []

@@ -20,6 +20,7 @@ class DatasetEntry:
     load: Callable[[Any, Any], Any]
     config: Any                           # a DatasetConfig (subclass) instance: the defaults
     stand_in: Optional[tuple] = None      # (nodes, edges, features, classes, train, val) of a csbm stand-in
+    partition: Optional[Callable[..., Any]] = None   # partition(cfg, store, out, rows, source): row blocks streamed from raw files
 
 
 DATASETS: dict[str, DatasetEntry] = {}
@@ -27,11 +28,13 @@ PRESETS: dict[str, Any] = {}              # option name -> config of a registere
 
 
 def register_dataset(name: str, display: str, load: Callable[[Any, Any], Any], config: Any,
-                     stand_in: Optional[tuple] = None) -> None:
-    """Add ``dataset=name``: ``load(cfg, store)`` returns its PyG ``Data``."""
+                     stand_in: Optional[tuple] = None, partition: Optional[Callable[..., Any]] = None) -> None:
+    """Add ``dataset=name``: ``load(cfg, store)`` returns its PyG ``Data``. ``partition(cfg,
+    store, out, rows, source)``, when given, writes its row blocks (:mod:`.shards`) straight from
+    the raw files, for graphs too large to load in one process (``compute=dask``)."""
     if config.name != name:
         raise ConfigError(f"dataset entry {name!r} has a config named {config.name!r}")
-    DATASETS[name] = DatasetEntry(name, display, load, config, stand_in)
+    DATASETS[name] = DatasetEntry(name, display, load, config, stand_in, partition)
 
 
 def register_preset(option: str, config: Any) -> None:
@@ -45,7 +48,7 @@ def display_name(name: str) -> str:
 
 
 def _load_builtin() -> None:
-    from . import custom, public, synthetic, wikipedia  # noqa: F401 - each registers its datasets
+    from . import custom, papers100m, public, synthetic, wikipedia  # noqa: F401 - each registers its datasets
 
 
 _load_builtin()

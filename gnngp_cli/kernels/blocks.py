@@ -8,7 +8,8 @@ node sets the same network runs on a pair set that holds the diagonal of every n
 :mod:`.pairs`); each kernel value carries those pair values, so a ReLU on a rectangular block
 reads its rows' variances from its input. In low-rank mode the root is the recursive Nystrom
 factor ``Q`` over all nodes, and the activation re-factorises it on the landmark nodes, so no
-N x N matrix is ever formed.
+N x N matrix is ever formed. The root's operations go through ``ctx.roots`` (see :mod:`.roots`),
+so the same blocks run on a tensor in this process or on row blocks of a Dask cluster.
 
 | block                | network          | kernel               | low rank                   |
 |----------------------|------------------|----------------------|----------------------------|
@@ -47,7 +48,7 @@ from torch import Tensor
 
 from ..errors import KernelError
 from .context import KernelContext
-from .numerics import check_kernel, nystrom_root, psd_tolerance
+from .numerics import psd_tolerance
 from .pairs import Pairs, PairValues, base_on_pairs, conv_terms, root_on_pairs
 from .relu import relu_expectation, relu_expectation_entries
 from .value import Kernel, Nodes
@@ -106,7 +107,7 @@ class Input(Block):
     """``X <- X0``: ``K <- C0``; low rank ``Q <- chol(C0)``."""
 
     def support(self, nodes, ctx):
-        return torch.empty(0, dtype=torch.long, device=ctx.features.device)
+        return torch.empty(0, dtype=torch.long, device=ctx.device)
 
     def peak_elements(self, nodes, ctx, cols=None):
         return 0 if ctx.base.is_linear else super().peak_elements(nodes, ctx, cols)
@@ -181,8 +182,7 @@ class Bias(Block):
         if self.sigma_b == 0:
             return k
         if k.root is not None:
-            column = torch.full((k.size, 1), self.sigma_b, dtype=k.root.dtype, device=k.root.device)
-            return replace(k, root=torch.cat([k.root, column], dim=1))
+            return replace(k, root=ctx.roots.with_constant(k.root, self.sigma_b))
         return replace(k, matrix=k.matrix + self.sigma_b ** 2)
 
 
@@ -205,7 +205,7 @@ class Conv(Block):
         if nodes is None:
             if k.root is None:
                 raise KernelError("a dense kernel over every node is not supported; use the exact mode with node sets")
-            return Kernel(None, root=ctx.adjacency.matmul(k.root))
+            return Kernel(None, root=ctx.roots.convolve(ctx.adjacency, k.root))
         a = ctx.adjacency.block(nodes, k.nodes)
         if k.root is not None:
             return Kernel(nodes, root=torch.sparse.mm(a, k.root), cols=cols)
@@ -234,10 +234,7 @@ class ReLU(Block):
 
     def __call__(self, k, ctx, nodes, cols=None):
         if ctx.low_rank:
-            q = k.root
-            var = (q * q).sum(1)
-            cross = relu_expectation(q @ q[ctx.landmarks].T, var, var[ctx.landmarks])
-            return Kernel(None, root=nystrom_root(cross, ctx.landmarks, "activation"))
+            return Kernel(None, root=ctx.roots.relu_root(k.root, ctx.landmarks))
         if k.root is not None or k.square:
             var = k.diagonal().clone()
         else:
@@ -313,7 +310,7 @@ class Serial(Block):
                 k = k.restrict(*need)
             k = block.evaluate(k, ctx, rows, columns, out_pairs)
         if self.name is not None:
-            check_kernel(k, self.name)
+            k = ctx.roots.layer_output(k, self.name)
         return k
 
 
@@ -354,7 +351,7 @@ class Add(Block):
         parts = [branch.evaluate(branch_input(branch), ctx, nodes, cols, pairs) for branch in self.branches]
         carried = _add_pair_values([p.pairs for p in parts], ctx, pairs) if pairs is not None else None
         if all(p.root is not None for p in parts):
-            return Kernel(parts[0].nodes, root=torch.cat([p.root for p in parts], dim=1), cols=cols, pairs=carried)
+            return Kernel(parts[0].nodes, root=ctx.roots.side_by_side([p.root for p in parts]), cols=cols, pairs=carried)
         total = parts[0].dense()
         for p in parts[1:]:
             total = total + p.dense()

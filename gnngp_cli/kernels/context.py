@@ -11,6 +11,7 @@ from torch import Tensor
 from ..data.graph import Adjacency, sparse_beta_quiet
 from .base import BaseKernel
 from .numerics import nystrom_root
+from .roots import LOCAL_ROOTS, RootBacking
 from .value import Kernel, Nodes
 
 
@@ -24,6 +25,7 @@ class KernelContext:
     base: BaseKernel = field(default_factory=BaseKernel)
     landmarks: Optional[Tensor] = None
     pair_budget: Optional[int] = None  # most (pair, neighbour, neighbour) terms one pair evaluation may hold; None: automatic
+    roots: RootBacking = LOCAL_ROOTS   # where low-rank roots live (see .roots): this process, or row blocks on a cluster
     _input: Optional[Kernel] = None
     _statistics: dict = field(default_factory=dict)
     _derived: dict = field(default_factory=dict)
@@ -73,6 +75,10 @@ class KernelContext:
             return self.pair_budget
         n, d = self.features.shape
         return int(min(40_000_000, n * n * (0.1 + d / 1e4)))
+
+    @property
+    def device(self) -> torch.device:
+        return self.features.device
 
     @property
     def low_rank(self) -> bool:

@@ -3,6 +3,7 @@ fail loudly (never silently NaN) when a kernel is not a covariance."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -16,6 +17,44 @@ def psd_tolerance(dtype: torch.dtype, n: int) -> float:
     return max(1e-10, 50 * torch.finfo(dtype).eps * max(n, 1) ** 0.5)
 
 
+@dataclass(frozen=True)
+class NystromFactor:
+    """The factor of ``C[a, a] = V D V^T`` that :func:`nystrom_root` applies row by row:
+    ``eigvecs = V``, ``sqrt_d = sqrt(D)`` and ``smoothed_inv = sqrt(D) / max(D, 1e-4 D_max)``."""
+
+    eigvecs: Tensor
+    sqrt_d: Tensor
+    smoothed_inv: Tensor
+
+    @classmethod
+    def of(cls, block: Tensor, where: str) -> "NystromFactor":
+        """Factor ``C[a, a]`` (symmetrised); raises :class:`KernelError` if it is indefinite
+        beyond round-off or not finite."""
+        block = (block + block.T) / 2
+        eigvals, eigvecs = torch.linalg.eigh(block)
+        top = eigvals[-1].clamp_min(0)
+        if not bool(torch.isfinite(eigvals).all()):
+            raise KernelError(f"{where}: the kernel on the landmarks has NaN or infinite entries; check the features and sigmas")
+        if eigvals[0] < -psd_tolerance(block.dtype, block.size(0)) * max(float(top), torch.finfo(block.dtype).tiny):
+            raise KernelError(
+                f"{where}: the kernel is not positive semi-definite (eigenvalue {float(eigvals[0]):.3g} vs largest {float(top):.3g}); "
+                "use a positive semi-definite base kernel (e.g. kernel.base.name=linear) or float64"
+            )
+        sqrt_d = eigvals.clamp_min(0).sqrt()
+        floor = torch.clamp_min(top * 1e-4, torch.finfo(block.dtype).tiny)
+        return cls(eigvecs, sqrt_d, sqrt_d / eigvals.clamp_min(floor))
+
+    def apply(self, cross: Tensor, is_landmark: Tensor, landmark_index: Tensor) -> Tensor:
+        """Rows of the root from rows of ``C[:, a]``: ``C[x, a] V sqrt(D)^+`` (smoothed), and
+        exactly ``V[i] sqrt(D)`` on the row of the ``i``-th landmark (``is_landmark`` marks
+        those rows, ``landmark_index`` gives their ``i`` in order)."""
+        root = torch.empty_like(cross)
+        others = ~is_landmark
+        root[others] = (cross[others] @ self.eigvecs) * self.smoothed_inv
+        root[is_landmark] = (self.eigvecs * self.sqrt_d)[landmark_index]
+        return root
+
+
 def nystrom_root(cross: Tensor, landmarks: Tensor, where: str) -> Tensor:
     """``chol(C) = C[:, a] C[a, a]^{-1/2}`` from ``cross = C[:, a]``.
 
@@ -23,28 +62,12 @@ def nystrom_root(cross: Tensor, landmarks: Tensor, where: str) -> Tensor:
     those below ``1e-4`` times the largest get the smoothed inverse ``sqrt(D) / (1e-4 D_max)``
     rather than being dropped. Landmark rows are ``V sqrt(D)`` exactly, so ``Q[a] Q[a]^T``
     reproduces ``C[a, a]``. Raises :class:`KernelError` if ``C[a, a]`` is indefinite beyond
-    round-off.
+    round-off. (:class:`NystromFactor` is the same, in two steps, for roots held in row blocks.)
     """
-    block = cross[landmarks]
-    block = (block + block.T) / 2
-    eigvals, eigvecs = torch.linalg.eigh(block)
-    top = eigvals[-1].clamp_min(0)
-    if not bool(torch.isfinite(eigvals).all()):
-        raise KernelError(f"{where}: the kernel on the landmarks has NaN or infinite entries; check the features and sigmas")
-    if eigvals[0] < -psd_tolerance(block.dtype, block.size(0)) * max(float(top), torch.finfo(block.dtype).tiny):
-        raise KernelError(
-            f"{where}: the kernel is not positive semi-definite (eigenvalue {float(eigvals[0]):.3g} vs largest {float(top):.3g}); "
-            "use a positive semi-definite base kernel (e.g. kernel.base.name=linear) or float64"
-        )
-    sqrt_d = eigvals.clamp_min(0).sqrt()
-    floor = torch.clamp_min(top * 1e-4, torch.finfo(block.dtype).tiny)
-    smoothed_inv = sqrt_d / eigvals.clamp_min(floor)
-    others = torch.ones(cross.size(0), dtype=torch.bool, device=cross.device)
-    others[landmarks] = False
-    root = torch.empty_like(cross)
-    root[others] = (cross[others] @ eigvecs) * smoothed_inv
-    root[landmarks] = eigvecs * sqrt_d
-    return root
+    factor = NystromFactor.of(cross[landmarks], where)
+    is_landmark = torch.zeros(cross.size(0), dtype=torch.bool, device=cross.device)
+    is_landmark[landmarks] = True
+    return factor.apply(cross, is_landmark, torch.arange(landmarks.numel(), device=cross.device))
 
 
 def check_kernel(k: Kernel, where: str) -> None:

@@ -1,0 +1,182 @@
+"""A graph on disk as row blocks: the input of ``compute=dask`` (written by ``gnngp partition``).
+
+Nodes ``[b R, (b+1) R)`` form row block ``b`` (``R = partition.rows``). Each block is one folder
+of plain ``.npy`` files, so a worker reads its own block (memory-mapped, never unpickled) and
+nothing else:
+
+- ``x.npy`` (float32, ``R x d``), ``y.npy`` (int64 classes or float64 targets), ``mask.npy``
+  (uint8: bit 0 train, bit 1 validation, bit 2 test);
+- the rows of ``I + A`` (undirected, duplicates merged, the unit self-loop added on top of any
+  in the edge list, as :func:`~gnngp_cli.data.graph.normalized_adjacency`): ``rows.npy`` (row
+  within the block), ``cols.npy`` (column within its source block), ``weights.npy`` (float64),
+  sorted by source block, and ``split.npy``: the entries of source block ``j`` are
+  ``split[j]:split[j+1]``, so the product with ``Q``'s row block ``j`` reads one slice;
+- ``deg.npy``: the row sums of ``I + A`` (float64), from which either normalisation is row-local:
+  ``A_sym Q = D^-1/2 ((I + A) (D^-1/2 Q))`` and ``A_row Q = D^-1 ((I + A) Q)``.
+
+``meta.json`` names the dataset, its config, the node, edge, feature and class counts and the
+block size. Why ``.npy`` rather than Zarr or Parquet: each block is written once and read whole
+(or one contiguous slice), which is exactly what ``.npy`` with ``mmap_mode`` gives, with no new
+dependency and no chunking layer to tune; every tool (numpy, Dask, a shell) can read the files.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from ..errors import DatasetError
+
+FORMAT = "gnngp-shards"
+VERSION = 1
+TRAIN, VAL, TEST = 1, 2, 4
+
+
+@dataclass(frozen=True)
+class ShardMeta:
+    dataset: str
+    num_nodes: int
+    num_edges: int            # directed edges of the undirected graph, without the added self-loops
+    rows: int                 # nodes per row block (the last one may hold fewer)
+    num_features: int
+    num_classes: int
+    task: str
+    split: str = ""
+    source: str = ""          # the dataset config the shards were written from
+
+    @property
+    def num_blocks(self) -> int:
+        return -(-self.num_nodes // self.rows)
+
+    def block_rows(self, b: int) -> int:
+        return min(self.rows, self.num_nodes - b * self.rows)
+
+    def block_start(self, b: int) -> int:
+        return b * self.rows
+
+
+def block_dir(root: Path, b: int) -> Path:
+    return Path(root) / f"block-{b:06d}"
+
+
+def read_meta(root: Path) -> ShardMeta:
+    path = Path(root) / "meta.json"
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise DatasetError(f"{path} is missing or unreadable ({err}); write the shards with gnngp partition dataset=<name> out={root}") from err
+    if raw.get("format") != FORMAT or raw.get("version") != VERSION:
+        raise DatasetError(f"{root} does not hold gnngp shards of version {VERSION}; write them again with gnngp partition")
+    return ShardMeta(**{k: raw[k] for k in ShardMeta.__dataclass_fields__ if k in raw})
+
+
+def load_part(root: Path, b: int, name: str, mmap: bool = True) -> np.ndarray:
+    """One array of block ``b`` (memory-mapped; never unpickled)."""
+    path = block_dir(root, b) / f"{name}.npy"
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise DatasetError(f"shard file {path} is missing or corrupt ({err}); write the shards again with gnngp partition") from err
+
+
+class ShardWriter:
+    """Writes the shards of one graph block by block, then ``meta.json`` last (a folder without
+    it is an interrupted write and is never read)."""
+
+    def __init__(self, out: Path, num_nodes: int, rows: int):
+        if rows < 1:
+            raise DatasetError(f"partition.rows={rows} must be at least 1")
+        self.out, self.num_nodes, self.rows = Path(out), num_nodes, rows
+        self.num_blocks = -(-num_nodes // rows)
+        if (self.out / "meta.json").exists():
+            (self.out / "meta.json").unlink()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.num_edges = 0
+
+    def write_edges(self, b: int, rows: np.ndarray, cols: np.ndarray, merge_duplicates: bool = False) -> None:
+        """The edges of block ``b`` (``rows`` global ids inside the block, ``cols`` global ids),
+        as the local path reads them: a repeated edge adds its weight (``merge_duplicates``:
+        counts once, as an edge list made undirected does), then the unit self-loop is added
+        on top; sorted by source block, then row, then column."""
+        start, count = b * self.rows, min(self.rows, self.num_nodes - b * self.rows)
+        key = (rows.astype(np.int64) - start) * self.num_nodes + cols.astype(np.int64)
+        if merge_duplicates:
+            key = np.unique(key)
+        self.num_edges += int(key.size)
+        loops = np.arange(count, dtype=np.int64)
+        key, weights = np.unique(np.concatenate([key, loops * self.num_nodes + loops + start]), return_counts=True)
+        local, cols = key // self.num_nodes, key % self.num_nodes
+        weights = weights.astype(np.float64)
+        deg = np.bincount(local, weights=weights, minlength=count)
+        source = cols // self.rows
+        order = np.argsort(source, kind="stable")
+        local, cols, weights, source = local[order], cols[order], weights[order], source[order]
+        split = np.searchsorted(source, np.arange(self.num_blocks + 1))
+        folder = block_dir(self.out, b)
+        folder.mkdir(exist_ok=True)
+        _save(folder / "rows.npy", local.astype(np.int32))
+        _save(folder / "cols.npy", (cols - source * self.rows).astype(np.int32))
+        _save(folder / "weights.npy", weights)
+        _save(folder / "split.npy", split.astype(np.int64))
+        _save(folder / "deg.npy", deg)
+
+    def write_nodes(self, b: int, x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> None:
+        folder = block_dir(self.out, b)
+        folder.mkdir(exist_ok=True)
+        _save(folder / "x.npy", np.ascontiguousarray(x, dtype=np.float32))
+        _save(folder / "y.npy", y)
+        _save(folder / "mask.npy", mask.astype(np.uint8))
+
+    def finish(self, dataset: str, num_features: int, num_classes: int, task: str, split: str = "", source: str = "") -> ShardMeta:
+        meta = ShardMeta(dataset, self.num_nodes, self.num_edges, self.rows, num_features, num_classes, task, split, source)
+        text = json.dumps({"format": FORMAT, "version": VERSION, **meta.__dict__}, indent=1)
+        tmp = self.out / "meta.json.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self.out / "meta.json")
+        return meta
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    np.save(path, array, allow_pickle=False)
+
+
+def node_mask(train: Any, val: Any, test: Any) -> np.ndarray:
+    return (np.asarray(train, dtype=np.uint8) * TRAIN) | (np.asarray(val, dtype=np.uint8) * VAL) | (np.asarray(test, dtype=np.uint8) * TEST)
+
+
+def write_data(data: Any, out: Path, rows: int, dataset: str, source: str = "") -> ShardMeta:
+    """Shards of a loaded graph (a PyG ``Data`` in this process: the datasets that fit in one
+    process, and csbm graphs up to 10^7 nodes)."""
+    n = int(data.num_nodes)
+    writer = ShardWriter(out, n, rows)
+    edge_index = data.edge_index
+    row_block = edge_index[0] // rows
+    order = torch.argsort(row_block, stable=True)
+    counts = torch.bincount(row_block, minlength=writer.num_blocks).tolist()
+    src, dst = edge_index[0][order].numpy(), edge_index[1][order].numpy()
+    del order, row_block
+    mask = node_mask(data.train_mask.numpy(), data.val_mask.numpy(), data.test_mask.numpy())
+    x, y = data.x.numpy(), data.y.numpy()
+    start_edge = 0
+    for b in range(writer.num_blocks):
+        stop_edge = start_edge + counts[b]
+        writer.write_edges(b, src[start_edge:stop_edge], dst[start_edge:stop_edge])
+        start_edge = stop_edge
+        lo, hi = b * rows, min(n, (b + 1) * rows)
+        writer.write_nodes(b, x[lo:hi], y[lo:hi], mask[lo:hi])
+    return writer.finish(dataset, int(data.x.size(1)), int(getattr(data, "num_classes", 0) or 0), data.task,
+                         str(getattr(data, "split", "")), source)
+
+
+def shards_match(root: Path, source: str) -> Optional[ShardMeta]:
+    """The shards' meta when ``root`` holds complete shards written from the config ``source``."""
+    try:
+        meta = read_meta(root)
+    except DatasetError:
+        return None
+    return meta if meta.source == source else None

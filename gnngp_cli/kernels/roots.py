@@ -1,0 +1,70 @@
+"""Where a low-rank root lives: the operations the blocks apply to a root over every node.
+
+A block is written once; the root ``Q`` it transforms is held by a backing. :class:`TorchRoots`
+holds ``Q`` as one tensor in this process (``compute=local``); the row-block backing of
+:mod:`gnngp_cli.rowblocks` holds it as a Dask array of row blocks spread over a cluster. Both
+implement the same four operations, which are all a block needs beyond ``c Q`` (a scalar
+product, which both kinds of array have):
+
+| operation            | block        | formula                                       |
+|----------------------|--------------|-----------------------------------------------|
+| ``with_constant``    | Bias         | ``[Q, s_b 1]``                                |
+| ``side_by_side``     | Add          | ``[Q1, Q2]``                                  |
+| ``convolve``         | Conv         | ``A Q``                                       |
+| ``relu_root``        | ReLU         | ``chol(g(Q Q^T))`` on the landmarks (Nystrom) |
+
+and ``layer_output``, the check of a named layer's output (a backing that computes lazily also
+materialises the layer there).
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from .numerics import check_kernel, nystrom_root
+from .relu import relu_expectation
+from .value import Kernel
+
+
+class RootBacking(Protocol):
+    """What a backing of low-rank roots implements (see the module docstring)."""
+
+    def with_constant(self, root: Any, value: float) -> Any: ...
+    def side_by_side(self, roots: list) -> Any: ...
+    def convolve(self, adjacency: Any, root: Any) -> Any: ...
+    def relu_root(self, root: Any, landmarks: Tensor) -> Any: ...
+    def layer_output(self, k: Kernel, name: str) -> Kernel: ...
+
+
+class TorchRoots:
+    """Roots as tensors in this process (today's path, ``compute=local``)."""
+
+    def with_constant(self, root: Tensor, value: float) -> Tensor:
+        """``[Q, value 1]``."""
+        column = torch.full((root.size(0), 1), value, dtype=root.dtype, device=root.device)
+        return torch.cat([root, column], dim=1)
+
+    def side_by_side(self, roots: list[Tensor]) -> Tensor:
+        """``[Q1, Q2, ...]``: the root of the sum of independent kernels."""
+        return torch.cat(roots, dim=1)
+
+    def convolve(self, adjacency, root: Tensor) -> Tensor:
+        """``A Q`` over every node."""
+        return adjacency.matmul(root)
+
+    def relu_root(self, root: Tensor, landmarks: Tensor) -> Tensor:
+        """``chol(g(Q Q^T))``: ``g`` of ``Q Q[a]^T`` with the variances ``diag Q Q^T``, then the
+        Nystrom root on the landmarks ``a``."""
+        var = (root * root).sum(1)
+        cross = relu_expectation(root @ root[landmarks].T, var, var[landmarks])
+        return nystrom_root(cross, landmarks, "activation")
+
+    def layer_output(self, k: Kernel, name: str) -> Kernel:
+        """A named layer's output, checked to be a valid covariance."""
+        check_kernel(k, name)
+        return k
+
+
+LOCAL_ROOTS = TorchRoots()

@@ -1,0 +1,90 @@
+"""The Dask cluster of a ``compute=dask`` or ``compute=slurm`` job: started here (a
+``LocalCluster``, or a ``dask_jobqueue.SLURMCluster`` that submits worker jobs) or an existing
+scheduler (``compute.address``). The dashboard link is printed when the cluster is up."""
+from __future__ import annotations
+
+import logging
+import resource
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from ..errors import ComputeError, ConfigError
+
+log = logging.getLogger("gnngp")
+
+
+def _peak_rss_bytes() -> int:
+    """Peak resident memory of this worker process (Linux: ``ru_maxrss`` in KiB)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def parse_bytes(text: Any) -> int:
+    from dask.utils import parse_bytes as parse
+
+    try:
+        return int(parse(str(text)))
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"compute.memory_limit={text!r} is not a size; use e.g. 3GB, 512MiB or auto") from err
+
+
+def slurm_cluster(c: Any) -> Any:
+    """A ``dask_jobqueue.SLURMCluster`` (no job submitted yet): each job runs ``c.workers``
+    worker processes on ``c.cores`` cores and ``c.memory``, in ``c.queue`` for ``c.walltime``."""
+    try:
+        from dask_jobqueue import SLURMCluster
+    except ImportError as err:
+        raise ComputeError("compute=slurm needs dask-jobqueue; install gnngp with the dask extra: pip install 'gnngp[dask]'") from err
+    return SLURMCluster(queue=c.queue, account=c.account, walltime=c.walltime, cores=c.cores, processes=c.workers,
+                        memory=c.memory, local_directory=c.spill_dir, job_extra_directives=list(c.job_extra),
+                        scheduler_options={"dashboard_address": c.dashboard})
+
+
+@contextmanager
+def dask_client(c: Any) -> Iterator[Any]:
+    """A ``distributed.Client`` for the compute config ``c`` (closed, and a started cluster shut
+    down, on exit)."""
+    from distributed import Client, LocalCluster
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+    cluster = None
+    if c.address:
+        try:
+            client = Client(c.address, timeout=f"{c.connect_timeout}s")
+        except (OSError, TimeoutError) as err:
+            raise ComputeError(f"cannot reach the Dask scheduler at {c.address} ({type(err).__name__}); start it (dask scheduler) "
+                               "and its workers, fix compute.address, or drop compute.address to start a local cluster") from err
+    elif c.backend == "slurm":
+        cluster = slurm_cluster(c)
+        cluster.scale(jobs=c.jobs)
+        client = Client(cluster)
+        log.info("submitted %d SLURM jobs of %d workers; waiting for the first worker", c.jobs, c.workers)
+        client.wait_for_workers(1, timeout=c.worker_timeout)
+    else:
+        memory = c.memory_limit if str(c.memory_limit) == "auto" else parse_bytes(c.memory_limit)
+        cluster = LocalCluster(n_workers=c.workers, threads_per_worker=c.threads_per_worker, memory_limit=memory,
+                               processes=c.processes, local_directory=c.spill_dir, dashboard_address=c.dashboard,
+                               silence_logs=logging.WARNING)
+        client = Client(cluster)
+    try:
+        link = client.dashboard_link
+        print(f"gnngp: Dask dashboard: {link}", file=sys.stderr)
+        log.info("Dask dashboard: %s", link)
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def worker_memory_limits(client: Any) -> list[int]:
+    """Each worker's memory limit in bytes (0: none)."""
+    return [int(w.get("memory_limit") or 0) for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+
+
+def peak_worker_mb(client: Any) -> float:
+    """Peak resident memory of the largest worker process, in MiB (with threads-only workers,
+    the client process itself)."""
+    peaks = client.run(_peak_rss_bytes)
+    return max(peaks.values(), default=0) / 2**20

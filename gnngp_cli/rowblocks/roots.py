@@ -1,0 +1,164 @@
+"""The row-block backing of a low-rank root: ``Q`` as a Dask array chunked by row blocks.
+
+The blocks of :mod:`gnngp_cli.kernels.blocks` are the same objects as in the local path; only
+the context differs. :class:`RowBlockContext` holds the features as a Dask array and
+:class:`DaskRoots` implements the root operations of :mod:`gnngp_cli.kernels.roots` on row
+blocks:
+
+- ``c Q``, ``[Q, s_b 1]``, ``[Q1, Q2]``: row-local, one task per row block;
+- ``A Q``: the blocked sparse-dense product of :meth:`~.graph.ShardedGraph.convolve`;
+- the Nystrom steps (input layer and ReLU): the landmark rows ``Q[a]`` (``Na x r``, small) are
+  gathered to the client, ``C[a, a] = V D V^T`` is factorised there
+  (:class:`~gnngp_cli.kernels.numerics.NystromFactor`, the same numerics as the local root),
+  and each row block computes ``C[b, a]`` and applies the factor on its own rows;
+- a named layer's output is persisted on the workers (spilled to disk beyond their memory)
+  and checked to be finite, so the next layer starts from it instead of recomputing it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from ..errors import KernelError
+from ..kernels.context import KernelContext
+from ..kernels.numerics import NystromFactor
+from ..kernels.relu import relu_expectation
+from ..kernels.value import Kernel
+from .graph import ShardedGraph
+
+
+def map_rows(q, fn, width: int, *shared: Any):
+    """``fn(q_b, start, *shared)`` on every row block ``q_b`` of ``q`` (rows from ``start``),
+    each returning ``rows x width``; ``shared`` values are sent once, not once per task."""
+    import dask
+    import dask.array as da
+
+    if q.ndim == 2 and q.numblocks[1] != 1:
+        q = q.rechunk({1: -1})
+    shared = [dask.delayed(s, pure=True) if not isinstance(s, (int, float, str)) else s for s in shared]
+    blocks, start = [], 0
+    for q_b, rows in zip(q.to_delayed().ravel(), q.chunks[0]):
+        out = dask.delayed(fn, pure=True)(q_b, start, *shared)
+        blocks.append(da.from_delayed(out, shape=(rows, width), dtype=q.dtype))
+        start += rows
+    return da.concatenate(blocks, axis=0)
+
+
+def _with_constant(q_b: np.ndarray, start: int, value: float) -> np.ndarray:
+    return np.concatenate([q_b, np.full((q_b.shape[0], 1), value, dtype=q_b.dtype)], axis=1)
+
+
+def _landmark_rows(landmarks: np.ndarray, start: int, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(is_landmark, index)`` of the landmarks among rows ``[start, start + rows)``."""
+    lo, hi = np.searchsorted(landmarks, [start, start + rows])
+    is_landmark = torch.zeros(rows, dtype=torch.bool)
+    is_landmark[torch.from_numpy(landmarks[lo:hi] - start)] = True
+    return is_landmark, torch.arange(int(lo), int(hi))
+
+
+def _relu_nystrom(q_b: np.ndarray, start: int, q_a: torch.Tensor, var_a: torch.Tensor, factor: NystromFactor, landmarks: np.ndarray) -> np.ndarray:
+    """Rows of ``chol(g(Q Q^T))``: ``C[b, a] = g(Q_b Q[a]^T)``, then the factor."""
+    q = torch.from_numpy(np.ascontiguousarray(q_b))
+    var = (q * q).sum(1)
+    cross = relu_expectation(q @ q_a.T, var, var_a)
+    return factor.apply(cross, *_landmark_rows(landmarks, start, q.size(0))).numpy()
+
+
+def _base_nystrom(x_b: np.ndarray, start: int, base: Any, x_a: torch.Tensor, factor: NystromFactor, landmarks: np.ndarray) -> np.ndarray:
+    """Rows of ``chol(C0)``: ``C0[b, a]`` from the features, then the factor."""
+    x = torch.from_numpy(np.ascontiguousarray(x_b))
+    return factor.apply(base.block(x, x_a), *_landmark_rows(landmarks, start, x.size(0))).numpy()
+
+
+class DaskRoots:
+    """Root operations on row blocks (see the module docstring)."""
+
+    def __init__(self, graph: ShardedGraph):
+        self.graph = graph
+
+    def with_constant(self, root, value: float):
+        return map_rows(root, _with_constant, root.shape[1] + 1, float(value))
+
+    def side_by_side(self, roots: list):
+        import dask.array as da
+
+        return da.concatenate(roots, axis=1).rechunk({1: -1})
+
+    def convolve(self, adjacency, root):
+        return adjacency.matmul(root)
+
+    def relu_root(self, root, landmarks: torch.Tensor):
+        root = root.persist()
+        ids = landmarks.numpy()
+        q_a = torch.from_numpy(self.graph.gather_rows(root, ids))
+        var_a = (q_a * q_a).sum(1)
+        factor = NystromFactor.of(relu_expectation(q_a @ q_a.T, var_a, var_a), "activation")
+        return map_rows(root, _relu_nystrom, ids.size, q_a, var_a, factor, ids)
+
+    def layer_output(self, k: Kernel, name: str) -> Kernel:
+        import dask.array as da
+
+        root = k.root.persist()
+        if not bool(da.isfinite(root).all().compute()):
+            raise KernelError(f"{name}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
+        return replace(k, root=root)
+
+
+@dataclass
+class BlockAdjacency:
+    """The normalised adjacency of a sharded graph, as the blocks see it: ``A Q`` by row blocks."""
+
+    graph: ShardedGraph
+    kind: str
+
+    @property
+    def num_nodes(self) -> int:
+        return self.graph.meta.num_nodes
+
+    def matmul(self, q):
+        return self.graph.convolve(q, self.kind)
+
+
+@dataclass
+class RowBlockContext(KernelContext):
+    """A :class:`~gnngp_cli.kernels.context.KernelContext` whose features and roots are row
+    blocks on a Dask cluster (low rank only: ``landmarks`` must be set)."""
+
+    graph: Optional[ShardedGraph] = None
+    dtype: Any = torch.float32
+    _gathered: dict = field(default_factory=dict)
+
+    @property
+    def num_nodes(self) -> int:
+        return self.graph.meta.num_nodes
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def input_kernel(self, nodes, cols=None) -> Kernel:
+        """``Q0`` over every node: ``X`` itself for a linear ``C0`` with no more features than
+        landmarks, else the Nystrom root of ``C0`` on the landmarks (see the module docstring).
+
+        ``Q0`` is persisted and held as long as the context (every layer may read it again, as
+        GCNII's initial residual does): a persisted collection that was released while a new
+        graph still names its keys would make Dask cancel that graph ("lost dependencies")."""
+        if nodes is not None or self.landmarks is None:
+            raise KernelError("internal: the row-block backing computes low-rank roots over every node only")
+        if self._input is None:
+            x = self.features
+            ids = self.landmarks.numpy()
+            if self.base.is_linear and ids.size >= x.shape[1]:
+                if "x" not in self._gathered:  # persisted once for every copy of the context (every gamma)
+                    self._gathered["x"] = x.persist()
+                self._input = Kernel(None, root=self._gathered["x"])
+            else:
+                if "x_a" not in self._gathered:
+                    self._gathered["x_a"] = torch.from_numpy(self.graph.gather_rows(x, ids))
+                x_a = self._gathered["x_a"]
+                factor = NystromFactor.of(self.base.block(x_a, x_a), "input layer")
+                self._input = Kernel(None, root=map_rows(x, _base_nystrom, ids.size, self.base, x_a, factor, ids).persist())
+        return self._input

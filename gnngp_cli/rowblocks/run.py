@@ -1,0 +1,168 @@
+"""A GP job on row blocks (``compute=dask`` or ``compute=slurm``): the shards, the cluster, the
+same architecture's blocks on a :class:`~.roots.RowBlockContext`, the row-block posterior, and
+result rows as the local path writes them plus the compute backend, the worker count and the
+peak memory of the largest worker."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from ..config import resolve_method_defaults, validate
+from ..data import DataStore, load_dataset
+from ..data.registry import DATASETS
+from ..data.shards import ShardMeta, read_meta, shards_match, write_data
+from ..errors import DatasetError, ResourceError
+from ..inference import log_grid
+from ..kernels import BaseKernel
+from ..kernels.blocks import Add, Block, Serial
+from ..runtime import Stopwatch, peak_rss_mb
+from .cluster import dask_client, peak_worker_mb, worker_memory_limits
+from .graph import FAN_IN, ShardedGraph
+from .posterior import row_block_predict
+from .roots import BlockAdjacency, DaskRoots, RowBlockContext
+
+log = logging.getLogger("gnngp")
+
+
+def dataset_source(cfg: Any) -> str:
+    """The dataset config the shards are written from (a cache key)."""
+    return json.dumps(OmegaConf.to_container(cfg.dataset, resolve=True), sort_keys=True) + f"|stand_in={cfg.experiment.stand_in}"
+
+
+def partition(cfg: Any, store: DataStore, out: Path, rows: int) -> ShardMeta:
+    """Write ``cfg.dataset`` as row blocks of ``rows`` nodes into ``out``: streamed from the raw
+    files when the dataset's entry can (papers100M), else from the graph loaded in this process."""
+    name = str(cfg.dataset.name).lower()
+    entry = DATASETS.get(name)
+    source = dataset_source(cfg)
+    if entry is not None and entry.partition is not None:
+        return entry.partition(cfg.dataset, store, out, rows, source)
+    data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in)
+    return write_data(data, out, rows, name, source)
+
+
+def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
+    """The shards of the job's dataset: ``compute.shards``, or partitioned once into the data
+    cache (``<data root>/shards/<dataset>-r<rows>-<config hash>``) and reused."""
+    name = str(cfg.dataset.name).lower()
+    if cfg.compute.shards:
+        root = Path(cfg.compute.shards)
+        meta = read_meta(root)
+        if meta.dataset != name:
+            raise DatasetError(f"compute.shards={root} holds {meta.dataset}, not {name}; point compute.shards at the shards of {name} or drop it")
+        return ShardedGraph(root, meta)
+    source = dataset_source(cfg)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    root = store.root / "shards" / f"{name}-r{cfg.partition.rows}-{digest}"
+    meta = shards_match(root, source)
+    if meta is None:
+        log.info("partitioning %s into row blocks of %d nodes: %s", name, cfg.partition.rows, root)
+        meta = partition(cfg, store, root, cfg.partition.rows)
+    return ShardedGraph(root, meta)
+
+
+def _has_add(block: Block) -> bool:
+    if isinstance(block, Add):
+        return True
+    return isinstance(block, Serial) and any(_has_add(b) for b in block.blocks)
+
+
+def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> None:
+    """Refuse, before any work, a worker memory limit below what one row block needs: its root
+    (``rows x width``), the ReLU's cross block and output, and up to ``FAN_IN`` partial sums."""
+    limits = [m for m in worker_memory_limits(client) if m > 0] if client is not None else []
+    if not limits:
+        return
+    width = max(graph.meta.num_features, landmarks) + layers + 1
+    if _has_add(network):
+        width *= 2
+    rows = graph.meta.rows
+    need = rows * width * (torch.finfo(dtype).bits // 8) * (FAN_IN + 2)
+    if need > min(limits):
+        fit = max(1, int(rows * min(limits) / need * 0.8))
+        raise ResourceError(
+            f"one row block of {rows} nodes needs about {need / 2**30:.2f} GiB of worker memory but a worker has {min(limits) / 2**30:.2f} GiB; "
+            f"use more, smaller row blocks (partition.rows={fit}, or gnngp partition ... partition.rows={fit}) or a larger compute.memory_limit")
+
+
+def run_gp_rowblocks(cfg: Any) -> list[dict]:
+    """All runs of a GP job on row blocks, on the cluster of ``cfg.compute``; one row per run."""
+    validate(cfg)
+    store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout)
+    watch = Stopwatch(torch.device("cpu"))
+    with watch.measure():
+        graph = sharded_graph(cfg, store)
+    with dask_client(cfg.compute) as client:
+        return [row for _, row in gp_runs(cfg, graph, client, watch.seconds)]
+
+
+def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.0) -> Iterator[tuple[Any, dict]]:
+    """``(result, row)`` of each run (seed ``cfg.seed + run``) of the GP job on ``graph``, with
+    the same architecture, landmarks, nugget grid and gamma search as the local path.
+    ``client=None``: Dask's default scheduler in this process (e.g. the synchronous one)."""
+    from ..runner import architecture, base_row, deterministic, landmarks_among
+
+    meta = graph.meta
+    resolve_method_defaults(cfg, meta.task)
+    dtype = getattr(torch, cfg.dtype)
+    np_dtype = np.float64 if dtype == torch.float64 else np.float32
+    kcfg = cfg.kernel
+    arch = architecture(kcfg)
+    workers = len(client.scheduler_info(n_workers=-1)["workers"]) if client is not None else 1
+    check_block_memory(client, graph, arch.network, cfg.landmarks.count or 0, kcfg.layers, dtype)
+    train = torch.from_numpy(graph.train_ids())
+    if train.numel() == 0:
+        raise DatasetError(f"dataset '{meta.dataset}': the training set is empty; give a training mask or a positive dataset.train_ratio")
+    labels, masks = graph.labels(), graph.masks()
+    runs = 1 if deterministic(cfg) and not cfg.repeat_deterministic else cfg.runs
+    for run in range(runs):
+        seed = cfg.seed + run
+        landmarks = landmarks_among(train, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name)
+        if cfg.landmarks.count is None:
+            check_block_memory(client, graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype)
+        base = BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d)
+        ctx = RowBlockContext(graph.features(np_dtype), BlockAdjacency(graph, arch.adjacency), base, landmarks,
+                              roots=DaskRoots(graph), graph=graph, dtype=dtype)
+        grid = log_grid(cfg.nugget.min, cfg.nugget.max, cfg.nugget.num, dtype=dtype)
+        kernel_watch, inference_watch = Stopwatch(torch.device("cpu")), Stopwatch(torch.device("cpu"))
+
+        def evaluate(gamma: float, validation_only: bool):
+            nonlocal ctx
+            ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
+            with kernel_watch.measure():
+                kernel = arch.network(None, ctx, None)
+            with inference_watch.measure():
+                return row_block_predict(kernel.root, labels, masks, meta.task, meta.num_classes, meta.num_nodes, grid, validation_only)
+
+        gammas = log_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist() if kcfg.gamma_search else [kcfg.base.gamma]
+        gamma = kcfg.base.gamma
+        if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
+            scores = [evaluate(g, validation_only=True).val for g in gammas]
+            gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
+        result = evaluate(gamma, validation_only=False)
+        row = base_row(cfg)
+        row.update(
+            metric=result.metric_name, **{k: result.metrics[k] for k in ("train", "val", "test")},
+            nugget=result.nugget, layers=kcfg.layers, sigma_w=kcfg.get("sigma_w"), sigma_b=kcfg.get("sigma_b"),
+            landmark_fraction=cfg.landmarks.fraction, kernel_seconds=kernel_watch.seconds, inference_seconds=inference_watch.seconds,
+            landmarks=int(landmarks.numel()), seed=seed,
+            extra=json.dumps({**({"gamma": gamma} if kcfg.gamma_search else {}), "shards": str(graph.root), "row_block": meta.rows}),
+            **result.uncertainty,
+        )
+        row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"]
+        row.update(
+            task=meta.task, run=run, n_nodes=meta.num_nodes, n_edges=meta.num_edges, load_seconds=load_seconds, device="cpu",
+            split=meta.split, stand_in="", experiment=cfg.experiment.name or "", peak_rss_mb=peak_rss_mb(), peak_cuda_mb=0.0,
+            compute_backend=cfg.compute.backend, workers=workers,
+            peak_worker_mb=peak_worker_mb(client) if client is not None else peak_rss_mb(),
+            timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        yield result, row

@@ -1,0 +1,249 @@
+"""compute=dask: every low-rank kernel on row blocks of a Dask cluster gives the predictions of
+compute=local; a killed worker is recomputed; papers100M's raw format streams into row blocks;
+bad set-ups fail with one line."""
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gnngp_cli.api import compose, run
+from gnngp_cli.data import DataStore
+from gnngp_cli.data import papers100m
+from gnngp_cli.data.shards import load_part, read_meta, write_data
+from gnngp_cli.errors import ComputeError, ConfigError, ResourceError
+from gnngp_cli.rowblocks.run import gp_runs, sharded_graph
+from gnngp_cli.runner import gp_run, prepare
+
+distributed = pytest.importorskip("distributed")
+
+LOW_RANK = ["gcngp_x", "gcn2gp_x", "gingp_x", "sagegp_x", "ggp_x", "rbf_x", "composed_x"]
+OWN = {"rbf_x": ["kernel.gamma_grid.num=3"], "composed_x": ["kernel.hidden=[relu,weight,conv,bias]"]}
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Three workers, as threads of this process (fast to start)."""
+    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:
+        yield c
+
+
+def local_and_rowblocks(overrides: list[str], client, rows: int):
+    """The local result and the row-block result (and its row) of the same job."""
+    common = [*overrides, "dtype=float64", f"partition.rows={rows}"]
+    cfg = compose(common)
+    local, _ = gp_run(cfg, prepare(cfg), 0)
+    cfg = compose([*common, "compute=dask"])
+    store = DataStore.from_config(cfg.data.root, cfg.data.mirror, False)
+    result, row = next(gp_runs(cfg, sharded_graph(cfg, store), client))
+    return local, result, row
+
+
+def assert_same_predictions(local, result, row) -> None:
+    means, ref = result.means(), local.mean.numpy()
+    assert means.shape == ref.shape
+    assert np.abs(means - ref).max() <= 1e-4 * np.abs(ref).max()        # predictions within 1e-4 relative
+    assert result.nugget == pytest.approx(local.nugget)                   # the same validation choice
+    for key in ("train", "val", "test"):  # accuracy exactly; R^2 from summed moments to round-off
+        assert result.metrics[key] == pytest.approx(local.metrics[key], rel=1e-6, abs=1e-9)
+    assert row["compute_backend"] == "dask" and row["workers"] == 3 and row["peak_worker_mb"] > 0
+
+
+@pytest.mark.parametrize("kernel", LOW_RANK)
+def test_every_low_rank_kernel_on_cora_gives_the_local_predictions(kernel, client, data_overrides):
+    local, result, row = local_and_rowblocks(["dataset=cora", f"kernel={kernel}", *OWN.get(kernel, []), *data_overrides], client, rows=1000)
+    assert_same_predictions(local, result, row)
+
+
+@pytest.mark.parametrize("kernel", LOW_RANK)
+def test_every_low_rank_kernel_on_a_small_csbm_gives_the_local_predictions(kernel, client, cache):
+    overrides = ["dataset=csbm", "dataset.num_nodes=3000", "landmarks.count=64", f"kernel={kernel}", *OWN.get(kernel, []), f"data.root={cache}"]
+    local, result, row = local_and_rowblocks(overrides, client, rows=700)
+    assert_same_predictions(local, result, row)
+
+
+@pytest.mark.paper
+@pytest.mark.parametrize("dataset", ["pubmed", "chameleon", "csbm_1e5"])
+@pytest.mark.parametrize("kernel", LOW_RANK)
+def test_every_low_rank_kernel_on_larger_graphs_gives_the_local_predictions(dataset, kernel, client, data_overrides):
+    sizes = {"pubmed": 5000, "chameleon": 1000, "csbm_1e5": 25_000}
+    landmarks = [] if dataset == "pubmed" else ["landmarks.count=128"]   # PubMed: its 60 training nodes
+    local, result, row = local_and_rowblocks([f"dataset={dataset}", f"kernel={kernel}", *landmarks, *OWN.get(kernel, []), *data_overrides],
+                                             client, rows=sizes[dataset])
+    assert_same_predictions(local, result, row)
+    if dataset == "chameleon":  # regression: the uncertainty columns as today
+        assert row["nlpd"] == pytest.approx(local.uncertainty["nlpd"], rel=1e-4)
+        assert row["coverage95"] == pytest.approx(local.uncertainty["coverage95"], abs=1e-9)
+
+
+def test_the_blocked_product_reads_only_the_row_blocks_its_columns_touch(tmp_path):
+    """A graph of two disconnected halves: each output block's tasks read only its own half."""
+    from torch_geometric.data import Data
+
+    from gnngp_cli.rowblocks.graph import ShardedGraph
+
+    n = 40
+    left = torch.tensor([[i, i + 1] for i in range(0, 19)] + [[i + 1, i] for i in range(0, 19)]).T
+    edge_index = torch.cat([left, left + 20], dim=1)
+    data = Data(x=torch.randn(n, 3), y=torch.zeros(n, dtype=torch.long), edge_index=edge_index,
+                train_mask=torch.ones(n, dtype=torch.bool), val_mask=torch.zeros(n, dtype=torch.bool), test_mask=torch.zeros(n, dtype=torch.bool))
+    data.task, data.num_classes = "classification", 1
+    meta = write_data(data, tmp_path, 10, "toy")
+    graph = ShardedGraph(tmp_path, meta)
+    q = graph.features(np.float64)
+    out = graph.convolve(q, "sym")
+    graph_keys = dict(out.__dask_graph__())
+    deps = [k for k in graph_keys if isinstance(k, tuple) is False and str(k).startswith("_partial_product")]
+    assert len(deps) == 8                                                  # 4 blocks x 2 touched sources (itself and its neighbour)
+    from gnngp_cli.data.graph import Adjacency
+
+    ref = Adjacency.from_graph(edge_index, n, "sym", torch.float64, "cpu").matmul(data.x.double())
+    assert np.allclose(out.compute(scheduler="sync"), ref.numpy(), atol=1e-12)
+
+
+def _victim_pid(client) -> tuple[str, int]:
+    pids = client.run(os.getpid)
+    addr = sorted(pids)[0]
+    return addr, pids[addr]
+
+
+def test_a_worker_killed_midway_is_recomputed_with_an_unchanged_result(cache):
+    overrides = ["dataset=csbm", "dataset.num_nodes=6000", "landmarks.count=64", "kernel=gcngp_x", "dtype=float64",
+                 "partition.rows=1000", f"data.root={cache}", "compute=dask"]
+    cfg = compose(overrides)
+    graph = sharded_graph(cfg, DataStore.from_config(cfg.data.root, None, False))
+    import dask
+
+    with dask.config.set(scheduler="synchronous"):  # the same tasks, uninterrupted, in this process
+        reference, _ = next(gp_runs(compose(overrides), graph, None))
+        expected = reference.means()
+    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:
+        addr, pid = _victim_pid(c)
+        killed = threading.Event()
+
+        def kill_when_busy():
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                held = c.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.workers[addr].has_what) if addr in dask_scheduler.workers else 0)
+                if held > 0:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.set()
+                    return
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=kill_when_busy)
+        watcher.start()
+        result, row = next(gp_runs(compose(overrides), graph, c))
+        watcher.join()
+        assert killed.is_set()                                              # a worker died while the job held data on it
+        assert pid not in c.run(os.getpid).values()
+        np.testing.assert_allclose(result.means(), expected, rtol=1e-12, atol=1e-12)
+
+
+def write_papers_format(root: Path, n: int = 500, e: int = 2000, d: int = 8, classes: int = 5, seed: int = 0) -> None:
+    """Small files in OGB's papers100M layout (directed citations, NaN labels off the split)."""
+    rng = np.random.default_rng(seed)
+    raw, split = root / papers100m.NAME / "raw", root / papers100m.NAME / "split" / "time"
+    raw.mkdir(parents=True)
+    split.mkdir(parents=True)
+    edge_index = rng.integers(0, n, size=(2, e)).astype(np.int64)
+    np.savez_compressed(raw / "data.npz", edge_index=edge_index, node_feat=rng.standard_normal((n, d)).astype(np.float32),
+                        num_nodes_list=np.array([n]), num_edges_list=np.array([e]))
+    labels = rng.integers(0, classes, size=(n, 1)).astype(np.float64)
+    ids = rng.permutation(n)
+    labelled = ids[: int(0.6 * n)]
+    unlabelled = np.setdiff1d(np.arange(n), labelled)
+    labels[unlabelled] = np.nan
+    np.savez_compressed(raw / "node-label.npz", node_label=labels)
+    parts = {"train": labelled[: int(0.3 * n)], "valid": labelled[int(0.3 * n): int(0.45 * n)], "test": labelled[int(0.45 * n):]}
+    for key, part in parts.items():
+        with gzip.open(split / f"{key}.csv.gz", "wt") as f:
+            f.write("".join(f"{i}\n" for i in part))
+
+
+def test_papers100m_raw_files_stream_into_the_row_blocks_of_the_loaded_graph(tmp_path, monkeypatch):
+    write_papers_format(tmp_path / "mirror")
+    monkeypatch.setattr(papers100m, "CHUNK", 97)                           # many chunks
+    largest = []
+    read = papers100m.NpyMember.read
+    monkeypatch.setattr(papers100m.NpyMember, "read", lambda self, f, count: largest.append(count) or read(self, f, count))
+    store = DataStore.from_config(str(tmp_path / "cache"), str(tmp_path / "mirror"), False)
+    cfg = compose(["dataset=papers100m"])
+    streamed = papers100m.partition(cfg.dataset, store, tmp_path / "streamed", 128, "")
+    assert max(largest) <= 128 * 8                                          # never more than one row block or one edge chunk at once
+    loaded = write_data(papers100m.load(cfg.dataset, store), tmp_path / "loaded", 128, "papers100m")
+    assert (streamed.num_nodes, streamed.num_edges, streamed.num_classes) == (loaded.num_nodes, loaded.num_edges, loaded.num_classes)
+    for b in range(streamed.num_blocks):
+        for part in ("rows", "cols", "weights", "split", "deg", "x", "y", "mask"):
+            assert np.array_equal(load_part(tmp_path / "streamed", b, part), load_part(tmp_path / "loaded", b, part)), (b, part)
+
+
+def test_papers100m_on_row_blocks_gives_the_local_predictions(tmp_path, client):
+    write_papers_format(tmp_path / "mirror", n=800, e=4000)
+    overrides = ["dataset=papers100m", "kernel=gcngp_x", "landmarks.count=64", f"data.mirror={tmp_path / 'mirror'}", f"data.root={tmp_path / 'cache'}"]
+    local, result, row = local_and_rowblocks(overrides, client, rows=300)
+    assert_same_predictions(local, result, row)
+
+
+def test_cli_partition_writes_the_shards_a_run_reads(tmp_path, data_overrides):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    out = tmp_path / "shards"
+    done = subprocess.run([sys.executable, "-m", "gnngp_cli", "partition", "dataset=cora", f"out={out}", "partition.rows=1000", *data_overrides,
+                           f"hydra.run.dir={tmp_path / 'h'}"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    meta = read_meta(out)
+    assert (meta.num_nodes, meta.rows, meta.num_blocks, meta.num_features) == (2708, 1000, 3, 1433)
+    rows = run(["dataset=cora", "kernel=gcngp_x", "compute=dask", "compute.workers=2", "compute.processes=false", "compute.dashboard=:0",
+                f"compute.shards={out}", *data_overrides])
+    assert rows[0]["test"] == pytest.approx(run(["dataset=cora", "kernel=gcngp_x", *data_overrides])[0]["test"], abs=0.002)
+
+
+def test_exact_kernel_on_dask_names_its_low_rank_twin():
+    with pytest.raises(ConfigError, match=r"exact kernels are not distributed.*kernel=gcn2gp_x"):
+        run(["kernel=gcn2gp", "compute=dask"])
+
+
+def test_unreachable_scheduler_is_one_line():
+    with pytest.raises(ComputeError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+        run(["kernel=gcngp_x", "dataset.num_nodes=300", "compute=dask", "compute.address=tcp://127.0.0.1:9", "compute.connect_timeout=2"])
+
+
+def test_worker_memory_below_one_row_block_asks_for_smaller_blocks(cache):
+    with pytest.raises(ResourceError, match=r"one row block of 3000 nodes needs .* use more, smaller row blocks \(partition.rows=\d+"):
+        run(["kernel=gcngp_x", "compute=dask", "compute.workers=1", "compute.processes=false", "compute.memory_limit=2MB",
+             "compute.dashboard=:0", "partition.rows=3000", f"data.root={cache}"])
+
+
+def test_cli_error_for_an_exact_kernel_on_dask_is_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "kernel=gcngp", "compute=dask", f"hydra.run.dir={tmp_path}"],
+                          capture_output=True, text=True)
+    assert done.returncode == 1
+    lines = [l for l in done.stderr.splitlines() if l.strip()]
+    assert lines == ["gnngp: error: exact kernels are not distributed: kernel=gcngp with compute=dask; use its low-rank twin kernel=gcngp_x (Nystrom, with landmarks) or compute=local"]
+
+
+def test_slurm_preset_writes_the_job_script_a_cluster_user_expects():
+    from gnngp_cli.rowblocks.cluster import slurm_cluster
+
+    cfg = compose(["kernel=gcngp_x", "compute=slurm", "compute.queue=cpu", "compute.account=myproj", "compute.walltime=04:00:00",
+                   "compute.cores=16", "compute.memory=64GB", "compute.workers=4", "compute.dashboard=:0", "compute.job_extra=['--constraint=amd']"])
+    assert cfg.compute.backend == "slurm"
+    cluster = slurm_cluster(cfg.compute)
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    for line in ("#SBATCH -p cpu", "#SBATCH -A myproj", "#SBATCH -t 04:00:00", "#SBATCH --cpus-per-task=16", "#SBATCH --constraint=amd"):
+        assert line in script, line
+    assert "--nworkers 4" in script and "--nthreads 4" in script          # 4 workers of 4 threads share the 16 cores
