@@ -42,12 +42,14 @@ def test_resume_skips_finished_jobs_and_reruns_failed_ones(tmp_path):
 
 @pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
 def test_launchers_run_the_sweep(tmp_path, launcher):
+    pytest.importorskip(f"hydra_plugins.hydra_{'joblib' if launcher == 'joblib' else 'submitit'}_launcher")  # the launchers extra
     extra = ["hydra.launcher.timeout_min=10"] if launcher == "submitit_local" else ["hydra.launcher.n_jobs=2"]
     summary, _ = sweep(tmp_path, f"hydra/launcher={launcher}", *extra, "kernel=gcngp,gcngp_x")
     assert sorted(summary["method"]) == ["GCNGP", "GCNGP-X"] and (summary["status"] == "ok").all()
 
 
 def test_the_ready_slurm_launcher_config_composes():
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")  # the launchers extra
     out = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "run", "hydra/launcher=slurm", "--cfg", "hydra", "-p", "hydra.launcher"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
