@@ -39,6 +39,7 @@ class DatasetConfig:
     split_seed: int = 0                 # random splits (crocodile, csbm, custom)
     train_ratio: float = 0.1
     val_ratio: float = 0.1
+    hide_val: bool = False              # true: the validation nodes lose their labels (no validation set; needs fit=mll)
     center: bool = False
     scale: bool = False
     sigma_b: float = 0.0                # the bias sigma kernels use on this dataset
@@ -123,6 +124,21 @@ class NuggetConfig:
 
 
 @dataclass
+class FitConfig:
+    """How GP hyperparameters are chosen (see gnngp_cli/fit.py)."""
+
+    method: str = "grid"                # grid: the nugget on the validation grid (the paper); mll: maximise the log marginal likelihood
+    optimizer: str = "adam"             # mll: adam or lbfgs
+    steps: int = 50
+    lr: float = 0.05
+    per_layer: bool = False             # mll: one sigma_w (sigma_b, ...) per layer
+    learn: Optional[list[str]] = None   # mll: the fitted parameters; null: nugget, output_scale and every positive kernel parameter
+    nugget: float = 0.1                 # mll: initial nugget, relative to the mean diagonal of K on the training nodes
+    output_scale: Optional[float] = None  # mll: initial output scale; null: its maximum-likelihood value at the initial kernel
+    log_every: int = 10                 # mll: a progress line every this many steps when not on a terminal (0: none)
+
+
+@dataclass
 class VerifyConfig:
     widths: list[int] = field(default_factory=lambda: [128, 512, 2048])
     samples: int = 20
@@ -146,6 +162,7 @@ class RunConfig:
     gnn: GNNConfig = field(default_factory=GNNConfig)
     landmarks: LandmarksConfig = field(default_factory=LandmarksConfig)
     nugget: NuggetConfig = field(default_factory=NuggetConfig)
+    fit: FitConfig = field(default_factory=FitConfig)
     data: DataConfig = field(default_factory=DataConfig)
     seed: int = 0
     runs: int = 1
@@ -192,6 +209,7 @@ def validate(cfg: Any) -> None:
     else:
         _validate_kernel(cfg.kernel)
     _grid(cfg.nugget, "nugget")
+    _validate_fit(cfg)
     lm = cfg.landmarks
     if lm.count is not None and lm.count < 1:
         raise ConfigError(f"landmarks.count={lm.count} must be at least 1")
@@ -224,6 +242,39 @@ def _validate_kernel(k: Any) -> None:
     if k.base.gamma <= 0 and k.base.name in ("rbf", "laplacian"):
         raise ConfigError(f"kernel.base.gamma={k.base.gamma} must be positive for the {k.base.name} kernel")
     _grid(k.gamma_grid, "kernel.gamma_grid")
+
+
+def needs_validation(cfg: Any) -> bool:
+    """Whether a job chooses something on the validation set: a GNN (early stopping) or a GP
+    with ``fit=grid`` (the nugget, and gamma with ``gamma_search``). ``fit=mll`` never reads
+    it, so it runs without validation labels (``dataset.val_ratio=0`` or ``dataset.hide_val=true``)."""
+    return cfg.method == "gnn" or cfg.fit.method == "grid"
+
+
+def _validate_fit(cfg: Any) -> None:
+    from .fit import LEARNABLE, OPTIMIZERS
+
+    f = cfg.fit
+    _choice(f.method, ("grid", "mll"), "fit.method")
+    if cfg.dataset.hide_val and needs_validation(cfg):
+        raise ConfigError("dataset.hide_val=true leaves no validation labels, which this job needs to choose the nugget (or to stop a GNN); use fit=mll with a GP kernel")
+    if f.method == "grid":
+        return
+    if cfg.method == "gnn":
+        raise ConfigError("fit=mll fits the hyperparameters of a GP kernel; use it with kernel=<name>, not gnn=<name>")
+    _choice(f.optimizer, OPTIMIZERS, "fit.optimizer")
+    if f.steps < 1:
+        raise ConfigError(f"fit.steps={f.steps} must be at least 1")
+    if not f.lr > 0:
+        raise ConfigError(f"fit.lr={f.lr} must be positive")
+    if not f.nugget > 0:
+        raise ConfigError(f"fit.nugget={f.nugget} is the initial nugget, learned on a log scale: it must be positive (e.g. fit.nugget=0.1)")
+    if f.output_scale is not None and not f.output_scale > 0:
+        raise ConfigError(f"fit.output_scale={f.output_scale} is the initial output scale, learned on a log scale: it must be positive (or null)")
+    for name in f.learn or []:
+        _choice(name, LEARNABLE, "fit.learn entry")
+    if f.log_every < 0:
+        raise ConfigError(f"fit.log_every={f.log_every} must be >= 0")
 
 
 def _validate_gnn(g: Any) -> None:

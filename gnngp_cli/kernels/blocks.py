@@ -254,18 +254,18 @@ def nystrom_root(cross: Tensor, landmarks: Tensor, where: str) -> Tensor:
 
 def check_kernel(k: Kernel, where: str) -> None:
     """Fail loudly (never silently NaN) if a layer's kernel is not a covariance."""
-    values = k.root if k.root is not None else k.matrix
+    values = (k.root if k.root is not None else k.matrix).detach()  # a check, not part of a fitted objective
     if values.numel() and not (math.isfinite(float(values.amax())) and math.isfinite(float(values.amin()))):  # NaN propagates; no temporaries
         raise KernelError(f"{where}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
     if k.matrix is None or not k.square:  # a rectangular block's variances are checked by the pair evaluation
         return
-    diag = torch.diagonal(k.matrix)
+    diag = torch.diagonal(values)
     scale = float(diag.abs().max()) if diag.numel() else 0.0
     tol = psd_tolerance(k.matrix.dtype, k.size) * max(scale, torch.finfo(k.matrix.dtype).tiny)
     if float(diag.min()) < -tol:
         raise KernelError(f"{where}: the kernel has a negative variance ({float(diag.min()):.3g}); it is not positive semi-definite")
     s = diag.clamp_min(0).sqrt()
-    excess = (k.matrix.abs() - s[:, None] * s[None, :]).max()
+    excess = (values.abs() - s[:, None] * s[None, :]).max()
     if float(excess) > tol:
         raise KernelError(f"{where}: the kernel breaks |K_xy| <= sqrt(K_xx K_yy) by {float(excess):.3g}; it is not positive semi-definite")
 
@@ -275,6 +275,12 @@ def union(sets: Sequence[Nodes]) -> Nodes:
     if len(real) < len(sets):
         return None
     return torch.unique(torch.cat(real)) if real else None
+
+
+def is_constant(value, constant: float) -> bool:
+    """Whether a block parameter is the plain number ``constant`` (a tensor parameter, e.g. one
+    being fitted, never is: its block must stay in the autograd graph)."""
+    return not isinstance(value, Tensor) and value == constant
 
 
 def node_count(nodes: Nodes, ctx: KernelContext) -> int:
@@ -359,7 +365,8 @@ class Input(Block):
 @dataclass
 class Scale(Block):
     """``X <- c X``: ``K <- c^2 K``; low rank ``Q <- c Q``. A weight ``X W`` with
-    ``W ~ N(0, s_w^2 / d)`` is ``Scale(s_w)``."""
+    ``W ~ N(0, s_w^2 / d)`` is ``Scale(s_w)``. Parameters may be 0-dimensional tensors (fitted
+    by marginal likelihood; see :mod:`gnngp_cli.fit`), as in :class:`Bias` and :class:`MixedWeight`."""
 
     factor: float
 
@@ -367,7 +374,7 @@ class Scale(Block):
         return 0
 
     def __call__(self, k, ctx, nodes, cols=None):
-        if self.factor == 1:
+        if is_constant(self.factor, 1):
             return k
         if k.root is not None:
             return replace(k, root=k.root * self.factor)
@@ -396,7 +403,8 @@ class MixedWeight(Scale):
     """``X <- X (a I + b W)``: ``K <- (a^2 + b^2 sigma_w^2) K``; low rank ``sqrt(a^2 + b^2 sigma_w^2) Q``."""
 
     def __init__(self, a: float, b: float, sigma_w: float):
-        super().__init__(math.sqrt(a * a + b * b * sigma_w * sigma_w))
+        square = a * a + b * b * sigma_w * sigma_w
+        super().__init__(square.sqrt() if isinstance(square, Tensor) else math.sqrt(square))
         self.a, self.b, self.sigma_w = a, b, sigma_w
 
     def network(self, h, sim):
@@ -413,20 +421,20 @@ class Bias(Block):
         return 0
 
     def __call__(self, k, ctx, nodes, cols=None):
-        if self.sigma_b == 0:
+        if is_constant(self.sigma_b, 0):
             return k
         if k.root is not None:
-            column = torch.full((k.size, 1), self.sigma_b, dtype=k.root.dtype, device=k.root.device)
+            column = k.root.new_ones(k.size, 1) * self.sigma_b
             return replace(k, root=torch.cat([k.root, column], dim=1))
         return replace(k, matrix=k.matrix + self.sigma_b ** 2)
 
     def network(self, h, sim):
-        return h + self.sigma_b * sim.gaussian(1, h.size(1)) if self.sigma_b else h
+        return h if is_constant(self.sigma_b, 0) else h + self.sigma_b * sim.gaussian(1, h.size(1))
 
     def on_pairs(self, k, ctx, pairs):
         if isinstance(k, Kernel):
             return self(k, ctx, None)
-        return PairValues(k.pairs, k.values + self.sigma_b ** 2) if self.sigma_b else k
+        return k if is_constant(self.sigma_b, 0) else PairValues(k.pairs, k.values + self.sigma_b ** 2)
 
 
 class Conv(Block):
