@@ -341,8 +341,8 @@ def fit_hyperparameters(
                               + (" or fit.optimizer=adam" if fcfg.optimizer == "lbfgs" else ""))
         (-value).backward()
         nonlocal best_value, best_raw
-        if float(value) > best_value:
-            best_value, best_raw = float(value), {k: v.detach().clone() for k, v in params.raw.items()}
+        if float(value.detach()) > best_value:
+            best_value, best_raw = float(value.detach()), {k: v.detach().clone() for k, v in params.raw.items()}
         return -value
 
     try:
@@ -350,7 +350,7 @@ def fit_hyperparameters(
             if step == fcfg.steps:  # the final values are scored too
                 closure()
                 break
-            loss = float(optimiser.step(closure))
+            loss = float(optimiser.step(closure).detach())
             trace.append(-loss)
             if bar is not None:
                 bar.update(1)

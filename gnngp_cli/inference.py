@@ -43,6 +43,8 @@ def metric_name(task: str) -> str:
 
 def metric(pred: Tensor, y: Tensor, task: str) -> float:
     """Accuracy of the argmax (classification) or R^2 (regression)."""
+    if y.numel() == 0:  # an empty split (e.g. no validation set under fit=mll)
+        return float("nan")
     return metric_curve(pred.reshape(pred.size(0), 1, -1), y, task)[0]
 
 
@@ -151,7 +153,7 @@ def gp_predict(
     y_nodes = y[nodes]
     inv_grid = 1.0 / (w[:, None] + grid[None, :] * scale)                         # rank x grid
     weights = v @ (coef[:, None, :] * inv_grid[:, :, None]).reshape(w.numel(), -1)  # V [coef / (w + eps)] for every eps
-    val_means = (rows(pos_nodes[index["val"]]) @ weights).view(index["val"].numel(), grid.numel(), -1)
+    val_means = (rows(pos_nodes[index["val"]]) @ weights).view(index["val"].numel(), grid.numel(), coef.size(1))  # an empty validation set too (fit=mll)
     val_curve = metric_curve(val_means, y_nodes[index["val"]], task)
     curve = torch.tensor(val_curve, dtype=torch.float64).nan_to_num(nan=-math.inf)
     best = int(torch.argmax(curve))

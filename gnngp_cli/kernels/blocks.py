@@ -236,7 +236,7 @@ def nystrom_root(cross: Tensor, landmarks: Tensor, where: str) -> Tensor:
     top = eigvals[-1].clamp_min(0)
     if not bool(torch.isfinite(eigvals).all()):
         raise KernelError(f"{where}: the kernel on the landmarks has NaN or infinite entries; check the features and sigmas")
-    if eigvals[0] < -psd_tolerance(block.dtype, block.size(0)) * max(float(top), torch.finfo(block.dtype).tiny):
+    if eigvals[0] < -psd_tolerance(block.dtype, block.size(0)) * max(float(top.detach()), torch.finfo(block.dtype).tiny):
         raise KernelError(
             f"{where}: the kernel is not positive semi-definite (eigenvalue {float(eigvals[0]):.3g} vs largest {float(top):.3g}); "
             "use a positive semi-definite base kernel (e.g. kernel.base.name=linear) or float64"
