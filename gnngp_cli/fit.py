@@ -31,7 +31,7 @@ import logging
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Optional
 
 import torch
@@ -296,6 +296,7 @@ def fit_hyperparameters(
     L-BFGS (``fit.optimizer``, ``fit.steps``, ``fit.lr``); returns the best step's values.
     ``build(values)`` gives the network for architecture values (see :meth:`Hyperparameters.network_values`)."""
     fitted, held = plan_parameters(kcfg, fcfg)
+    ctx = replace(ctx, dense_input=True)  # X X^T once, not a root product every step
     dtype, device = ctx.features.dtype, ctx.features.device
     params = Hyperparameters(fitted, held, kcfg.layers, dtype, device)
     y = y_train.to(device)
