@@ -194,3 +194,10 @@ def test_fit_mll_increases_the_objective_and_adam_and_lbfgs_agree(kernel):
         assert result.objective > result.trace[0] + 1e-3 and set(result.values) == {"nugget", "output_scale", "sigma_w", "sigma_b"}
         objectives[optimizer] = result.objective
     assert objectives["adam"] == pytest.approx(objectives["lbfgs"], abs=5e-3)
+
+
+def test_fit_mll_learns_the_base_gamma_instead_of_searching_it():
+    """kernel=rbf chooses gamma on validation under fit=grid; under fit=mll gamma is learned."""
+    row = run(["fit=mll", "kernel=rbf", "dataset.num_nodes=300", "fit.steps=5"])[0]
+    assert row["fitted_gamma"] > 0 and row["fitted_gamma"] != 1.0 and row["extra"] == "{}"
+    assert math.isfinite(row["test"]) and math.isfinite(row["fit_mll"])
