@@ -32,7 +32,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import Tensor

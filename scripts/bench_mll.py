@@ -15,7 +15,7 @@ import argparse
 import statistics
 import sys
 
-from gnngp_cli.api import compose, run
+from gnngp_cli.api import compose
 from gnngp_cli.runner import prepare, run_gp
 
 BAR = 20.0
