@@ -55,6 +55,7 @@ class DatasetConfig:
     split_seed: int = 0                 # random splits (crocodile, csbm, custom)
     train_ratio: float = 0.1
     val_ratio: float = 0.1
+    hide_val: bool = False              # true: the validation nodes lose their labels (no validation set; needs fit=mll)
     center: bool = False
     scale: bool = False
     landmark_fraction: float = 1.0      # the landmark fraction 1/k low-rank kernels use on this dataset
@@ -124,6 +125,21 @@ class NuggetConfig:
 
 
 @dataclass
+class FitConfig:
+    """How GP hyperparameters are chosen (see gnngp_cli/fit.py)."""
+
+    method: str = "grid"                # grid: the nugget on the validation grid (the paper); mll: maximise the log marginal likelihood
+    optimizer: str = "adam"             # mll: adam or lbfgs
+    steps: int = 50
+    lr: float = 0.05
+    per_layer: bool = False             # mll: one sigma_w (sigma_b, ...) per layer
+    learn: Optional[list[str]] = None   # mll: the fitted parameters; null: nugget, output_scale and every positive kernel parameter
+    nugget: float = 0.1                 # mll: initial nugget, relative to the mean diagonal of K on the training nodes
+    output_scale: Optional[float] = None  # mll: initial output scale; null: its maximum-likelihood value at the initial kernel
+    log_every: int = 10                 # mll: a progress line every this many steps when not on a terminal (0: none)
+
+
+@dataclass
 class VerifyConfig:
     widths: list[int] = field(default_factory=lambda: [128, 256, 512, 1024])
     seeds: int = 16                     # independent random networks per width
@@ -184,6 +200,7 @@ class RunConfig:
     gnn: Any = None                     # a GNNConfig subclass, chosen by gnn=<name>
     landmarks: LandmarksConfig = field(default_factory=LandmarksConfig)
     nugget: NuggetConfig = field(default_factory=NuggetConfig)
+    fit: FitConfig = field(default_factory=FitConfig)
     data: DataConfig = field(default_factory=DataConfig)
     seed: int = 0
     runs: int = 1
@@ -221,6 +238,8 @@ def register_configs() -> None:
         cs.store(group="dataset", name=name, node=entry.config)
     for option, preset in PRESETS.items():
         cs.store(group="dataset", name=option, node=preset)
+    cs.store(group="fit", name="grid", node=FitConfig(method="grid"))
+    cs.store(group="fit", name="mll", node=FitConfig(method="mll"))
     cs.store(group="compute", name="local", node=ComputeConfig(backend="local"))
     cs.store(group="compute", name="dask", node=ComputeConfig(backend="dask"))
     cs.store(group="compute", name="slurm", node=ComputeConfig(backend="slurm", workers=1))
@@ -278,8 +297,8 @@ def validate(cfg: Any) -> None:
             raise ConfigError(f"dataset.{key}={cfg.dataset[key]} must lie in [0, 1]")
     _finite_numbers(cfg)
     if str(cfg.dataset.name).lower() in RANDOM_SPLIT_DATASETS:
-        if cfg.dataset.val_ratio == 0:
-            raise ConfigError("dataset.val_ratio=0 leaves no validation nodes, and the nugget (and a GNN's epoch) is chosen on them; use a positive dataset.val_ratio")
+        if cfg.dataset.val_ratio == 0 and needs_validation(cfg):
+            raise ConfigError("dataset.val_ratio=0 leaves no validation nodes, and the nugget (and a GNN's epoch) is chosen on them; use a positive dataset.val_ratio, or fit=mll")
         if cfg.dataset.train_ratio + cfg.dataset.val_ratio >= 1:
             raise ConfigError(f"dataset.train_ratio + dataset.val_ratio = {cfg.dataset.train_ratio + cfg.dataset.val_ratio:g} leaves no test nodes; keep it below 1")
     if cfg.dataset.train_ratio + cfg.dataset.val_ratio > 1:
@@ -294,6 +313,7 @@ def validate(cfg: Any) -> None:
     else:
         _validate_kernel(cfg.kernel)
     _grid(cfg.nugget, "nugget")
+    _validate_fit(cfg)
     lm = cfg.landmarks
     if lm.count is not None and lm.count < 1:
         raise ConfigError(f"landmarks.count={lm.count} must be at least 1")
@@ -351,6 +371,39 @@ def _validate_kernel(k: Any) -> None:
         raise ConfigError(f"kernel.base.gamma={k.base.gamma} must be positive for the {k.base.name} kernel")
     _grid(k.gamma_grid, "kernel.gamma_grid")
     KERNELS[k.name].validate(k)
+
+
+def needs_validation(cfg: Any) -> bool:
+    """Whether a job chooses something on the validation set: a GNN (early stopping) or a GP
+    with ``fit=grid`` (the nugget, and gamma with ``gamma_search``). ``fit=mll`` never reads
+    it, so it runs without validation labels (``dataset.val_ratio=0`` or ``dataset.hide_val=true``)."""
+    return cfg.method == "gnn" or cfg.fit.method == "grid"
+
+
+def _validate_fit(cfg: Any) -> None:
+    from .fit import LEARNABLE, OPTIMIZERS
+
+    f = cfg.fit
+    _choice(f.method, ("grid", "mll"), "fit.method")
+    if cfg.dataset.hide_val and needs_validation(cfg):
+        raise ConfigError("dataset.hide_val=true leaves no validation labels, which this job needs to choose the nugget (or to stop a GNN); use fit=mll with a GP kernel")
+    if f.method == "grid":
+        return
+    if cfg.method == "gnn":
+        raise ConfigError("fit=mll fits the hyperparameters of a GP kernel; use it with kernel=<name>, not gnn=<name>")
+    _choice(f.optimizer, OPTIMIZERS, "fit.optimizer")
+    if f.steps < 1:
+        raise ConfigError(f"fit.steps={f.steps} must be at least 1")
+    if not f.lr > 0:
+        raise ConfigError(f"fit.lr={f.lr} must be positive")
+    if not f.nugget > 0:
+        raise ConfigError(f"fit.nugget={f.nugget} is the initial nugget, learned on a log scale: it must be positive (e.g. fit.nugget=0.1)")
+    if f.output_scale is not None and not f.output_scale > 0:
+        raise ConfigError(f"fit.output_scale={f.output_scale} is the initial output scale, learned on a log scale: it must be positive (or null)")
+    for name in f.learn or []:
+        _choice(name, LEARNABLE, "fit.learn entry")
+    if f.log_every < 0:
+        raise ConfigError(f"fit.log_every={f.log_every} must be >= 0")
 
 
 def _validate_gnn(g: Any) -> None:

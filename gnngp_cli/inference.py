@@ -71,7 +71,7 @@ class Posterior:
         """Means at the rows ``pos`` for every nugget at once: ``len(pos) x G x outputs``."""
         inv = 1.0 / (self.w[:, None] + nuggets[None, :])                                   # rank x G
         weights = self.v @ (self.coef[:, None, :] * inv[:, :, None]).reshape(self.w.numel(), -1)
-        return (self.rows(pos) @ weights).view(pos.numel(), nuggets.numel(), -1)
+        return (self.rows(pos) @ weights).view(pos.numel(), nuggets.numel(), self.coef.size(1))  # an empty set too (fit=mll)
 
     def mean(self, pos: Tensor, eps: float) -> Tensor:
         inv = 1.0 / (self.w + eps)

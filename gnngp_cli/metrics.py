@@ -11,7 +11,9 @@ def metric_name(task: str) -> str:
 
 
 def metric(pred: Tensor, y: Tensor, task: str) -> float:
-    """Accuracy of the argmax (classification) or R^2 (regression)."""
+    """Accuracy of the argmax (classification) or R^2 (regression); NaN on an empty split."""
+    if y.numel() == 0:  # e.g. no validation set under fit=mll
+        return float("nan")
     return metric_curve(pred.reshape(pred.size(0), 1, -1), y, task)[0]
 
 

@@ -13,9 +13,10 @@ import torch
 from omegaconf import DictConfig
 
 from . import __version__
-from .config import check_results_file, resolve_method_defaults, validate
+from .config import check_results_file, needs_validation, resolve_method_defaults, validate
 from .data import Adjacency, DataStore, load_dataset
 from .errors import ConfigError, GnngpError, ResourceError
+from .fit import FitResult, fit_hyperparameters, targets
 from .gnn import GNNS, train_gnn
 from .inference import GPResult, gp_predict, log_grid, validation_score
 from .invariants import checked_rows
@@ -32,9 +33,10 @@ log = logging.getLogger("gnngp")
 BYTES_PER_ENTRY_FACTOR = 4  # a dense block plus the temporaries of the ReLU expectation and products
 
 
-def architecture(kcfg: Any) -> Architecture:
-    """The kernel's blocks built from its config."""
-    return KERNELS[kcfg.name].architecture(kcfg)
+def architecture(kcfg: Any, values: Optional[dict] = None) -> Architecture:
+    """The kernel's blocks built from its config; ``values`` replace configured parameters
+    (e.g. fitted ones: numbers, tensors, or per-layer lists; see :mod:`.fit`)."""
+    return KERNELS[kcfg.name].architecture(kcfg, values)
 
 
 def choose_landmarks(train_mask: torch.Tensor, fraction: float, count: Optional[int], seed: int, dataset: str) -> torch.Tensor:
@@ -74,7 +76,9 @@ def prepare(cfg: Any) -> Prepared:
     store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout, cfg.data.verify)
     watch = Stopwatch(device)
     with watch.measure():
-        data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in).to(device)
+        data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in, validation=needs_validation(cfg)).to(device)
+    if cfg.dataset.hide_val:  # no validation labels at all (fit=mll)
+        data.val_mask = torch.zeros_like(data.val_mask)
     resolve_method_defaults(cfg, data.task)
     return Prepared(data, device, dtype, watch.seconds)
 
@@ -93,7 +97,9 @@ def check_exact_memory(arch: Architecture, ctx: KernelContext, target: torch.Ten
 
 def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     """One GP run (seed ``cfg.seed + run``): kernel, then nugget-grid inference; for kernels
-    with ``gamma_search`` the base kernel's gamma is also chosen on validation."""
+    with ``gamma_search`` the base kernel's gamma is also chosen on validation. With
+    ``fit=mll`` the hyperparameters are first fitted on the training nodes (:mod:`.fit`), then
+    the posterior uses them and the fitted nugget (a one-value grid)."""
     data, device, dtype = prep.data, prep.device, prep.dtype
     seed = cfg.seed + run
     kcfg = cfg.kernel
@@ -113,6 +119,15 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     )
     kernel_watch, inference_watch = Stopwatch(device), Stopwatch(device)
     ctx = KernelContext(features, adjacency, BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d), landmarks)
+    fitted: Optional[FitResult] = None
+    if cfg.fit.method == "mll":
+        if not kcfg.low_rank:
+            check_exact_memory(arch, ctx, train, None, dtype, cfg)
+        fitted = fit_hyperparameters(kcfg, cfg.fit, lambda values: architecture(kcfg, values).network, ctx,
+                                     targets(data.y[train], data.task, data.num_classes), train, cfg.progress)
+        log.info(fitted.summary())
+        arch = architecture(kcfg, fitted.network_values())
+        gammas = [fitted.base(ctx.base).gamma]
 
     def evaluate(gamma: float, validation_only: bool):  # the kernel at this gamma, then the posterior
         nonlocal ctx
@@ -127,10 +142,12 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
                 kernel, diagonal = exact_kernel(arch.network, ctx, target, train,
                                                 before_square=lambda nodes: check_exact_memory(arch, ctx, nodes, None, dtype, cfg))
         with inference_watch.measure():
+            nuggets = grid if fitted is None else (  # the fitted nugget, relative to the mean diagonal as the grid's are
+                torch.tensor([fitted.nugget], dtype=dtype, device=device) / diagonal.mean())
             predict = validation_score if validation_only else gp_predict
-            return predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank, diagonal)
+            return predict(kernel, data.y, masks, data.task, data.num_classes, nuggets, kcfg.low_rank, diagonal)
 
-    gamma = kcfg.base.gamma
+    gamma = gammas[0]
     if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
         scores = [evaluate(g, validation_only=True).val for g in gammas]
         gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
@@ -140,8 +157,11 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
         "inference_seconds": inference_watch.seconds,
         "landmarks": int(landmarks.numel()) if landmarks is not None else 0,
         "seed": seed,
-        "extra": json.dumps({"gamma": gamma} if kcfg.gamma_search else {}),
+        "extra": json.dumps({"gamma": gamma} if kcfg.gamma_search and fitted is None else {}),
+        "fit": cfg.fit.method,
     }
+    if fitted is not None:
+        timing.update(fit_seconds=fitted.seconds, **fitted.row())
     return result, timing
 
 
@@ -211,7 +231,7 @@ def run_gp(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
             landmark_fraction=cfg.landmarks.fraction if cfg.kernel.low_rank else None,
             **timing, **result.uncertainty,
         )
-        row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"]
+        row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"] + row.get("fit_seconds", 0.0)
         rows.append(finish_row(row, cfg, prep, run))
     return rows
 

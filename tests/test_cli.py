@@ -47,6 +47,7 @@ def test_rerun_into_the_same_dir_appends_and_keeps_rows(tmp_path):
         (["kernel=gcngp_x", "landmarks.count=100000"], "gnngp: error: landmarks.count=100000 exceeds the 300 training nodes"),
         (["dataset=custom"], "gnngp: error: dataset=custom needs dataset.path=<dir>"),
         (["max_memory_gb=0.000001"], "gnngp: error: the exact GCNGP kernel on csbm needs about"),
+        (["fit=mll", "kernel=ggp"], "gnngp: error: fit=mll needs a kernel with a trainable parameter"),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(tmp_path, args, message):

@@ -35,9 +35,10 @@ def stand_in(name: str, kind: str, seed: int) -> Data:
     return data
 
 
-def load_dataset(cfg: Any, store: DataStore, stand_in_kind: Optional[str] = None) -> Data:
+def load_dataset(cfg: Any, store: DataStore, stand_in_kind: Optional[str] = None, validation: bool = True) -> Data:
     """Load ``cfg.name`` (a :class:`~gnngp_cli.config.DatasetConfig`), preprocess and check it.
-    With ``stand_in_kind="csbm"``, an absent large dataset is replaced by a csbm stand-in."""
+    With ``stand_in_kind="csbm"``, an absent large dataset is replaced by a csbm stand-in.
+    ``validation=False``: the job reads no validation labels (``fit=mll``), so they may be absent."""
     name = str(cfg.name).lower()
     try:
         data = _load(name, cfg, store)
@@ -47,7 +48,7 @@ def load_dataset(cfg: Any, store: DataStore, stand_in_kind: Optional[str] = None
         data = stand_in(name, stand_in_kind, cfg.split_seed)
     data.name = name
     preprocess_features(data, cfg.center, cfg.scale)
-    check_graph(data)
+    check_graph(data, validation)
     return data
 
 
@@ -73,7 +74,7 @@ def preprocess_features(data: Data, center: bool, scale: bool) -> None:
     data.x = x
 
 
-def check_graph(data: Data) -> None:
+def check_graph(data: Data, validation: bool = True) -> None:
     """Invariants every loader must meet; a violation is a loader bug or a bad file. Checked
     before any computation: disjoint, non-empty splits; finite features; finite regression
     targets on every labelled node. A single training class is allowed (toy graphs) with a
@@ -91,7 +92,7 @@ def check_graph(data: Data) -> None:
         raise DatasetError(f"{where}: the training set is empty; give a training mask or a positive dataset.train_ratio")
     for key, what, fix in (("val_mask", "validation", "the nugget is chosen on it; give a validation mask or a positive dataset.val_ratio"),
                            ("test_mask", "test", "give a test mask, or dataset.train_ratio + dataset.val_ratio below 1")):
-        if int(data[key].sum()) == 0:
+        if int(data[key].sum()) == 0 and (validation or key != "val_mask"):
             raise DatasetError(f"{where}: the {what} set is empty ({fix})")
     if (data.train_mask & (data.val_mask | data.test_mask)).any():
         raise DatasetError(f"{where}: training nodes overlap validation or test nodes; the masks must be disjoint")

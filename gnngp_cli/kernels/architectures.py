@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from ..config import SQRT_TENTH, BaseKernelConfig, KernelConfig
 from ..errors import ConfigError
@@ -46,9 +46,10 @@ class KernelEntry:
         own = [f.name for f in fields(self.config) if f.name not in KERNEL_COMMON]
         return {"layers": cfg.layers, **{key: cfg[key] for key in own}}
 
-    def architecture(self, cfg: Any) -> Architecture:
-        """The blocks of the kernel configured by ``cfg`` (method defaults already resolved)."""
-        network = self.build(**self.parameters(cfg))
+    def architecture(self, cfg: Any, values: Optional[Mapping[str, Any]] = None) -> Architecture:
+        """The blocks of the kernel configured by ``cfg`` (method defaults already resolved);
+        ``values`` replace configured parameters (e.g. fitted ones, see :mod:`gnngp_cli.fit`)."""
+        network = self.build(**{**self.parameters(cfg), **(values or {})})
         return Architecture(self.name, kernel_label(self.name, cfg.low_rank), network, cfg.adjacency or self.adjacency)
 
 
@@ -67,6 +68,15 @@ def register_kernel(name: str, label: str, config: type, adjacency: str = "sym",
         KERNELS[name] = KernelEntry(name, label, build, config, adjacency, dict(defaults or {}), check)
         return build
     return add
+
+
+Value = Union[float, Any]  # a number, or a 0-dimensional tensor being fitted (see gnngp_cli.fit)
+
+
+def at_layer(value: Union[Value, Sequence[Value]], layer: int) -> Value:
+    """A parameter of layer ``layer`` (1-based): ``value`` itself, or its entry when a list
+    gives one value per layer (``fit.per_layer=true``)."""
+    return value[layer - 1] if isinstance(value, (list, tuple)) else value
 
 
 # The paper's bias on every dataset: 0 on classification sets, sqrt(0.1) on regression sets.
@@ -120,8 +130,9 @@ def _check_gcn2(cfg: Any) -> None:
 def gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
     """GCN ``X <- A relu(X) W + b`` (no activation before the first layer):
     ``K <- s_w^2 A C0 A^T + s_b^2``, then ``L-1`` times ``K <- s_w^2 A g(K) A^T + s_b^2``."""
-    first = Serial(Input(), Weight(sigma_w), Conv(), Bias(sigma_b), name="layer 1")
-    hidden = [Serial(ReLU(), Weight(sigma_w), Conv(), Bias(sigma_b), name=f"layer {l}") for l in range(2, layers + 1)]
+    first = Serial(Input(), Weight(at_layer(sigma_w, 1)), Conv(), Bias(at_layer(sigma_b, 1)), name="layer 1")
+    hidden = [Serial(ReLU(), Weight(at_layer(sigma_w, l)), Conv(), Bias(at_layer(sigma_b, l)), name=f"layer {l}")
+              for l in range(2, layers + 1)]
     return Serial(first, *hidden)
 
 
@@ -130,12 +141,12 @@ def gcn2(layers: int, sigma_w: float, alpha: float = 0.1, theta: float = 0.5) ->
     """GCNII without bias, ``X <- ((1-alpha) A relu(X) + alpha X0)((1-beta_l) I + beta_l W)``,
     ``beta_l = log(theta / l + 1)``: ``K <- s_w^2 A g(C0) A^T``, then for ``l = 1..L-1``
     ``K <- ((1-beta_l)^2 + beta_l^2 s_w^2) ((1-alpha)^2 A g(K) A^T + alpha^2 C0)``."""
-    first = Serial(Input(), ReLU(), Conv(), Weight(sigma_w), name="layer 1")
+    first = Serial(Input(), ReLU(), Conv(), Weight(at_layer(sigma_w, 1)), name="layer 1")
     hidden = []
     for l in range(1, layers):
         beta = math.log(theta / l + 1)
         residual = Add(Serial(ReLU(), Conv(), Scale(1 - alpha)), Serial(Input(), Scale(alpha)))
-        hidden.append(Serial(residual, MixedWeight(1 - beta, beta, sigma_w), name=f"layer {l + 1}"))
+        hidden.append(Serial(residual, MixedWeight(1 - beta, beta, at_layer(sigma_w, l + 1)), name=f"layer {l + 1}"))
     return Serial(first, *hidden)
 
 
@@ -143,8 +154,9 @@ def gcn2(layers: int, sigma_w: float, alpha: float = 0.1, theta: float = 0.5) ->
 def gin(layers: int, sigma_w: float, sigma_b: float) -> Block:
     """GIN (eps = 0): aggregation then an MLP: ``K <- s_w^2 A C0 A^T + s_b^2``, then ``L-1``
     times ``K <- s_w^2 g(K) + s_b^2``."""
-    first = Serial(Input(), Conv(), Weight(sigma_w), Bias(sigma_b), name="layer 1")
-    hidden = [Serial(ReLU(), Weight(sigma_w), Bias(sigma_b), name=f"layer {l}") for l in range(2, layers + 1)]
+    first = Serial(Input(), Conv(), Weight(at_layer(sigma_w, 1)), Bias(at_layer(sigma_b, 1)), name="layer 1")
+    hidden = [Serial(ReLU(), Weight(at_layer(sigma_w, l)), Bias(at_layer(sigma_b, l)), name=f"layer {l}")
+              for l in range(2, layers + 1)]
     return Serial(first, *hidden)
 
 
@@ -153,11 +165,11 @@ def gin(layers: int, sigma_w: float, sigma_b: float) -> Block:
 def sage(layers: int, sigma_w1: float, sigma_w2: float) -> Block:
     """GraphSAGE, mean aggregation, ``X <- relu(X) W1 + A relu(X) W2``:
     ``K <- s_w1^2 C0 + s_w2^2 A C0 A^T``, then ``L-1`` times ``K <- s_w1^2 g(K) + s_w2^2 A g(K) A^T``."""
-    def mix() -> Block:
-        return Add(Weight(sigma_w1), Serial(Conv(), Weight(sigma_w2)))
+    def mix(l: int) -> Block:
+        return Add(Weight(at_layer(sigma_w1, l)), Serial(Conv(), Weight(at_layer(sigma_w2, l))))
 
-    first = Serial(Input(), mix(), name="layer 1")
-    hidden = [Serial(ReLU(), mix(), name=f"layer {l}") for l in range(2, layers + 1)]
+    first = Serial(Input(), mix(1), name="layer 1")
+    hidden = [Serial(ReLU(), mix(l), name=f"layer {l}") for l in range(2, layers + 1)]
     return Serial(first, *hidden)
 
 
@@ -214,14 +226,16 @@ def composed(layers: int, first: Any, hidden: Any, sigma_w: float, sigma_b: floa
         return OmegaConf.to_container(spec) if OmegaConf.is_config(spec) else spec
 
     first, hidden = plain(first), plain(hidden)
-    params = {"sigma_w": sigma_w, "sigma_b": sigma_b}
+    def layer_params(l: int) -> dict:
+        return {"sigma_w": at_layer(sigma_w, l), "sigma_b": at_layer(sigma_b, l)}
+
     if not first:
         raise ConfigError("kernel=composed needs kernel.first, a list of blocks starting with input")
-    stack = [Serial(*[_block_from_spec(s, params) for s in first], name="layer 1")]
+    stack = [Serial(*[_block_from_spec(s, layer_params(1)) for s in first], name="layer 1")]
     for l in range(2, layers + 1):
         if not hidden:
             raise ConfigError("kernel=composed with kernel.layers > 1 needs kernel.hidden, a list of blocks")
-        stack.append(Serial(*[_block_from_spec(s, params) for s in hidden], name=f"layer {l}"))
+        stack.append(Serial(*[_block_from_spec(s, layer_params(l)) for s in hidden], name=f"layer {l}"))
     return Serial(*stack)
 
 

@@ -61,6 +61,12 @@ def union(sets: Sequence[Nodes]) -> Nodes:
     return torch.unique(torch.cat(real)) if real else None
 
 
+def is_constant(value, constant: float) -> bool:
+    """Whether a block parameter is the plain number ``constant`` (a tensor parameter, e.g. one
+    being fitted, never is: its block must stay in the autograd graph)."""
+    return not isinstance(value, Tensor) and value == constant
+
+
 def node_count(nodes: Nodes, ctx: KernelContext) -> int:
     return ctx.num_nodes if nodes is None else nodes.numel()
 
@@ -110,11 +116,10 @@ class Input(Block):
         return torch.empty(0, dtype=torch.long, device=ctx.device)
 
     def peak_elements(self, nodes, ctx, cols=None):
-        return 0 if ctx.base.is_linear else super().peak_elements(nodes, ctx, cols)
+        return 0 if ctx.base.is_linear and not ctx.dense_input else super().peak_elements(nodes, ctx, cols)
 
     def __call__(self, k, ctx, nodes, cols=None):
         return ctx.input_kernel(nodes, cols)
-
 
     def pair_support(self, pairs, ctx):
         return None
@@ -131,7 +136,8 @@ class Input(Block):
 @dataclass
 class Scale(Block):
     """``X <- c X``: ``K <- c^2 K``; low rank ``Q <- c Q``. A weight ``X W`` with
-    ``W ~ N(0, s_w^2 / d)`` is ``Scale(s_w)``."""
+    ``W ~ N(0, s_w^2 / d)`` is ``Scale(s_w)``. Parameters may be 0-dimensional tensors (fitted
+    by marginal likelihood; see :mod:`gnngp_cli.fit`), as in :class:`Bias` and :class:`MixedWeight`."""
 
     factor: float
 
@@ -139,12 +145,11 @@ class Scale(Block):
         return 0
 
     def __call__(self, k, ctx, nodes, cols=None):
-        if self.factor == 1:
+        if is_constant(self.factor, 1):
             return k
         if k.root is not None:
             return replace(k, root=k.root * self.factor)
         return replace(k, matrix=k.matrix * self.factor ** 2)
-
 
     def on_pairs(self, k, ctx, pairs):
         if isinstance(k, Kernel):
@@ -159,14 +164,13 @@ class Weight(Scale):
         super().__init__(sigma_w)
 
 
-
 class MixedWeight(Scale):
     """``X <- X (a I + b W)``: ``K <- (a^2 + b^2 sigma_w^2) K``; low rank ``sqrt(a^2 + b^2 sigma_w^2) Q``."""
 
     def __init__(self, a: float, b: float, sigma_w: float):
-        super().__init__(math.sqrt(a * a + b * b * sigma_w * sigma_w))
+        square = a * a + b * b * sigma_w * sigma_w
+        super().__init__(square.sqrt() if isinstance(square, Tensor) else math.sqrt(square))
         self.a, self.b, self.sigma_w = a, b, sigma_w
-
 
 
 @dataclass
@@ -179,17 +183,16 @@ class Bias(Block):
         return 0
 
     def __call__(self, k, ctx, nodes, cols=None):
-        if self.sigma_b == 0:
+        if is_constant(self.sigma_b, 0):
             return k
         if k.root is not None:
             return replace(k, root=ctx.roots.with_constant(k.root, self.sigma_b))
         return replace(k, matrix=k.matrix + self.sigma_b ** 2)
 
-
     def on_pairs(self, k, ctx, pairs):
         if isinstance(k, Kernel):
             return self(k, ctx, None)
-        return PairValues(k.pairs, k.values + self.sigma_b ** 2) if self.sigma_b else k
+        return k if is_constant(self.sigma_b, 0) else PairValues(k.pairs, k.values + self.sigma_b ** 2)
 
 
 class Conv(Block):
@@ -214,7 +217,6 @@ class Conv(Block):
             return Kernel(nodes, matrix=torch.sparse.mm(a, half.T.contiguous()))  # A (A K)^T = A K A^T
         a_cols = ctx.adjacency.block(cols, k.nodes if k.cols is None else k.cols)
         return Kernel(nodes, matrix=torch.sparse.mm(a_cols, half.T.contiguous()).T, cols=cols)  # (A_c (A_r K)^T)^T
-
 
     def pair_support(self, pairs, ctx):
         _, j, k, _ = conv_terms(pairs, ctx)
@@ -243,7 +245,6 @@ class ReLU(Block):
                 raise KernelError("internal: a rectangular kernel block needs the variances of a pair evaluation; use exact_kernel")
         var_cols = var if k.square else var[k.positions(k.cols)]
         return Kernel(k.nodes, matrix=relu_expectation(k.dense(), var, var_cols), cols=k.cols)
-
 
     def pair_support(self, pairs, ctx):
         return pairs.with_diagonal(ctx.num_nodes)
@@ -313,7 +314,6 @@ class Serial(Block):
             k = ctx.roots.layer_output(k, self.name)
         return k
 
-
     def pair_support(self, pairs, ctx):
         for block in reversed(self.blocks):
             if pairs is None:
@@ -356,7 +356,6 @@ class Add(Block):
         for p in parts[1:]:
             total = total + p.dense()
         return Kernel(parts[0].nodes, matrix=total, cols=cols, pairs=carried)
-
 
     def pair_support(self, pairs, ctx):
         parts = [p for p in (b.pair_support(pairs, ctx) for b in self.branches) if p is not None]

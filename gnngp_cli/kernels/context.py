@@ -26,6 +26,7 @@ class KernelContext:
     landmarks: Optional[Tensor] = None
     pair_budget: Optional[int] = None  # most (pair, neighbour, neighbour) terms one pair evaluation may hold; None: automatic
     roots: RootBacking = LOCAL_ROOTS   # where low-rank roots live (see .roots): this process, or row blocks on a cluster
+    dense_input: bool = False  # exact mode: a linear C0 as the cached matrix X X^T, not the root X (fitting evaluates it every step)
     _input: Optional[Kernel] = None
     _statistics: dict = field(default_factory=dict)
     _derived: dict = field(default_factory=dict)
@@ -37,9 +38,9 @@ class KernelContext:
 
     def base_block(self, rows: Nodes, cols: Nodes) -> Tensor:
         """``C0[rows, cols]`` (``None`` = every node), from a cached pairwise statistic."""
-        key = (self.base.statistic_name, id(rows), id(cols))
+        key = self.base.statistic_name
         cached = self._statistics.get(key)
-        if cached is None or cached[0] is not rows or cached[1] is not cols:
+        if cached is None or not _same_nodes(cached[0], rows) or not _same_nodes(cached[1], cols):
             xa = self.features if rows is None else self.features[rows]
             xb = self.features if cols is None else self.features[cols]
             self._statistics.clear()  # hold one statistic at a time
@@ -95,7 +96,7 @@ class KernelContext:
         """
         if not self.low_rank:
             x = self.features if nodes is None else self.features[nodes]
-            if self.base.is_linear:
+            if self.base.is_linear and not self.dense_input:
                 return Kernel(nodes, root=x, cols=cols)
             return Kernel(nodes, matrix=self.base_block(nodes, nodes if cols is None else cols), cols=cols)
         if self._input is None:
@@ -106,3 +107,10 @@ class KernelContext:
                 cross = self.base_block(None, self.landmarks)
                 self._input = Kernel(None, root=nystrom_root(cross, self.landmarks, "input layer"))
         return self._input
+
+
+def _same_nodes(a: Nodes, b: Nodes) -> bool:
+    """Whether two node sets are the same (``None``: every node)."""
+    if a is b:
+        return True
+    return a is not None and b is not None and a.numel() == b.numel() and torch.equal(a, b)

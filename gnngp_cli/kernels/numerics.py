@@ -35,7 +35,7 @@ class NystromFactor:
         top = eigvals[-1].clamp_min(0)
         if not bool(torch.isfinite(eigvals).all()):
             raise KernelError(f"{where}: the kernel on the landmarks has NaN or infinite entries; check the features and sigmas")
-        if eigvals[0] < -psd_tolerance(block.dtype, block.size(0)) * max(float(top), torch.finfo(block.dtype).tiny):
+        if eigvals[0] < -psd_tolerance(block.dtype, block.size(0)) * max(float(top.detach()), torch.finfo(block.dtype).tiny):
             raise KernelError(
                 f"{where}: the kernel is not positive semi-definite (eigenvalue {float(eigvals[0]):.3g} vs largest {float(top):.3g}); "
                 "use a positive semi-definite base kernel (e.g. kernel.base.name=linear) or float64"
@@ -72,17 +72,17 @@ def nystrom_root(cross: Tensor, landmarks: Tensor, where: str) -> Tensor:
 
 def check_kernel(k: Kernel, where: str) -> None:
     """Fail loudly (never silently NaN) if a layer's kernel is not a covariance."""
-    values = k.root if k.root is not None else k.matrix
+    values = (k.root if k.root is not None else k.matrix).detach()  # a check, not part of a fitted objective
     if values.numel() and not (math.isfinite(float(values.amax())) and math.isfinite(float(values.amin()))):  # NaN propagates; no temporaries
         raise KernelError(f"{where}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
     if k.matrix is None or not k.square or k.matrix.numel() == 0:  # a rectangular block's variances are checked by the pair evaluation
         return
-    diag = torch.diagonal(k.matrix)
+    diag = torch.diagonal(values)
     scale = float(diag.abs().max()) if diag.numel() else 0.0
     tol = psd_tolerance(k.matrix.dtype, k.size) * max(scale, torch.finfo(k.matrix.dtype).tiny)
     if float(diag.min()) < -tol:
         raise KernelError(f"{where}: the kernel has a negative variance ({float(diag.min()):.3g}); it is not positive semi-definite")
     s = diag.clamp_min(0).sqrt()
-    excess = (k.matrix.abs() - s[:, None] * s[None, :]).max()
+    excess = (values.abs() - s[:, None] * s[None, :]).max()
     if float(excess) > tol:
         raise KernelError(f"{where}: the kernel breaks |K_xy| <= sqrt(K_xx K_yy) by {float(excess):.3g}; it is not positive semi-definite")

@@ -7,6 +7,18 @@ import torch
 from torch import Tensor
 
 
+def _std(var: Tensor) -> Tensor:
+    """``sqrt(var)``, 0 where ``var <= 0``, with a finite gradient everywhere."""
+    positive = var > 0
+    return torch.where(positive, torch.where(positive, var, 1).sqrt(), 0)
+
+
+def _inverse(sd: Tensor) -> Tensor:
+    """``1 / sd``, 0 where ``sd = 0`` (a zero variance gives cos 0, then g 0), with a finite gradient."""
+    positive = sd > 0
+    return torch.where(positive, 1 / torch.where(positive, sd, 1), 0)
+
+
 def relu_expectation_entries(cov: Tensor, var_x: Tensor, var_y: Tensor) -> Tensor:
     """``g = E[relu(z_x) relu(z_y)]`` for ``(z_x, z_y) ~ N(0, [[var_x, cov], [cov, var_y]])``,
     entry by entry (broadcasting):
@@ -15,12 +27,15 @@ def relu_expectation_entries(cov: Tensor, var_x: Tensor, var_y: Tensor) -> Tenso
         t = arccos(cov / sqrt(var_x var_y)),
 
     with the cosine clamped to ``[-1, 1]``; a zero variance gives 0, not NaN.
+
+    Differentiable (for fitting hyperparameters): with ``c = cos t``,
+    ``d/dc [sin t + (pi - t) c] = (pi - t) + (cos t - c) dt/dc = pi - t``, because the
+    ``t``-terms cancel. So ``t`` is taken as a constant: the gradient is exact and finite at
+    ``c = +-1``, where ``arccos``' own derivative is infinite.
     """
-    sd_x, sd_y = var_x.clamp_min(0).sqrt(), var_y.clamp_min(0).sqrt()
-    inv_x = torch.where(sd_x > 0, 1 / sd_x, torch.zeros_like(sd_x))  # a zero variance gives cos 0, then g 0
-    inv_y = torch.where(sd_y > 0, 1 / sd_y, torch.zeros_like(sd_y))
-    cos = (cov * inv_x).mul_(inv_y).clamp_(-1, 1)
-    t = torch.arccos(cos)
+    sd_x, sd_y = _std(var_x), _std(var_y)
+    cos = (cov * _inverse(sd_x)).mul_(_inverse(sd_y)).clamp_(-1, 1)
+    t = torch.arccos(cos.detach())
     out = torch.sin(t)
     out += t.neg_().add_(math.pi).mul_(cos)
     return out.mul_(sd_x).mul_(sd_y).div_(2 * math.pi)

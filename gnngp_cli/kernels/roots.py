@@ -43,7 +43,7 @@ class TorchRoots:
 
     def with_constant(self, root: Tensor, value: float) -> Tensor:
         """``[Q, value 1]``."""
-        column = torch.full((root.size(0), 1), value, dtype=root.dtype, device=root.device)
+        column = root.new_ones(root.size(0), 1) * value   # value may be a tensor being fitted
         return torch.cat([root, column], dim=1)
 
     def side_by_side(self, roots: list[Tensor]) -> Tensor:

@@ -1,0 +1,376 @@
+"""Kernel hyperparameters fitted by maximising the log marginal likelihood (type-II maximum
+likelihood), instead of the paper's validation grid (``fit=mll``).
+
+With ``b`` the training nodes, ``Y`` their targets (``n x C``: one-hot columns for
+classification, independent outputs with a shared kernel, as the paper regresses them; ``y``
+for regression), ``K`` the network kernel (a function of ``sigma_w``, ``sigma_b``, ``alpha``,
+``gamma``), an output scale ``s^2`` and a nugget ``nu``:
+
+    Y[:, c] ~ N(0, s^2 (K_bb + nu I)),
+    log p(Y) = -tr(Y^T (K_bb + nu I)^-1 Y) / (2 s^2) - C/2 (n log s^2 + log|K_bb + nu I|) - nC/2 log(2 pi).
+
+Exact kernels use a Cholesky factor of ``K_bb + nu I``. Low-rank kernels, ``K_bb = Q_b Q_b^T``
+with ``Q_b`` of ``r`` columns, use Woodbury and the matrix determinant lemma with
+``M = Q_b^T Q_b + nu I_r`` (never an ``n x n`` matrix):
+
+    (K_bb + nu I)^-1 = (I - Q_b M^-1 Q_b^T) / nu,    log|K_bb + nu I| = (n - r) log nu + log|M|.
+
+The objective reported (``fit_mll``) is ``log p(Y) / (n C)``: GPyTorch's
+``ExactMarginalLogLikelihood`` (divided by ``n``) averaged over the ``C`` outputs, with
+GPyTorch's output scale ``s^2`` and likelihood noise ``s^2 nu`` (see :mod:`.gpytorch`).
+
+Every parameter is positive through a log transform; GCNII's ``alpha``, a mixing weight, lies
+in ``(0, 1)`` through a logit. Gradients come from autograd through the blocks (the ReLU
+expectation and the Nystrom factor included); the linear algebra of the objective runs in
+float64. The validation nodes are never read: they only report.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import Tensor
+
+from .errors import ConfigError, KernelError
+from .kernels import KERNELS, BaseKernel, Kernel, KernelContext
+from .kernels.blocks import Block
+
+log = logging.getLogger("gnngp")
+
+ARCHITECTURE_PARAMETERS = ("sigma_w", "sigma_b", "alpha", "sigma_w1", "sigma_w2")
+LAYER_PARAMETERS = ("sigma_w", "sigma_b", "sigma_w1", "sigma_w2")   # one per layer with fit.per_layer
+GP_PARAMETERS = ("nugget", "output_scale")
+BASE_PARAMETERS = {"rbf": ("gamma",), "laplacian": ("gamma",)}
+LEARNABLE = GP_PARAMETERS + ARCHITECTURE_PARAMETERS + ("gamma",)
+OPTIMIZERS = ("adam", "lbfgs")
+
+
+def kernel_parameters(kcfg: Any) -> list[str]:
+    """The parameters of a kernel config that can be fitted: those its architecture's builder
+    takes (for ``composed``: those its blocks use) and the base kernel's ``gamma``."""
+    builder = KERNELS[kcfg.name].build
+    if kcfg.name == "composed":
+        words = set(_spec_words([kcfg.first, kcfg.hidden]))
+        names = [n for n, used in (("sigma_w", bool(words & {"weight", "mixed"})), ("sigma_b", "bias" in words)) if used]
+    else:
+        names = [n for n in inspect.signature(builder).parameters if n in ARCHITECTURE_PARAMETERS]
+    return names + list(BASE_PARAMETERS.get(kcfg.base.name, ()))
+
+
+def _spec_words(spec: Any) -> Iterator[str]:
+    """Block names in a composed kernel's spec: the plain ones (``weight``, ``bias``), not the
+    mappings with a fixed value (``{weight: 2.0}``), except ``mixed`` (it reads ``sigma_w``)."""
+    if isinstance(spec, str):
+        yield spec
+    elif hasattr(spec, "items"):
+        for key, value in spec.items():
+            if key == "mixed":
+                yield key
+            elif key == "add":
+                yield from _spec_words(value)
+    elif isinstance(spec, (list, tuple)) or (spec is not None and hasattr(spec, "__iter__")):
+        for item in spec:
+            yield from _spec_words(item)
+
+
+@dataclass(frozen=True)
+class Hyperparameter:
+    """One fitted value: ``name`` (``sigma_w``, or ``sigma_w_2`` per layer), the config key it
+    starts from, its initial value and its transform (``log`` or ``logit``)."""
+
+    name: str
+    key: str
+    initial: float
+    transform: str = "log"
+
+    def raw(self, value: float) -> float:
+        return math.log(value) if self.transform == "log" else math.log(value / (1 - value))
+
+    def natural(self, raw: Tensor) -> Tensor:
+        return raw.exp() if self.transform == "log" else torch.sigmoid(raw)
+
+
+def plan_parameters(kcfg: Any, fcfg: Any) -> tuple[list[Hyperparameter], dict[str, float]]:
+    """``(fitted, held)``: the parameters ``fit=mll`` learns and those it holds at their
+    configured value. By default (``fit.learn`` null) it learns the nugget, the output scale
+    and every kernel parameter whose configured value is positive (``sigma_b = 0`` means a
+    network without bias, and stays so); ``fit.learn`` names them explicitly."""
+    available = kernel_parameters(kcfg)
+    configured = {name: float(kcfg.base.gamma if name == "gamma" else kcfg[name]) for name in available}
+    if fcfg.learn is None:
+        learn = list(GP_PARAMETERS) + [n for n in available if configured[n] > 0]
+    else:
+        learn = list(fcfg.learn)
+        for name in learn:
+            if name not in LEARNABLE:
+                raise ConfigError(f"fit.learn names '{name}', which is not a fitted parameter; use some of {', '.join(LEARNABLE)}")
+            if name not in GP_PARAMETERS and name not in available:
+                raise ConfigError(f"fit.learn names '{name}' but kernel={kcfg.name} with base {kcfg.base.name} has no such parameter; "
+                                  f"its parameters are {', '.join(available) or 'none'}")
+    if not any(n not in GP_PARAMETERS for n in learn):
+        raise ConfigError(
+            f"fit=mll needs a kernel with a trainable parameter, but kernel={kcfg.name} (base {kcfg.base.name}) has "
+            + (f"only {', '.join(f'{n}={configured[n]:g}' for n in available)}, none of them learned" if available else "none")
+            + "; use fit=grid, a kernel with sigmas (e.g. kernel=gcngp), or kernel.base.name=rbf")
+    fitted, held = [], {n: configured[n] for n in available if n not in learn}
+    for name in learn:
+        key = f"fit.{name}" if name in GP_PARAMETERS else ("kernel.base.gamma" if name == "gamma" else f"kernel.{name}")
+        value = configured.get(name, fcfg[name] if name in GP_PARAMETERS else None)
+        if value is not None and not value > 0:
+            raise ConfigError(f"fit=mll learns {name} on a log scale, so its initial value {key}={value:g} must be positive; "
+                              f"set {key} to a positive value" + ("" if name in GP_PARAMETERS else f" or leave {name} out of fit.learn"))
+        transform = "log"
+        if name == "alpha":
+            if not value < 1:
+                raise ConfigError(f"fit=mll learns alpha in (0, 1), so its initial value kernel.alpha={value:g} must be below 1")
+            transform = "logit"
+        if name in LAYER_PARAMETERS and fcfg.per_layer:
+            fitted += [Hyperparameter(f"{name}_{l}", key, value, transform) for l in range(1, kcfg.layers + 1)]
+        else:
+            fitted.append(Hyperparameter(name, key, value if value is not None else math.nan, transform))
+    return fitted, held
+
+
+class Hyperparameters(torch.nn.Module):
+    """The fitted values as unconstrained ``raw`` parameters (``value = exp(raw)`` or
+    ``sigmoid(raw)``), and the values the blocks and the objective read."""
+
+    def __init__(self, fitted: list[Hyperparameter], held: dict[str, float], layers: int, dtype: torch.dtype, device):
+        super().__init__()
+        self.specs = {p.name: p for p in fitted}
+        self.held = dict(held)
+        self.layers = layers
+        self.raw = torch.nn.ParameterDict({
+            p.name: torch.nn.Parameter(torch.tensor(p.raw(p.initial) if math.isfinite(p.initial) else 0.0, dtype=dtype, device=device))
+            for p in fitted
+        })
+
+    def start(self, name: str, value: float) -> None:
+        """Start ``name`` from ``value`` (a data-dependent default, e.g. the nugget), or hold it there when it is not fitted."""
+        if name not in self.raw:
+            self.held[name] = value
+            return
+        with torch.no_grad():
+            self.raw[name].fill_(self.specs[name].raw(value))
+
+    def value(self, name: str) -> "Tensor | float":
+        """The natural value of ``name``: a tensor when fitted, a number when held."""
+        if name in self.raw:
+            return self.specs[name].natural(self.raw[name])
+        if f"{name}_1" in self.raw:
+            return [self.value(f"{name}_{l}") for l in range(1, self.layers + 1)]
+        return self.held[name]
+
+    def has(self, name: str) -> bool:
+        return name in self.raw or f"{name}_1" in self.raw or name in self.held
+
+    def network_values(self) -> dict:
+        """Values for :func:`gnngp_cli.runner.architecture` (per-layer ones as lists)."""
+        return {n: self.value(n) for n in ARCHITECTURE_PARAMETERS if self.has(n)}
+
+    def base(self, base: BaseKernel) -> BaseKernel:
+        return BaseKernel(base.name, self.value("gamma"), base.c, base.d) if "gamma" in self.raw else base
+
+    def snapshot(self) -> dict[str, float]:
+        """Every fitted value as a number."""
+        with torch.no_grad():
+            return {name: float(self.specs[name].natural(raw)) for name, raw in self.raw.items()}
+
+
+def targets(y: Tensor, task: str, num_classes: int) -> Tensor:
+    """``Y``: one-hot columns (classification) or ``y`` as one column (regression), float64."""
+    if task == "classification":
+        return torch.nn.functional.one_hot(y, num_classes).double()
+    return y.double().view(-1, 1)
+
+
+def _float64(value: "Tensor | float", device) -> Tensor:
+    return value.double() if isinstance(value, Tensor) else torch.tensor(float(value), dtype=torch.float64, device=device)
+
+
+def log_marginal_likelihood(kernel: Kernel, y: Tensor, nugget: "Tensor | float", output_scale: "Tensor | float", low_rank: bool) -> Tensor:
+    """``log p(Y) / (n C)`` (see the module docstring) for the kernel on the training nodes
+    (its rows, in order, match ``y``'s)."""
+    n, outputs = y.shape
+    quad, logdet = quadratic_and_logdet(kernel, y, nugget, low_rank)
+    scale = _float64(output_scale, quad.device)
+    total = -quad / (2 * scale) - outputs / 2 * (n * torch.log(scale) + logdet) - n * outputs / 2 * math.log(2 * math.pi)
+    return total / (n * outputs)
+
+
+def quadratic_and_logdet(kernel: Kernel, y: Tensor, nugget: "Tensor | float", low_rank: bool) -> tuple[Tensor, Tensor]:
+    """``(tr(Y^T (K_bb + nu I)^-1 Y), log|K_bb + nu I|)`` in float64. A root ``Q_b`` goes through
+    Woodbury and the determinant lemma when the kernel is low rank or ``Q_b`` has fewer columns
+    than rows; else ``K_bb + nu I`` is factorised. Raises :class:`KernelError` when it is not
+    positive definite."""
+    values = kernel.root if kernel.root is not None else kernel.matrix
+    n = y.size(0)
+    nu = _float64(nugget, values.device)
+    y = y.to(device=values.device, dtype=torch.float64)
+    if kernel.root is not None and (low_rank or kernel.root.size(1) < n):
+        q = kernel.root.double()
+        r = q.size(1)
+        m = q.T @ q + nu * torch.eye(r, dtype=q.dtype, device=q.device)
+        chol, info = torch.linalg.cholesky_ex(m)
+        if int(info):
+            raise KernelError("Q_b^T Q_b + nu I is not positive definite")
+        projected = torch.linalg.solve_triangular(chol, q.T @ y, upper=False)   # L^-1 Q_b^T Y
+        quad = ((y * y).sum() - (projected * projected).sum()) / nu
+        logdet = (n - r) * torch.log(nu) + 2 * torch.log(torch.diagonal(chol)).sum()
+    else:
+        k = kernel.dense().double()
+        k = (k + k.T) / 2 + nu * torch.eye(n, dtype=k.dtype, device=k.device)
+        chol, info = torch.linalg.cholesky_ex(k)
+        if int(info):
+            raise KernelError("K_bb + nu I is not positive definite")
+        alpha = torch.linalg.solve_triangular(chol, y, upper=False)
+        quad = (alpha * alpha).sum()
+        logdet = 2 * torch.log(torch.diagonal(chol)).sum()
+    return quad, logdet
+
+
+def training_kernel(network: Block, ctx: KernelContext, train: Tensor) -> Kernel:
+    """``K`` on the training nodes, differentiably: exact, the square over the training nodes'
+    supports (the node-set evaluation); low rank, the rows ``Q_b`` of the Nystrom factor."""
+    if ctx.low_rank:
+        return Kernel(train, root=network(None, ctx, None).root[train])
+    return network(None, ctx, train)
+
+
+@dataclass
+class FitResult:
+    """The fitted values (natural scale), the held ones, the objective per step."""
+
+    values: dict[str, float]
+    held: dict[str, float]
+    objective: float
+    trace: list[float]
+    steps: int
+    seconds: float = 0.0
+    layers: int = 1
+    per_layer: list[str] = field(default_factory=list)
+
+    def value(self, name: str) -> float:
+        """A fitted or held value."""
+        return self.values[name] if name in self.values else self.held[name]
+
+    @property
+    def nugget(self) -> float:
+        """``nu``, absolute (the grid's nugget is ``nu / mean diag K``)."""
+        return self.value("nugget")
+
+    def network_values(self) -> dict:
+        """Fitted architecture values for :func:`gnngp_cli.runner.architecture` (numbers, or lists per layer)."""
+        out = {}
+        for name in ARCHITECTURE_PARAMETERS:
+            if name in self.values:
+                out[name] = self.values[name]
+            elif f"{name}_1" in self.values:
+                out[name] = [self.values[f"{name}_{l}"] for l in range(1, self.layers + 1)]
+        return out
+
+    def base(self, base: BaseKernel) -> BaseKernel:
+        return BaseKernel(base.name, self.values["gamma"], base.c, base.d) if "gamma" in self.values else base
+
+    def row(self) -> dict:
+        """Results-row columns: ``fitted_<name>`` for every fitted value, and the objective."""
+        return {**{f"fitted_{name}": value for name, value in self.values.items()},
+                "fit_mll": self.objective, "fit_steps": self.steps}
+
+    def summary(self) -> str:
+        fitted = ", ".join(f"{name}={value:.4g}" for name, value in self.values.items())
+        return f"fit=mll after {self.steps} steps: log marginal likelihood / (n C) {self.objective:.5f}; fitted {fitted}"
+
+
+def fit_hyperparameters(
+    kcfg: Any, fcfg: Any, build: Callable[[dict], Block], ctx: KernelContext, y_train: Tensor,
+    train: Tensor, progress: bool = True,
+) -> FitResult:
+    """Maximise :func:`log_marginal_likelihood` over the planned parameters with Adam or
+    L-BFGS (``fit.optimizer``, ``fit.steps``, ``fit.lr``); returns the best step's values.
+    ``build(values)`` gives the network for architecture values (see :meth:`Hyperparameters.network_values`)."""
+    fitted, held = plan_parameters(kcfg, fcfg)
+    ctx = replace(ctx, dense_input=True)  # X X^T once, not a root product every step
+    dtype, device = ctx.features.dtype, ctx.features.device
+    params = Hyperparameters(fitted, held, kcfg.layers, dtype, device)
+    y = y_train.to(device)
+
+    def kernel_now() -> Kernel:
+        step_ctx = ctx.with_base(params.base(ctx.base)) if "gamma" in params.raw else ctx
+        return training_kernel(build(params.network_values()), step_ctx, train)
+
+    start = time.perf_counter()
+    with torch.no_grad():  # data-dependent starts: nugget relative to mean diag K_bb, output scale at its optimum
+        k0 = kernel_now()
+        diag_mean = float(k0.diagonal().mean())
+        if not diag_mean > 0:
+            raise KernelError("fit=mll: the kernel is zero on every training node; check the features and sigmas")
+        params.start("nugget", fcfg.nugget * diag_mean)
+        if fcfg.output_scale is None:   # argmax over s^2: tr(Y^T (K + nu I)^-1 Y) / (n C)
+            quad, _ = quadratic_and_logdet(k0, y, params.value("nugget"), ctx.low_rank)
+            params.start("output_scale", max(float(quad) / y.numel(), 1e-8))
+        else:
+            params.start("output_scale", fcfg.output_scale)
+
+    def objective() -> Tensor:
+        return log_marginal_likelihood(kernel_now(), y, params.value("nugget"), params.value("output_scale"), ctx.low_rank)
+
+    if fcfg.optimizer == "adam":
+        optimiser = torch.optim.Adam(params.parameters(), lr=fcfg.lr)
+    else:
+        optimiser = torch.optim.LBFGS(params.parameters(), lr=fcfg.lr, max_iter=1, history_size=20, line_search_fn="strong_wolfe")
+    best_value, best_raw, trace = -math.inf, None, []
+    bar = _progress_bar(fcfg.steps, progress)
+    step = 0
+
+    def closure() -> Tensor:
+        optimiser.zero_grad()
+        try:
+            value = objective()
+        except KernelError as err:
+            if step == 0:
+                raise
+            raise KernelError(f"fit=mll diverged at step {step}: {err}; use a smaller fit.lr (now {fcfg.lr:g})") from err
+        if not bool(torch.isfinite(value)):
+            raise KernelError(f"fit=mll diverged at step {step}: the log marginal likelihood is {float(value)}; use a smaller fit.lr (now {fcfg.lr:g})"
+                              + (" or fit.optimizer=adam" if fcfg.optimizer == "lbfgs" else ""))
+        (-value).backward()
+        nonlocal best_value, best_raw
+        if float(value.detach()) > best_value:
+            best_value, best_raw = float(value.detach()), {k: v.detach().clone() for k, v in params.raw.items()}
+        return -value
+
+    try:
+        for step in range(fcfg.steps + 1):
+            if step == fcfg.steps:  # the final values are scored too
+                closure()
+                break
+            loss = float(optimiser.step(closure).detach())
+            trace.append(-loss)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(mll=f"{-loss:.5f}")
+            elif fcfg.log_every and (step + 1) % fcfg.log_every == 0:
+                log.info("fit=mll step %d/%d: log marginal likelihood / (n C) %.5f", step + 1, fcfg.steps, -loss)
+    finally:
+        if bar is not None:
+            bar.close()
+    with torch.no_grad():
+        for name, raw in best_raw.items():
+            params.raw[name].copy_(raw)
+    return FitResult(values=params.snapshot(), held=dict(params.held), objective=best_value, trace=trace, steps=fcfg.steps,
+                     seconds=time.perf_counter() - start, layers=kcfg.layers)
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="fit=mll", leave=False)

@@ -1,0 +1,152 @@
+"""GNNGP kernels as GPyTorch kernels (the optional extra ``pip install -e ".[gpytorch]"``).
+
+:class:`GNNGPKernel` is a ``gpytorch.kernels.Kernel`` over node indices: an input row is a
+node id (``n x 1``, any float dtype), and ``K(x1, x2) = K[ids1, ids2]`` is the architecture's
+kernel from :mod:`gnngp_cli.kernels` (exact: the square over the nodes' supports; low rank:
+the Nystrom factor ``Q`` over every node, returned as a root ``Q[ids1] Q[ids2]^T`` so that
+GPyTorch's solves and log-determinants use Woodbury). Its ``sigma_w``, ``sigma_b``, ``alpha``
+and base ``gamma`` are registered GPyTorch parameters (``raw_sigma_w`` ... with ``Positive``
+constraints, ``alpha`` in ``Interval(0, 1)``), so an ``ExactGP`` with ``ScaleKernel`` and a
+``GaussianLikelihood`` trains them with ``ExactMarginalLogLikelihood``.
+
+Correspondence with ``fit=mll`` (:mod:`gnngp_cli.fit`): ``ScaleKernel.outputscale = s^2`` and
+``GaussianLikelihood.noise = s^2 nu``. GPyTorch's objective divides by ``n``; with the ``C``
+one-hot columns as a ``C x n`` target (independent outputs, shared kernel) it returns one value
+per column, and their mean is ``fit=mll``'s objective ``log p(Y) / (n C)``.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import torch
+from omegaconf import OmegaConf
+from torch import Tensor
+
+try:
+    import gpytorch
+    from gpytorch.constraints import Interval, Positive
+    from linear_operator.operators import MatmulLinearOperator, RootLinearOperator
+except ImportError as err:  # pragma: no cover - depends on the environment
+    raise ImportError('gnngp_cli.gpytorch needs GPyTorch: pip install -e ".[gpytorch]"') from err
+
+from .data.graph import Adjacency
+from .errors import ConfigError
+from .fit import kernel_parameters, plan_parameters, training_kernel
+from .kernels import KERNELS, BaseKernel, KernelContext
+
+
+def kernel_config(architecture: str, **settings: Any):
+    """A kernel config (as ``kernel=<architecture>`` composes it) with ``settings`` applied:
+    ``layers``, ``sigma_w``, ``sigma_b``, ``alpha``, ``theta``, ``sigma_w1``, ``sigma_w2``,
+    ``adjacency``, ``base`` (name), ``gamma``, ``c``, ``d``."""
+    if architecture not in KERNELS:
+        raise ConfigError(f"architecture '{architecture}' is not known; use one of {', '.join(KERNELS)}")
+    base = {"name": settings.pop("base", "linear"), "gamma": settings.pop("gamma", 1.0),
+            "c": settings.pop("c", 0.0), "d": settings.pop("d", 1.0)}
+    cfg = {"name": architecture, "low_rank": False, "layers": 2, "sigma_w": 1.0, "sigma_b": 0.0, "alpha": 0.1, "theta": 0.5,
+           "sigma_w1": 0.0, "sigma_w2": 1.0, "adjacency": None, "first": None, "hidden": None, "base": base}
+    unknown = set(settings) - set(cfg)
+    if unknown:
+        raise ConfigError(f"GNNGPKernel got unknown settings {sorted(unknown)}; use some of {sorted(set(cfg) - {'name', 'base'})} and base, gamma, c, d")
+    cfg.update(settings)
+    return OmegaConf.create(cfg)
+
+
+class GNNGPKernel(gpytorch.kernels.Kernel):
+    """``K[ids1, ids2]`` of a GNNGP architecture on the graph ``data`` (a PyG ``Data`` with ``x``
+    and ``edge_index``); inputs are node ids as a column (``... x n x 1``).
+
+    ``learn`` names the fitted parameters (default: every parameter of the architecture with a
+    positive value; ``sigma_b = 0`` is a network without bias); ``per_layer`` fits one value per
+    layer. ``landmarks`` (node ids) makes the kernel low rank (Nystrom)."""
+
+    has_lengthscale = False
+
+    def __init__(self, architecture: str, data: Any, *, learn: Optional[Sequence[str]] = None, per_layer: bool = False,
+                 landmarks: Optional[Tensor] = None, dtype: torch.dtype = torch.float64, **settings: Any):
+        super().__init__()
+        from .runner import architecture as build_architecture
+
+        self.config = kernel_config(architecture, **settings)
+        if learn is None:  # every parameter with a positive value (output scale and noise belong to ScaleKernel and the likelihood)
+            base = self.config.base
+            learn = [n for n in kernel_parameters(self.config) if (base.gamma if n == "gamma" else self.config[n]) > 0]
+            if not learn:
+                raise ConfigError(f"GNNGPKernel('{architecture}') with base '{base.name}' has no parameter to learn; "
+                                  "use positive sigmas or a base kernel with gamma (base='rbf')")
+        fit_cfg = OmegaConf.create({"learn": list(learn), "per_layer": per_layer, "nugget": 1.0, "output_scale": 1.0})
+        fitted, self.held = plan_parameters(self.config, fit_cfg)
+        self.fitted = [p for p in fitted if p.name not in ("nugget", "output_scale")]
+        self._build = lambda values: build_architecture(self.config, values)
+        arch = self._build({})
+        device = data.x.device
+        adjacency = Adjacency.from_graph(data.edge_index, data.num_nodes, arch.adjacency, dtype, device)
+        base = self.config.base
+        self.ctx = KernelContext(data.x.to(dtype), adjacency, BaseKernel(base.name, base.gamma, base.c, base.d),
+                                 None if landmarks is None else torch.as_tensor(landmarks, device=device).sort()[0])
+        self.num_nodes = int(data.num_nodes)
+        for p in self.fitted:
+            constraint = Interval(0.0, 1.0) if p.transform == "logit" else Positive()
+            self.register_parameter(f"raw_{p.name}", torch.nn.Parameter(torch.zeros((), dtype=dtype, device=device)))
+            self.register_constraint(f"raw_{p.name}", constraint)
+            self.initialize(**{f"raw_{p.name}": constraint.inverse_transform(torch.tensor(p.initial, dtype=dtype, device=device))})
+
+    def value(self, name: str) -> Tensor:
+        """The constrained (natural) value of a fitted parameter, e.g. ``value("sigma_w")``."""
+        constraint = getattr(self, f"raw_{name}_constraint")
+        return constraint.transform(getattr(self, f"raw_{name}"))
+
+    def values(self) -> dict:
+        """Every architecture value (fitted ones as tensors, per-layer ones as lists) and gamma."""
+        out = dict(self.held)
+        for p in self.fitted:
+            name = p.key.rsplit(".", 1)[-1]          # kernel.sigma_w -> sigma_w (also for sigma_w_2 per layer)
+            if p.name == name:
+                out[name] = self.value(p.name)
+            else:
+                out.setdefault(name, [None] * self.config.layers)[int(p.name.rsplit("_", 1)[1]) - 1] = self.value(p.name)
+        return out
+
+    def _context(self, values: dict) -> KernelContext:
+        if "gamma" not in values or not isinstance(values["gamma"], Tensor):
+            return self.ctx
+        base = self.ctx.base
+        return self.ctx.with_base(BaseKernel(base.name, values["gamma"], base.c, base.d))
+
+    def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, last_dim_is_batch: bool = False, **params):
+        if last_dim_is_batch:
+            raise ValueError("GNNGPKernel takes node ids in one column; last_dim_is_batch is not supported")
+        batch = x1.shape[:-2]
+        ids1, ids2 = self._ids(x1), self._ids(x2)
+        values = self.values()
+        network = self._build({k: v for k, v in values.items() if k != "gamma"}).network
+        ctx = self._context(values)
+        if ctx.low_rank:
+            root = network(None, ctx, None).root
+            q1, q2 = root[ids1], root[ids2]
+            if diag:
+                out = (q1 * q2).sum(-1)
+            elif torch.equal(ids1, ids2):
+                out = RootLinearOperator(q1)
+            else:
+                out = MatmulLinearOperator(q1, q2.T)
+        else:
+            nodes = torch.unique(torch.cat([ids1, ids2]))
+            dense = training_kernel(network, ctx, nodes).dense()
+            pos1, pos2 = torch.searchsorted(nodes, ids1), torch.searchsorted(nodes, ids2)
+            out = dense[pos1, pos2] if diag else dense[pos1][:, pos2]
+        if len(batch):
+            out = out.expand(*batch, *out.shape)
+        return out
+
+    def _ids(self, x: Tensor) -> Tensor:
+        """The node ids of ``x`` (``... x n x 1``); batch copies must hold the same ids."""
+        if x.size(-1) != 1:
+            raise ValueError(f"GNNGPKernel takes node ids as one column (n x 1), got inputs of shape {tuple(x.shape)}")
+        flat = x.reshape(-1, x.size(-2))
+        if not bool((flat == flat[:1]).all()):
+            raise ValueError("GNNGPKernel: batch copies of the inputs must hold the same node ids")
+        ids = flat[0].round().long()
+        if not bool((ids.to(x.dtype) == flat[0]).all()) or (ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_nodes)):
+            raise ValueError(f"GNNGPKernel inputs must be node ids in [0, {self.num_nodes})")
+        return ids
