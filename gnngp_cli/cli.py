@@ -26,19 +26,49 @@ def config_dir() -> Path:
 
 
 def _hydra_app(task, argv: list[str], prog: str) -> None:
-    import hydra
+    """Run a Hydra app; every mistake in the overrides is one line ``gnngp: error: ...`` and
+    exit status 1 (see :mod:`gnngp_cli.cli_errors`). A sweep with failed jobs exits 1 after its
+    summary is written."""
+    import os
 
-    from .config import method_overrides, register_configs
+    from .cli_errors import check_group_choices, one_line
+    from .config import method_overrides
     from .errors import GnngpError
 
+    spelled = {"model": key for key in ("kernel", "gnn", "model") for o in argv if o.lstrip("+~").startswith(key + "=")}
     try:
+        check_group_choices(argv)
         argv = method_overrides(argv)
     except GnngpError as err:
-        print(f"gnngp: error: {err}", file=sys.stderr)
-        raise SystemExit(1)
+        _fail(str(err))
+    import hydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from . import sweep
+    from .config import register_configs
+
     register_configs()
     sys.argv = [prog, *argv]
-    hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(task)()
+    user_full_error = "HYDRA_FULL_ERROR" in os.environ
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # Hydra raises instead of printing its multi-line report
+    try:
+        hydra.main(version_base=None, config_path=str(config_dir()), config_name="config")(task)()
+    except (HydraException, OmegaConfBaseException) as err:
+        if user_full_error:
+            raise
+        _fail(one_line(err, spelled))
+    finally:
+        if not user_full_error:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+    if sweep.LAST_SWEEP is not None and sweep.LAST_SWEEP.failed:
+        s = sweep.LAST_SWEEP
+        _fail(f"{s.failed} of {s.jobs} jobs failed; their errors are rows of {s.path}")
+
+
+def _fail(message: str) -> None:
+    print(f"gnngp: error: {message}", file=sys.stderr)
+    raise SystemExit(1)
 
 
 def _run_task(cfg) -> None:

@@ -7,9 +7,9 @@ import difflib
 from typing import Any, Optional
 
 import torch
-from torch_geometric.data import Data
 
 from ..errors import DatasetError, DatasetUnavailable
+from .container import GraphData
 from .graph import Adjacency, make_undirected, normalized_adjacency
 from .registry import DATASETS, PRESETS, display_name, register_dataset, register_preset
 from .store import MIRROR_ENV, DataStore
@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 
-def stand_in(name: str, kind: str, seed: int) -> Data:
+def stand_in(name: str, kind: str, seed: int) -> GraphData:
     """A csbm graph with the node, edge, feature and class counts (and split proportions) of
     the absent dataset ``name``; ``data.stand_in`` says so wherever the data is reported."""
     shape = DATASETS[name].stand_in if name in DATASETS else None
@@ -34,7 +34,7 @@ def stand_in(name: str, kind: str, seed: int) -> Data:
     return data
 
 
-def load_dataset(cfg: Any, store: DataStore, stand_in_kind: Optional[str] = None) -> Data:
+def load_dataset(cfg: Any, store: DataStore, stand_in_kind: Optional[str] = None) -> GraphData:
     """Load ``cfg.name`` (a :class:`~gnngp_cli.config.DatasetConfig`), preprocess and check it.
     With ``stand_in_kind="csbm"``, an absent large dataset is replaced by a csbm stand-in."""
     name = str(cfg.name).lower()
@@ -50,7 +50,7 @@ def load_dataset(cfg: Any, store: DataStore, stand_in_kind: Optional[str] = None
     return data
 
 
-def _load(name: str, cfg: Any, store: DataStore) -> Data:
+def _load(name: str, cfg: Any, store: DataStore) -> GraphData:
     if name not in DATASETS:
         close = difflib.get_close_matches(name, DATASETS, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -61,7 +61,7 @@ def _load(name: str, cfg: Any, store: DataStore) -> Data:
     return data
 
 
-def preprocess_features(data: Data, center: bool, scale: bool) -> None:
+def preprocess_features(data: GraphData, center: bool, scale: bool) -> None:
     """Optionally center each feature column to mean 0 and scale it to unit standard deviation."""
     x = data.x.float()
     if center:
@@ -72,7 +72,7 @@ def preprocess_features(data: Data, center: bool, scale: bool) -> None:
     data.x = x
 
 
-def check_graph(data: Data) -> None:
+def check_graph(data: GraphData) -> None:
     """Invariants every loader must meet; a violation is a loader bug or a bad file."""
     n = data.num_nodes
     where = f"dataset '{getattr(data, 'name', '?')}'"

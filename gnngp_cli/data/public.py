@@ -16,11 +16,11 @@ from typing import Callable
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
 
 from ..config import DatasetConfig
 from ..errors import DatasetError
 from .graph import make_undirected
+from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .registry import register_dataset
 from .store import DataStore
 

@@ -8,16 +8,15 @@ distinct feature ids; the target is ``log(traffic)``; edges are made undirected.
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
-from torch_geometric.data import Data, InMemoryDataset
-
 from ..config import DatasetConfig
 from ..errors import DatasetError
+from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .graph import make_undirected
 from .public import build_guarded
 from .registry import register_dataset
@@ -68,6 +67,8 @@ def read_musae_features(path: Path) -> torch.Tensor:
 
 def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True) -> torch.Tensor:
     """Two integer columns of node ids; ``header=None`` detects a header row."""
+    import pandas as pd
+
     try:
         frame = pd.read_csv(path, header=None, dtype=str, skip_blank_lines=True)
     except (OSError, ValueError, pd.errors.ParserError) as err:
@@ -88,6 +89,8 @@ def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True) -> tor
 
 
 def _read_target(path: Path, num_nodes: int) -> torch.Tensor:
+    import pandas as pd
+
     try:
         frame = pd.read_csv(path)
         ids = frame.iloc[:, 0].to_numpy(dtype=np.int64)
@@ -118,35 +121,44 @@ def _read_splits(raw: Path, name: str, num_nodes: int) -> dict[str, torch.Tensor
     return {key: torch.stack(value, dim=1) for key, value in masks.items()}
 
 
-class WikipediaTraffic(InMemoryDataset):
-    """PyG dataset over the raw MUSAE files, processed once into ``processed/data.pt``."""
+@functools.cache
+def wikipedia_dataset_class() -> type:
+    """The PyG dataset class over the raw MUSAE files, made on first use so that importing this
+    module (the dataset registry does) does not import torch_geometric."""
+    from torch_geometric.data import Data as PygData
+    from torch_geometric.data import InMemoryDataset
 
-    def __init__(self, root: str, name: str):
-        self.name = name
-        super().__init__(root)
-        self.load(self.processed_paths[0])
+    class WikipediaTraffic(InMemoryDataset):
+        """PyG dataset over the raw MUSAE files, processed once into ``processed/data.pt``."""
 
-    @property
-    def raw_file_names(self) -> list[str]:
-        return [Path(f).name for f in wikipedia_files(self.name)]
+        def __init__(self, root: str, name: str):
+            self.name = name
+            super().__init__(root)
+            self.load(self.processed_paths[0])
 
-    @property
-    def processed_file_names(self) -> str:
-        return "data.pt"
+        @property
+        def raw_file_names(self) -> list[str]:
+            return [Path(f).name for f in wikipedia_files(self.name)]
 
-    def download(self) -> None:  # the DataStore fetched every raw file already
-        raise DatasetError(f"raw files of {self.name} are missing from {self.raw_dir}")
+        @property
+        def processed_file_names(self) -> str:
+            return "data.pt"
 
-    def process(self) -> None:
-        raw = Path(self.raw_dir)
-        x = read_musae_features(raw / f"{self.name}.json")
-        n = x.size(0)
-        edge_index = make_undirected(read_edge_csv(raw / f"{self.name}_edges.csv", n), n)
-        data = Data(x=x, edge_index=edge_index, y=_read_target(raw / f"{self.name}_target.csv", n))
-        if self.name != "crocodile":
-            for key, mask in _read_splits(raw, self.name, n).items():
-                data[f"{key}_masks"] = mask
-        self.save([data], self.processed_paths[0])
+        def download(self) -> None:  # the DataStore fetched every raw file already
+            raise DatasetError(f"raw files of {self.name} are missing from {self.raw_dir}")
+
+        def process(self) -> None:
+            raw = Path(self.raw_dir)
+            x = read_musae_features(raw / f"{self.name}.json")
+            n = x.size(0)
+            edge_index = make_undirected(read_edge_csv(raw / f"{self.name}_edges.csv", n), n)
+            data = PygData(x=x, edge_index=edge_index, y=_read_target(raw / f"{self.name}_target.csv", n))
+            if self.name != "crocodile":
+                for key, mask in _read_splits(raw, self.name, n).items():
+                    data[f"{key}_masks"] = mask
+            self.save([data], self.processed_paths[0])
+
+    return WikipediaTraffic
 
 
 def random_split(num_nodes: int, train_ratio: float, val_ratio: float, seed: int) -> dict[str, torch.Tensor]:
@@ -164,7 +176,7 @@ def random_split(num_nodes: int, train_ratio: float, val_ratio: float, seed: int
 def load_wikipedia(name: str, store: DataStore, split_index: int = 0, split_seed: int = 0) -> Data:
     files = wikipedia_files(name)
     folder = store.fetch(name, list(files), files)
-    dataset = build_guarded(folder, lambda: WikipediaTraffic(str(folder), name), lambda d: None, name)
+    dataset = build_guarded(folder, lambda: wikipedia_dataset_class()(str(folder), name), lambda d: None, name)
     full = dataset[0]
     data = Data(x=full.x, y=full.y, edge_index=full.edge_index)
     if name == "crocodile":

@@ -348,6 +348,8 @@ class Serial(Block):
             k = block.evaluate(k, ctx, rows, columns, out_pairs)
         if self.name is not None:
             check_kernel(k, self.name)
+            if ctx.on_layer is not None:
+                ctx.on_layer(self.name)
         return k
 
     def network(self, h, sim):

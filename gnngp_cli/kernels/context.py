@@ -3,7 +3,7 @@ landmarks (low rank), and caches that a search over base-kernel parameters share
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
@@ -24,6 +24,7 @@ class KernelContext:
     base: BaseKernel = field(default_factory=BaseKernel)
     landmarks: Optional[Tensor] = None
     pair_budget: Optional[int] = None  # most (pair, neighbour, neighbour) terms one pair evaluation may hold; None: automatic
+    on_layer: Optional[Callable[[str], None]] = None  # told each named layer as it completes (progress lines)
     _input: Optional[Kernel] = None
     _statistics: dict = field(default_factory=dict)
     _derived: dict = field(default_factory=dict)
