@@ -168,7 +168,7 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
         "inference_seconds": inference_watch.seconds,
         "landmarks": int(landmarks.numel()) if landmarks is not None else 0,
         "seed": seed,
-        "extra": json.dumps({"gamma": gamma} if kcfg.gamma_search else {}),
+        "extra": json.dumps({**({"gamma": gamma} if kcfg.gamma_search else {}), **run_settings(cfg)}),
     }
     return result, timing
 
@@ -177,6 +177,14 @@ def dataset_label(name: str, data: Any) -> str:
     """The dataset as the console names it: ``arxiv (csbm stand-in)`` for a stand-in."""
     stand_in = getattr(data, "stand_in", "")
     return f"{str(name).lower()} ({stand_in.split(' (')[0]})" if stand_in else str(name).lower()
+
+
+def run_settings(cfg: Any) -> dict:
+    """What a GP row records beside its columns so the report can tell a preset's runs from
+    others: the nugget grid and the kernel's own numeric parameters (``sigma_w1``, ``alpha``...)."""
+    entry = KERNELS[cfg.kernel.name]
+    params = {k: v for k, v in entry.parameters(cfg.kernel).items() if k != "layers" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {"nugget_grid": [float(cfg.nugget.min), float(cfg.nugget.max), int(cfg.nugget.num)], **params}
 
 
 def method_names(cfg: Any) -> tuple[str, str]:
