@@ -15,9 +15,10 @@ allocate, in bytes of the working dtype (``b`` bytes per entry):
 - inference: the eigendecomposition of the training block (``3 n_train^2``, or ``3 m^2`` low
   rank) and the ``n_labelled x n_train`` cross block.
 
-The time class comes from the same sizes as floating-point operations (dense: ``P`` per
-neighbour per layer and the ``n_train^3`` eigendecomposition; low rank: ``N m^2`` per layer),
-at 10 GFLOP/s, the order of this project's 2-core CI machine: "seconds" (under 10 s), "minutes"
+The time class comes from the same sizes as operations (dense: ``ENTRY_COST`` per entry of
+``P`` per layer, for the ReLU expectation's transcendental functions and the sparse products,
+measured on exact GCNIIGP on PubMed, and the ``n_train^3`` eigendecomposition; low rank:
+``N m^2`` per layer), at 10 GFLOP/s, the order of this project's 2-core CI machine: "seconds" (under 10 s), "minutes"
 (under 10 min) or "hours". A GPU is faster; the memory figure holds for its device memory
 minus ``rss_now``.
 """
@@ -29,6 +30,7 @@ from typing import Optional
 BYTES_PER_ENTRY_FACTOR = 4   # a dense block plus the temporaries of the ReLU expectation and products
 ROOTS_HELD = 4               # N x m roots (and same-shaped temporaries) alive at once in low rank
 FLOPS_PER_SECOND = 1e10
+ENTRY_COST = 400             # operations per dense entry and layer (exact GCNIIGP on PubMed: ~30 s for 2 x 3.9e8 entries)
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def gp_estimate(
     else:
         kernel = BYTES_PER_ENTRY_FACTOR * dense_elements * b
         inference = 3 * n_train * n_train * b + n_labelled * n_train * b
-        flops = layers * dense_elements * (degree + 4) + 4 * n_train ** 3
+        flops = layers * dense_elements * (ENTRY_COST + 2 * degree) + 4 * n_train ** 3
         detail = f"dense blocks of up to {dense_elements:,} entries"
     total = rss_now + adjacency + kernel + inference
     return Estimate(total / 2**30, time_class(flops), detail)

@@ -11,13 +11,14 @@ lines are not needed there, but they are harmless.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Optional
 
 log = logging.getLogger("gnngp")
 
-INTERVAL = 30.0
+INTERVAL = float(os.environ.get("GNNGP_PROGRESS_SECONDS", 30.0))   # the environment variable shortens it (tests)
 
 
 def _clock(seconds: float) -> str:
@@ -71,6 +72,7 @@ class Progress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self.enabled and time.monotonic() - self._start >= self.interval:  # a long stage also says when it ended
+        if self.enabled and time.monotonic() - self._start >= self.interval:  # a long stage also says where and when it ended
             with self._lock:
+                self._emit()
                 self.log.info(f"{self.what}: done in {_clock(time.monotonic() - self._start)}")

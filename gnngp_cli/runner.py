@@ -22,7 +22,7 @@ from .gnn import GNNS, train_gnn
 from .inference import GPResult, gp_predict, log_grid, validation_score
 from .kernels import BaseKernel, KernelContext
 from .kernels.architectures import KERNELS, Architecture, kernel_label
-from .kernels.planner import exact_kernel
+from .kernels.planner import exact_kernel, pair_plan_fits
 from .metrics import metric_name
 from .progress import Progress
 from .results import append_rows, summary_line
@@ -92,8 +92,9 @@ def estimate_run(arch: Architecture, ctx: KernelContext, data: Any, target: torc
     """The run's peak memory and time class (:mod:`gnngp_cli.estimate`), before computing."""
     dense = 0
     if landmarks is None:
-        square = target.numel() >= data.num_nodes
-        dense = arch.network.peak_elements(target, ctx, None if square else train)
+        square = target.numel() >= data.num_nodes or not pair_plan_fits(arch.network, ctx)
+        nodes = ctx.every_node if square else target
+        dense = arch.network.peak_elements(nodes, ctx, None if square else train)
     return gp_estimate(
         rss_now=current_rss_bytes(), num_nodes=int(data.num_nodes), num_edges=int(data.edge_index.size(1)),
         num_features=int(data.x.size(1)), n_train=int(train.numel()), n_labelled=int(target.numel()),
@@ -128,16 +129,20 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     progress = Progress(f"{arch.label} on {dataset_label(cfg.dataset.name, data)}", total=layers * len(gammas))
     done = {"layers": 0, "gamma": 0}
 
-    def on_layer(name: str) -> None:
-        done["layers"] += 1
+    def tell(name: str) -> None:
         step = done["gamma"] * layers + min(done["layers"], layers)
         progress.step(step, f"kernel {name}" + (f", gamma {done['gamma'] + 1} of {len(gammas)}" if len(gammas) > 1 else ""))
+
+    def on_layer(name: str) -> None:
+        done["layers"] += 1
+        tell(name + " done")
 
     ctx = replace(ctx, on_layer=on_layer)
 
     def evaluate(gamma: float, validation_only: bool):  # the kernel at this gamma, then the posterior
         nonlocal ctx
         done["layers"] = 0
+        tell("starting")
         ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
         if not kcfg.low_rank:
             check_exact_memory(arch, ctx, target, train, dtype, cfg)
@@ -148,6 +153,8 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
             else:  # K[labelled nodes, training nodes]
                 kernel, diagonal = exact_kernel(arch.network, ctx, target, train,
                                                 before_square=lambda nodes: check_exact_memory(arch, ctx, nodes, None, dtype, cfg))
+        done["layers"] = layers
+        tell("inference")
         with inference_watch.measure():
             predict = validation_score if validation_only else gp_predict
             return predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank, diagonal)
