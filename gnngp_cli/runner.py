@@ -306,12 +306,18 @@ def finished(results: Path) -> bool:
     return len(table) > 0 and bool((table.get("status", "ok") == "ok").all())
 
 
+def console_row(row: dict) -> dict:
+    """The row as the console shows it: a stand-in says so beside the dataset name."""
+    stand_in = row.get("stand_in") or ""
+    return {**row, "dataset": f"{row['dataset']} ({stand_in.split(' (')[0]})"} if isinstance(stand_in, str) and stand_in else row
+
+
 def console_summary(rows: list[dict]) -> Optional[str]:
     ok = [r for r in rows if r.get("status") == "ok"]
     if len(ok) < 2:
         return None
     test = torch.tensor([r["test"] for r in ok], dtype=torch.float64)
-    return f"{ok[0]['method']} on {ok[0]['dataset']} over {len(ok)} runs: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"
+    return f"{ok[0]['method']} on {console_row(ok[0])['dataset']} over {len(ok)} runs: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"
 
 
 def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[str] = ()) -> list[dict]:
@@ -345,7 +351,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         return [row]
     append_rows(results, rows)
     for row in rows:
-        log.info(summary_line(row))
+        log.info(summary_line(console_row(row)))
     over_runs = console_summary(rows)
     if over_runs:
         log.info(over_runs)
