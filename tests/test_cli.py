@@ -152,3 +152,23 @@ def test_the_memory_estimate_is_within_2x_of_the_measured_peak(tmp_path, args, r
     row = pd.read_csv(tmp_path / "results.csv").iloc[0]
     measured = row["peak_rss_mb"] / 1024
     assert measured / 2 <= row["estimated_gb"] <= 2 * measured, (row["estimated_gb"], measured)
+
+
+def test_a_stand_in_says_so_beside_the_dataset_name(tmp_path, monkeypatch, caplog):
+    import logging
+    from dataclasses import replace
+
+    from gnngp_cli.api import compose
+    from gnngp_cli.data import DATASETS
+    from gnngp_cli.runner import execute
+
+    monkeypatch.setitem(DATASETS, "arxiv", replace(DATASETS["arxiv"], stand_in=(2000, 8000, 16, 5, 0.54, 0.18)))
+    monkeypatch.delenv("GNNGP_DATA_MIRROR", raising=False)
+    caplog.set_level(logging.INFO, logger="gnngp")
+    cfg = compose(["dataset=arxiv", "kernel=gcngp_x", "experiment.stand_in=csbm", "data.download=false",
+                   f"data.root={tmp_path / 'cache'}"])
+    rows = execute(cfg, tmp_path, multirun=False)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("GCNGP-X on arxiv (csbm stand-in): ~") for line in lines)            # the estimate
+    assert any(line.startswith("GCNGP-X on arxiv (csbm stand-in) (run 0") for line in lines)         # the result
+    assert rows[0]["dataset"] == "arxiv" and rows[0]["stand_in"].startswith("csbm stand-in")
