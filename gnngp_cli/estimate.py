@@ -4,14 +4,18 @@ The estimate is of the process's peak resident memory, so it starts from what th
 now (interpreter, libraries and the loaded dataset: ``rss_now``) and adds what the run will
 allocate, in bytes of the working dtype (``b`` bytes per entry):
 
-- the normalised adjacency with unit self-loops, ``E' = E + N`` entries: indices and weights of
-  the edge list and the CSR copy, with the coalescing sort's temporaries (``~6 (16 + b) E'``);
+- the normalised adjacency with unit self-loops, ``E' = E + N`` entries. Building it
+  (:func:`~gnngp_cli.data.graph.normalized_adjacency` and the CSR copy) peaks at about
+  ``(52 + 4 b) E'`` bytes (the edge list with its loops, the int64 sort key, the sort's order,
+  the unique keys and their inverse, the coalesced output); afterwards it holds the COO list
+  and the CSR copy, ``(24 + 2 b) E'``. The kernel starts after the build, so the peak is the
+  larger of the build and what the kernel adds to the held adjacency;
 - exact kernels (:func:`~gnngp_cli.kernels.planner.exact_kernel`): the largest dense block a
   layer holds, ``P`` entries (``Block.peak_elements`` on the planned rows and columns), times
   ``BYTES_PER_ENTRY_FACTOR`` for the ReLU expectation's and the products' temporaries;
-- low-rank kernels: the root ``Q`` (``N x m`` for ``m`` landmarks) held by a layer and its
-  successor with the ReLU's cross block and its eigenvectors' product (``4 N m``), and the
-  ``m x m`` eigendecompositions;
+- low-rank kernels: the root ``Q`` (``N x m`` for ``m`` landmarks) held by a layer, its
+  successor and the ReLU's cross block (``3 N m``; measured on csbm graphs of 3 10^4 and 10^5
+  nodes), and the ``m x m`` eigendecompositions;
 - inference: the eigendecomposition of the training block (``3 n_train^2``, or ``3 m^2`` low
   rank) and the ``n_labelled x n_train`` cross block.
 
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 BYTES_PER_ENTRY_FACTOR = 4   # a dense block plus the temporaries of the ReLU expectation and products
-ROOTS_HELD = 4               # N x m roots (and same-shaped temporaries) alive at once in low rank
+ROOTS_HELD = 3               # N x m roots (and same-shaped temporaries) alive at once in low rank
 FLOPS_PER_SECOND = 1e10
 ENTRY_COST = 400             # operations per dense entry and layer (exact GCNIIGP on PubMed: ~30 s for 2 x 3.9e8 entries)
 
@@ -59,7 +63,8 @@ def gp_estimate(
     """The estimate for one GP run (sizes as in the module docstring; ``rss_now`` in bytes)."""
     b = bytes_per_entry
     edges = num_edges + num_nodes
-    adjacency = 6 * (16 + b) * edges
+    adjacency_build = (52 + 4 * b) * edges
+    adjacency_held = (24 + 2 * b) * edges
     degree = edges / max(num_nodes, 1)
     if landmarks is not None:
         m = landmarks
@@ -72,5 +77,5 @@ def gp_estimate(
         inference = 3 * n_train * n_train * b + n_labelled * n_train * b
         flops = layers * dense_elements * (ENTRY_COST + 2 * degree) + 4 * n_train ** 3
         detail = f"dense blocks of up to {dense_elements:,} entries"
-    total = rss_now + adjacency + kernel + inference
+    total = rss_now + max(adjacency_build, adjacency_held + kernel + inference)
     return Estimate(total / 2**30, time_class(flops), detail)
