@@ -41,6 +41,9 @@ def _hydra_app(task, argv: list[str], prog: str) -> None:
         argv = method_overrides(argv)
     except GnngpError as err:
         _fail(str(err))
+    if ("--help" in argv or "-h" in argv) and prog == "gnngp run":
+        _run_help([a for a in argv if a not in ("--help", "-h")])
+        return
     import hydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -64,6 +67,32 @@ def _hydra_app(task, argv: list[str], prog: str) -> None:
     if sweep.LAST_SWEEP is not None and sweep.LAST_SWEEP.failed:
         s = sweep.LAST_SWEEP
         _fail(f"{s.failed} of {s.jobs} jobs failed; their errors are rows of {s.path}")
+
+
+def _run_help(overrides: list[str]) -> None:
+    """``gnngp run --help``: the help header, the options of each group and the composed config.
+
+    The same content as Hydra's app help, which composes the whole config store once per
+    config group (64 times here; it took as long as importing torch); this composes it once."""
+    from omegaconf import OmegaConf
+
+    from .api import compose
+    from .cli_errors import group_options, one_line
+
+    app = OmegaConf.load(config_dir() / "config.yaml").hydra.help
+    experiments = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
+    try:
+        cfg = compose([o for o in overrides if not o.startswith(("hydra.", "hydra/", "-"))])
+    except Exception as err:  # noqa: BLE001 - Hydra and OmegaConf errors, shortened
+        _fail(one_line(err))
+    groups = {"dataset": sorted(group_options("dataset")), "experiment": experiments, "model": sorted(group_options("model"))}
+    print(app.header)
+    print("== Configuration groups ==\nCompose your configuration from those groups (group=option; kernel= and gnn= are spellings of model=)\n")
+    for group, options in groups.items():
+        print(f"{group}: {', '.join(options)}")
+    print("\n\n== Config ==\nOverride anything in the config (foo.bar=value)\n")
+    print(OmegaConf.to_yaml(cfg))
+    print(app.footer)
 
 
 def _fail(message: str) -> None:

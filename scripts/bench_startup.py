@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,12 +33,20 @@ import pandas as pd
 HEAVY = ("torch_geometric", "ogb", "pandas", "matplotlib")
 
 
+CPU: list[float] = []   # CPU seconds (user + system) of the last timed command
+
+
 def timed(cmd: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
+    """Wall seconds of ``cmd``; its CPU seconds go to ``CPU`` (steadier on a shared machine)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
-    return time.perf_counter() - start, out
+    return wall, out
 
 
 def imported(cmd: list[str], env: dict) -> list[str]:
@@ -56,11 +65,15 @@ def main() -> None:
     gnngp = [python, "-m", "gnngp_cli.cli"]
     tmp = Path(tempfile.mkdtemp(prefix="gnngp-bench-startup-"))
     base, helps, runs, computes = [], [], [], []
+    cpu = {"base": [], "help": [], "run": []}
     for i in range(args.rounds):
         base.append(timed([python, "-c", "import torch"], env)[0])
+        cpu["base"].append(CPU[-1])
         helps.append(timed([*gnngp, "run", "--help"], env)[0])
+        cpu["help"].append(CPU[-1])
         seconds, _ = timed([*gnngp, "run", f"hydra.run.dir={tmp / str(i)}"], env)
         runs.append(seconds)
+        cpu["run"].append(CPU[-1])
         row = pd.read_csv(tmp / str(i) / "results.csv").iloc[-1]
         computes.append(float(row["load_seconds"] + row["kernel_seconds"] + row["inference_seconds"]))
     b, h, r, c = (statistics.median(v) for v in (base, helps, runs, computes))
@@ -70,6 +83,8 @@ def main() -> None:
         "baseline_import_torch_s": round(b, 2), "help_s": round(h, 2), "run_s": round(r, 2), "run_compute_s": round(c, 2),
         "help_ratio": round(h / b, 2), "help_target": 1.5,
         "run_ratio": round(r / (b + c), 2), "run_target": 2.0,
+        "cpu_seconds": {k: round(statistics.median(v), 2) for k, v in cpu.items()},
+        "cpu_help_ratio": round(statistics.median(cpu["help"]) / statistics.median(cpu["base"]), 2),
         "imports": {
             "run --help": imported([*gnngp, "run", "--help"], env),
             "run --cfg job": imported([*gnngp, "run", "--cfg", "job"], env),
