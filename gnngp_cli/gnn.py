@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from .config import SQRT_TENTH, GNNConfig
 from .data.graph import csr_order, normalized_adjacency
 from .metrics import metric
+from .progress import Progress
 
 # The paper's training settings for every GNN, per task or dataset (see config.method_defaults).
 TRAINING_DEFAULTS = {
@@ -275,7 +276,8 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     best, best_state, history = None, None, []
     train_watch = watch_factory()
     bar = _progress(cfg.epochs, progress)
-    with train_watch.measure():
+    lines = Progress(f"{entry.label} training", total=cfg.epochs, enabled=bar is None)  # no terminal: a log line every 30 s
+    with train_watch.measure(), lines:
         for epoch in range(cfg.epochs):
             model.train()
             if not cfg.batch_size:
@@ -302,6 +304,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
             if best is None or current["val"] > best[1]["val"]:
                 best = (epoch, current)
                 best_state = copy.deepcopy(model.state_dict())
+            lines.step(epoch + 1, "epochs", loss=epoch_loss, val=current["val"])
             if bar is not None:
                 bar.set_postfix(loss=f"{epoch_loss:.4f}", val=f"{current['val']:.4f}")
                 bar.update(1)

@@ -20,19 +20,15 @@ import pandas as pd
 from .data.registry import DATASETS
 from .gnn import GNNS
 from .kernels.architectures import KERNELS
+from .report_settings import annotate, default_fraction, left_out
 
 TABLE4_DATASETS = ["cora", "citeseer", "pubmed", "arxiv", "reddit", "chameleon", "squirrel", "crocodile"]
 DISPLAY = {name: DATASETS[name].display for name in TABLE4_DATASETS}
 TABLE4_METHODS = ["GCN", "GCNGP", "GCNGP-X", "RBF", "RBF-X", "GGP", "GGP-X"]
 TABLE5_ARCHS = {GNNS[gnn].label: (GNNS[gnn].label, KERNELS[gp].label) for gnn, gp in (("gcn", "gcngp"), ("gcn2", "gcn2gp"), ("gin", "gingp"), ("sage", "sagegp"))}
 TABLE5_DATASETS = {name: (DATASETS[name].display, DATASETS[name].config.large) for name in ("pubmed", "arxiv", "reddit")}
-KEY = ["dataset", "stand_in", "method", "layers", "landmark_fraction", "seed"]
+KEY = ["dataset", "stand_in", "n_nodes", "method", "layers", "landmark_fraction", "seed", "settings"]
 GNN_METHODS = {entry.label for entry in GNNS.values()}
-
-
-def default_fraction(dataset: str) -> float:
-    """The landmark fraction the low-rank kernels use on ``dataset`` by default (its registry entry)."""
-    return float(DATASETS[dataset].config.landmark_fraction) if dataset in DATASETS else 1.0
 
 
 def paper_values() -> pd.DataFrame:
@@ -57,9 +53,10 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
             except (OSError, ValueError, pd.errors.ParserError):
                 continue
     if not frames:
-        return pd.DataFrame(columns=[*KEY, "status", "test", "timestamp"])
+        return pd.DataFrame(columns=[*KEY, "status", "test", "timestamp", "differs"])
     rows = pd.concat(frames, ignore_index=True)
-    for column in [*KEY, "status", "test", "val", "train", "timestamp", "total_seconds", "n_nodes", "n_edges", "landmarks", "error", "metric", "experiment"]:
+    for column in [*KEY, "status", "test", "val", "train", "timestamp", "total_seconds", "n_nodes", "n_edges", "landmarks", "error", "metric",
+                   "experiment", "task", "extra", "sigma_w", "sigma_b", "device", "dtype"]:
         if column not in rows.columns:
             rows[column] = np.nan
     rows["status"] = rows["status"].fillna("ok")
@@ -67,6 +64,7 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     rows["layers"] = pd.to_numeric(rows["layers"], errors="coerce").fillna(2)
     rows["landmark_fraction"] = pd.to_numeric(rows["landmark_fraction"], errors="coerce")
     rows["seed"] = pd.to_numeric(rows["seed"], errors="coerce").fillna(-1)
+    rows = annotate(rows.drop(columns=["settings"]))
     rows = rows.sort_values("timestamp", na_position="first", kind="stable")
     ok = rows[rows["status"] == "ok"].drop_duplicates(subset=KEY, keep="last")
     errors = rows[rows["status"] != "ok"].drop_duplicates(subset=["dataset", "method", "layers"], keep="last")
@@ -100,6 +98,7 @@ class Cell:
     stand_in: str = ""
     deterministic: bool = False
     error: str = ""
+    dataset: str = ""
 
     @property
     def diff(self) -> float:
@@ -165,9 +164,14 @@ def _default_depth(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["layers"] == 2]
 
 
+def _preset(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows run with their preset's own settings (see :mod:`.report_settings`)."""
+    return rows[rows["differs"].fillna("") == ""]
+
+
 def table4(rows: pd.DataFrame, paper: pd.DataFrame) -> Table:
     table = Table("table4", list(DISPLAY.values()), TABLE4_METHODS)
-    ok, bad = _default_depth(rows[rows["status"] == "ok"]), rows[rows["status"] != "ok"]
+    ok, bad = _preset(_default_depth(rows[rows["status"] == "ok"])), rows[rows["status"] != "ok"]
     for key, title in DISPLAY.items():
         for method in TABLE4_METHODS:
             picked, failed = _rows_for(ok, bad, key, method)
@@ -175,13 +179,14 @@ def table4(rows: pd.DataFrame, paper: pd.DataFrame) -> Table:
                 picked = picked[picked["landmark_fraction"].fillna(1.0) == default_fraction(key)]
             deterministic = method not in GNN_METHODS and (not method.endswith("-X") or default_fraction(key) == 1.0)
             table.cells[(title, method)] = _cell("table4", title, method, picked, failed, paper, deterministic)
+            table.cells[(title, method)].dataset = key
     return table
 
 
 def table5(rows: pd.DataFrame, paper: pd.DataFrame) -> Table:
     columns = [f"{title} {kind}" for title, large in TABLE5_DATASETS.values() for kind in ("GNN", "GNNGP-X" if large else "GNNGP")]
     table = Table("table5", list(TABLE5_ARCHS), columns)
-    ok, bad = _default_depth(rows[rows["status"] == "ok"]), rows[rows["status"] != "ok"]
+    ok, bad = _preset(_default_depth(rows[rows["status"] == "ok"])), rows[rows["status"] != "ok"]
     for arch, (gnn, gp) in TABLE5_ARCHS.items():
         for key, (title, large) in TABLE5_DATASETS.items():
             for kind, method in (("GNN", gnn), ("GNNGP-X" if large else "GNNGP", gp + ("-X" if large else ""))):
@@ -189,6 +194,7 @@ def table5(rows: pd.DataFrame, paper: pd.DataFrame) -> Table:
                 if large and kind != "GNN":
                     picked = picked[picked["landmark_fraction"].fillna(1.0) == default_fraction(key)]
                 table.cells[(arch, f"{title} {kind}")] = _cell("table5", arch, f"{title} {kind}", picked, failed, paper, kind == "GNNGP")
+                table.cells[(arch, f"{title} {kind}")].dataset = key
     return table
 
 
@@ -210,22 +216,34 @@ def _major_labels_only(ax) -> None:
 
 
 def figure1(rows: pd.DataFrame, path: Path) -> Optional[str]:
-    """Total time of each Table 4 method normalised by GCN's time on the same dataset (log axis)."""
-    ok = _default_depth(rows[rows["status"] == "ok"])
+    """Total time of each Table 4 method normalised by GCN's time on the same dataset: a log
+    axis with GCN's reference line at 1 and every bar's value printed on it, so a bar at 0.45
+    reads as 0.45 wherever the axis starts. Only rows with the preset's settings count."""
+    ok = _preset(_default_depth(rows[rows["status"] == "ok"]))
     times = ok.groupby(["dataset", "method"])["total_seconds"].mean().unstack()
     if "GCN" not in times.columns or times["GCN"].dropna().empty:
         return "no GCN timing to normalise by"
     ratio = times.div(times["GCN"], axis=0).dropna(how="all")
     ratio = ratio[[m for m in TABLE4_METHODS if m in ratio.columns]].dropna(subset=["GCN"])
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     width = 0.8 / len(ratio.columns)
     for i, method in enumerate(ratio.columns):
-        ax.bar(np.arange(len(ratio)) + i * width, ratio[method].to_numpy(), width, label=method)
+        values = ratio[method].to_numpy()
+        x = np.arange(len(ratio)) + i * width
+        ax.bar(x, values, width, label=method)
+        for xi, v in zip(x, values):
+            if np.isfinite(v):
+                ax.text(xi, v, f"{v:.2g}", ha="center", va="bottom", fontsize=6, rotation=90)
     stand_ins = set(ok[ok["stand_in"].astype(bool)]["dataset"])
-    ax.set_xticks(np.arange(len(ratio)) + 0.4 - width / 2, [DISPLAY.get(d, d) + ("\n(stand-in)" if d in stand_ins else "") for d in ratio.index])
+    ax.set_xticks(np.arange(len(ratio)) + 0.4 - width / 2, [DISPLAY.get(d, d) + ("\n(csbm stand-in)" if d in stand_ins else "") for d in ratio.index])
     ax.set_yscale("log")
-    ax.set_ylabel("time / GCN time")
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    finite = ratio.to_numpy(dtype=float)
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    ax.set_ylim(min(finite.min(), 1.0) / 3, max(finite.max(), 1.0) * 5)
+    _every_decade(ax, "y")
+    ax.set_ylabel("time / GCN time (log; dashed: GCN = 1)")
     ax.set_title("Figure 1: running time normalised by GCN")
     ax.legend(ncol=4, fontsize=8)
     fig.tight_layout()
@@ -234,32 +252,63 @@ def figure1(rows: pd.DataFrame, path: Path) -> Optional[str]:
     return None
 
 
+def _every_decade(ax, which: str) -> None:
+    """A labelled major tick at every power of ten of a log axis, and no minor labels."""
+    from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
+
+    for axis in ([ax.xaxis] if which == "x" else [ax.yaxis] if which == "y" else [ax.xaxis, ax.yaxis]):
+        axis.set_major_locator(LogLocator(base=10, numticks=100))
+        axis.set_major_formatter(LogFormatterSciNotation(base=10, labelOnlyBase=True))
+        axis.set_minor_locator(LogLocator(base=10, subs=np.arange(2, 10) * 0.1, numticks=100))
+        axis.set_minor_formatter(NullFormatter())
+
+
+FIGURE2_METHODS = ["GCN", "GCNGP", "GCNGP-X"]
+
+
 def figure2(rows: pd.DataFrame, path: Path) -> Optional[str]:
-    """Time against graph size M + N on log-log axes, with a least-squares slope per method."""
-    ok = rows[(rows["status"] == "ok") & rows["method"].isin(["GCN", "GCNGP", "GCNGP-X"])].copy()
+    """Time against graph size M + N on log-log axes, every decade labelled. Each method's
+    slope is fitted over one family of runs (the same experiment, depth, device and dtype: the
+    largest such family), with its number of runs; a negative slope is not a scaling law and is
+    not printed as one."""
+    ok = rows[(rows["status"] == "ok") & rows["method"].isin(FIGURE2_METHODS)].copy()
     ok["size"] = pd.to_numeric(ok["n_nodes"], errors="coerce") + pd.to_numeric(ok["n_edges"], errors="coerce")
     ok = _default_depth(ok).dropna(subset=["size", "total_seconds"])
     if ok.empty:
         return "no timed GCN/GCNGP/GCNGP-X rows"
+    for column in ("experiment", "device", "dtype"):
+        ok[column] = ok[column].fillna("").astype(str)
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    slopes = {}
-    for method, group in ok.groupby("method"):
-        points = group.groupby("size")["total_seconds"].mean()
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for method in [m for m in FIGURE2_METHODS if m in set(ok["method"])]:
+        group = ok[ok["method"] == method]
+        families = group.groupby(["experiment", "device", "dtype"])
+        key = max(families.groups, key=lambda k: (families.get_group(k)["size"].nunique(), len(families.get_group(k))))
+        family = families.get_group(key)
+        points = family.groupby("size")["total_seconds"].mean()
+        others = group.drop(family.index)
+        line = ax.scatter(points.index, points.to_numpy(), label=f"{method} ({key[0] or 'runs'}, {len(points)} sizes)")
+        if len(others):
+            ax.scatter(others["size"], others["total_seconds"], marker="x", color=line.get_facecolor()[0], alpha=0.5,
+                       label=f"{method}, other runs (not fitted)")
+        if len(points) < 3:
+            continue
         x, y = np.log10(points.index.to_numpy(float)), np.log10(points.to_numpy(float))
-        line = ax.scatter(points.index, points.to_numpy(), label=method)
-        if len(points) >= 2:
-            slope, intercept = np.polyfit(x, y, 1)
-            slopes[method] = slope
-            xs = np.linspace(x.min(), x.max(), 20)
-            ax.plot(10 ** xs, 10 ** (slope * xs + intercept), color=line.get_facecolor()[0], label=f"{method} slope {slope:.2f}")
+        slope, intercept = np.polyfit(x, y, 1)
+        if slope <= 0:
+            ax.plot([], [], " ", label=f"{method}: slope not shown (fit over {len(points)} runs is negative: constant costs dominate)")
+            continue
+        xs = np.linspace(x.min(), x.max(), 20)
+        ax.plot(10 ** xs, 10 ** (slope * xs + intercept), color=line.get_facecolor()[0], label=f"{method} slope {slope:.2f} ({len(points)} runs)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _major_labels_only(ax)
+    _every_decade(ax, "both")
+    lo, hi = ok["size"].min(), ok["size"].max()
+    ax.set_xlim(10 ** np.floor(np.log10(lo)), 10 ** np.ceil(np.log10(hi) + 1e-9))
     ax.set_xlabel("graph size M + N (directed edges + nodes)")
     ax.set_ylabel("time (s)")
     ax.set_title("Figure 2: scalability")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -341,26 +390,39 @@ def correlation_map(path: Path) -> None:
     plt.close(fig)
 
 
-def check_paper(tables: list[Table], tolerance: float) -> tuple[list[Cell], list[tuple[Cell, str]]]:
-    """Deterministic GP cells with data that differ from the paper by more than ``tolerance`` at the paper's 4-decimal precision:
-    (unexplained, known with their explanation)."""
+def checked(cell: Cell, exclude: set[str]) -> bool:
+    """Whether the paper check covers ``cell``: a deterministic GP cell with a paper value, not
+    a stand-in, on a dataset not excluded (``--exclude``)."""
+    return cell.deterministic and not math.isnan(cell.paper) and not cell.stand_in and cell.dataset not in exclude
+
+
+def check_paper(tables: list[Table], tolerance: float, exclude: Iterable[str] = ()) -> tuple[list[Cell], list[tuple[Cell, str]], list[Cell]]:
+    """The checked cells (:func:`checked`) that differ from the paper by more than ``tolerance`` at the paper's 4-decimal precision:
+    (unexplained, known with their explanation, without a result: missing or an error row)."""
     known = known_deviations()
-    unexplained, explained = [], []
+    exclude = set(exclude)
+    unexplained, explained, absent = [], [], []
     for table in tables:
         for cell in table.cells.values():
-            if not cell.deterministic or not cell.n or math.isnan(cell.paper) or cell.stand_in or round(abs(cell.diff), 4) <= tolerance:
+            if not checked(cell, exclude):
+                continue
+            if not cell.n:
+                absent.append(cell)
+                continue
+            if round(abs(cell.diff), 4) <= tolerance:
                 continue
             match = known[(known["table"] == cell.table) & (known["row"] == cell.row) & (known["column"] == cell.column)]
             if len(match):
                 explained.append((cell, str(match["explanation"].iloc[0])))
             else:
                 unexplained.append(cell)
-    return unexplained, explained
+    return unexplained, explained, absent
 
 
-def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = None) -> int:
-    """Write every table and figure to ``out``; with ``tolerance``, return 1 on an unexplained
-    deviation of a deterministic GP cell from the paper."""
+def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = None, exclude: Iterable[str] = ()) -> int:
+    """Write every table and figure to ``out``; with ``tolerance``, return 1 when a checked cell
+    (a deterministic GP cell, not a stand-in, its dataset not in ``exclude``) deviates from the
+    paper unexplained, or has no result (missing, or only an error row)."""
     out.mkdir(parents=True, exist_ok=True)
     rows = read_results(folders)
     paper = paper_values()
@@ -398,14 +460,25 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
         single = [c for c in table.cells.values() if c.n == 1 and c.column in GNN_METHODS | {f'{t} GNN' for t, _ in TABLE5_DATASETS.values()}]
         if single:
             lines.append(f"- {table.name}: GNN cells from a single seed (the paper reports 5): " + "; ".join(f"{c.row} / {c.column}" for c in single))
+    cells = {(d, m) for d in TABLE4_DATASETS for m in TABLE4_METHODS}
+    cells |= {(d, m + ("-X" if large and m not in GNN_METHODS else "")) for d, (_, large) in TABLE5_DATASETS.items()
+              for pair in TABLE5_ARCHS.values() for m in pair}
+    apart = left_out(rows, cells)
+    if apart:
+        lines += ["", "## Rows left out of the tables (not the preset's settings)", ""]
+        lines += ["Only rows run with a preset's own settings fill its cells; these were run otherwise:", ""] + apart
     status = 0
     if tolerance is not None:
-        unexplained, explained = check_paper(tables, tolerance)
-        lines += ["", f"## Check against the paper (deterministic GP cells, tolerance {tolerance})", ""]
+        exclude = sorted(set(exclude))
+        unexplained, explained, absent = check_paper(tables, tolerance, exclude)
+        lines += ["", f"## Check against the paper (deterministic GP cells, tolerance {tolerance}"
+                  + (f"; excluded: {', '.join(exclude)}" if exclude else "") + ")", ""]
         lines += [f"- FAIL {c.table} {c.row} / {c.column}: ours {c.mean:.4f}, paper {c.paper:.4f} ({c.diff:+.4f})" for c in unexplained]
+        lines += [f"- FAIL {c.table} {c.row} / {c.column}: " + (f"error row: {c.error[:160]}" if c.error else "no result")
+                  for c in absent]
         lines += [f"- known deviation {c.table} {c.row} / {c.column}: ours {c.mean:.4f}, paper {c.paper:.4f} ({c.diff:+.4f}). {why}" for c, why in explained]
-        checked = sum(1 for t in tables for c in t.cells.values() if c.deterministic and c.n and not math.isnan(c.paper) and not c.stand_in)
-        lines.append(f"- {checked} deterministic cells checked, {len(unexplained)} unexplained deviations, {len(explained)} known.")
-        status = 1 if unexplained else 0
+        count = sum(1 for t in tables for c in t.cells.values() if checked(c, set(exclude)))
+        lines.append(f"- {count} deterministic cells checked, {len(unexplained)} unexplained deviations, {len(absent)} without a result, {len(explained)} known.")
+        status = 1 if unexplained or absent else 0
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return status

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -16,21 +16,21 @@ from . import __version__
 from .config import check_results_file, needs_validation, resolve_method_defaults, validate
 from .data import Adjacency, DataStore, load_dataset
 from .errors import ConfigError, GnngpError, ResourceError
+from .estimate import BYTES_PER_ENTRY_FACTOR, Estimate, gp_estimate
 from .fit import FitResult, fit_hyperparameters, targets
 from .gnn import GNNS, train_gnn
 from .inference import GPResult, gp_predict, log_grid, validation_score
 from .invariants import checked_rows
 from .kernels import BaseKernel, KernelContext
 from .kernels.architectures import KERNELS, Architecture, kernel_label
-from .kernels.planner import exact_kernel
+from .kernels.planner import exact_kernel, pair_plan_fits
 from .metrics import metric_name
+from .progress import Progress
 from .results import ResultsNotWritten, append_rows, summary_line
 from .resume import job_overrides, resume_decision, set_aside
-from .runtime import Stopwatch, available_bytes, peak_cuda_mb, peak_rss_mb, resolve_device
+from .runtime import Stopwatch, current_rss_bytes, memory_limit_bytes, peak_cuda_mb, peak_rss_mb, resolve_device
 
 log = logging.getLogger("gnngp")
-
-BYTES_PER_ENTRY_FACTOR = 4  # a dense block plus the temporaries of the ReLU expectation and products
 
 
 def architecture(kcfg: Any, values: Optional[dict] = None) -> Architecture:
@@ -87,12 +87,29 @@ def check_exact_memory(arch: Architecture, ctx: KernelContext, target: torch.Ten
     """Refuse, before computing, an exact kernel whose dense blocks ``K[target, train]``
     (``train=None``: square) would not fit."""
     need = arch.network.peak_elements(target, ctx, train) * torch.finfo(dtype).bits // 8 * BYTES_PER_ENTRY_FACTOR
-    limit = cfg.max_memory_gb * 2**30 if cfg.max_memory_gb is not None else 0.8 * available_bytes(ctx.features.device)
+    limit = memory_limit_bytes(cfg.max_memory_gb, ctx.features.device)
     if need > limit:
         raise ResourceError(
-            f"the exact {arch.label} kernel on {cfg.dataset.name} needs about {need / 2**30:.1f} GiB but {limit / 2**30:.1f} GiB are available; "
-            f"use the low-rank kernel (kernel={arch.name}_x)" + (" or dtype=float32" if dtype == torch.float64 else "")
+            f"the exact {arch.label} kernel on {cfg.dataset.name} needs about {need / 2**30:.1f} GiB but the limit is {limit / 2**30:.1f} GiB "
+            f"(max_memory_gb; default half of the free memory); use the low-rank kernel (kernel={arch.name}_x)"
+            + (" or dtype=float32" if dtype == torch.float64 else "") + ", or raise max_memory_gb if the memory is yours"
         )
+
+
+def estimate_run(arch: Architecture, ctx: KernelContext, data: Any, target: torch.Tensor, train: torch.Tensor,
+                 landmarks: Optional[torch.Tensor], dtype: torch.dtype, layers: int) -> Estimate:
+    """The run's peak memory and time class (:mod:`gnngp_cli.estimate`), before computing."""
+    dense = 0
+    if landmarks is None:
+        square = target.numel() >= data.num_nodes or not pair_plan_fits(arch.network, ctx)
+        nodes = ctx.every_node if square else target
+        dense = arch.network.peak_elements(nodes, ctx, None if square else train)
+    return gp_estimate(
+        rss_now=current_rss_bytes(), num_nodes=int(data.num_nodes), num_edges=int(data.edge_index.size(1)),
+        num_features=int(data.x.size(1)), n_train=int(train.numel()), n_labelled=int(target.numel()),
+        layers=layers, bytes_per_entry=torch.finfo(dtype).bits // 8,
+        landmarks=None if landmarks is None else int(landmarks.numel()), dense_elements=int(dense),
+    )
 
 
 def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
@@ -119,6 +136,21 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     )
     kernel_watch, inference_watch = Stopwatch(device), Stopwatch(device)
     ctx = KernelContext(features, adjacency, BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d), landmarks)
+    estimate = estimate_run(arch, ctx, data, target, train, landmarks, dtype, int(kcfg.layers))
+    log.info(estimate.line(arch.label, dataset_label(cfg.dataset.name, data)))
+    layers = int(kcfg.layers)
+    progress = Progress(f"{arch.label} on {dataset_label(cfg.dataset.name, data)}", total=layers * len(gammas))
+    done = {"layers": 0, "gamma": 0}
+
+    def tell(name: str) -> None:
+        step = done["gamma"] * layers + min(done["layers"], layers)
+        progress.step(step, f"kernel {name}" + (f", gamma {done['gamma'] + 1} of {len(gammas)}" if len(gammas) > 1 else ""))
+
+    def on_layer(name: str) -> None:
+        done["layers"] += 1
+        tell(name + " done")
+
+    ctx = replace(ctx, on_layer=on_layer)
     fitted: Optional[FitResult] = None
     if cfg.fit.method == "mll":
         if not kcfg.low_rank:
@@ -131,6 +163,8 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
 
     def evaluate(gamma: float, validation_only: bool):  # the kernel at this gamma, then the posterior
         nonlocal ctx
+        done["layers"] = 0
+        tell("starting")
         ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
         if not kcfg.low_rank:
             check_exact_memory(arch, ctx, target, train, dtype, cfg)
@@ -141,6 +175,8 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
             else:  # K[labelled nodes, training nodes]
                 kernel, diagonal = exact_kernel(arch.network, ctx, target, train,
                                                 before_square=lambda nodes: check_exact_memory(arch, ctx, nodes, None, dtype, cfg))
+        done["layers"] = layers
+        tell("inference")
         with inference_watch.measure():
             nuggets = grid if fitted is None else (  # the fitted nugget, relative to the mean diagonal as the grid's are
                 torch.tensor([fitted.nugget], dtype=dtype, device=device) / diagonal.mean())
@@ -148,21 +184,41 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
             return predict(kernel, data.y, masks, data.task, data.num_classes, nuggets, kcfg.low_rank, diagonal)
 
     gamma = gammas[0]
-    if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
-        scores = [evaluate(g, validation_only=True).val for g in gammas]
-        gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
-    result = evaluate(gamma, validation_only=False)
+    with progress:
+        if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
+            scores = []
+            for i, g in enumerate(gammas):
+                done["gamma"] = i
+                scores.append(evaluate(g, validation_only=True).val)
+            gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
+            done["gamma"] = len(gammas) - 1
+        result = evaluate(gamma, validation_only=False)
     timing = {
+        "estimated_gb": round(estimate.gb, 3),
         "kernel_seconds": kernel_watch.seconds,
         "inference_seconds": inference_watch.seconds,
         "landmarks": int(landmarks.numel()) if landmarks is not None else 0,
         "seed": seed,
-        "extra": json.dumps({"gamma": gamma} if kcfg.gamma_search and fitted is None else {}),
+        "extra": json.dumps({**({"gamma": gamma} if kcfg.gamma_search and fitted is None else {}), **run_settings(cfg)}),
         "fit": cfg.fit.method,
     }
     if fitted is not None:
         timing.update(fit_seconds=fitted.seconds, **fitted.row())
     return result, timing
+
+
+def dataset_label(name: str, data: Any) -> str:
+    """The dataset as the console names it: ``arxiv (csbm stand-in)`` for a stand-in."""
+    stand_in = getattr(data, "stand_in", "")
+    return f"{str(name).lower()} ({stand_in.split(' (')[0]})" if stand_in else str(name).lower()
+
+
+def run_settings(cfg: Any) -> dict:
+    """What a GP row records beside its columns so the report can tell a preset's runs from
+    others: the nugget grid and the kernel's own numeric parameters (``sigma_w1``, ``alpha``...)."""
+    entry = KERNELS[cfg.kernel.name]
+    params = {k: v for k, v in entry.parameters(cfg.kernel).items() if k != "layers" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {"nugget_grid": [float(cfg.nugget.min), float(cfg.nugget.max), int(cfg.nugget.num)], **params}
 
 
 def method_names(cfg: Any) -> tuple[str, str]:
@@ -175,10 +231,16 @@ def method_names(cfg: Any) -> tuple[str, str]:
 
 
 def base_row(cfg: Any) -> dict:
+    """The columns every row has; ``kernel`` is the GP kernel's config name (empty for a GNN)
+    and ``device`` the device the job resolved to (``cuda`` for ``device=auto`` with a GPU)."""
     label, name = method_names(cfg)
+    try:
+        device = str(resolve_device(cfg.device))
+    except GnngpError:
+        device = str(cfg.device)
     return {
-        "status": "ok", "dataset": str(cfg.dataset.name).lower(), "method": label, "kernel": name,
-        "device": cfg.device, "dtype": cfg.dtype, "version": __version__,
+        "status": "ok", "dataset": str(cfg.dataset.name).lower(), "method": label, "kernel": name if cfg.method != "gnn" else "",
+        "device": device, "dtype": cfg.dtype, "version": __version__,
     }
 
 
@@ -228,7 +290,7 @@ def run_gp(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
         row.update(
             metric=result.metric_name, **{k: result.metrics[k] for k in ("train", "val", "test")},
             nugget=result.nugget, layers=cfg.kernel.layers, sigma_w=cfg.kernel.get("sigma_w"), sigma_b=cfg.kernel.get("sigma_b"),
-            landmark_fraction=cfg.landmarks.fraction if cfg.kernel.low_rank else None,
+            landmark_fraction=cfg.landmarks.fraction if cfg.kernel.low_rank and cfg.landmarks.count is None else None,
             **timing, **result.uncertainty,
         )
         row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"] + row.get("fit_seconds", 0.0)
@@ -276,12 +338,18 @@ def error_row(cfg: Any, err: BaseException) -> dict:
     return row
 
 
+def console_row(row: dict) -> dict:
+    """The row as the console shows it: a stand-in says so beside the dataset name."""
+    stand_in = row.get("stand_in") or ""
+    return {**row, "dataset": f"{row['dataset']} ({stand_in.split(' (')[0]})"} if isinstance(stand_in, str) and stand_in else row
+
+
 def console_summary(rows: list[dict]) -> Optional[str]:
     ok = [r for r in rows if r.get("status") == "ok"]
     if len(ok) < 2:
         return None
     test = torch.tensor([r["test"] for r in ok], dtype=torch.float64)
-    return f"{ok[0]['method']} on {ok[0]['dataset']} over {len(ok)} runs: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"
+    return f"{ok[0]['method']} on {console_row(ok[0])['dataset']} over {len(ok)} runs: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"
 
 
 def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[str] = ()) -> list[dict]:
@@ -331,7 +399,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         return [row]
     write(rows)
     for row in rows:
-        log.info(summary_line(row))
+        log.info(summary_line(console_row(row)))
     over_runs = console_summary(rows)
     if over_runs:
         log.info(over_runs)

@@ -70,3 +70,30 @@ def available_bytes(device: torch.device) -> int:
     import os
 
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+
+
+def current_rss_bytes() -> int:
+    """Resident memory of this process now (``VmRSS``; the peak so far where that is unreadable)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(peak_rss_mb() * 2**20)
+
+
+DEFAULT_MEMORY_SHARE = 0.5
+
+
+def memory_limit_bytes(max_memory_gb, device: torch.device) -> float:
+    """``max_memory_gb`` in bytes, or by default half of the memory free when the job starts.
+
+    Half, not most: on a shared machine the others' use grows while a job runs, and a job that
+    starts near the edge is killed from outside with nothing written. The estimate each run
+    prints says how much a job needs, so a user with the machine to themselves raises the
+    limit knowingly (``max_memory_gb``)."""
+    if max_memory_gb is not None:
+        return float(max_memory_gb) * 2**30
+    return DEFAULT_MEMORY_SHARE * available_bytes(device)

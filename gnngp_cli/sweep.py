@@ -2,22 +2,40 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
+
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from .results import COLUMNS
 from .resume import job_overrides
 
 log = logging.getLogger("gnngp")
 
 
-def collect(sweep_dir: Path, results_file: str = "results.csv") -> pd.DataFrame:
+@dataclass
+class SweepOutcome:
+    """What the last sweep of this process left: the ``gnngp`` command exits 1 when a job failed."""
+
+    path: Path
+    jobs: int
+    failed: int
+
+
+LAST_SWEEP: Optional[SweepOutcome] = None
+
+
+def collect(sweep_dir: Path, results_file: str = "results.csv") -> "pd.DataFrame":
     """One row per result row of every job under ``sweep_dir``; a job folder without results
     (it died before writing) becomes an error row. Never raises on a bad file."""
+    import pandas as pd  # here, not at the top: Hydra imports this callback for every command
+
+    from .results import COLUMNS
+
     frames = []
     for job in sorted((p for p in sweep_dir.iterdir() if p.is_dir() and (p / ".hydra").is_dir()), key=_job_order):
         path = job / results_file
@@ -62,3 +80,6 @@ class SweepSummary(Callback):
         summary.to_csv(path, index=False)
         failed = int((summary.get("status") != "ok").sum()) if len(summary) else 0
         log.info("sweep summary (%d rows, %d failed): %s\n%s", len(summary), failed, path, console_table(summary))
+        global LAST_SWEEP
+        jobs = summary.groupby("job")["status"].apply(lambda s: bool((s != "ok").any())) if len(summary) else []
+        LAST_SWEEP = SweepOutcome(path, int(len(jobs)), int(sum(jobs)))

@@ -83,3 +83,93 @@ def test_verify_prints_error_by_width(tmp_path):
     assert table["width"].tolist() == [64, 128, 256, 1024]
     assert table["relative_error"].iloc[-1] < table["relative_error"].iloc[0]
     assert "relative Frobenius error" in out.stdout and "verdict: PASS" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["dataset=coraa"], "gnngp: error: dataset=coraa is not an option; did you mean dataset=cora?"),
+        (["kernel=gcnpg"], "gnngp: error: kernel=gcnpg is not an option; did you mean kernel=gcngp?"),   # as the user spelled it
+        (["gnn=gcnn"], "gnngp: error: gnn=gcnn is not an option; did you mean gnn=gcn?"),
+        (["-m", "kernel=gcngp,gcngp_y"], "gnngp: error: kernel=gcngp_y is not an option; did you mean kernel=gcngp_x?"),  # every sweep value
+        (["kernel.layer=3"], "gnngp: error: unknown key kernel.layer; did you mean kernel.layers?"),
+        (["dataset.num_nodez=5"], "gnngp: error: unknown key dataset.num_nodez; did you mean dataset.num_nodes?"),
+        (["runs=two"], "gnngp: error: runs: Value 'two' of type 'str' could not be converted to Integer"),
+        (["nugget.num=1.5"], "gnngp: error: nugget.num: Value '1.5' of type 'float' could not be converted to Integer"),
+    ],
+)
+def test_every_config_mistake_is_one_line_with_the_closest_name(tmp_path, args, message):
+    out = gnngp("run", *args, f"hydra.run.dir={tmp_path}", f"hydra.sweep.dir={tmp_path}")
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()] and out.stderr.startswith(message), out.stderr
+    assert "Traceback" not in out.stderr and "HYDRA_FULL_ERROR" not in out.stderr
+
+
+def test_every_gp_run_tells_its_memory_estimate_before_computing(tmp_path):
+    out = gnngp("run", "kernel=gcngp_x", "landmarks.count=200", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout + out.stderr
+    estimate = next(line for line in text.splitlines() if "estimate before computing" in line)
+    assert "GCNGP-X on csbm: ~" in estimate and "200 landmarks" in estimate
+    assert text.index("estimate before computing") < text.index("test accuracy")
+    row = pd.read_csv(tmp_path / "results.csv").iloc[0]
+    assert row["estimated_gb"] > 0 and pd.isna(row["landmark_fraction"]) and row["landmarks"] == 200   # count used: no fraction
+
+
+def test_gnn_rows_have_no_kernel_and_rows_name_the_resolved_device(tmp_path):
+    out = gnngp("run", "gnn=gcn", "gnn.epochs=2", "device=auto", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    row = pd.read_csv(tmp_path / "results.csv").iloc[0]
+    assert pd.isna(row["kernel"]) and row["method"] == "GCN" and row["device"] in ("cpu", "cuda")
+    bad = gnngp("run", "kernel.layers=0", "device=auto", f"hydra.run.dir={tmp_path / 'bad'}")
+    error = pd.read_csv(tmp_path / "bad" / "results.csv").iloc[0]
+    assert bad.returncode == 1 and error["status"] == "error" and error["device"] in ("cpu", "cuda")
+
+
+def test_version_and_unknown_command():
+    version = gnngp("--version")
+    assert version.returncode == 0 and version.stdout.startswith("gnngp ")
+    unknown = gnngp("rnu")
+    assert unknown.returncode == 2 and "run, report, verify" in unknown.stderr
+
+
+def test_help_cfg_report_and_config_errors_import_neither_torch_geometric_nor_ogb(tmp_path):
+    for args in (["run", "--help"], ["run", "--cfg", "job"], ["run", "dataset=coraa"], ["run", "runs=two"],
+                 ["report", str(tmp_path), "--out", str(tmp_path / "r")], ["run", f"hydra.run.dir={tmp_path / 'csbm'}"]):
+        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "gnngp_cli.cli", *args], capture_output=True, text=True, timeout=600)
+        modules = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+        assert "torch_geometric" not in modules and "ogb" not in modules, args
+
+
+@pytest.mark.parametrize("args", [
+    ["dataset=csbm", "dataset.num_nodes=30000", "kernel=gcngp_x", "landmarks.count=1500"],   # a low-rank root of 30,000 x 1,500
+    ["dataset=pubmed", "kernel=gcngp"],      # exact, rectangular blocks
+    ["dataset=chameleon", "kernel=gcngp"],   # exact, one square block over every node
+])
+def test_the_memory_estimate_is_within_2x_of_the_measured_peak(tmp_path, args, request):
+    extra = request.getfixturevalue("data_overrides") if args[0] != "dataset=csbm" else []
+    out = gnngp("run", *args, *extra, f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    row = pd.read_csv(tmp_path / "results.csv").iloc[0]
+    measured = row["peak_rss_mb"] / 1024
+    assert measured / 2 <= row["estimated_gb"] <= 2 * measured, (row["estimated_gb"], measured)
+
+
+def test_a_stand_in_says_so_beside_the_dataset_name(tmp_path, monkeypatch, caplog):
+    import logging
+    from dataclasses import replace
+
+    from gnngp_cli.api import compose
+    from gnngp_cli.data import DATASETS
+    from gnngp_cli.runner import execute
+
+    monkeypatch.setitem(DATASETS, "arxiv", replace(DATASETS["arxiv"], stand_in=(2000, 8000, 16, 5, 0.54, 0.18)))
+    monkeypatch.delenv("GNNGP_DATA_MIRROR", raising=False)
+    caplog.set_level(logging.INFO, logger="gnngp")
+    cfg = compose(["dataset=arxiv", "kernel=gcngp_x", "experiment.stand_in=csbm", "data.download=false",
+                   f"data.root={tmp_path / 'cache'}"])
+    rows = execute(cfg, tmp_path, multirun=False)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("GCNGP-X on arxiv (csbm stand-in): ~") for line in lines)            # the estimate
+    assert any(line.startswith("GCNGP-X on arxiv (csbm stand-in) (run 0") for line in lines)         # the result
+    assert rows[0]["dataset"] == "arxiv" and rows[0]["stand_in"].startswith("csbm stand-in")

@@ -55,3 +55,22 @@ def test_adjacency_blocks_and_products_agree_with_dense():
     cols = adj.neighbours(rows)
     assert cols.tolist() == [0, 1, 2, 3]
     torch.testing.assert_close(adj.block(rows, cols).to_dense(), a[rows][:, cols])
+
+
+def test_edge_helpers_equal_pyg_coalesce_and_to_undirected():
+    """graph.py does without torch_geometric (its import costs more than torch's), and must give
+    the same edges, in the same order, with the same summed weights."""
+    from torch_geometric.utils import coalesce as pyg_coalesce
+    from torch_geometric.utils import to_undirected
+
+    from gnngp_cli.data.graph import coalesce, make_undirected
+
+    g = torch.Generator().manual_seed(0)
+    n = 50
+    ei = torch.randint(n, (2, 400), generator=g)  # duplicates and self-loops included
+    w = torch.rand(400, generator=g)
+    ours_ei, ours_w = coalesce(ei, w, n)
+    ref_ei, ref_w = pyg_coalesce(ei, w, num_nodes=n, reduce="sum")
+    assert torch.equal(ours_ei, ref_ei)
+    torch.testing.assert_close(ours_w, ref_w)
+    assert torch.equal(make_undirected(ei, n), to_undirected(ei, num_nodes=n))

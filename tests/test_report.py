@@ -29,7 +29,8 @@ def test_tables_in_paper_layout_with_paper_values_and_differences(tmp_path):
         row("cora", "GCN", 0.81, seed=0, seconds=5.0), row("cora", "GCN", 0.82, seed=1, seconds=5.0),
         row("pubmed", "GINGP", 0.769),
     ])
-    assert write_report([runs], tmp_path / "report", tolerance=0.002) == 0
+    assert write_report([runs], tmp_path / "report", tolerance=0.002) == 1   # checked cells without a result fail the check
+    assert "FAIL table4 CiteSeer / GCNGP: no result" in (tmp_path / "report" / "report.md").read_text()
     t4 = pd.read_csv(tmp_path / "report" / "table4.csv")
     cell = t4[(t4["row"] == "Cora") & (t4["column"] == "GCN")].iloc[0]
     assert cell["runs"] == 2 and cell["ours_mean"] == pytest.approx(0.815) and cell["paper"] == 0.8183
@@ -97,7 +98,7 @@ def test_figures_2_3_4_from_sweeps(tmp_path, monkeypatch):
     rows = []
     for i, n in enumerate([1e3, 1e4, 1e5]):
         for method, t in (("GCN", n / 1e3), ("GCNGP-X", n / 1e4)):
-            rows.append(row(f"csbm_{i}", method, 0.8, seconds=t, n_nodes=n, n_edges=10 * n))
+            rows.append(row(f"csbm_{i}", method, 0.8, seconds=t, n_nodes=n, n_edges=10 * n, experiment="figure2"))
     for depth in (2, 4):
         rows += [row("pubmed", "GCN", 0.76 - depth / 100, layers=depth), row("pubmed", "GCNGP", 0.79, layers=depth)]
     for k in (50, 100, 200):
@@ -108,9 +109,10 @@ def test_figures_2_3_4_from_sweeps(tmp_path, monkeypatch):
     ax2 = figures["figure2"].axes[0]
     assert ax2.get_xscale() == ax2.get_yscale() == "log" and "M + N" in ax2.get_xlabel() and "time" in ax2.get_ylabel()
     legend2 = series(ax2)
-    assert "GCN" in legend2 and "GCNGP-X" in legend2
-    slopes = {t.split(" slope ")[0]: float(t.split(" slope ")[1]) for t in legend2 if " slope " in t}
-    assert slopes["GCNGP-X"] == pytest.approx(1.0)   # time = size / const on the csbm ladder
+    assert "GCN (figure2, 3 sizes)" in legend2 and "GCNGP-X (figure2, 3 sizes)" in legend2
+    assert "GCN, other runs (not fitted)" in legend2     # the PubMed rows of another family are shown apart
+    slopes = {t.split(" slope ")[0]: float(t.split(" slope ")[1].split()[0]) for t in legend2 if " slope " in t}
+    assert slopes["GCN"] == pytest.approx(1.0) and slopes["GCNGP-X"] == pytest.approx(1.0)   # time = size / const
     ax3 = figures["figure3"].axes[0]
     assert ax3.get_xlabel() == "depth L" and sorted(series(ax3)) == ["GCN", "GCNGP"]
     assert sorted(ax3.lines[0].get_xdata().tolist()) == [2, 4]
@@ -168,11 +170,75 @@ def test_stand_in_replaces_an_absent_large_dataset(tmp_path, monkeypatch):
     assert data.stand_in.startswith("csbm stand-in") and int(data.train_mask.sum()) == 1080
 
 
+CORA_DETERMINISTIC = {"GCNGP": 0.828, "GCNGP-X": 0.798, "RBF": 0.586, "RBF-X": 0.585, "GGP": 0.785, "GGP-X": 0.741}
+NOT_CORA = "citeseer,pubmed,arxiv,reddit,chameleon,squirrel,crocodile"
+
+
 def test_report_command_line(tmp_path):
-    runs = results(tmp_path, [row("cora", "GCNGP", 0.828)])
-    out = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(runs), "--out", str(tmp_path / "r"), "--check-paper", "0.002"],
-                         capture_output=True, text=True, timeout=120)
+    runs = results(tmp_path, [row("cora", m, v, fraction=1.0 if m.endswith("-X") else None) for m, v in CORA_DETERMINISTIC.items()])
+    out = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(runs), "--out", str(tmp_path / "r"), "--check-paper", "0.002",
+                          "--exclude", NOT_CORA], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "1 deterministic cells checked, 0 unexplained" in out.stdout
+    assert "6 deterministic cells checked, 0 unexplained deviations, 0 without a result" in out.stdout
     missing = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(tmp_path / "nope")], capture_output=True, text=True)
     assert missing.returncode == 1 and missing.stderr.startswith("gnngp: error:")
+
+
+def test_paper_check_fails_on_an_error_row_or_a_missing_cell_and_says_which(tmp_path):
+    rows = [row("cora", m, v, fraction=1.0 if m.endswith("-X") else None) for m, v in CORA_DETERMINISTIC.items() if m != "GGP"]
+    rows.append({"status": "error", "dataset": "cora", "method": "GGP", "layers": 2, "error": "ResourceError: out of memory"})
+    runs = results(tmp_path, rows)
+    assert write_report([runs], tmp_path / "r", tolerance=0.002, exclude=NOT_CORA.split(",")) == 1
+    check = (tmp_path / "r" / "report.md").read_text().split("## Check")[1]
+    assert "FAIL table4 Cora / GGP: error row: ResourceError: out of memory" in check
+    assert "1 without a result" in check and "CiteSeer" not in check   # excluded datasets are exempt
+    runs_missing = results(tmp_path / "b", rows[:-1])
+    assert write_report([runs_missing], tmp_path / "r2", tolerance=0.002, exclude=NOT_CORA.split(",")) == 1
+    assert "FAIL table4 Cora / GGP: no result" in (tmp_path / "r2" / "report.md").read_text()
+
+
+def test_rows_with_other_settings_stay_out_of_the_cells_and_are_listed_apart(tmp_path):
+    good = row("pubmed", "GCN", 0.76, stamp="2026-01-01T00:00:00", extra='{"epochs": 100, "best_epoch": 40}')
+    short = row("pubmed", "GCN", 0.45, stamp="2026-02-01T00:00:00", extra='{"epochs": 3, "best_epoch": 2}')    # newer, same seed
+    deep = row("pubmed", "GCNGP", 0.70, layers=4, sigma_w=1.0, sigma_b=0.0)
+    biased = row("pubmed", "GCNGP", 0.75, sigma_w=1.0, sigma_b=0.5)
+    paper = row("pubmed", "GCNGP", 0.796, sigma_w=1.0, sigma_b=0.0, extra='{"nugget_grid": [0.001, 10.0, 101]}')
+    grid = row("cora", "GCNGP", 0.7, sigma_w=1.0, sigma_b=0.0, extra='{"nugget_grid": [0.1, 10.0, 5]}')
+    counted = row("cora", "GCNGP-X", 0.7, landmarks=100)   # landmarks.count, no fraction
+    write_report([results(tmp_path, [good, short, deep, biased, paper, grid, counted])], tmp_path / "r")
+    t4 = pd.read_csv(tmp_path / "r" / "table4.csv").set_index(["row", "column"])
+    assert t4.loc[("PubMed", "GCN"), "ours_mean"] == pytest.approx(0.76) and t4.loc[("PubMed", "GCN"), "runs"] == 1
+    assert t4.loc[("PubMed", "GCNGP"), "ours_mean"] == pytest.approx(0.796)
+    assert t4.loc[("Cora", "GCNGP"), "runs"] == 0 and t4.loc[("Cora", "GCNGP-X"), "runs"] == 0
+    apart = (tmp_path / "r" / "report.md").read_text().split("## Rows left out")[1]
+    assert "PubMed / GCN: 1 row with epochs 3 (preset 100)" in apart
+    assert "layers 4 (preset 2)" in apart and "sigma_b 0.5 (preset 0)" in apart
+    assert "nugget_grid [0.1, 10, 5] (preset [0.001, 10, 101])" in apart
+    assert "Cora / GCNGP-X: 1 row with landmark_fraction landmarks.count (preset 1)" in apart
+
+
+def test_figure1_marks_gcn_and_prints_every_value(tmp_path, monkeypatch):
+    figures = drawn_figures(monkeypatch)
+    rows = [row("cora", "GCN", 0.81, seconds=10.0), row("cora", "GCNGP", 0.828, seconds=4.5), row("cora", "GCNGP-X", 0.8, seconds=0.1, fraction=1.0)]
+    write_report([results(tmp_path, rows)], tmp_path / "r")
+    ax = figures["figure1"].axes[0]
+    labels = {t.get_text() for t in ax.texts}
+    assert {"1", "0.45", "0.01"} <= labels          # a bar at 0.45 is readable whatever the axis
+    assert ax.get_yscale() == "log" and any(list(line.get_ydata()) == [1, 1] for line in ax.lines)   # GCN's reference line
+    assert ax.get_ylim()[0] <= 0.01 / 1.5
+
+
+def test_figure2_fits_one_family_per_method_and_never_prints_a_negative_slope(tmp_path, monkeypatch):
+    figures = drawn_figures(monkeypatch)
+    rows = []
+    for n in (1e3, 1e4, 1e5, 1e6):
+        rows.append(row("csbm", "GCNGP-X", 0.8, seconds=n / 1e4, n_nodes=n, n_edges=10 * n, experiment="figure2"))
+        rows.append(row("csbm", "GCN", 0.8, seconds=1e3 / n, n_nodes=n, n_edges=10 * n, experiment="figure2"))  # time falls with size
+    rows.append(row("cora", "GCNGP-X", 0.8, seconds=500.0, n_nodes=2708, n_edges=10556, experiment="table4"))   # another family
+    write_report([results(tmp_path, rows)], tmp_path / "r")
+    ax = figures["figure2"].axes[0]
+    legend = series(ax)
+    assert "GCNGP-X slope 1.00 (4 runs)" in legend                 # the table4 row is not in the fit
+    assert not any("slope -" in t for t in legend) and any(t.startswith("GCN: slope not shown") for t in legend)
+    decades = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(decades) >= 4   # 10^3 .. 10^7: every decade labelled

@@ -10,9 +10,9 @@ import pytest
 GNNGP = [sys.executable, "-m", "gnngp_cli.cli", "run", "-m"]
 
 
-def sweep(tmp_path, *args):
+def sweep(tmp_path, *args, status=0):
     out = subprocess.run([*GNNGP, *args, f"hydra.sweep.dir={tmp_path}"], capture_output=True, text=True, timeout=600, env=os.environ)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == status, out.stderr
     return pd.read_csv(tmp_path / "summary.csv"), out
 
 
@@ -23,8 +23,9 @@ def test_two_job_sweep_writes_a_summary(tmp_path):
 
 
 def test_a_failing_job_is_a_row_and_the_others_survive(tmp_path):
-    summary, _ = sweep(tmp_path, "kernel.layers=2,0")
+    summary, out = sweep(tmp_path, "kernel.layers=2,0", status=1)   # written first, then exit 1
     assert summary["status"].tolist() == ["ok", "error"]
+    assert out.stderr.strip().splitlines()[-1] == f"gnngp: error: 1 of 2 jobs failed; their errors are rows of {tmp_path / 'summary.csv'}"
     assert "kernel.layers=0 must be at least 1" in summary.loc[1, "error"]
 
 

@@ -3,18 +3,24 @@
 (``classification`` or ``regression``), ``num_classes`` and ``split`` (a description)."""
 from __future__ import annotations
 
+import contextlib
 import difflib
+import io
+import logging
 import sys
 from typing import Any, Optional
 
 import torch
-from torch_geometric.data import Data
 
 from ..errors import DatasetError, DatasetUnavailable
+from ..progress import Progress
+from .container import GraphData
 from .graph import Adjacency, make_undirected, normalized_adjacency
 from .registry import DATASETS, PRESETS, display_name, register_dataset, register_preset
 from .store import MIRROR_ENV, DataStore
 from .synthetic import edge_homophily, generate_csbm
+
+log = logging.getLogger("gnngp")
 
 __all__ = [
     "DATASETS", "PRESETS", "Adjacency", "DataStore", "MIRROR_ENV", "display_name", "edge_homophily", "generate_csbm",
@@ -22,26 +28,28 @@ __all__ = [
 ]
 
 
-def stand_in(name: str, kind: str, seed: int) -> Data:
+def stand_in(name: str, kind: str, seed: int) -> GraphData:
     """A csbm graph with the node, edge, feature and class counts (and split proportions) of
     the absent dataset ``name``; ``data.stand_in`` says so wherever the data is reported."""
     shape = DATASETS[name].stand_in if name in DATASETS else None
     if shape is None:
         raise DatasetError(f"no stand-in is defined for '{name}'; stand-ins exist for {', '.join(n for n, e in DATASETS.items() if e.stand_in)}")
     nodes, edges, features, classes, train, val = shape
-    data = generate_csbm(num_nodes=nodes, avg_degree=2 * edges / nodes, num_classes=classes, homophily=0.5,
-                         num_features=features, snr=0.2, seed=seed, train_ratio=train, val_ratio=val)
+    with Progress(f"generating the csbm stand-in for {name} ({nodes:,} nodes, {edges:,} edges)"):
+        data = generate_csbm(num_nodes=nodes, avg_degree=2 * edges / nodes, num_classes=classes, homophily=0.5,
+                             num_features=features, snr=0.2, seed=seed, train_ratio=train, val_ratio=val)
     data.stand_in = f"{kind} stand-in (N={nodes}, M={edges}, d={features}, C={classes})"
     return data
 
 
-def load_dataset(cfg: Any, store: DataStore, stand_in_kind: Optional[str] = None, validation: bool = True) -> Data:
+def load_dataset(cfg: Any, store: DataStore, stand_in_kind: Optional[str] = None, validation: bool = True) -> GraphData:
     """Load ``cfg.name`` (a :class:`~gnngp_cli.config.DatasetConfig`), preprocess and check it.
     With ``stand_in_kind="csbm"``, an absent large dataset is replaced by a csbm stand-in.
     ``validation=False``: the job reads no validation labels (``fit=mll``), so they may be absent."""
     name = str(cfg.name).lower()
     try:
-        data = _load(name, cfg, store)
+        with _stdout_to_log():  # PyG's "Processing... Done!" and OGB's prints go to the job's log, as log lines
+            data = _load(name, cfg, store)
     except DatasetUnavailable:
         if stand_in_kind is None or name not in DATASETS or DATASETS[name].stand_in is None:
             raise
@@ -52,7 +60,40 @@ def load_dataset(cfg: Any, store: DataStore, stand_in_kind: Optional[str] = None
     return data
 
 
-def _load(name: str, cfg: Any, store: DataStore) -> Data:
+class _LogLines(io.TextIOBase):
+    """A text stream whose lines go to the ``gnngp`` logger."""
+
+    def __init__(self) -> None:
+        self.pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            if line.strip():
+                log.info(line.rstrip())
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending.strip():
+            log.info(self.pending.rstrip())
+        self.pending = ""
+
+
+@contextlib.contextmanager
+def _stdout_to_log():
+    stream = _LogLines()
+    try:
+        with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+            yield
+    finally:
+        stream.flush()
+
+
+def _load(name: str, cfg: Any, store: DataStore) -> GraphData:
     if name not in DATASETS:
         close = difflib.get_close_matches(name, DATASETS, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -63,7 +104,7 @@ def _load(name: str, cfg: Any, store: DataStore) -> Data:
     return data
 
 
-def preprocess_features(data: Data, center: bool, scale: bool) -> None:
+def preprocess_features(data: GraphData, center: bool, scale: bool) -> None:
     """Optionally center each feature column to mean 0 and scale it to unit standard deviation."""
     x = data.x.float()
     if center:
@@ -74,7 +115,7 @@ def preprocess_features(data: Data, center: bool, scale: bool) -> None:
     data.x = x
 
 
-def check_graph(data: Data, validation: bool = True) -> None:
+def check_graph(data: GraphData, validation: bool = True) -> None:
     """Invariants every loader must meet; a violation is a loader bug or a bad file. Checked
     before any computation: disjoint, non-empty splits; finite features; finite regression
     targets on every labelled node. A single training class is allowed (toy graphs) with a

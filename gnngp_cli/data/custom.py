@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-import pandas as pd
 import torch
-from torch_geometric.data import Data
 
 from ..config import DatasetConfig
 from ..errors import DatasetError
 from .graph import make_undirected
+from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .registry import register_dataset
 from .wikipedia import random_split, read_edge_csv
 
@@ -70,6 +69,8 @@ def _read_features(path: Path) -> torch.Tensor:
 
 
 def _read_labels(path: Path) -> np.ndarray:
+    import pandas as pd
+
     try:
         if path.suffix == ".npy":
             labels = np.load(path, allow_pickle=False)

@@ -5,6 +5,11 @@ One normalisation function, sparse throughout:
     row        A_hat = (I + D)^-1 (I + A)
 The unit self-loop is added on top of any self-loop already in the edge list and the
 weights are summed, as in the GNNGP paper's code.
+
+The edge-list helpers (:func:`coalesce`, :func:`make_undirected`) are plain torch and give the
+same edges in the same order as ``torch_geometric.utils.coalesce`` / ``to_undirected`` (rows,
+then columns, ascending; ``tests/test_graph.py`` compares them), so that nothing here imports
+torch_geometric, whose import alone costs more than torch's.
 """
 from __future__ import annotations
 
@@ -15,7 +20,6 @@ from typing import Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import add_self_loops, coalesce, scatter, to_undirected
 
 NORMALISATIONS = ("sym", "row")
 
@@ -28,9 +32,27 @@ def sparse_beta_quiet():
         yield
 
 
+def coalesce(edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int) -> tuple[Tensor, Optional[Tensor]]:
+    """Sort edges by (row, column) and merge duplicates, summing their weights.
+
+    The sort key ``row * N + col`` is one int64 per edge; no other edge-sized int64 array is
+    alive beside the output."""
+    key = edge_index[0] * num_nodes + edge_index[1]
+    key, order = torch.sort(key)
+    unique, inverse = torch.unique_consecutive(key, return_inverse=True)
+    del key
+    out = torch.stack([torch.div(unique, num_nodes, rounding_mode="floor"), unique % num_nodes])
+    if edge_weight is None:
+        return out, None
+    summed = torch.zeros(unique.numel(), dtype=edge_weight.dtype, device=edge_weight.device)
+    summed.index_add_(0, inverse, edge_weight[order])
+    return out, summed
+
+
 def make_undirected(edge_index: Tensor, num_nodes: int) -> Tensor:
     """Symmetrise and coalesce an edge list (duplicates merged, self-loops kept once)."""
-    return to_undirected(edge_index, num_nodes=num_nodes)
+    both = torch.cat([edge_index, edge_index.flip(0)], dim=1)
+    return coalesce(both, None, num_nodes)[0]
 
 
 def normalized_adjacency(
@@ -50,10 +72,12 @@ def normalized_adjacency(
         raise ValueError(f"unknown normalisation {kind!r}; use one of {NORMALISATIONS}")
     if edge_weight is None:
         edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
-    edge_index, edge_weight = add_self_loops(edge_index, edge_weight.to(dtype), fill_value=1.0, num_nodes=num_nodes)
-    edge_index, edge_weight = coalesce(edge_index, edge_weight, num_nodes=num_nodes, reduce="sum")
+    loops = torch.arange(num_nodes, device=edge_index.device)
+    edge_index = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)
+    edge_weight = torch.cat([edge_weight.to(dtype), torch.ones(num_nodes, dtype=dtype, device=edge_index.device)])
+    edge_index, edge_weight = coalesce(edge_index, edge_weight, num_nodes)
     row, col = edge_index
-    deg = scatter(edge_weight, row, dim=0, dim_size=num_nodes, reduce="sum")
+    deg = torch.zeros(num_nodes, dtype=dtype, device=edge_index.device).index_add_(0, row, edge_weight)
     if kind == "sym":
         inv_sqrt = deg.pow(-0.5)
         edge_weight = inv_sqrt[row] * edge_weight * inv_sqrt[col]

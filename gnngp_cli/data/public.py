@@ -18,12 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
-from torch_geometric.utils import coalesce, index_to_mask, remove_self_loops
 
 from ..config import DatasetConfig
 from ..errors import DatasetError
 from .cache import cached_tensors
+from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .files import atomic_write
 from .graph import make_undirected
 from .registry import register_dataset
@@ -87,6 +86,8 @@ def read_planetoid(raw: Path, name: str) -> dict[str, torch.Tensor]:
     ``read_planetoid_data`` builds it: rows ``allx`` then ``tx`` (CiteSeer's missing test ids as
     zero rows), test rows put in ``test.index`` order, self-loops removed, edges coalesced; the
     first ``len(y)`` nodes train, the next 500 validate, ``test.index`` tests."""
+    from torch_geometric.utils import coalesce, index_to_mask, remove_self_loops  # PyG's own, for PyG's exact results
+
     items = {part: _read_planetoid_part(raw / f"ind.{name}.{part}", part) for part in PLANETOID_PARTS}
     _check_planetoid(items, raw, name)
     as_float = {k: torch.from_numpy(items[k]).to(torch.float) for k in ("x", "tx", "allx", "y", "ty", "ally")}
@@ -137,6 +138,8 @@ def read_reddit(raw: Path) -> dict[str, torch.Tensor]:
     """Reddit from ``reddit_data.npz`` (``feature``, ``label``, ``node_types``: 1 train, 2 val,
     3 test) and ``reddit_graph.npz`` (a scipy COO adjacency), as PyG's ``Reddit.process``;
     neither file may hold a pickle."""
+    from torch_geometric.utils import coalesce  # PyG's own, for PyG's exact results
+
     import scipy.sparse as sp
 
     try:
@@ -183,6 +186,8 @@ def read_arxiv(folder: Path) -> dict[str, torch.Tensor]:
     """ogbn-arxiv from OGB's CSVs, as OGB builds it: ``edge.csv.gz`` (one directed citation a
     row), ``node-feat.csv.gz`` (float32), ``node-label.csv.gz``, and the time split; edges are
     then made undirected."""
+    from torch_geometric.utils import index_to_mask  # PyG's own, for PyG's exact results
+
     import pandas as pd
 
     tables = {}

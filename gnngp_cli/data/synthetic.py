@@ -13,11 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch_geometric.data import Data
-from torch_geometric.utils import coalesce, remove_self_loops
-
 from ..config import DatasetConfig
 from ..errors import DatasetError
+from .container import GraphData as Data
+from .graph import coalesce
 from .registry import register_dataset, register_preset
 from .wikipedia import random_split
 
@@ -52,8 +51,9 @@ def generate_csbm(
     dst = order[starts[target_class] + offset]
     del same, shift, target_class, offset
 
-    edge_index, _ = remove_self_loops(torch.stack([src, dst]))
-    edge_index = coalesce(torch.cat([edge_index, edge_index.flip(0)], dim=1), num_nodes=num_nodes)
+    keep = src != dst  # no self-loops
+    edge_index = torch.stack([src[keep], dst[keep]])
+    edge_index = coalesce(torch.cat([edge_index, edge_index.flip(0)], dim=1), None, num_nodes)[0]
 
     means = torch.randn(num_classes, num_features, generator=g) * (snr / num_features ** 0.5)
     x = torch.randn(num_nodes, num_features, generator=g).mul_(1.0 / num_features ** 0.5).add_(means[y])

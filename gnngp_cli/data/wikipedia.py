@@ -12,13 +12,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
-from torch_geometric.data import Data
-
 from ..config import DatasetConfig
 from ..errors import DatasetError
 from .cache import cached_tensors
+from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .graph import make_undirected
 from .registry import register_dataset
 from .store import DataStore
@@ -68,6 +66,8 @@ def read_musae_features(path: Path) -> torch.Tensor:
 
 def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True) -> torch.Tensor:
     """Two integer columns of node ids; ``header=None`` detects a header row."""
+    import pandas as pd
+
     try:
         frame = pd.read_csv(path, header=None, dtype=str, skip_blank_lines=True)
     except (OSError, ValueError, pd.errors.ParserError) as err:
@@ -88,6 +88,8 @@ def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True) -> tor
 
 
 def _read_target(path: Path, num_nodes: int) -> torch.Tensor:
+    import pandas as pd
+
     try:
         frame = pd.read_csv(path)
         ids = frame.iloc[:, 0].to_numpy(dtype=np.int64)

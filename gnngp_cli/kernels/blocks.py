@@ -312,6 +312,8 @@ class Serial(Block):
             k = block.evaluate(k, ctx, rows, columns, out_pairs)
         if self.name is not None:
             k = ctx.roots.layer_output(k, self.name)
+            if ctx.on_layer is not None:
+                ctx.on_layer(self.name)
         return k
 
     def pair_support(self, pairs, ctx):

@@ -3,7 +3,7 @@ landmarks (low rank), and caches that a search over base-kernel parameters share
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
@@ -27,6 +27,7 @@ class KernelContext:
     pair_budget: Optional[int] = None  # most (pair, neighbour, neighbour) terms one pair evaluation may hold; None: automatic
     roots: RootBacking = LOCAL_ROOTS   # where low-rank roots live (see .roots): this process, or row blocks on a cluster
     dense_input: bool = False  # exact mode: a linear C0 as the cached matrix X X^T, not the root X (fitting evaluates it every step)
+    on_layer: Optional[Callable[[str], None]] = None  # told each named layer as it completes (progress lines)
     _input: Optional[Kernel] = None
     _statistics: dict = field(default_factory=dict)
     _derived: dict = field(default_factory=dict)

@@ -34,6 +34,18 @@ def pair_diagonal(network: Block, ctx: KernelContext) -> Tensor:
     return _diagonal(network.evaluate(None, ctx, none, None, Pairs.diagonal(ctx.every_node)), ctx)
 
 
+def pair_plan_fits(network: Block, ctx: KernelContext) -> bool:
+    """Whether the pair evaluation of every node's diagonal stays within ``ctx.pair_limit``
+    (else :func:`exact_kernel` evaluates one square block over every node): the plan only, no
+    block runs. The memory estimate reads it before computing."""
+    pairs = Pairs.diagonal(ctx.every_node)
+    try:  # a serial network plans as its evaluation does: no pairs while its input is a root
+        network._pair_plan(None, ctx, pairs) if hasattr(network, "_pair_plan") else network.pair_support(pairs, ctx)
+    except PatternTooLarge:
+        return False
+    return True
+
+
 def exact_kernel(
     network: Block, ctx: KernelContext, rows: Tensor, cols: Tensor,
     before_square: Callable[[Tensor], None] = lambda nodes: None,

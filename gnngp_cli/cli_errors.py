@@ -1,0 +1,116 @@
+"""Mistakes on the command line, each told in one line with the closest valid name.
+
+Four kinds reach the user before any work starts:
+
+- a typo in a group option (``dataset=coraa``, ``kernel=gcnpg``): checked here against the
+  registries, before Hydra sees the overrides, in the spelling the user wrote (``kernel=``,
+  ``gnn=`` or ``model=``; Hydra itself only ever sees ``model=``);
+- an unknown key (``kernel.layer=3``) and a wrong type (``runs=two``): Hydra's composition
+  errors, shortened to one line by :func:`one_line` with the nearest key of the schema;
+- anything else Hydra rejects (a malformed override): its first line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Iterable, Optional, Sequence
+
+from .errors import ConfigError
+
+GROUP_KEYS = ("dataset", "model", "kernel", "gnn")
+
+
+def closest(word: str, choices: Iterable[str]) -> Optional[str]:
+    """The valid name nearest to ``word`` (difflib's ratio), or ``None`` when nothing is close."""
+    found = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.5)
+    return found[0] if found else None
+
+
+def group_options(key: str) -> list[str]:
+    """Valid values of a group option as the user spells it: ``dataset``, ``kernel`` (kernels
+    and their ``_x`` twins), ``gnn`` (GNNs and ``none``) or ``model`` (both)."""
+    from .data.registry import DATASETS, PRESETS
+    from .gnn import GNNS
+    from .kernels.architectures import KERNELS
+
+    kernels = [name + suffix for name in KERNELS for suffix in ("", "_x")]
+    return {
+        "dataset": [*DATASETS, *PRESETS],
+        "kernel": kernels,
+        "gnn": [*GNNS, "none"],
+        "model": [*kernels, *GNNS],
+    }[key]
+
+
+def _sweep_values(value: str) -> list[str]:
+    """The values of ``a,b,c`` or ``choice(a,b)``; a value Hydra would interpolate or glob is
+    left to Hydra (empty list)."""
+    value = value.strip()
+    if value.startswith("choice(") and value.endswith(")"):
+        value = value[len("choice("):-1]
+    if any(ch in value for ch in "$*()[]{}"):
+        return []
+    return [v.strip().strip("'\"") for v in value.split(",") if v.strip()]
+
+
+def check_group_choices(overrides: Sequence[str]) -> None:
+    """Raise a one-line :class:`ConfigError` for an unknown ``dataset=``, ``kernel=``,
+    ``gnn=`` or ``model=`` value (every value of a sweep), naming the closest valid one."""
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        key = key.lstrip("+~")
+        if not sep or key not in GROUP_KEYS:
+            continue
+        valid = group_options(key)
+        for choice in _sweep_values(value):
+            if choice not in valid:
+                raise ConfigError(_unknown(f"{key}={choice}", closest(choice, valid), f"{key}={{name}}", valid))
+
+
+def _unknown(what: str, near: Optional[str], fix: str, valid: Sequence[str]) -> str:
+    hint = f"did you mean {fix.format(name=near)}? " if near else ""
+    listed = ", ".join(valid) if len(valid) <= 40 else ", ".join(list(valid)[:40]) + ", ..."
+    return f"{what} is not an option; {hint}valid: {listed}"
+
+
+def _schema_keys(object_type) -> list[str]:
+    if object_type is not None and dataclasses.is_dataclass(object_type):
+        return [f.name for f in dataclasses.fields(object_type)]
+    return []
+
+
+def _user_key(full_key: str, spelled: dict[str, str]) -> str:
+    """``model`` back in the user's spelling (``kernel`` or ``gnn``) where they wrote that."""
+    head, dot, rest = full_key.partition(".")
+    return spelled.get(head, head) + dot + rest
+
+
+def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> str:
+    """A Hydra or OmegaConf composition error as one line: what is wrong, and the fix."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
+
+    spelled = spelled or {}
+    cause = err if isinstance(err, OmegaConfBaseException) else err.__cause__
+    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and getattr(cause, "full_key", None):
+        full_key = str(cause.full_key)
+        parent, _, leaf = full_key.rpartition(".")
+        keys = _schema_keys(getattr(cause, "object_type", None))
+        near = closest(leaf, keys)
+        where = f" of {parent}" if parent else ""
+        hint = f"did you mean {(parent + '.' if parent else '') + near}? " if near else ""
+        listed = f"keys{where}: {', '.join(keys)}" if keys else "see gnngp run --cfg job for the keys"
+        return f"unknown key {full_key}; {hint}{listed}"
+    if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
+        first = str(getattr(cause, "msg", "") or cause).splitlines()[0]
+        return f"{_user_key(str(cause.full_key), spelled)}: {first}; give a value of the key's type (gnngp run --cfg job shows them)"
+    text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    if "Could not find 'model/" in text or "Could not find 'dataset/" in text:
+        group = "dataset" if "'dataset/" in text else "model"
+        name = text.split(f"'{group}/", 1)[1].split("'", 1)[0]
+        key = spelled.get(group, group)
+        valid = group_options(key)
+        return _unknown(f"{key}={name}", closest(name, valid), f"{key}={{name}}", valid)
+    text = text.replace("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.", "").strip()
+    if isinstance(cause, OmegaConfBaseException):
+        text += " " + str(cause).splitlines()[0]
+    return text
