@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import II
+from omegaconf import II, OmegaConf
 
 from .errors import ConfigError
 from .kernels import ARCHITECTURES, BASE_KERNELS
+from .metrics import METRICS
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float64")
@@ -35,7 +36,8 @@ class DatasetConfig:
     name: str = "csbm"
     task: Optional[str] = None          # override the inferred task (custom datasets)
     path: Optional[str] = None          # custom datasets: the folder with the files
-    split_index: int = 0                # geom-gcn split (chameleon, squirrel)
+    split_index: int = 0                # fixed split: geom-gcn (chameleon, squirrel), heterophily suite (0..9)
+    metric: Optional[str] = None        # accuracy | roc_auc | r2; default: roc_auc for two classes, accuracy, r2 for regression
     split_seed: int = 0                 # random splits (crocodile, csbm, custom)
     train_ratio: float = 0.1
     val_ratio: float = 0.1
@@ -91,6 +93,7 @@ class KernelConfig:
     gamma_grid: GridConfig = field(default_factory=GridConfig)
     first: Any = None                   # composed: blocks of layer 1
     hidden: Any = None                  # composed: blocks of layers 2..L
+    coefficients: Any = None            # gprgp: filter [g0, g1, ...], or a list of them chosen on validation; null: the default grid
 
 
 @dataclass
@@ -105,7 +108,8 @@ class GNNConfig:
     batch_norm: bool = II("dataset.gnn_batch_norm")
     batch_size: Optional[int] = II("dataset.gnn_batch_size")   # null: full batch
     fanouts: Optional[list[int]] = None                           # mini-batch neighbours per layer; -1 = all
-    alpha: float = 0.1                                             # gcn2
+    alpha: float = 0.1                                             # gcn2; gprgnn's PageRank initialisation
+    hops: int = 10                                                 # gprgnn: propagation steps K
     theta: float = 0.5                                             # gcn2
 
 
@@ -149,6 +153,7 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     seed: int = 0
     runs: int = 1
+    splits: Optional[str] = None        # all: run every fixed split of the dataset (mean and std over splits)
     repeat_deterministic: bool = True   # false: a GP without randomness runs once whatever runs says
     device: str = "auto"
     dtype: str = "float32"
@@ -179,6 +184,12 @@ def validate(cfg: Any) -> None:
     _choice(str(cfg.dataset.name).lower(), DATASETS, "dataset")
     if cfg.dataset.task is not None:
         _choice(cfg.dataset.task, TASKS, "dataset.task")
+    if cfg.dataset.metric is not None:
+        _choice(cfg.dataset.metric, METRICS, "dataset.metric")
+    if cfg.dataset.split_index < 0:
+        raise ConfigError(f"dataset.split_index={cfg.dataset.split_index} is out of range; fixed splits are numbered from 0")
+    if cfg.get("splits") is not None:
+        _choice(str(cfg.splits), ("all",), "splits")
     for key in ("train_ratio", "val_ratio"):
         if not 0 <= cfg.dataset[key] <= 1:
             raise ConfigError(f"dataset.{key}={cfg.dataset[key]} must lie in [0, 1]")
@@ -224,6 +235,10 @@ def _validate_kernel(k: Any) -> None:
     if k.base.gamma <= 0 and k.base.name in ("rbf", "laplacian"):
         raise ConfigError(f"kernel.base.gamma={k.base.gamma} must be positive for the {k.base.name} kernel")
     _grid(k.gamma_grid, "kernel.gamma_grid")
+    if k.get("coefficients") is not None:
+        from .kernels.filters import filter_grid
+
+        filter_grid(OmegaConf.to_container(k.coefficients) if OmegaConf.is_config(k.coefficients) else k.coefficients)
 
 
 def _validate_gnn(g: Any) -> None:
@@ -239,6 +254,10 @@ def _validate_gnn(g: Any) -> None:
         raise ConfigError("gnn.dropout must lie in [0, 1) and gnn.weight_decay must be >= 0")
     if g.batch_size is not None and g.batch_size < 1:
         raise ConfigError(f"gnn.batch_size={g.batch_size} must be at least 1 (or null for full batch)")
+    if g.name in ("gprgnn", "h2gcn") and g.batch_size is not None:
+        raise ConfigError(f"gnn={g.name} trains full batch only; set gnn.batch_size=null")
+    if g.hops < 0:
+        raise ConfigError(f"gnn.hops={g.hops} must be at least 0")
     graph_layers = 1 if g.name == "gin" else g.layers
     if g.fanouts is not None and len(g.fanouts) != graph_layers:
         raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")

@@ -2,7 +2,8 @@
 
 ``gcn`` (``GCNConv`` on the shared normalised adjacency), ``gcn2`` (linear in, ``GCN2Conv``
 layers, linear out), ``gin`` (``GINConv`` with a 2-layer MLP, linear head) and ``sage``
-(``SAGEConv``, mean aggregation). GIN is one aggregation followed by an L-layer MLP,
+(``SAGEConv``, mean aggregation), and the heterophily baselines ``gprgnn`` and ``h2gcn``
+(:mod:`.gnn_heterophily`). GIN is one aggregation followed by an L-layer MLP,
 the network whose infinite-width kernel is GINGP. Full-batch training by default; mini-batch training samples
 neighbourhoods (a uniform sampler in plain PyTorch over the CSR adjacency) and then infers
 layer by layer over all nodes. The test metric is read at the epoch with the best validation
@@ -21,9 +22,11 @@ from torch import Tensor, nn
 from torch_geometric.nn import GCN2Conv, GCNConv, GINConv, SAGEConv
 
 from .data.graph import normalized_adjacency
+from . import gnn_heterophily
+from .gnn_heterophily import HETEROPHILY_GNNS
 from .inference import metric
 
-GNN_LABELS = {"gcn": "GCN", "gcn2": "GCNII", "gin": "GIN", "sage": "GraphSAGE"}
+GNN_LABELS = {"gcn": "GCN", "gcn2": "GCNII", "gin": "GIN", "sage": "GraphSAGE", **HETEROPHILY_GNNS}
 DEFAULT_FANOUTS = {"gin": [25], "sage": [25, 10]}  # per graph layer; others take all neighbours
 
 
@@ -158,7 +161,10 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     generator = torch.Generator().manual_seed(seed)
     regression = data.task == "regression"
     out_dim = 1 if regression else data.num_classes
-    model = GNN(cfg.name, data.num_features, cfg.hidden, out_dim, cfg.layers, cfg.dropout, cfg.batch_norm, cfg.alpha, cfg.theta).to(device)
+    if cfg.name in HETEROPHILY_GNNS:
+        model = gnn_heterophily.build(cfg.name, data.num_features, cfg.hidden, out_dim, cfg).to(device)
+    else:
+        model = GNN(cfg.name, data.num_features, cfg.hidden, out_dim, cfg.layers, cfg.dropout, cfg.batch_norm, cfg.alpha, cfg.theta).to(device)
     graph = Graph.build(data.edge_index, data.num_nodes, model.uses_normalised_graph)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     x, y = data.x.float(), data.y
@@ -179,7 +185,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
             return layerwise_inference(model, x, graph, cfg.batch_size)
 
     def scores(out: Tensor) -> dict[str, float]:
-        return {k: metric(out[m], y[m], data.task) for k, m in masks.items()}
+        return {k: metric(out[m], y[m], getattr(data, "metric", data.task)) for k, m in masks.items()}
 
     best, best_state, history = None, None, []
     train_watch = watch_factory()

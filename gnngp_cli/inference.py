@@ -11,7 +11,9 @@ value times the mean diagonal of ``K``):
 
 ``K[b, b] = V diag(w) V^T`` (or ``Q[b]^T Q[b]``) is decomposed once. With ``F = K[*, b]``
 (or ``Q[*]``), the means for every grid value are one product ``F (V [coef / (w + eps)]_eps)``;
-the nugget with the best validation metric is chosen (the smallest one on ties). Variances
+the nugget with the best validation metric is chosen (the smallest one on ties), by the metric
+that is reported (:mod:`.metrics`: accuracy, ROC-AUC of the positive-class score
+``mean[:, 1] - mean[:, 0]`` for two classes, or R^2), all grid values at once. Variances
 need ``F V`` and are computed only where asked for (the test nodes, for the uncertainty
 metrics).
 """
@@ -24,6 +26,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
+from . import metrics
 from .errors import KernelError
 from .kernels.blocks import Kernel, psd_tolerance
 
@@ -37,24 +40,24 @@ def log_grid(low: float, high: float, num: int, dtype=torch.float64, device=None
 
 
 def metric_name(task: str) -> str:
-    """The metric reported for a task: ``accuracy`` (classification) or ``r2`` (regression)."""
+    """The default metric of a task: ``accuracy`` (classification) or ``r2`` (regression);
+    two-class tasks default to ``roc_auc`` (:func:`~gnngp_cli.metrics.default_metric`)."""
     return "accuracy" if task == "classification" else "r2"
 
 
-def metric(pred: Tensor, y: Tensor, task: str) -> float:
-    """Accuracy of the argmax (classification) or R^2 (regression)."""
-    return metric_curve(pred.reshape(pred.size(0), 1, -1), y, task)[0]
+def _metric(name: str) -> str:
+    """A metric name, or a task name standing for its default metric."""
+    return {"classification": "accuracy", "regression": "r2"}.get(name, name)
 
 
-def metric_curve(preds: Tensor, y: Tensor, task: str) -> list[float]:
+def metric(pred: Tensor, y: Tensor, name: str) -> float:
+    """Metric ``name`` (``accuracy``, ``roc_auc``, ``r2``, or a task for its default) of one prediction."""
+    return metric_curve(pred.reshape(pred.size(0), 1, -1), y, name)[0]
+
+
+def metric_curve(preds: Tensor, y: Tensor, name: str) -> list[float]:
     """:func:`metric` of each of ``G`` predictions at once: ``preds`` is ``n x G x outputs``."""
-    if y.numel() == 0:
-        return [float("nan")] * preds.size(1)
-    if task == "classification":
-        return (preds.argmax(dim=2) == y[:, None]).double().mean(0).tolist()
-    resid = ((preds[:, :, 0] - y[:, None].to(preds.dtype)) ** 2).double().sum(0)
-    total = float(((y - y.mean()) ** 2).sum())
-    return (1 - resid / total).tolist() if total > 0 else [float("nan")] * preds.size(1)
+    return metrics.metric_curve(preds, y, _metric(name))
 
 
 @dataclass
@@ -99,6 +102,7 @@ def gp_predict(
     low_rank: bool,
     diagonal: Optional[Tensor] = None,
     validation_only: bool = False,
+    metric_name: Optional[str] = None,
 ) -> "GPResult | ValidationScore":
     """Posterior mean and variance on the train/val/test nodes for every nugget in ``grid``.
 
@@ -106,7 +110,9 @@ def gp_predict(
     nodes. ``diagonal`` is ``diag K`` on every node of the graph (by default the kernel's own,
     over its rows); the grid is relative to its mean. With
     ``validation_only`` only the best validation metric and its nugget are computed (for
-    searches over kernel hyperparameters)."""
+    searches over kernel hyperparameters). ``metric_name`` (default: the task's) scores the
+    nuggets on validation and the result."""
+    scored_by = _metric(metric_name or task)
     device = y.device
     labelled = masks["train"] | masks["val"] | masks["test"]
     nodes = labelled.nonzero().view(-1)
@@ -152,7 +158,7 @@ def gp_predict(
     inv_grid = 1.0 / (w[:, None] + grid[None, :] * scale)                         # rank x grid
     weights = v @ (coef[:, None, :] * inv_grid[:, :, None]).reshape(w.numel(), -1)  # V [coef / (w + eps)] for every eps
     val_means = (rows(pos_nodes[index["val"]]) @ weights).view(index["val"].numel(), grid.numel(), -1)
-    val_curve = metric_curve(val_means, y_nodes[index["val"]], task)
+    val_curve = metric_curve(val_means, y_nodes[index["val"]], scored_by)
     curve = torch.tensor(val_curve, dtype=torch.float64).nan_to_num(nan=-math.inf)
     best = int(torch.argmax(curve))
     if validation_only:
@@ -166,13 +172,13 @@ def gp_predict(
         explained = (proj * proj * inv).sum(1)
         return (eps * explained if use_root else node_variances[index] - explained).clamp_min(0)
 
-    metrics = {key: metric(mean[index[key]], y_nodes[index[key]], task) for key in SPLITS}
+    scores = {key: metric(mean[index[key]], y_nodes[index[key]], scored_by) for key in SPLITS}
     result = GPResult(
         task=task,
-        metric_name=metric_name(task),
+        metric_name=scored_by,
         nugget=float(grid[best]),
         nugget_scale=scale,
-        metrics=metrics,
+        metrics=scores,
         val_curve=val_curve,
         mean=mean,
         variance_at=variance_at,

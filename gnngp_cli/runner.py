@@ -1,6 +1,7 @@
 """The experiment runner: one Hydra job = load a dataset, compute a kernel, predict, write rows."""
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import sys
@@ -18,10 +19,12 @@ from .config import check_method_overrides, validate
 from .data import Adjacency, DataStore, load_dataset
 from .errors import ConfigError, GnngpError, ResourceError
 from .gnn import GNN_LABELS, train_gnn
-from .inference import GPResult, gp_predict, log_grid, metric_name
+from .inference import GPResult, gp_predict, log_grid
 from .kernels import ARCHITECTURES, BaseKernel, KernelContext
 from .kernels.blocks import exact_kernel
-from .kernels.architectures import Architecture, kernel_label
+from .kernels.architectures import GPR_FILTER_GRID, Architecture, kernel_label
+from .kernels.filters import filter_grid
+from .metrics import resolve_metric
 from .results import append_rows, summary_line
 from .runtime import Stopwatch, available_bytes, peak_cuda_mb, peak_rss_mb, resolve_device
 
@@ -30,10 +33,13 @@ log = logging.getLogger("gnngp")
 BYTES_PER_ENTRY_FACTOR = 4  # a dense block plus the temporaries of the ReLU expectation and products
 
 
-def architecture(kcfg: Any) -> Architecture:
-    """The kernel's blocks built from its config."""
+def architecture(kcfg: Any, coefficients: Optional[tuple[float, ...]] = None) -> Architecture:
+    """The kernel's blocks built from its config (``coefficients``: gprgp's filter, one of
+    :func:`filter_choices`)."""
     _, builder, adjacency = ARCHITECTURES[kcfg.name]
     params = {key: kcfg[key] for key in ("layers", "sigma_w", "sigma_b", "alpha", "theta", "sigma_w1", "sigma_w2")}
+    if kcfg.name == "gprgp":
+        params["coefficients"] = coefficients if coefficients is not None else filter_choices(kcfg)[0]
     if kcfg.name == "composed":
         params.update(first=OmegaConf.to_container(kcfg.first) if kcfg.first is not None else None,
                       hidden=OmegaConf.to_container(kcfg.hidden) if kcfg.hidden is not None else None)
@@ -43,6 +49,17 @@ def architecture(kcfg: Any) -> Architecture:
         network=builder(**params),
         adjacency=kcfg.adjacency or adjacency,
     )
+
+
+def filter_choices(kcfg: Any) -> list[Optional[tuple[float, ...]]]:
+    """The filters a gprgp kernel chooses from on validation: ``kernel.coefficients`` (one filter
+    or a list), else :data:`GPR_FILTER_GRID`; ``[None]`` for kernels without a filter."""
+    if kcfg.name != "gprgp":
+        return [None]
+    value = kcfg.get("coefficients")
+    if value is None:
+        return list(GPR_FILTER_GRID)
+    return filter_grid(OmegaConf.to_container(value) if OmegaConf.is_config(value) else value)
 
 
 def choose_landmarks(train_mask: torch.Tensor, fraction: float, count: Optional[int], seed: int, dataset: str) -> torch.Tensor:
@@ -79,6 +96,7 @@ def prepare(cfg: Any) -> Prepared:
     watch = Stopwatch(device)
     with watch.measure():
         data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in).to(device)
+    data.metric = resolve_metric(cfg.dataset.get("metric"), data.task, data.num_classes, str(cfg.dataset.name).lower())
     return Prepared(data, device, dtype, watch.seconds)
 
 
@@ -100,7 +118,8 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     data, device, dtype = prep.data, prep.device, prep.dtype
     seed = cfg.seed + run
     kcfg = cfg.kernel
-    arch = architecture(kcfg)
+    filters = filter_choices(kcfg)
+    arch = architecture(kcfg, filters[0])
     adjacency = Adjacency.from_graph(data.edge_index, data.num_nodes, arch.adjacency, dtype, device)
     features = data.x.to(dtype)
     masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask}
@@ -115,8 +134,9 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     kernel_watch, inference_watch = Stopwatch(device), Stopwatch(device)
     ctx = KernelContext(features, adjacency, BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d), landmarks)
 
-    def evaluate(gamma: float, validation_only: bool):
-        nonlocal ctx
+    def evaluate(gamma: float, coefficients, validation_only: bool):
+        nonlocal ctx, arch
+        arch = architecture(kcfg, coefficients)
         ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
         if not kcfg.low_rank:
             check_exact_memory(arch, ctx, target, train, dtype, cfg)
@@ -129,19 +149,23 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
                                                 before_square=lambda nodes: check_exact_memory(arch, ctx, nodes, None, dtype, cfg))
         with inference_watch.measure():
             return gp_predict(kernel, data.y, masks, data.task, data.num_classes, grid, kcfg.low_rank,
-                              diagonal, validation_only=validation_only)
+                              diagonal, validation_only=validation_only, metric_name=data.metric)
 
-    gamma = kcfg.base.gamma
-    if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
-        scores = [evaluate(g, validation_only=True).val for g in gammas]
-        gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
-    result = evaluate(gamma, validation_only=False)
+    gamma, coefficients = kcfg.base.gamma, filters[0]
+    choices = [(g, f) for f in filters for g in gammas]
+    if len(choices) > 1:  # score every (gamma, filter) on validation, then predict with the best (the first on ties)
+        scores = [evaluate(g, f, validation_only=True).val for g, f in choices]
+        gamma, coefficients = choices[max(range(len(choices)), key=lambda i: (scores[i], -i))]
+    result = evaluate(gamma, coefficients, validation_only=False)
+    extra = {"gamma": gamma} if kcfg.gamma_search else {}
+    if coefficients is not None:
+        extra["coefficients"] = list(coefficients)
     timing = {
         "kernel_seconds": kernel_watch.seconds,
         "inference_seconds": inference_watch.seconds,
         "landmarks": int(landmarks.numel()) if landmarks is not None else 0,
         "seed": seed,
-        "extra": json.dumps({"gamma": gamma} if kcfg.gamma_search else {}),
+        "extra": json.dumps(extra),
     }
     return result, timing
 
@@ -213,7 +237,7 @@ def run_gnn(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
             result = train_gnn(g, prep.data, prep.device, cfg.seed + run, cfg.progress, lambda: Stopwatch(prep.device))
             row = base_row(cfg)
             row.update(
-                metric=metric_name(prep.data.task),
+                metric=prep.data.metric,
                 **result.metrics, layers=g.layers, seed=cfg.seed + run,
                 train_seconds=result.train_seconds, inference_seconds=result.inference_seconds,
                 total_seconds=result.train_seconds + result.inference_seconds,
@@ -227,8 +251,29 @@ def run_gnn(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
 
 
 def run_job(cfg: Any) -> list[dict]:
-    """One job: a GNN if ``gnn`` is set, else a GP kernel."""
+    """One job: a GNN if ``gnn`` is set, else a GP kernel; on every fixed split with ``splits=all``."""
+    if cfg.get("splits") == "all":
+        return run_splits(cfg)
     return run_gnn(cfg) if cfg.method == "gnn" else run_gp(cfg)
+
+
+def run_splits(cfg: Any) -> list[dict]:
+    """``splits=all``: the job on each fixed split ``0 .. num_splits-1`` of the dataset (rows
+    carry ``split_index``); the console summary gives the mean and std over them."""
+    first = prepare(cfg)
+    count = getattr(first.data, "num_splits", None)
+    if count is None:
+        raise ConfigError(f"splits=all needs a dataset with fixed splits (chameleon, squirrel, the heterophily suite); {cfg.dataset.name} has none: use runs=N or dataset.split_seed")
+    rows = []
+    for index in range(count):
+        split_cfg = copy.deepcopy(cfg)
+        split_cfg.dataset.split_index = index
+        prep = first if index == cfg.dataset.split_index else prepare(split_cfg)
+        split_rows = run_gnn(split_cfg, prep) if cfg.method == "gnn" else run_gp(split_cfg, prep)
+        for row in split_rows:
+            row["split_index"] = index
+        rows += split_rows
+    return rows
 
 
 def error_row(cfg: Any, err: BaseException) -> dict:
@@ -257,7 +302,9 @@ def console_summary(rows: list[dict]) -> Optional[str]:
     if len(ok) < 2:
         return None
     test = torch.tensor([r["test"] for r in ok], dtype=torch.float64)
-    return f"{ok[0]['method']} on {ok[0]['dataset']} over {len(ok)} runs: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"
+    splits = len({r["split_index"] for r in ok if "split_index" in r})
+    over = f"{splits} splits" + (f" ({len(ok)} runs)" if len(ok) != splits else "") if splits else f"{len(ok)} runs"
+    return f"{ok[0]['method']} on {ok[0]['dataset']} over {over}: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"
 
 
 def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[str] = ()) -> list[dict]:

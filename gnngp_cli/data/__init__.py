@@ -12,12 +12,13 @@ from torch_geometric.data import Data
 from ..errors import DatasetError, DatasetUnavailable
 from .custom import load_custom
 from .graph import Adjacency, make_undirected, normalized_adjacency
+from .heterophily import HETEROPHILY_NAMES, load_heterophily
 from .public import PLANETOID_NAMES, load_arxiv, load_planetoid, load_reddit
 from .store import MIRROR_ENV, DataStore
 from .synthetic import edge_homophily, generate_csbm
-from .wikipedia import WIKIPEDIA_NAMES, load_wikipedia
+from .wikipedia import GEOM_GCN_SPLITS, WIKIPEDIA_NAMES, load_wikipedia
 
-DATASETS = (*PLANETOID_NAMES, *WIKIPEDIA_NAMES, "arxiv", "reddit", "csbm", "custom")
+DATASETS = (*PLANETOID_NAMES, *WIKIPEDIA_NAMES, *HETEROPHILY_NAMES, "arxiv", "reddit", "csbm", "custom")
 
 __all__ = [
     "DATASETS", "Adjacency", "DataStore", "MIRROR_ENV", "edge_homophily", "generate_csbm",
@@ -67,6 +68,10 @@ def _load(cfg: Any, store: DataStore) -> Data:
         data.split = "planetoid public"
     elif name in WIKIPEDIA_NAMES:
         data = load_wikipedia(name, store, cfg.split_index, cfg.split_seed)
+        if name != "crocodile":
+            data.num_splits = GEOM_GCN_SPLITS
+    elif name in HETEROPHILY_NAMES:
+        data = load_heterophily(name, store, cfg.split_index)
     elif name == "arxiv":
         data = load_arxiv(name, store)
         data.split = "ogb time"

@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
 from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, ReLU, Scale, Serial, Weight
+from .filters import HopConv, Poly, filter_coefficients
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,36 @@ def sage(layers: int, sigma_w1: float, sigma_w2: float, **_) -> Block:
     return Serial(first, *hidden)
 
 
+# GPRGP's default filter grid, chosen on validation (kernel.coefficients overrides it): no
+# propagation, low-pass A and I + A, high-pass I - A, and the degree-2 low- and high-pass mixes.
+GPR_FILTER_GRID = ((1.0,), (0.0, 1.0), (1.0, 1.0), (1.0, -1.0), (1.0, 1.0, 1.0), (1.0, -1.0, 1.0))
+
+
+def gprgp(layers: int, sigma_w: float, sigma_b: float, coefficients: Any = None, **_) -> Block:
+    """GPR-GNN: an MLP ``H = relu(X W1 + b1) W2 + b2`` (``L`` layers), then the filter
+    ``Z = sum_k g_k A^k H``: ``K <- s_w^2 C0 + s_b^2``, ``L-1`` times ``K <- s_w^2 g(K) + s_b^2``,
+    then one polynomial block ``K <- P K P^T``, ``P = sum_k g_k A^k`` (signed ``g`` allowed)."""
+    first = Serial(Input(), Weight(sigma_w), Bias(sigma_b), name="layer 1")
+    hidden = [Serial(ReLU(), Weight(sigma_w), Bias(sigma_b), name=f"layer {l}") for l in range(2, layers + 1)]
+    coefficients = GPR_FILTER_GRID[0] if coefficients is None else filter_coefficients(coefficients, "kernel.coefficients")
+    return Serial(first, *hidden, Serial(Poly(coefficients), name="propagation"))
+
+
+def h2gcn(layers: int, sigma_w: float, sigma_b: float, **_) -> Block:
+    """H2GCN with ``L`` rounds: ego embedding ``r0 = relu(X W + b)``, rounds
+    ``r_k = [A1 r_(k-1), A2 r_(k-1)]``, readout of ``[r0, r1, ..., r_L]`` (concatenation: an
+    independent addition). ``A1``, ``A2``: the normalised 1-hop and exact 2-hop operators
+    (:mod:`gnngp_cli.data.hops`). ``K0 = g(s_w^2 C0 + s_b^2)``, ``H(K) = A1 K A1^T + A2 K A2^T``,
+    ``K = s_w^2 (K0 + H(K0) + H(H(K0)) + ... + H^L(K0))`` (each round's widths in proportion)."""
+    ego = Serial(Input(), Weight(sigma_w), Bias(sigma_b), ReLU(), name="ego")
+
+    def round_() -> Block:
+        return Add(HopConv(1), HopConv(2))
+
+    rounds = Add(*[Serial(*[round_() for _ in range(k)]) for k in range(layers + 1)])
+    return Serial(ego, Serial(rounds, Weight(sigma_w), name="readout"))
+
+
 def ggp(**_) -> Block:
     """GGP baseline: ``K = A C0 A^T`` (polynomial ``C0`` by default)."""
     return Serial(Input(), Conv(), name="layer 1")
@@ -75,14 +106,14 @@ def rbf(**_) -> Block:
 def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
     """One block from config: ``input``, ``relu``, ``conv``, ``weight``, ``bias``, or a
     one-key mapping ``{scale: c}``, ``{weight: s_w}``, ``{bias: s_b}``, ``{mixed: [a, b]}``,
-    ``{add: [[blocks...], [blocks...]]}``."""
+    ``{add: [[blocks...], [blocks...]]}``, ``{poly: [g0, g1, ...]}`` (the filter ``sum_k g_k A^k``)."""
     if isinstance(spec, str):
         simple = {
             "input": Input, "relu": ReLU, "conv": Conv,
             "weight": lambda: Weight(params["sigma_w"]), "bias": lambda: Bias(params["sigma_b"]),
         }
         if spec not in simple:
-            raise ConfigError(f"unknown kernel block '{spec}'; use input, relu, conv, weight, bias, or {{scale|weight|bias|mixed|add: ...}}")
+            raise ConfigError(f"unknown kernel block '{spec}'; use input, relu, conv, weight, bias, or {{scale|weight|bias|mixed|add|poly: ...}}")
         return simple[spec]()
     if isinstance(spec, Mapping) and len(spec) == 1:
         (key, value), = spec.items()
@@ -96,6 +127,8 @@ def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
             if key == "mixed":
                 a, b = value
                 return MixedWeight(float(a), float(b), params["sigma_w"])
+            if key == "poly":
+                return Poly(filter_coefficients(value))
             if key == "add":
                 return Add(*[Serial(*[_block_from_spec(s, params) for s in branch]) for branch in value])
         except (TypeError, ValueError) as err:
@@ -128,6 +161,8 @@ ARCHITECTURES: dict[str, tuple[str, Callable[..., Block], str]] = {
     "gcn2gp": ("GCNIIGP", gcn2, "sym"),
     "gingp": ("GINGP", gin, "sym"),
     "sagegp": ("GraphSAGEGP", sage, "row"),
+    "gprgp": ("GPRGP", gprgp, "sym"),
+    "h2gcngp": ("H2GCNGP", h2gcn, "sym"),
     "ggp": ("GGP", ggp, "row"),
     "rbf": ("RBF", rbf, "sym"),
     "composed": ("ComposedGP", composed, "sym"),
