@@ -425,3 +425,20 @@ def test_heterophily_gnns_train_and_report_the_dataset_metric(tmp_path, gnn):
 def test_every_suite_dataset_has_a_config():
     conf = Path(__file__).resolve().parents[1] / "conf" / "dataset"
     assert all((conf / f"{name}.yaml").is_file() for name in HETEROPHILY_NAMES)
+
+
+@pytest.mark.parametrize("overrides", [["kernel=gprgp", "kernel.coefficients=[0.5,-1,0.5]"], ["kernel=h2gcngp"]])
+def test_wide_random_networks_approach_the_heterophily_kernels(overrides):
+    """Theorem 1 for the new blocks: random networks with the filter (signed coefficients) and
+    the hop operators have output covariances that converge to the kernel."""
+    from gnngp_cli.api import compose
+    from gnngp_cli.runner import architecture, filter_choices
+    from gnngp_cli.verify import monte_carlo_errors, small_graph
+
+    cfg = compose([*overrides, "kernel.sigma_b=0.3"])
+    arch = architecture(cfg.kernel, filter_choices(cfg.kernel)[0])
+    x, edge_index = small_graph(30, 4.0, 8, seed=0)
+    adj = Adjacency.from_graph(edge_index, 30, arch.adjacency, torch.float64, "cpu")
+    _, errors = monte_carlo_errors(arch.network, x, adj, BaseKernel(), [64, 2048], samples=20)
+    assert errors[1].relative_error < errors[0].relative_error
+    assert errors[1].relative_error < 0.03

@@ -80,17 +80,20 @@ def gprgp(layers: int, sigma_w: float, sigma_b: float, coefficients: Any = None,
 
 def h2gcn(layers: int, sigma_w: float, sigma_b: float, **_) -> Block:
     """H2GCN with ``L`` rounds: ego embedding ``r0 = relu(X W + b)``, rounds
-    ``r_k = [A1 r_(k-1), A2 r_(k-1)]``, readout of ``[r0, r1, ..., r_L]`` (concatenation: an
-    independent addition). ``A1``, ``A2``: the normalised 1-hop and exact 2-hop operators
-    (:mod:`gnngp_cli.data.hops`). ``K0 = g(s_w^2 C0 + s_b^2)``, ``H(K) = A1 K A1^T + A2 K A2^T``,
-    ``K = s_w^2 (K0 + H(K0) + H(H(K0)) + ... + H^L(K0))`` (each round's widths in proportion)."""
+    ``r_k = [A1 r_(k-1), A2 r_(k-1)]``, a linear readout of ``[r0, r1, ..., r_L]``. ``A1``, ``A2``:
+    the normalised 1-hop and exact 2-hop operators (:mod:`gnngp_cli.data.hops`). The
+    concatenation holds one block per path of hops (``r2 = [A1 A1 r0, A2 A1 r0, A1 A2 r0,
+    A2 A2 r0]``), each read out by its own weights: an independent addition over the paths,
+    ``K0 = g(s_w^2 C0 + s_b^2)``, ``K = s_w^2 (K0 + H(K0) + H(H(K0)) + ... + H^L(K0))`` with
+    ``H(K) = A1 K A1^T + A2 K A2^T``."""
     ego = Serial(Input(), Weight(sigma_w), Bias(sigma_b), ReLU(), name="ego")
-
-    def round_() -> Block:
-        return Add(HopConv(1), HopConv(2))
-
-    rounds = Add(*[Serial(*[round_() for _ in range(k)]) for k in range(layers + 1)])
-    return Serial(ego, Serial(rounds, Weight(sigma_w), name="readout"))
+    paths: list[tuple[int, ...]] = [()]
+    frontier: list[tuple[int, ...]] = [()]
+    for _ in range(layers):
+        frontier = [path + (hop,) for path in frontier for hop in (1, 2)]
+        paths += frontier
+    readout = Add(*[Serial(*[HopConv(hop) for hop in path], Weight(sigma_w)) for path in paths])
+    return Serial(ego, Serial(readout, name="readout"))
 
 
 def ggp(**_) -> Block:
