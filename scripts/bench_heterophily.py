@@ -119,7 +119,7 @@ def render(table: pd.DataFrame, methods: list[str]) -> str:
             mine = group[group["method"] == label]
             done = mine[mine["status"] == "ok"]
             if len(done) == 0:
-                cells.append(mine["status"].iloc[0] if len(mine) else "")
+                cells.append(mine["status"].iloc[0] if len(mine) else "not run")
                 continue
             if done["split_index"].nunique() > 1:
                 cells.append(f"{done['test'].mean():.4f} +- {done['test'].std():.4f} ({done['seconds'].mean():.1f} s)")
