@@ -51,8 +51,9 @@ class DatasetConfig:
 
     name: str = MISSING
     task: Optional[str] = None          # override the inferred task (custom datasets)
-    split_index: int = 0                # fixed split (geom-gcn: chameleon, squirrel)
+    split_index: int = 0                # fixed split: geom-gcn (chameleon, squirrel), heterophily suite (0..9)
     split_seed: int = 0                 # random splits (crocodile, csbm, custom)
+    metric: Optional[str] = None        # accuracy | roc_auc | r2; default: roc_auc for two classes, accuracy, r2 for regression
     train_ratio: float = 0.1
     val_ratio: float = 0.1
     hide_val: bool = False              # true: the validation nodes lose their labels (no validation set; needs fit=mll)
@@ -204,6 +205,7 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     seed: int = 0
     runs: int = 1
+    splits: Optional[str] = None        # all: run every fixed split of the dataset (mean and std over splits)
     repeat_deterministic: bool = True   # false: a GP without randomness runs once whatever runs says
     device: str = "auto"
     dtype: str = "float32"
@@ -296,6 +298,14 @@ def validate(cfg: Any) -> None:
         if not 0 <= cfg.dataset[key] <= 1:
             raise ConfigError(f"dataset.{key}={cfg.dataset[key]} must lie in [0, 1]")
     _finite_numbers(cfg)
+    if cfg.dataset.get("metric") is not None:
+        from .metrics import METRICS
+
+        _choice(cfg.dataset.metric, METRICS, "dataset.metric")
+    if cfg.dataset.split_index < 0:
+        raise ConfigError(f"dataset.split_index={cfg.dataset.split_index} is out of range; fixed splits are numbered from 0")
+    if cfg.get("splits") is not None:
+        _choice(str(cfg.splits), ("all",), "splits")
     if str(cfg.dataset.name).lower() in RANDOM_SPLIT_DATASETS:
         if cfg.dataset.val_ratio == 0 and needs_validation(cfg):
             raise ConfigError("dataset.val_ratio=0 leaves no validation nodes, and the nugget (and a GNN's epoch) is chosen on them; use a positive dataset.val_ratio, or fit=mll")
@@ -420,6 +430,10 @@ def _validate_gnn(g: Any) -> None:
     if g.batch_size is not None and g.batch_size < 0:
         raise ConfigError(f"gnn.batch_size={g.batch_size} must be at least 1 (0 or null: full batch)")
     graph_layers = GNNS[g.name].graph_layers(g.layers)
+    if graph_layers == 0 and g.batch_size:
+        raise ConfigError(f"gnn={g.name} trains full batch only; set gnn.batch_size=null")
+    if g.get("hops") is not None and g.hops < 0:
+        raise ConfigError(f"gnn.hops={g.hops} must be at least 0")
     if g.fanouts is not None and len(g.fanouts) != graph_layers:
         raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")
 

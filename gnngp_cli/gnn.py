@@ -271,7 +271,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
             return layerwise_inference(model, x, graph, cfg.batch_size)
 
     def scores(out: Tensor) -> dict[str, float]:
-        return {k: metric(out[m], y[m], data.task) for k, m in masks.items()}
+        return {k: metric(out[m], y[m], getattr(data, "metric", data.task)) for k, m in masks.items()}
 
     best, best_state, history = None, None, []
     train_watch = watch_factory()
@@ -337,3 +337,6 @@ def _progress(total: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, desc="epochs", leave=False)
+
+
+from . import gnn_heterophily  # noqa: E402,F401 - registers the heterophily baselines (gprgnn, h2gcn)

@@ -27,7 +27,8 @@ from torch import Tensor
 from .errors import KernelError
 from .kernels.numerics import psd_tolerance
 from .kernels.value import Kernel
-from .metrics import metric, metric_curve, metric_name
+from .metrics import metric, metric_curve
+from .metrics import metric_name as task_metric
 
 SPLITS = ("train", "val", "test")
 
@@ -213,7 +214,8 @@ def _by_row(node_variances: Tensor, positions: Tensor, kernel: Kernel) -> Tensor
 
 
 def _choose_nugget(p: _Problem, task: str, grid: Tensor) -> ValidationScore:
-    """The nugget with the best validation metric (the smallest one on ties)."""
+    """The nugget with the best validation metric (the smallest one on ties); ``task`` is the
+    task or the metric to score by (:mod:`.metrics`)."""
     grid = grid.to(device=p.nodes.device, dtype=p.y_train.dtype)
     val = p.index["val"]
     val_curve = metric_curve(p.posterior.grid_means(p.positions[val], grid * p.scale), p.y_nodes[val], task)
@@ -223,10 +225,11 @@ def _choose_nugget(p: _Problem, task: str, grid: Tensor) -> ValidationScore:
 
 
 def validation_score(kernel: Kernel, y: Tensor, masks: dict[str, Tensor], task: str, num_classes: int,
-                     grid: Tensor, low_rank: bool, diagonal: Optional[Tensor] = None) -> ValidationScore:
+                     grid: Tensor, low_rank: bool, diagonal: Optional[Tensor] = None,
+                     metric_name: Optional[str] = None) -> ValidationScore:
     """The best validation metric over the nugget grid and its nugget (for searches over kernel
     hyperparameters): the means on the validation nodes only."""
-    return _choose_nugget(_problem(kernel, y, masks, task, num_classes, low_rank, diagonal), task, grid)
+    return _choose_nugget(_problem(kernel, y, masks, task, num_classes, low_rank, diagonal), metric_name or task, grid)
 
 
 def gp_predict(
@@ -238,19 +241,23 @@ def gp_predict(
     grid: Tensor,
     low_rank: bool,
     diagonal: Optional[Tensor] = None,
+    metric_name: Optional[str] = None,
 ) -> GPResult:
     """Posterior mean and variance on the train/val/test nodes at the nugget of ``grid`` with
     the best validation metric.
 
     ``kernel`` holds ``K`` on rows covering the labelled nodes and columns covering the training
     nodes. ``diagonal`` is ``diag K`` on every node of the graph (by default the kernel's own,
-    over its rows); the grid is relative to its mean."""
+    over its rows); the grid is relative to its mean. ``metric_name`` (default: the task's)
+    scores the nuggets on validation and the result: accuracy, ROC-AUC of the positive-class
+    score ``mean[:, 1] - mean[:, 0]`` for two classes, or R^2 (:mod:`.metrics`)."""
+    scored_by = task_metric(metric_name or task)
     p = _problem(kernel, y, masks, task, num_classes, low_rank, diagonal)
-    score = _choose_nugget(p, task, grid)
+    score = _choose_nugget(p, scored_by, grid)
     eps = score.eps
     mean = p.posterior.mean(p.positions, eps)
-    metrics = {key: metric(mean[p.index[key]], p.y_nodes[p.index[key]], task) for key in SPLITS}
-    result = GPResult(task=task, metric_name=metric_name(task), nugget=score.nugget, nugget_scale=p.scale, metrics=metrics,
+    metrics = {key: metric(mean[p.index[key]], p.y_nodes[p.index[key]], scored_by) for key in SPLITS}
+    result = GPResult(task=task, metric_name=scored_by, nugget=score.nugget, nugget_scale=p.scale, metrics=metrics,
                       val_curve=score.val_curve, mean=mean, nodes=p.nodes, posterior=p.posterior, positions=p.positions, eps=eps)
     scale2 = p.posterior.output_scale(p.y_train, float(eps)) if task == "regression" else float("nan")
     result.uncertainty = uncertainty_metrics(result, p.y_nodes, p.index["test"], float(eps), scale2)

@@ -24,7 +24,7 @@ COLUMNS = [
     "status", "dataset", "method", "kernel", "task", "metric", "train", "val", "test",
     "nugget", "layers", "sigma_w", "sigma_b", "landmarks", "landmark_fraction", "seed", "run", "stand_in", "experiment",
     "n_nodes", "n_edges", "load_seconds", "kernel_seconds", "train_seconds", "inference_seconds", "total_seconds",
-    "peak_rss_mb", "peak_cuda_mb", "compute_backend", "workers", "peak_worker_mb", "device", "dtype", "split",
+    "peak_rss_mb", "peak_cuda_mb", "compute_backend", "workers", "peak_worker_mb", "device", "dtype", "split", "split_index",
     "nlpd", "coverage95", "var_correct", "var_wrong", "extra", "error", "version", "timestamp", "overrides",
 ]
 

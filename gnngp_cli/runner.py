@@ -1,6 +1,7 @@
 """The experiment runner: one Hydra job = load a dataset, compute a kernel, predict, write rows."""
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from . import __version__
 from .config import check_results_file, needs_validation, resolve_method_defaults, validate
@@ -22,9 +23,10 @@ from .gnn import GNNS, train_gnn
 from .inference import GPResult, gp_predict, log_grid, validation_score
 from .invariants import checked_rows
 from .kernels import BaseKernel, KernelContext
-from .kernels.architectures import KERNELS, Architecture, kernel_label
+from .kernels.architectures import GPR_FILTER_GRID, KERNELS, Architecture, kernel_label
+from .kernels.filters import filter_grid
 from .kernels.planner import exact_kernel, pair_plan_fits
-from .metrics import metric_name
+from .metrics import resolve_metric
 from .progress import Progress
 from .results import ResultsNotWritten, append_rows, summary_line
 from .resume import job_overrides, resume_decision, set_aside
@@ -80,6 +82,7 @@ def prepare(cfg: Any) -> Prepared:
     if cfg.dataset.hide_val:  # no validation labels at all (fit=mll)
         data.val_mask = torch.zeros_like(data.val_mask)
     resolve_method_defaults(cfg, data.task)
+    data.metric = resolve_metric(cfg.dataset.get("metric"), data.task, data.num_classes, str(cfg.dataset.name).lower())
     return Prepared(data, device, dtype, watch.seconds)
 
 
@@ -120,7 +123,8 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     data, device, dtype = prep.data, prep.device, prep.dtype
     seed = cfg.seed + run
     kcfg = cfg.kernel
-    arch = architecture(kcfg)
+    filters = filter_choices(kcfg)   # gprgp: the filters chosen from on validation; else [None]
+    arch = architecture(kcfg, filter_values(filters[0]))
     adjacency = Adjacency.from_graph(data.edge_index, data.num_nodes, arch.adjacency, dtype, device)
     features = data.x.to(dtype)
     if kcfg.base.scale != 1:  # C0 reads sqrt(scale) x (linear: scale x.x')
@@ -161,8 +165,10 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
         arch = architecture(kcfg, fitted.network_values())
         gammas = [fitted.base(ctx.base).gamma]
 
-    def evaluate(gamma: float, validation_only: bool):  # the kernel at this gamma, then the posterior
-        nonlocal ctx
+    def evaluate(gamma: float, coefficients, validation_only: bool):  # the kernel at this gamma (and filter), then the posterior
+        nonlocal ctx, arch
+        if len(filters) > 1:
+            arch = architecture(kcfg, filter_values(coefficients))
         done["layers"] = 0
         tell("starting")
         ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
@@ -181,30 +187,49 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
             nuggets = grid if fitted is None else (  # the fitted nugget, relative to the mean diagonal as the grid's are
                 torch.tensor([fitted.nugget], dtype=dtype, device=device) / diagonal.mean())
             predict = validation_score if validation_only else gp_predict
-            return predict(kernel, data.y, masks, data.task, data.num_classes, nuggets, kcfg.low_rank, diagonal)
+            return predict(kernel, data.y, masks, data.task, data.num_classes, nuggets, kcfg.low_rank, diagonal,
+                           metric_name=data.metric)
 
-    gamma = gammas[0]
+    gamma, coefficients = gammas[0], filters[0]
+    choices = [(g, f) for f in filters for g in gammas]
     with progress:
-        if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
+        if len(choices) > 1:  # score every (gamma, filter) on validation, then predict with the best (the first on ties)
             scores = []
-            for i, g in enumerate(gammas):
-                done["gamma"] = i
-                scores.append(evaluate(g, validation_only=True).val)
-            gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
+            for i, (g, f) in enumerate(choices):
+                done["gamma"] = i % len(gammas)
+                scores.append(evaluate(g, f, validation_only=True).val)
+            gamma, coefficients = choices[max(range(len(choices)), key=lambda i: (scores[i], -i))]
             done["gamma"] = len(gammas) - 1
-        result = evaluate(gamma, validation_only=False)
+        result = evaluate(gamma, coefficients, validation_only=False)
     timing = {
         "estimated_gb": round(estimate.gb, 3),
         "kernel_seconds": kernel_watch.seconds,
         "inference_seconds": inference_watch.seconds,
         "landmarks": int(landmarks.numel()) if landmarks is not None else 0,
         "seed": seed,
-        "extra": json.dumps({**({"gamma": gamma} if kcfg.gamma_search and fitted is None else {}), **run_settings(cfg)}),
+        "extra": json.dumps({**({"gamma": gamma} if kcfg.gamma_search and fitted is None else {}),
+                             **({"coefficients": list(coefficients)} if coefficients is not None else {}), **run_settings(cfg)}),
         "fit": cfg.fit.method,
     }
     if fitted is not None:
         timing.update(fit_seconds=fitted.seconds, **fitted.row())
     return result, timing
+
+
+def filter_choices(kcfg: Any) -> list:
+    """The filters a gprgp kernel chooses from on validation: ``kernel.coefficients`` (one filter
+    or a list), else :data:`GPR_FILTER_GRID`; ``[None]`` for kernels without a filter."""
+    if "coefficients" not in kcfg:
+        return [None]
+    value = kcfg.coefficients
+    if value is None:
+        return list(GPR_FILTER_GRID)
+    return filter_grid(OmegaConf.to_container(value) if OmegaConf.is_config(value) else value)
+
+
+def filter_values(coefficients) -> Optional[dict]:
+    """The builder's argument for one filter choice (``None``: a kernel without a filter)."""
+    return None if coefficients is None else {"coefficients": coefficients}
 
 
 def dataset_label(name: str, data: Any) -> str:
@@ -310,7 +335,7 @@ def run_gnn(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
             result = train_gnn(g, prep.data, prep.device, cfg.seed + run, cfg.progress, lambda: Stopwatch(prep.device))
             row = base_row(cfg)
             row.update(
-                metric=metric_name(prep.data.task),
+                metric=prep.data.metric,
                 **result.metrics, layers=g.layers, seed=cfg.seed + run,
                 train_seconds=result.train_seconds, inference_seconds=result.inference_seconds,
                 total_seconds=result.train_seconds + result.inference_seconds,
@@ -324,8 +349,29 @@ def run_gnn(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
 
 
 def run_job(cfg: Any) -> list[dict]:
-    """One job: a GNN if ``gnn`` is set, else a GP kernel."""
+    """One job: a GNN if ``gnn`` is set, else a GP kernel; on every fixed split with ``splits=all``."""
+    if cfg.get("splits") == "all":
+        return run_splits(cfg)
     return run_gnn(cfg) if cfg.method == "gnn" else run_gp(cfg)
+
+
+def run_splits(cfg: Any) -> list[dict]:
+    """``splits=all``: the job on each fixed split ``0 .. num_splits-1`` of the dataset (rows
+    carry ``split_index``); the console summary gives the mean and std over them."""
+    first = prepare(cfg)
+    count = getattr(first.data, "num_splits", None)
+    if count is None:
+        raise ConfigError(f"splits=all needs a dataset with fixed splits (chameleon, squirrel, the heterophily suite); {cfg.dataset.name} has none: use runs=N or dataset.split_seed")
+    rows = []
+    for index in range(count):
+        split_cfg = copy.deepcopy(cfg)
+        split_cfg.dataset.split_index = index
+        prep = first if index == cfg.dataset.split_index else prepare(split_cfg)
+        split_rows = run_gnn(split_cfg, prep) if cfg.method == "gnn" else run_gp(split_cfg, prep)
+        for row in split_rows:
+            row["split_index"] = index
+        rows += split_rows
+    return rows
 
 
 def error_row(cfg: Any, err: BaseException) -> dict:
@@ -349,7 +395,9 @@ def console_summary(rows: list[dict]) -> Optional[str]:
     if len(ok) < 2:
         return None
     test = torch.tensor([r["test"] for r in ok], dtype=torch.float64)
-    return f"{ok[0]['method']} on {console_row(ok[0])['dataset']} over {len(ok)} runs: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"
+    splits = len({r["split_index"] for r in ok if "split_index" in r})
+    over = f"{splits} splits" + (f" ({len(ok)} runs)" if len(ok) != splits else "") if splits else f"{len(ok)} runs"
+    return f"{ok[0]['method']} on {console_row(ok[0])['dataset']} over {over}: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"
 
 
 def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[str] = ()) -> list[dict]:

@@ -79,6 +79,10 @@ KNOWN_DIGESTS: Mapping[str, tuple[str, ...]] = {
     "squirrel/raw/squirrel_split_0.6_0.2_8.npz": ("b43faa190ca6dd4885a39dfc2a93d59f56f5174f3567bdbc49b18dd9cd9b7fb4",),
     "squirrel/raw/squirrel_split_0.6_0.2_9.npz": ("529ade4b86fd191908a96011f25c454653083674b6d4f090b3fdd27af2d14f62",),
     "squirrel/raw/squirrel_target.csv": ("0933f58cf0469eda904e27442eabeda04f0f27e8e1863b76dad144d4404fdd3f",),
+    # the heterophily suite (yandex-research/heterophilous-graphs data/<name>.npz)
+    "tolokers/raw/tolokers.npz": ("dacf3ac94cec53d03cd2adb5255c08b33dee1656c33ca8164a464bd9450a1667",),
+    "minesweeper/raw/minesweeper.npz": ("e664c8dacf1e8ac466c2c09ed4b237bd2c5541f47a6eae9c6092cb87f16412b3",),
+    "chameleon_filtered/raw/chameleon_filtered.npz": ("bf46f07e1fb5249280447e5fe3100f3e82fc4b93ad1e13ffcfdec924b6ac0bb5",),
 }
 
 FORMAT_ONLY = ("Reddit", "ogbn_arxiv")

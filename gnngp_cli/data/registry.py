@@ -48,7 +48,7 @@ def display_name(name: str) -> str:
 
 
 def _load_builtin() -> None:
-    from . import custom, papers100m, public, synthetic, wikipedia  # noqa: F401 - each registers its datasets
+    from . import custom, heterophily, papers100m, public, synthetic, wikipedia  # noqa: F401 - each registers its datasets
 
 
 _load_builtin()

@@ -161,6 +161,7 @@ def load_wikipedia(name: str, store: DataStore, split_index: int = 0, split_seed
             raise DatasetError(f"dataset.split_index={split_index} is out of range; geom-gcn provides splits 0..{GEOM_GCN_SPLITS - 1}")
         masks = {key: full[f"{key}_masks"][:, split_index].clone() for key in ("train", "val", "test")}
         data.split = f"geom-gcn {split_index}"
+        data.num_splits = GEOM_GCN_SPLITS
     for key, mask in masks.items():
         data[f"{key}_mask"] = mask
     data.task, data.num_classes = "regression", 0

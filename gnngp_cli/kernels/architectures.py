@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from ..config import SQRT_TENTH, BaseKernelConfig, KernelConfig
 from ..errors import ConfigError
 from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, ReLU, Scale, Serial, Weight
+from .filters import HopConv, Poly, filter_coefficients, filter_grid
 
 
 @dataclass(frozen=True)
@@ -185,17 +186,68 @@ def rbf(layers: int = 1) -> Block:
     return Serial(Input(), name="input")
 
 
+# GPRGP's default filter grid, chosen on validation (kernel.coefficients overrides it): no
+# propagation, low-pass A and I + A, high-pass I - A, and the degree-2 low- and high-pass mixes.
+GPR_FILTER_GRID = ((1.0,), (0.0, 1.0), (1.0, 1.0), (1.0, -1.0), (1.0, 1.0, 1.0), (1.0, -1.0, 1.0))
+
+
+@dataclass
+class GPRGPConfig(KernelConfig):
+    sigma_w: float = 1.0
+    sigma_b: Optional[float] = None     # null: 0, sqrt(0.1) on regression sets
+    coefficients: Any = None            # a filter [g0, g1, ...], or a list of filters chosen on validation; null: GPR_FILTER_GRID
+
+
+def _check_gpr(cfg: Any) -> None:
+    from omegaconf import OmegaConf
+
+    if cfg.coefficients is not None:
+        filter_grid(OmegaConf.to_container(cfg.coefficients) if OmegaConf.is_config(cfg.coefficients) else cfg.coefficients)
+
+
+@register_kernel("gprgp", "GPRGP", GPRGPConfig, defaults=BIAS_DEFAULTS, check=_check_gpr)
+def gprgp(layers: int, sigma_w: float, sigma_b: float, coefficients: Any = None) -> Block:
+    """GPR-GNN: an MLP ``H = relu(X W1 + b1) W2 + b2`` (``L`` layers), then the filter
+    ``Z = sum_k g_k A^k H``: ``K <- s_w^2 C0 + s_b^2``, ``L-1`` times ``K <- s_w^2 g(K) + s_b^2``,
+    then one polynomial block ``K <- P K P^T``, ``P = sum_k g_k A^k`` (signed ``g`` allowed).
+    ``coefficients``: one filter (the runner chooses among several on validation)."""
+    first = Serial(Input(), Weight(at_layer(sigma_w, 1)), Bias(at_layer(sigma_b, 1)), name="layer 1")
+    hidden = [Serial(ReLU(), Weight(at_layer(sigma_w, l)), Bias(at_layer(sigma_b, l)), name=f"layer {l}") for l in range(2, layers + 1)]
+    if coefficients is None or (isinstance(coefficients, (list, tuple)) and coefficients and isinstance(coefficients[0], (list, tuple))):
+        coefficients = GPR_FILTER_GRID[0]
+    return Serial(first, *hidden, Serial(Poly(filter_coefficients(list(coefficients), "kernel.coefficients")), name="propagation"))
+
+
+@register_kernel("h2gcngp", "H2GCNGP", GCNGPConfig, defaults=BIAS_DEFAULTS)
+def h2gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
+    """H2GCN with ``L`` rounds: ego embedding ``r0 = relu(X W + b)``, rounds
+    ``r_k = [A1 r_(k-1), A2 r_(k-1)]``, a linear readout of ``[r0, r1, ..., r_L]``. ``A1``, ``A2``:
+    the normalised 1-hop and exact 2-hop operators (:mod:`gnngp_cli.data.hops`). The
+    concatenation holds one block per path of hops (``r2 = [A1 A1 r0, A2 A1 r0, A1 A2 r0,
+    A2 A2 r0]``), each read out by its own weights: an independent addition over the paths,
+    ``K0 = g(s_w^2 C0 + s_b^2)``, ``K = s_w^2 (K0 + H(K0) + H(H(K0)) + ... + H^L(K0))`` with
+    ``H(K) = A1 K A1^T + A2 K A2^T``."""
+    ego = Serial(Input(), Weight(sigma_w), Bias(sigma_b), ReLU(), name="ego")
+    paths: list[tuple[int, ...]] = [()]
+    frontier: list[tuple[int, ...]] = [()]
+    for _ in range(layers):
+        frontier = [path + (hop,) for path in frontier for hop in (1, 2)]
+        paths += frontier
+    readout = Add(*[Serial(*[HopConv(hop) for hop in path], Weight(sigma_w)) for path in paths])
+    return Serial(ego, Serial(readout, name="readout"))
+
+
 def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
     """One block from config: ``input``, ``relu``, ``conv``, ``weight``, ``bias``, or a
     one-key mapping ``{scale: c}``, ``{weight: s_w}``, ``{bias: s_b}``, ``{mixed: [a, b]}``,
-    ``{add: [[blocks...], [blocks...]]}``."""
+    ``{add: [[blocks...], [blocks...]]}``, ``{poly: [g0, g1, ...]}`` (the filter ``sum_k g_k A^k``)."""
     if isinstance(spec, str):
         simple = {
             "input": Input, "relu": ReLU, "conv": Conv,
             "weight": lambda: Weight(params["sigma_w"]), "bias": lambda: Bias(params["sigma_b"]),
         }
         if spec not in simple:
-            raise ConfigError(f"unknown kernel block '{spec}'; use input, relu, conv, weight, bias, or {{scale|weight|bias|mixed|add: ...}}")
+            raise ConfigError(f"unknown kernel block '{spec}'; use input, relu, conv, weight, bias, or {{scale|weight|bias|mixed|add|poly: ...}}")
         return simple[spec]()
     if isinstance(spec, Mapping) and len(spec) == 1:
         (key, value), = spec.items()
@@ -209,6 +261,8 @@ def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
             if key == "mixed":
                 a, b = value
                 return MixedWeight(float(a), float(b), params["sigma_w"])
+            if key == "poly":
+                return Poly(filter_coefficients(value))
             if key == "add":
                 return Add(*[Serial(*[_block_from_spec(s, params) for s in branch]) for branch in value])
         except (TypeError, ValueError) as err:

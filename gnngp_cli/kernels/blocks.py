@@ -46,6 +46,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
+from ..data.graph import Adjacency
 from ..errors import KernelError
 from .context import KernelContext
 from .numerics import psd_tolerance
@@ -196,36 +197,43 @@ class Bias(Block):
 
 
 class Conv(Block):
-    """``X <- A X``: ``K <- A K A^T``; low rank ``Q <- A Q``."""
+    """``X <- A X``: ``K <- A K A^T``; low rank ``Q <- A Q``. ``A`` is the context's adjacency
+    (:meth:`operator` names another, e.g. H2GCN's hop operators)."""
+
+    def operator(self, adjacency: Adjacency) -> Adjacency:
+        """The sparse operator this convolution applies, given the graph's normalised adjacency."""
+        return adjacency
 
     def support(self, nodes, ctx):
-        return None if nodes is None else ctx.adjacency.neighbours(nodes)
+        return None if nodes is None else self.operator(ctx.adjacency).neighbours(nodes)
 
     def peak_elements(self, nodes, ctx, cols=None):
         return node_count(nodes, ctx) * node_count(self.support(nodes if cols is None else cols, ctx), ctx)
 
     def __call__(self, k, ctx, nodes, cols=None):
+        op = self.operator(ctx.adjacency)
         if nodes is None:
             if k.root is None:
                 raise KernelError("a dense kernel over every node is not supported; use the exact mode with node sets")
-            return Kernel(None, root=ctx.roots.convolve(ctx.adjacency, k.root))
-        a = ctx.adjacency.block(nodes, k.nodes)
+            return Kernel(None, root=ctx.roots.convolve(op, k.root))
+        a = op.block(nodes, k.nodes)
         if k.root is not None:
             return Kernel(nodes, root=torch.sparse.mm(a, k.root), cols=cols)
         half = torch.sparse.mm(a, k.matrix)  # A[nodes] K, |nodes| x |input columns|
         if cols is None:
             return Kernel(nodes, matrix=torch.sparse.mm(a, half.T.contiguous()))  # A (A K)^T = A K A^T
-        a_cols = ctx.adjacency.block(cols, k.nodes if k.cols is None else k.cols)
+        a_cols = op.block(cols, k.nodes if k.cols is None else k.cols)
         return Kernel(nodes, matrix=torch.sparse.mm(a_cols, half.T.contiguous()).T, cols=cols)  # (A_c (A_r K)^T)^T
 
     def pair_support(self, pairs, ctx):
-        _, j, k, _ = conv_terms(pairs, ctx)
+        _, j, k, _ = conv_terms(pairs, ctx, self.operator(ctx.adjacency))
         return Pairs.make(j, k, ctx.num_nodes)
 
     def on_pairs(self, k, ctx, pairs):
+        op = self.operator(ctx.adjacency)
         if isinstance(k, Kernel):
-            return Kernel(None, root=ctx.adjacency.matmul(k.root))
-        pair_id, j, kk, w = conv_terms(pairs, ctx)
+            return Kernel(None, root=op.matmul(k.root))
+        pair_id, j, kk, w = conv_terms(pairs, ctx, op)
         out = torch.zeros(len(pairs), dtype=k.values.dtype, device=k.values.device)
         out.index_add_(0, pair_id, w * k.values[k.pairs.lookup(j, kk, ctx.num_nodes)])
         return PairValues(pairs, out)

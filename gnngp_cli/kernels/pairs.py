@@ -80,21 +80,29 @@ def root_on_pairs(root: Tensor, pairs: Pairs) -> Tensor:
         return torch.sparse.sampled_addmm(pattern, root, root.T.contiguous(), beta=0.0).values()
 
 
-def conv_terms(pairs: Pairs, ctx) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """For ``(A K A^T)[r, c] = sum_jk A_rj A_ck K_jk``: the terms ``(pair id, j, k, A_rj A_ck)``."""
-    crow, col, weight = ctx.adjacency.csr_parts()
+def conv_terms(pairs: Pairs, ctx, adjacency=None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """For ``(A K A^T)[r, c] = sum_jk A_rj A_ck K_jk``: the terms ``(pair id, j, k, A_rj A_ck)``
+    (``A``: ``adjacency``, by default the context's)."""
+    crow, col, weight = (adjacency or ctx.adjacency).csr_parts()
+    return product_terms(pairs.rows, pairs.cols, crow, col, weight, ctx.pair_limit)
+
+
+def product_terms(rows: Tensor, cols: Tensor, crow: Tensor, col: Tensor, weight: Tensor, limit: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """For ``(M K M^T)[r, c] = sum_jk M_rj M_ck K_jk`` over the pairs ``(rows[i], cols[i])``, with
+    ``M`` in CSR parts (``rows``, ``cols`` index its rows): the terms ``(pair id, j, k, M_rj M_ck)``.
+    Raises :class:`PatternTooLarge` beyond ``limit`` terms."""
     deg = crow[1:] - crow[:-1]
-    dr, dc = deg[pairs.rows], deg[pairs.cols]
+    dr, dc = deg[rows], deg[cols]
     count = dr * dc
     total = int(count.sum())
-    if total > ctx.pair_limit:
+    if total > limit:
         raise PatternTooLarge(total)
-    pair_id = torch.repeat_interleave(torch.arange(len(pairs), device=count.device), count)
+    pair_id = torch.repeat_interleave(torch.arange(rows.numel(), device=count.device), count)
     offset = torch.arange(total, device=count.device) - torch.repeat_interleave(torch.cumsum(count, 0) - count, count)
     jr = offset // dc[pair_id]
     kc = offset - jr * dc[pair_id]
-    ej = crow[pairs.rows][pair_id] + jr
-    ek = crow[pairs.cols][pair_id] + kc
+    ej = crow[rows][pair_id] + jr
+    ek = crow[cols][pair_id] + kc
     return pair_id, col[ej], col[ek], weight[ej] * weight[ek]
 
 
