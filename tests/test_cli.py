@@ -31,6 +31,7 @@ def test_cora_through_the_mirror_reproduces_the_paper(tmp_path, data_overrides):
     assert abs(row["test"] - 0.8280) <= 0.002 and row["n_nodes"] == 2708
 
 
+@pytest.mark.paper  # slow: runs in CI with -m paper
 def test_rerun_into_the_same_dir_appends_and_keeps_rows(tmp_path):
     for _ in range(2):
         assert gnngp("run", "kernel=gcngp_x", "runs=2", f"hydra.run.dir={tmp_path}").returncode == 0
@@ -130,7 +131,7 @@ def test_version_and_unknown_command():
     version = gnngp("--version")
     assert version.returncode == 0 and version.stdout.startswith("gnngp ")
     unknown = gnngp("rnu")
-    assert unknown.returncode == 2 and "run, report, verify" in unknown.stderr
+    assert unknown.returncode == 2 and "run, partition, report, verify" in unknown.stderr
 
 
 def test_help_cfg_report_and_config_errors_import_neither_torch_geometric_nor_ogb(tmp_path):
@@ -141,6 +142,7 @@ def test_help_cfg_report_and_config_errors_import_neither_torch_geometric_nor_og
         assert "torch_geometric" not in modules and "ogb" not in modules, args
 
 
+@pytest.mark.paper  # slow: runs in CI with -m paper
 @pytest.mark.parametrize("args", [
     ["dataset=csbm", "dataset.num_nodes=30000", "kernel=gcngp_x", "landmarks.count=1500"],   # a low-rank root of 30,000 x 1,500
     ["dataset=pubmed", "kernel=gcngp"],      # exact, rectangular blocks

@@ -32,6 +32,7 @@ def test_runs_are_deterministic_under_their_seed():
     assert [r["seed"] for r in first] == [0, 1]
 
 
+@pytest.mark.paper  # slow: runs in CI with -m paper
 def test_mini_batch_training_on_regression_with_batch_norm(data_overrides):
     row = run(["dataset=chameleon", "gnn=sage", "gnn.batch_size=256", "gnn.epochs=20", "progress=false", *data_overrides])[0]
     settings = json.loads(row["extra"])   # the regression-set defaults, resolved for chameleon

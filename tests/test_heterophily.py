@@ -347,6 +347,7 @@ def test_binary_suite_dataset_runs_every_split_with_roc_auc(tmp_path):
     assert all('"coefficients"' in e for e in rows["extra"])
 
 
+@pytest.mark.paper  # slow: runs in CI with -m paper
 def test_two_class_custom_dataset_defaults_to_roc_auc_and_can_be_overridden(tmp_path):
     rng = np.random.default_rng(0)
     np.save(tmp_path / "features.npy", rng.normal(size=(50, 4)).astype(np.float32))

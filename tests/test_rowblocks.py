@@ -117,6 +117,7 @@ def _victim_pid(client) -> tuple[str, int]:
     return addr, pids[addr]
 
 
+@pytest.mark.paper  # slow: runs in CI with -m paper
 def test_a_worker_killed_midway_is_recomputed_with_an_unchanged_result(cache):
     overrides = ["dataset=csbm", "dataset.num_nodes=6000", "landmarks.count=64", "kernel=gcngp_x", "dtype=float64",
                  "partition.rows=1000", f"data.root={cache}", "compute=dask"]

@@ -29,6 +29,7 @@ def test_a_failing_job_is_a_row_and_the_others_survive(tmp_path):
     assert "kernel.layers=0 must be at least 1" in summary.loc[1, "error"]
 
 
+@pytest.mark.paper  # slow: runs in CI with -m paper
 def test_resume_skips_finished_jobs_and_reruns_failed_ones(tmp_path):
     sweep(tmp_path, "kernel=gcngp,gcngp_x")
     first = pd.read_csv(tmp_path / "0" / "results.csv")
@@ -41,6 +42,7 @@ def test_resume_skips_finished_jobs_and_reruns_failed_ones(tmp_path):
     assert len(kept) == 1 and pd.read_csv(kept[0])["error"].tolist() == ["killed"]
 
 
+@pytest.mark.paper  # slow: runs in CI with -m paper
 @pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
 def test_launchers_run_the_sweep(tmp_path, launcher):
     pytest.importorskip(f"hydra_plugins.hydra_{'joblib' if launcher == 'joblib' else 'submitit'}_launcher")  # the launchers extra

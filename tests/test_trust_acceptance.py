@@ -95,6 +95,7 @@ def _alive(pid):
         return False
 
 
+@pytest.mark.paper  # slow: runs in CI with -m paper
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find the workers")
 def test_joblib_workers_exit_when_the_sweep_process_is_killed(tmp_path):
     sweep = subprocess.Popen([*GNNGP, "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "gnn=gcn",

@@ -52,6 +52,7 @@ def test_kernel_composed_in_config_equals_the_builtin_gcn():
     assert row["method"] == "ComposedGP" and row["test"] == builtin["test"] and row["nugget"] == builtin["nugget"]
 
 
+@pytest.mark.paper  # slow: runs in CI with -m paper
 def test_depth_drives_min_correlation_up_monotonically_on_cora(data_overrides):
     """Theorem 3: with s_b = 0 the minimum pairwise correlation of the GCN kernel rises toward 1."""
     prep = prepare(compose(["dataset=cora", "dtype=float64", *data_overrides]))

@@ -87,7 +87,7 @@ class _LogLines(io.TextIOBase):
 def _stdout_to_log():
     stream = _LogLines()
     try:
-        with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+        with contextlib.redirect_stdout(stream):   # stderr stays: gnngp's own warnings (digests, labels) go there
             yield
     finally:
         stream.flush()

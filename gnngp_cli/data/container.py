@@ -66,6 +66,9 @@ class GraphData:
                 self.__dict__[key] = value.to(device)
         return self
 
+    def cpu(self) -> "GraphData":
+        return self.to("cpu")
+
     def __repr__(self) -> str:
         parts = [f"{k}={list(v.shape)}" if isinstance(v, torch.Tensor) else f"{k}={v!r}" for k, v in self]
         return f"GraphData({', '.join(parts)})"

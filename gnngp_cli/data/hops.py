@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
 from .graph import Adjacency
 
 
 def one_hop_edges(edge_index: Tensor, num_nodes: int) -> Tensor:
     """The 1-hop set as an undirected, coalesced edge list without self-loops."""
+    from torch_geometric.utils import remove_self_loops, to_undirected   # when used: importing gnngp stays light
     edge_index, _ = remove_self_loops(edge_index)
     return to_undirected(edge_index, num_nodes=num_nodes)
 
 
 def two_hop_edges(edge_index: Tensor, num_nodes: int) -> Tensor:
     """The exact 2-hop set (reachable in two steps, not in one, not the node itself)."""
+    from torch_geometric.utils import coalesce
+
     one = one_hop_edges(edge_index, num_nodes)
     if one.numel() == 0:
         return one

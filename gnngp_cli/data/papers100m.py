@@ -21,10 +21,10 @@ from typing import Any, BinaryIO, Iterator
 import numpy as np
 import pandas as pd
 import torch
-from torch_geometric.data import Data
 
 from ..config import DatasetConfig
 from ..errors import DatasetError
+from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .graph import make_undirected
 from .registry import register_dataset
 from .shards import ShardMeta, ShardWriter, block_dir
