@@ -25,18 +25,10 @@ def mark_launcher() -> None:
     os.environ[HOST_ENV] = socket.gethostname()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def watch_launcher() -> bool:
     """In a worker process: exit when the launching process dies. Returns whether it watches."""
+    from .data.files import process_alive
+
     try:
         launcher = int(os.environ.get(PID_ENV, ""))
     except ValueError:
@@ -45,7 +37,7 @@ def watch_launcher() -> bool:
         return False
 
     def watch() -> None:
-        while _alive(launcher):
+        while process_alive(launcher):
             time.sleep(POLL_SECONDS)
         print(f"gnngp: error: the sweep process {launcher} is gone; this job (pid {os.getpid()}) stops", file=sys.stderr)
         sys.stderr.flush()

@@ -28,7 +28,8 @@ def temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host is alive (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -51,7 +52,7 @@ def remove_stale_temporaries(path: Path) -> list[Path]:
         parts = tmp.name[len(prefix):].split(".")
         try:
             host, pid = parts[0], int(parts[1])
-            stale = (not _alive(pid)) if host == _host() else time.time() - tmp.stat().st_mtime > STALE_SECONDS
+            stale = (not process_alive(pid)) if host == _host() else time.time() - tmp.stat().st_mtime > STALE_SECONDS
         except (IndexError, ValueError, OSError):   # a temporary of the old mkstemp naming
             try:
                 stale = time.time() - tmp.stat().st_mtime > 60
