@@ -60,13 +60,9 @@ def available_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    available = _proc_bytes("/proc/meminfo", "MemAvailable:")
+    if available is not None:
+        return available
     import os
 
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
@@ -74,14 +70,20 @@ def available_bytes(device: torch.device) -> int:
 
 def current_rss_bytes() -> int:
     """Resident memory of this process now (``VmRSS``; the peak so far where that is unreadable)."""
+    rss = _proc_bytes("/proc/self/status", "VmRSS:")
+    return rss if rss is not None else int(peak_rss_mb() * 2**20)
+
+
+def _proc_bytes(path: str, key: str):
+    """The ``key: <n> kB`` line of a Linux ``/proc`` file, in bytes (``None`` where unreadable)."""
     try:
-        with open("/proc/self/status") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return int(peak_rss_mb() * 2**20)
+    return None
 
 
 DEFAULT_MEMORY_SHARE = 0.5
