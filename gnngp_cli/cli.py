@@ -207,6 +207,17 @@ def _report(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    try:
+        _main(argv)
+    except BrokenPipeError:
+        # the reader went away (`gnngp run --help | head`): not an error of ours. Point stdout at
+        # devnull so that Python's flush at exit does not raise again (Python docs, "Note on SIGPIPE").
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _main(argv: list[str] | None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)

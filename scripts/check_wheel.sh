@@ -13,6 +13,8 @@ python3 -m venv "$work/venv"
 cd "$work"
 "$work/venv/bin/gnngp" run hydra.run.dir="$work/run" progress=false
 test -s "$work/run/results.csv"
-"$work/venv/bin/python" -m gnngp_cli run --help | grep -q "model: "
+help="$("$work/venv/bin/python" -m gnngp_cli run --help)"
+grep -q "model: " <<<"$help"
+"$work/venv/bin/python" -m gnngp_cli run --help | head -1   # a reader that leaves early: no traceback
 "$work/venv/bin/python" -m gnngp_cli --version
 echo "wheel check: $(basename "$work"/dist/gnngp-*.whl) installs and runs outside the checkout"

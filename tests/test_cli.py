@@ -70,6 +70,15 @@ def test_help_and_cfg_job():
     assert top.returncode == 0 and "usage: gnngp" in top.stdout
 
 
+def test_help_into_a_reader_that_leaves_early_is_not_an_error():
+    """`gnngp run --help | head -1` (CI's wheel check once failed on the BrokenPipeError)."""
+    proc = subprocess.Popen([*GNNGP, "run", "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("gnngp run")
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=600) == 0 and "Traceback" not in err, err
+
+
 def test_multirun_sweep_over_any_key(tmp_path):
     out = gnngp("run", "-m", "kernel=gcngp,gcngp_x", "kernel.layers=1,2", f"hydra.sweep.dir={tmp_path}")
     assert out.returncode == 0, out.stderr
