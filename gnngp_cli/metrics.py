@@ -114,6 +114,9 @@ def metric_curve(preds: Tensor, y: Tensor, name: str) -> list[float]:
         return roc_auc_curve(positive_score(preds), y == 1)
     if name != "r2":
         raise ConfigError(f"unknown metric {name!r}; use one of {', '.join(METRICS)}")
+    if bool(y.max() == y.min()):  # constant targets: R^2 is undefined. Tested on the values, not on
+        return [float("nan")] * preds.size(1)   # sum (y - mean)^2 > 0: the rounded mean leaves ~1e-15 there
     resid = ((preds[:, :, 0] - y[:, None].to(preds.dtype)) ** 2).double().sum(0)
+    y = y.double()
     total = float(((y - y.mean()) ** 2).sum())
-    return (1 - resid / total).tolist() if total > 0 else [float("nan")] * preds.size(1)
+    return (1 - resid / total).tolist()

@@ -30,7 +30,7 @@ from .metrics import resolve_metric
 from .progress import Progress
 from .results import ResultsNotWritten, append_rows, summary_line
 from .resume import job_overrides, resume_decision, set_aside
-from .runtime import Stopwatch, current_rss_bytes, memory_limit_bytes, peak_cuda_mb, peak_rss_mb, resolve_device
+from .runtime import Stopwatch, current_rss_bytes, memory_limit_bytes, peak_cuda_mb, peak_rss_mb, resolve_device, start_job
 
 log = logging.getLogger("gnngp")
 
@@ -74,6 +74,7 @@ def prepare(cfg: Any) -> Prepared:
     """Validate, pick the device, and load the dataset (timed apart from the method)."""
     validate(cfg)
     device = resolve_device(cfg.device)
+    start_job(device)
     dtype = getattr(torch, cfg.dtype)
     store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout, cfg.data.verify)
     watch = Stopwatch(device)

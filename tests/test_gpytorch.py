@@ -39,8 +39,8 @@ def test_gpytorch_loop_trains_and_matches_fit_mll_objective(cora, landmarks):
     y = targets(data.y[train], data.task, classes).T.contiguous()        # C x n
     kernel = GNNGPKernel("gcngp", data, sigma_w=1.0, sigma_b=0.1, landmarks=train if landmarks else None)
     assert {n for n, _ in kernel.named_parameters()} == {"raw_sigma_w", "raw_sigma_b"}
-    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
-    model = NodeGP(x, y, likelihood, kernel).double()
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double().to(data.x.device)   # GPyTorch's modules start on the CPU
+    model = NodeGP(x, y, likelihood, kernel).double().to(data.x.device)
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
     model.train()

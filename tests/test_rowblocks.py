@@ -50,7 +50,7 @@ def local_and_rowblocks(overrides: list[str], client, rows: int):
 
 
 def assert_same_predictions(local, result, row) -> None:
-    means, ref = result.means(), local.mean.numpy()
+    means, ref = result.means(), local.mean.cpu().numpy()
     assert means.shape == ref.shape
     assert np.abs(means - ref).max() <= 1e-4 * np.abs(ref).max()        # predictions within 1e-4 relative
     assert result.nugget == pytest.approx(local.nugget)                   # the same validation choice

@@ -62,7 +62,8 @@ def test_a_label_of_a_million_does_not_make_a_million_classes(tmp_path):
     assert code == 0 and row["status"] == "ok"
     assert "has class ids up to 1000000 but only 60 nodes; treating its 4 distinct ids as classes 0..3" in err
     assert "dataset.task=regression" in err
-    assert row["peak_rss_mb"] < 2000 and row["inference_seconds"] < 5
+    # on a GPU the one-hot matrix lives in CUDA memory, and the host's RSS holds the CUDA libraries (2.2 GB on an H100)
+    assert row["peak_rss_mb"] < (2000 if row["device"] == "cpu" else 4000) and row["peak_cuda_mb"] < 500 and row["inference_seconds"] < 5
 
 
 def test_contiguous_class_ids_are_kept(tmp_path):

@@ -44,7 +44,7 @@ def test_kernel_composed_in_config_equals_the_builtin_gcn():
         cfg = compose([*choice, *overrides])
         resolve_method_defaults(cfg, "classification")
         arch = architecture(cfg.kernel)
-        adj = Adjacency.from_graph(prep.data.edge_index, prep.data.num_nodes, arch.adjacency, torch.float64, "cpu")
+        adj = Adjacency.from_graph(prep.data.edge_index, prep.data.num_nodes, arch.adjacency, torch.float64, prep.device)
         kernels.append(arch.network(None, KernelContext(prep.data.x.double(), adj, BaseKernel()), nodes).dense())
     torch.testing.assert_close(kernels[0], kernels[1], rtol=1e-12, atol=0)
     builtin = run(["kernel=gcngp", *overrides])[0]
@@ -57,7 +57,7 @@ def test_depth_drives_min_correlation_up_monotonically_on_cora(data_overrides):
     """Theorem 3: with s_b = 0 the minimum pairwise correlation of the GCN kernel rises toward 1."""
     prep = prepare(compose(["dataset=cora", "dtype=float64", *data_overrides]))
     data = prep.data
-    adj = Adjacency.from_graph(data.edge_index, data.num_nodes, "sym", torch.float64, "cpu")
+    adj = Adjacency.from_graph(data.edge_index, data.num_nodes, "sym", torch.float64, prep.device)
     ctx = KernelContext(data.x.double(), adj, BaseKernel())
     nodes = data.test_mask.nonzero().view(-1)[:300]
     minima = []

@@ -114,8 +114,8 @@ class Adjacency:
 
     def neighbours(self, nodes: Tensor) -> Tensor:
         """Sorted ids of every node reachable in one step from ``nodes`` (``nodes`` included)."""
-        mask = torch.zeros(self.num_nodes, dtype=torch.bool, device=nodes.device)
-        mask[nodes] = True
+        mask = torch.zeros(self.num_nodes, dtype=torch.bool, device=self.edge_index.device)
+        mask[nodes.to(mask.device)] = True   # ids from the host index a graph on the GPU too
         row, col = self.edge_index
         reach = torch.zeros_like(mask)
         reach[col[mask[row]]] = True
