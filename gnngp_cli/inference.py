@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from .errors import KernelError
-from .kernels.numerics import psd_tolerance
+from .kernels.numerics import psd_tolerance, symmetric_eigh
 from .kernels.value import Kernel
 from .metrics import metric, metric_curve
 from .metrics import metric_name as task_metric
@@ -47,6 +47,24 @@ class ValidationScore:
     eps: Optional[Tensor] = None       # the chosen nugget times the mean diagonal, in the kernel's dtype
 
 
+def gram_eigh(gram: Tensor) -> tuple[Tensor, Tensor]:
+    """``gram = V diag(w) V^T``. A Gram matrix whose columns are orthogonal to the round-off of
+    their products (every ``|G_ij| <= eps sqrt(n) sqrt(G_ii G_jj)``) is diagonal, and its
+    decomposition is its sorted diagonal: e.g. ``Q[b]^T Q[b]`` of a Nystrom root whose landmarks
+    are the training nodes, ``sqrt(D) V^T V sqrt(D) = D`` (RBF-X on squirrel: largest such ratio
+    1.5e-6 against 6e-6; it saved a 2,496 x 2,496 eigendecomposition per gamma of its search)."""
+    n = gram.size(0)
+    d = torch.diagonal(gram).detach()
+    if n and bool((d >= 0).all()):
+        scale = torch.where(d > 0, d.rsqrt(), torch.zeros((), dtype=d.dtype, device=d.device))
+        off = (gram.detach() * scale[:, None] * scale[None, :]).abs()
+        off.fill_diagonal_(0)
+        if float(off.amax()) <= torch.finfo(gram.dtype).eps * math.sqrt(n):
+            w, order = torch.sort(torch.diagonal(gram))
+            return w, torch.eye(n, dtype=gram.dtype, device=gram.device)[:, order]
+    return symmetric_eigh(gram)
+
+
 class Posterior:
     """The GP posterior over a nugget grid, from one eigendecomposition of the training Gram
     matrix ``V diag(w) V^T``. With ``F`` the prediction features of the labelled nodes and
@@ -54,7 +72,7 @@ class Posterior:
     The two strategies differ in what ``F``, the Gram matrix and the variance are."""
 
     def __init__(self, features: Tensor, gram: Tensor, coef_source: Tensor):
-        w, v = torch.linalg.eigh((gram + gram.T) / 2)
+        w, v = gram_eigh(gram)
         if not bool(torch.isfinite(w).all()):
             raise KernelError("the kernel on the training nodes has NaN or infinite entries; check the features and sigmas")
         top = float(w[-1].clamp_min(0))

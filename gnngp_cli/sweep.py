@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from .data.files import atomic_write
 from .resume import job_overrides
 
 log = logging.getLogger("gnngp")
@@ -77,7 +78,7 @@ class SweepSummary(Callback):
             return
         summary = collect(sweep_dir, config.get("results_file", "results.csv"))
         path = sweep_dir / "summary.csv"
-        summary.to_csv(path, index=False)
+        atomic_write(path, lambda f: summary.to_csv(f, index=False))   # a reader never sees half a summary
         failed = int((summary.get("status") != "ok").sum()) if len(summary) else 0
         log.info("sweep summary (%d rows, %d failed): %s\n%s", len(summary), failed, path, console_table(summary))
         global LAST_SWEEP
