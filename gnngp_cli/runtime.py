@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import resource
 import sys
 import time
@@ -18,7 +19,8 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device=cuda but no CUDA device is available; use device=cpu or device=auto")
+        source = " (from GNNGP_DEVICE)" if os.environ.get("GNNGP_DEVICE") == "cuda" else ""
+        raise ConfigError(f"device=cuda{source} but no CUDA device is available; use device=cpu or device=auto")
     return torch.device(name)
 
 
@@ -92,8 +94,6 @@ def available_bytes(device: torch.device) -> int:
     available = _proc_bytes("/proc/meminfo", "MemAvailable:")
     if available is not None:
         return available
-    import os
-
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
 
 

@@ -25,6 +25,9 @@ def test_cuda_without_a_gpu_is_an_error_never_a_fallback(monkeypatch):
     with pytest.raises(ConfigError, match="device=cuda but no CUDA device is available; use device=cpu or device=auto"):
         resolve_device("cuda")
     assert resolve_device("auto") == torch.device("cpu")
+    monkeypatch.setenv("GNNGP_DEVICE", "cuda")
+    with pytest.raises(ConfigError, match=r"device=cuda \(from GNNGP_DEVICE\) but no CUDA device"):
+        resolve_device("cuda")
 
 
 @pytest.mark.skipif(CUDA, reason="the machine has a GPU")
