@@ -29,7 +29,9 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
 def run(overrides: Sequence[str] = (), cfg: Optional[DictConfig] = None) -> list[dict]:
     """Run one job (GP kernel or GNN) in-process and return its result rows (no CSV is written);
     a row whose metric is not a number is an error row, as in ``gnngp run``."""
+    from .config import needs_validation
     from .invariants import checked_rows
     from .runner import run_job
 
-    return checked_rows(run_job(cfg if cfg is not None else compose(overrides)))
+    cfg = cfg if cfg is not None else compose(overrides)
+    return checked_rows(run_job(cfg), validation=needs_validation(cfg))

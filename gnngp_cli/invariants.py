@@ -17,13 +17,16 @@ def _finite(value) -> bool:
         return False
 
 
-def checked_rows(rows: Iterable[dict]) -> list[dict]:
+def checked_rows(rows: Iterable[dict], validation: bool = True) -> list[dict]:
     """``rows`` with every ``ok`` row whose validation or test metric is not finite turned into
-    an error row with the reason."""
+    an error row with the reason. ``validation=False``: the job read no validation labels
+    (``fit=mll``, which runs without them), so a NaN ``val`` is by design and only ``test`` is
+    checked (:func:`~gnngp_cli.config.needs_validation`)."""
+    splits = ("test", "val") if validation else ("test",)
     out = []
     for row in rows:
         if row.get("status") == "ok":
-            bad = [split for split in ("test", "val") if not _finite(row.get(split))]
+            bad = [split for split in splits if not _finite(row.get(split))]
             if bad:
                 metric = row.get("metric", "metric")
                 why = ("R^2 is undefined when the targets of a split are constant, and NaN when the predictions are not finite"

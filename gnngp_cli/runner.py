@@ -429,7 +429,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
                 raise SystemExit(1) from None
 
     try:
-        rows = checked_rows(run_job(cfg))
+        rows = checked_rows(run_job(cfg), validation=needs_validation(cfg))
     except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError) as err:
         if not isinstance(err, GnngpError):
             err = ResourceError(f"out of memory ({err}); use a low-rank kernel (e.g. kernel=gcngp_x), fewer landmarks or dtype=float32")

@@ -17,47 +17,18 @@ def psd_tolerance(dtype: torch.dtype, n: int) -> float:
     return max(1e-10, 50 * torch.finfo(dtype).eps * max(n, 1) ** 0.5)
 
 
-class _Eigh(torch.autograd.Function):
-    """``torch.linalg.eigh`` whose backward leaves out the pairs of eigenvalues closer than
-    round-off (``n eps max |w|``). PyTorch's backward divides by every gap ``w_j - w_i``; a
-    kernel on more landmarks than its rank has clusters of eigenvalues equal up to round-off,
-    whose eigenvectors are arbitrary within the cluster, and there the division gave infinite
-    gradients (fit=mll on squirrel's GCNGP-X diverged at step 10). For a perturbation that keeps
-    such an eigenspace, e.g. a scale, those pairs contribute nothing; elsewhere they are noise."""
-
-    @staticmethod
-    def forward(ctx, a):
-        w, v = torch.linalg.eigh(a)
-        ctx.save_for_backward(w, v)
-        return w, v
-
-    @staticmethod
-    def backward(ctx, grad_w, grad_v):
-        w, v = ctx.saved_tensors
-        middle = torch.zeros_like(v)
-        if grad_v is not None:
-            gap = w[None, :] - w[:, None]
-            tol = torch.finfo(w.dtype).eps * w.numel() * float(w.abs().amax())
-            inv = torch.where(gap.abs() > tol, 1.0 / torch.where(gap == 0, torch.ones_like(gap), gap), torch.zeros_like(gap))
-            middle = inv * (v.T @ grad_v)
-        if grad_w is not None:
-            middle = middle + torch.diag_embed(grad_w)
-        return v @ middle @ v.T
-
-
 def symmetric_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
     """``eigh`` of ``(a + a^T) / 2`` with the entries below ``sqrt(tiny)`` times the largest set
     to zero. LAPACK's reduction multiplies such entries into subnormal numbers, which x86 CPUs
     process about 100x slower: an RBF kernel at mid-grid gamma on squirrel's 2,496 training nodes
     (most entries near exp(-44)) took 14 s instead of 0.9 s, with the same eigenvalues to 3e-6.
-    The change is at most ``n sqrt(tiny)`` relative (1e-16 in float32): below round-off. With a
-    gradient, the backward of :class:`_Eigh`."""
+    The change is at most ``n sqrt(tiny)`` relative (1e-16 in float32): below round-off."""
     a = (a + a.T) / 2
     if a.numel() == 0:
         return torch.linalg.eigh(a)
     floor = a.detach().abs().amax() * math.sqrt(torch.finfo(a.dtype).tiny)
     a = torch.where(a.detach().abs() < floor, torch.zeros((), dtype=a.dtype, device=a.device), a)
-    return _Eigh.apply(a) if a.requires_grad else torch.linalg.eigh(a)
+    return torch.linalg.eigh(a)
 
 
 @dataclass(frozen=True)
