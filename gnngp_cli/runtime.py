@@ -28,10 +28,10 @@ _WARM: set[str] = set()
 
 
 def start_job(device: torch.device) -> None:
-    """Before a job's clocks start. On CUDA: keep float32 products in float32 (TF32 rounds operands to 10 mantissa bits, which moves
-    kernel values by about 1e-3 relative), start each job's peak memory from zero, and create
-    the cuBLAS/cuSOLVER/cuSPARSE handles once per process, so that the first job's timings do
-    not carry the library start-up (about a second) that the others do not."""
+    """Before a job's clocks start. On CUDA: keep float32 products in float32 (TF32 rounds
+    operands to 10 mantissa bits, a relative error of about 5e-4), start each job's peak memory
+    from zero, and create the cuBLAS/cuSOLVER/cuSPARSE handles once per process, so that the
+    first job's timings do not carry a library start-up that the later jobs do not."""
     if device.type != "cuda":
         return
     torch.backends.cuda.matmul.allow_tf32 = False
