@@ -55,16 +55,7 @@ for s in "${stages[@]}"; do case $s in
   csbm)   # GCNGP-X on the 10^6-node csbm, CUDA
     stage csbm 150 "$py" -m gnngp_cli run dataset=csbm_1e6 model=gcngp_x device=$gpu progress=false hydra.run.dir="$work/csbm" ;;
   report)
-    stage report 120 "$py" - "$work" "$out" <<'PY'
-import sys
-from pathlib import Path
-import pandas as pd
-work, out = Path(sys.argv[1]), Path(sys.argv[2])
-frames = [pd.read_csv(p).assign(part=p.relative_to(work).parts[0]) for p in sorted(work.rglob("results.csv"))]
-pd.concat(frames, ignore_index=True).to_csv(out / "results_all.csv", index=False)
-PY
-    cp "$out/env.txt" "$work/" 2>/dev/null; stage report 120 "$py" scripts/gpu_report.py "$work"
-    cp "$work/gpu_report.md" "$work/gpu_table.csv" "$out/" 2>/dev/null ;;
+    stage report 120 "$py" scripts/gpu_report.py "$work" "$out" ;;
   tests)  # the fast suite with every job on CUDA (GNNGP_DEVICE), and the CUDA tests of tests/test_device.py;
           # -v: each result is in the log as it comes, also when the stage runs out of time
     parallel=(); env_threads=()

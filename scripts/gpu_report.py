@@ -5,7 +5,8 @@ and the kernel zoo on Cora. Every time is the row's ``total_seconds`` (device-sy
 + inference for a GP, training + inference for a GNN; data loading excluded), the median over
 the job's runs.
 
-    python scripts/gpu_report.py OUT      # OUT/gpu_table.csv, OUT/gpu_report.md; exit 1 on a FAIL
+    python scripts/gpu_report.py RUNS [OUT]   # OUT (default RUNS): results_all.csv (every row),
+                                              # gpu_table.csv, gpu_report.md; exit 1 on a FAIL
 """
 from __future__ import annotations
 
@@ -22,11 +23,13 @@ TOLERANCE = 0.002    # the paper's numbers on CUDA, as on the CPU
 SAME = 1e-4          # a test metric on CUDA against the CPU's, same job
 
 
-def load(out: Path) -> pd.DataFrame:
-    frames = [pd.read_csv(p).assign(part=p.relative_to(out).parts[0]) for p in sorted(out.rglob("results.csv"))]
+def load(runs: Path, out: Path) -> pd.DataFrame:
+    """Every row under ``runs`` (written to ``out/results_all.csv``), ``part`` naming its stage."""
+    frames = [pd.read_csv(p).assign(part=p.relative_to(runs).parts[0]) for p in sorted(runs.rglob("results.csv"))]
     if not frames:
-        raise SystemExit(f"gpu_report: no results.csv under {out}")
+        raise SystemExit(f"gpu_report: no results.csv under {runs}")
     rows = pd.concat(frames, ignore_index=True)
+    rows.to_csv(out / "results_all.csv", index=False)
     bad = rows[rows["status"] != "ok"]
     for _, r in bad.iterrows():
         print(f"FAIL error row: {r['dataset']} {r['method']} on {r['device']}: {r['error']}")
@@ -50,8 +53,10 @@ def median(rows: pd.DataFrame, part: str, dataset: str, name: str, device: str) 
 
 
 def main() -> int:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "outputs/gpu_check")
-    rows, errors = load(out)
+    runs = Path(sys.argv[1] if len(sys.argv) > 1 else "outputs/gpu_check_runs")
+    out = Path(sys.argv[2]) if len(sys.argv) > 2 else runs
+    out.mkdir(parents=True, exist_ok=True)
+    rows, errors = load(runs, out)
     table, fails = [], errors
     lines = ["# gnngp on CUDA (scripts/gpu_check.sh)", ""]
     card = out / "env.txt"
