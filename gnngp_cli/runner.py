@@ -87,6 +87,16 @@ def prepare(cfg: Any) -> Prepared:
     return Prepared(data, device, dtype, watch.seconds)
 
 
+def reuse(cfg: Any, prep: Optional[Prepared]) -> Prepared:
+    """``prep`` (data loaded for another job on the same dataset, as the benchmarks share it)
+    for this job's config, validated and with its method defaults filled; else :func:`prepare`."""
+    if prep is None:
+        return prepare(cfg)
+    validate(cfg)
+    resolve_method_defaults(cfg, prep.data.task)
+    return prep
+
+
 def check_exact_memory(arch: Architecture, ctx: KernelContext, target: torch.Tensor, train: Optional[torch.Tensor], dtype: torch.dtype, cfg: Any) -> None:
     """Refuse, before computing, an exact kernel whose dense blocks ``K[target, train]``
     (``train=None``: square) would not fit."""
@@ -306,7 +316,7 @@ def run_gp(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
         from .rowblocks.run import run_gp_rowblocks
 
         return run_gp_rowblocks(cfg)
-    prep = prep or prepare(cfg)
+    prep = reuse(cfg, prep)
     warn_not_wide_limit(cfg.kernel)
     rows = []
     runs = 1 if deterministic(cfg) and not cfg.repeat_deterministic else cfg.runs
@@ -326,7 +336,7 @@ def run_gp(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
 
 def run_gnn(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
     """All runs of a GNN job (seeds ``seed .. seed+runs-1``); one row per run."""
-    prep = prep or prepare(cfg)
+    prep = reuse(cfg, prep)
     g = cfg.gnn
     rows = []
     was_deterministic = torch.are_deterministic_algorithms_enabled()

@@ -211,3 +211,82 @@ def test_fit_mll_learns_the_base_gamma_instead_of_searching_it():
     row = run(["fit=mll", "kernel=rbf", "dataset.num_nodes=300", "fit.steps=5"])[0]
     assert row["fitted_gamma"] > 0 and row["fitted_gamma"] != 1.0 and "gamma" not in json.loads(row["extra"])
     assert math.isfinite(row["test"]) and math.isfinite(row["fit_mll"])
+
+
+def test_eigh_backward_is_torchs_where_eigenvalues_differ_and_finite_where_they_are_equal():
+    """fit=mll on squirrel's GCNGP-X got a NaN gradient at step 9: PyTorch's eigh backward
+    divides by every eigenvalue gap, and a ReLU kernel on 2,496 landmarks has gaps of 0."""
+    from gnngp_cli.kernels.numerics import symmetric_eigh
+
+    g = torch.Generator().manual_seed(0)
+    b = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    weights = torch.arange(6.0, dtype=torch.float64)
+
+    def spectral(eig, a):
+        w, v = eig(a)
+        return (v @ torch.diag(w.clamp_min(0).sqrt()) @ v.T @ weights).sum()
+
+    a = (b @ b.T + torch.eye(6, dtype=torch.float64)).requires_grad_(True)
+    ours, = torch.autograd.grad(spectral(symmetric_eigh, a), a)
+    theirs, = torch.autograd.grad(spectral(lambda m: torch.linalg.eigh((m + m.T) / 2), a), a)
+    torch.testing.assert_close(ours, theirs)
+    # two equal eigenvalues: torch's backward is not finite; ours is, and matches finite differences
+    base = torch.diag(torch.tensor([1.0, 1.0, 2.0, 3.0], dtype=torch.float64))
+    direction = torch.diag(torch.tensor([0.5, 0.5, 1.0, 0.0], dtype=torch.float64))
+    w4 = torch.arange(4.0, dtype=torch.float64)
+
+    def along(eig, t):
+        w, v = eig(base + t * direction)
+        return (v @ torch.diag(w.sqrt()) @ v.T @ w4).sum()
+
+    s = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
+    torch_grad, = torch.autograd.grad(along(torch.linalg.eigh, s), s)
+    assert not torch.isfinite(torch_grad)
+    grad, = torch.autograd.grad(along(symmetric_eigh, s), s)
+    h = 1e-6
+    fd = (along(torch.linalg.eigh, torch.tensor(h, dtype=torch.float64)) - along(torch.linalg.eigh, torch.tensor(-h, dtype=torch.float64))) / (2 * h)
+    assert torch.isfinite(grad) and abs(float(grad) - float(fd)) < 1e-6
+
+
+def test_a_nystrom_factor_with_an_eigenvalue_of_zero_has_a_finite_gradient():
+    """``clamp_min(0).sqrt()`` passes 0 * inf = NaN back from an eigenvalue of exactly 0."""
+    from gnngp_cli.kernels.numerics import NystromFactor, sqrt_positive
+
+    x = torch.tensor([0.0, -1e-9, 4.0], dtype=torch.float64, requires_grad=True)
+    value = sqrt_positive(x)
+    value.sum().backward()
+    assert value.tolist() == [0.0, 0.0, 2.0] and x.grad.tolist() == [0.0, 0.0, 0.25]
+    scale = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    block = scale * torch.diag(torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64))   # rank 2: one eigenvalue is 0
+    factor = NystromFactor.of(block, "test")
+    (factor.eigvecs * factor.sqrt_d).sum().backward()
+    assert torch.isfinite(scale.grad)
+
+
+def test_a_gradient_that_is_not_finite_is_a_one_line_error_naming_the_parameter(monkeypatch):
+    """Adam would turn the parameters into NaN and fail a step later, blaming fit.lr."""
+    import gnngp_cli.fit as fit
+
+    objective = fit.log_marginal_likelihood
+
+    def nan_gradient(kernel, y, nugget, output_scale, low_rank):   # a finite value whose gradient in the nugget is NaN
+        return objective(kernel, y, nugget, output_scale, low_rank) + torch.where(nugget > 0, 0.0, torch.sqrt(-nugget.double()))
+
+    monkeypatch.setattr(fit, "log_marginal_likelihood", nan_gradient)
+    with pytest.raises(KernelError) as caught:
+        run(["fit=mll", "dataset.num_nodes=300", "fit.steps=3"])
+    message = str(caught.value)
+    assert message.startswith("fit=mll: the gradient of nugget is not finite at step 0") and "dtype=float64" in message and "\n" not in message
+
+
+def test_a_job_on_data_loaded_for_another_job_gets_its_own_method_defaults():
+    """The benchmarks load a dataset once and run several configs on it (scripts/bench_mll.py
+    failed: the second config's sigma_b stayed null)."""
+    from gnngp_cli.runner import prepare, run_gp
+
+    common = ["dataset.num_nodes=300", "kernel=gcngp"]
+    prep = prepare(compose([*common, "fit=grid"]))
+    other = compose([*common, "fit=mll", "fit.steps=2"])
+    assert other.kernel.sigma_b is None
+    row = run_gp(other, prep)[0]
+    assert row["status"] == "ok" and row["fit"] == "mll" and other.kernel.sigma_b is not None

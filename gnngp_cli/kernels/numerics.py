@@ -17,18 +17,57 @@ def psd_tolerance(dtype: torch.dtype, n: int) -> float:
     return max(1e-10, 50 * torch.finfo(dtype).eps * max(n, 1) ** 0.5)
 
 
+class _Eigh(torch.autograd.Function):
+    """``torch.linalg.eigh`` with a backward that stays finite at equal eigenvalues.
+
+    PyTorch's backward (``gA = V (diag(gw) + F o V^T gV) V^T``, ``F_ij = 1 / (w_j - w_i)``)
+    divides by every gap, and a ReLU kernel on more landmarks than float32 resolves has
+    eigenvalues equal to the last bit: fit=mll on squirrel's GCNGP-X (2,496 landmarks) got a NaN
+    gradient at step 9. Here ``F_ij = g / (g^2 + e^2)`` with ``g = w_j - w_i`` and ``e = eps max |w|``
+    (Lorentzian broadening, Liao et al. 2019): PyTorch's value wherever the gap is above
+    round-off, 0 for equal eigenvalues, whose eigenvectors are arbitrary within their eigenspace and
+    which a function of the eigenspace alone (the kernel ``Q Q^T``) does not depend on."""
+
+    @staticmethod
+    def forward(ctx, a):
+        w, v = torch.linalg.eigh(a)
+        ctx.save_for_backward(w, v)
+        return w, v
+
+    @staticmethod
+    def backward(ctx, grad_w, grad_v):
+        w, v = ctx.saved_tensors
+        middle = torch.zeros_like(v)
+        if grad_v is not None:
+            gap = w[None, :] - w[:, None]
+            broadening = (torch.finfo(w.dtype).eps * w.abs().amax()) ** 2
+            middle = gap / (gap * gap + broadening) * (v.T @ grad_v)
+        if grad_w is not None:
+            middle = middle + torch.diag_embed(grad_w)
+        return v @ middle @ v.T
+
+
 def symmetric_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
     """``eigh`` of ``(a + a^T) / 2`` with the entries below ``sqrt(tiny)`` times the largest set
     to zero. LAPACK's reduction multiplies such entries into subnormal numbers, which x86 CPUs
     process about 100x slower: an RBF kernel at mid-grid gamma on squirrel's 2,496 training nodes
     (most entries near exp(-44)) took 14 s instead of 0.9 s, with the same eigenvalues to 3e-6.
-    The change is at most ``n sqrt(tiny)`` relative (1e-16 in float32): below round-off."""
+    The change is at most ``n sqrt(tiny)`` relative (1e-16 in float32): below round-off. With a
+    gradient, the backward of :class:`_Eigh`."""
     a = (a + a.T) / 2
     if a.numel() == 0:
         return torch.linalg.eigh(a)
     floor = a.detach().abs().amax() * math.sqrt(torch.finfo(a.dtype).tiny)
     a = torch.where(a.detach().abs() < floor, torch.zeros((), dtype=a.dtype, device=a.device), a)
-    return torch.linalg.eigh(a)
+    return _Eigh.apply(a) if a.requires_grad else torch.linalg.eigh(a)
+
+
+def sqrt_positive(x: Tensor) -> Tensor:
+    """``sqrt(x)``, 0 where ``x <= 0``, with a finite gradient everywhere (0 where ``x <= 0``):
+    ``clamp_min(0).sqrt()`` has the same values but passes ``0 * inf = NaN`` back from an exact 0
+    (an eigenvalue of 0 in fit=mll on squirrel's GCNGP-X turned ``sigma_w``'s gradient NaN)."""
+    positive = x > 0
+    return torch.where(positive, torch.where(positive, x, 1).sqrt(), 0)
 
 
 @dataclass(frozen=True)
@@ -53,7 +92,7 @@ class NystromFactor:
                 f"{where}: the kernel is not positive semi-definite (eigenvalue {float(eigvals[0]):.3g} vs largest {float(top):.3g}); "
                 "use a positive semi-definite base kernel (e.g. kernel.base.name=linear) or float64"
             )
-        sqrt_d = eigvals.clamp_min(0).sqrt()
+        sqrt_d = sqrt_positive(eigvals)
         floor = torch.clamp_min(top * 1e-4, torch.finfo(block.dtype).tiny)
         return cls(eigvecs, sqrt_d, sqrt_d / eigvals.clamp_min(floor))
 

@@ -6,11 +6,7 @@ import math
 import torch
 from torch import Tensor
 
-
-def _std(var: Tensor) -> Tensor:
-    """``sqrt(var)``, 0 where ``var <= 0``, with a finite gradient everywhere."""
-    positive = var > 0
-    return torch.where(positive, torch.where(positive, var, 1).sqrt(), 0)
+from .numerics import sqrt_positive
 
 
 def _inverse(sd: Tensor) -> Tensor:
@@ -33,7 +29,7 @@ def relu_expectation_entries(cov: Tensor, var_x: Tensor, var_y: Tensor) -> Tenso
     ``t``-terms cancel. So ``t`` is taken as a constant: the gradient is exact and finite at
     ``c = +-1``, where ``arccos``' own derivative is infinite.
     """
-    sd_x, sd_y = _std(var_x), _std(var_y)
+    sd_x, sd_y = sqrt_positive(var_x), sqrt_positive(var_y)
     cos = (cov * _inverse(sd_x)).mul_(_inverse(sd_y)).clamp_(-1, 1)
     t = torch.arccos(cos.detach())
     out = torch.sin(t)
