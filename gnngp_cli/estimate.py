@@ -1,23 +1,22 @@
 """Peak memory and time class of a GP run, told before it computes.
 
-The estimate is of the process's peak resident memory, so it starts from what the process holds
-now (interpreter, libraries and the loaded dataset: ``rss_now``) and adds what the run will
-allocate, in bytes of the working dtype (``b`` bytes per entry):
+The estimate is of the process's peak resident memory. It is made once the dataset is loaded and
+the normalised adjacency built, so it starts from what the process holds now (interpreter,
+libraries, the dataset, the adjacency: ``rss_now``) and from its peak so far (``peak_now``: the
+adjacency's build, a sort of the edge list, has passed), and adds what the run will allocate,
+in bytes of the working dtype (``b`` bytes per entry):
 
-- the normalised adjacency with unit self-loops, ``E' = E + N`` entries. Building it
-  (:func:`~gnngp_cli.data.graph.normalized_adjacency` and the CSR copy) peaks at about
-  ``(52 + 4 b) E'`` bytes (the edge list with its loops, the int64 sort key, the sort's order,
-  the unique keys and their inverse, the coalesced output); afterwards it holds the COO list
-  and the CSR copy, ``(24 + 2 b) E'``. The kernel starts after the build, so the peak is the
-  larger of the build and what the kernel adds to the held adjacency;
 - exact kernels (:func:`~gnngp_cli.kernels.planner.exact_kernel`): the largest dense block a
   layer holds, ``P`` entries (``Block.peak_elements`` on the planned rows and columns), times
-  ``BYTES_PER_ENTRY_FACTOR`` for the ReLU expectation's and the products' temporaries;
-- low-rank kernels: the root ``Q`` (``N x m`` for ``m`` landmarks) held by a layer, its
-  successor and the ReLU's cross block (``3 N m``; measured on csbm graphs of 3 10^4 and 10^5
-  nodes), and the ``m x m`` eigendecompositions;
-- inference: the eigendecomposition of the training block (``3 n_train^2``, or ``3 m^2`` low
-  rank) and the ``n_labelled x n_train`` cross block.
+  ``BYTES_PER_ENTRY_FACTOR`` for the ReLU expectation's and the products' temporaries, then the
+  inference: the eigendecomposition of the training block (``3 n_train^2``) and the
+  ``n_labelled x n_train`` cross block;
+- low-rank kernels: the roots ``Q`` (``N x m`` for ``m`` landmarks) alive at once. Up to
+  ``ROW_BLOCK_ENTRIES`` entries in ``Q`` that is a layer's input, the ReLU's cross block and its
+  output (``3 N m``; measured on csbm graphs of 3 10^4 and 10^5 nodes); past it the ReLU, the
+  convolution and the variances go by row blocks, so a layer's input and output plus a few
+  blocks (``2 N m + 4 ROW_BLOCK_ENTRIES``; measured on a Reddit-sized graph). Then the
+  inference on the last root: its training rows and the ``m x m`` eigendecompositions.
 
 The time class comes from the same sizes as operations (dense: ``ENTRY_COST`` per entry of
 ``P`` per layer, for the ReLU expectation's transcendental functions and the sparse products,
@@ -31,8 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .runtime import ROW_BLOCK_ENTRIES
+
 BYTES_PER_ENTRY_FACTOR = 4   # a dense block plus the temporaries of the ReLU expectation and products
-ROOTS_HELD = 3               # N x m roots (and same-shaped temporaries) alive at once in low rank
 FLOPS_PER_SECOND = 1e10
 ENTRY_COST = 400             # operations per dense entry and layer (exact GCNIIGP on PubMed: ~30 s for 2 x 3.9e8 entries)
 
@@ -57,25 +57,27 @@ def time_class(flops: float) -> str:
 
 
 def gp_estimate(
-    *, rss_now: float, num_nodes: int, num_edges: int, num_features: int, n_train: int, n_labelled: int,
+    *, rss_now: float, peak_now: float = 0.0, num_nodes: int, num_edges: int, num_features: int, n_train: int, n_labelled: int,
     layers: int, bytes_per_entry: int, landmarks: Optional[int] = None, dense_elements: int = 0,
 ) -> Estimate:
-    """The estimate for one GP run (sizes as in the module docstring; ``rss_now`` in bytes)."""
+    """The estimate for one GP run (sizes as in the module docstring; ``rss_now`` and
+    ``peak_now`` in bytes)."""
     b = bytes_per_entry
     edges = num_edges + num_nodes
-    adjacency_build = (52 + 4 * b) * edges
-    adjacency_held = (24 + 2 * b) * edges
     degree = edges / max(num_nodes, 1)
     if landmarks is not None:
         m = landmarks
-        kernel = ROOTS_HELD * num_nodes * m * b + 3 * m * m * b + num_nodes * num_features * b
-        inference = 3 * m * m * b + n_labelled * m * b
+        root = num_nodes * m * b
+        held = 3 * root if num_nodes * m <= ROW_BLOCK_ENTRIES else 2 * root + 4 * ROW_BLOCK_ENTRIES * b
+        kernel = held + 3 * m * m * b + num_nodes * num_features * b
+        work = max(kernel, root + n_train * m * b + 3 * m * m * b)
         flops = layers * (num_nodes * m * m + edges * m) + 2 * m ** 3
         detail = f"{m:,} landmarks"
     else:
         kernel = BYTES_PER_ENTRY_FACTOR * dense_elements * b
         inference = 3 * n_train * n_train * b + n_labelled * n_train * b
+        work = kernel + inference
         flops = layers * dense_elements * (ENTRY_COST + 2 * degree) + 4 * n_train ** 3
         detail = f"dense blocks of up to {dense_elements:,} entries"
-    total = rss_now + max(adjacency_build, adjacency_held + kernel + inference)
+    total = max(peak_now, rss_now + work)
     return Estimate(total / 2**30, time_class(flops), detail)

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from .errors import KernelError
+from . import runtime
 from .kernels.numerics import psd_tolerance, symmetric_eigh
 from .kernels.value import Kernel
 from .metrics import metric, metric_curve
@@ -97,9 +98,18 @@ class Posterior:
         return self.rows(pos) @ (self.v @ (self.coef * inv[:, None]))
 
     def explained(self, pos: Tensor, eps: float) -> Tensor:
-        """``||F[pos] V (w + eps)^-1/2||^2`` per row."""
-        proj = self.rows(pos) @ self.v
-        return (proj * proj * (1.0 / (self.w + eps))).sum(1)
+        """``||F[pos] V (w + eps)^-1/2||^2`` per row; by row blocks past ``runtime.ROW_BLOCK_ENTRIES``
+        (the variance of every node of a Reddit-sized GCNGP-X held three ``N x r`` temporaries)."""
+        inv = 1.0 / (self.w + eps)
+        if pos.numel() * self.w.numel() <= runtime.ROW_BLOCK_ENTRIES:
+            proj = self.rows(pos) @ self.v
+            return (proj * proj * inv).sum(1)
+        step = max(1, runtime.ROW_BLOCK_ENTRIES // self.w.numel())
+        out = self.features.new_empty(pos.numel())
+        for start in range(0, pos.numel(), step):
+            proj = self.features[pos[start:start + step]] @ self.v
+            out[start:start + step] = (proj * proj * inv).sum(1)
+        return out
 
     def variance(self, pos: Tensor, eps: float) -> Tensor:
         """Latent posterior variance at the rows ``pos``."""

@@ -5,7 +5,7 @@ import copy
 import json
 import logging
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -64,10 +64,28 @@ def landmarks_among(train: torch.Tensor, fraction: float, count: Optional[int], 
 
 @dataclass
 class Prepared:
+    """A loaded dataset on its device, shared by the runs of a job (or by several jobs, as the
+    benchmarks do), with the normalised adjacencies built from it."""
+
     data: Any
     device: torch.device
     dtype: torch.dtype
     load_seconds: float
+    num_edges: int = 0
+    keep_edges: bool = True        # False: a GP job that owns the data drops its edge list once A is built
+    _adjacencies: dict = field(default_factory=dict)
+
+    def adjacency(self, kind: str) -> Adjacency:
+        """The normalised adjacency of this kind (built once). When the job owns the data
+        (``keep_edges`` false) the loaded edge list is released after the build: the kernels read
+        only ``A`` (1.8 GB on a Reddit-sized graph)."""
+        if kind not in self._adjacencies:
+            if self.data.edge_index is None:
+                raise RuntimeError(f"the edge list was released before the {kind!r} adjacency was built")
+            self._adjacencies[kind] = Adjacency.from_graph(self.data.edge_index, self.data.num_nodes, kind, self.dtype, self.device)
+            if not self.keep_edges:
+                self.data.edge_index = None
+        return self._adjacencies[kind]
 
 
 def prepare(cfg: Any) -> Prepared:
@@ -84,7 +102,7 @@ def prepare(cfg: Any) -> Prepared:
         data.val_mask = torch.zeros_like(data.val_mask)
     resolve_method_defaults(cfg, data.task)
     data.metric = resolve_metric(cfg.dataset.get("metric"), data.task, data.num_classes, str(cfg.dataset.name).lower())
-    return Prepared(data, device, dtype, watch.seconds)
+    return Prepared(data, device, dtype, watch.seconds, int(data.edge_index.size(1)))
 
 
 def reuse(cfg: Any, prep: Optional[Prepared]) -> Prepared:
@@ -110,7 +128,7 @@ def check_exact_memory(arch: Architecture, ctx: KernelContext, target: torch.Ten
         )
 
 
-def estimate_run(arch: Architecture, ctx: KernelContext, data: Any, target: torch.Tensor, train: torch.Tensor,
+def estimate_run(arch: Architecture, ctx: KernelContext, data: Any, num_edges: int, target: torch.Tensor, train: torch.Tensor,
                  landmarks: Optional[torch.Tensor], dtype: torch.dtype, layers: int) -> Estimate:
     """The run's peak memory and time class (:mod:`gnngp_cli.estimate`), before computing."""
     dense = 0
@@ -119,7 +137,7 @@ def estimate_run(arch: Architecture, ctx: KernelContext, data: Any, target: torc
         nodes = ctx.every_node if square else target
         dense = arch.network.peak_elements(nodes, ctx, None if square else train)
     return gp_estimate(
-        rss_now=current_rss_bytes(), num_nodes=int(data.num_nodes), num_edges=int(data.edge_index.size(1)),
+        rss_now=current_rss_bytes(), peak_now=peak_rss_mb() * 2**20, num_nodes=int(data.num_nodes), num_edges=num_edges,
         num_features=int(data.x.size(1)), n_train=int(train.numel()), n_labelled=int(target.numel()),
         layers=layers, bytes_per_entry=torch.finfo(dtype).bits // 8,
         landmarks=None if landmarks is None else int(landmarks.numel()), dense_elements=int(dense),
@@ -136,7 +154,7 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     kcfg = cfg.kernel
     filters = filter_choices(kcfg)   # gprgp: the filters chosen from on validation; else [None]
     arch = architecture(kcfg, filter_values(filters[0]))
-    adjacency = Adjacency.from_graph(data.edge_index, data.num_nodes, arch.adjacency, dtype, device)
+    adjacency = prep.adjacency(arch.adjacency)
     features = data.x.to(dtype)
     if kcfg.base.scale != 1:  # C0 reads sqrt(scale) x (linear: scale x.x')
         features = features * kcfg.base.scale ** 0.5
@@ -151,7 +169,7 @@ def gp_run(cfg: Any, prep: Prepared, run: int) -> tuple[GPResult, dict]:
     )
     kernel_watch, inference_watch = Stopwatch(device), Stopwatch(device)
     ctx = KernelContext(features, adjacency, BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d), landmarks)
-    estimate = estimate_run(arch, ctx, data, target, train, landmarks, dtype, int(kcfg.layers))
+    estimate = estimate_run(arch, ctx, data, prep.num_edges, target, train, landmarks, dtype, int(kcfg.layers))
     log.info(estimate.line(arch.label, dataset_label(cfg.dataset.name, data)))
     layers = int(kcfg.layers)
     progress = Progress(f"{arch.label} on {dataset_label(cfg.dataset.name, data)}", total=layers * len(gammas))
@@ -283,7 +301,7 @@ def base_row(cfg: Any) -> dict:
 def finish_row(row: dict, cfg: Any, prep: Prepared, run: int) -> dict:
     data = prep.data
     row.update(
-        task=data.task, run=run, n_nodes=int(data.num_nodes), n_edges=int(data.edge_index.size(1)),
+        task=data.task, run=run, n_nodes=int(data.num_nodes), n_edges=prep.num_edges,
         load_seconds=prep.load_seconds, device=str(prep.device), split=getattr(data, "split", ""),
         stand_in=getattr(data, "stand_in", ""), experiment=cfg.experiment.name or "",
         peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(prep.device), compute_backend="local", workers=1,
@@ -316,7 +334,9 @@ def run_gp(cfg: Any, prep: Optional[Prepared] = None) -> list[dict]:
         from .rowblocks.run import run_gp_rowblocks
 
         return run_gp_rowblocks(cfg)
+    owned = prep is None
     prep = reuse(cfg, prep)
+    prep.keep_edges = not owned   # data loaded for this job alone: its edge list goes once A is built
     warn_not_wide_limit(cfg.kernel)
     rows = []
     runs = 1 if deterministic(cfg) and not cfg.repeat_deterministic else cfg.runs

@@ -13,6 +13,12 @@ import torch
 
 from .errors import ConfigError
 
+# Past this many entries (256 MiB in float32) an ``N x r`` product with the root is computed by
+# row blocks written into one output (the ReLU's Nystrom root, the convolution ``A Q``, the
+# posterior variances): its temporaries are then a block's, not several copies of an ``N x r`` matrix (a
+# Reddit-sized GCNGP-X: 232,965 x 3,184, 3 GB each). Smaller problems take the one-product path.
+ROW_BLOCK_ENTRIES = 1 << 26
+
 
 def resolve_device(name: str) -> torch.device:
     """The job's device: ``cuda`` without a GPU is an error, never a silent fallback."""

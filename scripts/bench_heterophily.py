@@ -36,7 +36,6 @@ LABELS = {"gcn": "GCN", "sage": "GraphSAGE", "gcngp": "GCNGP", "gcngp_x": "GCNGP
 # cells not run, with the reason (estimated from the operators' sizes, see the README)
 SKIPPED = {
     ("tolokers", "h2gcngp"): "exact: the 2-hop operator has 45M entries; A2 K A2^T on 11,758 x 11,758 is ~1e12 flops",
-    ("tolokers", "gprgp"): "exact: 6 filters x (4 products of A with an 11,758 x 11,758 matrix + a 5,879 eigendecomposition)",
     ("questions", "gcngp"): "exact: 48,921 nodes (dense kernel 9.6 GB)",
     ("questions", "sagegp"): "exact: 48,921 nodes (dense kernel 9.6 GB)",
     ("questions", "gprgp"): "exact: 48,921 nodes (dense kernel 9.6 GB)",

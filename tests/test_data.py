@@ -232,9 +232,16 @@ def write_reddit(folder: Path, n=25, d=6):
 
 
 def test_reddit_from_written_pyg_files(tmp_path):
-    data = load("reddit", write_reddit(tmp_path / "mirror"), tmp_path / "cache")
+    mirror = write_reddit(tmp_path / "mirror")
+    data = load("reddit", mirror, tmp_path / "cache")
     assert (data.num_nodes, data.num_features, data.task) == (25, 6, "classification")
     assert split_sizes(data) == (10, 5, 10)
+    # the edge list is PyG's Reddit.process: coalesce of the scipy COO (sorted, duplicates merged)
+    from torch_geometric.utils import coalesce
+
+    adj = sp.load_npz(mirror / "Reddit" / "raw" / "reddit_graph.npz").tocoo()
+    raw = torch.stack([torch.from_numpy(adj.row).long(), torch.from_numpy(adj.col).long()])
+    assert raw.size(1) == 50 and torch.equal(data.edge_index, coalesce(raw, num_nodes=25)) and data.edge_index.size(1) < 50
 
 
 def test_truncated_reddit_file_is_named(tmp_path):

@@ -101,3 +101,19 @@ def test_a_gram_of_orthogonal_columns_is_decomposed_by_its_diagonal_and_others_b
     assert not bool((v2.abs().sum(0) == 1).all())
     torch.testing.assert_close(v2 @ torch.diag(w2) @ v2.T, mixed, atol=1e-4, rtol=1e-4)
 
+
+
+def test_posterior_variances_by_row_blocks_equal_the_one_product(monkeypatch):
+    """Past ROW_BLOCK_ENTRIES the variances are computed by row blocks (a Reddit-sized
+    GCNGP-X held three N x r temporaries for them); the values are the same."""
+    from gnngp_cli.inference import LowRankPosterior
+    from gnngp_cli import runtime
+
+    g = torch.Generator().manual_seed(1)
+    root = torch.randn(500, 30, generator=g, dtype=torch.float64)
+    train = torch.arange(0, 500, 3)
+    post = LowRankPosterior(root, train, torch.randn(train.numel(), 2, generator=g, dtype=torch.float64))
+    pos = torch.arange(499, -1, -1)
+    whole = post.variance(pos, 0.1)
+    monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 30 * 64 + 7)
+    torch.testing.assert_close(post.variance(pos, 0.1), whole, rtol=1e-12, atol=1e-14)

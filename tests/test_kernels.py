@@ -206,3 +206,52 @@ def test_overflow_raises_instead_of_nan():
     ctx, _ = context(x * 1e20, ei)
     with pytest.raises(KernelError, match="NaN or infinite"):
         gcn(2, 1.0, 0.0)(None, ctx, torch.arange(40))
+
+
+def test_an_eigendecomposition_that_does_not_converge_is_retried_then_a_one_line_error(monkeypatch):
+    """LAPACK failed on H2GCNGP-X's Gram matrix on minesweeper once its tiny entries were zeroed
+    (not without them): the matrix as given is tried next, then float64; all failing is one line."""
+    import pytest
+    import torch
+
+    from gnngp_cli.errors import KernelError
+    from gnngp_cli.kernels import numerics
+
+    eigh = torch.linalg.eigh
+    calls = []
+
+    def failing(times):
+        def fake(m):
+            calls.append(m.dtype)
+            if len(calls) <= times:
+                raise torch.linalg.LinAlgError("linalg.eigh: The algorithm failed to converge")
+            return eigh(m)
+        return fake
+
+    a = torch.tensor([[2.0, 1e-30], [1e-30, 1.0]])
+    monkeypatch.setattr(torch.linalg, "eigh", failing(2))
+    w, v = numerics.symmetric_eigh(a)
+    assert calls == [torch.float32, torch.float32, torch.float64] and w.dtype == torch.float32
+    torch.testing.assert_close(w, torch.tensor([1.0, 2.0]))
+    calls.clear()
+    monkeypatch.setattr(torch.linalg, "eigh", failing(3))
+    with pytest.raises(KernelError) as caught:
+        numerics.symmetric_eigh(a)
+    assert "2 x 2 kernel block did not converge" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_relu_root_by_row_blocks_equals_the_whole_one(monkeypatch):
+    """Past ROW_BLOCK_ENTRIES (a Reddit-sized GCNGP-X) the ReLU's Nystrom root is built by row
+    blocks into one output, so its temporaries are a block's; the root is the same."""
+    import torch
+
+    from gnngp_cli.kernels import roots
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1000, 40, generator=g, dtype=torch.float64)
+    landmarks = torch.sort(torch.randperm(1000, generator=g)[:70]).values
+    whole = roots.TorchRoots().relu_root(q, landmarks)
+    monkeypatch.setattr(roots.runtime, "ROW_BLOCK_ENTRIES", 70 * 128 + 5)   # blocks of 128 rows, the last one short
+    by_rows = roots.TorchRoots().relu_root(q, landmarks)
+    torch.testing.assert_close(by_rows, whole, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(by_rows[landmarks] @ by_rows[landmarks].T, roots.relu_expectation(q[landmarks] @ q[landmarks].T, (q[landmarks] ** 2).sum(1), (q[landmarks] ** 2).sum(1)))

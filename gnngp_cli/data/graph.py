@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Optional
 
 import torch
 from torch import Tensor
+
+from .. import runtime
 
 NORMALISATIONS = ("sym", "row")
 
@@ -33,26 +34,41 @@ def sparse_beta_quiet():
 
 
 def coalesce(edge_index: Tensor, edge_weight: Optional[Tensor], num_nodes: int) -> tuple[Tensor, Optional[Tensor]]:
-    """Sort edges by (row, column) and merge duplicates, summing their weights.
+    """Sort edges by (row, column) and merge duplicates, summing their weights."""
+    return coalesce_keys(edge_index[0] * num_nodes + edge_index[1], edge_weight, num_nodes)
 
-    The sort key ``row * N + col`` is one int64 per edge; no other edge-sized int64 array is
-    alive beside the output."""
-    key = edge_index[0] * num_nodes + edge_index[1]
+
+def coalesce_keys(key: Tensor, edge_weight: Optional[Tensor], num_nodes: int) -> tuple[Tensor, Optional[Tensor]]:
+    """:func:`coalesce` of the edges whose sort keys are ``key = row * N + col``.
+
+    Pass ``key`` without keeping a reference (``coalesce_keys(a * n + b, ...)``): it is freed
+    once sorted. At most the sorted keys, their order and the output (4 int64 per edge) are alive
+    at once; a graph without duplicate edges (the usual case) skips ``unique``'s two arrays. On
+    a Reddit-sized graph (115M edges) an int64 per edge is 0.9 GB."""
     key, order = torch.sort(key)
-    unique, inverse = torch.unique_consecutive(key, return_inverse=True)
-    del key
-    out = torch.stack([torch.div(unique, num_nodes, rounding_mode="floor"), unique % num_nodes])
     if edge_weight is None:
-        return out, None
-    summed = torch.zeros(unique.numel(), dtype=edge_weight.dtype, device=edge_weight.device)
-    summed.index_add_(0, inverse, edge_weight[order])
+        del order
+    if key.numel() > 1 and bool((key[1:] == key[:-1]).any()):
+        key, inverse = torch.unique_consecutive(key, return_inverse=True)
+        summed = None
+        if edge_weight is not None:
+            summed = torch.zeros(key.numel(), dtype=edge_weight.dtype, device=edge_weight.device)
+            summed.index_add_(0, inverse, edge_weight[order])
+        del inverse
+    else:
+        summed = edge_weight[order] if edge_weight is not None else None
+    if edge_weight is not None:
+        del order
+    out = torch.empty(2, key.numel(), dtype=key.dtype, device=key.device)
+    torch.div(key, num_nodes, rounding_mode="floor", out=out[0])
+    torch.remainder(key, num_nodes, out=out[1])
     return out, summed
 
 
 def make_undirected(edge_index: Tensor, num_nodes: int) -> Tensor:
     """Symmetrise and coalesce an edge list (duplicates merged, self-loops kept once)."""
-    both = torch.cat([edge_index, edge_index.flip(0)], dim=1)
-    return coalesce(both, None, num_nodes)[0]
+    row, col = edge_index
+    return coalesce_keys(torch.cat([row * num_nodes + col, col * num_nodes + row]), None, num_nodes)[0]
 
 
 def normalized_adjacency(
@@ -70,12 +86,10 @@ def normalized_adjacency(
     """
     if kind not in NORMALISATIONS:
         raise ValueError(f"unknown normalisation {kind!r}; use one of {NORMALISATIONS}")
-    if edge_weight is None:
-        edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=edge_index.device)
-    loops = torch.arange(num_nodes, device=edge_index.device)
-    edge_index = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)
-    edge_weight = torch.cat([edge_weight.to(dtype), torch.ones(num_nodes, dtype=dtype, device=edge_index.device)])
-    edge_index, edge_weight = coalesce(edge_index, edge_weight, num_nodes)
+    ones = torch.ones(num_nodes, dtype=dtype, device=edge_index.device)
+    weight = ones.new_ones(edge_index.size(1)) if edge_weight is None else edge_weight.to(dtype)
+    edge_index, edge_weight = coalesce_keys(_keys_with_loops(edge_index, num_nodes), torch.cat([weight, ones]), num_nodes)
+    del weight
     row, col = edge_index
     deg = torch.zeros(num_nodes, dtype=dtype, device=edge_index.device).index_add_(0, row, edge_weight)
     if kind == "sym":
@@ -86,19 +100,49 @@ def normalized_adjacency(
     return edge_index, edge_weight
 
 
-@dataclass
-class Adjacency:
-    """A normalised sparse adjacency ``A`` with the operations the kernels need."""
+def _keys_with_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Sort keys ``row * N + col`` of the edges followed by the self-loops ``(i, i)``, in one
+    array (no concatenated copy of the edge list)."""
+    e = edge_index.size(1)
+    key = torch.empty(e + num_nodes, dtype=torch.long, device=edge_index.device)
+    torch.mul(edge_index[0], num_nodes, out=key[:e])
+    key[:e] += edge_index[1]
+    torch.mul(torch.arange(num_nodes, device=edge_index.device), num_nodes + 1, out=key[e:])
+    return key
 
-    edge_index: Tensor
-    edge_weight: Tensor
-    num_nodes: int
-    _csr: Optional[Tensor] = None
+
+class Adjacency:
+    """A normalised sparse adjacency ``A`` with the operations the kernels need: its entries
+    as a COO list (``edge_index``, ``edge_weight``) and as CSR (built on first use, sharing the
+    column and weight arrays when the list is in row-major order)."""
+
+    def __init__(self, edge_index: Optional[Tensor], edge_weight: Tensor, num_nodes: int, csr: Optional[Tensor] = None):
+        self._coo = edge_index
+        self.edge_weight = edge_weight
+        self.num_nodes = num_nodes
+        self._csr = csr
 
     @classmethod
     def from_graph(cls, edge_index: Tensor, num_nodes: int, kind: str, dtype: torch.dtype, device) -> "Adjacency":
+        """The normalised adjacency of a graph. Past ``ROW_BLOCK_ENTRIES`` entries only its CSR
+        form is held (the COO rows, 8 bytes an entry, are rebuilt when asked for: 0.9 GB on a
+        Reddit-sized graph, where the low-rank kernels need only ``A Q``)."""
         ei, w = normalized_adjacency(edge_index.to(device), num_nodes, kind, dtype=dtype)
-        return cls(ei, w, num_nodes)
+        if w.numel() <= runtime.ROW_BLOCK_ENTRIES:
+            return cls(ei, w, num_nodes)
+        crow, col = row_pointers(ei[0], num_nodes), ei[1].clone()
+        del ei
+        with sparse_beta_quiet():
+            return cls(None, w, num_nodes, torch.sparse_csr_tensor(crow, col, w, (num_nodes, num_nodes)))
+
+    @property
+    def edge_index(self) -> Tensor:
+        """``(2, E)`` row and column ids in CSR order (rebuilt from the CSR form when only it is held)."""
+        if self._coo is not None:
+            return self._coo
+        crow, col = self._csr.crow_indices(), self._csr.col_indices()
+        row = torch.repeat_interleave(torch.arange(self.num_nodes, device=crow.device), crow.diff())
+        return torch.stack([row, col])
 
     def csr_parts(self) -> tuple[Tensor, Tensor, Tensor]:
         """``(crow, col, weight)`` of ``A`` in CSR order."""
@@ -107,10 +151,24 @@ class Adjacency:
         return self._csr.crow_indices(), self._csr.col_indices(), self._csr.values()
 
     def matmul(self, dense: Tensor) -> Tensor:
-        """``A @ dense`` for all nodes (sparse CSR product)."""
+        """``A @ dense`` for all nodes (sparse CSR product). Past ``ROW_BLOCK_ENTRIES`` output
+        entries, by row blocks of ``A`` written into one output: the product allocates a
+        temporary the size of its result (3 GB for a Reddit-sized GCNGP-X root), now a block's."""
         if self._csr is None:
             self._csr = _csr(self.edge_index, self.edge_weight, (self.num_nodes, self.num_nodes))
-        return torch.sparse.mm(self._csr, dense)
+        width = dense.size(1) if dense.dim() == 2 else 1
+        if self.num_nodes * width <= runtime.ROW_BLOCK_ENTRIES or dense.requires_grad or dense.dim() != 2:
+            return torch.sparse.mm(self._csr, dense)
+        crow, col, weight = self._csr.crow_indices(), self._csr.col_indices(), self._csr.values()
+        out = dense.new_empty(self.num_nodes, width)
+        step = max(1, runtime.ROW_BLOCK_ENTRIES // width)
+        for start in range(0, self.num_nodes, step):
+            stop = min(start + step, self.num_nodes)
+            lo, hi = int(crow[start]), int(crow[stop])
+            with sparse_beta_quiet():
+                rows = torch.sparse_csr_tensor(crow[start:stop + 1] - lo, col[lo:hi], weight[lo:hi], (stop - start, self.num_nodes))
+            out[start:stop] = torch.sparse.mm(rows, dense)
+        return out
 
     def neighbours(self, nodes: Tensor) -> Tensor:
         """Sorted ids of every node reachable in one step from ``nodes`` (``nodes`` included)."""
@@ -150,7 +208,21 @@ def csr_order(row: Tensor, col: Tensor, shape: tuple[int, int]) -> tuple[Tensor,
 
 
 def _csr(index: Tensor, weight: Tensor, shape: tuple[int, int]) -> Tensor:
-    """A CSR matrix from coalesced-or-not COO entries, built without COO coalescing."""
-    crow, order = csr_order(index[0], index[1], shape)
+    """A CSR matrix from coalesced-or-not COO entries, built without COO coalescing. Entries
+    already in row-major order (a normalised adjacency: :func:`coalesce` sorts them) are not
+    sorted again, and the matrix shares their column and weight arrays instead of copying them."""
+    row, col = index[0], index[1]
+    if _row_major(row, col):
+        with sparse_beta_quiet():
+            return torch.sparse_csr_tensor(row_pointers(row, shape[0]), col, weight, shape)
+    crow, order = csr_order(row, col, shape)
     with sparse_beta_quiet():
-        return torch.sparse_csr_tensor(crow, index[1][order], weight[order], shape)
+        return torch.sparse_csr_tensor(crow, col[order], weight[order], shape)
+
+
+def _row_major(row: Tensor, col: Tensor) -> bool:
+    """Whether the entries are sorted by row, then column."""
+    if row.numel() < 2:
+        return True
+    step = row[1:] - row[:-1]
+    return bool((step >= 0).all()) and bool(((step > 0) | (col[1:] >= col[:-1])).all())

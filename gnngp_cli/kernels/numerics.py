@@ -53,13 +53,26 @@ def symmetric_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
     process about 100x slower: an RBF kernel at mid-grid gamma on squirrel's 2,496 training nodes
     (most entries near exp(-44)) took 14 s instead of 0.9 s, with the same eigenvalues to 3e-6.
     The change is at most ``n sqrt(tiny)`` relative (1e-16 in float32): below round-off. With a
-    gradient, the backward of :class:`_Eigh`."""
+    gradient, the backward of :class:`_Eigh`.
+
+    LAPACK's divide and conquer can fail to converge on a float32 matrix with many equal
+    eigenvalues (H2GCNGP-X's 2,100 x 2,100 Gram matrix on minesweeper failed with the small
+    entries zeroed and not without them); then the matrix as given is tried, then float64 (the
+    result cast back), and only if all fail is it an error, one line."""
     a = (a + a.T) / 2
     if a.numel() == 0:
         return torch.linalg.eigh(a)
     floor = a.detach().abs().amax() * math.sqrt(torch.finfo(a.dtype).tiny)
-    a = torch.where(a.detach().abs() < floor, torch.zeros((), dtype=a.dtype, device=a.device), a)
-    return _Eigh.apply(a) if a.requires_grad else torch.linalg.eigh(a)
+    zeroed = torch.where(a.detach().abs() < floor, torch.zeros((), dtype=a.dtype, device=a.device), a)
+    attempts = [zeroed, a] + ([a.double()] if a.dtype != torch.float64 else [])
+    for candidate in attempts:
+        try:
+            w, v = _Eigh.apply(candidate) if candidate.requires_grad else torch.linalg.eigh(candidate)
+        except torch.linalg.LinAlgError:
+            continue
+        return w.to(a.dtype), v.to(a.dtype)
+    raise KernelError(f"the eigendecomposition of a {a.size(0)} x {a.size(0)} kernel block did not converge (LAPACK); "
+                      "check the features and sigmas for NaN or extreme values, or use fewer landmarks")
 
 
 def sqrt_positive(x: Tensor) -> Tensor:

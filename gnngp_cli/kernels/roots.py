@@ -23,9 +23,18 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from .numerics import check_kernel, nystrom_root
+from .. import runtime
+from .numerics import NystromFactor, check_kernel, nystrom_root
 from .relu import relu_expectation
 from .value import Kernel
+
+
+def relu_nystrom_rows(q: Tensor, q_a: Tensor, var_a: Tensor, factor: NystromFactor, is_landmark: Tensor, index: Tensor) -> Tensor:
+    """Rows of ``chol(g(Q Q^T))`` from rows ``q`` of ``Q``: ``C[b, a] = g(Q_b Q[a]^T)`` with the
+    variances ``diag Q_b Q_b^T`` and ``var_a``, then the factor of ``C[a, a]`` (``is_landmark``,
+    ``index``: which rows are landmarks, and which; see :meth:`NystromFactor.apply`)."""
+    var = (q * q).sum(1)
+    return factor.apply(relu_expectation(q @ q_a.T, var, var_a), is_landmark, index)
 
 
 class RootBacking(Protocol):
@@ -56,10 +65,25 @@ class TorchRoots:
 
     def relu_root(self, root: Tensor, landmarks: Tensor) -> Tensor:
         """``chol(g(Q Q^T))``: ``g`` of ``Q Q[a]^T`` with the variances ``diag Q Q^T``, then the
-        Nystrom root on the landmarks ``a``."""
-        var = (root * root).sum(1)
-        cross = relu_expectation(root @ root[landmarks].T, var, var[landmarks])
-        return nystrom_root(cross, landmarks, "activation")
+        Nystrom root on the landmarks ``a``. Past ``runtime.ROW_BLOCK_ENTRIES``, without a gradient, the
+        same by row blocks into one output (:func:`relu_nystrom_rows`, as the Dask backing)."""
+        n, r = root.size(0), landmarks.numel()
+        if root.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
+            var = (root * root).sum(1)
+            cross = relu_expectation(root @ root[landmarks].T, var, var[landmarks])
+            return nystrom_root(cross, landmarks, "activation")
+        q_a = root[landmarks]
+        var_a = (q_a * q_a).sum(1)
+        factor = NystromFactor.of(relu_expectation(q_a @ q_a.T, var_a, var_a), "activation")
+        position = torch.full((n,), -1, dtype=torch.long, device=root.device)
+        position[landmarks] = torch.arange(r, device=root.device)
+        out = root.new_empty(n, r)
+        step = max(1, runtime.ROW_BLOCK_ENTRIES // max(r, 1))
+        for start in range(0, n, step):
+            rows = slice(start, start + step)
+            index = position[rows][position[rows] >= 0]
+            out[rows] = relu_nystrom_rows(root[rows], q_a, var_a, factor, position[rows] >= 0, index)
+        return out
 
     def layer_output(self, k: Kernel, name: str) -> Kernel:
         """A named layer's output, checked to be a valid covariance."""

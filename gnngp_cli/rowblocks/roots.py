@@ -26,6 +26,7 @@ from ..errors import KernelError
 from ..kernels.context import KernelContext
 from ..kernels.numerics import NystromFactor
 from ..kernels.relu import relu_expectation
+from ..kernels.roots import relu_nystrom_rows
 from ..kernels.value import Kernel
 from .graph import ShardedGraph
 
@@ -62,9 +63,7 @@ def _landmark_rows(landmarks: np.ndarray, start: int, rows: int) -> tuple[torch.
 def _relu_nystrom(q_b: np.ndarray, start: int, q_a: torch.Tensor, var_a: torch.Tensor, factor: NystromFactor, landmarks: np.ndarray) -> np.ndarray:
     """Rows of ``chol(g(Q Q^T))``: ``C[b, a] = g(Q_b Q[a]^T)``, then the factor."""
     q = torch.from_numpy(np.ascontiguousarray(q_b))
-    var = (q * q).sum(1)
-    cross = relu_expectation(q @ q_a.T, var, var_a)
-    return factor.apply(cross, *_landmark_rows(landmarks, start, q.size(0))).numpy()
+    return relu_nystrom_rows(q, q_a, var_a, factor, *_landmark_rows(landmarks, start, q.size(0))).numpy()
 
 
 def _base_nystrom(x_b: np.ndarray, start: int, base: Any, x_a: torch.Tensor, factor: NystromFactor, landmarks: np.ndarray) -> np.ndarray:
