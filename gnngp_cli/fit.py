@@ -343,7 +343,7 @@ def fit_hyperparameters(
         (-value).backward()
         bad = [name for name, raw in params.raw.items() if raw.grad is not None and not bool(torch.isfinite(raw.grad))]
         if bad:   # Adam would turn the parameters into NaN and fail a step later, blaming fit.lr
-            raise KernelError(f"fit=mll: the gradient of {', '.join(bad)} is not finite at step {step} (objective {float(value):.5g}); "
+            raise KernelError(f"fit=mll: the gradient of {', '.join(bad)} is not finite at step {step} (objective {float(value.detach()):.5g}); "
                               "use dtype=float64, or fewer landmarks")
         nonlocal best_value, best_raw
         if float(value.detach()) > best_value:
