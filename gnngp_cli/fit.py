@@ -344,7 +344,7 @@ def fit_hyperparameters(
         bad = [name for name, raw in params.raw.items() if raw.grad is not None and not bool(torch.isfinite(raw.grad))]
         if bad:   # Adam would turn the parameters into NaN and fail a step later, blaming fit.lr
             raise KernelError(f"fit=mll: the gradient of {', '.join(bad)} is not finite at step {step} (objective {float(value.detach()):.5g}); "
-                              "use dtype=float64, or fewer landmarks")
+                              f"use a smaller fit.lr (now {fcfg.lr:g}), dtype=float64, or fewer landmarks")
         nonlocal best_value, best_raw
         if float(value.detach()) > best_value:
             best_value, best_raw = float(value.detach()), {k: v.detach().clone() for k, v in params.raw.items()}
