@@ -4,9 +4,18 @@ the blocked sparse-dense product ``A Q``.
 ``A Q`` for row block ``b`` of the output reads only the row blocks ``j`` of ``Q`` whose nodes
 are columns of ``A[b]``: one task per touched ``(b, j)`` computes ``(I + A)[b, j] (s_in Q_j)``
 on the rows of ``b`` that have an entry in ``j`` (a slice of ``b``'s shard, sorted by source
-block), and a tree of sums (fan-in :data:`FAN_IN`) adds them and scales the rows by ``s_out``:
+block; it runs where ``Q_j`` lives), and a chain of sums adds them, :data:`FAN_IN` partial
+products a step, into one running block that the last step scales by ``s_out``:
 ``s_in = s_out = D^-1/2`` (symmetric) or ``s_in = 1, s_out = D^-1`` (row normalisation).
-No task holds more than ``FAN_IN`` partial row blocks.
+
+What is alive is bounded, whatever the graph: a group's partial products wait for the previous
+step of their block, and a block's first group for the end of the block ``in_flight`` places
+before it (both through a token of no size, so the scheduler still places each partial product
+beside its ``Q_j``). On a random graph every output block touches every source block, and the
+partial products of one product together are about the size of ``M x width`` (90 GB at 10^8
+edges and 257 columns); produced all at once, as a tree of sums let them be, they filled the disk
+that the workers spill to. Now at most ``in_flight`` running blocks and ``FAN_IN`` partial
+products each are alive. No task holds more than ``FAN_IN`` partial products and one block.
 """
 from __future__ import annotations
 
@@ -44,9 +53,10 @@ def _scale(root: str, b: int, kind: str, dtype: Any) -> np.ndarray:
     return (deg ** -0.5 if kind == "sym" else 1.0 / deg).astype(dtype)[:, None]
 
 
-def _partial_product(root: str, b: int, j: int, kind: str, q_j: np.ndarray) -> tuple:
+def _partial_product(root: str, b: int, j: int, kind: str, q_j: np.ndarray, after: Any = None) -> tuple:
     """``(I + A)[b, j] (s_in_j Q_j)`` on the rows of ``b`` with an entry in ``j``: ``(rows, values)``.
-    ``s_in`` scales the entries (``O(edges)``), not ``Q_j``."""
+    ``s_in`` scales the entries (``O(edges)``), not ``Q_j``. ``after`` (a token, unused) orders
+    the task after the step it names."""
     import scipy.sparse as sp
 
     split = load_part(Path(root), b, "split")
@@ -61,21 +71,25 @@ def _partial_product(root: str, b: int, j: int, kind: str, q_j: np.ndarray) -> t
     return touched, np.asarray(a @ q_j)
 
 
-def _sum_parts(count: int, width: int, dtype: Any, *parts: Any) -> np.ndarray:
-    """The sum of partial products (``(rows, values)``) and partial sums (dense) of one block."""
-    out = np.zeros((count, width), dtype=dtype)
-    for part in parts:
-        if isinstance(part, tuple):
-            out[part[0]] += part[1]
-        else:
-            out += part
+def _accumulate(count: int, width: int, dtype: Any, running: Any, *parts: tuple) -> np.ndarray:
+    """One step of a block's chain: ``running`` (``None`` at the first step; never changed in
+    place, as Dask may hand it to a recomputed task again) plus the partial products ``parts``."""
+    out = np.zeros((count, width), dtype=dtype) if running is None else running.copy()
+    for rows, values in parts:
+        out[rows] += values
     return out
 
 
-def _finish(total: Any, s_out: np.ndarray, count: int, width: int) -> np.ndarray:
-    if isinstance(total, tuple):
-        total = _sum_parts(count, width, s_out.dtype, total)
-    return total * s_out
+def _last(count: int, width: int, dtype: Any, s_out: np.ndarray, running: Any, *parts: tuple) -> np.ndarray:
+    """The chain's last step, scaled by ``s_out``."""
+    out = _accumulate(count, width, dtype, running, *parts)
+    out *= s_out
+    return out
+
+
+def _token(block: Any) -> None:
+    """Done when ``block`` is: orders tasks after it without moving its data."""
+    return None
 
 
 @dataclass
@@ -85,6 +99,7 @@ class ShardedGraph:
 
     root: Path
     meta: ShardMeta
+    in_flight: int = 8   # output row blocks of ``A Q`` under way at once (twice the cluster's threads in a run)
 
     @property
     def chunks(self) -> tuple[int, ...]:
@@ -133,15 +148,22 @@ class ShardedGraph:
         width, dtype = q.shape[1], q.dtype
         sources = dask.compute(*[dask.delayed(_touched_sources, pure=True)(str(self.root), b) for b in range(self.meta.num_blocks)])
         q_blocks = q.to_delayed().ravel()
-        out = []
+        product = partial(dask.delayed(_partial_product, pure=True), str(self.root))
+        blocks, done = [], []
         for b in range(self.meta.num_blocks):
             count = self.meta.block_rows(b)
-            parts = [dask.delayed(_partial_product, pure=True)(str(self.root), b, int(j), kind, q_blocks[j]) for j in sources[b]]
-            total = tree_reduce(parts, partial(_sum_parts, count, width, dtype)) if parts else np.zeros((count, width), dtype)
             s_out = dask.delayed(_scale, pure=True)(str(self.root), b, kind, dtype)
-            block = dask.delayed(_finish, pure=True)(total, s_out, count, width)
-            out.append(da.from_delayed(block, shape=(count, width), dtype=dtype))
-        return da.concatenate(out, axis=0)
+            groups = [sources[b][i:i + FAN_IN] for i in range(0, len(sources[b]), FAN_IN)] or [[]]
+            running, after = None, done[b - self.in_flight] if b >= self.in_flight else None
+            for g, group in enumerate(groups):
+                parts = [product(b, int(j), kind, q_blocks[j], after) for j in group]
+                step = _last if g == len(groups) - 1 else _accumulate
+                args = (count, width, dtype, s_out) if step is _last else (count, width, dtype)
+                running = dask.delayed(step, pure=True)(*args, running, *parts)
+                after = dask.delayed(_token, pure=True)(running)
+            done.append(after)
+            blocks.append(da.from_delayed(running, shape=(count, width), dtype=dtype))
+        return da.concatenate(blocks, axis=0)
 
 
 def _touched_sources(root: str, b: int) -> np.ndarray:
