@@ -104,11 +104,10 @@ class Posterior:
         if pos.numel() * self.w.numel() <= runtime.ROW_BLOCK_ENTRIES:
             proj = self.rows(pos) @ self.v
             return (proj * proj * inv).sum(1)
-        step = max(1, runtime.ROW_BLOCK_ENTRIES // self.w.numel())
         out = self.features.new_empty(pos.numel())
-        for start in range(0, pos.numel(), step):
-            proj = self.features[pos[start:start + step]] @ self.v
-            out[start:start + step] = (proj * proj * inv).sum(1)
+        for start, stop in runtime.row_blocks(pos.numel(), self.w.numel()):
+            proj = self.features[pos[start:stop]] @ self.v
+            out[start:stop] = (proj * proj * inv).sum(1)
         return out
 
     def variance(self, pos: Tensor, eps: float) -> Tensor:

@@ -20,6 +20,14 @@ from .errors import ConfigError
 ROW_BLOCK_ENTRIES = 1 << 26
 
 
+def row_blocks(rows: int, width: int) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` of consecutive row blocks of a ``rows x width`` result, each of about
+    ``ROW_BLOCK_ENTRIES`` entries (at least one row)."""
+    step = max(1, ROW_BLOCK_ENTRIES // max(width, 1))
+    for start in range(0, rows, step):
+        yield start, min(start + step, rows)
+
+
 def resolve_device(name: str) -> torch.device:
     """The job's device: ``cuda`` without a GPU is an error, never a silent fallback."""
     if name == "auto":

@@ -6,7 +6,7 @@ N = 10^7): ``gnngp partition`` writes the shards (one process, timed apart), the
 ``gnngp run kernel=gcngp_x compute=dask`` runs on a LocalCluster of ``--workers`` worker
 processes of at most ``--memory-limit`` each (spilling to ``--spill``), exactly as a user would.
 Prints and writes the wall time (kernel + inference, and the whole command), the peak memory of
-the largest worker, and the least-squares slope of log time against log(M + N).
+the largest worker, the peak disk use of the spill folder, and the least-squares slope of log time against log(M + N).
 Targets: slope <= 1.15; 10^7 nodes in <= 30 min on 2 cores.
 
     python scripts/bench_dask.py --sizes 100000 1000000 10000000 --out outputs/bench/bench_dask.csv
@@ -23,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -37,19 +38,46 @@ def partition(n: int, rows: int, out: Path, data_root: Path) -> float:
     return time.perf_counter() - start
 
 
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for path, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(path, name)).st_blocks * 512
+            except OSError:   # a spilled block removed meanwhile
+                pass
+    return total
+
+
+class SpillWatch(threading.Thread):
+    """The peak disk use of the workers' spill folder, sampled every 5 s."""
+
+    def __init__(self, folder: Path):
+        super().__init__(daemon=True)
+        self.folder, self.peak, self.stop = folder, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(5.0):
+            self.peak = max(self.peak, _folder_bytes(self.folder))
+
+
 def run(n: int, shards: Path, args) -> dict:
     out = Path(args.work) / f"run-{n}"
+    spill = SpillWatch(Path(args.spill))
+    spill.start()
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "dataset=csbm", f"dataset.num_nodes={n}", "dataset.avg_degree=10",
                     "dataset.num_features=64", "kernel=gcngp_x", "landmarks.count=256", "compute=dask", f"compute.shards={shards}",
                     f"compute.workers={args.workers}", "compute.threads_per_worker=1", f"compute.memory_limit={args.memory_limit}",
                     f"compute.spill_dir={args.spill}", "compute.dashboard=:0", "nugget.num=101", f"hydra.run.dir={out}"], check=True)
     wall = time.perf_counter() - start
+    spill.stop.set()
+    spill.join()
     row = pd.read_csv(out / "results.csv").iloc[-1].to_dict()
     return {"nodes": n, "edges": int(row["n_edges"]), "seconds": row["total_seconds"], "command_seconds": wall,
             "kernel_seconds": row["kernel_seconds"], "inference_seconds": row["inference_seconds"],
             "peak_worker_mb": row["peak_worker_mb"], "client_peak_mb": row["peak_rss_mb"], "workers": int(row["workers"]),
-            "test_accuracy": row["test"]}
+            "peak_spill_gb": round(spill.peak / 2**30, 2), "test_accuracy": row["test"]}
 
 
 def slope(rows: list[dict]) -> float:
@@ -95,7 +123,7 @@ def compare_local(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="*", type=int, default=[100_000, 1_000_000, 10_000_000])
-    parser.add_argument("--blocks", type=int, default=40, help="row blocks per graph (rows = N / blocks, at least 25,000)")
+    parser.add_argument("--blocks", type=int, default=80, help="row blocks per graph (rows = N / blocks, at least 25,000)")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--memory-limit", default="3GB")
     parser.add_argument("--work", default="outputs/bench/dask", help="shards and run folders")

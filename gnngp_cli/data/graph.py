@@ -161,9 +161,7 @@ class Adjacency:
             return torch.sparse.mm(self._csr, dense)
         crow, col, weight = self._csr.crow_indices(), self._csr.col_indices(), self._csr.values()
         out = dense.new_empty(self.num_nodes, width)
-        step = max(1, runtime.ROW_BLOCK_ENTRIES // width)
-        for start in range(0, self.num_nodes, step):
-            stop = min(start + step, self.num_nodes)
+        for start, stop in runtime.row_blocks(self.num_nodes, width):
             lo, hi = int(crow[start]), int(crow[stop])
             with sparse_beta_quiet():
                 rows = torch.sparse_csr_tensor(crow[start:stop + 1] - lo, col[lo:hi], weight[lo:hi], (stop - start, self.num_nodes))

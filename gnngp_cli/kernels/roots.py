@@ -78,11 +78,10 @@ class TorchRoots:
         position = torch.full((n,), -1, dtype=torch.long, device=root.device)
         position[landmarks] = torch.arange(r, device=root.device)
         out = root.new_empty(n, r)
-        step = max(1, runtime.ROW_BLOCK_ENTRIES // max(r, 1))
-        for start in range(0, n, step):
-            rows = slice(start, start + step)
-            index = position[rows][position[rows] >= 0]
-            out[rows] = relu_nystrom_rows(root[rows], q_a, var_a, factor, position[rows] >= 0, index)
+        for start, stop in runtime.row_blocks(n, r):
+            block = position[start:stop]
+            is_landmark = block >= 0
+            out[start:stop] = relu_nystrom_rows(root[start:stop], q_a, var_a, factor, is_landmark, block[is_landmark])
         return out
 
     def layer_output(self, k: Kernel, name: str) -> Kernel:

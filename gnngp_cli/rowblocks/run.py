@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -75,9 +76,17 @@ def _has_add(block: Block) -> bool:
     return isinstance(block, Serial) and any(_has_add(b) for b in block.blocks)
 
 
+# The share of a worker's memory limit one task's working set may take. A worker holds computed
+# blocks up to about 70% of its limit before it spills them, and its nanny restarts it past 95%
+# (Dask's defaults); at 10^7 nodes, row blocks whose tasks need 93% of a 3 GB worker got workers
+# restarted, and blocks needing 46% ran through (scripts/bench_dask.py).
+TASK_SHARE = 0.5
+
+
 def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> None:
-    """Refuse, before any work, a worker memory limit below what one row block needs: its root
-    (``rows x width``), the ReLU's cross block and output, and up to ``FAN_IN`` partial sums."""
+    """Refuse, before any work, a worker memory limit whose :data:`TASK_SHARE` is below what one
+    row block's task may need: the running block of ``A Q``, its copy and up to ``FAN_IN``
+    partial products (``rows x width`` each, at most)."""
     limits = [m for m in worker_memory_limits(client) if m > 0] if client is not None else []
     if not limits:
         return
@@ -86,11 +95,13 @@ def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmar
         width *= 2
     rows = graph.meta.rows
     need = rows * width * (torch.finfo(dtype).bits // 8) * (FAN_IN + 2)
-    if need > min(limits):
-        fit = max(1, int(rows * min(limits) / need * 0.8))
+    budget = TASK_SHARE * min(limits)
+    if need > budget:
+        fit = max(1, int(rows * budget / need * 0.9))
         raise ResourceError(
-            f"one row block of {rows} nodes needs about {need / 2**30:.2f} GiB of worker memory but a worker has {min(limits) / 2**30:.2f} GiB; "
-            f"use more, smaller row blocks (partition.rows={fit}, or gnngp partition ... partition.rows={fit}) or a larger compute.memory_limit")
+            f"one row block of {rows} nodes needs about {need / 2**30:.2f} GiB of worker memory, more than the half of a worker's "
+            f"{min(limits) / 2**30:.2f} GiB that a task may take beside the blocks the worker holds; use more, smaller row blocks "
+            f"(partition.rows={fit}, or gnngp partition ... partition.rows={fit}) or a larger compute.memory_limit")
 
 
 def run_gp_rowblocks(cfg: Any) -> list[dict]:
@@ -116,7 +127,11 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
     np_dtype = np.float64 if dtype == torch.float64 else np.float32
     kcfg = cfg.kernel
     arch = architecture(kcfg)
-    workers = len(client.scheduler_info(n_workers=-1)["workers"]) if client is not None else 1
+    workers = 1
+    if client is not None:
+        info = client.scheduler_info(n_workers=-1)["workers"]
+        workers = len(info)
+        graph = replace(graph, in_flight=max(2, 2 * sum(int(w.get("nthreads") or 1) for w in info.values())))   # A Q: blocks under way
     check_block_memory(client, graph, arch.network, cfg.landmarks.count or 0, kcfg.layers, dtype)
     train = torch.from_numpy(graph.train_ids())
     if train.numel() == 0:
