@@ -81,3 +81,24 @@ def gp_estimate(
         detail = f"dense blocks of up to {dense_elements:,} entries"
     total = max(peak_now, rss_now + work)
     return Estimate(total / 2**30, time_class(flops), detail)
+
+
+def rowblock_estimate(
+    *, num_nodes: int, num_edges: int, num_features: int, landmarks: int, layers: int, bytes_per_entry: int, rows: int,
+    threads: int, task_bytes: float,
+) -> Estimate:
+    """The estimate for a GP run on row blocks of a Dask cluster (``compute=dask``): ``gb`` is
+    what the cluster holds at its peak, in the workers' memory and their spill folders together:
+    the features, three roots of ``N x (m + layers + 1)`` (a layer's input, the ReLU's root and
+    the convolution's output) and the running blocks of ``A Q`` under way (twice the threads, one
+    row block task's worth each: ``task_bytes``)."""
+    b = bytes_per_entry
+    m = landmarks
+    root = num_nodes * (m + layers + 1) * b
+    held = num_nodes * num_features * b + 3 * root + 2 * threads * task_bytes
+    edges = num_edges + num_nodes
+    flops = layers * (num_nodes * m * m + edges * m) + 2 * m ** 3
+    detail = f"{m:,} landmarks, roots of {num_nodes:,} x {m + layers + 1} ({root / 2**30:.1f} GiB each) in row blocks of {rows:,} nodes, " \
+             f"up to {task_bytes / 2**30:.2f} GiB per task, in the workers' memory and spill together"
+    return Estimate(held / 2**30, time_class(flops / max(threads, 1)), detail)
+

@@ -21,9 +21,11 @@ from ..data import DataStore, load_dataset
 from ..data.registry import DATASETS
 from ..data.shards import ShardMeta, read_meta, shards_match, write_data
 from ..errors import DatasetError, ResourceError
+from ..estimate import rowblock_estimate
 from ..inference import log_grid
 from ..kernels import BaseKernel
 from ..kernels.blocks import Add, Block, Serial
+from ..progress import Progress
 from ..runtime import Stopwatch, peak_rss_mb
 from .cluster import dask_client, peak_worker_mb, worker_memory_limits
 from .graph import FAN_IN, ShardedGraph
@@ -83,18 +85,23 @@ def _has_add(block: Block) -> bool:
 TASK_SHARE = 0.5
 
 
-def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> None:
-    """Refuse, before any work, a worker memory limit whose :data:`TASK_SHARE` is below what one
-    row block's task may need: the running block of ``A Q``, its copy and up to ``FAN_IN``
-    partial products (``rows x width`` each, at most)."""
-    limits = [m for m in worker_memory_limits(client) if m > 0] if client is not None else []
-    if not limits:
-        return
+def task_bytes(graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> int:
+    """What one row block's task may need at most: the running block of ``A Q``, its copy and up
+    to ``FAN_IN`` partial products, each ``rows x width``."""
     width = max(graph.meta.num_features, landmarks) + layers + 1
     if _has_add(network):
         width *= 2
+    return graph.meta.rows * width * (torch.finfo(dtype).bits // 8) * (FAN_IN + 2)
+
+
+def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> None:
+    """Refuse, before any work, a worker memory limit whose :data:`TASK_SHARE` is below what one
+    row block's task may need (:func:`task_bytes`)."""
+    limits = [m for m in worker_memory_limits(client) if m > 0] if client is not None else []
+    if not limits:
+        return
     rows = graph.meta.rows
-    need = rows * width * (torch.finfo(dtype).bits // 8) * (FAN_IN + 2)
+    need = task_bytes(graph, network, landmarks, layers, dtype)
     budget = TASK_SHARE * min(limits)
     if need > budget:
         fit = max(1, int(rows * budget / need * 0.9))
@@ -119,7 +126,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
     """``(result, row)`` of each run (seed ``cfg.seed + run``) of the GP job on ``graph``, with
     the same architecture, landmarks, nugget grid and gamma search as the local path.
     ``client=None``: Dask's default scheduler in this process (e.g. the synchronous one)."""
-    from ..runner import architecture, base_row, deterministic, landmarks_among
+    from ..runner import architecture, base_row, dataset_label, deterministic, landmarks_among
 
     meta = graph.meta
     resolve_method_defaults(cfg, meta.task)
@@ -127,11 +134,11 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
     np_dtype = np.float64 if dtype == torch.float64 else np.float32
     kcfg = cfg.kernel
     arch = architecture(kcfg)
-    workers = 1
+    workers, threads = 1, 1
     if client is not None:
         info = client.scheduler_info(n_workers=-1)["workers"]
-        workers = len(info)
-        graph = replace(graph, in_flight=max(2, 2 * sum(int(w.get("nthreads") or 1) for w in info.values())))   # A Q: blocks under way
+        workers, threads = len(info), sum(int(w.get("nthreads") or 1) for w in info.values())
+        graph = replace(graph, in_flight=max(2, 4 * threads))   # A Q: blocks under way
     check_block_memory(client, graph, arch.network, cfg.landmarks.count or 0, kcfg.layers, dtype)
     train = torch.from_numpy(graph.train_ids())
     if train.numel() == 0:
@@ -148,21 +155,38 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
                               roots=DaskRoots(graph), graph=graph, dtype=dtype)
         grid = log_grid(cfg.nugget.min, cfg.nugget.max, cfg.nugget.num, dtype=dtype)
         kernel_watch, inference_watch = Stopwatch(torch.device("cpu")), Stopwatch(torch.device("cpu"))
+        gammas = log_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist() if kcfg.gamma_search else [kcfg.base.gamma]
+        where = f"{dataset_label(cfg.dataset.name, meta)} (compute=dask, {workers} workers)"
+        estimate = rowblock_estimate(
+            num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=int(landmarks.numel()),
+            layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=meta.rows, threads=threads,
+            task_bytes=task_bytes(graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype))
+        log.info(estimate.line(arch.label, where))
+        progress = Progress(f"{arch.label} on {where}", total=int(kcfg.layers) * len(gammas) + 1)
+        done = {"steps": 0}
+
+        def on_layer(name: str) -> None:   # a named layer is computed (persisted and checked) when this is told
+            done["steps"] += 1
+            progress.step(done["steps"], f"kernel {name} done")
+
+        ctx = replace(ctx, on_layer=on_layer)
 
         def evaluate(gamma: float, validation_only: bool):
             nonlocal ctx
             ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
             with kernel_watch.measure():
                 kernel = arch.network(None, ctx, None)
+            progress.step(done["steps"], "posterior")
             with inference_watch.measure():
                 return row_block_predict(kernel.root, labels, masks, meta.task, meta.num_classes, meta.num_nodes, grid, validation_only)
 
-        gammas = log_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist() if kcfg.gamma_search else [kcfg.base.gamma]
         gamma = kcfg.base.gamma
-        if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
-            scores = [evaluate(g, validation_only=True).val for g in gammas]
-            gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
-        result = evaluate(gamma, validation_only=False)
+        with progress:
+            if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
+                scores = [evaluate(g, validation_only=True).val for g in gammas]
+                gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
+            result = evaluate(gamma, validation_only=False)
+            progress.step(progress.total, "posterior done")
         row = base_row(cfg)
         row.update(
             metric=result.metric_name, **{k: result.metrics[k] for k in ("train", "val", "test")},
@@ -176,7 +200,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
         row.update(
             task=meta.task, run=run, n_nodes=meta.num_nodes, n_edges=meta.num_edges, load_seconds=load_seconds, device="cpu",
             split=meta.split, stand_in="", experiment=cfg.experiment.name or "", peak_rss_mb=peak_rss_mb(), peak_cuda_mb=0.0,
-            compute_backend=cfg.compute.backend, workers=workers,
+            compute_backend=cfg.compute.backend, workers=workers, estimated_gb=round(estimate.gb, 3),
             peak_worker_mb=peak_worker_mb(client) if client is not None else peak_rss_mb(),
             timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
