@@ -85,17 +85,17 @@ def gp_estimate(
 
 def rowblock_estimate(
     *, num_nodes: int, num_edges: int, num_features: int, landmarks: int, layers: int, bytes_per_entry: int, rows: int,
-    threads: int, task_bytes: float,
+    threads: int, in_flight: int, task_bytes: float,
 ) -> Estimate:
     """The estimate for a GP run on row blocks of a Dask cluster (``compute=dask``): ``gb`` is
     what the cluster holds at its peak, in the workers' memory and their spill folders together:
     the features, three roots of ``N x (m + layers + 1)`` (a layer's input, the ReLU's root and
-    the convolution's output) and the running blocks of ``A Q`` under way (twice the threads, one
-    row block task's worth each: ``task_bytes``)."""
+    the convolution's output) and the ``in_flight`` running blocks of ``A Q`` with their copies.
+    ``task_bytes`` (the most one row block's task may need) is told, not added."""
     b = bytes_per_entry
     m = landmarks
     root = num_nodes * (m + layers + 1) * b
-    held = num_nodes * num_features * b + 3 * root + 2 * threads * task_bytes
+    held = num_nodes * num_features * b + 3 * root + 2 * in_flight * rows * (m + layers + 1) * b
     edges = num_edges + num_nodes
     flops = layers * (num_nodes * m * m + edges * m) + 2 * m ** 3
     detail = f"{m:,} landmarks, roots of {num_nodes:,} x {m + layers + 1} ({root / 2**30:.1f} GiB each) in row blocks of {rows:,} nodes, " \

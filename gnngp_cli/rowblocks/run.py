@@ -159,7 +159,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
         where = f"{dataset_label(cfg.dataset.name, meta)} (compute=dask, {workers} workers)"
         estimate = rowblock_estimate(
             num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=int(landmarks.numel()),
-            layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=meta.rows, threads=threads,
+            layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=meta.rows, threads=threads, in_flight=graph.in_flight,
             task_bytes=task_bytes(graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype))
         log.info(estimate.line(arch.label, where))
         progress = Progress(f"{arch.label} on {where}", total=int(kcfg.layers) * len(gammas) + 1)
