@@ -8,7 +8,8 @@ in bytes of the working dtype (``b`` bytes per entry):
 
 - exact kernels (:func:`~gnngp_cli.kernels.planner.exact_kernel`): the largest dense block a
   layer holds, ``P`` entries (``Block.peak_elements`` on the planned rows and columns), times
-  ``BYTES_PER_ENTRY_FACTOR`` for the ReLU expectation's and the products' temporaries, then the
+  ``BYTES_PER_ENTRY_FACTOR`` for the ReLU expectation's and the products' temporaries (two more
+  per extra branch of an independent addition: :func:`dense_factor`), then the
   inference: the eigendecomposition of the training block (``3 n_train^2``) and the
   ``n_labelled x n_train`` cross block;
 - low-rank kernels: the roots ``Q`` (``N x m`` for ``m`` landmarks) alive at once. Up to
@@ -33,6 +34,13 @@ from typing import Optional
 from .runtime import ROW_BLOCK_ENTRIES
 
 BYTES_PER_ENTRY_FACTOR = 4   # a dense block plus the temporaries of the ReLU expectation and products
+
+
+def dense_factor(branches: int = 1) -> int:
+    """Dense blocks alive at a layer's peak, per entry of its largest block: an independent
+    addition holds each branch's block and their sum too (exact GCNIIGP on PubMed, one square
+    19,717-node block: six alive at its peak, measured)."""
+    return BYTES_PER_ENTRY_FACTOR + 2 * (branches - 1)
 FLOPS_PER_SECOND = 1e10
 ENTRY_COST = 400             # operations per dense entry and layer (exact GCNIIGP on PubMed: ~30 s for 2 x 3.9e8 entries)
 
@@ -58,23 +66,29 @@ def time_class(flops: float) -> str:
 
 def gp_estimate(
     *, rss_now: float, peak_now: float = 0.0, num_nodes: int, num_edges: int, num_features: int, n_train: int, n_labelled: int,
-    layers: int, bytes_per_entry: int, landmarks: Optional[int] = None, dense_elements: int = 0,
+    layers: int, bytes_per_entry: int, landmarks: Optional[int] = None, dense_elements: int = 0, branches: int = 1,
+    input_nystrom: bool = False,
 ) -> Estimate:
     """The estimate for one GP run (sizes as in the module docstring; ``rss_now`` and
-    ``peak_now`` in bytes)."""
+    ``peak_now`` in bytes). ``branches``: a network with an independent addition holds its
+    roots side by side there (GCNII, GraphSAGE: two), so its roots are counted that wide, and
+    its dense blocks by :func:`dense_factor`. ``input_nystrom``: a low-rank input layer that is
+    a Nystrom root of ``C0`` (RBF, polynomial, or more features than landmarks) also holds the
+    cached pairwise statistic and the cross block ``C0[:, a]`` (``2 N m``; measured on the arxiv
+    and Reddit stand-ins)."""
     b = bytes_per_entry
     edges = num_edges + num_nodes
     degree = edges / max(num_nodes, 1)
     if landmarks is not None:
-        m = landmarks
+        m = landmarks * branches
         root = num_nodes * m * b
         held = 3 * root if num_nodes * m <= ROW_BLOCK_ENTRIES else 2 * root + 4 * ROW_BLOCK_ENTRIES * b
-        kernel = held + 3 * m * m * b + num_nodes * num_features * b
+        kernel = held + 3 * m * m * b + num_nodes * num_features * b + (2 * num_nodes * landmarks * b if input_nystrom else 0)
         work = max(kernel, root + n_train * m * b + 3 * m * m * b)
         flops = layers * (num_nodes * m * m + edges * m) + 2 * m ** 3
-        detail = f"{m:,} landmarks"
+        detail = f"{landmarks:,} landmarks" + (f", roots {branches} x as wide at an addition" if branches > 1 else "")
     else:
-        kernel = BYTES_PER_ENTRY_FACTOR * dense_elements * b
+        kernel = dense_factor(branches) * dense_elements * b
         inference = 3 * n_train * n_train * b + n_labelled * n_train * b
         work = kernel + inference
         flops = layers * dense_elements * (ENTRY_COST + 2 * degree) + 4 * n_train ** 3
@@ -85,7 +99,7 @@ def gp_estimate(
 
 def rowblock_estimate(
     *, num_nodes: int, num_edges: int, num_features: int, landmarks: int, layers: int, bytes_per_entry: int, rows: int,
-    threads: int, in_flight: int, task_bytes: float,
+    in_flight: int, task_bytes: float,
 ) -> Estimate:
     """The estimate for a GP run on row blocks of a Dask cluster (``compute=dask``): ``gb`` is
     what the cluster holds at its peak, in the workers' memory and their spill folders together:
@@ -95,10 +109,11 @@ def rowblock_estimate(
     b = bytes_per_entry
     m = landmarks
     root = num_nodes * (m + layers + 1) * b
-    held = num_nodes * num_features * b + 3 * root + 2 * in_flight * rows * (m + layers + 1) * b
+    running = min(in_flight, -(-num_nodes // rows)) * rows   # no more running blocks than the graph has
+    held = num_nodes * num_features * b + 3 * root + 2 * running * (m + layers + 1) * b
     edges = num_edges + num_nodes
     flops = layers * (num_nodes * m * m + edges * m) + 2 * m ** 3
     detail = f"{m:,} landmarks, roots of {num_nodes:,} x {m + layers + 1} ({root / 2**30:.1f} GiB each) in row blocks of {rows:,} nodes, " \
              f"up to {task_bytes / 2**30:.2f} GiB per task, in the workers' memory and spill together"
-    return Estimate(held / 2**30, time_class(flops / max(threads, 1)), detail)
+    return Estimate(held / 2**30, time_class(flops), detail)   # the tasks' overhead eats what extra threads give on a few cores
 

@@ -17,13 +17,14 @@ from . import __version__
 from .config import check_results_file, needs_validation, resolve_method_defaults, validate
 from .data import Adjacency, DataStore, load_dataset
 from .errors import ConfigError, GnngpError, ResourceError
-from .estimate import BYTES_PER_ENTRY_FACTOR, Estimate, gp_estimate
+from .estimate import Estimate, dense_factor, gp_estimate
 from .fit import FitResult, fit_hyperparameters, targets
 from .gnn import GNNS, train_gnn
 from .inference import GPResult, gp_predict, log_grid, validation_score
 from .invariants import checked_rows
 from .kernels import BaseKernel, KernelContext
 from .kernels.architectures import GPR_FILTER_GRID, KERNELS, Architecture, kernel_label
+from .kernels.blocks import branch_count
 from .kernels.filters import filter_grid
 from .kernels.planner import exact_kernel, pair_plan_fits
 from .metrics import resolve_metric
@@ -118,7 +119,7 @@ def reuse(cfg: Any, prep: Optional[Prepared]) -> Prepared:
 def check_exact_memory(arch: Architecture, ctx: KernelContext, target: torch.Tensor, train: Optional[torch.Tensor], dtype: torch.dtype, cfg: Any) -> None:
     """Refuse, before computing, an exact kernel whose dense blocks ``K[target, train]``
     (``train=None``: square) would not fit."""
-    need = arch.network.peak_elements(target, ctx, train) * torch.finfo(dtype).bits // 8 * BYTES_PER_ENTRY_FACTOR
+    need = arch.network.peak_elements(target, ctx, train) * torch.finfo(dtype).bits // 8 * dense_factor(branch_count(arch.network))
     limit = memory_limit_bytes(cfg.max_memory_gb, ctx.features.device)
     if need > limit:
         raise ResourceError(
@@ -141,6 +142,8 @@ def estimate_run(arch: Architecture, ctx: KernelContext, data: Any, num_edges: i
         num_features=int(data.x.size(1)), n_train=int(train.numel()), n_labelled=int(target.numel()),
         layers=layers, bytes_per_entry=torch.finfo(dtype).bits // 8,
         landmarks=None if landmarks is None else int(landmarks.numel()), dense_elements=int(dense),
+        branches=branch_count(arch.network),
+        input_nystrom=landmarks is not None and not (ctx.base.is_linear and landmarks.numel() >= data.x.size(1)),
     )
 
 

@@ -122,6 +122,22 @@ def test_square_fallback_is_announced_before_computing():
     assert seen == [x.size(0)]
 
 
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_the_plan_the_estimate_reads_agrees_with_the_evaluation(arch):
+    """``pair_plan_fits`` (read by the memory estimate before computing) says the pair
+    evaluation fits exactly when ``exact_kernel`` takes it. It once planned only the outer
+    layers: GCNII on PubMed was estimated at 1 GB on rectangles and ran one 9 GB square."""
+    from gnngp_cli.kernels.planner import pair_plan_fits
+
+    ei, x = random_graph()
+    ctx, _ = context(x, ei)
+    for budget in (10, 100, 300, 1_000, 3_000, 10_000, 100_000):
+        ctx.pair_budget = budget
+        squares = []
+        exact_kernel(ARCHS[arch](3), ctx, torch.tensor([0, 3, 5, 7]), torch.tensor([3, 7]), before_square=lambda nodes: squares.append(1))
+        assert pair_plan_fits(ARCHS[arch](3), ctx) == (not squares), budget
+
+
 def test_gamma_search_reuses_the_base_statistic_on_every_node(monkeypatch):
     """Each gamma of a search on a graph whose nodes are all labelled (the square evaluation)
     reads the cached pairwise statistic instead of recomputing it."""
@@ -255,3 +271,16 @@ def test_the_relu_root_by_row_blocks_equals_the_whole_one(monkeypatch):
     by_rows = roots.TorchRoots().relu_root(q, landmarks)
     torch.testing.assert_close(by_rows, whole, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(by_rows[landmarks] @ by_rows[landmarks].T, roots.relu_expectation(q[landmarks] @ q[landmarks].T, (q[landmarks] ** 2).sum(1), (q[landmarks] ** 2).sum(1)))
+
+
+def test_branch_count_tells_how_wide_a_low_rank_root_gets_at_an_addition():
+    """The memory estimates count a network's roots this many times as wide: GCNII and
+    GraphSAGE add two branches; GCN, GIN, GGP and RBF none; a low-rank root checks it."""
+    from gnngp_cli.kernels.blocks import branch_count
+
+    assert [branch_count(ARCHS[name](2)) for name in ("gcn", "gin", "ggp", "rbf")] == [1, 1, 1, 1]
+    assert [branch_count(ARCHS[name](3)) for name in ("gcn2", "sage", "composed")] == [2, 2, 2]
+    ei, x = random_graph(n=60, m=200, d=40)
+    ctx = KernelContext(x, Adjacency.from_graph(ei, 60, "row", torch.float64, "cpu"), BaseKernel(), torch.arange(12))
+    width = ARCHS["sage"](2)(None, ctx, None).root.size(1)
+    assert 12 < width <= branch_count(ARCHS["sage"](2)) * 40       # two roots side by side, each at most max(m, d) wide

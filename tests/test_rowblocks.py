@@ -210,6 +210,23 @@ def test_cli_partition_writes_the_shards_a_run_reads(tmp_path, data_overrides):
     assert rows[0]["test"] == pytest.approx(run(["dataset=cora", "kernel=gcngp_x", *data_overrides])[0]["test"], abs=0.002)
 
 
+def test_a_dask_run_tells_its_estimate_and_progress_in_the_log(tmp_path, cache):
+    """As a local run: the estimate line before computing (and in the row), and progress lines
+    by layer and for the posterior where there is no terminal."""
+    env = {**os.environ, "GNNGP_PROGRESS_SECONDS": "0.001", "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "kernel=gcngp_x", "dataset.num_nodes=3000", "landmarks.count=64",
+                           "compute=dask", "compute.workers=2", "compute.processes=false", "compute.dashboard=:0", "partition.rows=1000",
+                           f"data.root={cache}", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout + done.stderr
+    assert "GCNGP-X on csbm (compute=dask, 2 workers): ~" in text and "64 landmarks, roots of 3,000 x 67" in text
+    assert "(compute=dask, 2 workers): 1/3 (33%) kernel" in text and "3/3 (100%) posterior done" in text
+    import pandas as pd
+
+    row = pd.read_csv(tmp_path / "results.csv").iloc[0]
+    assert row["compute_backend"] == "dask" and 0 < row["estimated_gb"] < 5
+
+
 def test_exact_kernel_on_dask_names_its_low_rank_twin():
     with pytest.raises(ConfigError, match=r"exact kernels are not distributed.*kernel=gcn2gp_x"):
         run(["kernel=gcn2gp", "compute=dask"])

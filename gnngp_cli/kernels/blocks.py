@@ -109,6 +109,11 @@ class Block:
     def on_pairs(self, k, ctx: KernelContext, pairs: Pairs):
         raise NotImplementedError
 
+    def plan_pairs(self, root_in: bool, ctx: KernelContext, pairs: Pairs) -> None:
+        """Form, as :meth:`evaluate` on ``pairs`` would, every pair set inside this block (a
+        leaf has none of its own: its parent plans its input pairs); raises
+        :class:`~.pairs.PatternTooLarge` where the evaluation would, before any block runs."""
+
 
 class Input(Block):
     """``X <- X0``: ``K <- C0``; low rank ``Q <- chol(C0)``."""
@@ -287,17 +292,25 @@ class Serial(Block):
             wanted.append((block.support(rows, ctx), None if columns is None else block.support(columns, ctx)))
         return wanted[::-1]
 
-    def _pair_plan(self, k: Optional[Kernel], ctx: KernelContext, pairs: Pairs) -> list[Pairs]:
-        """The pairs each block must output, first block first. A block whose input is a
-        full-node root needs no pairs (``None``): it gets ``pairs`` and returns a root."""
-        root_in, forms = k is None or k.pairs is None or isinstance(k.pairs, Kernel), []
+    def _forms(self, root_in: bool, ctx: KernelContext) -> list[bool]:
+        """Whether each block's input is a full-node root, given whether this one's is."""
+        forms = []
         for block in self.blocks:
             forms.append(root_in)
             root_in = block.root_form(root_in, ctx)
+        return forms
+
+    def _pair_plan(self, root_in: bool, ctx: KernelContext, pairs: Pairs) -> list[Pairs]:
+        """The pairs each block must output, first block first. A block whose input is a
+        full-node root needs no pairs (``None``): it gets ``pairs`` and returns a root."""
         wanted = [pairs]
-        for block, block_root_in in zip(reversed(self.blocks[1:]), reversed(forms[1:])):
+        for block, block_root_in in zip(reversed(self.blocks[1:]), reversed(self._forms(root_in, ctx)[1:])):
             wanted.append(None if block_root_in or wanted[-1] is None else block.pair_support(wanted[-1], ctx))
         return [w if w is not None else pairs for w in reversed(wanted)]
+
+    def plan_pairs(self, root_in, ctx, pairs):
+        for block, form, wanted in zip(self.blocks, self._forms(root_in, ctx), self._pair_plan(root_in, ctx, pairs)):
+            block.plan_pairs(form, ctx, wanted)
 
     def support(self, nodes, ctx):
         for block in reversed(self.blocks):
@@ -312,7 +325,8 @@ class Serial(Block):
 
     def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
         plan = self._plan(nodes, cols, ctx)
-        pair_plan = self._pair_plan(k, ctx, pairs) if pairs is not None else [None] * len(self.blocks)
+        root_in = k is None or k.pairs is None or isinstance(k.pairs, Kernel)
+        pair_plan = self._pair_plan(root_in, ctx, pairs) if pairs is not None else [None] * len(self.blocks)
         for i, (block, (rows, columns), out_pairs) in enumerate(zip(self.blocks, plan, pair_plan)):
             if k is not None:  # the previous block's planned output is this block's support
                 need = plan[i - 1] if i else (block.support(rows, ctx), None if columns is None else block.support(columns, ctx))
@@ -374,6 +388,10 @@ class Add(Block):
     def root_form(self, root_in, ctx):
         return all(b.root_form(root_in, ctx) for b in self.branches)
 
+    def plan_pairs(self, root_in, ctx, pairs):
+        for branch in self.branches:
+            branch.plan_pairs(root_in, ctx, pairs)
+
 
 def _add_pair_values(parts: list, ctx: KernelContext, pairs: Pairs):
     """The sum of independent branches on ``pairs``: roots side by side while every branch is
@@ -387,3 +405,14 @@ def check_variances(values: Tensor) -> None:
     """Fail loudly when an activation's input has a negative variance beyond round-off."""
     if values.numel() and float(values.min()) < -psd_tolerance(values.dtype, 1) * max(float(values.abs().max()), torch.finfo(values.dtype).tiny):
         raise KernelError(f"the kernel has a negative variance ({float(values.min()):.3g}) before an activation; it is not positive semi-definite")
+
+
+def branch_count(block: Block) -> int:
+    """The most branches of an independent addition in ``block``: a low-rank root is that many
+    roots side by side there (1 without an :class:`Add`). The memory estimates read it."""
+    if isinstance(block, Add):
+        return max(len(block.branches), *(branch_count(b) for b in block.branches))
+    if isinstance(block, Serial):
+        return max([1, *(branch_count(b) for b in block.blocks)])
+    return 1
+

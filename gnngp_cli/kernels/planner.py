@@ -39,8 +39,8 @@ def pair_plan_fits(network: Block, ctx: KernelContext) -> bool:
     (else :func:`exact_kernel` evaluates one square block over every node): the plan only, no
     block runs. The memory estimate reads it before computing."""
     pairs = Pairs.diagonal(ctx.every_node)
-    try:  # a serial network plans as its evaluation does: no pairs while its input is a root
-        network._pair_plan(None, ctx, pairs) if hasattr(network, "_pair_plan") else network.pair_support(pairs, ctx)
+    try:  # planned as the evaluation does, nested layers included: no pairs while an input is a root
+        network.plan_pairs(True, ctx, pairs)
     except PatternTooLarge:
         return False
     return True

@@ -99,7 +99,7 @@ class ShardedGraph:
 
     root: Path
     meta: ShardMeta
-    in_flight: int = 8   # output row blocks of ``A Q`` under way at once (four per thread of the cluster in a run)
+    in_flight: int = 8   # output row blocks of ``A Q`` under way at once (two per thread of the cluster in a run)
 
     @property
     def chunks(self) -> tuple[int, ...]:

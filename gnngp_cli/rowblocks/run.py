@@ -24,7 +24,7 @@ from ..errors import DatasetError, ResourceError
 from ..estimate import rowblock_estimate
 from ..inference import log_grid
 from ..kernels import BaseKernel
-from ..kernels.blocks import Add, Block, Serial
+from ..kernels.blocks import Block, branch_count
 from ..progress import Progress
 from ..runtime import Stopwatch, peak_rss_mb
 from .cluster import dask_client, peak_worker_mb, worker_memory_limits
@@ -72,12 +72,6 @@ def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
     return ShardedGraph(root, meta)
 
 
-def _has_add(block: Block) -> bool:
-    if isinstance(block, Add):
-        return True
-    return isinstance(block, Serial) and any(_has_add(b) for b in block.blocks)
-
-
 # The share of a worker's memory limit one task's working set may take. A worker holds computed
 # blocks up to about 70% of its limit before it spills them, and its nanny restarts it past 95%
 # (Dask's defaults); at 10^7 nodes, row blocks whose tasks need 93% of a 3 GB worker got workers
@@ -88,9 +82,7 @@ TASK_SHARE = 0.5
 def task_bytes(graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> int:
     """What one row block's task may need at most: the running block of ``A Q``, its copy and up
     to ``FAN_IN`` partial products, each ``rows x width``."""
-    width = max(graph.meta.num_features, landmarks) + layers + 1
-    if _has_add(network):
-        width *= 2
+    width = (max(graph.meta.num_features, landmarks) + layers + 1) * branch_count(network)
     return graph.meta.rows * width * (torch.finfo(dtype).bits // 8) * (FAN_IN + 2)
 
 
@@ -138,7 +130,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
     if client is not None:
         info = client.scheduler_info(n_workers=-1)["workers"]
         workers, threads = len(info), sum(int(w.get("nthreads") or 1) for w in info.values())
-        graph = replace(graph, in_flight=max(2, 4 * threads))   # A Q: blocks under way
+        graph = replace(graph, in_flight=max(2, 2 * threads))   # A Q: blocks under way (4 a thread: 8% slower at 10^7)
     check_block_memory(client, graph, arch.network, cfg.landmarks.count or 0, kcfg.layers, dtype)
     train = torch.from_numpy(graph.train_ids())
     if train.numel() == 0:
@@ -159,7 +151,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
         where = f"{dataset_label(cfg.dataset.name, meta)} (compute=dask, {workers} workers)"
         estimate = rowblock_estimate(
             num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=int(landmarks.numel()),
-            layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=meta.rows, threads=threads, in_flight=graph.in_flight,
+            layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=meta.rows, in_flight=graph.in_flight,
             task_bytes=task_bytes(graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype))
         log.info(estimate.line(arch.label, where))
         progress = Progress(f"{arch.label} on {where}", total=int(kcfg.layers) * len(gammas) + 1)
