@@ -176,6 +176,7 @@ class ComputeConfig:
     connect_timeout: float = 10.0       # seconds to reach compute.address
     shards: Optional[str] = None        # row blocks written by gnngp partition (default: partitioned into the data cache)
     dashboard: str = ":8787"            # dashboard address of a started cluster (:0 any free port)
+    in_flight: Optional[int] = None     # output row blocks of A Q under way at once (None: two per worker thread)
     queue: Optional[str] = None         # SLURM partition
     account: Optional[str] = None       # SLURM account
     walltime: str = "02:00:00"          # per SLURM job
@@ -358,8 +359,8 @@ def _validate_compute(cfg: Any) -> None:
     if not cfg.kernel.low_rank:
         raise ConfigError(f"exact kernels are not distributed: kernel={cfg.kernel.name} with compute={c.backend}; use its low-rank twin "
                           f"kernel={cfg.kernel.name}_x (Nystrom, with landmarks) or compute=local")
-    if c.workers < 1 or c.threads_per_worker < 1 or c.jobs < 1 or c.cores < 1:
-        raise ConfigError("compute.workers, compute.threads_per_worker, compute.jobs and compute.cores must be at least 1")
+    if c.workers < 1 or c.threads_per_worker < 1 or c.jobs < 1 or c.cores < 1 or (c.in_flight is not None and c.in_flight < 1):
+        raise ConfigError("compute.workers, compute.threads_per_worker, compute.jobs, compute.cores and compute.in_flight must be at least 1")
 
 
 def _validate_kernel(k: Any) -> None:

@@ -69,7 +69,8 @@ def run(n: int, shards: Path, args) -> dict:
     subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "dataset=csbm", f"dataset.num_nodes={n}", "dataset.avg_degree=10",
                     "dataset.num_features=64", "kernel=gcngp_x", "landmarks.count=256", "compute=dask", f"compute.shards={shards}",
                     f"compute.workers={args.workers}", "compute.threads_per_worker=1", f"compute.memory_limit={args.memory_limit}",
-                    f"compute.spill_dir={args.spill}", "compute.dashboard=:0", "nugget.num=101", f"hydra.run.dir={out}"], check=True)
+                    f"compute.spill_dir={args.spill}", "compute.dashboard=:0", "nugget.num=101", f"hydra.run.dir={out}",
+                    *([f"compute.in_flight={args.in_flight}"] if args.in_flight else [])], check=True)
     wall = time.perf_counter() - start
     spill.stop.set()
     spill.join()
@@ -125,6 +126,7 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="*", type=int, default=[100_000, 1_000_000, 10_000_000])
     parser.add_argument("--blocks", type=int, default=80, help="row blocks per graph (rows = N / blocks, at least 25,000)")
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--in-flight", type=int, default=None, help="compute.in_flight (default: two per worker thread)")
     parser.add_argument("--memory-limit", default="3GB")
     parser.add_argument("--work", default="outputs/bench/dask", help="shards and run folders")
     parser.add_argument("--spill", default="outputs/bench/dask/spill")

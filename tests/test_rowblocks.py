@@ -232,6 +232,11 @@ def test_exact_kernel_on_dask_names_its_low_rank_twin():
         run(["kernel=gcn2gp", "compute=dask"])
 
 
+def test_blocks_in_flight_below_one_is_one_line():
+    with pytest.raises(ConfigError, match=r"compute.in_flight must be at least 1"):
+        run(["kernel=gcngp_x", "compute=dask", "compute.in_flight=0"])
+
+
 def test_unreachable_scheduler_is_one_line():
     with pytest.raises(ComputeError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
         run(["kernel=gcngp_x", "dataset.num_nodes=300", "compute=dask", "compute.address=tcp://127.0.0.1:9", "compute.connect_timeout=2"])

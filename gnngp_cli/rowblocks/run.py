@@ -130,7 +130,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
     if client is not None:
         info = client.scheduler_info(n_workers=-1)["workers"]
         workers, threads = len(info), sum(int(w.get("nthreads") or 1) for w in info.values())
-        graph = replace(graph, in_flight=max(2, 2 * threads))   # A Q: blocks under way (4 a thread: 8% slower at 10^7)
+        graph = replace(graph, in_flight=cfg.compute.in_flight or max(2, 2 * threads))   # A Q: blocks under way (4 a thread: 8% slower at 10^7)
     check_block_memory(client, graph, arch.network, cfg.landmarks.count or 0, kcfg.layers, dtype)
     train = torch.from_numpy(graph.train_ids())
     if train.numel() == 0:
