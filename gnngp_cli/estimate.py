@@ -37,10 +37,11 @@ BYTES_PER_ENTRY_FACTOR = 4   # a dense block plus the temporaries of the ReLU ex
 
 
 def dense_factor(branches: int = 1) -> int:
-    """Dense blocks alive at a layer's peak, per entry of its largest block: an independent
+    """Dense blocks alive at a layer's peak, per entry of its largest block: a two-branch
     addition holds each branch's block and their sum too (exact GCNIIGP on PubMed, one square
-    19,717-node block: six alive at its peak, measured)."""
-    return BYTES_PER_ENTRY_FACTOR + 2 * (branches - 1)
+    19,717-node block: six alive at its peak, measured). Wider additions (H2GCN's readout) add
+    blocks of the labelled by training nodes, smaller than the largest: counted as two."""
+    return BYTES_PER_ENTRY_FACTOR + 2 * (min(branches, 2) - 1)
 FLOPS_PER_SECOND = 1e10
 ENTRY_COST = 400             # operations per dense entry and layer (exact GCNIIGP on PubMed: ~30 s for 2 x 3.9e8 entries)
 
@@ -99,21 +100,23 @@ def gp_estimate(
 
 def rowblock_estimate(
     *, num_nodes: int, num_edges: int, num_features: int, landmarks: int, layers: int, bytes_per_entry: int, rows: int,
-    in_flight: int, task_bytes: float,
+    in_flight: int, task_bytes: float, branches: int = 1,
 ) -> Estimate:
     """The estimate for a GP run on row blocks of a Dask cluster (``compute=dask``): ``gb`` is
     what the cluster holds at its peak, in the workers' memory and their spill folders together:
     the features, three roots of ``N x (m + layers + 1)`` (a layer's input, the ReLU's root and
     the convolution's output) and the ``in_flight`` running blocks of ``A Q`` with their copies.
-    ``task_bytes`` (the most one row block's task may need) is told, not added."""
+    ``task_bytes`` (the most one row block's task may need) is told, not added. ``branches``: at
+    an independent addition the roots are that many side by side (as :func:`gp_estimate`)."""
     b = bytes_per_entry
     m = landmarks
-    root = num_nodes * (m + layers + 1) * b
+    width = (m + layers + 1) * branches
+    root = num_nodes * width * b
     running = min(in_flight, -(-num_nodes // rows)) * rows   # no more running blocks than the graph has
-    held = num_nodes * num_features * b + 3 * root + 2 * running * (m + layers + 1) * b
+    held = num_nodes * num_features * b + 3 * root + 2 * running * width * b
     edges = num_edges + num_nodes
     flops = layers * (num_nodes * m * m + edges * m) + 2 * m ** 3
-    detail = f"{m:,} landmarks, roots of {num_nodes:,} x {m + layers + 1} ({root / 2**30:.1f} GiB each) in row blocks of {rows:,} nodes, " \
+    detail = f"{m:,} landmarks, roots of {num_nodes:,} x {width} ({root / 2**30:.1f} GiB each) in row blocks of {rows:,} nodes, " \
              f"up to {task_bytes / 2**30:.2f} GiB per task, in the workers' memory and spill together"
     return Estimate(held / 2**30, time_class(flops), detail)   # the tasks' overhead eats what extra threads give on a few cores
 

@@ -7,7 +7,7 @@ import torch
 from gnngp_cli.data import Adjacency
 from gnngp_cli.errors import KernelError
 from gnngp_cli.kernels import BaseKernel, KernelContext, relu_expectation
-from gnngp_cli.kernels.architectures import composed, gcn, gcn2, gin, ggp, rbf, sage
+from gnngp_cli.kernels.architectures import composed, gcn, gcn2, gin, ggp, gprgp, h2gcn, rbf, sage
 from gnngp_cli.kernels.planner import exact_kernel, pair_diagonal
 
 ARCHS = {
@@ -122,7 +122,10 @@ def test_square_fallback_is_announced_before_computing():
     assert seen == [x.size(0)]
 
 
-@pytest.mark.parametrize("arch", list(ARCHS))
+PLANNED = {**ARCHS, "gprgp": lambda L: gprgp(L, 1.0, 0.1, (1.0, -1.0, 1.0)), "h2gcn": lambda L: h2gcn(2, 1.0, 0.1)}
+
+
+@pytest.mark.parametrize("arch", list(PLANNED))
 def test_the_plan_the_estimate_reads_agrees_with_the_evaluation(arch):
     """``pair_plan_fits`` (read by the memory estimate before computing) says the pair
     evaluation fits exactly when ``exact_kernel`` takes it. It once planned only the outer
@@ -134,8 +137,8 @@ def test_the_plan_the_estimate_reads_agrees_with_the_evaluation(arch):
     for budget in (10, 100, 300, 1_000, 3_000, 10_000, 100_000):
         ctx.pair_budget = budget
         squares = []
-        exact_kernel(ARCHS[arch](3), ctx, torch.tensor([0, 3, 5, 7]), torch.tensor([3, 7]), before_square=lambda nodes: squares.append(1))
-        assert pair_plan_fits(ARCHS[arch](3), ctx) == (not squares), budget
+        exact_kernel(PLANNED[arch](3), ctx, torch.tensor([0, 3, 5, 7]), torch.tensor([3, 7]), before_square=lambda nodes: squares.append(1))
+        assert pair_plan_fits(PLANNED[arch](3), ctx) == (not squares), budget
 
 
 def test_gamma_search_reuses_the_base_statistic_on_every_node(monkeypatch):

@@ -111,6 +111,32 @@ def test_the_blocked_product_reads_only_the_row_blocks_its_columns_touch(tmp_pat
     assert np.allclose(out.compute(scheduler="sync"), ref.numpy(), atol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["sym", "row"])
+def test_the_chain_of_sums_with_one_block_under_way_equals_the_whole_product(tmp_path, monkeypatch, kind):
+    """Many source blocks per output block, one partial product a step and one output block
+    under way at a time: every step of the chain and the throttle between blocks run."""
+    from torch_geometric.data import Data
+
+    from gnngp_cli.data.graph import Adjacency
+    from gnngp_cli.rowblocks import graph as blocked
+
+    n = 120
+    g = torch.Generator().manual_seed(3)
+    edge_index = torch.randint(n, (2, 900), generator=g)
+    edge_index = torch.cat([edge_index, edge_index.flip(0)], dim=1)
+    data = Data(x=torch.randn(n, 5, generator=g), y=torch.zeros(n, dtype=torch.long), edge_index=edge_index,
+                train_mask=torch.ones(n, dtype=torch.bool), val_mask=torch.zeros(n, dtype=torch.bool), test_mask=torch.zeros(n, dtype=torch.bool))
+    data.task, data.num_classes = "classification", 1
+    meta = write_data(data, tmp_path, 10, "toy")                            # 12 blocks, each touching most of the others
+    monkeypatch.setattr(blocked, "FAN_IN", 1)
+    graph = blocked.ShardedGraph(tmp_path, meta, in_flight=1)
+    out = graph.convolve(graph.features(np.float64), kind)
+    steps = [k for k in dict(out.__dask_graph__()) if str(k).startswith("_accumulate")]
+    assert len(steps) > 5 * meta.num_blocks                                 # a chain of several steps per block
+    ref = Adjacency.from_graph(edge_index, n, kind, torch.float64, "cpu").matmul(data.x.double())
+    assert np.allclose(out.compute(scheduler="sync"), ref.numpy(), atol=1e-12)
+
+
 def _victim_pid(client) -> tuple[str, int]:
     pids = client.run(os.getpid)
     addr = sorted(pids)[0]
@@ -213,7 +239,7 @@ def test_cli_partition_writes_the_shards_a_run_reads(tmp_path, data_overrides):
 def test_a_dask_run_tells_its_estimate_and_progress_in_the_log(tmp_path, cache):
     """As a local run: the estimate line before computing (and in the row), and progress lines
     by layer and for the posterior where there is no terminal."""
-    env = {**os.environ, "GNNGP_PROGRESS_SECONDS": "0.001", "PYTHONWARNINGS": "ignore"}
+    env = {**os.environ, "GNNGP_PROGRESS_SECONDS": "0.01", "PYTHONWARNINGS": "ignore"}
     done = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "kernel=gcngp_x", "dataset.num_nodes=3000", "landmarks.count=64",
                            "compute=dask", "compute.workers=2", "compute.processes=false", "compute.dashboard=:0", "partition.rows=1000",
                            f"data.root={cache}", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, env=env, timeout=600)

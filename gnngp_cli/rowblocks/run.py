@@ -74,8 +74,8 @@ def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
 
 # The share of a worker's memory limit one task's working set may take. A worker holds computed
 # blocks up to about 70% of its limit before it spills them, and its nanny restarts it past 95%
-# (Dask's defaults); at 10^7 nodes, row blocks whose tasks need 93% of a 3 GB worker got workers
-# restarted, and blocks needing 46% ran through (scripts/bench_dask.py).
+# (Dask's defaults); at 10^7 nodes, row blocks whose tasks may need 86% of a 3 GB worker got workers
+# restarted, and blocks needing 43% ran through (scripts/bench_dask.py).
 TASK_SHARE = 0.5
 
 
@@ -130,7 +130,8 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
     if client is not None:
         info = client.scheduler_info(n_workers=-1)["workers"]
         workers, threads = len(info), sum(int(w.get("nthreads") or 1) for w in info.values())
-        graph = replace(graph, in_flight=cfg.compute.in_flight or max(2, 2 * threads))   # A Q: blocks under way (4 a thread: 8% slower at 10^7)
+    if client is not None or cfg.compute.in_flight:   # A Q: blocks under way (4 a thread: 8% slower at 10^7)
+        graph = replace(graph, in_flight=cfg.compute.in_flight or max(2, 2 * threads))
     check_block_memory(client, graph, arch.network, cfg.landmarks.count or 0, kcfg.layers, dtype)
     train = torch.from_numpy(graph.train_ids())
     if train.numel() == 0:
@@ -152,25 +153,35 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
         estimate = rowblock_estimate(
             num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=int(landmarks.numel()),
             layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=meta.rows, in_flight=graph.in_flight,
-            task_bytes=task_bytes(graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype))
+            task_bytes=task_bytes(graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype), branches=branch_count(arch.network))
         log.info(estimate.line(arch.label, where))
-        progress = Progress(f"{arch.label} on {where}", total=int(kcfg.layers) * len(gammas) + 1)
-        done = {"steps": 0}
+        layers = int(kcfg.layers)
+        evaluations = len(gammas) + (1 if len(gammas) > 1 else 0)   # each gamma on validation, then the chosen one
+        progress = Progress(f"{arch.label} on {where}", total=evaluations * (layers + 1))
+        done = {"evaluation": 0, "layers": 0}
+
+        def tell(label: str) -> None:   # a kernel's named layers may be more than kcfg.layers (GPRGP): clamped
+            progress.step(done["evaluation"] * (layers + 1) + min(done["layers"], layers), label)
 
         def on_layer(name: str) -> None:   # a named layer is computed (persisted and checked) when this is told
-            done["steps"] += 1
-            progress.step(done["steps"], f"kernel {name} done")
+            done["layers"] += 1
+            tell(f"kernel {name} done" + (f", gamma {done['evaluation'] + 1} of {len(gammas)}" if len(gammas) > 1 else ""))
 
         ctx = replace(ctx, on_layer=on_layer)
 
         def evaluate(gamma: float, validation_only: bool):
             nonlocal ctx
             ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
+            done["layers"] = 0
             with kernel_watch.measure():
                 kernel = arch.network(None, ctx, None)
-            progress.step(done["steps"], "posterior")
+            done["layers"] = layers
+            tell("posterior")
             with inference_watch.measure():
-                return row_block_predict(kernel.root, labels, masks, meta.task, meta.num_classes, meta.num_nodes, grid, validation_only)
+                out = row_block_predict(kernel.root, labels, masks, meta.task, meta.num_classes, meta.num_nodes, grid, validation_only)
+            done["evaluation"], done["layers"] = done["evaluation"] + 1, 0
+            tell("posterior done")
+            return out
 
         gamma = kcfg.base.gamma
         with progress:
@@ -178,7 +189,6 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
                 scores = [evaluate(g, validation_only=True).val for g in gammas]
                 gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
             result = evaluate(gamma, validation_only=False)
-            progress.step(progress.total, "posterior done")
         row = base_row(cfg)
         row.update(
             metric=result.metric_name, **{k: result.metrics[k] for k in ("train", "val", "test")},
