@@ -352,6 +352,8 @@ def _validate_compute(cfg: Any) -> None:
     _choice(c.backend, COMPUTE_BACKENDS, "compute.backend")
     if cfg.partition.rows < 1:
         raise ConfigError(f"partition.rows={cfg.partition.rows} must be at least 1")
+    if c.in_flight is not None and c.in_flight < 1:
+        raise ConfigError(f"compute.in_flight={c.in_flight} must be at least 1 (output row blocks of A Q under way at once), or null for two per worker thread")
     if c.backend == "local":
         return
     if cfg.method == "gnn":
@@ -359,8 +361,9 @@ def _validate_compute(cfg: Any) -> None:
     if not cfg.kernel.low_rank:
         raise ConfigError(f"exact kernels are not distributed: kernel={cfg.kernel.name} with compute={c.backend}; use its low-rank twin "
                           f"kernel={cfg.kernel.name}_x (Nystrom, with landmarks) or compute=local")
-    if c.workers < 1 or c.threads_per_worker < 1 or c.jobs < 1 or c.cores < 1 or (c.in_flight is not None and c.in_flight < 1):
-        raise ConfigError("compute.workers, compute.threads_per_worker, compute.jobs, compute.cores and compute.in_flight must be at least 1")
+    for key in ("workers", "threads_per_worker", "jobs", "cores"):
+        if getattr(c, key) < 1:
+            raise ConfigError(f"compute.{key}={getattr(c, key)} must be at least 1")
 
 
 def _validate_kernel(k: Any) -> None:

@@ -258,9 +258,20 @@ def test_exact_kernel_on_dask_names_its_low_rank_twin():
         run(["kernel=gcn2gp", "compute=dask"])
 
 
-def test_blocks_in_flight_below_one_is_one_line():
-    with pytest.raises(ConfigError, match=r"compute.in_flight must be at least 1"):
-        run(["kernel=gcngp_x", "compute=dask", "compute.in_flight=0"])
+@pytest.mark.parametrize("backend", ["dask", "local"])
+def test_blocks_in_flight_below_one_is_one_line(backend):
+    with pytest.raises(ConfigError, match=r"compute.in_flight=0 must be at least 1"):
+        run(["kernel=gcngp_x", f"compute={backend}", "compute.in_flight=0"])
+    with pytest.raises(ConfigError, match=r"^compute.workers=0 must be at least 1$"):
+        run(["kernel=gcngp_x", "compute=dask", "compute.workers=0"])
+
+
+def test_a_graph_smaller_than_one_row_block_is_checked_at_its_own_size(tmp_path, data_overrides):
+    """partition.rows (100,000 by default) is the most a block holds: Cora's one block has 2,708
+    rows, and fits a 2 GB worker (it was refused as if it had 100,000)."""
+    rows = run(["dataset=cora", "kernel=gcn2gp_x", "compute=dask", "compute.workers=2", "compute.processes=false",
+                "compute.memory_limit=2GB", "compute.dashboard=:0", *data_overrides])
+    assert rows[0]["status"] == "ok" and rows[0]["compute_backend"] == "dask"
 
 
 def test_unreachable_scheduler_is_one_line():
@@ -269,9 +280,13 @@ def test_unreachable_scheduler_is_one_line():
 
 
 def test_worker_memory_below_one_row_block_asks_for_smaller_blocks(cache):
-    with pytest.raises(ResourceError, match=r"one row block of 3000 nodes needs .* use more, smaller row blocks \(partition.rows=\d+"):
-        run(["kernel=gcngp_x", "compute=dask", "compute.workers=1", "compute.processes=false", "compute.memory_limit=2MB",
-             "compute.dashboard=:0", "partition.rows=3000", f"data.root={cache}"])
+    common = ["kernel=gcngp_x", "compute=dask", "compute.workers=1", "compute.processes=false", "compute.dashboard=:0",
+              "partition.rows=3000", f"data.root={cache}"]
+    with pytest.raises(ResourceError, match=r"one row block of 3000 nodes needs .* use more, smaller row blocks \(partition.rows=\d+.* "
+                                            r"or a larger compute.memory_limit \(at least [\d.]+ GiB a worker for these blocks\)$"):
+        run([*common, "compute.memory_limit=40MB"])
+    with pytest.raises(ResourceError, match=r"one row block of 3000 nodes needs .*; a larger compute.memory_limit \(at least"):
+        run([*common, "compute.memory_limit=1MB"])      # blocks small enough would be under 1,000 rows: more memory is the fix
 
 
 def test_cli_error_for_an_exact_kernel_on_dask_is_one_line(tmp_path):

@@ -77,13 +77,19 @@ def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
 # (Dask's defaults); at 10^7 nodes, row blocks whose tasks may need 86% of a 3 GB worker got workers
 # restarted, and blocks needing 43% ran through (scripts/bench_dask.py).
 TASK_SHARE = 0.5
+MIN_BLOCK_ROWS = 1000   # smaller row blocks are all overhead: past it the fix is more memory per worker
 
 
 def task_bytes(graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> int:
     """What one row block's task may need at most: the running block of ``A Q``, its copy and up
     to ``FAN_IN`` partial products, each ``rows x width``."""
     width = (max(graph.meta.num_features, landmarks) + layers + 1) * branch_count(network)
-    return graph.meta.rows * width * (torch.finfo(dtype).bits // 8) * (FAN_IN + 2)
+    return largest_block(graph) * width * (torch.finfo(dtype).bits // 8) * (FAN_IN + 2)
+
+
+def largest_block(graph: ShardedGraph) -> int:
+    """Rows of the largest row block: ``partition.rows``, or every node of a smaller graph."""
+    return min(graph.meta.rows, graph.meta.num_nodes)
 
 
 def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> None:
@@ -92,15 +98,17 @@ def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmar
     limits = [m for m in worker_memory_limits(client) if m > 0] if client is not None else []
     if not limits:
         return
-    rows = graph.meta.rows
+    rows = largest_block(graph)
     need = task_bytes(graph, network, landmarks, layers, dtype)
     budget = TASK_SHARE * min(limits)
     if need > budget:
-        fit = max(1, int(rows * budget / need * 0.9))
+        fit = int(rows * budget / need * 0.9)
+        smaller = (f"use more, smaller row blocks (partition.rows={fit}, or gnngp partition ... partition.rows={fit}) or "
+                   if fit >= MIN_BLOCK_ROWS else "")
         raise ResourceError(
             f"one row block of {rows} nodes needs about {need / 2**30:.2f} GiB of worker memory, more than the half of a worker's "
-            f"{min(limits) / 2**30:.2f} GiB that a task may take beside the blocks the worker holds; use more, smaller row blocks "
-            f"(partition.rows={fit}, or gnngp partition ... partition.rows={fit}) or a larger compute.memory_limit")
+            f"{min(limits) / 2**30:.2f} GiB that a task may take beside the blocks the worker holds; {smaller}"
+            f"a larger compute.memory_limit (at least {need / TASK_SHARE * 1.1 / 2**30:.2f} GiB a worker for these blocks)")
 
 
 def run_gp_rowblocks(cfg: Any) -> list[dict]:
