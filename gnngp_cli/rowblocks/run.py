@@ -160,7 +160,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
         where = f"{dataset_label(cfg.dataset.name, meta)} (compute=dask, {workers} workers)"
         estimate = rowblock_estimate(
             num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=int(landmarks.numel()),
-            layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=meta.rows, in_flight=graph.in_flight,
+            layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=largest_block(graph), in_flight=graph.in_flight,
             task_bytes=task_bytes(graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype), branches=branch_count(arch.network))
         log.info(estimate.line(arch.label, where))
         layers = int(kcfg.layers)
