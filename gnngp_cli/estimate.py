@@ -9,7 +9,7 @@ in bytes of the working dtype (``b`` bytes per entry):
 - exact kernels (:func:`~gnngp_cli.kernels.planner.exact_kernel`): the largest dense block a
   layer holds, ``P`` entries (``Block.peak_elements`` on the planned rows and columns), times
   ``BYTES_PER_ENTRY_FACTOR`` for the ReLU expectation's and the products' temporaries (two more
-  per extra branch of an independent addition: :func:`dense_factor`), then the
+  at an independent addition: :func:`dense_factor`), then the
   inference: the eigendecomposition of the training block (``3 n_train^2``) and the
   ``n_labelled x n_train`` cross block;
 - low-rank kernels: the roots ``Q`` (``N x m`` for ``m`` landmarks) alive at once. Up to
