@@ -34,6 +34,8 @@ from typing import Optional
 from .runtime import ROW_BLOCK_ENTRIES
 
 BYTES_PER_ENTRY_FACTOR = 4   # a dense block plus the temporaries of the ReLU expectation and products
+FLOPS_PER_SECOND = 1e10
+ENTRY_COST = 400             # operations per dense entry and layer (exact GCNIIGP on PubMed: ~30 s for 2 x 3.9e8 entries)
 
 
 def dense_factor(branches: int = 1) -> int:
@@ -42,8 +44,12 @@ def dense_factor(branches: int = 1) -> int:
     19,717-node block: six alive at its peak, measured). Wider additions (H2GCN's readout) add
     blocks of the labelled by training nodes, smaller than the largest: counted as two."""
     return BYTES_PER_ENTRY_FACTOR + 2 * (min(branches, 2) - 1)
-FLOPS_PER_SECOND = 1e10
-ENTRY_COST = 400             # operations per dense entry and layer (exact GCNIIGP on PubMed: ~30 s for 2 x 3.9e8 entries)
+
+
+def low_rank_flops(num_nodes: int, edges: int, width: int, layers: int) -> float:
+    """Operations of a low-rank kernel with roots ``width`` wide: per layer the ReLU's Nystrom
+    step (``N m^2``) and the convolution (``edges m``), then the ``m x m`` eigendecompositions."""
+    return layers * (num_nodes * width * width + edges * width) + 2 * width ** 3
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,7 @@ def gp_estimate(
         held = 3 * root if num_nodes * m <= ROW_BLOCK_ENTRIES else 2 * root + 4 * ROW_BLOCK_ENTRIES * b
         kernel = held + 3 * m * m * b + num_nodes * num_features * b + (2 * num_nodes * landmarks * b if input_nystrom else 0)
         work = max(kernel, root + n_train * m * b + 3 * m * m * b)
-        flops = layers * (num_nodes * m * m + edges * m) + 2 * m ** 3
+        flops = low_rank_flops(num_nodes, edges, m, layers)
         detail = f"{landmarks:,} landmarks" + (f", roots {branches} x as wide at an addition" if branches > 1 else "")
     else:
         kernel = dense_factor(branches) * dense_elements * b
@@ -115,7 +121,7 @@ def rowblock_estimate(
     running = min(in_flight, -(-num_nodes // rows)) * rows   # no more running blocks than the graph has
     held = num_nodes * num_features * b + 3 * root + 2 * running * width * b
     edges = num_edges + num_nodes
-    flops = layers * (num_nodes * m * m + edges * m) + 2 * m ** 3
+    flops = low_rank_flops(num_nodes, edges, m, layers)
     detail = f"{m:,} landmarks, roots of {num_nodes:,} x {width} ({root / 2**30:.1f} GiB each) in row blocks of {rows:,} nodes, " \
              f"up to {task_bytes / 2**30:.2f} GiB per task, in the workers' memory and spill together"
     return Estimate(held / 2**30, time_class(flops), detail)   # the tasks' overhead eats what extra threads give on a few cores
