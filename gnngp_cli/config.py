@@ -170,13 +170,13 @@ class ComputeConfig:
     workers: int = 4                    # LocalCluster workers; SLURM: worker processes per job
     threads_per_worker: int = 1
     memory_limit: str = "auto"          # per LocalCluster worker, e.g. 3GB (auto: this machine's memory / workers)
-    spill_dir: Optional[str] = None     # where workers spill row blocks beyond their memory (default: Dask's temporary folder)
+    spill_dir: Optional[str] = None     # the workers' local folder, where Dask spills what exceeds their memory (default: Dask's temporary folder)
     processes: bool = True              # LocalCluster workers as processes (false: threads of this process)
     address: Optional[str] = None       # an existing scheduler, e.g. tcp://host:8786: no cluster is started
     connect_timeout: float = 10.0       # seconds to reach compute.address
     shards: Optional[str] = None        # row blocks written by gnngp partition (default: partitioned into the data cache)
     dashboard: str = ":8787"            # dashboard address of a started cluster (:0 any free port)
-    in_flight: Optional[int] = None     # output row blocks of A Q under way at once (None: two per worker thread)
+    roots_dir: Optional[str] = None     # where the run writes its roots as row-block files, seen by every worker (default: <data.root>/roots)
     queue: Optional[str] = None         # SLURM partition
     account: Optional[str] = None       # SLURM account
     walltime: str = "02:00:00"          # per SLURM job
@@ -352,8 +352,6 @@ def _validate_compute(cfg: Any) -> None:
     _choice(c.backend, COMPUTE_BACKENDS, "compute.backend")
     if cfg.partition.rows < 1:
         raise ConfigError(f"partition.rows={cfg.partition.rows} must be at least 1")
-    if c.in_flight is not None and c.in_flight < 1:
-        raise ConfigError(f"compute.in_flight={c.in_flight} must be at least 1 (output row blocks of A Q under way at once), or null for two per worker thread")
     if c.backend == "local":
         return
     if cfg.method == "gnn":

@@ -106,23 +106,23 @@ def gp_estimate(
 
 def rowblock_estimate(
     *, num_nodes: int, num_edges: int, num_features: int, landmarks: int, layers: int, bytes_per_entry: int, rows: int,
-    in_flight: int, task_bytes: float, branches: int = 1,
+    task_bytes: float, branches: int = 1,
 ) -> Estimate:
     """The estimate for a GP run on row blocks of a Dask cluster (``compute=dask``): ``gb`` is
-    what the cluster holds at its peak, in the workers' memory and their spill folders together:
-    the features, three roots of ``N x (m + layers + 1)`` (a layer's input, the ReLU's root and
-    the convolution's output) and the ``in_flight`` running blocks of ``A Q`` with their copies.
-    ``task_bytes`` (the most one row block's task may need) is told, not added. ``branches``: at
-    an independent addition the roots are that many side by side (as :func:`gp_estimate`)."""
+    what the run writes to ``compute.roots_dir`` at its peak, the roots of one evaluation as
+    row-block files (see :mod:`gnngp_cli.rowblocks.store`): each layer's convolution operand and
+    output, ``N x (min(d, m) + layers + 1)`` for the first layer and ``N x (m + layers + 1)``
+    after it. The workers hold one task's blocks each (``task_bytes``, told, not added).
+    ``branches``: at an independent addition the roots are that many side by side."""
     b = bytes_per_entry
     m = landmarks
     width = (m + layers + 1) * branches
     root = num_nodes * width * b
-    running = min(in_flight, -(-num_nodes // rows)) * rows   # no more running blocks than the graph has
-    held = num_nodes * num_features * b + 3 * root + 2 * running * width * b
+    first = num_nodes * (min(num_features, m) + layers + 1) * branches * b
+    held = 2 * first + 2 * (layers - 1) * root
     edges = num_edges + num_nodes
     flops = low_rank_flops(num_nodes, edges, m, layers)
-    detail = f"{m:,} landmarks, roots of {num_nodes:,} x {width} ({root / 2**30:.1f} GiB each) in row blocks of {rows:,} nodes, " \
-             f"up to {task_bytes / 2**30:.2f} GiB per task, in the workers' memory and spill together"
+    detail = f"of root files at the peak (compute.roots_dir), {m:,} landmarks, roots of {num_nodes:,} x {width} ({root / 2**30:.1f} GiB each) in row blocks of {rows:,} nodes, " \
+             f"up to {task_bytes / 2**30:.2f} GiB per task in a worker's memory"
     return Estimate(held / 2**30, time_class(flops), detail)   # the tasks' overhead eats what extra threads give on a few cores
 

@@ -6,7 +6,8 @@ N = 10^7): ``gnngp partition`` writes the shards (one process, timed apart), the
 ``gnngp run kernel=gcngp_x compute=dask`` runs on a LocalCluster of ``--workers`` worker
 processes of at most ``--memory-limit`` each (spilling to ``--spill``), exactly as a user would.
 Prints and writes the wall time (kernel + inference, and the whole command), the peak memory of
-the largest worker, the peak disk use of the spill folder, and the least-squares slope of log time against log(M + N).
+the largest worker, the peak disk use of the spill folder and of the roots' files (beside the
+run's estimate of the latter), and the least-squares slope of log time against log(M + N).
 Targets: slope <= 1.15; 10^7 nodes in <= 30 min on 2 cores.
 
     python scripts/bench_dask.py --sizes 100000 1000000 10000000 --out outputs/bench/bench_dask.csv
@@ -63,22 +64,25 @@ class SpillWatch(threading.Thread):
 
 def run(n: int, shards: Path, args) -> dict:
     out = Path(args.work) / f"run-{n}"
-    spill = SpillWatch(Path(args.spill))
+    spill, roots = SpillWatch(Path(args.spill)), SpillWatch(Path(args.roots))
     spill.start()
+    roots.start()
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "dataset=csbm", f"dataset.num_nodes={n}", "dataset.avg_degree=10",
                     "dataset.num_features=64", "kernel=gcngp_x", "landmarks.count=256", "compute=dask", f"compute.shards={shards}",
                     f"compute.workers={args.workers}", "compute.threads_per_worker=1", f"compute.memory_limit={args.memory_limit}",
-                    f"compute.spill_dir={args.spill}", "compute.dashboard=:0", "nugget.num=101", f"hydra.run.dir={out}",
-                    *([f"compute.in_flight={args.in_flight}"] if args.in_flight else [])], check=True)
+                    f"compute.spill_dir={args.spill}", f"compute.roots_dir={args.roots}", "compute.dashboard=:0", "nugget.num=101",
+                    f"hydra.run.dir={out}"], check=True)
     wall = time.perf_counter() - start
-    spill.stop.set()
-    spill.join()
+    for watch in (spill, roots):
+        watch.stop.set()
+        watch.join()
     row = pd.read_csv(out / "results.csv").iloc[-1].to_dict()
     return {"nodes": n, "edges": int(row["n_edges"]), "seconds": row["total_seconds"], "command_seconds": wall,
             "kernel_seconds": row["kernel_seconds"], "inference_seconds": row["inference_seconds"],
             "peak_worker_mb": row["peak_worker_mb"], "client_peak_mb": row["peak_rss_mb"], "workers": int(row["workers"]),
-            "peak_spill_gb": round(spill.peak / 2**30, 2), "test_accuracy": row["test"]}
+            "peak_spill_gb": round(spill.peak / 2**30, 2), "peak_roots_gb": round(roots.peak / 2**30, 2), "estimated_gb": row["estimated_gb"],
+            "test_accuracy": row["test"]}
 
 
 def slope(rows: list[dict]) -> float:
@@ -126,10 +130,10 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="*", type=int, default=[100_000, 1_000_000, 10_000_000])
     parser.add_argument("--blocks", type=int, default=80, help="row blocks per graph (rows = N / blocks, at least 25,000)")
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--in-flight", type=int, default=None, help="compute.in_flight (default: two per worker thread)")
     parser.add_argument("--memory-limit", default="3GB")
     parser.add_argument("--work", default="outputs/bench/dask", help="shards and run folders")
     parser.add_argument("--spill", default="outputs/bench/dask/spill")
+    parser.add_argument("--roots", default="outputs/bench/dask/roots", help="compute.roots_dir: the roots' row-block files")
     parser.add_argument("--data-root", default=os.environ.get("GNNGP_DATA_ROOT", "data"))
     parser.add_argument("--out", default="outputs/bench/bench_dask.csv")
     parser.add_argument("--compare-local", action="store_true", help="time compute=local against row blocks on the synchronous scheduler")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,12 +46,15 @@ def local_and_rowblocks(overrides: list[str], client, rows: int):
     local, _ = gp_run(cfg, prepare(cfg), 0)
     cfg = compose([*common, "compute=dask"])
     store = DataStore.from_config(cfg.data.root, cfg.data.mirror, False)
-    result, row = next(gp_runs(cfg, sharded_graph(cfg, store), client))
-    return local, result, row
+    runs = gp_runs(cfg, sharded_graph(cfg, store), client)
+    result, row = next(runs)
+    means = result.means()          # read from the run's root files, removed when the run ends
+    runs.close()
+    return local, result, row, means
 
 
-def assert_same_predictions(local, result, row) -> None:
-    means, ref = result.means(), local.mean.cpu().numpy()
+def assert_same_predictions(local, result, row, means) -> None:
+    ref = local.mean.cpu().numpy()
     assert means.shape == ref.shape
     assert np.abs(means - ref).max() <= 1e-4 * np.abs(ref).max()        # predictions within 1e-4 relative
     assert result.nugget == pytest.approx(local.nugget)                   # the same validation choice
@@ -61,15 +65,15 @@ def assert_same_predictions(local, result, row) -> None:
 
 @pytest.mark.parametrize("kernel", LOW_RANK)
 def test_every_low_rank_kernel_on_cora_gives_the_local_predictions(kernel, client, data_overrides):
-    local, result, row = local_and_rowblocks(["dataset=cora", f"kernel={kernel}", *OWN.get(kernel, []), *data_overrides], client, rows=1000)
-    assert_same_predictions(local, result, row)
+    local, result, row, means = local_and_rowblocks(["dataset=cora", f"kernel={kernel}", *OWN.get(kernel, []), *data_overrides], client, rows=1000)
+    assert_same_predictions(local, result, row, means)
 
 
 @pytest.mark.parametrize("kernel", LOW_RANK)
 def test_every_low_rank_kernel_on_a_small_csbm_gives_the_local_predictions(kernel, client, cache):
     overrides = ["dataset=csbm", "dataset.num_nodes=3000", "landmarks.count=64", f"kernel={kernel}", *OWN.get(kernel, []), f"data.root={cache}"]
-    local, result, row = local_and_rowblocks(overrides, client, rows=700)
-    assert_same_predictions(local, result, row)
+    local, result, row, means = local_and_rowblocks(overrides, client, rows=700)
+    assert_same_predictions(local, result, row, means)
 
 
 @pytest.mark.paper
@@ -78,19 +82,21 @@ def test_every_low_rank_kernel_on_a_small_csbm_gives_the_local_predictions(kerne
 def test_every_low_rank_kernel_on_larger_graphs_gives_the_local_predictions(dataset, kernel, client, data_overrides):
     sizes = {"pubmed": 5000, "chameleon": 1000, "csbm_1e5": 25_000}
     landmarks = [] if dataset == "pubmed" else ["landmarks.count=128"]   # PubMed: its 60 training nodes
-    local, result, row = local_and_rowblocks([f"dataset={dataset}", f"kernel={kernel}", *landmarks, *OWN.get(kernel, []), *data_overrides],
+    local, result, row, means = local_and_rowblocks([f"dataset={dataset}", f"kernel={kernel}", *landmarks, *OWN.get(kernel, []), *data_overrides],
                                              client, rows=sizes[dataset])
-    assert_same_predictions(local, result, row)
+    assert_same_predictions(local, result, row, means)
     if dataset == "chameleon":  # regression: the uncertainty columns as today
         assert row["nlpd"] == pytest.approx(local.uncertainty["nlpd"], rel=1e-4)
         assert row["coverage95"] == pytest.approx(local.uncertainty["coverage95"], abs=1e-9)
 
 
-def test_the_blocked_product_reads_only_the_row_blocks_its_columns_touch(tmp_path):
-    """A graph of two disconnected halves: each output block's tasks read only its own half."""
+def test_the_blocked_product_reads_only_the_row_blocks_its_columns_touch(tmp_path, monkeypatch):
+    """A graph of two disconnected halves: each output block reads only the source blocks of its own half."""
     from torch_geometric.data import Data
 
-    from gnngp_cli.rowblocks.graph import ShardedGraph
+    from gnngp_cli.data.graph import Adjacency
+    from gnngp_cli.rowblocks import graph as blocked
+    from gnngp_cli.rowblocks.store import RootStore, read_block
 
     n = 40
     left = torch.tensor([[i, i + 1] for i in range(0, 19)] + [[i + 1, i] for i in range(0, 19)]).T
@@ -98,27 +104,29 @@ def test_the_blocked_product_reads_only_the_row_blocks_its_columns_touch(tmp_pat
     data = Data(x=torch.randn(n, 3), y=torch.zeros(n, dtype=torch.long), edge_index=edge_index,
                 train_mask=torch.ones(n, dtype=torch.bool), val_mask=torch.zeros(n, dtype=torch.bool), test_mask=torch.zeros(n, dtype=torch.bool))
     data.task, data.num_classes = "classification", 1
-    meta = write_data(data, tmp_path, 10, "toy")
-    graph = ShardedGraph(tmp_path, meta)
-    q = graph.features(np.float64)
-    out = graph.convolve(q, "sym")
-    graph_keys = dict(out.__dask_graph__())
-    deps = [k for k in graph_keys if isinstance(k, tuple) is False and str(k).startswith("_partial_product")]
-    assert len(deps) == 8                                                  # 4 blocks x 2 touched sources (itself and its neighbour)
-    from gnngp_cli.data.graph import Adjacency
-
+    meta = write_data(data, tmp_path / "shards", 10, "toy")
+    graph = blocked.ShardedGraph(tmp_path / "shards", meta)
+    store = RootStore(tmp_path / "roots")
+    paths, q = store.files(graph.features(np.float64))
+    read = []
+    monkeypatch.setattr(blocked, "read_block", lambda path, mmap=False: read.append(paths.index(path)) or read_block(path, mmap))
+    out = graph.convolve(paths, "sym", q.shape[1], q.dtype)
+    blocks = [out.blocks[b].compute(scheduler="sync") for b in range(4)]
+    assert sorted(read) == [0, 0, 1, 1, 2, 2, 3, 3]                         # blocks 0, 1 read 0 and 1; blocks 2, 3 read 2 and 3
     ref = Adjacency.from_graph(edge_index, n, "sym", torch.float64, "cpu").matmul(data.x.double())
-    assert np.allclose(out.compute(scheduler="sync"), ref.numpy(), atol=1e-12)
+    assert np.allclose(np.concatenate(blocks), ref.numpy(), atol=1e-12)
+    store.close()
+    assert not (tmp_path / "roots").exists() or not any((tmp_path / "roots").iterdir())
 
 
 @pytest.mark.parametrize("kind", ["sym", "row"])
-def test_the_chain_of_sums_with_one_block_under_way_equals_the_whole_product(tmp_path, monkeypatch, kind):
-    """Many source blocks per output block, one partial product a step and one output block
-    under way at a time: every step of the chain and the throttle between blocks run."""
+def test_the_blocked_product_over_many_source_blocks_equals_the_whole_product(tmp_path, kind):
+    """Every output block touches most of the 12 source blocks, as on a random graph."""
     from torch_geometric.data import Data
 
     from gnngp_cli.data.graph import Adjacency
     from gnngp_cli.rowblocks import graph as blocked
+    from gnngp_cli.rowblocks.store import RootStore
 
     n = 120
     g = torch.Generator().manual_seed(3)
@@ -127,12 +135,11 @@ def test_the_chain_of_sums_with_one_block_under_way_equals_the_whole_product(tmp
     data = Data(x=torch.randn(n, 5, generator=g), y=torch.zeros(n, dtype=torch.long), edge_index=edge_index,
                 train_mask=torch.ones(n, dtype=torch.bool), val_mask=torch.zeros(n, dtype=torch.bool), test_mask=torch.zeros(n, dtype=torch.bool))
     data.task, data.num_classes = "classification", 1
-    meta = write_data(data, tmp_path, 10, "toy")                            # 12 blocks, each touching most of the others
-    monkeypatch.setattr(blocked, "FAN_IN", 1)
-    graph = blocked.ShardedGraph(tmp_path, meta, in_flight=1)
-    out = graph.convolve(graph.features(np.float64), kind)
-    steps = [k for k in dict(out.__dask_graph__()) if str(k).startswith("_accumulate")]
-    assert len(steps) > 5 * meta.num_blocks                                 # a chain of several steps per block
+    meta = write_data(data, tmp_path / "shards", 10, "toy")
+    graph = blocked.ShardedGraph(tmp_path / "shards", meta)
+    store = RootStore(tmp_path / "roots")
+    paths, q = store.files(graph.features(np.float64))
+    out = graph.convolve(paths, kind, q.shape[1], q.dtype)
     ref = Adjacency.from_graph(edge_index, n, kind, torch.float64, "cpu").matmul(data.x.double())
     assert np.allclose(out.compute(scheduler="sync"), ref.numpy(), atol=1e-12)
 
@@ -152,8 +159,9 @@ def test_a_worker_killed_midway_is_recomputed_with_an_unchanged_result(cache):
     import dask
 
     with dask.config.set(scheduler="synchronous"):  # the same tasks, uninterrupted, in this process
-        reference, _ = next(gp_runs(compose(overrides), graph, None))
-        expected = reference.means()
+        runs = gp_runs(compose(overrides), graph, None)
+        expected = next(runs)[0].means()
+        runs.close()
     with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as c:
         addr, pid = _victim_pid(c)
@@ -171,11 +179,13 @@ def test_a_worker_killed_midway_is_recomputed_with_an_unchanged_result(cache):
 
         watcher = threading.Thread(target=kill_when_busy)
         watcher.start()
-        result, row = next(gp_runs(compose(overrides), graph, c))
+        runs = gp_runs(compose(overrides), graph, c)
+        result, row = next(runs)
         watcher.join()
         assert killed.is_set()                                              # a worker died while the job held data on it
         assert pid not in c.run(os.getpid).values()
         np.testing.assert_allclose(result.means(), expected, rtol=1e-12, atol=1e-12)
+        runs.close()
 
 
 def write_papers_format(root: Path, n: int = 500, e: int = 2000, d: int = 8, classes: int = 5, seed: int = 0) -> None:
@@ -219,8 +229,8 @@ def test_papers100m_raw_files_stream_into_the_row_blocks_of_the_loaded_graph(tmp
 def test_papers100m_on_row_blocks_gives_the_local_predictions(tmp_path, client):
     write_papers_format(tmp_path / "mirror", n=800, e=4000)
     overrides = ["dataset=papers100m", "kernel=gcngp_x", "landmarks.count=64", f"data.mirror={tmp_path / 'mirror'}", f"data.root={tmp_path / 'cache'}"]
-    local, result, row = local_and_rowblocks(overrides, client, rows=300)
-    assert_same_predictions(local, result, row)
+    local, result, row, means = local_and_rowblocks(overrides, client, rows=300)
+    assert_same_predictions(local, result, row, means)
 
 
 def test_cli_partition_writes_the_shards_a_run_reads(tmp_path, data_overrides):
@@ -238,7 +248,7 @@ def test_cli_partition_writes_the_shards_a_run_reads(tmp_path, data_overrides):
 
 def test_a_dask_run_tells_its_estimate_and_progress_in_the_log(tmp_path, cache):
     """As a local run: the estimate line before computing (and in the row), and progress lines
-    by layer and for the posterior where there is no terminal."""
+    by layer and for the posterior where there is no terminal; then where the workers' time went."""
     env = {**os.environ, "GNNGP_PROGRESS_SECONDS": "0.01", "PYTHONWARNINGS": "ignore"}
     done = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "kernel=gcngp_x", "dataset.num_nodes=3000", "landmarks.count=64",
                            "compute=dask", "compute.workers=2", "compute.processes=false", "compute.dashboard=:0", "partition.rows=1000",
@@ -247,10 +257,26 @@ def test_a_dask_run_tells_its_estimate_and_progress_in_the_log(tmp_path, cache):
     text = done.stdout + done.stderr
     assert "GCNGP-X on csbm (compute=dask, 2 workers): ~" in text and "64 landmarks, roots of 3,000 x 67" in text
     assert "(compute=dask, 2 workers): 1/3 (33%) kernel" in text and "3/3 (100%) posterior done" in text
+    assert re.search(r"worker seconds by action: .*; longest task kinds: ", text)   # where the time went (see the next test)
     import pandas as pd
 
     row = pd.read_csv(tmp_path / "results.csv").iloc[0]
     assert row["compute_backend"] == "dask" and 0 < row["estimated_gb"] < 5
+
+
+def _nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_the_time_summary_names_the_task_kinds_that_took_longest(client):
+    import dask
+
+    from gnngp_cli.rowblocks.cluster import time_summary
+
+    dask.compute(dask.delayed(_nap, pure=True)(0.6), dask.delayed(_nap, pure=True)(0.7))
+    line = time_summary(client, top=100)   # the shared cluster ran other jobs before
+    assert re.search(r"^worker seconds by action: compute \d+.*; longest task kinds: .*nap \(compute 1\)", line), line
 
 
 def test_exact_kernel_on_dask_names_its_low_rank_twin():
@@ -258,12 +284,24 @@ def test_exact_kernel_on_dask_names_its_low_rank_twin():
         run(["kernel=gcn2gp", "compute=dask"])
 
 
-@pytest.mark.parametrize("backend", ["dask", "local"])
-def test_blocks_in_flight_below_one_is_one_line(backend):
-    with pytest.raises(ConfigError, match=r"compute.in_flight=0 must be at least 1"):
-        run(["kernel=gcngp_x", f"compute={backend}", "compute.in_flight=0"])
+def test_worker_count_below_one_is_one_line():
     with pytest.raises(ConfigError, match=r"^compute.workers=0 must be at least 1$"):
         run(["kernel=gcngp_x", "compute=dask", "compute.workers=0"])
+
+
+def test_a_roots_dir_that_cannot_be_written_is_one_line(tmp_path, cache):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ComputeError, match=r"cannot write the roots of this run into .*file.*; set compute.roots_dir to a writable folder"):
+        run(["kernel=gcngp_x", "dataset.num_nodes=300", "compute=dask", "compute.processes=false", "compute.workers=1",
+             "compute.dashboard=:0", f"data.root={cache}", f"compute.roots_dir={blocker}"])
+
+
+def test_a_dask_run_leaves_no_root_files_behind(tmp_path, cache):
+    rows = run(["kernel=gcngp_x", "dataset.num_nodes=300", "compute=dask", "compute.processes=false", "compute.workers=2",
+                "compute.dashboard=:0", f"data.root={cache}", f"compute.roots_dir={tmp_path / 'roots'}", "partition.rows=100"])
+    assert rows[0]["status"] == "ok"
+    assert list((tmp_path / "roots").iterdir()) == []                    # the run's folder is removed at its end
 
 
 def test_a_graph_smaller_than_one_row_block_is_checked_at_its_own_size(tmp_path, data_overrides):

@@ -88,3 +88,33 @@ def peak_worker_mb(client: Any) -> float:
     the client process itself)."""
     peaks = client.run(_peak_rss_bytes)
     return max(peaks.values(), default=0) / 2**20
+
+
+def _time_by_action(dask_scheduler: Any = None) -> dict:
+    """On the scheduler: seconds the workers spent, by task kind (prefix) and action (compute,
+    transfer, disk-read, disk-write, ...), since the cluster started."""
+    return {name: dict(prefix.all_durations) for name, prefix in dask_scheduler.task_prefixes.items()}
+
+
+def time_summary(client: Any, top: int = 4) -> str:
+    """One line: the workers' seconds by action (summed over workers, so past the wall time),
+    and the task kinds that took longest, each by action."""
+    try:
+        table = client.run_on_scheduler(_time_by_action)
+    except Exception as err:  # a scheduler without the table (another version): no summary, the run goes on
+        return f"(no task times: {type(err).__name__})"
+    actions: dict[str, float] = {}
+    kinds: dict[str, dict[str, float]] = {}
+    for name, durations in table.items():
+        words = [w for w in name.lstrip("_").split("-") if w not in ("from", "value", "concatenate")]   # Dask's fused names
+        kind = kinds.setdefault("-".join(words) or name, {})
+        for action, seconds in durations.items():
+            actions[action] = actions.get(action, 0.0) + seconds
+            kind[action] = kind.get(action, 0.0) + seconds
+
+    def split(durations: dict[str, float]) -> str:
+        return ", ".join(f"{a} {s:.0f}" for a, s in sorted(durations.items(), key=lambda kv: -kv[1]) if s >= 0.5)
+
+    longest = sorted(kinds.items(), key=lambda kv: -sum(kv[1].values()))[:top]
+    return (f"worker seconds by action: {split(actions) or 'none'}; longest task kinds: "
+            + "; ".join(f"{name} ({split(d)})" for name, d in longest if sum(d.values()) >= 0.5))

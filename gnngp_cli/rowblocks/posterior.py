@@ -153,7 +153,8 @@ class RowBlockResult:
 
     def means(self) -> np.ndarray:
         """Posterior means of the labelled nodes in node order, gathered to the client (for
-        inspection and tests on graphs that fit; the run itself never gathers them)."""
+        inspection and tests on graphs that fit; the run itself never gathers them). Read from
+        the root's files: call it before the run that made it ends (its roots are then removed)."""
         import dask
 
         q, masks = self._blocks
@@ -164,13 +165,13 @@ class RowBlockResult:
 def row_block_predict(root, labels, masks, task: str, num_classes: int, num_nodes: int, grid: Tensor,
                       validation_only: bool = False) -> Any:
     """Nugget-grid GP prediction from the row-blocked root ``root`` (``Q``, a Dask array chunked by
-    row blocks), ``labels`` and ``masks`` (chunked alike). Returns a :class:`ValidationScore`
+    row blocks and read three times: written to files, not computed, see :mod:`.store`),
+    ``labels`` and ``masks`` (chunked alike). Returns a :class:`ValidationScore`
     (``validation_only``) or a :class:`RowBlockResult`."""
     import dask
 
     if root.numblocks[1] != 1:
         root = root.rechunk({1: -1})
-    root = root.persist()
     dtype = torch.float64 if root.dtype == np.float64 else torch.float32
     blocks = list(zip(root.to_delayed().ravel(), labels.to_delayed().ravel(), masks.to_delayed().ravel()))
     stats = tree_reduce([dask.delayed(_gram_part, pure=True)(q, y, m, task, num_classes) for q, y, m in blocks], _add).compute()

@@ -6,13 +6,14 @@ the context differs. :class:`RowBlockContext` holds the features as a Dask array
 blocks:
 
 - ``c Q``, ``[Q, s_b 1]``, ``[Q1, Q2]``: row-local, one task per row block;
-- ``A Q``: the blocked sparse-dense product of :meth:`~.graph.ShardedGraph.convolve`;
+- ``A Q``: ``Q`` written to row-block files (:mod:`.store`), then the blocked sparse-dense
+  product of :meth:`~.graph.ShardedGraph.convolve` reads from them;
 - the Nystrom steps (input layer and ReLU): the landmark rows ``Q[a]`` (``Na x r``, small) are
   gathered to the client, ``C[a, a] = V D V^T`` is factorised there
   (:class:`~gnngp_cli.kernels.numerics.NystromFactor`, the same numerics as the local root),
   and each row block computes ``C[b, a]`` and applies the factor on its own rows;
-- a named layer's output is persisted on the workers (spilled to disk beyond their memory)
-  and checked to be finite, so the next layer starts from it instead of recomputing it.
+- a named layer's output is written to row-block files and checked to be finite, so the next
+  layer starts from it instead of recomputing it.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from ..kernels.relu import relu_expectation
 from ..kernels.roots import relu_nystrom_rows
 from ..kernels.value import Kernel
 from .graph import ShardedGraph
+from .store import RootStore
 
 
 def map_rows(q, fn, width: int, *shared: Any):
@@ -73,10 +75,11 @@ def _base_nystrom(x_b: np.ndarray, start: int, base: Any, x_a: torch.Tensor, fac
 
 
 class DaskRoots:
-    """Root operations on row blocks (see the module docstring)."""
+    """Root operations on row blocks (see the module docstring); roots that are read again are
+    kept in ``store``."""
 
-    def __init__(self, graph: ShardedGraph):
-        self.graph = graph
+    def __init__(self, graph: ShardedGraph, store: RootStore):
+        self.graph, self.store = graph, store
 
     def with_constant(self, root, value: float):
         return map_rows(root, _with_constant, root.shape[1] + 1, float(value))
@@ -90,35 +93,36 @@ class DaskRoots:
         return adjacency.matmul(root)
 
     def relu_root(self, root, landmarks: torch.Tensor):
-        root = root.persist()
+        root, _ = self.store.written(root)
         ids = landmarks.numpy()
-        q_a = torch.from_numpy(self.graph.gather_rows(root, ids))
+        q_a = torch.from_numpy(self.store.gather_rows(root, ids))
         var_a = (q_a * q_a).sum(1)
         factor = NystromFactor.of(relu_expectation(q_a @ q_a.T, var_a, var_a), "activation")
         return map_rows(root, _relu_nystrom, ids.size, q_a, var_a, factor, ids)
 
     def layer_output(self, k: Kernel, name: str) -> Kernel:
-        import dask.array as da
-
-        root = k.root.persist()
-        if not bool(da.isfinite(root).all().compute()):
+        root, finite = self.store.written(k.root)
+        if not finite:
             raise KernelError(f"{name}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
         return replace(k, root=root)
 
 
 @dataclass
 class BlockAdjacency:
-    """The normalised adjacency of a sharded graph, as the blocks see it: ``A Q`` by row blocks."""
+    """The normalised adjacency of a sharded graph, as the blocks see it: ``A Q`` by row blocks,
+    ``Q`` read from its files in ``store`` (written first if it is not there yet)."""
 
     graph: ShardedGraph
     kind: str
+    store: RootStore
 
     @property
     def num_nodes(self) -> int:
         return self.graph.meta.num_nodes
 
     def matmul(self, q):
-        return self.graph.convolve(q, self.kind)
+        paths, q = self.store.files(q)
+        return self.graph.convolve(paths, self.kind, q.shape[1], q.dtype)
 
 
 @dataclass
@@ -142,22 +146,20 @@ class RowBlockContext(KernelContext):
         """``Q0`` over every node: ``X`` itself for a linear ``C0`` with no more features than
         landmarks, else the Nystrom root of ``C0`` on the landmarks (see the module docstring).
 
-        ``Q0`` is persisted and held as long as the context (every layer may read it again, as
-        GCNII's initial residual does): a persisted collection that was released while a new
-        graph still names its keys would make Dask cancel that graph ("lost dependencies")."""
+        ``X`` is read from the shards and a Nystrom root is written to row-block files, as every
+        layer may read ``Q0`` again (GCNII's initial residual does)."""
         if nodes is not None or self.landmarks is None:
             raise KernelError("internal: the row-block backing computes low-rank roots over every node only")
         if self._input is None:
             x = self.features
             ids = self.landmarks.numpy()
             if self.base.is_linear and ids.size >= x.shape[1]:
-                if "x" not in self._gathered:  # persisted once for every copy of the context (every gamma)
-                    self._gathered["x"] = x.persist()
-                self._input = Kernel(None, root=self._gathered["x"])
+                self._input = Kernel(None, root=x)   # read from the shards whenever a step needs it
             else:
                 if "x_a" not in self._gathered:
                     self._gathered["x_a"] = torch.from_numpy(self.graph.gather_rows(x, ids))
                 x_a = self._gathered["x_a"]
                 factor = NystromFactor.of(self.base.block(x_a, x_a), "input layer")
-                self._input = Kernel(None, root=map_rows(x, _base_nystrom, ids.size, self.base, x_a, factor, ids).persist())
+                root, _ = self.roots.store.written(map_rows(x, _base_nystrom, ids.size, self.base, x_a, factor, ids))
+                self._input = Kernel(None, root=root)
         return self._input

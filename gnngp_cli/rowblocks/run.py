@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from ..config import resolve_method_defaults, validate
 from ..data import DataStore, load_dataset
+from ..data.store import default_root
 from ..data.registry import DATASETS
 from ..data.shards import ShardMeta, read_meta, shards_match, write_data
 from ..errors import DatasetError, ResourceError
@@ -27,10 +28,11 @@ from ..kernels import BaseKernel
 from ..kernels.blocks import Block, branch_count
 from ..progress import Progress
 from ..runtime import Stopwatch, peak_rss_mb
-from .cluster import dask_client, peak_worker_mb, worker_memory_limits
-from .graph import FAN_IN, ShardedGraph
+from .cluster import dask_client, peak_worker_mb, time_summary, worker_memory_limits
+from .graph import ShardedGraph
 from .posterior import row_block_predict
 from .roots import BlockAdjacency, DaskRoots, RowBlockContext
+from .store import RootStore
 
 log = logging.getLogger("gnngp")
 
@@ -80,11 +82,14 @@ TASK_SHARE = 0.5
 MIN_BLOCK_ROWS = 1000   # smaller row blocks are all overhead: past it the fix is more memory per worker
 
 
+TASK_BLOCKS = 6   # row blocks alive in one task at most: the ReLU's Nystrom step (its input, C[b, a] and the arc-cosine's temporaries)
+
+
 def task_bytes(graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> int:
-    """What one row block's task may need at most: the running block of ``A Q``, its copy and up
-    to ``FAN_IN`` partial products, each ``rows x width``."""
+    """What one row block's task may need at most: :data:`TASK_BLOCKS` blocks of
+    ``rows x width`` (an output block of ``A Q`` holds itself, one source's rows and their product)."""
     width = (max(graph.meta.num_features, landmarks) + layers + 1) * branch_count(network)
-    return largest_block(graph) * width * (torch.finfo(dtype).bits // 8) * (FAN_IN + 2)
+    return largest_block(graph) * width * (torch.finfo(dtype).bits // 8) * TASK_BLOCKS
 
 
 def largest_block(graph: ShardedGraph) -> int:
@@ -138,80 +143,85 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
     if client is not None:
         info = client.scheduler_info(n_workers=-1)["workers"]
         workers, threads = len(info), sum(int(w.get("nthreads") or 1) for w in info.values())
-    if client is not None or cfg.compute.in_flight:   # A Q: blocks under way (4 a thread: 8% slower at 10^7)
-        graph = replace(graph, in_flight=cfg.compute.in_flight or max(2, 2 * threads))
     check_block_memory(client, graph, arch.network, cfg.landmarks.count or 0, kcfg.layers, dtype)
     train = torch.from_numpy(graph.train_ids())
     if train.numel() == 0:
         raise DatasetError(f"dataset '{meta.dataset}': the training set is empty; give a training mask or a positive dataset.train_ratio")
     labels, masks = graph.labels(), graph.masks()
     runs = 1 if deterministic(cfg) and not cfg.repeat_deterministic else cfg.runs
-    for run in range(runs):
-        seed = cfg.seed + run
-        landmarks = landmarks_among(train, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name)
-        if cfg.landmarks.count is None:
-            check_block_memory(client, graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype)
-        base = BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d)
-        ctx = RowBlockContext(graph.features(np_dtype), BlockAdjacency(graph, arch.adjacency), base, landmarks,
-                              roots=DaskRoots(graph), graph=graph, dtype=dtype)
-        grid = log_grid(cfg.nugget.min, cfg.nugget.max, cfg.nugget.num, dtype=dtype)
-        kernel_watch, inference_watch = Stopwatch(torch.device("cpu")), Stopwatch(torch.device("cpu"))
-        gammas = log_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist() if kcfg.gamma_search else [kcfg.base.gamma]
-        where = f"{dataset_label(cfg.dataset.name, meta)} (compute=dask, {workers} workers)"
-        estimate = rowblock_estimate(
-            num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=int(landmarks.numel()),
-            layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=largest_block(graph), in_flight=graph.in_flight,
-            task_bytes=task_bytes(graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype), branches=branch_count(arch.network))
-        log.info(estimate.line(arch.label, where))
-        layers = int(kcfg.layers)
-        evaluations = len(gammas) + (1 if len(gammas) > 1 else 0)   # each gamma on validation, then the chosen one
-        progress = Progress(f"{arch.label} on {where}", total=evaluations * (layers + 1))
-        done = {"evaluation": 0, "layers": 0}
+    store = RootStore(Path(cfg.compute.roots_dir) if cfg.compute.roots_dir else Path(cfg.data.root or default_root()) / "roots")
+    try:
+        for run in range(runs):
+            seed = cfg.seed + run
+            landmarks = landmarks_among(train, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name)
+            if cfg.landmarks.count is None:
+                check_block_memory(client, graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype)
+            base = BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d)
+            ctx = RowBlockContext(graph.features(np_dtype), BlockAdjacency(graph, arch.adjacency, store), base, landmarks,
+                                  roots=DaskRoots(graph, store), graph=graph, dtype=dtype)
+            grid = log_grid(cfg.nugget.min, cfg.nugget.max, cfg.nugget.num, dtype=dtype)
+            kernel_watch, inference_watch = Stopwatch(torch.device("cpu")), Stopwatch(torch.device("cpu"))
+            gammas = log_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist() if kcfg.gamma_search else [kcfg.base.gamma]
+            where = f"{dataset_label(cfg.dataset.name, meta)} (compute=dask, {workers} workers)"
+            estimate = rowblock_estimate(
+                num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=int(landmarks.numel()),
+                layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=largest_block(graph),
+                task_bytes=task_bytes(graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype), branches=branch_count(arch.network))
+            log.info(estimate.line(arch.label, where))
+            layers = int(kcfg.layers)
+            evaluations = len(gammas) + (1 if len(gammas) > 1 else 0)   # each gamma on validation, then the chosen one
+            progress = Progress(f"{arch.label} on {where}", total=evaluations * (layers + 1))
+            done = {"evaluation": 0, "layers": 0}
 
-        def tell(label: str) -> None:   # a kernel's named layers may be more than kcfg.layers (GPRGP): clamped
-            progress.step(done["evaluation"] * (layers + 1) + min(done["layers"], layers), label)
+            def tell(label: str) -> None:   # a kernel's named layers may be more than kcfg.layers (GPRGP): clamped
+                progress.step(done["evaluation"] * (layers + 1) + min(done["layers"], layers), label)
 
-        def on_layer(name: str) -> None:   # a named layer is computed (persisted and checked) when this is told
-            done["layers"] += 1
-            tell(f"kernel {name} done" + (f", gamma {done['evaluation'] + 1} of {len(gammas)}" if len(gammas) > 1 else ""))
+            def on_layer(name: str) -> None:   # a named layer is computed (written and checked) when this is told
+                done["layers"] += 1
+                tell(f"kernel {name} done" + (f", gamma {done['evaluation'] + 1} of {len(gammas)}" if len(gammas) > 1 else ""))
 
-        ctx = replace(ctx, on_layer=on_layer)
+            ctx = replace(ctx, on_layer=on_layer)
 
-        def evaluate(gamma: float, validation_only: bool):
-            nonlocal ctx
-            ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
-            done["layers"] = 0
-            with kernel_watch.measure():
-                kernel = arch.network(None, ctx, None)
-            done["layers"] = layers
-            tell("posterior")
-            with inference_watch.measure():
-                out = row_block_predict(kernel.root, labels, masks, meta.task, meta.num_classes, meta.num_nodes, grid, validation_only)
-            done["evaluation"], done["layers"] = done["evaluation"] + 1, 0
-            tell("posterior done")
-            return out
+            def evaluate(gamma: float, validation_only: bool):
+                nonlocal ctx
+                ctx = ctx.with_base(BaseKernel(kcfg.base.name, float(gamma), kcfg.base.c, kcfg.base.d))
+                done["layers"] = 0
+                store.clear()   # the last evaluation's roots: kept till now for the result's means (tests)
+                with kernel_watch.measure():
+                    root, _ = store.written(arch.network(None, ctx, None).root)   # read three times by the posterior
+                done["layers"] = layers
+                tell("posterior")
+                with inference_watch.measure():
+                    out = row_block_predict(root, labels, masks, meta.task, meta.num_classes, meta.num_nodes, grid, validation_only)
+                done["evaluation"], done["layers"] = done["evaluation"] + 1, 0
+                tell("posterior done")
+                return out
 
-        gamma = kcfg.base.gamma
-        with progress:
-            if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
-                scores = [evaluate(g, validation_only=True).val for g in gammas]
-                gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
-            result = evaluate(gamma, validation_only=False)
-        row = base_row(cfg)
-        row.update(
-            metric=result.metric_name, **{k: result.metrics[k] for k in ("train", "val", "test")},
-            nugget=result.nugget, layers=kcfg.layers, sigma_w=kcfg.get("sigma_w"), sigma_b=kcfg.get("sigma_b"),
-            landmark_fraction=cfg.landmarks.fraction, kernel_seconds=kernel_watch.seconds, inference_seconds=inference_watch.seconds,
-            landmarks=int(landmarks.numel()), seed=seed,
-            extra=json.dumps({**({"gamma": gamma} if kcfg.gamma_search else {}), "shards": str(graph.root), "row_block": meta.rows}),
-            **result.uncertainty,
-        )
-        row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"]
-        row.update(
-            task=meta.task, run=run, n_nodes=meta.num_nodes, n_edges=meta.num_edges, load_seconds=load_seconds, device="cpu",
-            split=meta.split, stand_in="", experiment=cfg.experiment.name or "", peak_rss_mb=peak_rss_mb(), peak_cuda_mb=0.0,
-            compute_backend=cfg.compute.backend, workers=workers, estimated_gb=round(estimate.gb, 3),
-            peak_worker_mb=peak_worker_mb(client) if client is not None else peak_rss_mb(),
-            timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        )
-        yield result, row
+            gamma = kcfg.base.gamma
+            with progress:
+                if len(gammas) > 1:  # score every gamma on validation, then predict with the best (the first on ties)
+                    scores = [evaluate(g, validation_only=True).val for g in gammas]
+                    gamma = gammas[max(range(len(gammas)), key=lambda i: (scores[i], -i))]
+                result = evaluate(gamma, validation_only=False)
+            row = base_row(cfg)
+            row.update(
+                metric=result.metric_name, **{k: result.metrics[k] for k in ("train", "val", "test")},
+                nugget=result.nugget, layers=kcfg.layers, sigma_w=kcfg.get("sigma_w"), sigma_b=kcfg.get("sigma_b"),
+                landmark_fraction=cfg.landmarks.fraction, kernel_seconds=kernel_watch.seconds, inference_seconds=inference_watch.seconds,
+                landmarks=int(landmarks.numel()), seed=seed,
+                extra=json.dumps({**({"gamma": gamma} if kcfg.gamma_search else {}), "shards": str(graph.root), "row_block": meta.rows}),
+                **result.uncertainty,
+            )
+            row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"]
+            if client is not None:
+                log.info("%s: %s", where, time_summary(client))
+            row.update(
+                task=meta.task, run=run, n_nodes=meta.num_nodes, n_edges=meta.num_edges, load_seconds=load_seconds, device="cpu",
+                split=meta.split, stand_in="", experiment=cfg.experiment.name or "", peak_rss_mb=peak_rss_mb(), peak_cuda_mb=0.0,
+                compute_backend=cfg.compute.backend, workers=workers, estimated_gb=round(estimate.gb, 3),
+                peak_worker_mb=peak_worker_mb(client) if client is not None else peak_rss_mb(),
+                timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            )
+            yield result, row
+    finally:
+        store.close()
