@@ -297,6 +297,18 @@ def test_a_roots_dir_that_cannot_be_written_is_one_line(tmp_path, cache):
              "compute.dashboard=:0", f"data.root={cache}", f"compute.roots_dir={blocker}"])
 
 
+def test_a_roots_dir_without_room_for_the_roots_is_refused_before_any_work(tmp_path, cache, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(2**30, 2**30 - 2**20, 2**20))   # 1 MiB free
+    with pytest.raises(ComputeError, match=r"compute.roots_dir=.* has 0.0 GiB free and this run writes about .* GiB of roots at its peak; free space"):
+        run(["kernel=gcngp_x", "dataset.num_nodes=3000", "compute=dask", "compute.processes=false", "compute.workers=1",
+             "compute.dashboard=:0", f"data.root={cache}", f"compute.roots_dir={tmp_path / 'roots'}"])
+    assert list((tmp_path / "roots").iterdir()) == []                    # refused before any file was written
+
+
 def test_a_dask_run_leaves_no_root_files_behind(tmp_path, cache):
     rows = run(["kernel=gcngp_x", "dataset.num_nodes=300", "compute=dask", "compute.processes=false", "compute.workers=2",
                 "compute.dashboard=:0", f"data.root={cache}", f"compute.roots_dir={tmp_path / 'roots'}", "partition.rows=100"])

@@ -168,6 +168,9 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
                 layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=largest_block(graph),
                 task_bytes=task_bytes(graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype), branches=branch_count(arch.network))
             log.info(estimate.line(arch.label, where))
+            store.check_room(estimate.gb)
+            if run == 0:
+                log.info("roots of this run as row-block files in %s (removed at its end)", store.folder)
             layers = int(kcfg.layers)
             evaluations = len(gammas) + (1 if len(gammas) > 1 else 0)   # each gamma on validation, then the chosen one
             progress = Progress(f"{arch.label} on {where}", total=evaluations * (layers + 1))

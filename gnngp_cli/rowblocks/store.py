@@ -33,9 +33,14 @@ def _write_block(block: np.ndarray, path: str) -> bool:
     """Write ``block`` to ``path`` (atomically); whether every entry is finite."""
     block = np.ascontiguousarray(block)
     tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as f:
-        np.save(f, block, allow_pickle=False)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            np.save(f, block, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise ComputeError(f"cannot write root block {path} ({err.strerror or err}); compute.roots_dir needs room for the run's "
+                           "roots (its estimate line says how much) and must be writable by every worker") from err
     return bool(np.isfinite(block).all())
 
 
@@ -63,6 +68,13 @@ class RootStore:
             raise ComputeError(f"cannot write the roots of this run into {base} ({err.strerror or err}); "
                                "set compute.roots_dir to a writable folder that every worker sees") from err
         self.paths: dict[str, list[str]] = {}
+
+    def check_room(self, need_gib: float) -> None:
+        """Refuse, before any work, a folder with less free space than ``need_gib``."""
+        free = shutil.disk_usage(self.folder).free / 2**30
+        if free < need_gib:
+            raise ComputeError(f"compute.roots_dir={self.folder.parent} has {free:.1f} GiB free and this run writes about {need_gib:.1f} GiB "
+                               "of roots at its peak; free space there or set compute.roots_dir to a folder with room that every worker sees")
 
     def written(self, q) -> Any:
         """``q`` (a Dask array chunked by row blocks), written to files unless it was read from
