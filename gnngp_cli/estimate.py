@@ -104,6 +104,11 @@ def gp_estimate(
     return Estimate(total / 2**30, time_class(flops), detail)
 
 
+def size_text(num_bytes: float) -> str:
+    """``9.6 GiB``, ``4.1 MiB``: sizes a reader can compare."""
+    return f"{num_bytes / 2**30:.1f} GiB" if num_bytes >= 2**30 else f"{num_bytes / 2**20:.1f} MiB"
+
+
 def rowblock_estimate(
     *, num_nodes: int, num_edges: int, num_features: int, landmarks: int, layers: int, bytes_per_entry: int, rows: int,
     task_bytes: float, branches: int = 1,
@@ -122,7 +127,7 @@ def rowblock_estimate(
     held = 2 * first + 2 * (layers - 1) * root
     edges = num_edges + num_nodes
     flops = low_rank_flops(num_nodes, edges, m, layers)
-    detail = f"of root files at the peak (compute.roots_dir), {m:,} landmarks, roots of {num_nodes:,} x {width} ({root / 2**30:.1f} GiB each) in row blocks of {rows:,} nodes, " \
-             f"up to {task_bytes / 2**30:.2f} GiB per task in a worker's memory"
+    detail = f"of root files at the peak (compute.roots_dir), {m:,} landmarks, roots of {num_nodes:,} x {width} ({size_text(root)} each) " \
+             f"in row blocks of {rows:,} nodes, up to {size_text(task_bytes)} per task in a worker's memory"
     return Estimate(held / 2**30, time_class(flops), detail)   # the tasks' overhead eats what extra threads give on a few cores
 

@@ -51,14 +51,14 @@ def _folder_bytes(folder: Path) -> int:
 
 
 class SpillWatch(threading.Thread):
-    """The peak disk use of the workers' spill folder, sampled every 5 s."""
+    """The peak disk use of a folder, sampled every 0.5 s."""
 
     def __init__(self, folder: Path):
         super().__init__(daemon=True)
         self.folder, self.peak, self.stop = folder, 0, threading.Event()
 
     def run(self) -> None:
-        while not self.stop.wait(5.0):
+        while not self.stop.wait(0.5):
             self.peak = max(self.peak, _folder_bytes(self.folder))
 
 

@@ -7,9 +7,14 @@ import logging
 import resource
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from ..errors import ComputeError, ConfigError
+
+try:  # the dask extra; without it compute=dask stops with its own one line before a client exists
+    from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPlugin
+except ImportError:  # pragma: no cover
+    _WorkerPlugin = object
 
 log = logging.getLogger("gnngp")
 
@@ -67,6 +72,11 @@ def dask_client(c: Any) -> Iterator[Any]:
                                processes=c.processes, local_directory=c.spill_dir, dashboard_address=c.dashboard,
                                silence_logs=logging.WARNING)
         client = Client(cluster)
+    quiet_task_failures()            # threads of this process
+    try:
+        client.register_plugin(QuietTaskFailures())   # worker processes, and workers that join later (SLURM)
+    except Exception as err:  # noqa: BLE001 - only log noise is at stake
+        log.debug("worker log filter not installed: %s", err)
     try:
         link = client.dashboard_link
         print(f"gnngp: Dask dashboard: {link}", file=sys.stderr)
@@ -76,6 +86,30 @@ def dask_client(c: Any) -> Iterator[Any]:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+class _NoTaskTracebacks(logging.Filter):
+    """Drops a worker's "Compute Failed" record (a traceback): the task's error reaches the
+    client, which stops with its one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Compute Failed")
+
+
+def quiet_task_failures(dask_worker: Any = None) -> None:
+    """Install :class:`_NoTaskTracebacks` on the worker logger of this process (once)."""
+    worker_log = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, _NoTaskTracebacks) for f in worker_log.filters):
+        worker_log.addFilter(_NoTaskTracebacks())
+
+
+class QuietTaskFailures(_WorkerPlugin):
+    """A worker plugin: :func:`quiet_task_failures` on every worker, now and joining later."""
+
+    name = "gnngp-quiet-task-failures"
+
+    def setup(self, worker: Any) -> None:
+        quiet_task_failures()
 
 
 def worker_memory_limits(client: Any) -> list[int]:
@@ -92,29 +126,37 @@ def peak_worker_mb(client: Any) -> float:
 
 def _time_by_action(dask_scheduler: Any = None) -> dict:
     """On the scheduler: seconds the workers spent, by task kind (prefix) and action (compute,
-    transfer, disk-read, disk-write, ...), since the cluster started."""
+    transfer, disk-read, disk-write, ...), since the scheduler started."""
     return {name: dict(prefix.all_durations) for name, prefix in dask_scheduler.task_prefixes.items()}
 
 
-def time_summary(client: Any, top: int = 4) -> str:
-    """One line: the workers' seconds by action (summed over workers, so past the wall time),
-    and the task kinds that took longest, each by action."""
+def task_times(client: Any) -> dict:
+    """The scheduler's seconds by task kind and action so far ({} where it cannot say)."""
     try:
-        table = client.run_on_scheduler(_time_by_action)
-    except Exception as err:  # a scheduler without the table (another version): no summary, the run goes on
-        return f"(no task times: {type(err).__name__})"
+        return client.run_on_scheduler(_time_by_action)
+    except Exception:  # a scheduler without the table (another version): no summary, the run goes on
+        return {}
+
+
+def time_summary(client: Any, top: int = 4, since: Optional[dict] = None) -> str:
+    """One line: the workers' seconds by action (summed over workers, so past the wall time) and
+    the task kinds that took longest, each by action; ``since``: :func:`task_times` at the run's
+    start (a scheduler may have run other work before)."""
+    since = since or {}
     actions: dict[str, float] = {}
     kinds: dict[str, dict[str, float]] = {}
-    for name, durations in table.items():
+    for name, durations in task_times(client).items():
         words = [w for w in name.lstrip("_").split("-") if w not in ("from", "value", "concatenate")]   # Dask's fused names
         kind = kinds.setdefault("-".join(words) or name, {})
         for action, seconds in durations.items():
+            seconds -= since.get(name, {}).get(action, 0.0)
             actions[action] = actions.get(action, 0.0) + seconds
             kind[action] = kind.get(action, 0.0) + seconds
 
     def split(durations: dict[str, float]) -> str:
-        return ", ".join(f"{a} {s:.0f}" for a, s in sorted(durations.items(), key=lambda kv: -kv[1]) if s >= 0.5)
+        return ", ".join(f"{a} {s:.0f}" if s >= 10 else f"{a} {s:.1f}" for a, s in sorted(durations.items(), key=lambda kv: -kv[1]) if s >= 0.05)
 
-    longest = sorted(kinds.items(), key=lambda kv: -sum(kv[1].values()))[:top]
-    return (f"worker seconds by action: {split(actions) or 'none'}; longest task kinds: "
-            + "; ".join(f"{name} ({split(d)})" for name, d in longest if sum(d.values()) >= 0.5))
+    longest = [(name, d) for name, d in sorted(kinds.items(), key=lambda kv: -sum(kv[1].values()))[:top] if split(d)]
+    if not longest:
+        return "worker seconds: under 0.1 s in all"
+    return f"worker seconds by action: {split(actions)}; longest task kinds: " + "; ".join(f"{name} ({split(d)})" for name, d in longest)

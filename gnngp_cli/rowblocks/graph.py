@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..data.shards import TRAIN, ShardMeta, load_part
-from .store import read_block
+from .store import block_path, read_block
 
 FAN_IN = 8
 
@@ -50,8 +50,8 @@ def _scale(root: str, b: int, kind: str, dtype: Any) -> np.ndarray:
     return (deg ** -0.5 if kind == "sym" else 1.0 / deg).astype(dtype)[:, None]
 
 
-def _block_product(root: str, b: int, kind: str, count: int, width: int, dtype: Any, sources: Sequence[str]) -> np.ndarray:
-    """Row block ``b`` of ``A Q`` (see the module docstring); ``sources[j]``: the file of ``Q_j``."""
+def _block_product(root: str, b: int, kind: str, count: int, width: int, dtype: Any, sources: str) -> np.ndarray:
+    """Row block ``b`` of ``A Q`` (see the module docstring); ``sources``: the folder of ``Q``'s block files."""
     import scipy.sparse as sp
 
     split = np.asarray(load_part(Path(root), b, "split"))
@@ -67,7 +67,7 @@ def _block_product(root: str, b: int, kind: str, count: int, width: int, dtype: 
             weights = weights * np.asarray(load_part(Path(root), int(j), "deg"))[cols] ** -0.5
         touched, local = np.unique(rows, return_inverse=True)
         needed, col = np.unique(cols, return_inverse=True)
-        q_j = read_block(sources[j], mmap=True)
+        q_j = read_block(block_path(sources, int(j)), mmap=True)
         gathered = np.array(q_j[needed])   # only the rows these edges name; the map is let go before the next source
         del q_j
         a = sp.csr_matrix((weights.astype(dtype), (local, col)), shape=(touched.size, needed.size))
@@ -121,17 +121,17 @@ class ShardedGraph:
         parts = [dask.delayed(_ids_of, pure=True)(str(self.root), b, self.meta.block_start(b), TRAIN) for b in range(self.meta.num_blocks)]
         return np.concatenate(dask.compute(*parts))
 
-    def convolve(self, sources: Sequence[str], kind: str, width: int, dtype: Any):
+    def convolve(self, sources: str, kind: str, width: int, dtype: Any):
         """``A Q`` by row blocks (see the module docstring), ``Q`` (``N x width``) read from its
-        row-block files ``sources`` (:mod:`.store`); ``kind`` is ``sym`` or ``row``."""
+        row-block files in the folder ``sources`` (:mod:`.store`); ``kind`` is ``sym`` or ``row``."""
         import dask
         import dask.array as da
 
         blocks = []
         for b in range(self.meta.num_blocks):
             count = self.meta.block_rows(b)
-            out = dask.delayed(_block_product, pure=True)(str(self.root), b, kind, count, width, np.dtype(dtype), list(sources))
-            blocks.append(da.from_delayed(out, shape=(count, width), dtype=dtype))
+            out = dask.delayed(_block_product, pure=True)(str(self.root), b, kind, count, width, np.dtype(dtype), str(sources))
+            blocks.append(da.from_delayed(out, shape=(count, width), dtype=dtype, name=f"block_product-{out.key.split('-', 1)[-1]}"))
         return da.concatenate(blocks, axis=0)
 
 

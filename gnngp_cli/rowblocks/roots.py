@@ -44,8 +44,8 @@ def map_rows(q, fn, width: int, *shared: Any):
     shared = [dask.delayed(s, pure=True) if not isinstance(s, (int, float, str)) else s for s in shared]
     blocks, start = [], 0
     for q_b, rows in zip(q.to_delayed().ravel(), q.chunks[0]):
-        out = dask.delayed(fn, pure=True)(q_b, start, *shared)
-        blocks.append(da.from_delayed(out, shape=(rows, width), dtype=q.dtype))
+        out = dask.delayed(fn, pure=True)(q_b, start, *shared)   # named after fn: the time summary's task kinds
+        blocks.append(da.from_delayed(out, shape=(rows, width), dtype=q.dtype, name=f"{fn.__name__.lstrip('_')}-{out.key.split('-', 1)[-1]}"))
         start += rows
     return da.concatenate(blocks, axis=0)
 
@@ -93,18 +93,15 @@ class DaskRoots:
         return adjacency.matmul(root)
 
     def relu_root(self, root, landmarks: torch.Tensor):
-        root, _ = self.store.written(root)
+        root = self.store.written(root, "the ReLU's input")
         ids = landmarks.numpy()
-        q_a = torch.from_numpy(self.store.gather_rows(root, ids))
+        q_a = torch.from_numpy(self.store.gather_rows(root, ids, "the ReLU's input"))
         var_a = (q_a * q_a).sum(1)
         factor = NystromFactor.of(relu_expectation(q_a @ q_a.T, var_a, var_a), "activation")
         return map_rows(root, _relu_nystrom, ids.size, q_a, var_a, factor, ids)
 
     def layer_output(self, k: Kernel, name: str) -> Kernel:
-        root, finite = self.store.written(k.root)
-        if not finite:
-            raise KernelError(f"{name}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
-        return replace(k, root=root)
+        return replace(k, root=self.store.written(k.root, name))
 
 
 @dataclass
@@ -121,8 +118,8 @@ class BlockAdjacency:
         return self.graph.meta.num_nodes
 
     def matmul(self, q):
-        paths, q = self.store.files(q)
-        return self.graph.convolve(paths, self.kind, q.shape[1], q.dtype)
+        folder, q = self.store.folder_of(q, "a graph convolution's input")
+        return self.graph.convolve(folder, self.kind, q.shape[1], q.dtype)
 
 
 @dataclass
@@ -160,6 +157,6 @@ class RowBlockContext(KernelContext):
                     self._gathered["x_a"] = torch.from_numpy(self.graph.gather_rows(x, ids))
                 x_a = self._gathered["x_a"]
                 factor = NystromFactor.of(self.base.block(x_a, x_a), "input layer")
-                root, _ = self.roots.store.written(map_rows(x, _base_nystrom, ids.size, self.base, x_a, factor, ids))
-                self._input = Kernel(None, root=root)
+                self._input = Kernel(None, root=self.roots.store.written(map_rows(x, _base_nystrom, ids.size, self.base, x_a, factor, ids),
+                                                                         "input layer"))
         return self._input

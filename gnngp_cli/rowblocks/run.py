@@ -7,10 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import signal
+import threading
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
@@ -28,7 +31,7 @@ from ..kernels import BaseKernel
 from ..kernels.blocks import Block, branch_count
 from ..progress import Progress
 from ..runtime import Stopwatch, peak_rss_mb
-from .cluster import dask_client, peak_worker_mb, time_summary, worker_memory_limits
+from .cluster import dask_client, peak_worker_mb, task_times, time_summary, worker_memory_limits
 from .graph import ShardedGraph
 from .posterior import row_block_predict
 from .roots import BlockAdjacency, DaskRoots, RowBlockContext
@@ -120,17 +123,47 @@ def run_gp_rowblocks(cfg: Any) -> list[dict]:
     """All runs of a GP job on row blocks, on the cluster of ``cfg.compute``; one row per run."""
     validate(cfg)
     store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout)
-    watch = Stopwatch(torch.device("cpu"))
-    with watch.measure():
-        graph = sharded_graph(cfg, store)
-    with dask_client(cfg.compute) as client:
-        return [row for _, row in gp_runs(cfg, graph, client, watch.seconds)]
+    roots = root_store(cfg)   # a roots_dir that cannot be written stops the job before partitioning
+    try:
+        with stopped_by_sigterm():
+            watch = Stopwatch(torch.device("cpu"))
+            with watch.measure():
+                graph = sharded_graph(cfg, store)
+            with dask_client(cfg.compute) as client:
+                return [row for _, row in gp_runs(cfg, graph, client, watch.seconds, roots)]
+    finally:
+        roots.close()
 
 
-def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.0) -> Iterator[tuple[Any, dict]]:
+def root_store(cfg: Any) -> RootStore:
+    """The run's folder for its roots' files: under ``compute.roots_dir``, else ``<data.root>/roots``."""
+    return RootStore(Path(cfg.compute.roots_dir) if cfg.compute.roots_dir else Path(cfg.data.root or default_root()) / "roots")
+
+
+@contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM (``kill``, SLURM at the end of a walltime) raises ``SystemExit`` in the main
+    thread, so the run's clean-up (its roots' files, the cluster) runs as on Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.0, roots: Optional[RootStore] = None) -> Iterator[tuple[Any, dict]]:
     """``(result, row)`` of each run (seed ``cfg.seed + run``) of the GP job on ``graph``, with
     the same architecture, landmarks, nugget grid and gamma search as the local path.
-    ``client=None``: Dask's default scheduler in this process (e.g. the synchronous one)."""
+    ``client=None``: Dask's default scheduler in this process (e.g. the synchronous one).
+    ``roots``: where the roots' files go (default: a store of this call's own, removed when it
+    ends; a result's ``means()`` reads them, so call it before the next run starts)."""
     from ..runner import architecture, base_row, dataset_label, deterministic, landmarks_among
 
     meta = graph.meta
@@ -149,7 +182,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
         raise DatasetError(f"dataset '{meta.dataset}': the training set is empty; give a training mask or a positive dataset.train_ratio")
     labels, masks = graph.labels(), graph.masks()
     runs = 1 if deterministic(cfg) and not cfg.repeat_deterministic else cfg.runs
-    store = RootStore(Path(cfg.compute.roots_dir) if cfg.compute.roots_dir else Path(cfg.data.root or default_root()) / "roots")
+    store = roots if roots is not None else root_store(cfg)
     try:
         for run in range(runs):
             seed = cfg.seed + run
@@ -168,7 +201,8 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
                 layers=int(kcfg.layers), bytes_per_entry=torch.finfo(dtype).bits // 8, rows=largest_block(graph),
                 task_bytes=task_bytes(graph, arch.network, int(landmarks.numel()), kcfg.layers, dtype), branches=branch_count(arch.network))
             log.info(estimate.line(arch.label, where))
-            store.check_room(estimate.gb)
+            store.check_room(estimate.gb)   # the last run's files are cleared first
+            times_before = task_times(client) if client is not None else {}
             if run == 0:
                 log.info("roots of this run as row-block files in %s (removed at its end)", store.folder)
             layers = int(kcfg.layers)
@@ -191,7 +225,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
                 done["layers"] = 0
                 store.clear()   # the last evaluation's roots: kept till now for the result's means (tests)
                 with kernel_watch.measure():
-                    root, _ = store.written(arch.network(None, ctx, None).root)   # read three times by the posterior
+                    root = store.written(arch.network(None, ctx, None).root, "the kernel")   # read three times by the posterior
                 done["layers"] = layers
                 tell("posterior")
                 with inference_watch.measure():
@@ -217,7 +251,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
             )
             row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"]
             if client is not None:
-                log.info("%s: %s", where, time_summary(client))
+                log.info("%s: %s", where, time_summary(client, since=times_before))
             row.update(
                 task=meta.task, run=run, n_nodes=meta.num_nodes, n_edges=meta.num_edges, load_seconds=load_seconds, device="cpu",
                 split=meta.split, stand_in="", experiment=cfg.experiment.name or "", peak_rss_mb=peak_rss_mb(), peak_cuda_mb=0.0,
@@ -227,4 +261,5 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
             )
             yield result, row
     finally:
-        store.close()
+        if roots is None:
+            store.close()

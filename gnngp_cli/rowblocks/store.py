@@ -13,20 +13,37 @@ spilled by Dask and read back from disk, whole block by whole block, once for ev
 output blocks (at 10^7 nodes, 4 workers of 3 GB: 1,144 worker-seconds reading spilled blocks
 and 1,993 moving partial products between workers, for 670 s of wall time). From files, a
 worker reads only the rows an output block needs, the operating system caches what is read
-often, and nothing moves between workers but small results. The folder is removed when the
-evaluation is done (:meth:`RootStore.clear`) and when the run ends.
+often, and nothing moves between workers but small results.
+
+The run's folder is emptied when the next evaluation (the next gamma of a search, the next seed)
+starts (:meth:`RootStore.clear`; the last one's files serve its result until then) and removed
+when the run ends, fails or is stopped (Ctrl-C, SIGTERM). A run killed outright (SIGKILL) leaves
+its folder: it names its host and process (``owner.json``), and the next run on that host
+removes the folders of runs whose process is gone.
 """
 from __future__ import annotations
 
+import json
+import logging
 import os
 import shutil
+import socket
 import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ComputeError
+from ..errors import ComputeError, KernelError
+from ..estimate import size_text
+
+log = logging.getLogger("gnngp")
+
+OWNER = "owner.json"
+
+
+def block_path(folder: str, b: int) -> str:
+    return os.path.join(folder, f"{b:05d}.npy")
 
 
 def _write_block(block: np.ndarray, path: str) -> bool:
@@ -39,8 +56,12 @@ def _write_block(block: np.ndarray, path: str) -> bool:
         os.replace(tmp, path)
     except OSError as err:
         Path(tmp).unlink(missing_ok=True)
-        raise ComputeError(f"cannot write root block {path} ({err.strerror or err}); compute.roots_dir needs room for the run's "
-                           "roots (its estimate line says how much) and must be writable by every worker") from err
+        try:
+            free = f"{size_text(shutil.disk_usage(os.path.dirname(path)).free)} free there"
+        except OSError:
+            free = "the folder is gone"
+        raise ComputeError(f"cannot write root block {path} ({err.strerror or err}; {free}); compute.roots_dir needs room for "
+                           "the run's roots (its estimate line says how much) and must be writable by every worker") from None
     return bool(np.isfinite(block).all())
 
 
@@ -50,76 +71,117 @@ def read_block(path: str, mmap: bool = False) -> np.ndarray:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (OSError, ValueError) as err:
         raise ComputeError(f"root block {path} is missing or unreadable ({err}); compute.roots_dir must be one folder that "
-                           "every worker sees, with room for the run's roots") from err
+                           "every worker sees, with room for the run's roots") from None
 
 
 def _rows_of(path: str, local: np.ndarray) -> np.ndarray:
     return np.array(read_block(path, mmap=True)[local])
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's live process
+        return True
+    return True
+
+
+def sweep_dead_runs(base: Path) -> None:
+    """Remove the folders under ``base`` of runs on this host whose process is gone (killed
+    outright, so their own clean-up never ran). Other hosts' folders are left alone."""
+    host = socket.gethostname()
+    for folder in base.glob("run-*"):
+        try:
+            owner = json.loads((folder / OWNER).read_text())
+            dead = owner.get("host") == host and not _alive(int(owner["pid"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if dead:
+            shutil.rmtree(folder, ignore_errors=True)
+            log.info("removed the roots of a run that was killed (process %s gone): %s", owner["pid"], folder)
+
+
 class RootStore:
-    """The row-block files of one run's roots, in ``<base>/<run id>/<array name>/<block>.npy``."""
+    """The row-block files of one run's roots, in ``<base>/run-<id>/<array name>/<block>.npy``
+    (``base`` made absolute: workers may start elsewhere)."""
 
     def __init__(self, base: Path):
-        self.folder = Path(base) / f"run-{uuid.uuid4().hex[:12]}"
+        base = Path(base).expanduser().absolute()
+        self.folder = base / f"run-{uuid.uuid4().hex[:12]}"
         try:
             self.folder.mkdir(parents=True, exist_ok=False)
+            (self.folder / OWNER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
         except OSError as err:
             raise ComputeError(f"cannot write the roots of this run into {base} ({err.strerror or err}); "
-                               "set compute.roots_dir to a writable folder that every worker sees") from err
-        self.paths: dict[str, list[str]] = {}
+                               "set compute.roots_dir to a writable folder that every worker sees") from None
+        sweep_dead_runs(base)
+        self.paths: dict[str, str] = {}   # array name -> its folder
 
     def check_room(self, need_gib: float) -> None:
-        """Refuse, before any work, a folder with less free space than ``need_gib``."""
-        free = shutil.disk_usage(self.folder).free / 2**30
-        if free < need_gib:
-            raise ComputeError(f"compute.roots_dir={self.folder.parent} has {free:.1f} GiB free and this run writes about {need_gib:.1f} GiB "
-                               "of roots at its peak; free space there or set compute.roots_dir to a folder with room that every worker sees")
+        """Refuse, before any kernel work, a folder with less free space than ``need_gib``
+        (this run's own files are cleared first)."""
+        self.clear()
+        free = shutil.disk_usage(self.folder).free
+        if free < need_gib * 2**30:
+            raise ComputeError(f"compute.roots_dir={self.folder.parent} has {size_text(free)} free and this run writes about "
+                               f"{size_text(need_gib * 2**30)} of roots at its peak; free space there or set compute.roots_dir to a "
+                               "folder with room that every worker sees")
 
-    def written(self, q) -> Any:
+    def written(self, q, what: str) -> Any:
         """``q`` (a Dask array chunked by row blocks), written to files unless it was read from
-        them; returns ``(array read from the files, every entry finite)``."""
+        them, and read back from them. Raises :class:`KernelError` naming ``what`` when an
+        entry is not finite."""
         import dask
         import dask.array as da
 
         if q.name in self.paths:
-            return q, True
+            return q
         if q.ndim == 2 and q.numblocks[1] != 1:
             q = q.rechunk({1: -1})
         folder = self.folder / q.name
         folder.mkdir(parents=True, exist_ok=True)
-        paths = [str(folder / f"{b:05d}.npy") for b in range(q.numblocks[0])]
+        paths = [block_path(str(folder), b) for b in range(q.numblocks[0])]
         flags = dask.compute(*[dask.delayed(_write_block, pure=True)(block, path) for block, path in zip(q.to_delayed().ravel(), paths)])
-        blocks = [da.from_delayed(dask.delayed(read_block, pure=True)(path), shape=(rows, *q.shape[1:]), dtype=q.dtype)
+        self.paths[q.name] = str(folder)   # removed by clear() even if the check below fails
+        if not all(flags):
+            raise KernelError(f"{what}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
+        blocks = [da.from_delayed(dask.delayed(read_block, pure=True)(path), shape=(rows, *q.shape[1:]), dtype=q.dtype,
+                                  name=f"read_block-{dask.base.tokenize(path)}")
                   for path, rows in zip(paths, q.chunks[0])]
         out = da.concatenate(blocks, axis=0)
-        self.paths[out.name] = paths
-        return out, all(flags)
+        self.paths[out.name] = str(folder)
+        return out
 
-    def files(self, q) -> tuple[list[str], Any]:
-        """The block files of ``q`` (written first if need be) and the array read from them."""
-        q, _ = self.written(q)
+    def folder_of(self, q, what: str) -> tuple[str, Any]:
+        """The folder of ``q``'s block files (written first if need be) and the array read from them."""
+        q = self.written(q, what)
         return self.paths[q.name], q
 
-    def gather_rows(self, q, nodes: np.ndarray) -> np.ndarray:
-        """``q[nodes]`` on the client (``nodes`` sorted, few: the landmarks), each block's rows
-        read by a task from its file."""
+    def gather_rows(self, q, nodes: np.ndarray, what: str) -> np.ndarray:
+        """``q[nodes]`` on the client (``nodes`` few: the landmarks), each block's rows read by a
+        task from its file."""
         import dask
 
-        paths, q = self.files(q)
+        folder, q = self.folder_of(q, what)
+        order = np.argsort(nodes, kind="stable")
+        ids = np.asarray(nodes)[order]
         starts = np.cumsum((0, *q.chunks[0]))
         parts = []
-        for b, path in enumerate(paths):
-            lo, hi = np.searchsorted(nodes, [starts[b], starts[b + 1]])
+        for b in range(q.numblocks[0]):
+            lo, hi = np.searchsorted(ids, [starts[b], starts[b + 1]])
             if hi > lo:
-                parts.append(dask.delayed(_rows_of, pure=True)(path, nodes[lo:hi] - starts[b]))
+                parts.append(dask.delayed(_rows_of, pure=True)(block_path(folder, b), ids[lo:hi] - starts[b]))
         rows = dask.compute(*parts)
-        return np.concatenate(rows, axis=0) if rows else np.zeros((0, *q.shape[1:]), dtype=q.dtype)
+        out = np.concatenate(rows, axis=0) if rows else np.zeros((0, *q.shape[1:]), dtype=q.dtype)
+        return out[np.argsort(order, kind="stable")]   # back in the order of ``nodes``
 
     def clear(self) -> None:
-        """Remove every file written so far (an evaluation is done)."""
-        for name in list(self.paths):
-            shutil.rmtree(Path(self.paths.pop(name)[0]).parent, ignore_errors=True)
+        """Remove every file written so far."""
+        for folder in set(self.paths.values()):
+            shutil.rmtree(folder, ignore_errors=True)
+        self.paths.clear()
 
     def close(self) -> None:
         self.paths.clear()
