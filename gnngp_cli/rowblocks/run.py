@@ -172,10 +172,7 @@ def gp_runs(cfg: Any, graph: ShardedGraph, client: Any, load_seconds: float = 0.
     np_dtype = np.float64 if dtype == torch.float64 else np.float32
     kcfg = cfg.kernel
     arch = architecture(kcfg)
-    workers, threads = 1, 1
-    if client is not None:
-        info = client.scheduler_info(n_workers=-1)["workers"]
-        workers, threads = len(info), sum(int(w.get("nthreads") or 1) for w in info.values())
+    workers = len(client.scheduler_info(n_workers=-1)["workers"]) if client is not None else 1
     check_block_memory(client, graph, arch.network, cfg.landmarks.count or 0, kcfg.layers, dtype)
     train = torch.from_numpy(graph.train_ids())
     if train.numel() == 0:
