@@ -96,7 +96,7 @@ class _NoTaskTracebacks(logging.Filter):
         return not str(record.msg).startswith("Compute Failed")
 
 
-def quiet_task_failures(dask_worker: Any = None) -> None:
+def quiet_task_failures() -> None:
     """Install :class:`_NoTaskTracebacks` on the worker logger of this process (once)."""
     worker_log = logging.getLogger("distributed.worker")
     if not any(isinstance(f, _NoTaskTracebacks) for f in worker_log.filters):

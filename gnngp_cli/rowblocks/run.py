@@ -83,8 +83,6 @@ def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
 # restarted, and blocks needing 43% ran through (scripts/bench_dask.py).
 TASK_SHARE = 0.5
 MIN_BLOCK_ROWS = 1000   # smaller row blocks are all overhead: past it the fix is more memory per worker
-
-
 TASK_BLOCKS = 6   # row blocks alive in one task at most: the ReLU's Nystrom step (its input, C[b, a] and the arc-cosine's temporaries)
 
 
