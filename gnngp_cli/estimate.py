@@ -59,7 +59,8 @@ class Estimate:
     detail: str            # what sizes it, e.g. "3,070 landmarks" or "K 2,541 x 644"
 
     def line(self, label: str, dataset: str) -> str:
-        return f"{label} on {dataset}: ~{_gb(self.gb)} GB, {self.detail}, {self.time_class} (estimate before computing)"
+        size = f"{_gb(self.gb)} GB" if self.gb >= 0.1 else size_text(self.gb * 2**30)   # 0.0042 GB reads as nothing
+        return f"{label} on {dataset}: ~{size}, {self.detail}, {self.time_class} (estimate before computing)"
 
 
 def _gb(value: float) -> str:

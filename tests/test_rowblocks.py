@@ -157,9 +157,12 @@ def test_the_roots_of_a_killed_run_on_this_host_are_removed_by_the_next(tmp_path
     for name, (host, pid) in owners.items():
         (tmp_path / name / "x").mkdir(parents=True)
         (tmp_path / name / OWNER).write_text(json.dumps({"host": host, "pid": pid}))
+    (tmp_path / "run-unnamed-old").mkdir()                                  # killed before it named its owner, 2 hours ago
+    os.utime(tmp_path / "run-unnamed-old", (time.time() - 7200, time.time() - 7200))
+    (tmp_path / "run-unnamed-new").mkdir()                                  # maybe a run starting right now
     store = RootStore(tmp_path)
     left = sorted(p.name for p in tmp_path.iterdir())
-    assert left == sorted(["run-alive", "run-elsewhere", store.folder.name])   # only the dead run of this host is gone
+    assert left == sorted(["run-alive", "run-elsewhere", "run-unnamed-new", store.folder.name])   # the dead runs of this host are gone
     store.close()
 
 

@@ -89,18 +89,20 @@ def dask_client(c: Any) -> Iterator[Any]:
 
 
 class _NoTaskTracebacks(logging.Filter):
-    """Drops a worker's "Compute Failed" record (a traceback): the task's error reaches the
-    client, which stops with its one line."""
+    """Drops a worker's "Compute Failed" record (a traceback) and its warnings about the tasks
+    cancelled after it: the task's error reaches the client, which stops with its one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Compute Failed")
+        text = str(record.msg)
+        return not (text.startswith("Compute Failed") or (text.startswith("Async instruction for") and "CancelledError" in text))
 
 
 def quiet_task_failures() -> None:
-    """Install :class:`_NoTaskTracebacks` on the worker logger of this process (once)."""
-    worker_log = logging.getLogger("distributed.worker")
-    if not any(isinstance(f, _NoTaskTracebacks) for f in worker_log.filters):
-        worker_log.addFilter(_NoTaskTracebacks())
+    """Install :class:`_NoTaskTracebacks` on the worker loggers of this process (once)."""
+    for name in ("distributed.worker", "distributed.worker.state_machine"):
+        worker_log = logging.getLogger(name)
+        if not any(isinstance(f, _NoTaskTracebacks) for f in worker_log.filters):
+            worker_log.addFilter(_NoTaskTracebacks())
 
 
 class QuietTaskFailures(_WorkerPlugin):

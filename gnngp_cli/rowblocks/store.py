@@ -19,7 +19,8 @@ The run's folder is emptied when the next evaluation (the next gamma of a search
 starts (:meth:`RootStore.clear`; the last one's files serve its result until then) and removed
 when the run ends, fails or is stopped (Ctrl-C, SIGTERM). A run killed outright (SIGKILL) leaves
 its folder: it names its host and process (``owner.json``), and the next run on that host
-removes the folders of runs whose process is gone.
+removes the folders of runs whose process is gone (and folders an hour old that never got
+their ``owner.json``: killed as they were made).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import logging
 import os
 import shutil
 import socket
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -55,12 +57,13 @@ def _write_block(block: np.ndarray, path: str) -> bool:
             np.save(f, block, allow_pickle=False)
         os.replace(tmp, path)
     except OSError as err:
+        reason = err.strerror or f"{err}: a short write, the folder is likely full"   # numpy's short write has no errno
         Path(tmp).unlink(missing_ok=True)
         try:
-            free = f"{size_text(shutil.disk_usage(os.path.dirname(path)).free)} free there"
+            free = f"{size_text(shutil.disk_usage(os.path.dirname(path)).free)} free there once the partial file was removed"
         except OSError:
             free = "the folder is gone"
-        raise ComputeError(f"cannot write root block {path} ({err.strerror or err}; {free}); compute.roots_dir needs room for "
+        raise ComputeError(f"cannot write root block {path} ({reason}; {free}); compute.roots_dir needs room for "
                            "the run's roots (its estimate line says how much) and must be writable by every worker") from None
     return bool(np.isfinite(block).all())
 
@@ -88,6 +91,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _age_seconds(folder: Path) -> float:
+    try:
+        return time.time() - folder.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def sweep_dead_runs(base: Path) -> None:
     """Remove the folders under ``base`` of runs on this host whose process is gone (killed
     outright, so their own clean-up never ran). Other hosts' folders are left alone."""
@@ -96,6 +106,8 @@ def sweep_dead_runs(base: Path) -> None:
         try:
             owner = json.loads((folder / OWNER).read_text())
             dead = owner.get("host") == host and not _alive(int(owner["pid"]))
+        except FileNotFoundError:   # killed between making the folder and naming its owner: old means dead
+            owner, dead = {"pid": "unknown"}, _age_seconds(folder) > 3600
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if dead:
