@@ -135,11 +135,16 @@ def nystrom_root(cross: Tensor, landmarks: Tensor, where: str) -> Tensor:
     return factor.apply(cross, is_landmark, torch.arange(landmarks.numel(), device=cross.device))
 
 
+def not_finite(where: str) -> KernelError:
+    """The error for a layer's kernel with a NaN or infinite entry (local and row-block roots)."""
+    return KernelError(f"{where}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
+
+
 def check_kernel(k: Kernel, where: str) -> None:
     """Fail loudly (never silently NaN) if a layer's kernel is not a covariance."""
     values = (k.root if k.root is not None else k.matrix).detach()  # a check, not part of a fitted objective
     if values.numel() and not (math.isfinite(float(values.amax())) and math.isfinite(float(values.amin()))):  # NaN propagates; no temporaries
-        raise KernelError(f"{where}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
+        raise not_finite(where)
     if k.matrix is None or not k.square or k.matrix.numel() == 0:  # a rectangular block's variances are checked by the pair evaluation
         return
     diag = torch.diagonal(values)

@@ -39,6 +39,14 @@ def tree_reduce(parts: Sequence[Any], combine: Callable[..., Any], fan_in: int =
     return parts[0]
 
 
+def task_block(out: Any, label: str, shape: tuple, dtype: Any):
+    """The Dask array of one row block computed by the delayed ``out``, named ``label`` (the
+    task kind the end-of-run time summary shows; Dask's own name would be "from-value")."""
+    import dask.array as da
+
+    return da.from_delayed(out, shape=shape, dtype=dtype, name=f"{label}-{out.key.split('-', 1)[-1]}")
+
+
 def _node_part(root: str, b: int, name: str, dtype: Any = None) -> np.ndarray:
     part = np.asarray(load_part(Path(root), b, name))
     return part if dtype is None else part.astype(dtype)
@@ -131,7 +139,7 @@ class ShardedGraph:
         for b in range(self.meta.num_blocks):
             count = self.meta.block_rows(b)
             out = dask.delayed(_block_product, pure=True)(str(self.root), b, kind, count, width, np.dtype(dtype), str(sources))
-            blocks.append(da.from_delayed(out, shape=(count, width), dtype=dtype, name=f"block_product-{out.key.split('-', 1)[-1]}"))
+            blocks.append(task_block(out, "block_product", (count, width), dtype))
         return da.concatenate(blocks, axis=0)
 
 

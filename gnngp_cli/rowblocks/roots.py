@@ -29,7 +29,7 @@ from ..kernels.numerics import NystromFactor
 from ..kernels.relu import relu_expectation
 from ..kernels.roots import relu_nystrom_rows
 from ..kernels.value import Kernel
-from .graph import ShardedGraph
+from .graph import ShardedGraph, task_block
 from .store import RootStore
 
 
@@ -44,8 +44,8 @@ def map_rows(q, fn, width: int, *shared: Any):
     shared = [dask.delayed(s, pure=True) if not isinstance(s, (int, float, str)) else s for s in shared]
     blocks, start = [], 0
     for q_b, rows in zip(q.to_delayed().ravel(), q.chunks[0]):
-        out = dask.delayed(fn, pure=True)(q_b, start, *shared)   # named after fn: the time summary's task kinds
-        blocks.append(da.from_delayed(out, shape=(rows, width), dtype=q.dtype, name=f"{fn.__name__.lstrip('_')}-{out.key.split('-', 1)[-1]}"))
+        out = dask.delayed(fn, pure=True)(q_b, start, *shared)
+        blocks.append(task_block(out, fn.__name__.lstrip("_"), (rows, width), q.dtype))
         start += rows
     return da.concatenate(blocks, axis=0)
 

@@ -36,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ComputeError, KernelError
+from ..errors import ComputeError
 from ..estimate import size_text
+from ..kernels.numerics import not_finite
 
 log = logging.getLogger("gnngp")
 
@@ -143,8 +144,8 @@ class RootStore:
 
     def written(self, q, what: str) -> Any:
         """``q`` (a Dask array chunked by row blocks), written to files unless it was read from
-        them, and read back from them. Raises :class:`KernelError` naming ``what`` when an
-        entry is not finite."""
+        them, and read back from them. Raises :func:`~gnngp_cli.kernels.numerics.not_finite`'s
+        error naming ``what`` when an entry is not finite."""
         import dask
         import dask.array as da
 
@@ -158,7 +159,7 @@ class RootStore:
         flags = dask.compute(*[dask.delayed(_write_block, pure=True)(block, path) for block, path in zip(q.to_delayed().ravel(), paths)])
         self.paths[q.name] = str(folder)   # removed by clear() even if the check below fails
         if not all(flags):
-            raise KernelError(f"{what}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
+            raise not_finite(what)
         blocks = [da.from_delayed(dask.delayed(read_block, pure=True)(path), shape=(rows, *q.shape[1:]), dtype=q.dtype,
                                   name=f"read_block-{dask.base.tokenize(path)}")
                   for path, rows in zip(paths, q.chunks[0])]
