@@ -90,30 +90,42 @@ def test_every_low_rank_kernel_on_larger_graphs_gives_the_local_predictions(data
         assert row["coverage95"] == pytest.approx(local.uncertainty["coverage95"], abs=1e-9)
 
 
-def test_the_blocked_product_reads_only_the_row_blocks_its_columns_touch(tmp_path, monkeypatch):
-    """A graph of two disconnected halves: each output block reads only the source blocks of its own half."""
+def blocked_toy(tmp_path: Path, edge_index: torch.Tensor, x: torch.Tensor):
+    """A graph sharded in row blocks of 10 nodes, and its features written as a root:
+    ``(graph, store, folder of X's files, X read from them)``."""
     from torch_geometric.data import Data
 
+    from gnngp_cli.rowblocks.graph import ShardedGraph
+    from gnngp_cli.rowblocks.store import RootStore
+
+    n = x.size(0)
+    data = Data(x=x, y=torch.zeros(n, dtype=torch.long), edge_index=edge_index,
+                train_mask=torch.ones(n, dtype=torch.bool), val_mask=torch.zeros(n, dtype=torch.bool), test_mask=torch.zeros(n, dtype=torch.bool))
+    data.task, data.num_classes = "classification", 1
+    meta = write_data(data, tmp_path / "shards", 10, "toy")
+    graph = ShardedGraph(tmp_path / "shards", meta)
+    store = RootStore(tmp_path / "roots")
+    folder, q = store.folder_of(graph.features(np.float64), "X")
+    return graph, store, folder, q
+
+
+def test_the_blocked_product_reads_only_the_row_blocks_its_columns_touch(tmp_path, monkeypatch):
+    """A graph of two disconnected halves: each output block reads only the source blocks of its own half."""
     from gnngp_cli.data.graph import Adjacency
     from gnngp_cli.rowblocks import graph as blocked
-    from gnngp_cli.rowblocks.store import RootStore, read_block
+    from gnngp_cli.rowblocks.store import read_block
 
     n = 40
     left = torch.tensor([[i, i + 1] for i in range(0, 19)] + [[i + 1, i] for i in range(0, 19)]).T
     edge_index = torch.cat([left, left + 20], dim=1)
-    data = Data(x=torch.randn(n, 3), y=torch.zeros(n, dtype=torch.long), edge_index=edge_index,
-                train_mask=torch.ones(n, dtype=torch.bool), val_mask=torch.zeros(n, dtype=torch.bool), test_mask=torch.zeros(n, dtype=torch.bool))
-    data.task, data.num_classes = "classification", 1
-    meta = write_data(data, tmp_path / "shards", 10, "toy")
-    graph = blocked.ShardedGraph(tmp_path / "shards", meta)
-    store = RootStore(tmp_path / "roots")
-    folder, q = store.folder_of(graph.features(np.float64), "X")
+    x = torch.randn(n, 3)
+    graph, store, folder, q = blocked_toy(tmp_path, edge_index, x)
     read = []
     monkeypatch.setattr(blocked, "read_block", lambda path, mmap=False: read.append(int(Path(path).stem)) or read_block(path, mmap))
     out = graph.convolve(folder, "sym", q.shape[1], q.dtype)
     blocks = [out.blocks[b].compute(scheduler="sync") for b in range(4)]
     assert sorted(read) == [0, 0, 1, 1, 2, 2, 3, 3]                         # blocks 0, 1 read 0 and 1; blocks 2, 3 read 2 and 3
-    ref = Adjacency.from_graph(edge_index, n, "sym", torch.float64, "cpu").matmul(data.x.double())
+    ref = Adjacency.from_graph(edge_index, n, "sym", torch.float64, "cpu").matmul(x.double())
     assert np.allclose(np.concatenate(blocks), ref.numpy(), atol=1e-12)
     store.close()
     assert not (tmp_path / "roots").exists() or not any((tmp_path / "roots").iterdir())
@@ -122,25 +134,16 @@ def test_the_blocked_product_reads_only_the_row_blocks_its_columns_touch(tmp_pat
 @pytest.mark.parametrize("kind", ["sym", "row"])
 def test_the_blocked_product_over_many_source_blocks_equals_the_whole_product(tmp_path, kind):
     """Every output block touches most of the 12 source blocks, as on a random graph."""
-    from torch_geometric.data import Data
-
     from gnngp_cli.data.graph import Adjacency
-    from gnngp_cli.rowblocks import graph as blocked
-    from gnngp_cli.rowblocks.store import RootStore
 
     n = 120
     g = torch.Generator().manual_seed(3)
     edge_index = torch.randint(n, (2, 900), generator=g)
     edge_index = torch.cat([edge_index, edge_index.flip(0)], dim=1)
-    data = Data(x=torch.randn(n, 5, generator=g), y=torch.zeros(n, dtype=torch.long), edge_index=edge_index,
-                train_mask=torch.ones(n, dtype=torch.bool), val_mask=torch.zeros(n, dtype=torch.bool), test_mask=torch.zeros(n, dtype=torch.bool))
-    data.task, data.num_classes = "classification", 1
-    meta = write_data(data, tmp_path / "shards", 10, "toy")
-    graph = blocked.ShardedGraph(tmp_path / "shards", meta)
-    store = RootStore(tmp_path / "roots")
-    folder, q = store.folder_of(graph.features(np.float64), "X")
+    x = torch.randn(n, 5, generator=g)
+    graph, store, folder, q = blocked_toy(tmp_path, edge_index, x)
     out = graph.convolve(folder, kind, q.shape[1], q.dtype)
-    ref = Adjacency.from_graph(edge_index, n, kind, torch.float64, "cpu").matmul(data.x.double())
+    ref = Adjacency.from_graph(edge_index, n, kind, torch.float64, "cpu").matmul(x.double())
     assert np.allclose(out.compute(scheduler="sync"), ref.numpy(), atol=1e-12)
     store.close()
 
