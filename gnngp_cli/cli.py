@@ -21,12 +21,6 @@ options:
 """
 
 
-def config_dir() -> Path:
-    """The configs shipped inside the package (``gnngp_cli/conf``). A user's own config folder
-    is added with Hydra's search path: ``hydra.searchpath=[file:///path/to/my_conf]``."""
-    return Path(__file__).resolve().parent / "conf"
-
-
 def check_output_dir(argv: list[str]) -> None:
     """Refuse, in one line, an output folder that cannot be created (Hydra would fail with a
     traceback): the nearest existing folder of ``hydra.run.dir`` / ``hydra.sweep.dir`` (or of
@@ -55,7 +49,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     import os
 
     from .cli_errors import check_group_choices, one_line
-    from .config import method_overrides
+    from .compose import method_overrides
     from .errors import GnngpError
     from .watchdog import mark_launcher
 
@@ -74,10 +68,11 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     from omegaconf.errors import OmegaConfBaseException
 
     from . import sweep
-    from .config import register_configs
+    from .backends import compute_options
+    from .compose import config_dir, register_configs
 
     mark_launcher()
-    register_configs()
+    register_configs(compute_options())
     sys.argv = [prog, *argv]
     user_full_error = "HYDRA_FULL_ERROR" in os.environ
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # Hydra raises instead of printing its multi-line report
@@ -104,6 +99,7 @@ def _run_help(overrides: list[str]) -> None:
 
     from .api import compose
     from .cli_errors import group_options, one_line
+    from .compose import config_dir
 
     app = OmegaConf.load(config_dir() / "config.yaml").hydra.help
     experiments = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
@@ -130,7 +126,7 @@ def _run_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from .runner import execute
+    from .execute import execute
     from .watchdog import watch_launcher
 
     watch_launcher()
@@ -141,10 +137,10 @@ def _run_task(cfg) -> None:
 def _partition_task(cfg) -> None:
     import time
 
+    from .backends.rowblocks.backend import partition
     from .config import validate
     from .data import DataStore
     from .errors import ConfigError, GnngpError
-    from .rowblocks.run import partition
 
     try:
         validate(cfg)

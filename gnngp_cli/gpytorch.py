@@ -16,6 +16,7 @@ per column, and their mean is ``fit=mll``'s objective ``log p(Y) / (n C)``.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional, Sequence
 
 import torch
@@ -29,25 +30,37 @@ try:
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError('gnngp_cli.gpytorch needs GPyTorch: pip install -e ".[gpytorch]"') from err
 
+from .config import method_defaults
 from .data.graph import Adjacency
 from .errors import ConfigError
-from .fit import kernel_parameters, plan_parameters, training_kernel
-from .kernels import KERNELS, BaseKernel, KernelContext
+from .job.fit import kernel_parameters, plan_parameters, training_kernel
+from .kernels import BASE_KERNELS, KERNELS, BaseKernel, KernelContext
+from .kernels.architectures import KERNEL_COMMON
 
 
-def kernel_config(architecture: str, **settings: Any):
-    """A kernel config (as ``kernel=<architecture>`` composes it) with ``settings`` applied:
-    ``layers``, ``sigma_w``, ``sigma_b``, ``alpha``, ``theta``, ``sigma_w1``, ``sigma_w2``,
-    ``adjacency``, ``base`` (name), ``gamma``, ``c``, ``d``."""
+def kernel_config(architecture: str, task: str = "classification", **settings: Any):
+    """A kernel config as ``kernel=<architecture>`` composes it (its entry's config and its
+    defaults for ``task``, at two layers) with ``settings`` applied: ``layers``, ``adjacency``,
+    the architecture's own parameters (``sigma_w``, ``alpha``, ``coefficients``...), ``base``
+    (the base kernel's name), ``gamma``, ``c``, ``d``."""
     if architecture not in KERNELS:
         raise ConfigError(f"architecture '{architecture}' is not known; use one of {', '.join(KERNELS)}")
-    base = {"name": settings.pop("base", "linear"), "gamma": settings.pop("gamma", 1.0),
-            "c": settings.pop("c", 0.0), "d": settings.pop("d", 1.0)}
-    cfg = {"name": architecture, "low_rank": False, "layers": 2, "sigma_w": 1.0, "sigma_b": 0.0, "alpha": 0.1, "theta": 0.5,
-           "sigma_w1": 0.0, "sigma_w2": 1.0, "adjacency": None, "first": None, "hidden": None, "base": base}
+    entry = KERNELS[architecture]
+    defaults = entry.config(name=architecture)
+    own = [f.name for f in dataclasses.fields(defaults) if f.name not in KERNEL_COMMON]
+    base = dataclasses.asdict(defaults.base)
+    base.update({key: settings.pop(key) for key in ("gamma", "c", "d") if key in settings})
+    if "base" in settings:
+        base["name"] = settings.pop("base")
+    cfg = {"name": architecture, "low_rank": False, "layers": 2, "adjacency": None, "base": base, "gamma_search": False,
+           **{key: getattr(defaults, key) for key in own}}
+    for key, value in method_defaults(entry.defaults, "*", task).items():
+        if cfg.get(key) is None:
+            cfg[key] = value
     unknown = set(settings) - set(cfg)
     if unknown:
-        raise ConfigError(f"GNNGPKernel got unknown settings {sorted(unknown)}; use some of {sorted(set(cfg) - {'name', 'base'})} and base, gamma, c, d")
+        raise ConfigError(f"GNNGPKernel('{architecture}') got unknown settings {sorted(unknown)}; "
+                          f"use some of {sorted(set(cfg) - {'name', 'base', 'low_rank', 'gamma_search'})} and base, gamma, c, d")
     cfg.update(settings)
     return OmegaConf.create(cfg)
 
@@ -58,31 +71,35 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
 
     ``learn`` names the fitted parameters (default: every parameter of the architecture with a
     positive value; ``sigma_b = 0`` is a network without bias); ``per_layer`` fits one value per
-    layer. ``landmarks`` (node ids) makes the kernel low rank (Nystrom)."""
+    layer. ``landmarks`` (node ids) makes the kernel low rank (Nystrom). Defaults are the
+    kernel entry's for the task of ``data``; a value a run chooses among candidates (GPRGP's
+    filter, ``coefficients``) takes the first candidate unless given."""
 
     has_lengthscale = False
 
     def __init__(self, architecture: str, data: Any, *, learn: Optional[Sequence[str]] = None, per_layer: bool = False,
                  landmarks: Optional[Tensor] = None, dtype: torch.dtype = torch.float64, **settings: Any):
         super().__init__()
-        from .runner import architecture as build_architecture
-
-        self.config = kernel_config(architecture, **settings)
+        self.config = kernel_config(architecture, getattr(data, "task", "classification"), **settings)
+        entry = KERNELS[architecture]
+        base_names = BASE_KERNELS.get(self.config.base.name, ())
+        self.base_names = base_names
         if learn is None:  # every parameter with a positive value (output scale and noise belong to ScaleKernel and the likelihood)
             base = self.config.base
-            learn = [n for n in kernel_parameters(self.config) if (base.gamma if n == "gamma" else self.config[n]) > 0]
+            learn = [p.name for p in kernel_parameters(self.config) if (base[p.name] if p.name in base_names else self.config[p.name]) > 0]
             if not learn:
                 raise ConfigError(f"GNNGPKernel('{architecture}') with base '{base.name}' has no parameter to learn; "
                                   "use positive sigmas or a base kernel with gamma (base='rbf')")
         fit_cfg = OmegaConf.create({"learn": list(learn), "per_layer": per_layer, "nugget": 1.0, "output_scale": 1.0})
         fitted, self.held = plan_parameters(self.config, fit_cfg)
         self.fitted = [p for p in fitted if p.name not in ("nugget", "output_scale")]
-        self._build = lambda values: build_architecture(self.config, values)
+        self._build = lambda values: entry.architecture(self.config, values)
         arch = self._build({})
         device = data.x.device
         adjacency = Adjacency.from_graph(data.edge_index, data.num_nodes, arch.adjacency, dtype, device)
         base = self.config.base
-        self.ctx = KernelContext(data.x.to(dtype), adjacency, BaseKernel(base.name, base.gamma, base.c, base.d),
+        features = data.x.to(dtype) * (base.scale ** 0.5 if base.scale != 1 else 1)   # C0 reads sqrt(scale) x
+        self.ctx = KernelContext(features, adjacency, BaseKernel(base.name, base.gamma, base.c, base.d),
                                  None if landmarks is None else torch.as_tensor(landmarks, device=device).sort()[0])
         self.num_nodes = int(data.num_nodes)
         for p in self.fitted:
@@ -97,7 +114,7 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
         return constraint.transform(getattr(self, f"raw_{name}"))
 
     def values(self) -> dict:
-        """Every architecture value (fitted ones as tensors, per-layer ones as lists) and gamma."""
+        """Every architecture value (fitted ones as tensors, per-layer ones as lists) and the base kernel's."""
         out = dict(self.held)
         for p in self.fitted:
             name = p.key.rsplit(".", 1)[-1]          # kernel.sigma_w -> sigma_w (also for sigma_w_2 per layer)
@@ -108,10 +125,8 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
         return out
 
     def _context(self, values: dict) -> KernelContext:
-        if "gamma" not in values or not isinstance(values["gamma"], Tensor):
-            return self.ctx
-        base = self.ctx.base
-        return self.ctx.with_base(BaseKernel(base.name, values["gamma"], base.c, base.d))
+        fitted = {n: values[n] for n in self.base_names if isinstance(values.get(n), Tensor)}
+        return self.ctx.with_base(self.ctx.base.with_values(fitted)) if fitted else self.ctx
 
     def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, last_dim_is_batch: bool = False, **params):
         if last_dim_is_batch:
@@ -119,7 +134,7 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
         batch = x1.shape[:-2]
         ids1, ids2 = self._ids(x1), self._ids(x2)
         values = self.values()
-        network = self._build({k: v for k, v in values.items() if k != "gamma"}).network
+        network = self._build({k: v for k, v in values.items() if k not in self.base_names}).network
         ctx = self._context(values)
         if ctx.low_rank:
             root = network(None, ctx, None).root

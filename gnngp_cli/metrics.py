@@ -1,33 +1,137 @@
-"""Evaluation metrics, each computed for ``G`` predictions at once (one per nugget of a grid).
+"""The metrics: one registry entry each, computed the same way on every backend.
 
-- ``accuracy``: the share of nodes whose argmax output is their class;
-- ``roc_auc`` (two-class tasks): the area under the ROC curve of the positive-class score
-  ``s = out[:, 1] - out[:, 0]`` (for the GP: the posterior mean of the one-hot regression, class 1
-  minus class 0; for a GNN: the logit difference, which ranks nodes as the softmax does). By
-  the Mann-Whitney identity, with ``R_i`` the rank of ``s_i`` among all scores (ties get the
-  average of their ranks, as scikit-learn's ``roc_auc_score``), ``n1`` positives and ``n0``
-  negatives: ``AUC = (sum_{y_i = 1} R_i - n1 (n1 + 1) / 2) / (n1 n0)``;
-- ``r2`` (regression): ``1 - sum (y - f)^2 / sum (y - mean y)^2``.
+A metric reads a :class:`Prediction` of a group of nodes (posterior means, one column per
+nugget of a grid; latent variances at the chosen nugget; the targets) and turns it into a
+*state*: tensors that row groups reduce, added (counts, sums) or concatenated (the scores an
+ROC curve ranks). The value comes from the whole state, once. So the same entry serves the
+local backend (one group: every labelled node) and the Dask backend (one group per row block,
+states reduced in a tree): a metric is never written twice.
 
-The metric of a dataset is ``roc_auc`` for a two-class task, ``accuracy`` for more classes and
-``r2`` for regression, unless ``dataset.metric`` says otherwise (:func:`resolve_metric`).
+Two kinds:
+
+- ``score``: a dataset's metric (``dataset.metric``; by default ``accuracy``, ``roc_auc`` for
+  two classes, ``r2`` for regression). Nuggets (and gamma, filters) are chosen on validation by
+  it, and it is reported on the training, validation and test nodes;
+- ``uncertainty``: a column of the test nodes at the chosen nugget, read from the posterior
+  variance too, for every entry that fits the task (``nlpd``, ``coverage95``; ``var_correct``,
+  ``var_wrong``).
+
+A new metric is :func:`register_metric` beside its code (a test file will do): its
+``partial``, the states it gathers instead of adding, and its ``compute``. The ROC-AUC
+arithmetic is torchmetrics' (imported when a two-class dataset is scored); counts and sums are
+one line each.
 """
 from __future__ import annotations
 
-from typing import Optional
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
 
 from .errors import ConfigError
 
-METRICS = ("accuracy", "roc_auc", "r2")
+Z95 = 1.959963984540054   # the 97.5% quantile of the standard normal: 95% central intervals
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What a metric reads of a group of ``n`` nodes: ``mean`` (``n x G x outputs``, a column
+    per nugget), ``y`` (``n`` class ids or values) and, at the chosen nugget, the latent
+    ``variance`` (``n x G``), the absolute nugget ``noise`` and the output scale ``s^2``
+    (regression's predictive variance is ``s^2 (variance + noise)``)."""
+
+    mean: Tensor
+    y: Tensor
+    variance: Optional[Tensor] = None
+    noise: float = math.nan
+    output_scale: float = math.nan
+
+    @property
+    def columns(self) -> int:
+        return self.mean.size(1)
+
+    @property
+    def count(self) -> Tensor:
+        return torch.tensor(float(self.y.numel()), dtype=torch.float64)
+
+    def value(self) -> Tensor:
+        """The predicted values of a regression (``n x G``, float64)."""
+        return self.mean[:, :, 0].double()
+
+    def predictive_variance(self) -> Tensor:
+        return self.output_scale * (self.variance.double() + self.noise)
+
+
+State = dict[str, Tensor]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric (see the module docstring). ``partial(prediction) -> state``; a state's
+    entries named in ``gather`` are concatenated over row groups, the others added (``merge``
+    overrides both); ``compute(state) -> value per column`` (NaN where undefined, e.g. an empty
+    split). ``tasks`` and ``classes`` say where it applies; ``requires`` says so in an error."""
+
+    name: str
+    tasks: tuple[str, ...]
+    partial: Callable[[Prediction], State]
+    compute: Callable[[State], Tensor]
+    kind: str = "score"
+    classes: Optional[int] = None
+    gather: tuple[str, ...] = ()
+    merge: Optional[Callable[[State, State], State]] = None
+    default: Callable[[str, int], bool] = lambda task, classes: False
+    requires: str = ""
+
+    def applies(self, task: str, num_classes: int) -> bool:
+        return task in self.tasks and (self.classes is None or num_classes == self.classes)
+
+    def combine(self, a: State, b: State) -> State:
+        """Two groups' states as one."""
+        if self.merge is not None:
+            return self.merge(a, b)
+        return {key: torch.cat([a[key], b[key]]) if key in self.gather else a[key] + b[key] for key in a}
+
+    def value(self, prediction: Prediction) -> Tensor:
+        """The metric of one prediction, per column (a state of one group)."""
+        return self.compute(self.partial(prediction))
+
+
+METRICS: dict[str, Metric] = {}
+
+
+def register_metric(name: str, tasks: tuple[str, ...], partial: Callable[[Prediction], State], compute: Callable[[State], Tensor], *,
+                    kind: str = "score", classes: Optional[int] = None, gather: tuple[str, ...] = (),
+                    merge: Optional[Callable[[State, State], State]] = None, default: Callable[[str, int], bool] = lambda task, classes: False,
+                    requires: str = "") -> Metric:
+    """Add a metric (``dataset.metric=name`` for a ``score`` metric; a result column for an ``uncertainty`` one)."""
+    if kind not in ("score", "uncertainty"):
+        raise ConfigError(f"metric {name!r}: kind={kind!r} is not valid; use score or uncertainty")
+    METRICS[name] = Metric(name, tuple(tasks), partial, compute, kind, classes, tuple(gather), merge, default,
+                           requires or f"a {' or '.join(tasks)} task")
+    return METRICS[name]
+
+
+def score_metrics() -> list[Metric]:
+    return [m for m in METRICS.values() if m.kind == "score"]
+
+
+def uncertainty_metrics(task: str, num_classes: int) -> list[Metric]:
+    """The ``uncertainty`` columns that fit a task."""
+    return [m for m in METRICS.values() if m.kind == "uncertainty" and m.applies(task, num_classes)]
 
 
 def default_metric(task: str, num_classes: int) -> str:
-    if task == "regression":
-        return "r2"
-    return "roc_auc" if num_classes == 2 else "accuracy"
+    for m in score_metrics():
+        if m.default(task, num_classes):
+            return m.name
+    raise ConfigError(f"no metric is the default for a {task} task with {num_classes} classes; set dataset.metric")
+
+
+def _describe(task: str, num_classes: int) -> str:
+    return "a regression task" if task == "regression" else f"a {num_classes}-class task"
 
 
 def resolve_metric(requested: Optional[str], task: str, num_classes: int, dataset: str) -> str:
@@ -35,88 +139,151 @@ def resolve_metric(requested: Optional[str], task: str, num_classes: int, datase
     a one-line :class:`ConfigError`; ``None`` gives :func:`default_metric`."""
     if requested is None:
         return default_metric(task, num_classes)
-    if requested == "roc_auc" and (task != "classification" or num_classes != 2):
-        kind = "a regression task" if task != "classification" else f"a {num_classes}-class task"
-        raise ConfigError(f"dataset.metric=roc_auc needs a two-class task but {dataset} is {kind}; use dataset.metric={default_metric(task, num_classes)}")
-    if requested == "accuracy" and task != "classification":
-        raise ConfigError(f"dataset.metric=accuracy needs a classification task but {dataset} is a regression task; use dataset.metric=r2")
-    if requested == "r2" and task != "regression":
-        raise ConfigError(f"dataset.metric=r2 needs a regression task but {dataset} is a classification task; use dataset.metric={default_metric(task, num_classes)} (or dataset.task=regression for a custom dataset)")
+    entry = METRICS.get(requested)
+    if entry is None or entry.kind != "score":
+        valid = ", ".join(m.name for m in score_metrics())
+        raise ConfigError(f"dataset.metric={requested!r} is not a metric; use one of {valid}")
+    if not entry.applies(task, num_classes):
+        hint = " (or dataset.task=regression for a custom dataset)" if entry.tasks == ("regression",) else ""
+        raise ConfigError(f"dataset.metric={requested} needs {entry.requires} but {dataset} is {_describe(task, num_classes)}; "
+                          f"use dataset.metric={default_metric(task, num_classes)}{hint}")
     return requested
 
 
-def average_ranks(scores: Tensor) -> Tensor:
-    """1-based ranks of each column of ``scores`` (n x G) along the nodes; tied scores share
-    the average of the ranks they span."""
-    n = scores.size(0)
-    ordered, order = torch.sort(scores, dim=0, stable=True)
-    position = torch.arange(n, device=scores.device)[:, None].expand_as(ordered)
-    starts = torch.ones_like(ordered, dtype=torch.bool)
-    starts[1:] = ordered[1:] != ordered[:-1]
-    ends = torch.ones_like(starts)
-    ends[:-1] = starts[1:]
-    first = torch.cummax(torch.where(starts, position, torch.zeros_like(position)), dim=0).values
-    last = n - 1 - torch.cummax(torch.where(ends, n - 1 - position, torch.zeros_like(position)).flip(0), dim=0).values.flip(0)
-    ranks = torch.empty_like(scores, dtype=torch.float64)
-    ranks.scatter_(0, order, (first + last).double() / 2 + 1)
-    return ranks
+def score(name: str, outputs: Tensor, y: Tensor) -> float:
+    """Metric ``name`` of one prediction ``outputs`` (``n x outputs``) of the targets ``y``."""
+    return float(METRICS[name].value(Prediction(outputs.reshape(outputs.size(0), 1, -1), y))[0])
 
 
-def roc_auc_curve(scores: Tensor, positive: Tensor) -> list[float]:
-    """ROC-AUC of each column of ``scores`` (n x G) for the boolean labels ``positive``
-    (``nan`` when one class is absent)."""
-    positive = positive.bool()
-    n1 = int(positive.sum())
-    n0 = positive.numel() - n1
-    if n1 == 0 or n0 == 0:
-        return [float("nan")] * scores.size(1)
-    ranks = average_ranks(scores)
-    return ((ranks[positive].sum(0) - n1 * (n1 + 1) / 2) / (n1 * n0)).tolist()
+def _ratio(total: Tensor, count: Tensor) -> Tensor:
+    """``total / count``, NaN where nothing was counted."""
+    return torch.where(count > 0, total / count.clamp_min(1), torch.full_like(total, math.nan))
 
 
-def roc_auc(scores: Tensor, positive: Tensor) -> float:
-    """ROC-AUC of one score vector (see :func:`roc_auc_curve`)."""
-    return roc_auc_curve(scores.reshape(-1, 1), positive.reshape(-1))[0]
+# --- score metrics ---------------------------------------------------------------------------
+
+def _accuracy(p: Prediction) -> State:
+    return {"correct": (p.mean.argmax(dim=2) == p.y[:, None]).double().sum(0), "count": p.count}
 
 
-def positive_score(outputs: Tensor) -> Tensor:
+register_metric("accuracy", ("classification",), _accuracy, lambda s: _ratio(s["correct"], s["count"]),
+                default=lambda task, classes: task == "classification" and classes != 2, requires="a classification task")
+
+
+def positive_score(mean: Tensor) -> Tensor:
     """The positive-class score of two-class outputs (``... x 2``): ``out[..., 1] - out[..., 0]``."""
-    if outputs.size(-1) != 2:
-        raise ConfigError(f"roc_auc needs two outputs per node (a two-class task), got {outputs.size(-1)}; use dataset.metric=accuracy")
-    return outputs[..., 1] - outputs[..., 0]
+    if mean.size(-1) != 2:
+        raise ConfigError(f"roc_auc needs two outputs per node (a two-class task), got {mean.size(-1)}; use dataset.metric=accuracy")
+    return mean[..., 1] - mean[..., 0]
 
 
-TASK_METRICS = {"classification": "accuracy", "regression": "r2"}
+def _roc_auc_state(p: Prediction) -> State:
+    return {"scores": positive_score(p.mean).double(), "positive": (p.y == 1).to(torch.int8)}
 
 
-def metric_name(task: str) -> str:
-    """The metric a task reports when no other is chosen: ``accuracy`` or ``r2`` (the dataset's
-    own choice, e.g. ``roc_auc`` for two classes, is :func:`resolve_metric`'s)."""
-    return TASK_METRICS.get(task, task)
+def _roc_auc(s: State) -> Tensor:
+    """ROC-AUC per column (torchmetrics' exact binary AUROC; ties count half, as the
+    Mann-Whitney statistic with average ranks); NaN when a class is absent. Each column is
+    mapped onto [0, 1] first (monotone, so the AUC is the same): torchmetrics reads scores
+    outside [0, 1] as logits and takes their sigmoid, which ties every score above ~37."""
+    positive = s["positive"].long()
+    n1 = int(positive.sum())
+    if n1 == 0 or n1 == positive.numel():
+        return torch.full((s["scores"].size(1),), math.nan, dtype=torch.float64)
+    from torchmetrics.functional.classification import binary_auroc
+
+    low, high = s["scores"].amin(0), s["scores"].amax(0)
+    unit = (s["scores"] - low) / torch.where(high > low, high - low, torch.ones_like(high))
+    return torch.stack([binary_auroc(column, positive, thresholds=None) for column in unit.T]).double()
 
 
-def metric(pred: Tensor, y: Tensor, name: str) -> float:
-    """Metric ``name`` (or a task, for its metric) of one prediction; NaN on an empty split."""
-    if y.numel() == 0:  # e.g. no validation set under fit=mll
-        return float("nan")
-    return metric_curve(pred.reshape(pred.size(0), 1, -1), y, name)[0]
+register_metric("roc_auc", ("classification",), _roc_auc_state, _roc_auc, classes=2, gather=("scores", "positive"),
+                default=lambda task, classes: task == "classification" and classes == 2, requires="a two-class task")
 
 
-def metric_curve(preds: Tensor, y: Tensor, name: str) -> list[float]:
-    """Metric ``name`` (or a task, for its metric) of each of ``G`` predictions at once:
-    ``preds`` is ``n x G x outputs``."""
-    name = metric_name(name)
-    if y.numel() == 0:
-        return [float("nan")] * preds.size(1)
-    if name == "accuracy":
-        return (preds.argmax(dim=2) == y[:, None]).double().mean(0).tolist()
-    if name == "roc_auc":
-        return roc_auc_curve(positive_score(preds), y == 1)
-    if name != "r2":
-        raise ConfigError(f"unknown metric {name!r}; use one of {', '.join(METRICS)}")
-    if bool(y.max() == y.min()):  # constant targets: R^2 is undefined. Tested on the values, not on
-        return [float("nan")] * preds.size(1)   # sum (y - mean)^2 > 0: the rounded mean leaves ~1e-15 there
-    resid = ((preds[:, :, 0] - y[:, None].to(preds.dtype)) ** 2).double().sum(0)
-    y = y.double()
-    total = float(((y - y.mean()) ** 2).sum())
-    return (1 - resid / total).tolist()
+def _r2_state(p: Prediction) -> State:
+    y = p.y.double()
+    mean = y.mean() if y.numel() else torch.zeros((), dtype=torch.float64)
+    residual = ((p.mean[:, :, 0] - p.y[:, None].to(p.mean.dtype)) ** 2).double().sum(0)   # in the prediction's precision
+    return {"sse": residual, "count": p.count, "mean": mean, "m2": ((y - mean) ** 2).sum(),
+            "low": y.min() if y.numel() else torch.tensor(math.inf, dtype=torch.float64),
+            "high": y.max() if y.numel() else torch.tensor(-math.inf, dtype=torch.float64)}
+
+
+def _r2_merge(a: State, b: State) -> State:
+    """Two groups' target moments as one (Chan et al.'s pairwise update: no cancellation)."""
+    n = a["count"] + b["count"]
+    delta = b["mean"] - a["mean"]
+    share = torch.where(n > 0, b["count"] / n.clamp_min(1), torch.zeros_like(n))
+    return {"sse": a["sse"] + b["sse"], "count": n, "mean": a["mean"] + delta * share,
+            "m2": a["m2"] + b["m2"] + delta * delta * a["count"] * share,
+            "low": torch.minimum(a["low"], b["low"]), "high": torch.maximum(a["high"], b["high"])}
+
+
+def _r2(s: State) -> Tensor:
+    """``1 - SSE / sum (y - mean y)^2``; NaN on constant targets (decided on the values: a
+    rounded mean leaves ~1e-15 in the sum of squares)."""
+    if not bool(s["high"] > s["low"]):
+        return torch.full_like(s["sse"], math.nan)
+    return 1 - s["sse"] / s["m2"]
+
+
+register_metric("r2", ("regression",), _r2_state, _r2, merge=_r2_merge, default=lambda task, classes: task == "regression",
+                requires="a regression task")
+
+
+# --- uncertainty: columns of the test nodes at the chosen nugget ---------------------------------
+
+def _nlpd(p: Prediction) -> State:
+    var = p.predictive_variance()
+    err = (p.value() - p.y.double()[:, None]) ** 2
+    return {"total": (0.5 * (torch.log(2 * math.pi * var) + err / var)).sum(0), "count": p.count}
+
+
+def _coverage(p: Prediction) -> State:
+    err = (p.value() - p.y.double()[:, None]) ** 2
+    return {"total": (err <= Z95 ** 2 * p.predictive_variance()).double().sum(0), "count": p.count}
+
+
+def _variance_where(correct: bool) -> Callable[[Prediction], State]:
+    def partial(p: Prediction) -> State:
+        right = p.mean.argmax(dim=2) == p.y[:, None]
+        chosen = right if correct else ~right
+        return {"total": (p.variance.double() * chosen).sum(0), "count": chosen.double().sum(0)}
+    return partial
+
+
+def _mean_of(s: State) -> Tensor:
+    return _ratio(s["total"], s["count"])
+
+
+register_metric("nlpd", ("regression",), _nlpd, _mean_of, kind="uncertainty")         # test negative log predictive density
+register_metric("coverage95", ("regression",), _coverage, _mean_of, kind="uncertainty")   # share of test targets in the 95% interval
+register_metric("var_correct", ("classification",), _variance_where(True), _mean_of, kind="uncertainty")   # mean latent variance, right
+register_metric("var_wrong", ("classification",), _variance_where(False), _mean_of, kind="uncertainty")    # ... and wrong predictions
+
+
+@dataclass
+class Scores:
+    """States of several metrics, by label (e.g. ``val``, ``test``, ``nlpd``), reduced together."""
+
+    states: dict[str, State] = field(default_factory=dict)
+    metrics: dict[str, Metric] = field(default_factory=dict)   # label -> its metric (sent along to workers)
+
+    def add(self, label: str, metric: Metric, prediction: Prediction) -> None:
+        self.states[label] = metric.partial(prediction)
+        self.metrics[label] = metric
+
+    def merged(self, other: "Scores") -> "Scores":
+        return Scores({label: self.metrics[label].combine(state, other.states[label]) for label, state in self.states.items()},
+                      dict(self.metrics))
+
+    def value(self, label: str) -> Tensor:
+        return self.metrics[label].compute(self.states[label])
+
+
+def merge_scores(*parts: Scores) -> Scores:
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.merged(part)
+    return out

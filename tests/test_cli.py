@@ -48,7 +48,7 @@ def test_rerun_into_the_same_dir_appends_and_keeps_rows(tmp_path):
         (["kernel=gcngp_x", "landmarks.count=100000"], "gnngp: error: landmarks.count=100000 exceeds the 300 training nodes"),
         (["dataset=custom"], "gnngp: error: dataset=custom needs dataset.path=<dir>"),
         (["max_memory_gb=0.000001"], "gnngp: error: the exact GCNGP kernel on csbm needs about"),
-        (["fit=mll", "kernel=ggp"], "gnngp: error: fit=mll needs a kernel with a trainable parameter"),
+        (["fit=mll", "kernel=ggp", "kernel.base.name=linear"], "gnngp: error: fit=mll needs a kernel with a trainable parameter"),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(tmp_path, args, message):
@@ -172,7 +172,7 @@ def test_a_stand_in_says_so_beside_the_dataset_name(tmp_path, monkeypatch, caplo
 
     from gnngp_cli.api import compose
     from gnngp_cli.data import DATASETS
-    from gnngp_cli.runner import execute
+    from gnngp_cli.execute import execute
 
     monkeypatch.setitem(DATASETS, "arxiv", replace(DATASETS["arxiv"], stand_in=(2000, 8000, 16, 5, 0.54, 0.18)))
     monkeypatch.delenv("GNNGP_DATA_MIRROR", raising=False)

@@ -10,7 +10,7 @@ from gnngp_cli.api import compose, run
 from gnngp_cli.config import resolve_method_defaults
 from gnngp_cli.data.graph import Adjacency
 from gnngp_cli.errors import ConfigError, KernelError
-from gnngp_cli.fit import log_marginal_likelihood, plan_parameters, training_kernel
+from gnngp_cli.job.fit import log_marginal_likelihood, plan_parameters, training_kernel
 from gnngp_cli.kernels import (
     Add, BaseKernel, Bias, Conv, Input, Kernel, KernelContext, MixedWeight, ReLU, Scale, Serial, Weight,
 )
@@ -153,12 +153,12 @@ def test_parameters_follow_the_architecture_and_fit_learn():
 @pytest.mark.parametrize(
     "overrides, error, message",
     [
-        (["kernel=ggp"], ConfigError, "fit=mll needs a kernel with a trainable parameter"),
+        (["kernel=ggp", "kernel.base.name=linear"], ConfigError, "fit=mll needs a kernel with a trainable parameter"),
         (["fit.learn=[nugget,sigma_b]"], ConfigError, "its initial value kernel.sigma_b=0 must be positive"),
         (["fit.nugget=0"], ConfigError, "fit.nugget=0.0 is the initial nugget"),
         (["fit.lr=1000", "fit.steps=5"], KernelError, "fit=mll diverged at step"),
         (["fit.optimizer=sgd"], ConfigError, "fit.optimizer='sgd' is not valid"),
-        (["fit.learn=[theta]"], ConfigError, "fit.learn entry='theta' is not valid"),
+        (["fit.learn=[theta]"], ConfigError, "fit.learn names 'theta', which kernel=gcngp (base linear) cannot learn; use some of nugget, output_scale, sigma_w, sigma_b"),
         (["fit=grid", "dataset.hide_val=true"], ConfigError, "dataset.hide_val=true leaves no validation labels"),
     ],
 )
@@ -186,21 +186,23 @@ def test_fit_mll_without_validation_labels_writes_fitted_values():
 
 @pytest.mark.parametrize("kernel", ["gcngp", "gcngp_x"])
 def test_fit_mll_increases_the_objective_and_adam_and_lbfgs_agree(kernel):
-    from gnngp_cli.fit import fit_hyperparameters, targets
-    from gnngp_cli.runner import architecture, prepare
+    from gnngp_cli.job.fit import fit_hyperparameters
+    from gnngp_cli.job.inference import regression_targets
+    from gnngp_cli.job.loading import load_graph
+    from gnngp_cli.kernels import KERNELS
 
     objectives = {}
     for optimizer, lr in (("adam", 0.05), ("lbfgs", 0.5)):
         cfg = compose([f"kernel={kernel}", "fit=mll", "dataset.num_nodes=400", "kernel.sigma_b=0.3",
                        f"fit.optimizer={optimizer}", f"fit.lr={lr}", "fit.steps=60", "dtype=float64"])
-        prep = prepare(cfg)
+        prep = load_graph(cfg)
         data = prep.data
-        arch = architecture(cfg.kernel)
+        arch = KERNELS[cfg.kernel.name].architecture(cfg.kernel)
         train = data.train_mask.nonzero().view(-1)
         ctx = KernelContext(data.x.double(), Adjacency.from_graph(data.edge_index, data.num_nodes, arch.adjacency, torch.float64, prep.device),
                             BaseKernel(), train if cfg.kernel.low_rank else None)
-        result = fit_hyperparameters(cfg.kernel, cfg.fit, lambda v: architecture(cfg.kernel, v).network, ctx,
-                                     targets(data.y[train], data.task, data.num_classes), train, progress=False)
+        result = fit_hyperparameters(cfg.kernel, cfg.fit, lambda v: KERNELS[cfg.kernel.name].architecture(cfg.kernel, v).network, ctx,
+                                     regression_targets(data.y[train], data.task, data.num_classes, torch.float64), train, progress=False)
         assert result.objective > result.trace[0] + 1e-3 and set(result.values) == {"nugget", "output_scale", "sigma_w", "sigma_b"}
         objectives[optimizer] = result.objective
     assert objectives["adam"] == pytest.approx(objectives["lbfgs"], abs=5e-3)
@@ -265,7 +267,7 @@ def test_a_nystrom_factor_with_an_eigenvalue_of_zero_has_a_finite_gradient():
 
 def test_a_gradient_that_is_not_finite_is_a_one_line_error_naming_the_parameter(monkeypatch):
     """Adam would turn the parameters into NaN and fail a step later, blaming fit.lr."""
-    import gnngp_cli.fit as fit
+    import gnngp_cli.job.fit as fit
 
     objective = fit.log_marginal_likelihood
 
@@ -282,11 +284,12 @@ def test_a_gradient_that_is_not_finite_is_a_one_line_error_naming_the_parameter(
 def test_a_job_on_data_loaded_for_another_job_gets_its_own_method_defaults():
     """The benchmarks load a dataset once and run several configs on it (scripts/bench_mll.py
     failed: the second config's sigma_b stayed null)."""
-    from gnngp_cli.runner import prepare, run_gp
+    from gnngp_cli.execute import run_job
+    from gnngp_cli.job.loading import load_graph
 
     common = ["dataset.num_nodes=300", "kernel=gcngp"]
-    prep = prepare(compose([*common, "fit=grid"]))
+    prep = load_graph(compose([*common, "fit=grid"]))
     other = compose([*common, "fit=mll", "fit.steps=2"])
     assert other.kernel.sigma_b is None
-    row = run_gp(other, prep)[0]
+    row = run_job(other, prep)[0]
     assert row["status"] == "ok" and row["fit"] == "mll" and other.kernel.sigma_b is not None

@@ -6,10 +6,11 @@ import torch
 gpytorch = pytest.importorskip("gpytorch")
 
 from gnngp_cli.api import compose  # noqa: E402
-from gnngp_cli.fit import log_marginal_likelihood, targets, training_kernel  # noqa: E402
+from gnngp_cli.job.fit import log_marginal_likelihood, training_kernel  # noqa: E402
+from gnngp_cli.job.inference import regression_targets  # noqa: E402
+from gnngp_cli.job.loading import load_graph  # noqa: E402
 from gnngp_cli.gpytorch import GNNGPKernel  # noqa: E402
-from gnngp_cli.kernels import BaseKernel, KernelContext  # noqa: E402
-from gnngp_cli.runner import architecture, prepare  # noqa: E402
+from gnngp_cli.kernels import KERNELS, BaseKernel, KernelContext  # noqa: E402
 from gnngp_cli.data.graph import Adjacency  # noqa: E402
 
 
@@ -27,7 +28,7 @@ class NodeGP(gpytorch.models.ExactGP):
 
 @pytest.fixture(scope="module")
 def cora(mirror, cache):
-    return prepare(compose(["dataset=cora", f"data.mirror={mirror}", f"data.root={cache}"])).data
+    return load_graph(compose(["dataset=cora", f"data.mirror={mirror}", f"data.root={cache}"])).data
 
 
 @pytest.mark.parametrize("landmarks", [False, True], ids=["exact", "low-rank"])
@@ -36,7 +37,7 @@ def test_gpytorch_loop_trains_and_matches_fit_mll_objective(cora, landmarks):
     train, test = data.train_mask.nonzero().view(-1), data.test_mask.nonzero().view(-1)
     classes = data.num_classes
     x = train.double().view(1, -1, 1).expand(classes, -1, 1)
-    y = targets(data.y[train], data.task, classes).T.contiguous()        # C x n
+    y = regression_targets(data.y[train], data.task, classes, torch.float64).T.contiguous()        # C x n
     kernel = GNNGPKernel("gcngp", data, sigma_w=1.0, sigma_b=0.1, landmarks=train if landmarks else None)
     assert {n for n, _ in kernel.named_parameters()} == {"raw_sigma_w", "raw_sigma_b"}
     likelihood = gpytorch.likelihoods.GaussianLikelihood().double().to(data.x.device)   # GPyTorch's modules start on the CPU
@@ -61,7 +62,7 @@ def test_gpytorch_loop_trains_and_matches_fit_mll_objective(cora, landmarks):
         sigma_w, sigma_b = float(kernel.value("sigma_w")), float(kernel.value("sigma_b"))
         # fit=mll's objective at the same values: output scale s^2, nugget nu = noise / s^2
         kcfg = compose(["dataset=cora", "kernel=gcngp"]).kernel
-        network = architecture(kcfg, {"sigma_w": sigma_w, "sigma_b": sigma_b}).network
+        network = KERNELS["gcngp"].architecture(kcfg, {"sigma_w": sigma_w, "sigma_b": sigma_b}).network
         ctx = KernelContext(data.x.double(), Adjacency.from_graph(data.edge_index, data.num_nodes, "sym", torch.float64, data.x.device),
                             BaseKernel(), train if landmarks else None)
         ours = float(log_marginal_likelihood(training_kernel(network, ctx, train), y.T, noise / s2, s2, low_rank=landmarks))
@@ -79,7 +80,7 @@ def test_bad_inputs_are_clear_errors(cora):
     from gnngp_cli.errors import ConfigError
 
     with pytest.raises(ConfigError, match="has no parameter to learn"):
-        GNNGPKernel("ggp", cora, base="polynomial")
+        GNNGPKernel("ggp", cora, base="linear")
     kernel = GNNGPKernel("gcngp", cora)
     with pytest.raises(ValueError, match="node ids"):
         kernel(torch.tensor([[0.5]], dtype=torch.float64)).to_dense()

@@ -13,7 +13,7 @@ import torch
 
 from gnngp_cli.data import Adjacency, DataStore
 from gnngp_cli.data.heterophily import HETEROPHILY_NAMES, load_heterophily
-from gnngp_cli.data.hops import h2gcn_operators, two_hop_edges
+from gnngp_cli.data.graph import h2gcn_operators, two_hop_edges
 from gnngp_cli.errors import ConfigError, DatasetError
 from gnngp_cli.kernels import BaseKernel, KernelContext
 from gnngp_cli.kernels.architectures import composed, gprgp, h2gcn
@@ -21,7 +21,7 @@ from gnngp_cli.kernels.blocks import Input, ReLU, Serial, Weight
 from gnngp_cli.kernels.planner import exact_kernel, pair_diagonal
 from gnngp_cli.kernels.filters import HopConv, Poly
 from gnngp_cli.kernels.pairs import PatternTooLarge
-from gnngp_cli.metrics import average_ranks, resolve_metric, roc_auc, roc_auc_curve
+from gnngp_cli.metrics import METRICS, Prediction, resolve_metric
 
 GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
 
@@ -123,8 +123,8 @@ def test_poly_block_low_rank_with_every_node_a_landmark_equals_exact():
 
 def test_poly_block_applies_the_filter():
     ei, x = random_graph()
-    _, adj = context(x, ei)
-    torch.testing.assert_close(Poly(COEFFICIENTS).apply(x, None, None, adj), poly_dense(COEFFICIENTS, dense(adj)) @ x)
+    ctx, adj = context(x, ei)
+    torch.testing.assert_close(Poly(COEFFICIENTS).apply(x, None, None, adj, ctx), poly_dense(COEFFICIENTS, dense(adj)) @ x)
 
 
 def test_high_pass_i_minus_a_removes_the_smooth_signal():
@@ -220,6 +220,13 @@ def test_hop_conv_rejects_other_hops():
 
 # ---------------------------------------------------------------- ROC-AUC
 
+def roc_auc_curve(scores: torch.Tensor, positive: torch.Tensor) -> list[float]:
+    """The registry's roc_auc of each column of ``scores`` (two-class outputs ``[0, score]``)."""
+    scores = scores.reshape(scores.size(0), -1)
+    mean = torch.stack([torch.zeros_like(scores), scores], dim=2)
+    return METRICS["roc_auc"].value(Prediction(mean, positive.long())).tolist()
+
+
 @pytest.mark.parametrize("scores, labels, expected", [
     ([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1], 0.75),          # scikit-learn's documented example
     ([1.0, 1.0, 1.0, 1.0], [0, 1, 0, 1], 0.5),             # all tied
@@ -230,12 +237,7 @@ def test_hop_conv_rejects_other_hops():
 ])
 def test_roc_auc_hand_computed(scores, labels, expected):
     s, y = torch.tensor(scores, dtype=torch.float64), torch.tensor(labels)
-    assert roc_auc(s, y == 1) == pytest.approx(expected)
-
-
-def test_average_ranks_match_the_tie_rule():
-    scores = torch.tensor([[3.0, 1.0], [1.0, 1.0], [3.0, 1.0], [2.0, 0.0]])
-    torch.testing.assert_close(average_ranks(scores), torch.tensor([[3.5, 3.0], [1.0, 3.0], [3.5, 3.0], [2.0, 1.0]], dtype=torch.float64))
+    assert roc_auc_curve(s, y == 1)[0] == pytest.approx(expected)
 
 
 def test_roc_auc_curve_is_each_column_and_the_pair_definition():
@@ -247,8 +249,15 @@ def test_roc_auc_curve_is_each_column_and_the_pair_definition():
         pos, neg = scores[y, j], scores[~y, j]
         by_pairs = ((pos[:, None] > neg[None, :]).double() + 0.5 * (pos[:, None] == neg[None, :]).double()).mean()
         assert curve[j] == pytest.approx(float(by_pairs))
-        assert roc_auc(scores[:, j], y) == pytest.approx(curve[j])
-    assert math.isnan(roc_auc(scores[:, 0], torch.zeros(200, dtype=torch.bool)))
+        assert roc_auc_curve(scores[:, j], y)[0] == pytest.approx(curve[j])
+    assert math.isnan(roc_auc_curve(scores[:, 0], torch.zeros(200, dtype=torch.bool))[0])
+
+
+def test_roc_auc_is_not_moved_by_scores_beyond_a_sigmoids_range():
+    """torchmetrics reads scores outside [0, 1] as logits (a sigmoid ties every score above
+    ~37 in float64); the registry maps each column onto [0, 1] first, which keeps its order."""
+    scores, y = torch.tensor([0.5, 100.0, 101.0, -3.0], dtype=torch.float64), torch.tensor([0, 1, 0, 1])
+    assert roc_auc_curve(scores, y == 1)[0] == pytest.approx(0.25)
 
 
 def test_roc_auc_agrees_with_scikit_learn_when_installed():
@@ -256,7 +265,7 @@ def test_roc_auc_agrees_with_scikit_learn_when_installed():
     g = torch.Generator().manual_seed(5)
     scores = torch.round(torch.randn(300, generator=g, dtype=torch.float64) * 4) / 4
     y = torch.rand(300, generator=g) < 0.4
-    assert roc_auc(scores, y) == pytest.approx(metrics.roc_auc_score(y.numpy(), scores.numpy()))
+    assert roc_auc_curve(scores, y)[0] == pytest.approx(metrics.roc_auc_score(y.numpy(), scores.numpy()))
 
 
 def test_metric_defaults_and_overrides():
@@ -381,7 +390,7 @@ def test_bad_input_is_one_line(tmp_path, args, message):
 
 def test_gprgnn_forward_is_the_filtered_mlp():
     from gnngp_cli.gnn import Graph
-    from gnngp_cli.gnn_heterophily import GPRGNN
+    from gnngp_cli.gnn import GPRGNN
 
     ei, x = random_graph()
     x = x.float()
@@ -399,7 +408,7 @@ def test_gprgnn_forward_is_the_filtered_mlp():
 
 
 def test_h2gcn_forward_concatenates_ego_and_hop_rounds():
-    from gnngp_cli.gnn_heterophily import H2GCN
+    from gnngp_cli.gnn import H2GCN
 
     ei, x = random_graph()
     x = x.float()

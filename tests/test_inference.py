@@ -2,8 +2,21 @@
 import pytest
 import torch
 
-from gnngp_cli.inference import gp_predict, log_grid
+from gnngp_cli.backends.local import local_group, local_kernel, local_statistics
+from gnngp_cli.job.inference import log_grid, predict, regression_targets
 from gnngp_cli.kernels import Kernel
+from gnngp_cli.metrics import METRICS, default_metric, uncertainty_metrics
+
+
+def gp_predict(kernel, y, masks, task, num_classes, grid, low_rank):
+    """The job's inference on one kernel held locally: every labelled node one row group."""
+    train = masks["train"].nonzero().view(-1)
+    k = local_kernel(kernel, train, kernel.diagonal(), low_rank)
+    values = kernel.root if kernel.root is not None else kernel.matrix
+    stats = local_statistics(k, train, regression_targets(y[train], task, num_classes, values.dtype))
+    group = local_group(k, {key: masks[key].nonzero().view(-1) for key in ("train", "val", "test")}, y)
+    return predict(stats, lambda fn, combine: fn(group), grid, METRICS[default_metric(task, num_classes)],
+                   uncertainty_metrics(task, num_classes), task)
 
 
 def problem(n=30, r=8, task="regression", seed=0):
@@ -25,14 +38,14 @@ def test_mean_and_variance_equal_direct_solves(task):
     n = q.size(0)
     grid = log_grid(1e-3, 10, 21, dtype=torch.float64)
     res = gp_predict(Kernel(torch.arange(n), matrix=k), y, masks, task, 3, grid, low_rank=False)
-    eps = res.nugget * res.nugget_scale
+    eps = float(res.eps)
     b = masks["train"].nonzero().view(-1)
     targets = torch.nn.functional.one_hot(y[b], 3).double() if task == "classification" else y[b].view(-1, 1)
     solve = torch.linalg.solve(k[b][:, b] + eps * torch.eye(b.numel(), dtype=torch.float64), torch.cat([targets, k[b]], 1))
     mean = k[:, b] @ solve[:, : targets.size(1)]
     var = torch.diagonal(k) - (k[:, b] * solve[:, targets.size(1):].T).sum(1)
-    torch.testing.assert_close(res.mean, mean)
-    torch.testing.assert_close(res.variance, var.clamp_min(0))
+    torch.testing.assert_close(res.means(), mean)
+    torch.testing.assert_close(res.variances(), var.clamp_min(0))
     # the chosen nugget is the first grid value with the best validation metric
     assert res.val_curve.index(max(res.val_curve)) == int(torch.argmin((grid - res.nugget).abs()))
 
@@ -43,8 +56,8 @@ def test_low_rank_form_equals_exact_form_on_an_exact_root():
     grid = log_grid(1e-3, 10, 11, dtype=torch.float64)
     exact = gp_predict(Kernel(torch.arange(n), matrix=q @ q.T), y, masks, "regression", 0, grid, low_rank=False)
     low = gp_predict(Kernel(None, root=q), y, masks, "regression", 0, grid, low_rank=True)
-    torch.testing.assert_close(low.mean, exact.mean)
-    torch.testing.assert_close(low.variance, exact.variance)
+    torch.testing.assert_close(low.means(), exact.means())
+    torch.testing.assert_close(low.variances(), exact.variances())
     assert low.metrics == pytest.approx(exact.metrics)
     assert low.uncertainty == pytest.approx(exact.uncertainty)
 
@@ -85,7 +98,7 @@ def test_entries_that_would_become_subnormal_are_dropped_and_nothing_else_moves(
 
 
 def test_a_gram_of_orthogonal_columns_is_decomposed_by_its_diagonal_and_others_by_eigh():
-    from gnngp_cli.inference import gram_eigh
+    from gnngp_cli.job.inference import gram_eigh
     from gnngp_cli.kernels.numerics import nystrom_root
 
     g = torch.Generator().manual_seed(1)
@@ -106,14 +119,15 @@ def test_a_gram_of_orthogonal_columns_is_decomposed_by_its_diagonal_and_others_b
 def test_posterior_variances_by_row_blocks_equal_the_one_product(monkeypatch):
     """Past ROW_BLOCK_ENTRIES the variances are computed by row blocks (a Reddit-sized
     GCNGP-X held three N x r temporaries for them); the values are the same."""
-    from gnngp_cli.inference import LowRankPosterior
     from gnngp_cli import runtime
+    from gnngp_cli.job.inference import LowRankPosterior, low_rank_statistics
 
     g = torch.Generator().manual_seed(1)
     root = torch.randn(500, 30, generator=g, dtype=torch.float64)
     train = torch.arange(0, 500, 3)
-    post = LowRankPosterior(root, train, torch.randn(train.numel(), 2, generator=g, dtype=torch.float64))
+    post = LowRankPosterior(low_rank_statistics(root, train, torch.randn(train.numel(), 2, generator=g, dtype=torch.float64), 500))
     pos = torch.arange(499, -1, -1)
-    whole = post.variance(pos, 0.1)
+    eps = torch.tensor(0.1, dtype=torch.float64)
+    whole = post.variance(root, pos, eps, None)
     monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 30 * 64 + 7)
-    torch.testing.assert_close(post.variance(pos, 0.1), whole, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(post.variance(root, pos, eps, None), whole, rtol=1e-12, atol=1e-14)

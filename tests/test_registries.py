@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 
 from gnngp_cli.api import compose
 from gnngp_cli.cli import main
-from gnngp_cli.config import DatasetConfig, GNNConfig, KernelConfig
+from gnngp_cli.schema import DatasetConfig, GNNConfig, KernelConfig
 from gnngp_cli.data import DATASETS, register_dataset
 from gnngp_cli.gnn import GNN, GNNS, register_gnn
 from gnngp_cli.kernels import KERNELS, Conv, Input, ReLU, Serial, Weight, register_kernel

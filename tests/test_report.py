@@ -142,7 +142,7 @@ def test_experiment_presets_compose_to_the_documented_sweeps(name):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from gnngp_cli.cli import config_dir
+    from gnngp_cli.compose import config_dir
     from gnngp_cli.data import DATASETS, PRESETS
 
     cfg = compose([f"experiment={name}"])

@@ -18,12 +18,13 @@ import pytest
 import torch
 
 from gnngp_cli.api import compose, run
+from gnngp_cli.backends.local import LocalBackend
+from gnngp_cli.backends.rowblocks.backend import DaskBackend
 from gnngp_cli.data import DataStore
 from gnngp_cli.data import papers100m
 from gnngp_cli.data.shards import load_part, read_meta, write_data
 from gnngp_cli.errors import ComputeError, ConfigError, ResourceError
-from gnngp_cli.rowblocks.run import gp_runs, sharded_graph
-from gnngp_cli.runner import gp_run, prepare
+from gnngp_cli.job.gp import GPJob
 
 distributed = pytest.importorskip("distributed")
 
@@ -39,41 +40,43 @@ def client():
         yield c
 
 
+def first_run(cfg, backend):
+    """The first run of the job on ``backend`` and its labelled nodes' means (read while the job
+    is open: on Dask from the run's root files, removed when it ends)."""
+    with backend:
+        run = GPJob(cfg, backend).run(0)
+        return run, run.result.means().cpu().numpy()
+
+
 def local_and_rowblocks(overrides: list[str], client, rows: int):
-    """The local result and the row-block result (and its row) of the same job."""
+    """The local run and the row-block run of the same job, with their means."""
     common = [*overrides, "dtype=float64", f"partition.rows={rows}"]
     cfg = compose(common)
-    local, _ = gp_run(cfg, prepare(cfg), 0)
+    local, local_means = first_run(cfg, LocalBackend(cfg))
     cfg = compose([*common, "compute=dask"])
-    store = DataStore.from_config(cfg.data.root, cfg.data.mirror, False)
-    runs = gp_runs(cfg, sharded_graph(cfg, store), client)
-    result, row = next(runs)
-    means = result.means()          # read from the run's root files, removed when the run ends
-    runs.close()
-    return local, result, row, means
+    dask_run, means = first_run(cfg, DaskBackend(cfg, client=client))
+    return local, local_means, dask_run, means
 
 
-def assert_same_predictions(local, result, row, means) -> None:
-    ref = local.mean.cpu().numpy()
-    assert means.shape == ref.shape
-    assert np.abs(means - ref).max() <= 1e-4 * np.abs(ref).max()        # predictions within 1e-4 relative
-    assert result.nugget == pytest.approx(local.nugget)                   # the same validation choice
-    for key in ("train", "val", "test"):  # accuracy exactly; R^2 from summed moments to round-off
-        assert result.metrics[key] == pytest.approx(local.metrics[key], rel=1e-6, abs=1e-9)
+def assert_same_predictions(local, local_means, dask_run, means) -> None:
+    assert means.shape == local_means.shape
+    assert np.abs(means - local_means).max() <= 1e-4 * np.abs(local_means).max()   # predictions within 1e-4 relative
+    assert dask_run.result.nugget == pytest.approx(local.result.nugget)            # the same validation choice
+    for key in ("train", "val", "test"):  # accuracy exactly; R^2 from merged moments to round-off
+        assert dask_run.result.metrics[key] == pytest.approx(local.result.metrics[key], rel=1e-6, abs=1e-9)
+    row = dask_run.row
     assert row["compute_backend"] == "dask" and row["workers"] == 3 and row["peak_worker_mb"] > 0
 
 
 @pytest.mark.parametrize("kernel", LOW_RANK)
 def test_every_low_rank_kernel_on_cora_gives_the_local_predictions(kernel, client, data_overrides):
-    local, result, row, means = local_and_rowblocks(["dataset=cora", f"kernel={kernel}", *OWN.get(kernel, []), *data_overrides], client, rows=1000)
-    assert_same_predictions(local, result, row, means)
+    assert_same_predictions(*local_and_rowblocks(["dataset=cora", f"kernel={kernel}", *OWN.get(kernel, []), *data_overrides], client, rows=1000))
 
 
 @pytest.mark.parametrize("kernel", LOW_RANK)
 def test_every_low_rank_kernel_on_a_small_csbm_gives_the_local_predictions(kernel, client, cache):
     overrides = ["dataset=csbm", "dataset.num_nodes=3000", "landmarks.count=64", f"kernel={kernel}", *OWN.get(kernel, []), f"data.root={cache}"]
-    local, result, row, means = local_and_rowblocks(overrides, client, rows=700)
-    assert_same_predictions(local, result, row, means)
+    assert_same_predictions(*local_and_rowblocks(overrides, client, rows=700))
 
 
 @pytest.mark.paper
@@ -82,12 +85,12 @@ def test_every_low_rank_kernel_on_a_small_csbm_gives_the_local_predictions(kerne
 def test_every_low_rank_kernel_on_larger_graphs_gives_the_local_predictions(dataset, kernel, client, data_overrides):
     sizes = {"pubmed": 5000, "chameleon": 1000, "csbm_1e5": 25_000}
     landmarks = [] if dataset == "pubmed" else ["landmarks.count=128"]   # PubMed: its 60 training nodes
-    local, result, row, means = local_and_rowblocks([f"dataset={dataset}", f"kernel={kernel}", *landmarks, *OWN.get(kernel, []), *data_overrides],
-                                             client, rows=sizes[dataset])
-    assert_same_predictions(local, result, row, means)
+    local, local_means, dask_run, means = local_and_rowblocks(
+        [f"dataset={dataset}", f"kernel={kernel}", *landmarks, *OWN.get(kernel, []), *data_overrides], client, rows=sizes[dataset])
+    assert_same_predictions(local, local_means, dask_run, means)
     if dataset == "chameleon":  # regression: the uncertainty columns as today
-        assert row["nlpd"] == pytest.approx(local.uncertainty["nlpd"], rel=1e-4)
-        assert row["coverage95"] == pytest.approx(local.uncertainty["coverage95"], abs=1e-9)
+        assert dask_run.row["nlpd"] == pytest.approx(local.result.uncertainty["nlpd"], rel=1e-4)
+        assert dask_run.row["coverage95"] == pytest.approx(local.result.uncertainty["coverage95"], abs=1e-9)
 
 
 def blocked_toy(tmp_path: Path, edge_index: torch.Tensor, x: torch.Tensor):
@@ -95,8 +98,8 @@ def blocked_toy(tmp_path: Path, edge_index: torch.Tensor, x: torch.Tensor):
     ``(graph, store, folder of X's files, X read from them)``."""
     from torch_geometric.data import Data
 
-    from gnngp_cli.rowblocks.graph import ShardedGraph
-    from gnngp_cli.rowblocks.store import RootStore
+    from gnngp_cli.backends.rowblocks.graph import ShardedGraph
+    from gnngp_cli.backends.rowblocks.store import RootStore
 
     n = x.size(0)
     data = Data(x=x, y=torch.zeros(n, dtype=torch.long), edge_index=edge_index,
@@ -112,8 +115,8 @@ def blocked_toy(tmp_path: Path, edge_index: torch.Tensor, x: torch.Tensor):
 def test_the_blocked_product_reads_only_the_row_blocks_its_columns_touch(tmp_path, monkeypatch):
     """A graph of two disconnected halves: each output block reads only the source blocks of its own half."""
     from gnngp_cli.data.graph import Adjacency
-    from gnngp_cli.rowblocks import graph as blocked
-    from gnngp_cli.rowblocks.store import read_block
+    from gnngp_cli.backends.rowblocks import graph as blocked
+    from gnngp_cli.backends.rowblocks.store import read_block
 
     n = 40
     left = torch.tensor([[i, i + 1] for i in range(0, 19)] + [[i + 1, i] for i in range(0, 19)]).T
@@ -152,7 +155,7 @@ def test_the_roots_of_a_killed_run_on_this_host_are_removed_by_the_next(tmp_path
     import json
     import socket
 
-    from gnngp_cli.rowblocks.store import OWNER, RootStore
+    from gnngp_cli.backends.rowblocks.store import OWNER, RootStore
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     owners = {"run-killed": (socket.gethostname(), int(gone.stdout)), "run-alive": (socket.gethostname(), os.getpid()),
@@ -173,7 +176,7 @@ def test_the_free_space_check_counts_the_last_runs_files_as_free(tmp_path):
     """A second run (the next seed) is checked after the first run's files are cleared."""
     import dask.array as da
 
-    from gnngp_cli.rowblocks.store import RootStore
+    from gnngp_cli.backends.rowblocks.store import RootStore
 
     store = RootStore(tmp_path)
     store.written(da.ones((40, 3), chunks=(10, 3)), "a root")
@@ -185,7 +188,7 @@ def test_the_free_space_check_counts_the_last_runs_files_as_free(tmp_path):
 def test_gathered_rows_keep_the_order_asked_for(tmp_path):
     import dask.array as da
 
-    from gnngp_cli.rowblocks.store import RootStore
+    from gnngp_cli.backends.rowblocks.store import RootStore
 
     x = np.arange(60.0).reshape(20, 3)
     store = RootStore(tmp_path)
@@ -198,7 +201,7 @@ def test_a_non_finite_root_is_one_line_naming_what(tmp_path):
     import dask.array as da
 
     from gnngp_cli.errors import KernelError
-    from gnngp_cli.rowblocks.store import RootStore
+    from gnngp_cli.backends.rowblocks.store import RootStore
 
     store = RootStore(tmp_path)
     with pytest.raises(KernelError, match=r"^input layer: the kernel has NaN or infinite entries; lower the sigmas"):
@@ -235,14 +238,11 @@ def _victim_pid(client) -> tuple[str, int]:
 def test_a_worker_killed_midway_is_recomputed_with_an_unchanged_result(cache):
     overrides = ["dataset=csbm", "dataset.num_nodes=6000", "landmarks.count=64", "kernel=gcngp_x", "dtype=float64",
                  "partition.rows=1000", f"data.root={cache}", "compute=dask"]
-    cfg = compose(overrides)
-    graph = sharded_graph(cfg, DataStore.from_config(cfg.data.root, None, False))
     import dask
 
     with dask.config.set(scheduler="synchronous"):  # the same tasks, uninterrupted, in this process
-        runs = gp_runs(compose(overrides), graph, None)
-        expected = next(runs)[0].means()
-        runs.close()
+        cfg = compose(overrides)
+        expected = first_run(cfg, DaskBackend(cfg, cluster=False))[1]
     with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as c:
         addr, pid = _victim_pid(c)
@@ -260,13 +260,12 @@ def test_a_worker_killed_midway_is_recomputed_with_an_unchanged_result(cache):
 
         watcher = threading.Thread(target=kill_when_busy)
         watcher.start()
-        runs = gp_runs(compose(overrides), graph, c)
-        result, row = next(runs)
+        cfg = compose(overrides)
+        means = first_run(cfg, DaskBackend(cfg, client=c))[1]
         watcher.join()
         assert killed.is_set()                                              # a worker died while the job held data on it
         assert pid not in c.run(os.getpid).values()
-        np.testing.assert_allclose(result.means(), expected, rtol=1e-12, atol=1e-12)
-        runs.close()
+        np.testing.assert_allclose(means, expected, rtol=1e-12, atol=1e-12)
 
 
 def write_papers_format(root: Path, n: int = 500, e: int = 2000, d: int = 8, classes: int = 5, seed: int = 0) -> None:
@@ -310,8 +309,7 @@ def test_papers100m_raw_files_stream_into_the_row_blocks_of_the_loaded_graph(tmp
 def test_papers100m_on_row_blocks_gives_the_local_predictions(tmp_path, client):
     write_papers_format(tmp_path / "mirror", n=800, e=4000)
     overrides = ["dataset=papers100m", "kernel=gcngp_x", "landmarks.count=64", f"data.mirror={tmp_path / 'mirror'}", f"data.root={tmp_path / 'cache'}"]
-    local, result, row, means = local_and_rowblocks(overrides, client, rows=300)
-    assert_same_predictions(local, result, row, means)
+    assert_same_predictions(*local_and_rowblocks(overrides, client, rows=300))
 
 
 def test_cli_partition_writes_the_shards_a_run_reads(tmp_path, data_overrides):
@@ -354,7 +352,7 @@ def test_the_time_summary_names_the_task_kinds_that_took_longest(client):
     """Since the run's start only: the shared cluster ran other jobs before."""
     import dask
 
-    from gnngp_cli.rowblocks.cluster import task_times, time_summary
+    from gnngp_cli.backends.rowblocks.cluster import task_times, time_summary
 
     before = task_times(client)
     assert before                                                           # the cluster ran other tests' jobs
@@ -432,7 +430,7 @@ def test_cli_error_for_an_exact_kernel_on_dask_is_one_line(tmp_path):
 
 
 def test_slurm_preset_writes_the_job_script_a_cluster_user_expects():
-    from gnngp_cli.rowblocks.cluster import slurm_cluster
+    from gnngp_cli.backends.rowblocks.cluster import slurm_cluster
 
     cfg = compose(["kernel=gcngp_x", "compute=slurm", "compute.queue=cpu", "compute.account=myproj", "compute.walltime=04:00:00",
                    "compute.cores=16", "compute.memory=64GB", "compute.workers=4", "compute.dashboard=:0", "compute.job_extra=['--constraint=amd']"])

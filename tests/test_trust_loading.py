@@ -14,7 +14,9 @@ from gnngp_cli.api import compose
 from gnngp_cli.data import DataStore, load_dataset
 from gnngp_cli.data import public, store, wikipedia
 from gnngp_cli.data.cache import PROCESSED
-from gnngp_cli.data.digests import KNOWN_DIGESTS, git_blob, sha256
+from gnngp_cli.data.digests import git_blob, known_digests, sha256
+
+KNOWN_DIGESTS = known_digests()
 from gnngp_cli.errors import DatasetError
 
 from test_data import write_arxiv, write_reddit

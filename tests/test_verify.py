@@ -21,7 +21,7 @@ from gnngp_cli.kernels.blocks import Bias, Conv, Input, ReLU, Serial, Weight
 from gnngp_cli.report import FIGURE3_NOTE, write_report
 from gnngp_cli.verify import analytic_kernel, run_check
 from gnngp_cli.verify.features import explicit_polynomial, feature_map
-from gnngp_cli.verify.networks import wide_network
+from gnngp_cli.verify import wide_network
 from gnngp_cli.verify.statistics import sign_flip_p_value, summarise
 from gnngp_cli.verify.task import prepare_check
 

@@ -11,7 +11,8 @@ from gnngp_cli.data import Adjacency
 from gnngp_cli.kernels import BaseKernel, KernelContext
 from gnngp_cli.kernels.architectures import gcn
 from gnngp_cli.config import resolve_method_defaults
-from gnngp_cli.runner import architecture, prepare
+from gnngp_cli.job.loading import load_graph
+from gnngp_cli.kernels import KERNELS
 
 @pytest.mark.parametrize("dataset", ["cora", "citeseer"])
 @pytest.mark.parametrize("kernel", ["gcngp", "gcn2gp", "gingp", "sagegp"])
@@ -37,13 +38,13 @@ def test_kernel_composed_in_config_equals_the_builtin_gcn():
     """The same blocks written in config give the same kernel (and so the same run)."""
     overrides = ["kernel.layers=3", "kernel.sigma_b=0.2", "dtype=float64"]
     composed = ["kernel=composed", "kernel.first=[input,weight,conv,bias]", "kernel.hidden=[relu,weight,conv,bias]"]
-    prep = prepare(compose(["kernel=gcngp", *overrides]))
+    prep = load_graph(compose(["kernel=gcngp", *overrides]))
     nodes = prep.data.test_mask.nonzero().view(-1)[:200]
     kernels = []
     for choice in (["kernel=gcngp"], composed):
         cfg = compose([*choice, *overrides])
         resolve_method_defaults(cfg, "classification")
-        arch = architecture(cfg.kernel)
+        arch = KERNELS[cfg.kernel.name].architecture(cfg.kernel)
         adj = Adjacency.from_graph(prep.data.edge_index, prep.data.num_nodes, arch.adjacency, torch.float64, prep.device)
         kernels.append(arch.network(None, KernelContext(prep.data.x.double(), adj, BaseKernel()), nodes).dense())
     torch.testing.assert_close(kernels[0], kernels[1], rtol=1e-12, atol=0)
@@ -55,7 +56,7 @@ def test_kernel_composed_in_config_equals_the_builtin_gcn():
 @pytest.mark.paper  # slow: runs in CI with -m paper
 def test_depth_drives_min_correlation_up_monotonically_on_cora(data_overrides):
     """Theorem 3: with s_b = 0 the minimum pairwise correlation of the GCN kernel rises toward 1."""
-    prep = prepare(compose(["dataset=cora", "dtype=float64", *data_overrides]))
+    prep = load_graph(compose(["dataset=cora", "dtype=float64", *data_overrides]))
     data = prep.data
     adj = Adjacency.from_graph(data.edge_index, data.num_nodes, "sym", torch.float64, prep.device)
     ctx = KernelContext(data.x.double(), adj, BaseKernel())

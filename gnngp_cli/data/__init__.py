@@ -19,6 +19,7 @@ from .graph import Adjacency, make_undirected, normalized_adjacency
 from .registry import DATASETS, PRESETS, display_name, register_dataset, register_preset
 from .store import MIRROR_ENV, DataStore
 from .synthetic import edge_homophily, generate_csbm
+from . import custom, heterophily, papers100m, public, wikipedia  # noqa: F401,E402 - each registers its datasets
 
 log = logging.getLogger("gnngp")
 

@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ..config import DatasetConfig
+from ..schema import DatasetConfig
 from ..errors import DatasetError
 from .graph import make_undirected
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
@@ -168,4 +168,4 @@ class CustomConfig(DatasetConfig):
 
 
 register_dataset("custom", "Custom", lambda cfg, store: load_custom(cfg.path, cfg.task, cfg.train_ratio, cfg.val_ratio, cfg.split_seed),
-                 CustomConfig())
+                 CustomConfig(), split="random")

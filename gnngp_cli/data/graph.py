@@ -6,6 +6,17 @@ One normalisation function, sparse throughout:
 The unit self-loop is added on top of any self-loop already in the edge list and the
 weights are summed, as in the GNNGP paper's code.
 
+H2GCN's neighbourhood operators (Zhu et al., NeurIPS 2020), shared by the H2GCN-GP kernel
+and the H2GCN baseline (:meth:`Adjacency.operator`). With ``A`` the graph's adjacency without
+self-loops (binary, undirected):
+
+- 1-hop set ``N1(v) = {u != v : A_vu = 1}`` (``hop1``);
+- 2-hop set ``N2(v) = {u != v : (A^2)_vu > 0, A_vu = 0}`` (``hop2``): nodes reachable in two
+  steps and not in one, and never ``v`` itself (H2GCN's "exactly two hops");
+
+each normalised symmetrically by its own degrees, ``A_i <- D_i^-1/2 A_i D_i^-1/2`` with
+``D_i = diag(|N_i(v)|)`` (no self-loops added; a node with an empty set gets a zero row).
+
 The edge-list helpers (:func:`coalesce`, :func:`make_undirected`) are plain torch and give the
 same edges in the same order as ``torch_geometric.utils.coalesce`` / ``to_undirected`` (rows,
 then columns, ascending; ``tests/test_graph.py`` compares them), so that nothing here imports
@@ -121,6 +132,18 @@ class Adjacency:
         self.edge_weight = edge_weight
         self.num_nodes = num_nodes
         self._csr = csr
+        self._operators: dict[str, "Adjacency"] = {}
+
+    def operator(self, name: str) -> "Adjacency":
+        """Another operator on this graph, built once: H2GCN's ``hop1`` or ``hop2`` (see the
+        module docstring), from this adjacency's edges (its self-loops dropped)."""
+        if name not in OPERATORS:
+            raise ValueError(f"unknown graph operator {name!r}; use one of {', '.join(OPERATORS)}")
+        if name not in self._operators:
+            with sparse_beta_quiet():
+                edges = OPERATORS[name](self.edge_index, self.num_nodes)
+                self._operators[name] = symmetric_normalised(edges, self.num_nodes, self.edge_weight.dtype)
+        return self._operators[name]
 
     @classmethod
     def from_graph(cls, edge_index: Tensor, num_nodes: int, kind: str, dtype: torch.dtype, device) -> "Adjacency":
@@ -224,3 +247,43 @@ def _row_major(row: Tensor, col: Tensor) -> bool:
         return True
     step = row[1:] - row[:-1]
     return bool((step >= 0).all()) and bool(((step > 0) | (col[1:] >= col[:-1])).all())
+
+
+def one_hop_edges(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """The 1-hop set as an undirected, coalesced edge list without self-loops."""
+    from torch_geometric.utils import remove_self_loops, to_undirected   # when used: importing gnngp stays light
+    edge_index, _ = remove_self_loops(edge_index)
+    return to_undirected(edge_index, num_nodes=num_nodes)
+
+
+def two_hop_edges(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """The exact 2-hop set (reachable in two steps, not in one, not the node itself)."""
+    from torch_geometric.utils import coalesce
+
+    one = one_hop_edges(edge_index, num_nodes)
+    if one.numel() == 0:
+        return one
+    ones = torch.ones(one.size(1), dtype=torch.float32, device=one.device)
+    a = torch.sparse_coo_tensor(one, ones, (num_nodes, num_nodes)).coalesce()
+    reach = torch.sparse.mm(a, a).coalesce().indices()
+    keys = reach[0] * num_nodes + reach[1]
+    excluded = torch.cat([one[0] * num_nodes + one[1], torch.arange(num_nodes, device=one.device) * (num_nodes + 1)])
+    keep = ~torch.isin(keys, excluded)
+    return coalesce(reach[:, keep], num_nodes=num_nodes)
+
+
+def symmetric_normalised(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.float32) -> Adjacency:
+    """``D^-1/2 M D^-1/2`` of the binary matrix ``M`` with the given edges (no self-loops added)."""
+    row, col = edge_index
+    deg = torch.bincount(row, minlength=num_nodes).to(dtype)
+    inv_sqrt = torch.where(deg > 0, deg.clamp_min(1).pow(-0.5), torch.zeros_like(deg))
+    return Adjacency(edge_index, inv_sqrt[row] * inv_sqrt[col], num_nodes)
+
+
+OPERATORS = {"hop1": one_hop_edges, "hop2": two_hop_edges}   # the edges of each operator, before normalisation
+
+
+def h2gcn_operators(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.float32) -> tuple[Adjacency, Adjacency]:
+    """``(A1, A2)``: the normalised 1-hop and exact 2-hop operators of H2GCN."""
+    return (symmetric_normalised(one_hop_edges(edge_index, num_nodes), num_nodes, dtype),
+            symmetric_normalised(two_hop_edges(edge_index, num_nodes), num_nodes, dtype))

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import DatasetConfig
+from ..schema import DatasetConfig
 from ..errors import DatasetError
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .graph import make_undirected

@@ -1,16 +1,23 @@
 """The dataset registry: one entry per dataset, declared beside its loader.
 
 An entry holds the dataset's display name (tables and figures), its loader
-``load(cfg, store) -> Data`` and its typed config with the dataset's defaults (which become
-the ``dataset=<name>`` option). Presets are further config options of a registered dataset
-(e.g. ``csbm_1e6``, the csbm graph at 10^6 nodes).
+``load(cfg, store) -> Data``, its typed config with the dataset's defaults (which become the
+``dataset=<name>`` option), its kind of split and the published digests of its raw files.
+Presets are further config options of a registered dataset (e.g. ``csbm_1e6``, the csbm graph
+at 10^6 nodes). Nothing here imports a loader: each loader module registers its datasets, and
+the package imports them all.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
 
 from ..errors import ConfigError
+
+# public: the one split the dataset comes with; fixed: numbered splits (dataset.split_index,
+# splits=all); seeded: a split of fixed proportions drawn by dataset.split_seed; random: a split
+# by dataset.train_ratio and dataset.val_ratio, drawn by dataset.split_seed
+SPLIT_KINDS = ("public", "fixed", "seeded", "random")
 
 
 @dataclass(frozen=True)
@@ -21,6 +28,8 @@ class DatasetEntry:
     config: Any                           # a DatasetConfig (subclass) instance: the defaults
     stand_in: Optional[tuple] = None      # (nodes, edges, features, classes, train, val) of a csbm stand-in
     partition: Optional[Callable[..., Any]] = None   # partition(cfg, store, out, rows, source): row blocks streamed from raw files
+    split: str = "public"                 # one of SPLIT_KINDS
+    digests: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # <Name>/raw/<file> -> accepted digests (see .digests)
 
 
 DATASETS: dict[str, DatasetEntry] = {}
@@ -28,13 +37,17 @@ PRESETS: dict[str, Any] = {}              # option name -> config of a registere
 
 
 def register_dataset(name: str, display: str, load: Callable[[Any, Any], Any], config: Any,
-                     stand_in: Optional[tuple] = None, partition: Optional[Callable[..., Any]] = None) -> None:
+                     stand_in: Optional[tuple] = None, partition: Optional[Callable[..., Any]] = None, *,
+                     split: str = "public", digests: Optional[Mapping[str, tuple[str, ...]]] = None) -> None:
     """Add ``dataset=name``: ``load(cfg, store)`` returns its PyG ``Data``. ``partition(cfg,
     store, out, rows, source)``, when given, writes its row blocks (:mod:`.shards`) straight from
-    the raw files, for graphs too large to load in one process (``compute=dask``)."""
+    the raw files, for graphs too large to load in one process (``compute=dask``). ``split``: its
+    kind of split (:data:`SPLIT_KINDS`); ``digests``: the published digests of its raw files."""
     if config.name != name:
         raise ConfigError(f"dataset entry {name!r} has a config named {config.name!r}")
-    DATASETS[name] = DatasetEntry(name, display, load, config, stand_in, partition)
+    if split not in SPLIT_KINDS:
+        raise ConfigError(f"dataset entry {name!r}: split={split!r} is not a kind of split; use one of {', '.join(SPLIT_KINDS)}")
+    DATASETS[name] = DatasetEntry(name, display, load, config, stand_in, partition, split, dict(digests or {}))
 
 
 def register_preset(option: str, config: Any) -> None:
@@ -45,10 +58,3 @@ def register_preset(option: str, config: Any) -> None:
 def display_name(name: str) -> str:
     entry = DATASETS.get(name)
     return entry.display if entry is not None else name
-
-
-def _load_builtin() -> None:
-    from . import custom, heterophily, papers100m, public, synthetic, wikipedia  # noqa: F401 - each registers its datasets
-
-
-_load_builtin()

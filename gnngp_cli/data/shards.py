@@ -48,6 +48,8 @@ class ShardMeta:
     task: str
     split: str = ""
     source: str = ""          # the dataset config the shards were written from
+    stand_in: str = ""        # a csbm stand-in's description (the graph is not the dataset's own)
+    num_splits: Optional[int] = None   # fixed splits of the dataset (splits=all runs each)
 
     @property
     def num_blocks(self) -> int:
@@ -110,20 +112,7 @@ class ShardWriter:
         self.num_edges += int(key.size)
         loops = np.arange(count, dtype=np.int64)
         key, weights = np.unique(np.concatenate([key, loops * self.num_nodes + loops + start]), return_counts=True)
-        local, cols = key // self.num_nodes, key % self.num_nodes
-        weights = weights.astype(np.float64)
-        deg = np.bincount(local, weights=weights, minlength=count)
-        source = cols // self.rows
-        order = np.argsort(source, kind="stable")
-        local, cols, weights, source = local[order], cols[order], weights[order], source[order]
-        split = np.searchsorted(source, np.arange(self.num_blocks + 1))
-        folder = block_dir(self.out, b)
-        folder.mkdir(exist_ok=True)
-        _save(folder / "rows.npy", local.astype(np.int32))
-        _save(folder / "cols.npy", (cols - source * self.rows).astype(np.int32))
-        _save(folder / "weights.npy", weights)
-        _save(folder / "split.npy", split.astype(np.int64))
-        _save(folder / "deg.npy", deg)
+        save_edges(block_dir(self.out, b), key // self.num_nodes, key % self.num_nodes, weights.astype(np.float64), count, self.rows, self.num_blocks)
 
     def write_nodes(self, b: int, x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> None:
         folder = block_dir(self.out, b)
@@ -132,8 +121,9 @@ class ShardWriter:
         _save(folder / "y.npy", y)
         _save(folder / "mask.npy", mask.astype(np.uint8))
 
-    def finish(self, dataset: str, num_features: int, num_classes: int, task: str, split: str = "", source: str = "") -> ShardMeta:
-        meta = ShardMeta(dataset, self.num_nodes, self.num_edges, self.rows, num_features, num_classes, task, split, source)
+    def finish(self, dataset: str, num_features: int, num_classes: int, task: str, split: str = "", source: str = "",
+               stand_in: str = "", num_splits: Optional[int] = None) -> ShardMeta:
+        meta = ShardMeta(dataset, self.num_nodes, self.num_edges, self.rows, num_features, num_classes, task, split, source, stand_in, num_splits)
         text = json.dumps({"format": FORMAT, "version": VERSION, **meta.__dict__}, indent=1)
         tmp = self.out / "meta.json.tmp"
         tmp.write_text(text)
@@ -143,6 +133,24 @@ class ShardWriter:
 
 def _save(path: Path, array: np.ndarray) -> None:
     np.save(path, array, allow_pickle=False)
+
+
+def save_edges(folder: Path, local: np.ndarray, cols: np.ndarray, weights: np.ndarray, count: int, rows: int, num_blocks: int) -> None:
+    """One row block's entries (``local`` rows within the block, ``cols`` global ids, sorted by
+    row then column) in the shard layout: sorted by source block, ``split`` giving each source's
+    slice, and ``deg``, the row sums of the weights."""
+    deg = np.bincount(local, weights=weights, minlength=count)
+    source = cols // rows
+    order = np.argsort(source, kind="stable")
+    local, cols, weights, source = local[order], cols[order], weights[order], source[order]
+    split = np.searchsorted(source, np.arange(num_blocks + 1))
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _save(folder / "rows.npy", local.astype(np.int32))
+    _save(folder / "cols.npy", (cols - source * rows).astype(np.int32))
+    _save(folder / "weights.npy", weights)
+    _save(folder / "split.npy", split.astype(np.int64))
+    _save(folder / "deg.npy", deg)
 
 
 def node_mask(train: Any, val: Any, test: Any) -> np.ndarray:
@@ -170,7 +178,7 @@ def write_data(data: Any, out: Path, rows: int, dataset: str, source: str = "") 
         lo, hi = b * rows, min(n, (b + 1) * rows)
         writer.write_nodes(b, x[lo:hi], y[lo:hi], mask[lo:hi])
     return writer.finish(dataset, int(data.x.size(1)), int(getattr(data, "num_classes", 0) or 0), data.task,
-                         str(getattr(data, "split", "")), source)
+                         str(getattr(data, "split", "")), source, str(getattr(data, "stand_in", "") or ""), getattr(data, "num_splits", None))
 
 
 def shards_match(root: Path, source: str) -> Optional[ShardMeta]:

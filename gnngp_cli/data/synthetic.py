@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from ..config import DatasetConfig
+from ..schema import DatasetConfig
 from ..errors import DatasetError
 from .container import GraphData as Data
 from .graph import coalesce
@@ -89,7 +89,7 @@ def _csbm(cfg, store) -> Data:
                          cfg.split_seed, cfg.train_ratio, cfg.val_ratio)
 
 
-register_dataset("csbm", "csbm", _csbm, CSBMConfig())
+register_dataset("csbm", "csbm", _csbm, CSBMConfig(), split="random")
 # the size ladder of figure 2 (10^3..10^6 nodes, average degree 10, 10% training nodes)
 for _exp, _landmarks in ((3, 100), (4, 500), (5, 500), (6, 500)):
     register_preset(f"csbm_1e{_exp}", CSBMConfig(num_nodes=10 ** _exp, landmark_count=_landmarks, large=_exp >= 5))

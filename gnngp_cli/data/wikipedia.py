@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from ..config import DatasetConfig
+from ..schema import DatasetConfig
 from ..errors import DatasetError
 from .cache import cached_tensors
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
@@ -174,5 +174,41 @@ def _wikipedia(name: str):
     return load
 
 
+# MUSAE files: benedekrozemberczki/MUSAE @ 5f901232; geom-gcn splits: graphdml-uiuc-jlu/geom-gcn @ f1fc0d14
+DIGESTS = {
+    "chameleon/raw/chameleon.json": ("a958c2158cb81bb05cc01f5605ffb3449a7b20b389c8f1e94a0da61dbed6bdbe",),
+    "chameleon/raw/chameleon_edges.csv": ("b90d671846530ea7c0f6f6d0e3be98eb512ecd8e9741811940fe4029d991b266",),
+    "chameleon/raw/chameleon_split_0.6_0.2_0.npz": ("36605525b69be4e7df5b31fe6a1d044288c6ebf9f9f0514ca151f6a36afc5e8b",),
+    "chameleon/raw/chameleon_split_0.6_0.2_1.npz": ("d0779d5a1bedf1967d394468a52c0175fb00595d361fba897faf73322386c952",),
+    "chameleon/raw/chameleon_split_0.6_0.2_2.npz": ("86ad0d827bf4301dff830598fc0b70d0dd8689c5b4d72dab1d87a6c1970c4c6e",),
+    "chameleon/raw/chameleon_split_0.6_0.2_3.npz": ("37b3e994adf3afc55e16b617ed05af4e3ce308800755839084d77eced0528e9d",),
+    "chameleon/raw/chameleon_split_0.6_0.2_4.npz": ("f6b1d067b2b330132839d8b6120077bdc6cf759f7ce421f881a02e2953ec4596",),
+    "chameleon/raw/chameleon_split_0.6_0.2_5.npz": ("e7661834275c826692510cea0457b18b2c1ee38771f178d06e701b97541a1f6d",),
+    "chameleon/raw/chameleon_split_0.6_0.2_6.npz": ("16648d1197c1d3a2dec385346212c382030b0d5a8c997f4255aa2afa68a6b174",),
+    "chameleon/raw/chameleon_split_0.6_0.2_7.npz": ("61adcc53846becefecd466a5364dda23b983d387d1ac5d58c6e24d080c0fcba7",),
+    "chameleon/raw/chameleon_split_0.6_0.2_8.npz": ("7076ad5341a8218b1f5b6eccf9cfd15d28286ea11ef5c06eeee77af24ff2bf63",),
+    "chameleon/raw/chameleon_split_0.6_0.2_9.npz": ("743c4f813bf6130398a6511eb9ff07d2366c73bd6c7fddaf226a3f9e2917e0e7",),
+    "chameleon/raw/chameleon_target.csv": ("5816b4731cbd156738095550d1f6e37caf6f4dabe1d660c035156408ae6bae43",),
+    "crocodile/raw/crocodile.json": ("gitblob:0c68f0cfb24216ab860818c492c22d325a07194b",),  # MUSAE's, absent from the mirror
+    "crocodile/raw/crocodile_edges.csv": ("92f4fe840f5ef79f85364e3678bbc909d0c151e0ff8d8328854b602d998f2d22",),
+    "crocodile/raw/crocodile_target.csv": ("f83d79b3c6979639475d90fb5e2c969d2c21b64b068abc19e57f93c8fedfef1d",),
+    "squirrel/raw/squirrel.json": ("34512ff7981f36811d830d6bf5c7116a671f40e3210f26a276d9792001acffc0",),
+    "squirrel/raw/squirrel_edges.csv": ("574b9d083635377c368e9431a29121773500f57edb8b4602f69544e6b5fe0da8",),
+    "squirrel/raw/squirrel_split_0.6_0.2_0.npz": ("f112b88d3354e86d164d4d915b6a1f695c10f0e01e3e6b9893fc7b09bb93191d",),
+    "squirrel/raw/squirrel_split_0.6_0.2_1.npz": ("2486c687c8befb55930a6237f76f1d86ce2ba345782eda6157f4e752d05f304f",),
+    "squirrel/raw/squirrel_split_0.6_0.2_2.npz": ("d62ff83862ad96022d3400dfc9b7ca405834ca62767319d97c36b3f02db978c0",),
+    "squirrel/raw/squirrel_split_0.6_0.2_3.npz": ("af3d90e0b2718ac7417e10e8b5b382443667412e846cabc3cc4e4a592f4cedae",),
+    "squirrel/raw/squirrel_split_0.6_0.2_4.npz": ("fbe848298bb72b88db0704050cf216e2a93c916540d577906f3e644b679a6a2c",),
+    "squirrel/raw/squirrel_split_0.6_0.2_5.npz": ("cd04fab46a181151ddd97ce93c65fe79558fb79ffa230b62f488ebfaf5fdcd75",),
+    "squirrel/raw/squirrel_split_0.6_0.2_6.npz": ("b9189f7903ca7556a025c54dd5be6c00ec5952d4299e71630bc9876157676412",),
+    "squirrel/raw/squirrel_split_0.6_0.2_7.npz": ("ea7fb3ca5d5aa45b917b99fb7d64d4e87322b2b5303a0156c547aa3f1a6c8941",),
+    "squirrel/raw/squirrel_split_0.6_0.2_8.npz": ("b43faa190ca6dd4885a39dfc2a93d59f56f5174f3567bdbc49b18dd9cd9b7fb4",),
+    "squirrel/raw/squirrel_split_0.6_0.2_9.npz": ("529ade4b86fd191908a96011f25c454653083674b6d4f090b3fdd27af2d14f62",),
+    "squirrel/raw/squirrel_target.csv": ("0933f58cf0469eda904e27442eabeda04f0f27e8e1863b76dad144d4404fdd3f",),
+}
+
+
 for _name in WIKIPEDIA_NAMES:
-    register_dataset(_name, _name.capitalize(), _wikipedia(_name), DatasetConfig(name=_name))
+    register_dataset(_name, _name.capitalize(), _wikipedia(_name), DatasetConfig(name=_name),
+                     split="seeded" if _name == "crocodile" else "fixed",
+                     digests={key: value for key, value in DIGESTS.items() if key.startswith(f"{_name}/")})

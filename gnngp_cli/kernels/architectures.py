@@ -1,4 +1,5 @@
-"""GNNGP kernels as compositions of blocks, each written like its network layer.
+"""GNNGP kernels as compositions of blocks, each written like its network layer, and the
+registry of them: one entry per kernel, carrying everything the tool needs of it.
 
 ``L`` is the number of layers; ``g`` the ReLU expectation; ``C0`` the base kernel.
 """
@@ -6,12 +7,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
-from ..config import SQRT_TENTH, BaseKernelConfig, KernelConfig
 from ..errors import ConfigError
+from ..schema import SQRT_TENTH, BaseKernelConfig, KernelConfig
 from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, ReLU, Scale, Serial, Weight
 from .filters import HopConv, Poly, filter_coefficients, filter_grid
+from .networks import (
+    ComposedNetwork, FeatureNetwork, GCN2Network, GCNNetwork, GGPNetwork, GINNetwork, GPRNetwork, H2GCNNetwork, SAGENetwork,
+    hop_paths,
+)
 
 
 @dataclass(frozen=True)
@@ -25,10 +30,54 @@ class Architecture:
 
 
 @dataclass(frozen=True)
+class Parameter:
+    """A numeric parameter of a kernel's builder: its range (``lower`` to ``upper``), whether
+    ``fit=mll`` may learn it (on a log scale, or a logit one when it has an upper bound) and
+    whether ``fit.per_layer`` gives it one value per layer."""
+
+    name: str
+    lower: float = 0.0
+    upper: Optional[float] = None
+    learnable: bool = True
+    per_layer: bool = True
+
+    @property
+    def transform(self) -> str:
+        return "logit" if self.upper is not None else "log"
+
+    def check(self, value: Any) -> None:
+        if value is None:
+            return
+        if value < self.lower or (self.upper is not None and value > self.upper):
+            if self.upper is not None:
+                what = f"must lie in [{self.lower:g}, {self.upper:g}]"
+            elif self.name.startswith("sigma"):
+                what = f"is negative; a standard deviation must be >= {self.lower:g}"
+            else:
+                what = f"must be >= {self.lower:g}"
+            raise ConfigError(f"kernel.{self.name}={value} {what}")
+
+
+def sigmas(*names: str, per_layer: bool = True) -> tuple[Parameter, ...]:
+    """Standard deviations (``>= 0``, learnable)."""
+    return tuple(Parameter(name, per_layer=per_layer) for name in names)
+
+
+@dataclass(frozen=True)
 class KernelEntry:
-    """One kernel of the zoo: its builder, its typed config (which holds its parameters and
-    their defaults), its label (``GCNGP``; the low-rank twin adds ``-X``), its adjacency
-    normalisation and its defaults per task or dataset (see :func:`~gnngp_cli.config.method_defaults`)."""
+    """One kernel of the zoo, with everything the tool reads of it:
+
+    - ``build(layers, **arguments) -> Block``, its typed ``config`` (its arguments and their
+      defaults), ``label`` (``GCNGP``; the low-rank twin adds ``-X``), its ``adjacency``
+      normalisation and ``defaults`` per task or dataset (see :func:`~gnngp_cli.config.method_defaults`);
+    - ``parameters``: the numeric arguments, with their ranges, and which ``fit=mll`` learns
+      (``used(cfg)`` narrows them to those a configuration reads, as ``composed`` does);
+    - ``choices``: the arguments chosen on validation (``fit=grid``) or by the marginal likelihood
+      (``fit=mll``) among candidates, ``name -> candidates(cfg)``;
+    - ``network``: the wide random network whose limit the kernel is (``gnngp verify``);
+    - ``gnn``: the GNN baseline of the same architecture (tables pair them);
+    - ``backends``: the compute backends that run it (``None``: every one);
+    - ``note(cfg)``: a warning for some settings; ``check(cfg)``: a check beyond the ranges."""
 
     name: str
     label: str
@@ -37,41 +86,72 @@ class KernelEntry:
     adjacency: str = "sym"
     defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     check: Optional[Callable[[Any], None]] = None
+    parameters: tuple[Parameter, ...] = ()
+    used: Optional[Callable[[Any], Iterable[str]]] = None
+    choices: Mapping[str, Callable[[Any], list]] = field(default_factory=dict)
+    network: Optional[type] = None
+    gnn: Optional[str] = None
+    backends: Optional[tuple[str, ...]] = None
+    note: Optional[Callable[[Any], Optional[str]]] = None
 
     def validate(self, cfg: Any) -> None:
+        for p in self.parameters:
+            p.check(cfg.get(p.name))
+        for name, candidates in self.choices.items():
+            candidates(cfg)       # a malformed candidate list is a one-line ConfigError
         if self.check is not None:
             self.check(cfg)
 
-    def parameters(self, cfg: Any) -> dict:
-        """The builder's arguments: ``layers`` and the architecture's own config fields."""
+    def arguments(self, cfg: Any) -> dict:
+        """The builder's arguments as configured: ``layers`` and the architecture's own config fields."""
         own = [f.name for f in fields(self.config) if f.name not in KERNEL_COMMON]
         return {"layers": cfg.layers, **{key: cfg[key] for key in own}}
 
+    def learnable(self, cfg: Any) -> list[Parameter]:
+        """The parameters ``fit=mll`` may learn for this configuration."""
+        used = None if self.used is None else set(self.used(cfg))
+        return [p for p in self.parameters if p.learnable and (used is None or p.name in used)]
+
+    def candidates(self, cfg: Any) -> dict[str, list]:
+        """The candidates of each argument chosen on validation (or by the marginal likelihood)."""
+        return {name: candidates(cfg) for name, candidates in self.choices.items()}
+
     def architecture(self, cfg: Any, values: Optional[Mapping[str, Any]] = None) -> Architecture:
         """The blocks of the kernel configured by ``cfg`` (method defaults already resolved);
-        ``values`` replace configured parameters (e.g. fitted ones, see :mod:`gnngp_cli.fit`)."""
-        network = self.build(**{**self.parameters(cfg), **(values or {})})
+        ``values`` replace configured arguments (fitted ones, one candidate of each choice; an
+        argument chosen among candidates and not given takes the first)."""
+        values = dict(values or {})
+        for name, candidates in self.choices.items():
+            values.setdefault(name, candidates(cfg)[0])
+        network = self.build(**{**self.arguments(cfg), **values})
         return Architecture(self.name, kernel_label(self.name, cfg.low_rank), network, cfg.adjacency or self.adjacency)
+
+    def runs_on(self, backend: str) -> bool:
+        return self.backends is None or backend in self.backends
 
 
 KERNELS: dict[str, KernelEntry] = {}
-KERNEL_COMMON = {f.name for f in fields(KernelConfig)}   # what every kernel has; the rest are its parameters
+KERNEL_COMMON = {f.name for f in fields(KernelConfig)}   # what every kernel has; the rest are its arguments
 
 
 def register_kernel(name: str, label: str, config: type, adjacency: str = "sym",
                     defaults: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                    check: Optional[Callable[[Any], None]] = None):
-    """Decorator: add the builder ``build(layers, **parameters) -> Block`` (its parameters are
-    the fields of ``config``) to the zoo as ``kernel=name`` (and
-    its low-rank twin ``kernel=name_x``). Everything else (config options, CLI choices,
-    labels, report names) is read from the entry."""
+                    check: Optional[Callable[[Any], None]] = None, *, parameters: Sequence[Parameter] = (),
+                    used: Optional[Callable[[Any], Iterable[str]]] = None, choices: Optional[Mapping[str, Callable[[Any], list]]] = None,
+                    network: Optional[type] = None, gnn: Optional[str] = None, backends: Optional[Sequence[str]] = None,
+                    note: Optional[Callable[[Any], Optional[str]]] = None):
+    """Decorator: add the builder ``build(layers, **arguments) -> Block`` (its arguments are
+    the fields of ``config``) to the zoo as ``kernel=name`` (and its low-rank twin
+    ``kernel=name_x``), with what :class:`KernelEntry` lists. Everything else (config options,
+    CLI choices, fitting, verify, labels, report names) is read from the entry."""
     def add(build: Callable[..., Block]) -> Callable[..., Block]:
-        KERNELS[name] = KernelEntry(name, label, build, config, adjacency, dict(defaults or {}), check)
+        KERNELS[name] = KernelEntry(name, label, build, config, adjacency, dict(defaults or {}), check, tuple(parameters), used,
+                                    dict(choices or {}), network, gnn, None if backends is None else tuple(backends), note)
         return build
     return add
 
 
-Value = Union[float, Any]  # a number, or a 0-dimensional tensor being fitted (see gnngp_cli.fit)
+Value = Union[float, Any]  # a number, or a 0-dimensional tensor being fitted (see gnngp_cli.job.fit)
 
 
 def at_layer(value: Union[Value, Sequence[Value]], layer: int) -> Value:
@@ -122,12 +202,16 @@ class ComposedConfig(KernelConfig):
     hidden: Any = field(default_factory=lambda: ["conv"])                            # blocks of layers 2..L
 
 
-def _check_gcn2(cfg: Any) -> None:
-    if not 0 <= cfg.alpha <= 1 or cfg.theta < 0:
-        raise ConfigError("kernel.alpha must lie in [0, 1] and kernel.theta must be >= 0")
+def _gcn2_note(cfg: Any) -> Optional[str]:
+    if cfg.layers >= 3:
+        return (f"GCNIIGP with L={cfg.layers} is the paper's kernel recursion, not the wide-network limit of GCNII: from L=3 on the "
+                "identity mapping passes rectified, non-Gaussian features to the next ReLU (gnngp verify kernel=gcn2gp "
+                "kernel.layers=3 fails)")
+    return None
 
 
-@register_kernel("gcngp", "GCNGP", GCNGPConfig, defaults=BIAS_DEFAULTS)
+@register_kernel("gcngp", "GCNGP", GCNGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b"),
+                 network=GCNNetwork, gnn="gcn")
 def gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
     """GCN ``X <- A relu(X) W + b`` (no activation before the first layer):
     ``K <- s_w^2 A C0 A^T + s_b^2``, then ``L-1`` times ``K <- s_w^2 A g(K) A^T + s_b^2``."""
@@ -137,7 +221,8 @@ def gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
     return Serial(first, *hidden)
 
 
-@register_kernel("gcn2gp", "GCNIIGP", GCN2GPConfig, check=_check_gcn2)
+@register_kernel("gcn2gp", "GCNIIGP", GCN2GPConfig, network=GCN2Network, gnn="gcn2", note=_gcn2_note,
+                 parameters=(Parameter("sigma_w"), Parameter("alpha", upper=1.0, per_layer=False), Parameter("theta", learnable=False)))
 def gcn2(layers: int, sigma_w: float, alpha: float = 0.1, theta: float = 0.5) -> Block:
     """GCNII without bias, ``X <- ((1-alpha) A relu(X) + alpha X0)((1-beta_l) I + beta_l W)``,
     ``beta_l = log(theta / l + 1)``: ``K <- s_w^2 A g(C0) A^T``, then for ``l = 1..L-1``
@@ -151,7 +236,8 @@ def gcn2(layers: int, sigma_w: float, alpha: float = 0.1, theta: float = 0.5) ->
     return Serial(first, *hidden)
 
 
-@register_kernel("gingp", "GINGP", GCNGPConfig, defaults=BIAS_DEFAULTS)
+@register_kernel("gingp", "GINGP", GCNGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b"),
+                 network=GINNetwork, gnn="gin")
 def gin(layers: int, sigma_w: float, sigma_b: float) -> Block:
     """GIN (eps = 0): aggregation then an MLP: ``K <- s_w^2 A C0 A^T + s_b^2``, then ``L-1``
     times ``K <- s_w^2 g(K) + s_b^2``."""
@@ -161,8 +247,8 @@ def gin(layers: int, sigma_w: float, sigma_b: float) -> Block:
     return Serial(first, *hidden)
 
 
-@register_kernel("sagegp", "GraphSAGEGP", SAGEGPConfig, adjacency="row",
-                 defaults={"*": {"sigma_w1": 0.0}, "reddit": {"sigma_w1": SQRT_TENTH}})
+@register_kernel("sagegp", "GraphSAGEGP", SAGEGPConfig, adjacency="row", parameters=sigmas("sigma_w1", "sigma_w2"),
+                 defaults={"*": {"sigma_w1": 0.0}, "reddit": {"sigma_w1": SQRT_TENTH}}, network=SAGENetwork, gnn="sage")
 def sage(layers: int, sigma_w1: float, sigma_w2: float) -> Block:
     """GraphSAGE, mean aggregation, ``X <- relu(X) W1 + A relu(X) W2``:
     ``K <- s_w1^2 C0 + s_w2^2 A C0 A^T``, then ``L-1`` times ``K <- s_w1^2 g(K) + s_w2^2 A g(K) A^T``."""
@@ -174,13 +260,13 @@ def sage(layers: int, sigma_w1: float, sigma_w2: float) -> Block:
     return Serial(first, *hidden)
 
 
-@register_kernel("ggp", "GGP", GGPConfig, adjacency="row")
+@register_kernel("ggp", "GGP", GGPConfig, adjacency="row", network=GGPNetwork)
 def ggp(layers: int = 1) -> Block:
     """GGP baseline: ``K = A C0 A^T`` (polynomial ``C0`` by default)."""
     return Serial(Input(), Conv(), name="layer 1")
 
 
-@register_kernel("rbf", "RBF", RBFConfig)
+@register_kernel("rbf", "RBF", RBFConfig, network=FeatureNetwork)
 def rbf(layers: int = 1) -> Block:
     """No graph: ``K = C0`` (an RBF ``C0`` by default)."""
     return Serial(Input(), name="input")
@@ -198,42 +284,43 @@ class GPRGPConfig(KernelConfig):
     coefficients: Any = None            # a filter [g0, g1, ...], or a list of filters chosen on validation; null: GPR_FILTER_GRID
 
 
-def _check_gpr(cfg: Any) -> None:
+def filters(cfg: Any) -> list[tuple[float, ...]]:
+    """The filters a GPRGP kernel chooses from: ``kernel.coefficients`` (one filter or a list
+    of them), else :data:`GPR_FILTER_GRID`."""
     from omegaconf import OmegaConf
 
-    if cfg.coefficients is not None:
-        filter_grid(OmegaConf.to_container(cfg.coefficients) if OmegaConf.is_config(cfg.coefficients) else cfg.coefficients)
+    value = cfg.get("coefficients")
+    if value is None:
+        return list(GPR_FILTER_GRID)
+    return filter_grid(OmegaConf.to_container(value) if OmegaConf.is_config(value) else value)
 
 
-@register_kernel("gprgp", "GPRGP", GPRGPConfig, defaults=BIAS_DEFAULTS, check=_check_gpr)
-def gprgp(layers: int, sigma_w: float, sigma_b: float, coefficients: Any = None) -> Block:
+@register_kernel("gprgp", "GPRGP", GPRGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b"),
+                 choices={"coefficients": filters}, network=GPRNetwork, gnn="gprgnn")
+def gprgp(layers: int, sigma_w: float, sigma_b: float, coefficients: Sequence[float]) -> Block:
     """GPR-GNN: an MLP ``H = relu(X W1 + b1) W2 + b2`` (``L`` layers), then the filter
     ``Z = sum_k g_k A^k H``: ``K <- s_w^2 C0 + s_b^2``, ``L-1`` times ``K <- s_w^2 g(K) + s_b^2``,
     then one polynomial block ``K <- P K P^T``, ``P = sum_k g_k A^k`` (signed ``g`` allowed).
-    ``coefficients``: one filter (the runner chooses among several on validation)."""
+    ``coefficients``: one filter (the job chooses among ``kernel.coefficients`` on validation)."""
     first = Serial(Input(), Weight(at_layer(sigma_w, 1)), Bias(at_layer(sigma_b, 1)), name="layer 1")
     hidden = [Serial(ReLU(), Weight(at_layer(sigma_w, l)), Bias(at_layer(sigma_b, l)), name=f"layer {l}") for l in range(2, layers + 1)]
-    if coefficients is None or (isinstance(coefficients, (list, tuple)) and coefficients and isinstance(coefficients[0], (list, tuple))):
-        coefficients = GPR_FILTER_GRID[0]
     return Serial(first, *hidden, Serial(Poly(filter_coefficients(list(coefficients), "kernel.coefficients")), name="propagation"))
 
 
-@register_kernel("h2gcngp", "H2GCNGP", GCNGPConfig, defaults=BIAS_DEFAULTS)
+@register_kernel("h2gcngp", "H2GCNGP", GCNGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b", per_layer=False),
+                 network=H2GCNNetwork, gnn="h2gcn")
 def h2gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
     """H2GCN with ``L`` rounds: ego embedding ``r0 = relu(X W + b)``, rounds
     ``r_k = [A1 r_(k-1), A2 r_(k-1)]``, a linear readout of ``[r0, r1, ..., r_L]``. ``A1``, ``A2``:
     the normalised 1-hop and exact 2-hop operators (:mod:`gnngp_cli.data.hops`). The
     concatenation holds one block per path of hops (``r2 = [A1 A1 r0, A2 A1 r0, A1 A2 r0,
-    A2 A2 r0]``), each read out by its own weights: an independent addition over the paths,
+    A2 A2 r0]``), each read out by its own weights (``N(0, s_w^2 / width)``; one readout matrix
+    over the whole concatenation, as the paper writes it, divides the kernel by the number of
+    paths ``2^(L+1) - 1``): an independent addition over the paths,
     ``K0 = g(s_w^2 C0 + s_b^2)``, ``K = s_w^2 (K0 + H(K0) + H(H(K0)) + ... + H^L(K0))`` with
     ``H(K) = A1 K A1^T + A2 K A2^T``."""
     ego = Serial(Input(), Weight(sigma_w), Bias(sigma_b), ReLU(), name="ego")
-    paths: list[tuple[int, ...]] = [()]
-    frontier: list[tuple[int, ...]] = [()]
-    for _ in range(layers):
-        frontier = [path + (hop,) for path in frontier for hop in (1, 2)]
-        paths += frontier
-    readout = Add(*[Serial(*[HopConv(hop) for hop in path], Weight(sigma_w)) for path in paths])
+    readout = Add(*[Serial(*[HopConv(hop) for hop in path], Weight(sigma_w)) for path in hop_paths(layers)])
     return Serial(ego, Serial(readout, name="readout"))
 
 
@@ -270,7 +357,30 @@ def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
     raise ConfigError(f"kernel block {spec!r} is malformed; use a block name or a one-key mapping such as {{scale: 0.5}}")
 
 
-@register_kernel("composed", "ComposedGP", ComposedConfig, defaults=BIAS_DEFAULTS)
+def _spec_words(spec: Any) -> Iterable[str]:
+    """Block names in a composed kernel's spec that read a configured sigma: the plain ``weight``
+    and ``bias`` (not ``{weight: 2.0}``, a fixed value) and ``mixed`` (it reads ``sigma_w``)."""
+    if isinstance(spec, str):
+        yield spec
+    elif hasattr(spec, "items"):
+        for key, value in spec.items():
+            if key == "mixed":
+                yield key
+            elif key == "add":
+                yield from _spec_words(value)
+    elif isinstance(spec, (list, tuple)) or (spec is not None and hasattr(spec, "__iter__")):
+        for item in spec:
+            yield from _spec_words(item)
+
+
+def _composed_uses(cfg: Any) -> list[str]:
+    """The sigmas a composed kernel's blocks read: ``sigma_w`` (``weight``, ``mixed``), ``sigma_b`` (``bias``)."""
+    words = set(_spec_words([cfg.first, cfg.hidden]))
+    return [name for name, used in (("sigma_w", bool(words & {"weight", "mixed"})), ("sigma_b", "bias" in words)) if used]
+
+
+@register_kernel("composed", "ComposedGP", ComposedConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b"),
+                 used=_composed_uses, network=ComposedNetwork)
 def composed(layers: int, first: Any, hidden: Any, sigma_w: float, sigma_b: float) -> Block:
     """An architecture written in config: ``first`` (list of blocks) once, then ``hidden``
     (list of blocks) ``L-1`` times."""
@@ -280,6 +390,7 @@ def composed(layers: int, first: Any, hidden: Any, sigma_w: float, sigma_b: floa
         return OmegaConf.to_container(spec) if OmegaConf.is_config(spec) else spec
 
     first, hidden = plain(first), plain(hidden)
+
     def layer_params(l: int) -> dict:
         return {"sigma_w": at_layer(sigma_w, l), "sigma_b": at_layer(sigma_b, l)}
 

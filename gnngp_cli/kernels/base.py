@@ -8,7 +8,12 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-BASE_KERNELS = ("linear", "polynomial", "rbf", "laplacian", "arccos", "sigmoid")
+# Each base kernel and the parameters that fit=mll may learn (positive, on a log scale): the
+# polynomial's offset c (its degree d is an integer), the bandwidth gamma of rbf and laplacian.
+# The sigmoid kernel is not positive semi-definite in general, so nothing of it is fitted.
+BASE_KERNELS: dict[str, tuple[str, ...]] = {
+    "linear": (), "polynomial": ("c",), "rbf": ("gamma",), "laplacian": ("gamma",), "arccos": (), "sigmoid": (),
+}
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,10 @@ class BaseKernel:
     c: float = 0.0
     d: float = 1.0
 
+    def with_values(self, values: dict) -> "BaseKernel":
+        """This kernel with some of its parameters replaced (``gamma``, ``c``; e.g. fitted ones)."""
+        return BaseKernel(self.name, values.get("gamma", self.gamma), values.get("c", self.c), self.d)
+
     @property
     def is_linear(self) -> bool:
         return self.name == "linear"
@@ -42,7 +51,7 @@ class BaseKernel:
         """The pairwise statistic ``S[a, b]``: ``x . x'``, ``||x - x'||_2^2``, ``||x - x'||_1`` or
         the cosine. ``xa_sparse``, if given, is ``xa`` as a sparse matrix, used for the products."""
         if self.name not in BASE_KERNELS:
-            raise ValueError(f"unknown base kernel {self.name!r}; use one of {BASE_KERNELS}")
+            raise ValueError(f"unknown base kernel {self.name!r}; use one of {', '.join(BASE_KERNELS)}")
         name = self.statistic_name
         if name == "cityblock":
             return torch.cdist(xa, xb, p=1)

@@ -23,7 +23,6 @@ import torch
 from torch import Tensor
 
 from ..data.graph import Adjacency, sparse_beta_quiet
-from ..data.hops import h2gcn_operators
 from ..errors import ConfigError, KernelError
 from .blocks import Block, Conv, node_count
 from .context import KernelContext
@@ -84,14 +83,15 @@ class Poly(Block):
         rows = self.hops(nodes, ctx)[-2] if nodes is not None and self.degree else nodes
         return node_count(rows, ctx) * node_count(self.support(nodes if cols is None else cols, ctx), ctx)
 
-    def apply(self, values: Tensor, held: Nodes, rows: Nodes, adjacency: Adjacency, ctx: Optional[KernelContext] = None) -> Tensor:
+    def apply(self, values: Tensor, held: Nodes, rows: Nodes, adjacency: Adjacency, ctx: KernelContext) -> Tensor:
         """``P[rows] Y`` for ``Y`` given on the nodes ``held`` (rows of ``values``; ``None``: every
-        node), by Horner's rule on shrinking node sets."""
+        node, a root that the context's backing holds: each ``A Y`` is its ``convolve``), by
+        Horner's rule on shrinking node sets."""
         g = self.coefficients
         if rows is None:
             out = g[-1] * values
             for gk in reversed(g[:-1]):
-                out = adjacency.matmul(out)
+                out = ctx.roots.convolve(adjacency, out)
                 if gk:
                     out = out + gk * values
             return out
@@ -108,7 +108,7 @@ class Poly(Block):
         if nodes is None:
             if k.root is None:
                 raise KernelError("a dense kernel over every node is not supported; use the exact mode with node sets")
-            return Kernel(None, root=self.apply(k.root, None, None, a))
+            return Kernel(None, root=self.apply(k.root, None, None, a, ctx))
         if k.root is not None:
             return Kernel(nodes, root=self.apply(k.root, k.nodes, nodes, a, ctx), cols=cols)
         in_cols = k.nodes if k.cols is None else k.cols
@@ -147,31 +147,18 @@ class Poly(Block):
 
     def on_pairs(self, k, ctx, pairs):
         if isinstance(k, Kernel):
-            return Kernel(None, root=self.apply(k.root, None, None, ctx.adjacency))
+            return Kernel(None, root=self.apply(k.root, None, None, ctx.adjacency, ctx))
         pair_id, j, kk, w = self._terms(pairs, ctx)
         out = torch.zeros(len(pairs), dtype=k.values.dtype, device=k.values.device)
         out.index_add_(0, pair_id, w * k.values[k.pairs.lookup(j, kk, ctx.num_nodes)])
         return PairValues(pairs, out)
 
 
-_HOP_OPERATORS: dict[int, tuple[Adjacency, tuple[Adjacency, Adjacency]]] = {}
-
-
-def hop_operators(adjacency: Adjacency) -> tuple[Adjacency, Adjacency]:
-    """H2GCN's ``(A1, A2)`` on the graph of ``adjacency`` (its edges, self-loops dropped),
-    computed once per adjacency object."""
-    held = _HOP_OPERATORS.get(id(adjacency))
-    if held is None or held[0] is not adjacency:
-        with sparse_beta_quiet():
-            ops = h2gcn_operators(adjacency.edge_index, adjacency.num_nodes, adjacency.edge_weight.dtype)
-        _HOP_OPERATORS.clear()  # hold the operators of one graph at a time
-        held = _HOP_OPERATORS[id(adjacency)] = (adjacency, ops)
-    return held[1]
-
-
 class HopConv(Conv):
     """``X <- A_i X`` with H2GCN's normalised 1-hop (``hop=1``) or exact 2-hop (``hop=2``)
-    operator (:mod:`gnngp_cli.data.hops`): ``K <- A_i K A_i^T``; low rank ``Q <- A_i Q``."""
+    operator (the adjacency's ``operator("hop1")``, see :mod:`gnngp_cli.data.graph`):
+    ``K <- A_i K A_i^T``; low rank ``Q <- A_i Q`` (on row blocks too: the operator is then
+    sharded like the adjacency)."""
 
     def __init__(self, hop: int):
         if hop not in (1, 2):
@@ -179,4 +166,4 @@ class HopConv(Conv):
         self.hop = hop
 
     def operator(self, adjacency: Adjacency) -> Adjacency:
-        return hop_operators(adjacency)[self.hop - 1]
+        return adjacency.operator(f"hop{self.hop}")

@@ -17,10 +17,11 @@ import torch
 from torch import Tensor
 
 from ..data import Adjacency
-from ..kernels import BaseKernel, Block, KernelContext
+from ..errors import ConfigError
+from ..kernels import KERNELS, BaseKernel, Block, KernelContext
+from ..kernels.networks import WideNetwork
 from .features import feature_map, is_random, span_coordinates
 from .graph import CheckGraph
-from .networks import wide_network
 from .statistics import Verdict, WidthSummary, summarise
 
 
@@ -60,6 +61,16 @@ class CheckResult:
     verdict: Verdict
     kernel_norm: float
     seconds: float
+
+
+def wide_network(kernel: str, in_dim: int, width: int, params: dict, dtype: torch.dtype) -> WideNetwork:
+    """The wide network of kernel ``kernel`` (its registry entry's ``network``), built from the
+    kernel config's arguments ``params``."""
+    network = KERNELS[kernel].network if kernel in KERNELS else None
+    if network is None:
+        raise ConfigError(f"gnngp verify has no network for kernel={kernel}: its registry entry names none (network=...); "
+                          f"use one of {', '.join(name for name, e in KERNELS.items() if e.network is not None)}")
+    return network(in_dim=in_dim, width=width, **params).to(dtype)
 
 
 def unit_seed(seed: int, width: int, sample: int) -> int:

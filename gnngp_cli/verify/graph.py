@@ -88,6 +88,23 @@ class CheckGraph:
         index, _ = add_self_loops(self.edge_index, num_nodes=self.num_nodes)
         return to_torch_csr_tensor(index.flip(0), torch.ones(index.size(1), dtype=self.norm_weight.dtype), (self.num_nodes, self.num_nodes))
 
+    def hop_operators(self) -> tuple[Tensor, Tensor]:
+        """H2GCN's operators of this graph, dense, written out in plain torch: ``A1`` the
+        adjacency without self-loops and ``A2`` the nodes two steps away and not one (never the
+        node itself), each ``D^-1/2 M D^-1/2`` by its own degrees (a row without neighbours is 0)."""
+        n = self.num_nodes
+        a = torch.zeros(n, n, dtype=self.norm_weight.dtype)
+        a[self.edge_index[1], self.edge_index[0]] = 1.0
+        two = ((a @ a) > 0) & (a == 0) & ~torch.eye(n, dtype=torch.bool)
+
+        def normalised(m: Tensor) -> Tensor:
+            m = m.to(self.norm_weight.dtype)
+            deg = m.sum(1)
+            inv = torch.where(deg > 0, deg.clamp_min(1).rsqrt(), torch.zeros_like(deg))
+            return m * inv[:, None] * inv[None, :]
+
+        return normalised(a), normalised(two)
+
     def dense(self) -> Tensor:
         """``A`` as a dense matrix, written out in plain torch for the composed networks:
         ``A_hat = I + A`` from the edge list, then its degree normalisation."""

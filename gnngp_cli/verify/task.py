@@ -7,6 +7,7 @@ the networks read these features after ``kernel.base.scale``.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import sys
 from dataclasses import dataclass
@@ -17,18 +18,16 @@ import pandas as pd
 from omegaconf import OmegaConf
 from torch import Tensor
 
-from ..kernels import BaseKernel
+from ..errors import ConfigError
+from ..job.loading import load_graph
+from ..kernels import KERNELS, BaseKernel
 from .check import NETWORK_DTYPE, BaseSpec, Check, CheckResult, analytic_kernel, run_check
 from .features import check_base
 from .graph import CheckGraph, induced_subgraph, restrict
-from .networks import check_network
-
-LAYERS = {"gcngp": "GCNConv", "gcn2gp": "GCNConv + GCN2Conv", "gingp": "GINConv", "sagegp": "SAGEConv",
-          "ggp": "SimpleConv", "rbf": "a linear readout", "composed": "plain torch blocks"}
 
 
 @dataclass
-class Prepared:
+class CheckSetup:
     check: Check
     kernel: Tensor  # the analytic kernel (n x n, float64)
     label: str
@@ -36,23 +35,43 @@ class Prepared:
 
 
 # Settings left null take these in the check, so that every block is exercised: a bias and
-# SAGE's root weight that are not zero (the run's defaults are 0 on classification sets).
-VERIFY_DEFAULTS = {"sigma_b": 0.5, "sigma_w1": 0.5}
+# SAGE's root weight that are not zero (the run's defaults are 0 on classification sets), and a
+# signed degree-2 filter for a kernel whose filter is chosen on validation (GPRGP).
+VERIFY_DEFAULTS = {"sigma_b": 0.5, "sigma_w1": 0.5, "coefficients": [1.0, -1.0, 1.0]}
 
 
-def prepare_check(cfg: Any) -> Prepared:
+def check_network(kcfg: Any) -> None:
+    """Refuse, before any work, a kernel without a network, with a normalisation its network's
+    layers cannot express, or with several candidates of a value the run would choose."""
+    entry = KERNELS[kcfg.name]
+    if entry.network is None:
+        raise ConfigError(f"gnngp verify has no network for kernel={kcfg.name}: its registry entry names none (network=...); "
+                          f"use one of {', '.join(name for name, e in KERNELS.items() if e.network is not None)}")
+    needed = entry.network.adjacency
+    if needed is not None and (kcfg.adjacency or entry.adjacency) != needed:
+        raise ConfigError(f"the {kcfg.name} network's aggregation (mean over the neighbours and the node) is the {needed}-normalised "
+                          f"adjacency; use kernel.adjacency={needed} with gnngp verify")
+    for name, candidates in entry.candidates(kcfg).items():
+        if len(candidates) > 1:
+            raise ConfigError(f"gnngp verify checks one network, but kernel.{name} gives {len(candidates)} candidates (a run chooses among "
+                              f"them on validation); give one, e.g. kernel.{name}={list(candidates[0])}")
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+
+
+def prepare_check(cfg: Any) -> CheckSetup:
     """The subgraph, the analytic kernel (the package's blocks) and the network family."""
-    from ..kernels.architectures import KERNELS
-    from ..runner import architecture, prepare
-
     kcfg = cfg.kernel
     for key, value in VERIFY_DEFAULTS.items():
         if key in kcfg and kcfg[key] is None:
             kcfg[key] = value
     check_base(kcfg.base.name, kcfg.base.d)
-    check_network(kcfg.name, kcfg.adjacency or KERNELS[kcfg.name].adjacency)
-    data = prepare(cfg).data.cpu()   # also resolves the method's other defaults for the dataset
-    arch = architecture(kcfg)
+    check_network(kcfg)
+    entry = KERNELS[kcfg.name]
+    data = load_graph(cfg).data.cpu()   # also resolves the method's other defaults for the dataset
+    arch = entry.architecture(kcfg)
     v = cfg.verify
     nodes = induced_subgraph(data.edge_index, data.num_nodes, v.num_nodes, cfg.seed)
     edge_index = restrict(data.edge_index, nodes, data.num_nodes)
@@ -65,14 +84,13 @@ def prepare_check(cfg: Any) -> Prepared:
     graph = CheckGraph.build(edge_index, v.num_nodes, arch.adjacency, NETWORK_DTYPE)
     base = BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d)
     kernel = analytic_kernel(arch.network, x, graph.edge_index, arch.adjacency, base)
-    params = KERNELS[kcfg.name].parameters(kcfg)   # the same arguments the kernel's builder reads
-    if kcfg.name == "composed":
-        params.update(first=OmegaConf.to_container(kcfg.first), hidden=OmegaConf.to_container(kcfg.hidden) if kcfg.hidden is not None else None)
+    params = {key: _plain(value) for key, value in entry.arguments(kcfg).items()}   # the same arguments the kernel's builder reads
+    params.update({name: list(candidates[0]) for name, candidates in entry.candidates(kcfg).items()})
     check = Check(x, graph, kcfg.name, params, BaseSpec(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d))
-    depth = "" if kcfg.name in ("ggp", "rbf") else f", L={kcfg.layers}"
-    description = (f"{v.seeds} random networks per width ({LAYERS[kcfg.name]}{depth}) on a {v.num_nodes}-node induced subgraph "
-                   f"of {str(cfg.dataset.name).lower()} ({graph.edge_index.size(1) // 2} edges, {x.size(1)} features), {kcfg.base.name} C0")
-    return Prepared(check, kernel, arch.label, description)
+    depth = f", L={kcfg.layers}" if "layers" in inspect.signature(entry.network.__init__).parameters else ""
+    description = (f"{v.seeds} random networks per width ({entry.network.layers_text}{depth}) on a {v.num_nodes}-node induced "
+                   f"subgraph of {str(cfg.dataset.name).lower()} ({graph.edge_index.size(1) // 2} edges, {x.size(1)} features), {kcfg.base.name} C0")
+    return CheckSetup(check, kernel, arch.label, description)
 
 
 def result_table(cfg: Any, label: str, result: CheckResult) -> pd.DataFrame:

@@ -1,11 +1,17 @@
-"""Random finite-width networks whose infinite-width output covariance is a GNNGP kernel.
+"""Random finite-width networks whose infinite-width output covariance is a GNNGP kernel: each
+kernel's registry entry carries its network (``network=``), which ``gnngp verify`` samples.
 
 The built-in architectures are stacks of the PyTorch Geometric layers that the GNN baselines
 use (``GCNConv``, ``GCN2Conv``, ``GINConv``, ``SAGEConv``; ``SimpleConv`` for GGP's plain
-aggregation), wired as each kernel's docstring in :mod:`gnngp_cli.kernels.architectures`
-states; ``kernel=composed`` is interpreted block by block in plain torch. Nothing here reads
-the kernel's blocks. Every weight matrix is drawn ``N(0, s^2 / fan_in)`` and every bias
-``N(0, s_b^2)``, fresh for each sample (:meth:`WideNetwork.redraw`).
+aggregation and the GPR-GNN filter), wired as each kernel's docstring in
+:mod:`gnngp_cli.kernels.architectures` states; H2GCN's rounds and ``kernel=composed`` are
+written in plain torch on the dense operators of the check's graph. Nothing here reads the
+kernel's blocks. Every weight matrix is drawn ``N(0, s^2 / fan_in)`` and every bias
+``N(0, s_b^2)``, fresh for each sample (:meth:`WideNetwork.redraw`). PyTorch Geometric is
+imported when a network is built, not with the kernels.
+
+A network reads its graph (the check's subgraph, :class:`gnngp_cli.verify.graph.CheckGraph`)
+through ``adj_t``, ``loops_t``, ``dense()`` and ``hop_operators()``.
 
 The input ``X`` is ``sqrt(D) Phi`` for a feature map with ``Phi Phi^T = C0`` (see
 :mod:`.features`), so a first weight ``N(0, s_w^2 / D)`` gives pre-activations of covariance
@@ -19,10 +25,8 @@ from typing import Any, Mapping, Optional
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.nn import GCN2Conv, GCNConv, GINConv, SAGEConv, SimpleConv
 
 from ..errors import ConfigError
-from .graph import CheckGraph
 
 
 def _draw(param: Optional[Tensor], std: float, generator: torch.Generator) -> None:
@@ -40,22 +44,27 @@ def _draw_linear(lin: nn.Module, sigma: float, generator: torch.Generator, sigma
 class WideNetwork(nn.Module):
     """A network of width ``width`` on inputs of ``in_dim`` features; ``forward`` returns the
     ``n x width`` output units. ``adjacency``: the only normalisation its layers can express
-    (``None``: any)."""
+    (``None``: any); ``layers_text``: what it is made of (the verify command says so)."""
 
     adjacency: Optional[str] = None
+    layers_text: str = ""
 
     def redraw(self, generator: torch.Generator) -> None:
         raise NotImplementedError
 
-    def forward(self, x: Tensor, graph: CheckGraph) -> Tensor:
+    def forward(self, x: Tensor, graph: Any) -> Tensor:
         raise NotImplementedError
 
 
 class GCNNetwork(WideNetwork):
     """GCN: ``X_1 = A X W_1 + b_1``, ``X_l = A relu(X_{l-1}) W_l + b_l`` (``GCNConv``)."""
 
+    layers_text = "GCNConv"
+
     def __init__(self, in_dim: int, width: int, layers: int, sigma_w: float, sigma_b: float, **_):
         super().__init__()
+        from torch_geometric.nn import GCNConv
+
         dims = [in_dim] + [width] * layers
         self.convs = nn.ModuleList(GCNConv(dims[l], dims[l + 1], normalize=False) for l in range(layers))
         self.sigma_w, self.sigma_b = sigma_w, sigma_b
@@ -77,8 +86,12 @@ class GCN2Network(WideNetwork):
     ``X_{l+1} = ((1-alpha) A relu(X_l) + alpha X_0)((1-beta_l) I + beta_l W_l)`` (``GCN2Conv``,
     layer ``l``, ``beta_l = log(theta / l + 1)``)."""
 
+    layers_text = "GCNConv + GCN2Conv"
+
     def __init__(self, in_dim: int, width: int, layers: int, sigma_w: float, alpha: float, theta: float, **_):
         super().__init__()
+        from torch_geometric.nn import GCN2Conv, GCNConv
+
         self.pre = nn.Linear(in_dim, width, bias=False)
         self.first = GCNConv(width, width, normalize=False, bias=False)
         self.convs = nn.ModuleList(GCN2Conv(width, alpha, theta, layer=l, normalize=False) for l in range(1, layers))
@@ -103,8 +116,12 @@ class GINNetwork(WideNetwork):
     adjacency, so the aggregation is ``A X`` and no extra self term is added:
     ``X_1 = (A X) W_1 + b_1``, ``X_l = relu(X_{l-1}) W_l + b_l``."""
 
+    layers_text = "GINConv"
+
     def __init__(self, in_dim: int, width: int, layers: int, sigma_w: float, sigma_b: float, **_):
         super().__init__()
+        from torch_geometric.nn import GINConv
+
         dims = [in_dim] + [width] * layers
         mlp: list[nn.Module] = []
         for l in range(layers):
@@ -129,9 +146,12 @@ class SAGENetwork(WideNetwork):
     ``lin_r`` is ``W1``, ``lin_l`` is ``W2``)."""
 
     adjacency = "row"
+    layers_text = "SAGEConv"
 
     def __init__(self, in_dim: int, width: int, layers: int, sigma_w1: float, sigma_w2: float, **_):
         super().__init__()
+        from torch_geometric.nn import SAGEConv
+
         dims = [in_dim] + [width] * layers
         self.convs = nn.ModuleList(SAGEConv(dims[l], dims[l + 1], aggr="mean", bias=False) for l in range(layers))
         self.sigma_w1, self.sigma_w2 = sigma_w1, sigma_w2
@@ -152,8 +172,12 @@ class GGPNetwork(WideNetwork):
     """GGP: a random linear readout of the features, then one aggregation: ``A X W``
     (``SimpleConv`` with the normalised edge weights)."""
 
+    layers_text = "SimpleConv"
+
     def __init__(self, in_dim: int, width: int, **_):
         super().__init__()
+        from torch_geometric.nn import SimpleConv
+
         self.readout = nn.Linear(in_dim, width, bias=False)
         self.conv = SimpleConv(aggr="sum")
 
@@ -167,6 +191,8 @@ class GGPNetwork(WideNetwork):
 class FeatureNetwork(WideNetwork):
     """No graph (the RBF baseline): a random linear readout ``X W`` of the features."""
 
+    layers_text = "a linear readout"
+
     def __init__(self, in_dim: int, width: int, **_):
         super().__init__()
         self.readout = nn.Linear(in_dim, width, bias=False)
@@ -178,6 +204,86 @@ class FeatureNetwork(WideNetwork):
         return self.readout(x)
 
 
+def polynomial_filter(coefficients: list[float], h: Tensor, a: Tensor) -> Tensor:
+    """``sum_k g_k A^k H`` by Horner's rule, ``A`` dense."""
+    out = coefficients[-1] * h
+    for g in reversed(coefficients[:-1]):
+        out = a @ out + g * h
+    return out
+
+
+class GPRNetwork(WideNetwork):
+    """GPR-GNN: an MLP ``X_1 = X W_1 + b_1``, ``X_l = relu(X_(l-1)) W_l + b_l``, then the filter
+    ``Z = sum_k g_k A^k X_L`` (``SimpleConv`` with the normalised edge weights, by Horner's rule)."""
+
+    layers_text = "an MLP, then a SimpleConv filter"
+
+    def __init__(self, in_dim: int, width: int, layers: int, sigma_w: float, sigma_b: float, coefficients: Any, **_):
+        super().__init__()
+        from torch_geometric.nn import SimpleConv
+
+        dims = [in_dim] + [width] * layers
+        self.lins = nn.ModuleList(nn.Linear(dims[l], dims[l + 1]) for l in range(layers))
+        self.conv = SimpleConv(aggr="sum")
+        self.coefficients = [float(g) for g in coefficients]
+        self.sigma_w, self.sigma_b = sigma_w, sigma_b
+
+    def redraw(self, generator):
+        for lin in self.lins:
+            _draw_linear(lin, self.sigma_w, generator, self.sigma_b)
+
+    def forward(self, x, graph):
+        h = x
+        for l, lin in enumerate(self.lins):
+            h = lin(torch.relu(h) if l else h)
+        out = self.coefficients[-1] * h
+        for g in reversed(self.coefficients[:-1]):
+            out = self.conv(out, graph.adj_t) + g * h
+        return out
+
+
+def hop_paths(rounds: int) -> list[tuple[int, ...]]:
+    """H2GCN's blocks as paths of hops: ``()`` (the ego embedding), then every sequence of 1- and
+    2-hop steps of length ``1 .. rounds`` (``2^(rounds+1) - 1`` paths in all)."""
+    paths: list[tuple[int, ...]] = [()]
+    frontier: list[tuple[int, ...]] = [()]
+    for _ in range(rounds):
+        frontier = [path + (hop,) for path in frontier for hop in (1, 2)]
+        paths += frontier
+    return paths
+
+
+class H2GCNNetwork(WideNetwork):
+    """H2GCN: the ego embedding ``r0 = relu(X W_e + b_e)``, ``L`` rounds ``r_k = [A1 r_(k-1), A2 r_(k-1)]``
+    (the normalised 1-hop and exact 2-hop operators, dense), and a readout of
+    ``[r0, r1, ..., r_L]``: the concatenation holds one block per path of hops
+    (``r_p = A_(p_k) ... A_(p_1) r0``), each read out by its own weights
+    ``W_p ~ N(0, s_w^2 / width)``, ``Z = sum_p r_p W_p``. (One readout matrix over the whole
+    concatenation, ``N(0, s_w^2 / fan_in)`` with ``fan_in = (2^(L+1) - 1) width`` as in the
+    paper, would give the kernel divided by ``2^(L+1) - 1``.)"""
+
+    layers_text = "H2GCN rounds on the dense 1- and 2-hop operators"
+
+    def __init__(self, in_dim: int, width: int, layers: int, sigma_w: float, sigma_b: float, **_):
+        super().__init__()
+        self.ego = nn.Linear(in_dim, width)
+        self.paths = hop_paths(layers)
+        self.readouts = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in self.paths)
+        self.sigma_w, self.sigma_b = sigma_w, sigma_b
+
+    def redraw(self, generator):
+        _draw_linear(self.ego, self.sigma_w, generator, self.sigma_b)
+        for readout in self.readouts:
+            _draw_linear(readout, self.sigma_w, generator)
+
+    def forward(self, x, graph):
+        operators = dict(zip((1, 2), (a.to(x.dtype) for a in graph.hop_operators())))
+        rounds = {(): torch.relu(self.ego(x))}
+        for path in self.paths[1:]:
+            rounds[path] = operators[path[-1]] @ rounds[path[:-1]]
+        return sum(readout(rounds[path]) for path, readout in zip(self.paths, self.readouts))
+
+
 class ComposedNetwork(WideNetwork):
     """A ``kernel=composed`` architecture as a plain torch network, block by block:
 
@@ -185,9 +291,12 @@ class ComposedNetwork(WideNetwork):
     ``input``); ``relu``; ``conv``: ``A H`` (dense ``A``); ``weight`` / ``{weight: s}``:
     ``H W``, ``W ~ N(0, s^2 / fan_in)``; ``bias`` / ``{bias: s}``: ``H + b``;
     ``{scale: c}``: ``c H``; ``{mixed: [a, b]}``: ``H (a I + b W)``, ``W ~ N(0, s_w^2 / fan_in)``;
+    ``{poly: [g0, g1, ...]}``: ``sum_k g_k A^k H``;
     ``{add: [[...], [...]]}``: the branches' outputs summed (independent draws per branch).
     Layer 1 is ``first``, layers ``2..L`` are ``hidden``.
     """
+
+    layers_text = "plain torch blocks"
 
     def __init__(self, in_dim: int, width: int, layers: int, first: Any, hidden: Any, sigma_w: float, sigma_b: float, **_):
         super().__init__()
@@ -221,6 +330,8 @@ class ComposedNetwork(WideNetwork):
             if key == "mixed":
                 a, b = (float(v) for v in value)
                 return a * h + b * (h @ self._gaussian(h.size(1), h.size(1), self.sigma_w / math.sqrt(h.size(1)), h))
+            if key == "poly":
+                return polynomial_filter([float(g) for g in (value if isinstance(value, (list, tuple)) else [value])], h, state["a"])
         elif spec == "input":
             if "x0" not in state:
                 x = state["x"]
@@ -232,7 +343,7 @@ class ComposedNetwork(WideNetwork):
             return state["a"] @ h
         elif spec in ("weight", "bias"):
             return self._block({spec: self.sigma_w if spec == "weight" else self.sigma_b}, h, state)
-        raise ConfigError(f"kernel block {spec!r} has no network in gnngp verify; use input, relu, conv, weight, bias, scale, mixed or add")
+        raise ConfigError(f"kernel block {spec!r} has no network in gnngp verify; use input, relu, conv, weight, bias, scale, mixed, add or poly")
 
     def forward(self, x, graph):
         if self.generator is None:
@@ -242,32 +353,3 @@ class ComposedNetwork(WideNetwork):
         for blocks in self.program:
             h = self._run(blocks, h, state)
         return h
-
-
-NETWORKS: dict[str, type[WideNetwork]] = {
-    "gcngp": GCNNetwork,
-    "gcn2gp": GCN2Network,
-    "gingp": GINNetwork,
-    "sagegp": SAGENetwork,
-    "ggp": GGPNetwork,
-    "rbf": FeatureNetwork,
-    "composed": ComposedNetwork,
-}
-
-
-def check_network(name: str, adjacency: str) -> None:
-    """Refuse, before any work, a kernel without a network or with a normalisation its layers
-    cannot express."""
-    if name not in NETWORKS:
-        raise ConfigError(f"gnngp verify has no network for kernel={name}; use one of {', '.join(NETWORKS)}")
-    needed = NETWORKS[name].adjacency
-    if needed is not None and adjacency != needed:
-        raise ConfigError(f"the {name} network's aggregation (mean over the neighbours and the node) is the {needed}-normalised "
-                          f"adjacency; use kernel.adjacency={needed} with gnngp verify")
-
-
-def wide_network(name: str, in_dim: int, width: int, params: Mapping[str, Any], dtype: torch.dtype) -> WideNetwork:
-    """The network of kernel ``name`` (``params``: the kernel config's layers and sigmas)."""
-    if name not in NETWORKS:
-        raise ConfigError(f"gnngp verify has no network for kernel={name}; use one of {', '.join(NETWORKS)}")
-    return NETWORKS[name](in_dim=in_dim, width=width, **params).to(dtype)

@@ -1,183 +1,22 @@
-"""GNN baselines trained with PyTorch Geometric layers, timed like the GPs.
-
-``gcn`` (``GCNConv`` on the shared normalised adjacency), ``gcn2`` (linear in, ``GCN2Conv``
-layers, linear out), ``gin`` (``GINConv`` with a 2-layer MLP, linear head) and ``sage``
-(``SAGEConv``, mean aggregation). GIN is one aggregation followed by an L-layer MLP,
-the network whose infinite-width kernel is GINGP. Full-batch training by default; mini-batch training samples
-neighbourhoods (a uniform sampler in plain PyTorch over the CSR adjacency) and then infers
-layer by layer over all nodes. The test metric is read at the epoch with the best validation
-metric.
-"""
+"""Training a GNN baseline, timed like the GPs: full batch, or mini-batches of sampled
+neighbourhoods with layer-wise inference over every node; the test metric is read at the
+epoch with the best validation metric."""
 from __future__ import annotations
 
 import copy
 import sys
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from dataclasses import dataclass
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from .config import SQRT_TENTH, GNNConfig
-from .data.graph import csr_order, normalized_adjacency
-from .metrics import metric
-from .progress import Progress
-
-# The paper's training settings for every GNN, per task or dataset (see config.method_defaults).
-TRAINING_DEFAULTS = {
-    "*": {"lr": 0.01, "epochs": 100, "batch_norm": False},
-    "regression": {"lr": SQRT_TENTH, "batch_norm": True},
-    "arxiv": {"batch_norm": True},
-    "crocodile": {"epochs": 200},
-    "reddit": {"epochs": 10, "batch_size": 10240},   # mini-batch training, as in the paper
-}
-
-
-class GNN(nn.Module):
-    """``start -> (conv_l -> post_l) x graph_layers -> finish``; ``conv_l`` is the only step that
-    reads the graph (so mini-batch training and layer-wise inference work for every GNN).
-    A subclass builds its layers in ``__init__`` and overrides the steps it changes."""
-
-    normalised_graph = False   # gcn-style: reads the symmetric-normalised adjacency with unit self-loops
-
-    def __init__(self, cfg: Any, in_dim: int, out_dim: int):
-        super().__init__()
-        self.dropout = cfg.dropout
-        self.dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
-        self.convs = nn.ModuleList()
-        self.norms = nn.ModuleList(self._norm(cfg) for _ in range(cfg.layers - 1))
-
-    @staticmethod
-    def _norm(cfg: Any) -> nn.Module:
-        return nn.BatchNorm1d(cfg.hidden) if cfg.batch_norm else nn.Identity()
-
-    @property
-    def graph_layers(self) -> int:
-        return len(self.convs)
-
-    def start(self, x: Tensor) -> Tensor:
-        return x
-
-    def conv(self, l: int, h: Tensor, x0: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor]) -> Tensor:
-        return self.convs[l](h, edge_index)
-
-    def post(self, l: int, h: Tensor) -> Tensor:
-        if l >= len(self.norms):
-            return h  # the last graph layer is the output layer
-        return F.dropout(F.relu(self.norms[l](h)), self.dropout, self.training)
-
-    def finish(self, h: Tensor) -> Tensor:
-        return h
-
-    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor] = None) -> Tensor:
-        h = x0 = self.start(x)
-        for l in range(self.graph_layers):
-            h = self.post(l, self.conv(l, h, x0, edge_index, edge_weight))
-        return self.finish(h)
-
-
-@dataclass(frozen=True)
-class GNNEntry:
-    """One GNN baseline: its model class, typed config, label, default sampling fanouts per
-    graph layer (``None``: every neighbour) and training defaults per task or dataset."""
-
-    name: str
-    label: str
-    model: type
-    config: type
-    fanouts: Optional[list] = None
-    graph_layers: Callable[[int], int] = lambda layers: layers
-    defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: TRAINING_DEFAULTS)
-
-
-GNNS: dict[str, GNNEntry] = {}
-
-
-def register_gnn(name: str, label: str, config: type = GNNConfig, fanouts: Optional[list] = None,
-                 graph_layers: Callable[[int], int] = lambda layers: layers,
-                 defaults: Optional[Mapping[str, Mapping[str, Any]]] = None):
-    """Class decorator: add a :class:`GNN` subclass as ``gnn=name``."""
-    def add(model: type) -> type:
-        GNNS[name] = GNNEntry(name, label, model, config, fanouts, graph_layers, defaults or TRAINING_DEFAULTS)
-        return model
-    return add
-
-
-@register_gnn("gcn", "GCN")
-class GCN(GNN):
-    """``GCNConv`` layers on the same normalised adjacency as the kernels."""
-
-    normalised_graph = True
-
-    def __init__(self, cfg, in_dim, out_dim):
-        super().__init__(cfg, in_dim, out_dim)
-        from torch_geometric.nn import GCNConv
-
-        self.convs.extend(GCNConv(self.dims[l], self.dims[l + 1], normalize=False) for l in range(cfg.layers))
-
-    def conv(self, l, h, x0, edge_index, edge_weight):
-        return self.convs[l](h, edge_index, edge_weight)
-
-
-@register_gnn("sage", "GraphSAGE", fanouts=[25, 10])
-class SAGE(GNN):
-    """``SAGEConv`` layers, mean aggregation."""
-
-    def __init__(self, cfg, in_dim, out_dim):
-        super().__init__(cfg, in_dim, out_dim)
-        from torch_geometric.nn import SAGEConv
-
-        self.convs.extend(SAGEConv(self.dims[l], self.dims[l + 1], aggr="mean") for l in range(cfg.layers))
-
-
-@register_gnn("gin", "GIN", fanouts=[25], graph_layers=lambda layers: 1)
-class GIN(GNN):
-    """One ``GINConv`` aggregation (eps = 0) followed by an L-layer MLP: the network whose
-    kernel is GINGP."""
-
-    def __init__(self, cfg, in_dim, out_dim):
-        super().__init__(cfg, in_dim, out_dim)
-        from torch_geometric.nn import GINConv
-
-        mlp: list[nn.Module] = []
-        for l in range(cfg.layers):
-            mlp.append(nn.Linear(self.dims[l], self.dims[l + 1]))
-            if l < cfg.layers - 1:
-                mlp += [self._norm(cfg), nn.ReLU(), nn.Dropout(cfg.dropout)]
-        self.convs.append(GINConv(nn.Sequential(*mlp), eps=0.0))
-        self.norms = nn.ModuleList()
-
-
-@dataclass
-class GCN2Config(GNNConfig):
-    alpha: float = 0.1
-    theta: float = 0.5
-
-
-@register_gnn("gcn2", "GCNII", config=GCN2Config)
-class GCN2(GNN):
-    """Linear, ``GCN2Conv`` layers (initial residual alpha, identity mapping theta), linear."""
-
-    normalised_graph = True
-
-    def __init__(self, cfg, in_dim, out_dim):
-        super().__init__(cfg, in_dim, out_dim)
-        from torch_geometric.nn import GCN2Conv
-
-        self.pre = nn.Linear(in_dim, cfg.hidden)
-        self.convs.extend(GCN2Conv(cfg.hidden, cfg.alpha, cfg.theta, layer=l + 1, normalize=False) for l in range(cfg.layers))
-        self.head = nn.Linear(cfg.hidden, out_dim)
-        self.norms = nn.ModuleList(self._norm(cfg) for _ in range(cfg.layers))
-
-    def start(self, x):
-        return F.relu(self.pre(F.dropout(x, self.dropout, self.training)))
-
-    def conv(self, l, h, x0, edge_index, edge_weight):
-        return self.convs[l](F.dropout(h, self.dropout, self.training), x0, edge_index, edge_weight)
-
-    def finish(self, h):
-        return self.head(h)
+from ..data.graph import csr_order, normalized_adjacency
+from ..metrics import score
+from ..progress import Progress
+from .models import GNN
+from .registry import GNNS
 
 
 @dataclass
@@ -271,7 +110,8 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
             return layerwise_inference(model, x, graph, cfg.batch_size)
 
     def scores(out: Tensor) -> dict[str, float]:
-        return {k: metric(out[m], y[m], getattr(data, "metric", data.task)) for k, m in masks.items()}
+        name = getattr(data, "metric", None) or ("r2" if regression else "accuracy")
+        return {k: score(name, out[m], y[m]) for k, m in masks.items()}
 
     best, best_state, history = None, None, []
     train_watch = watch_factory()
@@ -337,6 +177,3 @@ def _progress(total: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, desc="epochs", leave=False)
-
-
-from . import gnn_heterophily  # noqa: E402,F401 - registers the heterophily baselines (gprgnn, h2gcn)

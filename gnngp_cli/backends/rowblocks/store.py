@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ComputeError
-from ..estimate import size_text
-from ..kernels.numerics import not_finite
+from ...errors import ComputeError
+from ...job.estimate import size_text
+from ...kernels.numerics import not_finite
 
 log = logging.getLogger("gnngp")
 

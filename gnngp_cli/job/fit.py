@@ -19,64 +19,56 @@ The objective reported (``fit_mll``) is ``log p(Y) / (n C)``: GPyTorch's
 ``ExactMarginalLogLikelihood`` (divided by ``n``) averaged over the ``C`` outputs, with
 GPyTorch's output scale ``s^2`` and likelihood noise ``s^2 nu`` (see :mod:`.gpytorch`).
 
-Every parameter is positive through a log transform; GCNII's ``alpha``, a mixing weight, lies
-in ``(0, 1)`` through a logit. Gradients come from autograd through the blocks (the ReLU
-expectation and the Nystrom factor included); the linear algebra of the objective runs in
-float64. The validation nodes are never read: they only report.
+What is fitted is read from the kernel's registry entry (its learnable ``parameters``, those a
+configuration uses) and from the base kernel (``gamma`` of rbf and laplacian, ``c`` of the
+polynomial). Every parameter is positive through a log transform; a parameter with an upper
+bound (GCNII's ``alpha``, a mixing weight in ``(0, 1)``) through a logit. Gradients come from
+autograd through the blocks (the ReLU expectation and the Nystrom factor included); the linear
+algebra of the objective runs in float64. The validation nodes are never read: they only report.
+
+The fit needs gradients through the kernel on every node it reads, so it runs where the kernel
+is a tensor of this process (``compute=local``, on the CPU or a GPU).
 """
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
 
-from .errors import ConfigError, KernelError
-from .kernels import KERNELS, BaseKernel, Kernel, KernelContext
-from .kernels.blocks import Block
+from ..errors import ConfigError, KernelError
+from ..kernels import BASE_KERNELS, KERNELS, BaseKernel, Kernel, KernelContext
+from ..kernels.architectures import Parameter
+from ..kernels.blocks import Block
 
 log = logging.getLogger("gnngp")
 
-ARCHITECTURE_PARAMETERS = ("sigma_w", "sigma_b", "alpha", "sigma_w1", "sigma_w2")
-LAYER_PARAMETERS = ("sigma_w", "sigma_b", "sigma_w1", "sigma_w2")   # one per layer with fit.per_layer
 GP_PARAMETERS = ("nugget", "output_scale")
-BASE_PARAMETERS = {"rbf": ("gamma",), "laplacian": ("gamma",)}
-LEARNABLE = GP_PARAMETERS + ARCHITECTURE_PARAMETERS + ("gamma",)
-OPTIMIZERS = ("adam", "lbfgs")
 
 
-def kernel_parameters(kcfg: Any) -> list[str]:
-    """The parameters of a kernel config that can be fitted: those its architecture's builder
-    takes (for ``composed``: those its blocks use) and the base kernel's ``gamma``."""
-    builder = KERNELS[kcfg.name].build
-    if kcfg.name == "composed":
-        words = set(_spec_words([kcfg.first, kcfg.hidden]))
-        names = [n for n, used in (("sigma_w", bool(words & {"weight", "mixed"})), ("sigma_b", "bias" in words)) if used]
-    else:
-        names = [n for n in inspect.signature(builder).parameters if n in ARCHITECTURE_PARAMETERS]
-    return names + list(BASE_PARAMETERS.get(kcfg.base.name, ()))
+def kernel_parameters(kcfg: Any) -> list[Parameter]:
+    """The parameters of a kernel config that ``fit=mll`` may learn: its entry's learnable
+    ones that the configuration uses, then its base kernel's (``gamma``, ``c``)."""
+    own = KERNELS[kcfg.name].learnable(kcfg)
+    return own + [Parameter(name, per_layer=False) for name in BASE_KERNELS.get(kcfg.base.name, ())]
 
 
-def _spec_words(spec: Any) -> Iterator[str]:
-    """Block names in a composed kernel's spec: the plain ones (``weight``, ``bias``), not the
-    mappings with a fixed value (``{weight: 2.0}``), except ``mixed`` (it reads ``sigma_w``)."""
-    if isinstance(spec, str):
-        yield spec
-    elif hasattr(spec, "items"):
-        for key, value in spec.items():
-            if key == "mixed":
-                yield key
-            elif key == "add":
-                yield from _spec_words(value)
-    elif isinstance(spec, (list, tuple)) or (spec is not None and hasattr(spec, "__iter__")):
-        for item in spec:
-            yield from _spec_words(item)
+def _configured(kcfg: Any, name: str) -> Any:
+    return kcfg.base[name] if name in BASE_KERNELS.get(kcfg.base.name, ()) else kcfg[name]
+
+
+def check_learn(kcfg: Any, fcfg: Any) -> None:
+    """``fit.learn`` names only what this kernel can learn (one line otherwise), before any work."""
+    available = [p.name for p in kernel_parameters(kcfg)]
+    for name in fcfg.learn or []:
+        if name not in GP_PARAMETERS and name not in available:
+            raise ConfigError(f"fit.learn names '{name}', which kernel={kcfg.name} (base {kcfg.base.name}) cannot learn; "
+                              f"use some of {', '.join([*GP_PARAMETERS, *available])}")
 
 
 @dataclass(frozen=True)
@@ -90,7 +82,7 @@ class Hyperparameter:
     transform: str = "log"
 
     def raw(self, value: float) -> float:
-        return math.log(value) if self.transform == "log" else math.log(value / (1 - value))
+        return math.log(value) if self.transform == "log" else math.log(value / (1 - value))   # logit on (0, 1)
 
     def natural(self, raw: Tensor) -> Tensor:
         return raw.exp() if self.transform == "log" else torch.sigmoid(raw)
@@ -101,18 +93,14 @@ def plan_parameters(kcfg: Any, fcfg: Any) -> tuple[list[Hyperparameter], dict[st
     configured value. By default (``fit.learn`` null) it learns the nugget, the output scale
     and every kernel parameter whose configured value is positive (``sigma_b = 0`` means a
     network without bias, and stays so); ``fit.learn`` names them explicitly."""
-    available = kernel_parameters(kcfg)
-    configured = {name: float(kcfg.base.gamma if name == "gamma" else kcfg[name]) for name in available}
+    specs = {p.name: p for p in kernel_parameters(kcfg)}
+    available = list(specs)
+    configured = {name: float(_configured(kcfg, name)) for name in available}
+    check_learn(kcfg, fcfg)
     if fcfg.learn is None:
         learn = list(GP_PARAMETERS) + [n for n in available if configured[n] > 0]
     else:
         learn = list(fcfg.learn)
-        for name in learn:
-            if name not in LEARNABLE:
-                raise ConfigError(f"fit.learn names '{name}', which is not a fitted parameter; use some of {', '.join(LEARNABLE)}")
-            if name not in GP_PARAMETERS and name not in available:
-                raise ConfigError(f"fit.learn names '{name}' but kernel={kcfg.name} with base {kcfg.base.name} has no such parameter; "
-                                  f"its parameters are {', '.join(available) or 'none'}")
     if not any(n not in GP_PARAMETERS for n in learn):
         raise ConfigError(
             f"fit=mll needs a kernel with a trainable parameter, but kernel={kcfg.name} (base {kcfg.base.name}) has "
@@ -120,17 +108,16 @@ def plan_parameters(kcfg: Any, fcfg: Any) -> tuple[list[Hyperparameter], dict[st
             + "; use fit=grid, a kernel with sigmas (e.g. kernel=gcngp), or kernel.base.name=rbf")
     fitted, held = [], {n: configured[n] for n in available if n not in learn}
     for name in learn:
-        key = f"fit.{name}" if name in GP_PARAMETERS else ("kernel.base.gamma" if name == "gamma" else f"kernel.{name}")
+        spec = specs.get(name, Parameter(name, per_layer=False))
+        key = f"fit.{name}" if name in GP_PARAMETERS else (f"kernel.base.{name}" if name in BASE_KERNELS.get(kcfg.base.name, ()) else f"kernel.{name}")
         value = configured.get(name, fcfg[name] if name in GP_PARAMETERS else None)
         if value is not None and not value > 0:
             raise ConfigError(f"fit=mll learns {name} on a log scale, so its initial value {key}={value:g} must be positive; "
                               f"set {key} to a positive value" + ("" if name in GP_PARAMETERS else f" or leave {name} out of fit.learn"))
-        transform = "log"
-        if name == "alpha":
-            if not value < 1:
-                raise ConfigError(f"fit=mll learns alpha in (0, 1), so its initial value kernel.alpha={value:g} must be below 1")
-            transform = "logit"
-        if name in LAYER_PARAMETERS and fcfg.per_layer:
+        transform = spec.transform
+        if transform == "logit" and not value < spec.upper:
+            raise ConfigError(f"fit=mll learns {name} in (0, {spec.upper:g}), so its initial value {key}={value:g} must be below {spec.upper:g}")
+        if spec.per_layer and fcfg.per_layer:
             fitted += [Hyperparameter(f"{name}_{l}", key, value, transform) for l in range(1, kcfg.layers + 1)]
         else:
             fitted.append(Hyperparameter(name, key, value if value is not None else math.nan, transform))
@@ -141,8 +128,10 @@ class Hyperparameters(torch.nn.Module):
     """The fitted values as unconstrained ``raw`` parameters (``value = exp(raw)`` or
     ``sigmoid(raw)``), and the values the blocks and the objective read."""
 
-    def __init__(self, fitted: list[Hyperparameter], held: dict[str, float], layers: int, dtype: torch.dtype, device):
+    def __init__(self, fitted: list[Hyperparameter], held: dict[str, float], layers: int, dtype: torch.dtype, device,
+                 architecture: tuple[str, ...] = ()):
         super().__init__()
+        self.architecture = architecture      # the kernel's own parameter names (the base kernel's are apart)
         self.specs = {p.name: p for p in fitted}
         self.held = dict(held)
         self.layers = layers
@@ -171,23 +160,16 @@ class Hyperparameters(torch.nn.Module):
         return name in self.raw or f"{name}_1" in self.raw or name in self.held
 
     def network_values(self) -> dict:
-        """Values for :func:`gnngp_cli.runner.architecture` (per-layer ones as lists)."""
-        return {n: self.value(n) for n in ARCHITECTURE_PARAMETERS if self.has(n)}
+        """Values for the kernel entry's ``architecture`` (per-layer ones as lists)."""
+        return {n: self.value(n) for n in self.architecture if self.has(n)}
 
     def base(self, base: BaseKernel) -> BaseKernel:
-        return BaseKernel(base.name, self.value("gamma"), base.c, base.d) if "gamma" in self.raw else base
+        return base.with_values({n: self.value(n) for n in BASE_KERNELS.get(base.name, ()) if n in self.raw})
 
     def snapshot(self) -> dict[str, float]:
         """Every fitted value as a number."""
         with torch.no_grad():
             return {name: float(self.specs[name].natural(raw)) for name, raw in self.raw.items()}
-
-
-def targets(y: Tensor, task: str, num_classes: int) -> Tensor:
-    """``Y``: one-hot columns (classification) or ``y`` as one column (regression), float64."""
-    if task == "classification":
-        return torch.nn.functional.one_hot(y, num_classes).double()
-    return y.double().view(-1, 1)
 
 
 def _float64(value: "Tensor | float", device) -> Tensor:
@@ -254,7 +236,7 @@ class FitResult:
     steps: int
     seconds: float = 0.0
     layers: int = 1
-    per_layer: list[str] = field(default_factory=list)
+    architecture: tuple[str, ...] = ()
 
     def value(self, name: str) -> float:
         """A fitted or held value."""
@@ -266,9 +248,9 @@ class FitResult:
         return self.value("nugget")
 
     def network_values(self) -> dict:
-        """Fitted architecture values for :func:`gnngp_cli.runner.architecture` (numbers, or lists per layer)."""
+        """Fitted architecture values for the kernel entry's ``architecture`` (numbers, or lists per layer)."""
         out = {}
-        for name in ARCHITECTURE_PARAMETERS:
+        for name in self.architecture:
             if name in self.values:
                 out[name] = self.values[name]
             elif f"{name}_1" in self.values:
@@ -276,7 +258,7 @@ class FitResult:
         return out
 
     def base(self, base: BaseKernel) -> BaseKernel:
-        return BaseKernel(base.name, self.values["gamma"], base.c, base.d) if "gamma" in self.values else base
+        return base.with_values({n: self.values[n] for n in BASE_KERNELS.get(base.name, ()) if n in self.values})
 
     def row(self) -> dict:
         """Results-row columns: ``fitted_<name>`` for every fitted value, and the objective."""
@@ -298,11 +280,13 @@ def fit_hyperparameters(
     fitted, held = plan_parameters(kcfg, fcfg)
     ctx = replace(ctx, dense_input=True)  # X X^T once, not a root product every step
     dtype, device = ctx.features.dtype, ctx.features.device
-    params = Hyperparameters(fitted, held, kcfg.layers, dtype, device)
+    architecture = tuple(p.name for p in KERNELS[kcfg.name].learnable(kcfg))
+    params = Hyperparameters(fitted, held, kcfg.layers, dtype, device, architecture)
     y = y_train.to(device)
+    fits_base = any(n in params.raw for n in BASE_KERNELS.get(ctx.base.name, ()))
 
     def kernel_now() -> Kernel:
-        step_ctx = ctx.with_base(params.base(ctx.base)) if "gamma" in params.raw else ctx
+        step_ctx = ctx.with_base(params.base(ctx.base)) if fits_base else ctx
         return training_kernel(build(params.network_values()), step_ctx, train)
 
     start = time.perf_counter()
@@ -369,7 +353,7 @@ def fit_hyperparameters(
         for name, raw in best_raw.items():
             params.raw[name].copy_(raw)
     return FitResult(values=params.snapshot(), held=dict(params.held), objective=best_value, trace=trace, steps=fcfg.steps,
-                     seconds=time.perf_counter() - start, layers=kcfg.layers)
+                     seconds=time.perf_counter() - start, layers=kcfg.layers, architecture=architecture)
 
 
 def _progress_bar(total: int, enabled: bool):

@@ -9,7 +9,7 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
-from ..errors import ComputeError, ConfigError
+from ...errors import ComputeError, ConfigError
 
 try:  # the dask extra; without it compute=dask stops with its own one line before a client exists
     from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPlugin

@@ -18,10 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .config import GNNConfig
-from .data.graph import Adjacency
-from .data.hops import h2gcn_operators
-from .gnn import register_gnn
+from ..data.graph import Adjacency, h2gcn_operators
+from ..schema import GNNConfig
+from .registry import register_gnn
 
 
 @dataclass

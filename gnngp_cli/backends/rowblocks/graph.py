@@ -8,22 +8,36 @@ by ``s_in``, and adds the result into ``b``'s rows, which the end scales by ``s_
 ``s_in = s_out = D^-1/2`` (symmetric) or ``s_in = 1, s_out = D^-1`` (row normalisation).
 
 A task holds one output block, one source's rows and their product, whatever the graph; no
-partial product is stored or sent between workers. (The first version computed each partial
+partial product is stored or sent between workers.
+
+Other operators on the graph (H2GCN's ``hop1`` and ``hop2``, see :mod:`gnngp_cli.data.graph`)
+are sharded the same way by :meth:`ShardedGraph.operator`, one task per row block, from the
+shards of ``I + A``: their binary entries and degrees in the same layout under
+``<shards>/operators/<name>``, written once and normalised by the product as ``sym`` is (a row
+with no entry is a zero row). The exact 2-hop rows of block ``b`` need the 1-hop rows of
+``b``'s neighbours, read from their blocks' files. (The first version computed each partial
 product beside ``Q_j`` in the workers' memory and summed them in chains: on a random graph the
 partial products of one product are about ``M x width``, 100 GB at 10^8 edges and 257 columns,
 and moving them between workers cost more than computing them.)
 """
 from __future__ import annotations
 
+import json
+import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
-from ..data.shards import TRAIN, ShardMeta, load_part
-from .store import block_path, read_block
+from ...data.graph import OPERATORS
+from ...data.shards import TRAIN, ShardMeta, block_dir, load_part, save_edges
+from ...errors import ComputeError
+from .store import RootStore, block_path, read_block
+
+log = logging.getLogger("gnngp")
 
 FAN_IN = 8
 
@@ -52,10 +66,17 @@ def _node_part(root: str, b: int, name: str, dtype: Any = None) -> np.ndarray:
     return part if dtype is None else part.astype(dtype)
 
 
+def _inverse_degree(root: str, b: int, kind: str) -> np.ndarray:
+    """``D^-1/2`` (sym) or ``D^-1`` (row) of block ``b``'s degrees, 0 where a degree is 0."""
+    deg = np.asarray(load_part(Path(root), b, "deg"))
+    inverse = np.zeros_like(deg)
+    np.power(deg, -0.5 if kind == "sym" else -1.0, out=inverse, where=deg > 0)
+    return inverse
+
+
 def _scale(root: str, b: int, kind: str, dtype: Any) -> np.ndarray:
     """``s_out`` of block ``b`` (a column vector): ``D^-1/2`` (sym) or ``D^-1`` (row)."""
-    deg = np.asarray(load_part(Path(root), b, "deg"))
-    return (deg ** -0.5 if kind == "sym" else 1.0 / deg).astype(dtype)[:, None]
+    return _inverse_degree(root, b, kind).astype(dtype)[:, None]
 
 
 def _block_product(root: str, b: int, kind: str, count: int, width: int, dtype: Any, sources: str) -> np.ndarray:
@@ -72,7 +93,7 @@ def _block_product(root: str, b: int, kind: str, count: int, width: int, dtype: 
         rows, cols = np.asarray(rows_all[lo:hi]), np.asarray(cols_all[lo:hi])
         weights = np.asarray(weights_all[lo:hi])
         if kind == "sym":
-            weights = weights * np.asarray(load_part(Path(root), int(j), "deg"))[cols] ** -0.5
+            weights = weights * _inverse_degree(root, int(j), "sym")[cols]
         touched, local = np.unique(rows, return_inverse=True)
         needed, col = np.unique(cols, return_inverse=True)
         q_j = read_block(block_path(sources, int(j)), mmap=True)
@@ -129,18 +150,90 @@ class ShardedGraph:
         parts = [dask.delayed(_ids_of, pure=True)(str(self.root), b, self.meta.block_start(b), TRAIN) for b in range(self.meta.num_blocks)]
         return np.concatenate(dask.compute(*parts))
 
-    def convolve(self, sources: str, kind: str, width: int, dtype: Any):
+    def convolve(self, sources: str, kind: str, width: int, dtype: Any, edges: Optional[Path] = None):
         """``A Q`` by row blocks (see the module docstring), ``Q`` (``N x width``) read from its
-        row-block files in the folder ``sources`` (:mod:`.store`); ``kind`` is ``sym`` or ``row``."""
+        row-block files in the folder ``sources`` (:mod:`.store`); ``kind`` is ``sym`` or ``row``;
+        ``edges``: the folder of another operator's shards (:meth:`operator`)."""
         import dask
         import dask.array as da
 
         blocks = []
         for b in range(self.meta.num_blocks):
             count = self.meta.block_rows(b)
-            out = dask.delayed(_block_product, pure=True)(str(self.root), b, kind, count, width, np.dtype(dtype), str(sources))
+            out = dask.delayed(_block_product, pure=True)(str(edges or self.root), b, kind, count, width, np.dtype(dtype), str(sources))
             blocks.append(task_block(out, "block_product", (count, width), dtype))
         return da.concatenate(blocks, axis=0)
+
+    def operator(self, name: str, store: RootStore) -> Path:
+        """The folder of the shards of operator ``name`` (``hop1``, ``hop2``): written once under
+        ``<shards>/operators/<name>``, or into the run's roots folder where the shards' folder
+        cannot be written (e.g. shards another user made)."""
+        import dask
+
+        if name not in OPERATORS:
+            raise ComputeError(f"the row-block backend has no graph operator {name!r}; it shards {', '.join(OPERATORS)}")
+        for base in (self.root / "operators", store.folder / "operators"):
+            folder = base / name
+            if (folder / "done.json").is_file():
+                return folder
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                probe = folder / f".probe-{os.getpid()}"
+                probe.write_text("")
+                probe.unlink()
+            except OSError:
+                continue
+            log.info("sharding the graph operator %s of %s into %s", name, self.meta.dataset, folder)
+            hop = int(name[-1])
+            dask.compute(*[dask.delayed(_hop_block, pure=True)(str(self.root), b, hop, self.meta.rows, self.meta.num_nodes,
+                                                               self.meta.num_blocks, str(folder)) for b in range(self.meta.num_blocks)])
+            (folder / "done.json").write_text(json.dumps({"operator": name, "dataset": self.meta.dataset}))
+            return folder
+        raise ComputeError(f"cannot write the {name} operator's shards into {self.root} nor into {store.folder}; "
+                           "make one of them writable (compute.shards or compute.roots_dir)")
+
+
+def _one_hop(root: str, b: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Block ``b``'s 1-hop entries: ``(row within the block, global column)`` of ``I + A`` with
+    the self-loops dropped (binary: repeated edges count once)."""
+    split = np.asarray(load_part(Path(root), b, "split"))
+    local = np.asarray(load_part(Path(root), b, "rows")).astype(np.int64)
+    cols = np.asarray(load_part(Path(root), b, "cols")).astype(np.int64)
+    source = np.repeat(np.arange(split.size - 1), np.diff(split))
+    cols = cols + source * rows
+    keep = cols != local + b * rows
+    return local[keep], cols[keep]
+
+
+def _hop_block(root: str, b: int, hop: int, rows: int, num_nodes: int, num_blocks: int, out: str) -> int:
+    """Block ``b`` of H2GCN's 1-hop (``hop=1``) or exact 2-hop (``hop=2``) operator, written in
+    the shard layout under ``out`` with unit weights and the degrees ``|N_i(v)|``; its entry count."""
+    import scipy.sparse as sp
+
+    count = min(rows, num_nodes - b * rows)
+    local, cols = _one_hop(root, b, rows)
+    if hop == 2:   # reachable in two steps, not in one, not the node itself
+        needed = np.unique(cols)
+        parts_rows, parts_cols = [], []
+        for j in np.unique(needed // rows):
+            l_j, c_j = _one_hop(root, int(j), rows)
+            keep = np.isin(l_j + j * rows, needed)
+            parts_rows.append(l_j[keep] + j * rows)
+            parts_cols.append(c_j[keep])
+        nbr_rows = np.concatenate(parts_rows) if parts_rows else np.zeros(0, dtype=np.int64)
+        nbr_cols = np.concatenate(parts_cols) if parts_cols else np.zeros(0, dtype=np.int64)
+        a_b = sp.csr_matrix((np.ones(local.size), (local, np.searchsorted(needed, cols))), shape=(count, needed.size))
+        a_n = sp.csr_matrix((np.ones(nbr_rows.size), (np.searchsorted(needed, nbr_rows), nbr_cols)), shape=(needed.size, num_nodes))
+        reach = (a_b @ a_n).tocoo()
+        keys = reach.row.astype(np.int64) * num_nodes + reach.col
+        excluded = np.concatenate([local * num_nodes + cols, np.arange(count, dtype=np.int64) * num_nodes + np.arange(count) + b * rows])
+        keys = np.setdiff1d(keys, excluded)
+        local, cols = keys // num_nodes, keys % num_nodes
+    else:
+        keys = np.unique(local * num_nodes + cols)
+        local, cols = keys // num_nodes, keys % num_nodes
+    save_edges(block_dir(Path(out), b), local, cols, np.ones(local.size), count, rows, num_blocks)
+    return int(local.size)
 
 
 def _ids_of(root: str, b: int, start: int, bit: int) -> np.ndarray:

@@ -18,17 +18,18 @@ blocks:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 import torch
 
-from ..errors import KernelError
-from ..kernels.context import KernelContext
-from ..kernels.numerics import NystromFactor
-from ..kernels.relu import relu_expectation
-from ..kernels.roots import relu_nystrom_rows
-from ..kernels.value import Kernel
+from ...errors import KernelError
+from ...kernels.context import KernelContext
+from ...kernels.numerics import NystromFactor
+from ...kernels.relu import relu_expectation
+from ...kernels.roots import relu_nystrom_rows
+from ...kernels.value import Kernel
 from .graph import ShardedGraph, task_block
 from .store import RootStore
 
@@ -107,19 +108,26 @@ class DaskRoots:
 @dataclass
 class BlockAdjacency:
     """The normalised adjacency of a sharded graph, as the blocks see it: ``A Q`` by row blocks,
-    ``Q`` read from its files in ``store`` (written first if it is not there yet)."""
+    ``Q`` read from its files in ``store`` (written first if it is not there yet). ``edges``:
+    the shards of another operator (:meth:`operator`), normalised as ``kind`` says."""
 
     graph: ShardedGraph
     kind: str
     store: RootStore
+    edges: Optional[Path] = None
 
     @property
     def num_nodes(self) -> int:
         return self.graph.meta.num_nodes
 
+    def operator(self, name: str) -> "BlockAdjacency":
+        """Another operator on the graph (H2GCN's ``hop1``, ``hop2``), sharded alike and
+        normalised symmetrically, as :meth:`gnngp_cli.data.graph.Adjacency.operator` is."""
+        return BlockAdjacency(self.graph, "sym", self.store, self.graph.operator(name, self.store))
+
     def matmul(self, q):
         folder, q = self.store.folder_of(q, "a graph convolution's input")
-        return self.graph.convolve(folder, self.kind, q.shape[1], q.dtype)
+        return self.graph.convolve(folder, self.kind, q.shape[1], q.dtype, self.edges)
 
 
 @dataclass

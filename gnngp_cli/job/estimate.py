@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .runtime import ROW_BLOCK_ENTRIES
+from ..runtime import ROW_BLOCK_ENTRIES
 
 BYTES_PER_ENTRY_FACTOR = 4   # a dense block plus the temporaries of the ReLU expectation and products
 FLOPS_PER_SECOND = 1e10

@@ -19,10 +19,11 @@ from typing import Any
 
 import pandas as pd
 
-from .config import KernelConfig, NuggetConfig, method_defaults
-from .data.registry import DATASETS
-from .gnn import GNNS
-from .kernels.architectures import KERNELS, kernel_label
+from ..config import method_defaults
+from ..data.registry import DATASETS
+from ..gnn import GNNS
+from ..kernels.architectures import KERNELS, kernel_label
+from ..schema import KernelConfig, NuggetConfig
 
 PRESET_DEPTH = 2
 KERNEL_COMMON = {f.name for f in fields(KernelConfig)}

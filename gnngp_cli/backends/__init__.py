@@ -1,0 +1,56 @@
+"""The compute backends of a GP job (``compute=<name>``), each implementing
+:class:`gnngp_cli.job.backend.Backend`:
+
+- ``local``: tensors of this process, on the CPU or a GPU (:mod:`.local`);
+- ``dask``, ``slurm``: low-rank kernels on row blocks of a Dask cluster, local, at
+  ``compute.address`` or on SLURM jobs (:mod:`.rowblocks`; Dask is imported when one runs).
+
+A new backend is one entry of :data:`BACKENDS`: its class (constructed with the job's config)
+and the ``compute=`` option's defaults.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import ConfigError
+from ..schema import ComputeConfig
+from .local import LocalBackend
+
+
+def _rowblocks(cfg: Any) -> Any:
+    from .rowblocks.backend import DaskBackend
+
+    return DaskBackend(cfg)
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    name: str
+    make: Callable[[Any], Any]       # cfg -> a backend for one job
+    options: ComputeConfig           # the compute=<name> option
+
+
+BACKENDS: dict[str, BackendEntry] = {}
+
+
+def register_backend(name: str, make: Callable[[Any], Any], options: ComputeConfig) -> None:
+    BACKENDS[name] = BackendEntry(name, make, options)
+
+
+register_backend("local", LocalBackend, ComputeConfig(backend="local"))
+register_backend("dask", _rowblocks, ComputeConfig(backend="dask"))
+register_backend("slurm", _rowblocks, ComputeConfig(backend="slurm", workers=1))
+
+
+def compute_options() -> dict[str, ComputeConfig]:
+    """The ``compute=`` options, for the config store."""
+    return {name: entry.options for name, entry in BACKENDS.items()}
+
+
+def backend_for(cfg: Any) -> Any:
+    """The backend of ``cfg.compute.backend`` for one job."""
+    name = cfg.compute.backend
+    if name not in BACKENDS:
+        raise ConfigError(f"compute.backend={name!r} is not a backend; use one of {', '.join(BACKENDS)}")
+    return BACKENDS[name].make(cfg)

@@ -1,0 +1,181 @@
+"""``compute=local``: the graph as tensors of this process, on its device (the CPU, or a GPU
+with ``device=cuda``). Exact kernels are evaluated on the node sets the prediction needs
+(:func:`~gnngp_cli.kernels.planner.exact_kernel`), low-rank ones as a root over every node;
+the labelled rows are one row group."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+from torch import Tensor
+
+from ..errors import ConfigError, ResourceError
+from ..job.backend import GraphInfo
+from ..job.estimate import Estimate, dense_factor, gp_estimate
+from ..job.inference import SPLITS, RowGroup, TrainingStatistics, regression_targets
+from ..job.loading import LoadedGraph, reuse
+from ..job.rows import dataset_label
+from ..kernels import Architecture, BaseKernel, Kernel, KernelContext
+from ..kernels.architectures import KernelEntry
+from ..kernels.blocks import branch_count
+from ..kernels.planner import exact_kernel, pair_plan_fits
+from ..runtime import current_rss_bytes, memory_limit_bytes, peak_cuda_mb, peak_rss_mb
+
+
+@dataclass
+class LocalKernel:
+    """An evaluated kernel as the local backend holds it: the prediction features ``F`` of the
+    rows ``kernel.nodes`` (``Q``, or ``K[rows, training nodes]``), the strategy that reads them,
+    and ``diag K`` on every node."""
+
+    kernel: Kernel
+    features: Tensor
+    strategy: str
+    diagonal: Tensor
+
+
+def local_kernel(kernel: Kernel, train: Tensor, diagonal: Tensor, low_rank: bool) -> LocalKernel:
+    """``kernel`` (rows covering the labelled nodes, columns the training nodes ``train``) with
+    the strategy that reads it: a root of rank at most the training set's size goes to the
+    low-rank strategy (always for the Nystrom kernels), anything else to the exact one with
+    ``F = K[rows, train]``; ``diagonal``: ``diag K`` on every node."""
+    if kernel.root is not None and (low_rank or kernel.root.size(1) <= train.numel()):
+        return LocalKernel(kernel, kernel.root, "low_rank", diagonal)
+    if kernel.root is not None:
+        features = kernel.root @ kernel.root[kernel.positions(train)].T
+    else:
+        col_train = kernel.col_positions(train)
+        every_column = kernel.matrix.size(1) == train.numel() and torch.equal(col_train, torch.arange(train.numel(), device=col_train.device))
+        features = kernel.matrix if every_column else kernel.matrix[:, col_train]
+    return LocalKernel(kernel, features, "exact", diagonal)
+
+
+def local_statistics(k: LocalKernel, train: Tensor, y_train: Tensor) -> TrainingStatistics:
+    """The training statistics of ``k`` (``y_train``: the targets of ``train``, in ``k``'s dtype)."""
+    pos_train = k.kernel.positions(train)
+    n = k.diagonal.numel()
+    scale = float(k.diagonal.mean())   # in the kernel's precision, as the nugget grid reads it
+    if k.strategy == "low_rank":
+        q_train = k.features[pos_train]
+        gram, rhs = q_train.T @ q_train, q_train.T @ y_train
+    else:
+        gram, rhs = k.features[pos_train], y_train
+    return TrainingStatistics(k.strategy, gram, rhs, float((y_train * y_train).sum()), int(train.numel()), scale * n, n)
+
+
+def local_group(k: LocalKernel, nodes: dict[str, Tensor], y: Tensor) -> RowGroup:
+    """The labelled rows of ``k`` as one row group (``nodes``: each split's node ids; ``y``: every node's target)."""
+    positions = {key: k.kernel.positions(nodes[key]) for key in SPLITS}
+    prior = {key: k.diagonal[nodes[key]] for key in SPLITS} if k.strategy == "exact" else None
+    return RowGroup(k.features, positions, {key: y[nodes[key]] for key in SPLITS}, prior)
+
+
+class LocalBackend:
+    """See the module docstring. ``graph``: data loaded for another job on the same dataset
+    (the benchmarks share it), else the job loads its own and releases its edge list once the
+    adjacency is built."""
+
+    name = "local"
+    supports_fit = True
+
+    def __init__(self, cfg: Any, graph: Optional[LoadedGraph] = None):
+        self.cfg = cfg
+        self.graph = graph
+        self._owned = graph is None
+
+    def refuse(self, cfg: Any, entry: KernelEntry) -> None:
+        if not entry.runs_on(self.name):
+            raise ConfigError(f"kernel={entry.name} does not run with compute={self.name}; use compute={' or compute='.join(entry.backends)}")
+
+    def __enter__(self) -> "LocalBackend":
+        self.graph = reuse(self.cfg, self.graph)
+        self.graph.keep_edges = not self._owned   # data loaded for this job alone: its edge list goes once A is built
+        self.info: GraphInfo = self.graph.info()
+        self.load_seconds, self.dtype, self.device = self.graph.load_seconds, self.graph.dtype, self.graph.device
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    @property
+    def data(self) -> Any:
+        return self.graph.data
+
+    @property
+    def where(self) -> str:
+        return dataset_label(self.cfg.dataset.name, self.info.stand_in)
+
+    def _nodes(self, split: Optional[str] = None) -> Tensor:
+        d = self.data
+        mask = (d.train_mask | d.val_mask | d.test_mask) if split is None else d[f"{split}_mask"]
+        return mask.nonzero().view(-1)
+
+    def train_ids(self) -> Tensor:
+        return self._nodes("train")
+
+    def train_targets(self) -> Tensor:
+        return regression_targets(self.data.y[self.train_ids()], self.info.task, self.info.num_classes, torch.float64)
+
+    def context(self, adjacency: str, base: BaseKernel, landmarks: Optional[Tensor], feature_scale: float = 1.0) -> KernelContext:
+        features = self.data.x.to(self.dtype)
+        if feature_scale != 1:  # C0 reads sqrt(scale) x (linear: scale x.x')
+            features = features * feature_scale ** 0.5
+        return KernelContext(features, self.graph.adjacency(adjacency), base, landmarks)
+
+    def check_exact_memory(self, arch: Architecture, ctx: KernelContext, target: Tensor, train: Optional[Tensor]) -> None:
+        """Refuse, before computing, an exact kernel whose dense blocks ``K[target, train]``
+        (``train=None``: square) would not fit."""
+        need = arch.network.peak_elements(target, ctx, train) * torch.finfo(self.dtype).bits // 8 * dense_factor(branch_count(arch.network))
+        limit = memory_limit_bytes(self.cfg.max_memory_gb, ctx.features.device)
+        if need > limit:
+            raise ResourceError(
+                f"the exact {arch.label} kernel on {self.cfg.dataset.name} needs about {need / 2**30:.1f} GiB but the limit is {limit / 2**30:.1f} GiB "
+                f"(max_memory_gb; default half of the free memory); use the low-rank kernel (kernel={arch.name}_x)"
+                + (" or dtype=float32" if self.dtype == torch.float64 else "") + ", or raise max_memory_gb if the memory is yours"
+            )
+
+    def estimate(self, arch: Architecture, ctx: KernelContext, landmarks: Optional[Tensor], fit: bool) -> Estimate:
+        """The run's peak memory and time class (:mod:`gnngp_cli.job.estimate`), before computing;
+        a fit of an exact kernel is refused here when its square training block would not fit."""
+        train, target = self.train_ids(), self._nodes()
+        if fit and landmarks is None:
+            self.check_exact_memory(arch, ctx, train, None)
+        dense = 0
+        if landmarks is None:
+            square = target.numel() >= self.info.num_nodes or not pair_plan_fits(arch.network, ctx)
+            nodes = ctx.every_node if square else target
+            dense = arch.network.peak_elements(nodes, ctx, None if square else train)
+        return gp_estimate(
+            rss_now=current_rss_bytes(), peak_now=peak_rss_mb() * 2**20, num_nodes=self.info.num_nodes, num_edges=self.info.num_edges,
+            num_features=self.info.num_features, n_train=int(train.numel()), n_labelled=int(target.numel()),
+            layers=int(self.cfg.kernel.layers), bytes_per_entry=torch.finfo(self.dtype).bits // 8,
+            landmarks=None if landmarks is None else int(landmarks.numel()), dense_elements=int(dense),
+            branches=branch_count(arch.network),
+            input_nystrom=landmarks is not None and not (ctx.base.is_linear and landmarks.numel() >= self.info.num_features),
+        )
+
+    def evaluate(self, arch: Architecture, ctx: KernelContext) -> LocalKernel:
+        """Low rank: the root ``Q`` over every node. Exact: ``K[labelled, training]`` and
+        ``diag K`` on every node, after the memory check (:func:`local_kernel`)."""
+        train = self.train_ids()
+        if ctx.low_rank:
+            kernel = arch.network(None, ctx, None)
+            diagonal = kernel.diagonal()
+        else:
+            target = self._nodes()
+            self.check_exact_memory(arch, ctx, target, train)
+            kernel, diagonal = exact_kernel(arch.network, ctx, target, train,
+                                            before_square=lambda nodes: self.check_exact_memory(arch, ctx, nodes, None))
+        return local_kernel(kernel, train, diagonal, ctx.low_rank)
+
+    def statistics(self, k: LocalKernel) -> TrainingStatistics:
+        train = self.train_ids()
+        return local_statistics(k, train, regression_targets(self.data.y[train], self.info.task, self.info.num_classes, k.features.dtype))
+
+    def reduce(self, k: LocalKernel, fn: Callable[[RowGroup], Any], combine: Callable[..., Any]) -> Any:
+        """``fn`` on one row group: every labelled node."""
+        return fn(local_group(k, {key: self._nodes(key) for key in SPLITS}, self.data.y))
+
+    def columns(self) -> dict:
+        return dict(device=str(self.device), peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(self.device), compute_backend=self.name, workers=1)

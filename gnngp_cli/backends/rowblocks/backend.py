@@ -1,0 +1,291 @@
+"""``compute=dask`` (and ``compute=slurm``): low-rank kernels on row blocks of a Dask cluster.
+
+The backend holds the graph's shards (partitioned once into the data cache, or
+``compute.shards``), a cluster (:mod:`.cluster`) and the run's roots folder (:mod:`.store`).
+The kernel's blocks are the local path's, on a :class:`~.roots.RowBlockContext`; the
+statistics inference needs are reduced over row blocks in a tree; each labelled row block is a
+row group that the job's own functions score on a worker. Nothing of ``N`` rows reaches the
+client. What it does not run is refused before any work: exact kernels (no low-rank root to
+distribute) and ``fit=mll`` (it needs gradients through the kernel on every node).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import operator
+import signal
+import threading
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from ...data import DataStore, load_dataset
+from ...data.registry import DATASETS
+from ...data.shards import TEST, TRAIN, VAL, ShardMeta, read_meta, shards_match, write_data
+from ...data.store import default_root
+from ...errors import ConfigError, DatasetError, ResourceError
+from ...job.backend import GraphInfo
+from ...job.estimate import Estimate, rowblock_estimate
+from ...job.inference import SPLITS, RowGroup, TrainingStatistics, low_rank_statistics, regression_targets
+from ...job.rows import dataset_label
+from ...kernels import Architecture, BaseKernel
+from ...kernels.architectures import KernelEntry
+from ...kernels.blocks import Block, branch_count
+from ...runtime import Stopwatch, peak_rss_mb
+from .cluster import dask_client, peak_worker_mb, task_times, time_summary, worker_memory_limits
+from .graph import ShardedGraph, tree_reduce
+from .roots import BlockAdjacency, DaskRoots, RowBlockContext
+from .store import RootStore
+
+log = logging.getLogger("gnngp")
+
+BITS = {"train": TRAIN, "val": VAL, "test": TEST}
+
+
+def dataset_source(cfg: Any) -> str:
+    """The dataset config the shards are written from (a cache key)."""
+    return json.dumps(OmegaConf.to_container(cfg.dataset, resolve=True), sort_keys=True) + f"|stand_in={cfg.experiment.stand_in}"
+
+
+def partition(cfg: Any, store: DataStore, out: Path, rows: int) -> ShardMeta:
+    """Write ``cfg.dataset`` as row blocks of ``rows`` nodes into ``out``: streamed from the raw
+    files when the dataset's entry can (papers100M), else from the graph loaded in this process."""
+    name = str(cfg.dataset.name).lower()
+    entry = DATASETS.get(name)
+    source = dataset_source(cfg)
+    if entry is not None and entry.partition is not None:
+        return entry.partition(cfg.dataset, store, out, rows, source)
+    data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in)
+    return write_data(data, out, rows, name, source)
+
+
+def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
+    """The shards of the job's dataset: ``compute.shards``, or partitioned once into the data
+    cache (``<data root>/shards/<dataset>-r<rows>-<config hash>``) and reused."""
+    name = str(cfg.dataset.name).lower()
+    if cfg.compute.shards:
+        root = Path(cfg.compute.shards)
+        meta = read_meta(root)
+        if meta.dataset != name:
+            raise DatasetError(f"compute.shards={root} holds {meta.dataset}, not {name}; point compute.shards at the shards of {name} or drop it")
+        return ShardedGraph(root, meta)
+    source = dataset_source(cfg)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    root = store.root / "shards" / f"{name}-r{cfg.partition.rows}-{digest}"
+    meta = shards_match(root, source)
+    if meta is None:
+        log.info("partitioning %s into row blocks of %d nodes: %s", name, cfg.partition.rows, root)
+        meta = partition(cfg, store, root, cfg.partition.rows)
+    return ShardedGraph(root, meta)
+
+
+# The share of a worker's memory limit one task's working set may take. A worker holds computed
+# blocks up to about 70% of its limit before it spills them, and its nanny restarts it past 95%
+# (Dask's defaults); at 10^7 nodes, row blocks whose tasks may need 86% of a 3 GB worker got workers
+# restarted, and blocks needing 43% ran through (scripts/bench_dask.py).
+TASK_SHARE = 0.5
+MIN_BLOCK_ROWS = 1000   # smaller row blocks are all overhead: past it the fix is more memory per worker
+TASK_BLOCKS = 6   # row blocks alive in one task at most: the ReLU's Nystrom step (its input, C[b, a] and the arc-cosine's temporaries)
+
+
+def task_bytes(graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> int:
+    """What one row block's task may need at most: :data:`TASK_BLOCKS` blocks of
+    ``rows x width`` (an output block of ``A Q`` holds itself, one source's rows and their product)."""
+    width = (max(graph.meta.num_features, landmarks) + layers + 1) * branch_count(network)
+    return largest_block(graph) * width * (torch.finfo(dtype).bits // 8) * TASK_BLOCKS
+
+
+def largest_block(graph: ShardedGraph) -> int:
+    """Rows of the largest row block: ``partition.rows``, or every node of a smaller graph."""
+    return min(graph.meta.rows, graph.meta.num_nodes)
+
+
+def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> None:
+    """Refuse, before any work, a worker memory limit whose :data:`TASK_SHARE` is below what one
+    row block's task may need (:func:`task_bytes`)."""
+    limits = [m for m in worker_memory_limits(client) if m > 0] if client is not None else []
+    if not limits:
+        return
+    rows = largest_block(graph)
+    need = task_bytes(graph, network, landmarks, layers, dtype)
+    budget = TASK_SHARE * min(limits)
+    if need > budget:
+        fit = int(rows * budget / need * 0.9)
+        smaller = (f"use more, smaller row blocks (partition.rows={fit}, or gnngp partition ... partition.rows={fit}) or "
+                   if fit >= MIN_BLOCK_ROWS else "")
+        raise ResourceError(
+            f"one row block of {rows} nodes needs about {need / 2**30:.2f} GiB of worker memory, more than the half of a worker's "
+            f"{min(limits) / 2**30:.2f} GiB that a task may take beside the blocks the worker holds; {smaller}"
+            f"a larger compute.memory_limit (at least {need / TASK_SHARE * 1.1 / 2**30:.2f} GiB a worker for these blocks)")
+
+
+def root_store(cfg: Any) -> RootStore:
+    """The run's folder for its roots' files: under ``compute.roots_dir``, else ``<data.root>/roots``."""
+    return RootStore(Path(cfg.compute.roots_dir) if cfg.compute.roots_dir else Path(cfg.data.root or default_root()) / "roots")
+
+
+@contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM (``kill``, SLURM at the end of a walltime) raises ``SystemExit`` in the main
+    thread, so the run's clean-up (its roots' files, the cluster) runs as on Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _statistics(q_b: np.ndarray, y_b: np.ndarray, mask_b: np.ndarray, task: str, num_classes: int, num_nodes: int) -> TrainingStatistics:
+    """One row block's share of the training statistics."""
+    q = torch.from_numpy(np.ascontiguousarray(q_b))
+    train = torch.from_numpy(np.nonzero(np.asarray(mask_b) & TRAIN)[0])
+    y_train = regression_targets(torch.from_numpy(np.asarray(y_b))[train], task, num_classes, q.dtype)
+    return low_rank_statistics(q, train, y_train, num_nodes)
+
+
+def _add(*parts: TrainingStatistics) -> TrainingStatistics:
+    return functools.reduce(operator.add, parts)
+
+
+def _on_group(fn: Callable[[RowGroup], Any], q_b: np.ndarray, y_b: np.ndarray, mask_b: np.ndarray) -> Any:
+    """``fn`` on one row block's labelled rows."""
+    mask = np.asarray(mask_b)
+    y = torch.from_numpy(np.asarray(y_b))
+    positions = {key: torch.from_numpy(np.nonzero(mask & BITS[key])[0]) for key in SPLITS}
+    return fn(RowGroup(torch.from_numpy(np.ascontiguousarray(q_b)), positions, {key: y[positions[key]] for key in SPLITS}))
+
+
+class DaskBackend:
+    """See the module docstring. ``client``: an existing ``distributed.Client`` (tests share
+    one); ``cluster=False``: no cluster, Dask's default scheduler in this process (the
+    benchmarks' synchronous runs)."""
+
+    supports_fit = False
+
+    def __init__(self, cfg: Any, client: Any = None, cluster: bool = True):
+        self.cfg = cfg
+        self.name = cfg.compute.backend
+        self.client, self._start_cluster = client, cluster and client is None
+        self._stack = ExitStack()
+
+    def refuse(self, cfg: Any, entry: KernelEntry) -> None:
+        if not cfg.kernel.low_rank:
+            raise ConfigError(f"exact kernels are not distributed: kernel={cfg.kernel.name} with compute={self.name}; use its low-rank twin "
+                              f"kernel={cfg.kernel.name}_x (Nystrom, with landmarks) or compute=local")
+        if not entry.runs_on(self.name):
+            raise ConfigError(f"kernel={entry.name}_x does not run with compute={self.name}; use compute={' or compute='.join(entry.backends)}")
+
+    def __enter__(self) -> "DaskBackend":
+        cfg = self.cfg
+        try:
+            store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout)
+            self.store = root_store(cfg)   # a roots_dir that cannot be written stops the job before partitioning
+            self._stack.callback(self.store.close)
+            self._stack.enter_context(stopped_by_sigterm())
+            watch = Stopwatch(torch.device("cpu"))
+            with watch.measure():
+                self.graph = sharded_graph(cfg, store)
+            self.load_seconds = watch.seconds
+            if self._start_cluster:
+                self.client = self._stack.enter_context(dask_client(cfg.compute))
+        except BaseException:
+            self._stack.close()
+            raise
+        meta = self.graph.meta
+        self.info = GraphInfo(meta.dataset, meta.task, meta.num_classes, meta.num_nodes, meta.num_edges, meta.num_features, meta.split,
+                              meta.stand_in, meta.num_splits)
+        self.dtype = getattr(torch, cfg.dtype)
+        self.workers = len(self.client.scheduler_info(n_workers=-1)["workers"]) if self.client is not None else 1
+        self.labels, self.masks = self.graph.labels(), self.graph.masks()
+        self._train: Optional[torch.Tensor] = None
+        self._times_before: dict = {}
+        self._told = False
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.close()
+
+    @property
+    def where(self) -> str:
+        return f"{dataset_label(self.cfg.dataset.name, self.info.stand_in)} (compute={self.name}, {self.workers} workers)"
+
+    def train_ids(self) -> torch.Tensor:
+        if self._train is None:
+            self._train = torch.from_numpy(self.graph.train_ids())
+            if self._train.numel() == 0:
+                raise DatasetError(f"dataset '{self.info.dataset}': the training set is empty; give a training mask or a positive dataset.train_ratio")
+        return self._train
+
+    def train_targets(self) -> torch.Tensor:
+        raise ConfigError(f"fit=mll does not run with compute={self.name}")   # refused before any work (run_gp)
+
+    def context(self, adjacency: str, base: BaseKernel, landmarks: Optional[torch.Tensor], feature_scale: float = 1.0) -> RowBlockContext:
+        features = self.graph.features(np.float64 if self.dtype == torch.float64 else np.float32)
+        if feature_scale != 1:  # C0 reads sqrt(scale) x (linear: scale x.x')
+            features = features * np.asarray(feature_scale ** 0.5, dtype=features.dtype)
+        return RowBlockContext(features, BlockAdjacency(self.graph, adjacency, self.store), base, landmarks,
+                               roots=DaskRoots(self.graph, self.store), graph=self.graph, dtype=self.dtype)
+
+    def estimate(self, arch: Architecture, ctx: Any, landmarks: Optional[torch.Tensor], fit: bool) -> Estimate:
+        """The run's root files at their peak (what ``compute.roots_dir`` must hold), after
+        refusing a worker too small for one row block's task and a folder without room."""
+        m, layers = int(landmarks.numel()), int(self.cfg.kernel.layers)
+        check_block_memory(self.client, self.graph, arch.network, m, layers, self.dtype)
+        meta = self.graph.meta
+        estimate = rowblock_estimate(
+            num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=m, layers=layers,
+            bytes_per_entry=torch.finfo(self.dtype).bits // 8, rows=largest_block(self.graph),
+            task_bytes=task_bytes(self.graph, arch.network, m, layers, self.dtype), branches=branch_count(arch.network))
+        self.store.check_room(estimate.gb)   # the last run's files are cleared first
+        self._times_before = task_times(self.client) if self.client is not None else {}
+        if not self._told:
+            log.info("roots of this run as row-block files in %s (removed at its end)", self.store.folder)
+            self._told = True
+        return estimate
+
+    def evaluate(self, arch: Architecture, ctx: Any) -> Any:
+        """The root ``Q`` written to row-block files (the statistics and each scoring read it)."""
+        self.store.clear()   # the last evaluation's roots: kept till now for its means (tests)
+        return self.store.written(arch.network(None, ctx, None).root, "the kernel")
+
+    def _blocks(self, root: Any) -> list:
+        if root.numblocks[1] != 1:
+            root = root.rechunk({1: -1})
+        return list(zip(root.to_delayed().ravel(), self.labels.to_delayed().ravel(), self.masks.to_delayed().ravel()))
+
+    def statistics(self, root: Any) -> TrainingStatistics:
+        import dask
+
+        info = self.info
+        parts = [dask.delayed(_statistics, pure=True)(q, y, m, info.task, info.num_classes, info.num_nodes) for q, y, m in self._blocks(root)]
+        return tree_reduce(parts, _add).compute()
+
+    def reduce(self, root: Any, fn: Callable[[RowGroup], Any], combine: Callable[..., Any]) -> Any:
+        """``fn`` on each row block's labelled rows (on the workers; ``fn`` is sent once), the
+        results combined in a tree."""
+        import dask
+
+        shared = dask.delayed(fn, pure=True)
+        return tree_reduce([dask.delayed(_on_group, pure=True)(shared, q, y, m) for q, y, m in self._blocks(root)], combine).compute()
+
+    def columns(self) -> dict:
+        """The row's columns; and, in the log, where the workers' time went in this run."""
+        client = self.client
+        if client is not None:
+            log.info("%s: %s", self.where, time_summary(client, since=self._times_before))
+        return dict(device="cpu", peak_rss_mb=peak_rss_mb(), peak_cuda_mb=0.0, compute_backend=self.name, workers=self.workers,
+                    peak_worker_mb=peak_worker_mb(client) if client is not None else peak_rss_mb(),
+                    extra={"shards": str(self.graph.root), "row_block": self.graph.meta.rows})

@@ -1,0 +1,97 @@
+"""Composing a run's config: the registries' entries as Hydra config options, the method's
+spellings on the command line, and the composed config itself.
+
+The schema of each method and dataset is declared once, beside its code, in a registry entry:
+kernels in :mod:`gnngp_cli.kernels.architectures`, GNNs in :mod:`gnngp_cli.gnn`, datasets in the
+loader modules of :mod:`gnngp_cli.data`. :func:`register_configs` turns every entry into a
+config option, so the choices on the command line, their typed keys and their defaults all come
+from the registries:
+
+- ``model=<name>``: a GP kernel (``gcngp``, and its low-rank twin ``gcngp_x``) or a GNN (``gcn``);
+  ``kernel=<name>`` and ``gnn=<name>`` on the command line are the same choice, spelled for
+  the kind of method (see :func:`method_overrides`);
+- ``dataset=<name>``;
+- ``compute=<name>``: the backends' options, handed down by the caller (the backends sit
+  above this layer: :data:`gnngp_cli.backends.BACKENDS`).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from .data.registry import DATASETS, PRESETS
+from .errors import ConfigError
+from .gnn import GNNS
+from .kernels import KERNELS
+from .schema import ComputeConfig, FitConfig, RunConfig
+
+
+def config_dir() -> Path:
+    """The configs shipped inside the package (``gnngp_cli/conf``). A user's own config folder
+    is added with Hydra's search path: ``hydra.searchpath=[file:///path/to/my_conf]``."""
+    return Path(__file__).resolve().parent / "conf"
+
+
+def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
+    """The schema and one config option per registry entry: ``model/<kernel>``,
+    ``model/<kernel>_x``, ``model/<gnn>``, ``dataset/<name>``, and ``compute/<name>`` for each
+    backend option in ``compute``."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=RunConfig)
+    for name, entry in KERNELS.items():
+        for low_rank in (False, True):
+            cs.store(group="model", name=name + ("_x" if low_rank else ""), package="_global_",
+                     node={"method": "gp", "kernel": entry.config(name=name, low_rank=low_rank), "gnn": None})
+    for name, entry in GNNS.items():
+        cs.store(group="model", name=name, package="_global_", node={"method": "gnn", "gnn": entry.config(name=name), "kernel": None})
+    for name, entry in DATASETS.items():
+        cs.store(group="dataset", name=name, node=entry.config)
+    for option, preset in PRESETS.items():
+        cs.store(group="dataset", name=option, node=preset)
+    cs.store(group="fit", name="grid", node=FitConfig(method="grid"))
+    cs.store(group="fit", name="mll", node=FitConfig(method="mll"))
+    for name, options in compute.items():
+        cs.store(group="compute", name=name, node=options)
+
+    # ${pid:} in run and sweep dirs: two runs started in the same microsecond still differ
+    OmegaConf.register_new_resolver("pid", os.getpid, replace=True, use_cache=True)
+
+
+def method_overrides(overrides: Sequence[str]) -> list[str]:
+    """Command-line overrides with ``kernel=<name>`` and ``gnn=<name>`` spelled as the one
+    method choice ``model=<name>`` (a sweep ``kernel=a,b`` too). ``kernel`` and ``gnn`` chosen
+    together is an error; ``gnn=none`` is no choice."""
+    chosen = {}
+    out = []
+    for o in overrides:
+        key, sep, value = o.partition("=")
+        if sep and key in ("kernel", "gnn"):
+            chosen[key] = value
+            if not (key == "gnn" and value == "none"):
+                out.append(f"model={value}")
+            continue
+        out.append(o)
+    if "kernel" in chosen and chosen.get("gnn", "none") != "none":
+        raise ConfigError("both kernel and gnn are set; choose one: kernel=<name> for a GP or gnn=<name> for a GNN")
+    if sum(1 for o in out if o.partition("=")[0] == "model") > 1:
+        raise ConfigError("the method is chosen twice (model=, kernel= or gnn=); choose one")
+    return out
+
+
+def compose(overrides: Sequence[str], compute: Mapping[str, ComputeConfig], config_name: str = "config",
+            config_path: Optional[Path] = None) -> DictConfig:
+    """The composed, typed config for these Hydra overrides (no output dir is created)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    overrides = method_overrides(list(overrides))
+    register_configs(compute)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(config_path or config_dir()), version_base=None):
+        return hydra_compose(config_name=config_name, overrides=overrides)

@@ -1,0 +1,130 @@
+"""The GNN baselines of the paper (GCN, GraphSAGE, GIN, GCNII), on PyTorch Geometric layers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..schema import GNNConfig
+from .registry import register_gnn
+
+
+class GNN(nn.Module):
+    """``start -> (conv_l -> post_l) x graph_layers -> finish``; ``conv_l`` is the only step that
+    reads the graph (so mini-batch training and layer-wise inference work for every GNN).
+    A subclass builds its layers in ``__init__`` and overrides the steps it changes."""
+
+    normalised_graph = False   # gcn-style: reads the symmetric-normalised adjacency with unit self-loops
+
+    def __init__(self, cfg: Any, in_dim: int, out_dim: int):
+        super().__init__()
+        self.dropout = cfg.dropout
+        self.dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
+        self.convs = nn.ModuleList()
+        self.norms = nn.ModuleList(self._norm(cfg) for _ in range(cfg.layers - 1))
+
+    @staticmethod
+    def _norm(cfg: Any) -> nn.Module:
+        return nn.BatchNorm1d(cfg.hidden) if cfg.batch_norm else nn.Identity()
+
+    @property
+    def graph_layers(self) -> int:
+        return len(self.convs)
+
+    def start(self, x: Tensor) -> Tensor:
+        return x
+
+    def conv(self, l: int, h: Tensor, x0: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor]) -> Tensor:
+        return self.convs[l](h, edge_index)
+
+    def post(self, l: int, h: Tensor) -> Tensor:
+        if l >= len(self.norms):
+            return h  # the last graph layer is the output layer
+        return F.dropout(F.relu(self.norms[l](h)), self.dropout, self.training)
+
+    def finish(self, h: Tensor) -> Tensor:
+        return h
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Optional[Tensor] = None) -> Tensor:
+        h = x0 = self.start(x)
+        for l in range(self.graph_layers):
+            h = self.post(l, self.conv(l, h, x0, edge_index, edge_weight))
+        return self.finish(h)
+
+
+@register_gnn("gcn", "GCN")
+class GCN(GNN):
+    """``GCNConv`` layers on the same normalised adjacency as the kernels."""
+
+    normalised_graph = True
+
+    def __init__(self, cfg, in_dim, out_dim):
+        super().__init__(cfg, in_dim, out_dim)
+        from torch_geometric.nn import GCNConv
+
+        self.convs.extend(GCNConv(self.dims[l], self.dims[l + 1], normalize=False) for l in range(cfg.layers))
+
+    def conv(self, l, h, x0, edge_index, edge_weight):
+        return self.convs[l](h, edge_index, edge_weight)
+
+
+@register_gnn("sage", "GraphSAGE", fanouts=[25, 10])
+class SAGE(GNN):
+    """``SAGEConv`` layers, mean aggregation."""
+
+    def __init__(self, cfg, in_dim, out_dim):
+        super().__init__(cfg, in_dim, out_dim)
+        from torch_geometric.nn import SAGEConv
+
+        self.convs.extend(SAGEConv(self.dims[l], self.dims[l + 1], aggr="mean") for l in range(cfg.layers))
+
+
+@register_gnn("gin", "GIN", fanouts=[25], graph_layers=lambda layers: 1)
+class GIN(GNN):
+    """One ``GINConv`` aggregation (eps = 0) followed by an L-layer MLP: the network whose
+    kernel is GINGP."""
+
+    def __init__(self, cfg, in_dim, out_dim):
+        super().__init__(cfg, in_dim, out_dim)
+        from torch_geometric.nn import GINConv
+
+        mlp: list[nn.Module] = []
+        for l in range(cfg.layers):
+            mlp.append(nn.Linear(self.dims[l], self.dims[l + 1]))
+            if l < cfg.layers - 1:
+                mlp += [self._norm(cfg), nn.ReLU(), nn.Dropout(cfg.dropout)]
+        self.convs.append(GINConv(nn.Sequential(*mlp), eps=0.0))
+        self.norms = nn.ModuleList()
+
+
+@dataclass
+class GCN2Config(GNNConfig):
+    alpha: float = 0.1
+    theta: float = 0.5
+
+
+@register_gnn("gcn2", "GCNII", config=GCN2Config)
+class GCN2(GNN):
+    """Linear, ``GCN2Conv`` layers (initial residual alpha, identity mapping theta), linear."""
+
+    normalised_graph = True
+
+    def __init__(self, cfg, in_dim, out_dim):
+        super().__init__(cfg, in_dim, out_dim)
+        from torch_geometric.nn import GCN2Conv
+
+        self.pre = nn.Linear(in_dim, cfg.hidden)
+        self.convs.extend(GCN2Conv(cfg.hidden, cfg.alpha, cfg.theta, layer=l + 1, normalize=False) for l in range(cfg.layers))
+        self.head = nn.Linear(cfg.hidden, out_dim)
+        self.norms = nn.ModuleList(self._norm(cfg) for _ in range(cfg.layers))
+
+    def start(self, x):
+        return F.relu(self.pre(F.dropout(x, self.dropout, self.training)))
+
+    def conv(self, l, h, x0, edge_index, edge_weight):
+        return self.convs[l](F.dropout(h, self.dropout, self.training), x0, edge_index, edge_weight)
+
+    def finish(self, h):
+        return self.head(h)

@@ -1,0 +1,43 @@
+"""The GNN registry: one entry per baseline, declared beside its model."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+from ..schema import SQRT_TENTH, GNNConfig
+
+# The paper's training settings for every GNN, per task or dataset (see config.method_defaults).
+TRAINING_DEFAULTS = {
+    "*": {"lr": 0.01, "epochs": 100, "batch_norm": False},
+    "regression": {"lr": SQRT_TENTH, "batch_norm": True},
+    "arxiv": {"batch_norm": True},
+    "crocodile": {"epochs": 200},
+    "reddit": {"epochs": 10, "batch_size": 10240},   # mini-batch training, as in the paper
+}
+
+
+@dataclass(frozen=True)
+class GNNEntry:
+    """One GNN baseline: its model class, typed config, label, default sampling fanouts per
+    graph layer (``None``: every neighbour) and training defaults per task or dataset."""
+
+    name: str
+    label: str
+    model: type
+    config: type
+    fanouts: Optional[list] = None
+    graph_layers: Callable[[int], int] = lambda layers: layers
+    defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: TRAINING_DEFAULTS)
+
+
+GNNS: dict[str, GNNEntry] = {}
+
+
+def register_gnn(name: str, label: str, config: type = GNNConfig, fanouts: Optional[list] = None,
+                 graph_layers: Callable[[int], int] = lambda layers: layers,
+                 defaults: Optional[Mapping[str, Mapping[str, Any]]] = None):
+    """Class decorator: add a :class:`GNN` subclass as ``gnn=name``."""
+    def add(model: type) -> type:
+        GNNS[name] = GNNEntry(name, label, model, config, fanouts, graph_layers, defaults or TRAINING_DEFAULTS)
+        return model
+    return add

@@ -1,0 +1,219 @@
+"""The GP job, written once for every backend.
+
+One job is one kernel on one dataset, ``runs`` seeds. Each run (:meth:`GPJob.run`):
+
+1. landmarks among the training nodes (low-rank kernels), seeded;
+2. the candidates chosen among: the kernel entry's ``choices`` (GPRGP's filters) and, with
+   ``kernel.gamma_search`` under ``fit=grid``, the base kernel's gamma grid;
+3. with ``fit=mll``, the hyperparameters fitted on the training nodes for each candidate
+   (:mod:`.fit`), and the candidate of the highest marginal likelihood kept;
+4. for each candidate, the kernel (the backend evaluates it), the posterior from the reduced
+   statistics and the validation metric over the nugget grid; the best candidate and nugget
+   (the first on ties), then the train/val/test metrics and the test columns at them;
+5. one result row: the same columns whatever the backend, plus the backend's own.
+
+The backend (:mod:`.backend`) is handed in; this module never asks which one it is.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, Iterator, Optional
+
+import torch
+
+from ..config import resolve_method_defaults
+from ..errors import ConfigError
+from ..kernels import KERNELS, BaseKernel
+from ..metrics import METRICS, resolve_metric, uncertainty_metrics
+from ..progress import Progress
+from ..runtime import Stopwatch
+from .backend import Backend
+from .fit import FitResult, check_learn, fit_hyperparameters
+from .inference import GPResult, best_index, log_grid, predict
+from .landmarks import choose_landmarks
+from .rows import base_row, graph_columns, run_settings, with_extra
+
+log = logging.getLogger("gnngp")
+
+NOUNS = {"gamma": "gamma", "coefficients": "filter"}   # how progress lines name a candidate
+
+
+def candidates(kcfg: Any, mll: bool) -> list[dict]:
+    """Every combination of the values chosen among (see the module docstring), the last
+    named varying fastest; ``[{}]`` when nothing is chosen."""
+    axes = dict(KERNELS[kcfg.name].candidates(kcfg))
+    if kcfg.gamma_search and not mll:  # fit=mll learns gamma instead (when the base kernel has one)
+        axes["gamma"] = log_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist()
+    return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+
+
+def deterministic(cfg: Any) -> bool:
+    """A GP job without randomness: an exact kernel, or every training node a landmark."""
+    lm = cfg.landmarks
+    return not cfg.kernel.low_rank or (lm.count is None and lm.fraction == 1)
+
+
+@dataclass
+class GPRun:
+    """One run of a GP job: its row, the chosen candidate, the posterior at the chosen nugget
+    (whose means and variances of the labelled nodes are read through the backend, while the
+    job is open: for inspection and tests on graphs that fit; a run never gathers them), and
+    the fit."""
+
+    row: dict
+    choice: dict
+    result: GPResult
+    fitted: Optional[FitResult] = None
+
+
+class GPJob:
+    """The runs of one GP job on an open backend (see the module docstring)."""
+
+    def __init__(self, cfg: Any, backend: Backend):
+        self.cfg, self.backend = cfg, backend
+        info = backend.info
+        resolve_method_defaults(cfg, info.task)
+        self.kcfg = cfg.kernel
+        self.entry = KERNELS[self.kcfg.name]
+        self.metric = METRICS[resolve_metric(cfg.dataset.get("metric"), info.task, info.num_classes, str(cfg.dataset.name).lower())]
+        self.uncertainty = uncertainty_metrics(info.task, info.num_classes)
+        self.mll = cfg.fit.method == "mll"
+
+    @property
+    def count(self) -> int:
+        """How many runs: ``runs``, or one for a deterministic kernel unless ``repeat_deterministic``."""
+        return 1 if deterministic(self.cfg) and not self.cfg.repeat_deterministic else self.cfg.runs
+
+    def runs(self) -> Iterator[GPRun]:
+        for index in range(self.count):
+            yield self.run(index)
+
+    def run(self, index: int) -> GPRun:
+        cfg, kcfg, backend, info = self.cfg, self.kcfg, self.backend, self.backend.info
+        seed = cfg.seed + index
+        train = backend.train_ids()
+        landmarks = choose_landmarks(train, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name) if kcfg.low_rank else None
+        choices = candidates(kcfg, self.mll)
+        base = BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d)
+        arch = self.entry.architecture(kcfg, {k: v for k, v in choices[0].items() if k != "gamma"})
+        ctx = backend.context(arch.adjacency, base, landmarks, kcfg.base.scale)
+        estimate = backend.estimate(arch, ctx, landmarks, self.mll)
+        log.info(estimate.line(arch.label, backend.where))
+
+        fitted = None
+        if self.mll:
+            fitted, chosen = self.fit(ctx, choices, train)
+            choices = [chosen]
+            base = fitted.base(base)
+
+        layers = int(kcfg.layers)
+        evaluations = len(choices) + (1 if len(choices) > 1 else 0)   # each candidate on validation, then the chosen one
+        progress = Progress(f"{arch.label} on {backend.where}", total=evaluations * (layers + 1))
+        done = {"evaluation": 0, "layers": 0, "candidate": ""}
+
+        def tell(label: str) -> None:   # a kernel's named layers may be more than kcfg.layers (GPRGP): clamped
+            progress.step(done["evaluation"] * (layers + 1) + min(done["layers"], layers), label + done["candidate"])
+
+        def on_layer(name: str) -> None:
+            done["layers"] += 1
+            tell(f"kernel {name} done")
+
+        ctx = replace(ctx, on_layer=on_layer)
+        kernel_watch, inference_watch = Stopwatch(ctx.device), Stopwatch(ctx.device)
+        grid = log_grid(cfg.nugget.min, cfg.nugget.max, cfg.nugget.num, dtype=backend.dtype, device=ctx.device)
+
+        def evaluate(choice: dict, validation_only: bool):
+            nonlocal ctx
+            values = {**(fitted.network_values() if fitted is not None else {}), **{k: v for k, v in choice.items() if k != "gamma"}}
+            arch = self.entry.architecture(kcfg, values)
+            ctx = ctx.with_base(base.with_values({"gamma": choice["gamma"]}) if "gamma" in choice else base)
+            done["layers"] = 0
+            tell("kernel starting")
+            with kernel_watch.measure():
+                kernel = backend.evaluate(arch, ctx)
+            done["layers"] = layers
+            tell("posterior")
+            with inference_watch.measure():
+                out = self.infer(kernel, grid, fitted, validation_only)
+            done["evaluation"], done["layers"] = done["evaluation"] + 1, 0
+            tell("posterior done")
+            return out
+
+        chosen = choices[0]
+        with progress:
+            if len(choices) > 1:  # score every candidate on validation, then predict with the best (the first on ties)
+                scores = []
+                for i, choice in enumerate(choices):
+                    done["candidate"] = f", {'/'.join(NOUNS.get(k, k) for k in choice)} {i + 1} of {len(choices)}"
+                    scores.append(evaluate(choice, validation_only=True))
+                chosen = choices[best_index(scores)]
+                done["candidate"] = ""
+            result = evaluate(chosen, validation_only=False)
+        return self.finish(index, seed, chosen, landmarks, estimate, fitted, result, kernel_watch, inference_watch)
+
+    def fit(self, ctx: Any, choices: list[dict], train: torch.Tensor) -> tuple[FitResult, dict]:
+        """``fit=mll`` for each candidate; the fit of the highest marginal likelihood and its candidate."""
+        y_train = self.backend.train_targets()
+        fits = []
+        for choice in choices:
+            def build(values: dict, choice: dict = choice):
+                return self.entry.architecture(self.kcfg, {**values, **choice}).network
+            result = fit_hyperparameters(self.kcfg, self.cfg.fit, build, ctx, y_train, train, self.cfg.progress)
+            log.info(result.summary() + (f" ({', '.join(f'{k}={list(v)}' for k, v in choice.items())})" if choice else ""))
+            fits.append(result)
+        best = best_index([f.objective for f in fits])
+        fitted = fits[best]
+        fitted.seconds = sum(f.seconds for f in fits)
+        return fitted, choices[best]
+
+    def infer(self, kernel: Any, grid: torch.Tensor, fitted: Optional[FitResult], validation_only: bool):
+        """The posterior of an evaluated kernel (:func:`~.inference.predict`) from the backend's
+        statistics and row groups: the fitted nugget, or the grid's best on validation."""
+        backend = self.backend
+        return predict(backend.statistics(kernel), partial(backend.reduce, kernel), grid, self.metric, self.uncertainty, backend.info.task,
+                       None if fitted is None else fitted.nugget, validation_only)
+
+    def finish(self, index, seed, choice, landmarks, estimate, fitted, result: GPResult, kernel_watch, inference_watch) -> GPRun:
+        cfg, kcfg, backend = self.cfg, self.kcfg, self.backend
+        recorded = {k: list(v) if isinstance(v, tuple) else v for k, v in choice.items()}
+        row = base_row(cfg)
+        row.update(
+            metric=self.metric.name, **result.metrics, nugget=result.nugget, layers=kcfg.layers,
+            sigma_w=kcfg.get("sigma_w"), sigma_b=kcfg.get("sigma_b"),
+            landmark_fraction=cfg.landmarks.fraction if kcfg.low_rank and cfg.landmarks.count is None else None,
+            estimated_gb=round(estimate.gb, 3), kernel_seconds=kernel_watch.seconds, inference_seconds=inference_watch.seconds,
+            landmarks=int(landmarks.numel()) if landmarks is not None else 0, seed=seed,
+            extra=json.dumps({**recorded, **run_settings(cfg)}), fit=cfg.fit.method, **result.uncertainty,
+        )
+        if fitted is not None:
+            row.update(fit_seconds=fitted.seconds, **fitted.row())
+        row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"] + row.get("fit_seconds", 0.0)
+        row.update(graph_columns(backend.info, backend.load_seconds, cfg, index))
+        columns = backend.columns()
+        with_extra(row, **columns.pop("extra", {}))
+        row.update(columns)
+        if backend.info.warnings:  # e.g. a single training class: the row says so
+            with_extra(row, warnings=list(backend.info.warnings))
+        return GPRun(row, choice, result, fitted)
+
+
+def run_gp(cfg: Any, backend: Backend) -> list[dict]:
+    """All runs of a GP job on ``backend``; one row per run (one run only for a deterministic
+    kernel when ``repeat_deterministic`` is false). Unsupported combinations are refused, in one
+    line, before the backend loads anything."""
+    entry = KERNELS[cfg.kernel.name]
+    backend.refuse(cfg, entry)
+    if cfg.fit.method == "mll":
+        if not backend.supports_fit:
+            raise ConfigError(f"fit=mll needs gradients through the kernel on every node, which compute={backend.name} does not compute; "
+                              f"use fit=grid with compute={backend.name}, or fit=mll with compute=local")
+        check_learn(cfg.kernel, cfg.fit)
+    if entry.note is not None and entry.note(cfg.kernel):
+        log.warning(entry.note(cfg.kernel))
+    with backend:
+        return [run.row for run in GPJob(cfg, backend).runs()]

@@ -1,0 +1,310 @@
+"""GP regression over a grid of nuggets, from statistics every backend reduces the same way.
+
+Classification regresses one-hot targets and predicts the argmax; regression uses ``y``.
+With ``b`` the training nodes and ``*`` the predicted ones, for each nugget ``eps`` (a grid
+value times the mean diagonal of ``K``):
+
+- exact:    mean ``K[*, b] (K[b, b] + eps I)^-1 y_b``,
+            variance ``diag K[*, *] - diag K[*, b] (K[b, b] + eps I)^-1 K[b, *]``;
+- low rank: mean ``Q[*] (Q[b]^T Q[b] + eps I)^-1 Q[b]^T y_b``,
+            variance ``eps diag Q[*] (Q[b]^T Q[b] + eps I)^-1 Q[*]^T``.
+
+A backend hands over :class:`TrainingStatistics`: the Gram matrix of the training rows
+(``K[b, b]``, or ``Q[b]^T Q[b]``), the right-hand sides (``y_b``, or ``Q[b]^T y_b``), ``y_b^T y_b``
+and the sum of ``diag K`` over every node; row blocks add them up. One posterior strategy
+(:class:`ExactPosterior`, :class:`LowRankPosterior`) decomposes the Gram matrix once,
+``V diag(w) V^T``; with ``F`` the prediction features of some rows (``K[*, b]``, or ``Q[*]``) the
+means for every grid value are one product ``F (V [coef / (w + eps)]_eps)``. Then metrics
+(:mod:`gnngp_cli.metrics`) score a :class:`RowGroup` of labelled rows at a time (every
+labelled node locally, one row block on Dask) into states that reduce alike: the nugget with
+the best validation metric is chosen (the smallest one on ties), and the train, validation and
+test metrics and the test columns (NLPD, coverage, variances) are read at it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, Callable, Optional
+
+import torch
+from torch import Tensor
+
+from .. import runtime
+from ..errors import KernelError
+from ..kernels.numerics import psd_tolerance, symmetric_eigh
+from ..metrics import Metric, Prediction, Scores, merge_scores
+
+SPLITS = ("train", "val", "test")
+
+
+def log_grid(low: float, high: float, num: int, dtype=torch.float64, device=None) -> Tensor:
+    """``num`` log-spaced values from ``low`` to ``high`` (nuggets relative to the mean diagonal,
+    or base-kernel gammas)."""
+    return torch.logspace(math.log10(low), math.log10(high), num, dtype=dtype, device=device)
+
+
+def regression_targets(y: Tensor, task: str, num_classes: int, dtype: torch.dtype) -> Tensor:
+    """``Y``: one-hot columns (classification; the paper regresses them) or ``y`` as one column."""
+    if task == "classification":
+        return torch.nn.functional.one_hot(y, num_classes).to(dtype)
+    return y.to(dtype).view(-1, 1)
+
+
+@dataclass(frozen=True)
+class TrainingStatistics:
+    """What the posterior needs, reduced over row groups (see the module docstring).
+    ``strategy``: ``exact`` (``gram = K[b, b]``, ``rhs = y_b``) or ``low_rank``
+    (``gram = Q[b]^T Q[b]``, ``rhs = Q[b]^T y_b``)."""
+
+    strategy: str
+    gram: Tensor
+    rhs: Tensor
+    yy: float
+    n_train: int
+    diagonal_sum: float
+    num_nodes: int
+
+    @property
+    def scale(self) -> float:
+        """The mean of ``diag K`` over every node: the nugget grid is relative to it."""
+        return self.diagonal_sum / self.num_nodes
+
+    def __add__(self, other: "TrainingStatistics") -> "TrainingStatistics":
+        """Two row groups' statistics as one (low rank: the Gram matrices of disjoint rows add)."""
+        return replace(self, gram=self.gram + other.gram, rhs=self.rhs + other.rhs, yy=self.yy + other.yy,
+                       n_train=self.n_train + other.n_train, diagonal_sum=self.diagonal_sum + other.diagonal_sum)
+
+
+def low_rank_statistics(q: Tensor, train: Tensor, y_train: Tensor, num_nodes: int) -> TrainingStatistics:
+    """The statistics of a root ``Q`` held on some rows (``train``: the training rows among them,
+    ``y_train`` their targets); ``num_nodes``: the graph's node count."""
+    q_train = q[train]
+    return TrainingStatistics("low_rank", q_train.T @ q_train, q_train.T @ y_train, float((y_train * y_train).sum()),
+                              int(train.numel()), float((q * q).sum().double()), num_nodes)
+
+
+def gram_eigh(gram: Tensor) -> tuple[Tensor, Tensor]:
+    """``gram = V diag(w) V^T``. A Gram matrix whose columns are orthogonal to the round-off of
+    their products (every ``|G_ij| <= eps sqrt(n) sqrt(G_ii G_jj)``) is diagonal, and its
+    decomposition is its sorted diagonal: e.g. ``Q[b]^T Q[b]`` of a Nystrom root whose landmarks
+    are the training nodes, ``sqrt(D) V^T V sqrt(D) = D`` (RBF-X on squirrel: largest such ratio
+    1.5e-6 against 6e-6; it saved a 2,496 x 2,496 eigendecomposition per gamma of its search)."""
+    n = gram.size(0)
+    d = torch.diagonal(gram).detach()
+    if n and bool((d >= 0).all()):
+        scale = torch.where(d > 0, d.rsqrt(), torch.zeros((), dtype=d.dtype, device=d.device))
+        off = (gram.detach() * scale[:, None] * scale[None, :]).abs()
+        off.fill_diagonal_(0)
+        if float(off.amax()) <= torch.finfo(gram.dtype).eps * math.sqrt(n):
+            w, order = torch.sort(torch.diagonal(gram))
+            return w, torch.eye(n, dtype=gram.dtype, device=gram.device)[:, order]
+    return symmetric_eigh(gram)
+
+
+def _rows(features: Tensor, pos: Tensor) -> Tensor:
+    """``features[pos]`` (no copy when ``pos`` is every row in order)."""
+    every = pos.numel() == features.size(0) and torch.equal(pos, torch.arange(features.size(0), device=pos.device))
+    return features if every else features[pos]
+
+
+class Posterior:
+    """The GP posterior over a nugget grid, from one eigendecomposition of the training Gram
+    matrix ``V diag(w) V^T`` and ``coef = V^T rhs``: at nugget ``eps`` the mean of rows with
+    prediction features ``F`` is ``F V (coef / (w + eps))``. The two strategies differ in what
+    ``F``, the Gram matrix and the variance are. A posterior holds no rows: the same object
+    predicts every row group (on Dask it is sent to the workers once)."""
+
+    def __init__(self, stats: TrainingStatistics):
+        w, v = gram_eigh(stats.gram)
+        if not bool(torch.isfinite(w).all()):
+            raise KernelError("the kernel on the training nodes has NaN or infinite entries; check the features and sigmas")
+        top = float(w[-1].clamp_min(0))
+        if float(w[0]) < -psd_tolerance(w.dtype, w.numel()) * max(top, torch.finfo(w.dtype).tiny):
+            raise KernelError(f"final layer: the kernel on the training nodes is not positive semi-definite (eigenvalue {float(w[0]):.3g} vs largest {top:.3g}); use a positive semi-definite base kernel or dtype=float64")
+        self.w, self.v = w.clamp_min(0), v
+        self.coef = v.T @ stats.rhs
+        self.yy, self.n_train = stats.yy, stats.n_train
+
+    def grid_means(self, features: Tensor, pos: Tensor, nuggets: Tensor) -> Tensor:
+        """Means at the rows ``pos`` of ``features`` for every nugget at once: ``len(pos) x G x outputs``."""
+        inv = 1.0 / (self.w[:, None] + nuggets[None, :])                                   # rank x G
+        weights = self.v @ (self.coef[:, None, :] * inv[:, :, None]).reshape(self.w.numel(), -1)
+        return (_rows(features, pos) @ weights).view(pos.numel(), nuggets.numel(), self.coef.size(1))  # an empty set too (fit=mll)
+
+    def mean(self, features: Tensor, pos: Tensor, eps: Tensor) -> Tensor:
+        inv = 1.0 / (self.w + eps)
+        return _rows(features, pos) @ (self.v @ (self.coef * inv[:, None]))
+
+    def explained(self, features: Tensor, pos: Tensor, eps: Tensor) -> Tensor:
+        """``||F[pos] V (w + eps)^-1/2||^2`` per row; by row blocks past ``runtime.ROW_BLOCK_ENTRIES``
+        (the variance of every node of a Reddit-sized GCNGP-X held three ``N x r`` temporaries)."""
+        inv = 1.0 / (self.w + eps)
+        if pos.numel() * self.w.numel() <= runtime.ROW_BLOCK_ENTRIES:
+            proj = _rows(features, pos) @ self.v
+            return (proj * proj * inv).sum(1)
+        out = features.new_empty(pos.numel())
+        for start, stop in runtime.row_blocks(pos.numel(), self.w.numel()):
+            proj = features[pos[start:stop]] @ self.v
+            out[start:stop] = (proj * proj * inv).sum(1)
+        return out
+
+    def variance(self, features: Tensor, pos: Tensor, eps: Tensor, prior: Optional[Tensor]) -> Tensor:
+        """Latent posterior variance at the rows ``pos`` (``prior``: ``diag K`` there, exact only)."""
+        raise NotImplementedError
+
+    def output_scale(self, eps: Tensor) -> float:
+        """Maximum-likelihood output scale ``s^2 = y_b^T (K_bb + eps I)^-1 y_b / n_b``."""
+        raise NotImplementedError
+
+    def fitted(self, eps: Tensor) -> float:
+        inv = 1.0 / (self.w + eps)
+        return float((self.coef * self.coef * inv[:, None]).sum())
+
+
+class ExactPosterior(Posterior):
+    """Exact: ``F = K[*, b]``, ``K[b, b] = V w V^T``, ``coef = V^T y_b``;
+    variance ``diag K[*, *] - diag F (K[b, b] + eps I)^-1 F^T``."""
+
+    def variance(self, features, pos, eps, prior):
+        return (prior - self.explained(features, pos, eps)).clamp_min(0)
+
+    def output_scale(self, eps):
+        return max(self.fitted(eps) / self.n_train, torch.finfo(torch.float64).tiny)
+
+
+class LowRankPosterior(Posterior):
+    """Low rank (``K = Q Q^T``): ``F = Q``, ``Q[b]^T Q[b] = V w V^T``, ``coef = V^T Q[b]^T y_b``;
+    variance ``eps diag Q[*] (Q[b]^T Q[b] + eps I)^-1 Q[*]^T``."""
+
+    def variance(self, features, pos, eps, prior):
+        return (eps * self.explained(features, pos, eps)).clamp_min(0)
+
+    def output_scale(self, eps):
+        """By Woodbury ``(Q Q^T + eps I)^-1 = (I - Q (Q^T Q + eps I)^-1 Q^T) / eps``:
+        ``(y^T y - sum coef^2 / (w + eps)) / eps``."""
+        quad = (self.yy - self.fitted(eps)) / float(eps)
+        return max(quad / self.n_train, torch.finfo(torch.float64).tiny)
+
+
+def posterior_for(stats: TrainingStatistics) -> Posterior:
+    if not stats.scale > 0:
+        raise KernelError("the kernel is zero on every node (mean variance 0); check the features and sigmas")
+    return (LowRankPosterior if stats.strategy == "low_rank" else ExactPosterior)(stats)
+
+
+@dataclass
+class RowGroup:
+    """Labelled rows held together (every labelled node locally, one row block on Dask):
+    ``features`` (rows of ``F``), and per split the positions of its nodes among them, their
+    targets and, for the exact strategy, their prior variances ``diag K``."""
+
+    features: Tensor
+    positions: dict[str, Tensor]
+    targets: dict[str, Tensor]
+    prior: Optional[dict[str, Tensor]] = None
+
+    def labelled(self) -> Tensor:
+        """Positions of every labelled row, in node order."""
+        return torch.sort(torch.cat([self.positions[key] for key in SPLITS]))[0]
+
+
+def validation_scores(group: RowGroup, posterior: Posterior, nuggets: Tensor, metric: Metric) -> Scores:
+    """The state of ``metric`` on the validation rows, one column per nugget."""
+    scores = Scores()
+    pos = group.positions["val"]
+    scores.add("val", metric, Prediction(posterior.grid_means(group.features, pos, nuggets), group.targets["val"]))
+    return scores
+
+
+def final_scores(group: RowGroup, posterior: Posterior, eps: Tensor, metric: Metric, uncertainty: list[Metric], output_scale: float) -> Scores:
+    """At the chosen nugget: ``metric`` on each split, and the ``uncertainty`` columns on the test rows."""
+    scores = Scores()
+    labelled = group.labelled()
+    means = posterior.mean(group.features, labelled, eps)   # one product (no copy of F when every row is labelled)
+    for key in SPLITS:
+        pos = group.positions[key]
+        mean = means[torch.searchsorted(labelled, pos)]
+        if key == "test" and uncertainty:
+            prior = group.prior[key] if group.prior is not None else None
+            variance = posterior.variance(group.features, pos, eps, prior)
+            prediction = Prediction(mean[:, None, :], group.targets[key], variance[:, None], eps, output_scale)
+            for column in uncertainty:
+                scores.add(column.name, column, prediction)
+        scores.add(key, metric, Prediction(mean[:, None, :], group.targets[key]))
+    return scores
+
+
+def labelled_means(group: RowGroup, posterior: Posterior, eps: Tensor) -> Tensor:
+    """Posterior means of the group's labelled rows, in node order."""
+    return posterior.mean(group.features, group.labelled(), eps)
+
+
+def labelled_variances(group: RowGroup, posterior: Posterior, eps: Tensor) -> Tensor:
+    """Latent posterior variances of the group's labelled rows, in node order."""
+    labelled = group.labelled()
+    prior = None
+    if group.prior is not None:
+        pos = torch.cat([group.positions[key] for key in SPLITS])
+        prior = torch.cat([group.prior[key] for key in SPLITS])[torch.argsort(pos)]
+    return posterior.variance(group.features, labelled, eps, prior)
+
+
+def best_index(curve: list[float]) -> int:
+    """The best value of a validation curve (NaN counts as the worst; the first on ties)."""
+    return int(torch.argmax(torch.tensor(curve, dtype=torch.float64).nan_to_num(nan=-math.inf)))
+
+
+def concatenate(*parts: Tensor) -> Tensor:
+    return torch.cat(parts)
+
+
+Reduce = Callable[[Callable[[RowGroup], Any], Callable[..., Any]], Any]   # reduce(fn, combine): fn over the row groups, combined
+
+
+@dataclass
+class GPResult:
+    """The posterior at the chosen nugget: ``nugget`` (a grid value, relative to the mean
+    diagonal of ``K``; ``eps`` absolute), the metric on each split, the test columns, the
+    validation curve over the grid; the labelled nodes' means and variances on demand, through
+    the ``reduce`` of the row groups they came from."""
+
+    nugget: float
+    eps: Tensor
+    metrics: dict[str, float]
+    uncertainty: dict[str, float]
+    val_curve: list[float]
+    posterior: Posterior
+    reduce: Reduce = field(repr=False)
+
+    def means(self) -> Tensor:
+        """Posterior means of the labelled nodes, in node order."""
+        return self.reduce(partial(labelled_means, posterior=self.posterior, eps=self.eps), concatenate)
+
+    def variances(self) -> Tensor:
+        """Latent posterior variances of the labelled nodes, in node order."""
+        return self.reduce(partial(labelled_variances, posterior=self.posterior, eps=self.eps), concatenate)
+
+
+def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Metric, uncertainty: list[Metric], task: str,
+            nugget: Optional[float] = None, validation_only: bool = False):
+    """GP regression from ``stats`` over the row groups of ``reduce``: the nugget of ``grid``
+    (relative to the mean diagonal; ``nugget``: one absolute value instead, e.g. fitted) with
+    the best validation ``metric``, and at it the metric on each split and the ``uncertainty``
+    columns (:class:`GPResult`); with ``validation_only``, the best validation value alone."""
+    posterior = posterior_for(stats)
+    nuggets = grid * stats.scale if nugget is None else torch.tensor([nugget], dtype=grid.dtype, device=grid.device)
+    curve = reduce(partial(validation_scores, posterior=posterior, nuggets=nuggets, metric=metric), merge_scores)
+    val_curve = curve.value("val").tolist()
+    best = best_index(val_curve)
+    if validation_only:
+        return val_curve[best]
+    eps = nuggets[best]
+    output_scale = posterior.output_scale(eps) if task == "regression" else math.nan
+    final = reduce(partial(final_scores, posterior=posterior, eps=eps, metric=metric, uncertainty=uncertainty, output_scale=output_scale),
+                   merge_scores)
+    metrics = {key: float(final.value(key)[0]) for key in SPLITS}
+    columns = {column.name: float(final.value(column.name)[0]) for column in uncertainty}
+    if task == "regression":
+        columns["output_scale"] = output_scale
+    return GPResult(float(nuggets[best] / stats.scale), eps, metrics, columns, val_curve, posterior, reduce)

@@ -1,0 +1,92 @@
+"""Result rows: the columns every job writes, whatever its method and backend."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+import torch
+
+from .. import __version__
+from ..errors import GnngpError
+from ..gnn import GNNS
+from ..kernels import KERNELS
+from ..kernels.architectures import kernel_label
+from ..runtime import resolve_device
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def method_names(cfg: Any) -> tuple[str, str]:
+    """``(label, config name)`` of the job's method, e.g. ``("GCNGP-X", "gcngp_x")`` or ``("GCN", "gcn")``."""
+    if cfg.method == "gnn":
+        return GNNS[cfg.gnn.name].label if cfg.gnn.name in GNNS else cfg.gnn.name, cfg.gnn.name
+    if cfg.kernel is not None:
+        return kernel_label(cfg.kernel.name, cfg.kernel.low_rank), cfg.kernel.name + ("_x" if cfg.kernel.low_rank else "")
+    return "?", "?"
+
+
+def base_row(cfg: Any) -> dict:
+    """The columns every row has; ``kernel`` is the GP kernel's config name (empty for a GNN)
+    and ``device`` the device the job resolved to (``cuda`` for ``device=auto`` with a GPU)."""
+    label, name = method_names(cfg)
+    try:
+        device = str(resolve_device(cfg.device))
+    except GnngpError:
+        device = str(cfg.device)
+    return {
+        "status": "ok", "dataset": str(cfg.dataset.name).lower(), "method": label, "kernel": name if cfg.method != "gnn" else "",
+        "device": device, "dtype": cfg.dtype, "version": __version__,
+    }
+
+
+def graph_columns(info: Any, load_seconds: float, cfg: Any, run: int) -> dict:
+    """The columns a row takes from the graph it ran on (:class:`~.backend.GraphInfo`)."""
+    return dict(task=info.task, run=run, n_nodes=int(info.num_nodes), n_edges=int(info.num_edges), load_seconds=load_seconds,
+                split=info.split, stand_in=info.stand_in, experiment=cfg.experiment.name or "", timestamp=now())
+
+
+def with_extra(row: dict, **entries: Any) -> dict:
+    """``row`` with ``entries`` added to its ``extra`` JSON."""
+    row["extra"] = json.dumps({**json.loads(row.get("extra") or "{}"), **entries})
+    return row
+
+
+def run_settings(cfg: Any) -> dict:
+    """What a GP row records beside its columns so the report can tell a preset's runs from
+    others: the nugget grid and the kernel's own numeric parameters (``sigma_w1``, ``alpha``...)."""
+    entry = KERNELS[cfg.kernel.name]
+    params = {k: v for k, v in entry.arguments(cfg.kernel).items() if k != "layers" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {"nugget_grid": [float(cfg.nugget.min), float(cfg.nugget.max), int(cfg.nugget.num)], **params}
+
+
+def dataset_label(name: str, stand_in: str) -> str:
+    """The dataset as the console names it: ``arxiv (csbm stand-in)`` for a stand-in."""
+    return f"{str(name).lower()} ({stand_in.split(' (')[0]})" if stand_in else str(name).lower()
+
+
+def error_row(cfg: Any, err: BaseException) -> dict:
+    try:
+        row = base_row(cfg)
+    except Exception:  # noqa: BLE001 - the config itself may be what is broken
+        row = {"status": "error", "version": __version__}
+    row.update(status="error", error=f"{type(err).__name__}: {err}".replace("\n", " "), timestamp=now())
+    return row
+
+
+def console_row(row: dict) -> dict:
+    """The row as the console shows it: a stand-in says so beside the dataset name."""
+    stand_in = row.get("stand_in") or ""
+    return {**row, "dataset": dataset_label(row["dataset"], stand_in)} if isinstance(stand_in, str) and stand_in else row
+
+
+def console_summary(rows: list[dict]) -> Optional[str]:
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if len(ok) < 2:
+        return None
+    test = torch.tensor([r["test"] for r in ok], dtype=torch.float64)
+    splits = len({r["split_index"] for r in ok if "split_index" in r})
+    over = f"{splits} splits" + (f" ({len(ok)} runs)" if len(ok) != splits else "") if splits else f"{len(ok)} runs"
+    return f"{ok[0]['method']} on {console_row(ok[0])['dataset']} over {over}: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"

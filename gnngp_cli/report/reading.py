@@ -1,0 +1,64 @@
+"""Result rows read back for a report: every ``results.csv`` and ``summary.csv`` under some
+folders, the latest row of each rerun, and the paper's own numbers."""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from .settings import annotate
+
+KEY = ["dataset", "stand_in", "n_nodes", "method", "layers", "landmark_fraction", "seed", "settings"]
+
+
+def paper_values() -> pd.DataFrame:
+    with resources.files("gnngp_cli.paper").joinpath("paper_values.csv").open() as f:
+        return pd.read_csv(f)
+
+
+def known_deviations() -> pd.DataFrame:
+    with resources.files("gnngp_cli.paper").joinpath("known_deviations.csv").open() as f:
+        return pd.read_csv(f)
+
+
+def read_results(folders: Iterable[Path]) -> pd.DataFrame:
+    """Every row of every results.csv / summary.csv below ``folders``; reruns deduplicated (the
+    latest of the same dataset, stand-in, method, depth, landmark fraction, seed and settings)."""
+    frames = []
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("*.csv")):
+            if path.name not in ("results.csv", "summary.csv"):
+                continue
+            try:
+                frames.append(pd.read_csv(path))
+            except (OSError, ValueError, pd.errors.ParserError):
+                continue
+    if not frames:
+        return pd.DataFrame(columns=[*KEY, "status", "test", "timestamp", "differs"])
+    rows = pd.concat(frames, ignore_index=True)
+    for column in [*KEY, "status", "test", "val", "train", "timestamp", "total_seconds", "n_nodes", "n_edges", "landmarks", "error", "metric",
+                   "experiment", "task", "extra", "sigma_w", "sigma_b", "device", "dtype"]:
+        if column not in rows.columns:
+            rows[column] = np.nan
+    rows["status"] = rows["status"].fillna("ok")
+    rows["stand_in"] = rows["stand_in"].fillna("").astype(str)
+    rows["layers"] = pd.to_numeric(rows["layers"], errors="coerce").fillna(2)
+    rows["landmark_fraction"] = pd.to_numeric(rows["landmark_fraction"], errors="coerce")
+    rows["seed"] = pd.to_numeric(rows["seed"], errors="coerce").fillna(-1)
+    rows = annotate(rows.drop(columns=["settings"]))
+    rows = rows.sort_values("timestamp", na_position="first", kind="stable")
+    ok = rows[rows["status"] == "ok"].drop_duplicates(subset=KEY, keep="last")
+    errors = rows[rows["status"] != "ok"].drop_duplicates(subset=["dataset", "method", "layers"], keep="last")
+    return pd.concat([ok, errors], ignore_index=True)
+
+
+def default_depth(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[rows["layers"] == 2]
+
+
+def preset(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows run with their preset's own settings (see :mod:`.settings`)."""
+    return rows[rows["differs"].fillna("") == ""]
