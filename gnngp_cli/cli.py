@@ -97,14 +97,14 @@ def _run_help(overrides: list[str]) -> None:
     config group (64 times here; it took as long as importing torch); this composes it once."""
     from omegaconf import OmegaConf
 
-    from .api import compose
+    from .backends import compute_options
     from .cli_errors import group_options, one_line
-    from .compose import config_dir
+    from .compose import compose, config_dir
 
     app = OmegaConf.load(config_dir() / "config.yaml").hydra.help
     experiments = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
     try:
-        cfg = compose([o for o in overrides if not o.startswith(("hydra.", "hydra/", "-"))])
+        cfg = compose([o for o in overrides if not o.startswith(("hydra.", "hydra/", "-"))], compute_options())
     except Exception as err:  # noqa: BLE001 - Hydra and OmegaConf errors, shortened
         _fail(one_line(err))
     groups = {"dataset": sorted(group_options("dataset")), "experiment": experiments, "model": sorted(group_options("model"))}

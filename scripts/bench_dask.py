@@ -96,27 +96,30 @@ def compare_local(args) -> None:
     import dask
 
     from gnngp_cli.api import compose
-    from gnngp_cli.data import DataStore
-    from gnngp_cli.rowblocks.run import gp_runs, sharded_graph
-    from gnngp_cli.runner import gp_run, prepare
+    from gnngp_cli.backends.local import LocalBackend
+    from gnngp_cli.backends.rowblocks.backend import DaskBackend
+    from gnngp_cli.job.gp import GPJob
+    from gnngp_cli.job.loading import load_graph
 
     rows = []
     for name in args.datasets:
         cfg = compose([f"dataset={name}", "kernel=gcngp_x"])
-        prep = prepare(cfg)
+        graph = load_graph(cfg)   # loaded once, outside the timings
         local = []
-        for _ in range(args.repeats):
-            _, timing = gp_run(cfg, prep, 0)
-            local.append(timing["kernel_seconds"] + timing["inference_seconds"])
-        dcfg = compose([f"dataset={name}", "kernel=gcngp_x", "compute=dask", f"partition.rows={args.rows}"])
-        graph = sharded_graph(dcfg, DataStore.from_config(dcfg.data.root, dcfg.data.mirror, False))
-        blocked = []
-        with dask.config.set(scheduler="synchronous"):
+        with LocalBackend(cfg, graph) as backend:
+            job = GPJob(cfg, backend)
             for _ in range(args.repeats):
-                _, row = next(gp_runs(compose([f"dataset={name}", "kernel=gcngp_x", "compute=dask", f"partition.rows={args.rows}"]), graph, None))
-                blocked.append(row["total_seconds"])
+                row = job.run(0).row
+                local.append(row["kernel_seconds"] + row["inference_seconds"])
+        dcfg = compose([f"dataset={name}", "kernel=gcngp_x", "compute=dask", f"partition.rows={args.rows}"])
+        blocked = []
+        with dask.config.set(scheduler="synchronous"), DaskBackend(dcfg, cluster=False) as backend:
+            job = GPJob(dcfg, backend)
+            for _ in range(args.repeats):
+                blocked.append(job.run(0).row["total_seconds"])
+            blocks = backend.graph.meta.num_blocks
         rows.append({"dataset": name, "local_seconds": statistics.median(local), "row_blocks_sync_seconds": statistics.median(blocked),
-                     "slowdown": statistics.median(blocked) / statistics.median(local), "blocks": graph.meta.num_blocks})
+                     "slowdown": statistics.median(blocked) / statistics.median(local), "blocks": blocks})
         print(rows[-1], flush=True)
     table = pd.DataFrame(rows)
     print(table.to_string(index=False))

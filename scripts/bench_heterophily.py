@@ -26,7 +26,8 @@ import pandas as pd
 from gnngp_cli.api import compose
 from gnngp_cli.data.heterophily import HETEROPHILY_NAMES
 from gnngp_cli.errors import DatasetUnavailable, GnngpError
-from gnngp_cli.runner import prepare, run_gnn, run_gp
+from gnngp_cli.execute import run_job
+from gnngp_cli.job.loading import load_graph
 
 GNNS = ["gcn", "sage"]
 KERNELS = ["gcngp", "gcngp_x", "sagegp", "sagegp_x", "gprgp", "gprgp_x", "h2gcngp", "h2gcngp_x"]
@@ -47,8 +48,8 @@ def run_cell(name: str, method: str, split: int, prep) -> dict:
     overrides = [f"dataset={name}", f"dataset.split_index={split}", "progress=false"]
     if method in GNNS:
         cfg = compose([*overrides, f"gnn={method}"])
-        return run_gnn(cfg, prep)[0]
-    return run_gp(compose([*overrides, f"kernel={method}"]), prep)[0]
+        return run_job(cfg, prep)[0]
+    return run_job(compose([*overrides, f"kernel={method}"]), prep)[0]
 
 
 def main() -> None:
@@ -72,7 +73,7 @@ def main() -> None:
     for name in args.datasets:
         for split in args.splits:
             try:
-                prep = prepare(compose([f"dataset={name}", f"dataset.split_index={split}"]))
+                prep = load_graph(compose([f"dataset={name}", f"dataset.split_index={split}"]))
             except DatasetUnavailable as err:
                 rows.append({"dataset": name, "split_index": split, "method": "", "status": "absent", "error": str(err)})
                 print(f"{name}: absent", file=sys.stderr)

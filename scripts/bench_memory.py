@@ -46,7 +46,8 @@ def _reset_peak() -> None:
 def one_dataset(dataset: str, kernels: list[str], stand_in: bool) -> list[dict]:
     """Run in a child process: every kernel on one dataset."""
     from gnngp_cli.api import compose
-    from gnngp_cli.runner import prepare, run_gp
+    from gnngp_cli.execute import run_job
+    from gnngp_cli.job.loading import load_graph
 
     rows = []
     overrides = [f"dataset={dataset}", "runs=1"] + (["experiment.stand_in=csbm"] if stand_in else [])
@@ -55,13 +56,10 @@ def one_dataset(dataset: str, kernels: list[str], stand_in: bool) -> list[dict]:
         extra = ["kernel.gamma_search=false"] if kernel.startswith("rbf") else []   # the search repeats the same kernel: same peak
         cfg = compose([*overrides, f"kernel={kernel}", *extra])
         if prep is None:
-            prep = prepare(cfg)
-        else:
-            from gnngp_cli.config import resolve_method_defaults
-            resolve_method_defaults(cfg, prep.data.task)
+            prep = load_graph(cfg)
         _reset_peak()
         try:
-            row = run_gp(cfg, prep)[0]
+            row = run_job(cfg, prep)[0]
             rows.append({"dataset": dataset + (" (csbm stand-in)" if stand_in else ""), "kernel": kernel,
                          "estimated_gb": row["estimated_gb"], "peak_gb": round(_hwm_bytes() / 2**30, 3),
                          "seconds": round(row["kernel_seconds"] + row["inference_seconds"], 2), "landmarks": row["landmarks"]})

@@ -16,7 +16,8 @@ import statistics
 import sys
 
 from gnngp_cli.api import compose
-from gnngp_cli.runner import prepare, run_gp
+from gnngp_cli.execute import run_job
+from gnngp_cli.job.loading import load_graph
 
 BAR = 20.0
 
@@ -32,12 +33,12 @@ def main() -> None:
         "grid": compose([f"dataset={args.dataset}", f"kernel={args.kernel}", "fit=grid"]),
         "mll": compose([f"dataset={args.dataset}", f"kernel={args.kernel}", "fit=mll", f"fit.steps={args.steps}", "fit.log_every=0"]),
     }
-    prep = prepare(configs["grid"])  # the dataset is loaded once, outside the timings
+    prep = load_graph(configs["grid"])  # the dataset is loaded once, outside the timings
     seconds: dict[str, list[float]] = {name: [] for name in configs}
     rows = {}
     for repeat in range(args.repeats + 1):
         for name, cfg in configs.items():
-            row = run_gp(cfg, prep)[0]
+            row = run_job(cfg, prep)[0]
             rows[name] = row
             if repeat:  # the first round warms up
                 seconds[name].append(row["total_seconds"])

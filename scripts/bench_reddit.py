@@ -88,9 +88,9 @@ def timed_run(root: Path, overrides: list[str]) -> dict:
 
 def phases(root: Path, overrides: list[str]) -> list[tuple[str, float, float]]:
     """``(phase, seconds, peak GB)`` of one in-process run, phase by phase."""
-    from gnngp_cli import runner
     from gnngp_cli.api import compose, run
     from gnngp_cli.data import graph
+    from gnngp_cli.job import gp, loading
     from gnngp_cli.kernels import blocks
 
     state = {"phase": "start", "since": time.perf_counter()}
@@ -122,13 +122,13 @@ def phases(root: Path, overrides: list[str]) -> list[tuple[str, float, float]]:
                 enter(before)
         return wrapper
 
-    runner.load_dataset = labelled("load the dataset", runner.load_dataset)
+    loading.load_dataset = labelled("load the dataset", loading.load_dataset)
     graph.Adjacency.from_graph = classmethod(labelled("normalised adjacency", graph.Adjacency.from_graph.__func__))
     for name in ("Input", "Weight", "Scale", "Bias", "Conv", "ReLU"):
         cls = getattr(blocks, name)
         if "__call__" in vars(cls):   # Weight inherits Scale's
             cls.__call__ = labelled(f"block {name}", cls.__call__)
-    runner.gp_predict = labelled("GP inference", runner.gp_predict)
+    gp.predict = labelled("GP inference", gp.predict)
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
     cfg = compose(["dataset=reddit", "kernel=gcngp_x", f"data.root={root}", "data.mirror=null", "data.verify=false",

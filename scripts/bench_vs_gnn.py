@@ -21,7 +21,8 @@ from pathlib import Path
 import pandas as pd
 
 from gnngp_cli.api import compose
-from gnngp_cli.runner import prepare, run_gnn, run_gp
+from gnngp_cli.execute import run_job
+from gnngp_cli.job.loading import load_graph
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon", "squirrel"]
 TARGETS = {"cora": "gcngp", "citeseer": "gcngp", "pubmed": "gcngp", "chameleon": "gcngp_x", "squirrel": "gcngp_x"}
@@ -38,11 +39,11 @@ def main() -> None:
     rows = []
     for name in args.datasets:
         gcn_cfg = compose([f"dataset={name}", "gnn=gcn", "progress=false"])
-        prep = prepare(gcn_cfg)  # loaded once; every method below uses the same data in this process
-        gcn = run_gnn(gcn_cfg, prep)[0]
+        prep = load_graph(gcn_cfg)  # loaded once; every method below uses the same data in this process
+        gcn = run_job(gcn_cfg, prep)[0]
         row = {"dataset": name, "gcn_seconds": gcn["total_seconds"], "gcn_test": gcn["test"]}
         for kernel in ("gcngp", "gcngp_x"):
-            runs = [run_gp(compose([f"dataset={name}", f"kernel={kernel}"]), prep)[0] for _ in range(max(args.repeats, 1))]
+            runs = [run_job(compose([f"dataset={name}", f"kernel={kernel}"]), prep)[0] for _ in range(max(args.repeats, 1))]
             gp = runs[0]
             row[f"{kernel}_seconds"] = statistics.median(r["total_seconds"] for r in runs)
             row[f"{kernel}_test"] = gp["test"]

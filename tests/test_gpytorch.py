@@ -84,3 +84,21 @@ def test_bad_inputs_are_clear_errors(cora):
     kernel = GNNGPKernel("gcngp", cora)
     with pytest.raises(ValueError, match="node ids"):
         kernel(torch.tensor([[0.5]], dtype=torch.float64)).to_dense()
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_every_registered_kernel_is_a_gpytorch_kernel_with_gradients(name):
+    """With its entry's defaults (a kernel whose filter a run chooses takes its first candidate)."""
+    from gnngp_cli.data import generate_csbm
+
+    data = generate_csbm(num_nodes=60, num_features=6, num_classes=3, seed=2)
+    kernel = GNNGPKernel(name, data)
+    ids = torch.arange(0, 60, 3, dtype=torch.float64).view(-1, 1)
+    k = kernel(ids).to_dense()
+    assert k.shape == (20, 20) and bool(torch.isfinite(k).all())
+    torch.testing.assert_close(k, k.T)
+    assert float(torch.linalg.eigvalsh(k.detach()).min()) >= -1e-8 * float(k.detach().abs().max())
+    parameters = list(kernel.parameters())
+    assert parameters, name                                                  # every kernel has something to learn
+    k.sum().backward()
+    assert all(p.grad is not None and bool(torch.isfinite(p.grad).all()) for p in parameters)

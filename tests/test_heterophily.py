@@ -440,3 +440,27 @@ def test_every_suite_dataset_is_a_registered_config_option():
     assert all(name in DATASETS and compose([f"dataset={name}"]).dataset.name == name for name in HETEROPHILY_NAMES)
 
 
+
+
+# ---------------------------------------------------------------- GPRGP under fit=mll
+
+def test_gprgp_fit_mll_fits_every_filter_on_its_graph_and_keeps_the_most_likely():
+    """Each candidate filter is fitted with its own propagation (not without a graph); the row's
+    filter is the one of the highest marginal likelihood, and its fitted values are the ones a
+    run with that filter alone fits and uses."""
+    import json
+
+    from gnngp_cli.api import run
+    from gnngp_cli.kernels.architectures import GPR_FILTER_GRID
+
+    common = ["kernel=gprgp", "fit=mll", "fit.steps=6", "dataset.num_nodes=300", "dtype=float64"]
+    row = run(common)[0]
+    chosen = json.loads(row["extra"])["coefficients"]
+    alone = {g: run([*common, f"kernel.coefficients={list(g)}"])[0] for g in GPR_FILTER_GRID}
+    best = max(alone.values(), key=lambda r: r["fit_mll"])
+    assert chosen == json.loads(best["extra"])["coefficients"] and row["fit_mll"] == best["fit_mll"]
+    for key in ("test", "nugget", "fitted_sigma_w", "fitted_nugget", "fitted_output_scale"):
+        assert row[key] == best[key], key
+    assert len({round(r["fit_mll"], 6) for r in alone.values()}) > 1               # the filters do differ
+    pair = run([*common, "kernel.coefficients=[[1,-1],[0,1]]"])[0]                   # a list of filters under fit=mll
+    assert json.loads(pair["extra"])["coefficients"] in ([1.0, -1.0], [0.0, 1.0]) and pair["status"] == "ok"

@@ -1,6 +1,8 @@
-"""Adding a kernel, a dataset or a GNN is one registry entry: this file adds a toy of each,
-in the test alone, and runs each through ``gnngp run``. Their config options, CLI choices,
-labels and defaults come from the entries."""
+"""Adding a kernel, a dataset, a GNN or a metric is one registry entry: this file adds a toy of
+each, in the test alone, and runs them through ``gnngp run``, ``compute=dask``, ``fit=mll`` and
+``gnngp verify``, with no other file touched. Their config options, CLI choices, labels,
+defaults, fitted parameters and wide network come from the entries."""
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -10,10 +12,13 @@ from torch_geometric.data import Data
 
 from gnngp_cli.api import compose
 from gnngp_cli.cli import main
-from gnngp_cli.schema import DatasetConfig, GNNConfig, KernelConfig
 from gnngp_cli.data import DATASETS, register_dataset
 from gnngp_cli.gnn import GNN, GNNS, register_gnn
 from gnngp_cli.kernels import KERNELS, Conv, Input, ReLU, Serial, Weight, register_kernel
+from gnngp_cli.kernels.architectures import Parameter
+from gnngp_cli.kernels.networks import WideNetwork
+from gnngp_cli.metrics import METRICS, Prediction, register_metric
+from gnngp_cli.schema import DatasetConfig, GNNConfig, KernelConfig
 
 
 @dataclass
@@ -26,6 +31,44 @@ def sgc(layers: int, sigma_w: float, hops: int):
     """SGC-like: ``K <- s_w^2 A^hops C0 (A^hops)^T`` then ``L-1`` ReLU layers without graph."""
     first = Serial(Input(), Weight(sigma_w), *[Conv() for _ in range(hops)], name="layer 1")
     return Serial(first, *[Serial(ReLU(), Weight(sigma_w), name=f"layer {l}") for l in range(2, layers + 1)])
+
+
+class SGCNetwork(WideNetwork):
+    """Its wide network: ``X_1 = A^hops X W_1``, ``X_l = relu(X_(l-1)) W_l``, ``W ~ N(0, s_w^2 / fan_in)``."""
+
+    layers_text = "A^hops, then an MLP"
+
+    def __init__(self, in_dim, width, layers, sigma_w, hops, **_):
+        super().__init__()
+        dims = [in_dim] + [width] * layers
+        self.lins = torch.nn.ModuleList(torch.nn.Linear(dims[l], dims[l + 1], bias=False) for l in range(layers))
+        self.sigma_w, self.hops = sigma_w, hops
+
+    def redraw(self, generator):
+        with torch.no_grad():
+            for lin in self.lins:
+                lin.weight.copy_(torch.randn(lin.weight.shape, generator=generator) * self.sigma_w / math.sqrt(lin.weight.size(1)))
+
+    def forward(self, x, graph):
+        h, a = x, graph.dense().to(x.dtype)
+        for _ in range(self.hops):
+            h = a @ h
+        for l, lin in enumerate(self.lins):
+            h = lin(torch.relu(h) if l else h)
+        return h
+
+
+def balanced_accuracy_state(p: Prediction) -> dict:
+    """Per nugget column, the right predictions of each class and each class's count (they add up over row groups)."""
+    one_hot = torch.nn.functional.one_hot(p.y, p.mean.size(2)).double()
+    right = (p.mean.argmax(dim=2) == p.y[:, None]).double()
+    return {"right": right.T @ one_hot, "count": one_hot.sum(0)}
+
+
+def balanced_accuracy(state: dict) -> torch.Tensor:
+    """The mean over the classes present of each class's recall."""
+    present = state["count"] > 0
+    return (state["right"][:, present] / state["count"][present]).mean(1)
 
 
 @dataclass
@@ -69,13 +112,16 @@ class MLP(GNN):
 
 @pytest.fixture(scope="module")
 def toys():
-    register_kernel("sgcgp", "SGCGP", SGCConfig)(sgc)
-    register_dataset("ring", "Ring", ring, RingConfig())
+    register_kernel("sgcgp", "SGCGP", SGCConfig, parameters=(Parameter("sigma_w"), Parameter("hops", learnable=False)),
+                    network=SGCNetwork)(sgc)
+    register_dataset("ring", "Ring", ring, RingConfig(), split="random")
     register_gnn("mlp", "MLP", config=MLPConfig, defaults={"*": {"lr": 0.05, "epochs": 30, "batch_norm": False}})(MLP)
+    register_metric("balanced_accuracy", ("classification",), balanced_accuracy_state, balanced_accuracy)
     yield
     KERNELS.pop("sgcgp")
     DATASETS.pop("ring")
     GNNS.pop("mlp")
+    METRICS.pop("balanced_accuracy")
 
 
 def run_cli(tmp_path, *overrides):
@@ -95,6 +141,33 @@ def test_toy_kernel_dataset_and_gnn_run_through_gnngp_run(toys, tmp_path, monkey
     assert net["method"] == "MLP" and net["status"] == "ok" and '"epochs": 30' in net["extra"]
 
 
+def test_toy_kernel_and_metric_on_dask_give_the_local_row(toys, tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["gnngp"])
+    common = ["dataset=ring", "kernel=sgcgp_x", "dataset.metric=balanced_accuracy", "dtype=float64", f"data.root={tmp_path / 'data'}"]
+    local = run_cli(tmp_path / "local", *common)
+    dask = run_cli(tmp_path / "dask", *common, "compute=dask", "compute.workers=2", "compute.processes=false", "compute.dashboard=:0",
+                   "partition.rows=50")
+    assert local["metric"] == dask["metric"] == "balanced_accuracy" and dask["compute_backend"] == "dask"
+    for key in ("train", "val", "test", "nugget"):
+        assert dask[key] == pytest.approx(local[key], rel=1e-6)
+    assert 0.5 < local["test"] <= 1
+
+
+def test_toy_kernel_fits_its_parameters_by_marginal_likelihood(toys, tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["gnngp"])
+    row = run_cli(tmp_path, "dataset=ring", "kernel=sgcgp", "fit=mll", "fit.steps=10", "dataset.metric=balanced_accuracy")
+    assert row["status"] == "ok" and row["fit"] == "mll" and row["fitted_sigma_w"] > 0 and math.isfinite(row["fit_mll"])
+    assert "fitted_hops" not in row.index                                   # declared not learnable
+
+
+def test_toy_kernel_passes_gnngp_verify_with_its_own_network(toys, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["gnngp"])
+    main(["verify", "dataset=ring", "kernel=sgcgp", "verify.widths=[64,128,256,512]", "verify.seeds=8", f"hydra.run.dir={tmp_path}"])
+    out = capsys.readouterr().out
+    assert "SGCGP: 8 random networks per width (A^hops, then an MLP, L=2)" in out and "verdict: PASS" in out
+    assert set(pd.read_csv(tmp_path / "verify.csv")["verdict"]) == {"PASS"}
+
+
 def test_toy_entries_are_typed_config_options(toys):
     cfg = compose(["dataset=ring", "dataset.num_nodes=50", "kernel=sgcgp", "kernel.hops=1"])
     assert cfg.dataset.num_nodes == 50 and cfg.kernel.hops == 1 and not cfg.kernel.low_rank
@@ -104,3 +177,4 @@ def test_toy_entries_are_typed_config_options(toys):
         compose(["kernel=sgcgp", "kernel.sigma_b=0.1"])         # not a parameter of this kernel
     with pytest.raises(ConfigCompositionException):
         compose(["dataset=ring", "dataset.homophily=0.5"])      # not a setting of this dataset
+    assert compose(["dataset=ring", "dataset.metric=balanced_accuracy"]).dataset.metric == "balanced_accuracy"

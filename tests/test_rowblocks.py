@@ -68,11 +68,13 @@ def assert_same_predictions(local, local_means, dask_run, means) -> None:
     assert row["compute_backend"] == "dask" and row["workers"] == 3 and row["peak_worker_mb"] > 0
 
 
+@pytest.mark.paper  # slow: the parity matrix (test_parity.py) covers every kernel on small graphs in the fast suite
 @pytest.mark.parametrize("kernel", LOW_RANK)
 def test_every_low_rank_kernel_on_cora_gives_the_local_predictions(kernel, client, data_overrides):
     assert_same_predictions(*local_and_rowblocks(["dataset=cora", f"kernel={kernel}", *OWN.get(kernel, []), *data_overrides], client, rows=1000))
 
 
+@pytest.mark.paper  # slow: as above
 @pytest.mark.parametrize("kernel", LOW_RANK)
 def test_every_low_rank_kernel_on_a_small_csbm_gives_the_local_predictions(kernel, client, cache):
     overrides = ["dataset=csbm", "dataset.num_nodes=3000", "landmarks.count=64", f"kernel={kernel}", *OWN.get(kernel, []), f"data.root={cache}"]
@@ -443,3 +445,23 @@ def test_slurm_preset_writes_the_job_script_a_cluster_user_expects():
     for line in ("#SBATCH -p cpu", "#SBATCH -A myproj", "#SBATCH -t 04:00:00", "#SBATCH --cpus-per-task=16", "#SBATCH --constraint=amd"):
         assert line in script, line
     assert "--nworkers 4" in script and "--nthreads 4" in script          # 4 workers of 4 threads share the 16 cores
+
+
+def test_a_stand_in_says_so_on_row_blocks_as_locally(cache, tmp_path):
+    """An absent dataset replaced by its csbm stand-in: the Dask row says so (stand_in was empty there)."""
+    from gnngp_cli.data import DATASETS, register_dataset
+    from gnngp_cli.errors import DatasetUnavailable
+    from gnngp_cli.schema import DatasetConfig
+
+    def absent(cfg, store):
+        raise DatasetUnavailable("dataset 'faraway' is not in the cache or the mirror")
+
+    register_dataset("faraway", "Faraway", absent, DatasetConfig(name="faraway"), stand_in=(400, 1200, 8, 3, 0.3, 0.2))
+    try:
+        common = ["dataset=faraway", "experiment.stand_in=csbm", "kernel=gcngp_x", "dtype=float64", f"data.root={tmp_path}"]
+        local = run(common)[0]
+        dask = run([*common, "compute=dask", "compute.workers=2", "compute.processes=false", "compute.dashboard=:0", "partition.rows=150"])[0]
+    finally:
+        DATASETS.pop("faraway")
+    assert local["stand_in"].startswith("csbm stand-in (N=400") and dask["stand_in"] == local["stand_in"]
+    assert dask["test"] == pytest.approx(local["test"], rel=1e-6) and dask["n_nodes"] == local["n_nodes"] == 400

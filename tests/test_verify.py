@@ -15,7 +15,7 @@ import torch
 
 from gnngp_cli.api import compose, run
 from gnngp_cli.errors import ConfigError
-from gnngp_cli.kernels import BaseKernel
+from gnngp_cli.kernels import KERNELS, BaseKernel
 from gnngp_cli.kernels.architectures import gcn, rbf
 from gnngp_cli.kernels.blocks import Bias, Conv, Input, ReLU, Serial, Weight
 from gnngp_cli.report import FIGURE3_NOTE, write_report
@@ -27,7 +27,7 @@ from gnngp_cli.verify.task import prepare_check
 
 # a composed architecture that uses every block: input, weight, conv, bias, relu, scale, mixed, add
 COMPOSED = ["kernel=composed", "kernel.first=[input,weight,conv,bias]",
-            "kernel.hidden=[{add:[[relu,conv,{scale:0.9}],[input,{scale:0.4}]]},{mixed:[0.7,0.6]},{bias:0.3}]"]
+            "kernel.hidden=[{add:[[relu,conv,{scale:0.9}],[input,{scale:0.4}]]},{mixed:[0.7,0.6]},{poly:[1,-0.5]},{bias:0.3}]"]
 
 
 def prepared(*overrides):
@@ -42,7 +42,7 @@ def check_with(cfg, prep, kernel):
 
 # --- the networks and their inputs are what they claim, independently of the kernel blocks ---
 
-@pytest.mark.parametrize("kernel", ["gcngp", "gingp", "sagegp", "ggp", "gcn2gp", "composed"])
+@pytest.mark.parametrize("kernel", ["gcngp", "gingp", "sagegp", "ggp", "gcn2gp", "gprgp", "h2gcngp", "composed"])
 def test_each_network_computes_its_layer_formula(kernel):
     """The PyG stack (or the plain-torch composed network) equals its formula written out with
     the dense normalised adjacency."""
@@ -65,6 +65,16 @@ def test_each_network_computes_its_layer_formula(kernel):
             ref = h @ c[1].lin_r.weight.T + a @ h @ c[1].lin_l.weight.T
         elif kernel == "ggp":
             ref = a @ x @ net.readout.weight.T
+        elif kernel == "gprgp":                                  # the MLP, then the default check's filter I - A + A^2
+            h = net.lins[1](torch.relu(net.lins[0](x)))
+            ref = h - a @ h + a @ (a @ h)
+        elif kernel == "h2gcngp":                                # ego, then each path of hops read out by its own weights
+            a1, a2 = graph.hop_operators()
+            r0 = torch.relu(net.ego(x))
+            r = {(): r0, (1,): a1 @ r0, (2,): a2 @ r0}
+            r.update({(1, 1): a1 @ r[(1,)], (1, 2): a2 @ r[(1,)], (2, 1): a1 @ r[(2,)], (2, 2): a2 @ r[(2,)]})
+            assert net.paths == list(r)
+            ref = sum(readout(r[path]) for path, readout in zip(net.paths, net.readouts))
         elif kernel == "gcn2gp":
             x0 = x @ net.pre.weight.T
             h = a @ torch.relu(x0) @ net.first.lin.weight.T
@@ -77,6 +87,7 @@ def test_each_network_computes_its_layer_formula(kernel):
             h = a @ h + 0.5 * torch.randn(1, 8, generator=g)
             h = 0.9 * (a @ torch.relu(h)) + 0.4 * x0
             h = 0.7 * h + 0.6 * (h @ (torch.randn(8, 8, generator=g) / math.sqrt(8)))
+            h = h - 0.5 * (a @ h)                                  # {poly: [1, -0.5]}: (I - A/2) H, no draw
             ref = h + 0.3 * torch.randn(1, 8, generator=g)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
@@ -94,6 +105,24 @@ def test_adjacency_of_the_networks_is_pyg_normalisation_not_the_packages():
         ours = Adjacency.from_graph(ei, 40, kind, torch.float64, "cpu").matmul(torch.eye(40, dtype=torch.float64))
         torch.testing.assert_close(graph.dense(), ours)
         torch.testing.assert_close(graph.adj_t.to_dense(), ours)
+
+
+def test_hop_operators_of_the_check_graph_equal_the_packages():
+    """H2GCN's A1 and A2 written out densely in the check's graph equal the package's sparse ones."""
+    from gnngp_cli.data import Adjacency
+
+    _, prep = prepared("kernel=h2gcngp")
+    graph = prep.check.graph
+    ours = Adjacency.from_graph(graph.edge_index, graph.num_nodes, "sym", torch.float64, "cpu")
+    eye = torch.eye(graph.num_nodes, dtype=torch.float64)
+    for dense, name in zip(graph.hop_operators(), ("hop1", "hop2")):
+        torch.testing.assert_close(dense.double(), ours.operator(name).matmul(eye), rtol=1e-6, atol=1e-7)
+    assert float(graph.hop_operators()[1].abs().sum()) > 0                       # the ball has two-hop pairs
+
+
+def test_a_kernel_choosing_among_filters_is_verified_one_filter_at_a_time():
+    with pytest.raises(ConfigError, match=r"gnngp verify checks one network, but kernel.coefficients gives 2 candidates"):
+        prepared("kernel=gprgp", "kernel.coefficients=[[1,1],[1,-1]]")
 
 
 def test_feature_maps_have_the_base_kernel_as_covariance():
@@ -136,9 +165,14 @@ def test_slope_is_minus_one_half_for_pure_noise_and_flat_for_a_wrong_mean():
 
 # --- every built-in kernel passes with the defaults; each wrong kernel fails ---
 
-@pytest.mark.parametrize("kernel", ["gcngp", "gcn2gp", "gingp", "sagegp", "ggp", "rbf", "composed"])
+# H2GCN sums seven paths' readouts on one random ego layer: its Monte-Carlo noise at width 128 is as large as its
+# error, so 16 networks a width leave the error's fall to chance; 32 show it (slope -0.61 with 32 up to width 2048)
+MORE_SEEDS = {"h2gcngp": ["verify.seeds=32"]}
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
 def test_every_builtin_kernel_passes_at_two_layers(kernel):
-    cfg, prep = prepared(f"kernel={kernel}", *(COMPOSED[1:] if kernel == "composed" else []))
+    cfg, prep = prepared(f"kernel={kernel}", *(COMPOSED[1:] if kernel == "composed" else []), *MORE_SEEDS.get(kernel, []))
     exercised = {key: value for key, value in prep.check.params.items() if key in ("sigma_b", "sigma_w1")}
     assert all(value > 0 for value in exercised.values()) and len(cfg.verify.widths) >= 4 and cfg.verify.seeds >= 8
     result = check_with(cfg, prep, prep.kernel)

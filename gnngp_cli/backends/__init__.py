@@ -29,18 +29,19 @@ class BackendEntry:
     name: str
     make: Callable[[Any], Any]       # cfg -> a backend for one job
     options: ComputeConfig           # the compute=<name> option
+    external: bool = False           # needs a system beyond this machine (a SLURM scheduler): the parity tests leave it out
 
 
 BACKENDS: dict[str, BackendEntry] = {}
 
 
-def register_backend(name: str, make: Callable[[Any], Any], options: ComputeConfig) -> None:
-    BACKENDS[name] = BackendEntry(name, make, options)
+def register_backend(name: str, make: Callable[[Any], Any], options: ComputeConfig, external: bool = False) -> None:
+    BACKENDS[name] = BackendEntry(name, make, options, external)
 
 
 register_backend("local", LocalBackend, ComputeConfig(backend="local"))
 register_backend("dask", _rowblocks, ComputeConfig(backend="dask"))
-register_backend("slurm", _rowblocks, ComputeConfig(backend="slurm", workers=1))
+register_backend("slurm", _rowblocks, ComputeConfig(backend="slurm", workers=1), external=True)   # the dask backend on SLURM jobs
 
 
 def compute_options() -> dict[str, ComputeConfig]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import sys
 from pathlib import Path
-from typing import Mapping
 
 from ..errors import DatasetError
 from .registry import DATASETS

@@ -19,8 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Iterator, Optional
 
@@ -94,7 +93,7 @@ class GPJob:
             yield self.run(index)
 
     def run(self, index: int) -> GPRun:
-        cfg, kcfg, backend, info = self.cfg, self.kcfg, self.backend, self.backend.info
+        cfg, kcfg, backend = self.cfg, self.kcfg, self.backend
         seed = cfg.seed + index
         train = backend.train_ids()
         landmarks = choose_landmarks(train, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name) if kcfg.low_rank else None

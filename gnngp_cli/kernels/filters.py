@@ -17,7 +17,7 @@ sparse rows of ``P`` (formed by sparse products ``E_(k+1) = E_k A``), within the
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor

@@ -182,6 +182,11 @@ class DaskBackend:
         self._stack = ExitStack()
 
     def refuse(self, cfg: Any, entry: KernelEntry) -> None:
+        if cfg.device == "cuda":
+            raise ConfigError(f"compute={self.name} computes on its workers' CPUs; device=cuda runs with compute=local (or use device=cpu)")
+        if cfg.max_memory_gb is not None:
+            raise ConfigError(f"max_memory_gb limits the exact kernels of compute=local; compute={self.name} sizes each task by "
+                              "compute.memory_limit: drop max_memory_gb, or use compute=local")
         if not cfg.kernel.low_rank:
             raise ConfigError(f"exact kernels are not distributed: kernel={cfg.kernel.name} with compute={self.name}; use its low-rank twin "
                               f"kernel={cfg.kernel.name}_x (Nystrom, with landmarks) or compute=local")

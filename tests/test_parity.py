@@ -1,0 +1,147 @@
+"""One pipeline: every registered kernel (and its low-rank twin) x every backend that runs on
+this machine x every score metric x {fit=grid, fit=mll} gives the row of compute=local (its
+metric, chosen settings and test columns, within 1e-4 relative in float64) or, for a
+combination a backend declares unsupported, one line from the CLI naming it, never an error
+row holding an exception.
+
+The matrix is built from the registries (KERNELS, BACKENDS, METRICS): a new kernel, metric or
+backend joins it without editing this file. Each metric is scored on the first of the small
+graphs below whose task it fits (many classes, two classes, regression)."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from gnngp_cli.api import compose, run
+from gnngp_cli.backends import BACKENDS
+from gnngp_cli.cli import main
+from gnngp_cli.data import DATASETS, generate_csbm, register_dataset
+from gnngp_cli.errors import ConfigError
+from gnngp_cli.kernels import KERNELS
+from gnngp_cli.metrics import score_metrics
+from gnngp_cli.schema import DatasetConfig
+
+pytest.importorskip("distributed")
+
+
+def _classes(classes: int):
+    def load(cfg, store):
+        return generate_csbm(num_nodes=150, avg_degree=6, num_classes=classes, homophily=0.7, num_features=10, snr=0.6,
+                             seed=cfg.split_seed, train_ratio=0.3, val_ratio=0.2)
+    return load
+
+
+def _regression(cfg, store):
+    """A smooth graph signal: ``y = A A X w`` plus noise, on a csbm graph."""
+    from gnngp_cli.data import Adjacency
+
+    data = generate_csbm(num_nodes=150, avg_degree=6, num_classes=3, homophily=0.7, num_features=10, snr=0.6, seed=cfg.split_seed,
+                         train_ratio=0.3, val_ratio=0.2)
+    g = torch.Generator().manual_seed(1)
+    a = Adjacency.from_graph(data.edge_index, data.num_nodes, "sym", torch.float32, "cpu")
+    signal = a.matmul(a.matmul(data.x @ torch.randn(10, 1, generator=g))).view(-1)
+    data.y = (signal / signal.std() + 0.3 * torch.randn(data.num_nodes, generator=g)).double()
+    data.task, data.num_classes = "regression", 0
+    return data
+
+
+GRAPHS = {  # name: (loader, task, classes)
+    "parity_classes": (_classes(3), "classification", 3),
+    "parity_binary": (_classes(2), "classification", 2),
+    "parity_regression": (_regression, "regression", 0),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def graphs():
+    for name, (load, _, _) in GRAPHS.items():
+        register_dataset(name, name, load, DatasetConfig(name=name), split="random")
+    yield
+    for name in GRAPHS:
+        DATASETS.pop(name)
+
+
+def graph_for(metric) -> str:
+    """The first graph whose task the metric fits."""
+    return next(name for name, (_, task, classes) in GRAPHS.items() if metric.applies(task, classes))
+
+
+METHODS = [name + twin for name in KERNELS for twin in ("", "_x")]
+OTHER_BACKENDS = [name for name, entry in BACKENDS.items() if name != "local" and not entry.external]
+CASES = [(method, metric.name, fit) for method in METHODS for metric in score_metrics() for fit in ("grid", "mll")]
+COMMON = ["dtype=float64", "kernel.gamma_grid.num=3", "kernel.base.scale=0.5", "fit.steps=4", "nugget.num=21", "progress=false"]
+CLUSTER = {"workers": 2, "processes": False, "dashboard": ":0"}   # compute.*: a local cluster of two workers
+ROWS = 60                                                          # partition.rows: 3 row blocks
+COMPARED = ("metric", "train", "val", "test", "nugget", "layers", "landmarks", "nlpd", "coverage95", "var_correct", "var_wrong")
+REFUSED: dict[str, str] = {}   # a refusal's message -> one of its overrides, checked once through the CLI
+
+
+def overrides_of(method: str, metric: str, fit: str, cache) -> list[str]:
+    from gnngp_cli.metrics import METRICS
+
+    return [f"dataset={graph_for(METRICS[metric])}", f"kernel={method}", f"fit={fit}", f"dataset.metric={metric}", f"data.root={cache}", *COMMON]
+
+
+def same(a, b) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    if a is None or b is None or (isinstance(a, float) and math.isnan(a)):
+        return (a is None or math.isnan(a)) and (b is None or math.isnan(b))
+    return math.isclose(float(a), float(b), rel_tol=1e-4, abs_tol=1e-9)
+
+
+def chosen(row: dict) -> dict:
+    """The settings a row records (what was chosen on validation, the kernel's own parameters)."""
+    extra = json.loads(row.get("extra") or "{}")
+    return {k: v for k, v in extra.items() if k not in ("shards", "row_block")}
+
+
+def on_backend(cfg, backend: str, roots) -> object:
+    """``cfg`` with ``compute=<backend>`` (its option, as the config store holds it) on a local cluster: the overrides
+    ``compute=<backend> compute.workers=2 compute.processes=false ... partition.rows=60``, without composing again."""
+    cfg = copy.deepcopy(cfg)
+    cfg.compute = OmegaConf.merge(OmegaConf.structured(BACKENDS[backend].options), {**CLUSTER, "roots_dir": str(roots)})
+    cfg.partition.rows = ROWS
+    return cfg
+
+
+@pytest.mark.parametrize("method, metric, fit", CASES, ids=["-".join(c) for c in CASES])
+def test_every_kernel_metric_and_fit_gives_the_local_row_on_every_backend(method, metric, fit, cache, tmp_path):
+    overrides = overrides_of(method, metric, fit, cache)
+    cfg = compose(overrides)
+    local = run(cfg=copy.deepcopy(cfg))[0]                                  # every combination runs locally
+    assert local["status"] == "ok" and local["metric"] == metric and local["fit"] == fit, local
+    if fit == "mll":
+        assert any(key.startswith("fitted_") for key in local) and math.isfinite(local["fit_mll"])
+    for backend in OTHER_BACKENDS:
+        try:
+            row = run(cfg=on_backend(cfg, backend, tmp_path / "roots"))[0]
+        except ConfigError as refusal:                                     # declared unsupported: one line, before any work
+            message = str(refusal)
+            assert "\n" not in message and f"compute={backend}" in message, message
+            REFUSED.setdefault(message, json.dumps([*overrides, f"compute={backend}", *(f"compute.{k}={v}" for k, v in CLUSTER.items()),
+                                                    f"partition.rows={ROWS}", f"compute.roots_dir={tmp_path / 'roots'}"]))
+            continue
+        assert row["status"] == "ok" and row["compute_backend"] == backend and row["workers"] == 2, row
+        differing = [key for key in COMPARED if not same(local.get(key), row.get(key))]
+        assert not differing, {key: (local.get(key), row.get(key)) for key in differing}
+        assert chosen(row) == chosen(local)
+
+
+def test_each_refusal_is_one_line_from_the_cli_and_an_error_row(tmp_path, capsys):
+    """Run after the matrix (pytest keeps file order): every distinct refusal it met, through ``gnngp run``."""
+    if not REFUSED:
+        pytest.skip("the matrix met no refusal (run it first)")
+    for i, (message, overrides) in enumerate(REFUSED.items()):
+        with pytest.raises(SystemExit) as code:
+            main(["run", *json.loads(overrides), f"hydra.run.dir={tmp_path / str(i)}"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code.value.code == 1 and err == [f"gnngp: error: {message}"], err
+        row = pd.read_csv(tmp_path / str(i) / "results.csv").iloc[0]
+        assert row["status"] == "error" and row["error"] == f"ConfigError: {message}"
