@@ -380,7 +380,10 @@ def test_bad_input_is_one_line(tmp_path, args, message):
     mirror = tmp_path / "mirror"
     write_suite_file(mirror, "tolokers", classes=2)
     write_suite_file(mirror, "chameleon_filtered", classes=5)
-    out = gnngp("run", *args, f"data.mirror={mirror}", f"data.root={tmp_path / 'cache'}", "data.download=false", "data.verify=false", f"hydra.run.dir={tmp_path / 'out'}")
+    from trust_helpers import in_process
+
+    out = in_process("run", *args, f"data.mirror={mirror}", f"data.root={tmp_path / 'cache'}", "data.download=false", "data.verify=false",
+                     f"hydra.run.dir={tmp_path / 'out'}")
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert len(errors) == 1 and errors[0].startswith(message), out.stderr

@@ -253,8 +253,10 @@ def test_verify_command_exits_1_on_fail(tmp_path):
     (["kernel=sagegp", "kernel.adjacency=sym"], "gnngp: error: the sagegp network's aggregation (mean over the neighbours and the node) is the row-normalised"),
 ])
 def test_verify_bad_input_is_one_line(tmp_path, args, message):
+    from trust_helpers import in_process
+
     small = [] if any(a.startswith("verify.") for a in args) else ["verify.widths=[16,32]", "verify.seeds=2"]
-    out = gnngp("verify", *args, *small, f"hydra.run.dir={tmp_path}")
+    out = in_process("verify", *args, *small, f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert len(errors) == 1 and errors[0].startswith(message), out.stderr
