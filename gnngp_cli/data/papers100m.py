@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 import numpy as np
-import pandas as pd
 import torch
 
 from ..schema import DatasetConfig
@@ -121,6 +120,8 @@ def edge_chunks(path: Path) -> Iterator[tuple[np.ndarray, np.ndarray]]:
 def _split_ids(root: Path, key: str) -> Iterator[np.ndarray]:
     path = root / "split" / "time" / f"{SPLITS[key]}.csv.gz"
     try:
+        import pandas as pd   # when a split file is read: importing the registries stays light
+
         for chunk in pd.read_csv(path, header=None, chunksize=CHUNK, dtype=np.int64):
             yield chunk[0].to_numpy()
     except (OSError, ValueError, EOFError, gzip.BadGzipFile) as err:
