@@ -54,7 +54,7 @@ class Prediction:
 
     @property
     def count(self) -> Tensor:
-        return torch.tensor(float(self.y.numel()), dtype=torch.float64)
+        return torch.tensor(float(self.y.numel()), dtype=torch.float64, device=self.y.device)
 
     def value(self) -> Tensor:
         """The predicted values of a regression (``n x G``, float64)."""
@@ -189,7 +189,7 @@ def _roc_auc(s: State) -> Tensor:
     positive = s["positive"].long()
     n1 = int(positive.sum())
     if n1 == 0 or n1 == positive.numel():
-        return torch.full((s["scores"].size(1),), math.nan, dtype=torch.float64)
+        return torch.full((s["scores"].size(1),), math.nan, dtype=torch.float64, device=positive.device)
     from torchmetrics.functional.classification import binary_auroc
 
     low, high = s["scores"].amin(0), s["scores"].amax(0)
@@ -203,11 +203,11 @@ register_metric("roc_auc", ("classification",), _roc_auc_state, _roc_auc, classe
 
 def _r2_state(p: Prediction) -> State:
     y = p.y.double()
-    mean = y.mean() if y.numel() else torch.zeros((), dtype=torch.float64)
+    empty = y.numel() == 0
+    mean = y.mean() if not empty else y.new_zeros(())
     residual = ((p.mean[:, :, 0] - p.y[:, None].to(p.mean.dtype)) ** 2).double().sum(0)   # in the prediction's precision
     return {"sse": residual, "count": p.count, "mean": mean, "m2": ((y - mean) ** 2).sum(),
-            "low": y.min() if y.numel() else torch.tensor(math.inf, dtype=torch.float64),
-            "high": y.max() if y.numel() else torch.tensor(-math.inf, dtype=torch.float64)}
+            "low": y.new_full((), math.inf) if empty else y.min(), "high": y.new_full((), -math.inf) if empty else y.max()}
 
 
 def _r2_merge(a: State, b: State) -> State:

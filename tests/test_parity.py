@@ -30,6 +30,13 @@ from gnngp_cli.schema import DatasetConfig
 pytest.importorskip("distributed")
 
 
+@pytest.fixture(autouse=True)
+def on_the_cpu(monkeypatch):
+    """The Dask backend computes on its workers' CPUs and refuses device=cuda; scripts/gpu_check.sh
+    runs the suite with GNNGP_DEVICE=cuda, so these tests (and the local runs they compare) ask for the CPU."""
+    monkeypatch.setenv("GNNGP_DEVICE", "cpu")
+
+
 def _classes(classes: int):
     def load(cfg, store):
         return generate_csbm(num_nodes=150, avg_degree=6, num_classes=classes, homophily=0.7, num_features=10, snr=0.6,

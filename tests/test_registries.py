@@ -143,7 +143,7 @@ def test_toy_kernel_dataset_and_gnn_run_through_gnngp_run(toys, tmp_path, monkey
 
 def test_toy_kernel_and_metric_on_dask_give_the_local_row(toys, tmp_path, monkeypatch):
     monkeypatch.setattr("sys.argv", ["gnngp"])
-    common = ["dataset=ring", "kernel=sgcgp_x", "dataset.metric=balanced_accuracy", "dtype=float64", f"data.root={tmp_path / 'data'}"]
+    common = ["dataset=ring", "kernel=sgcgp_x", "dataset.metric=balanced_accuracy", "dtype=float64", "device=cpu", f"data.root={tmp_path / 'data'}"]
     local = run_cli(tmp_path / "local", *common)
     dask = run_cli(tmp_path / "dask", *common, "compute=dask", "compute.workers=2", "compute.processes=false", "compute.dashboard=:0",
                    "partition.rows=50")

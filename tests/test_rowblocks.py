@@ -28,6 +28,13 @@ from gnngp_cli.job.gp import GPJob
 
 distributed = pytest.importorskip("distributed")
 
+
+@pytest.fixture(autouse=True)
+def on_the_cpu(monkeypatch):
+    """The Dask backend computes on its workers' CPUs and refuses device=cuda; scripts/gpu_check.sh
+    runs the suite with GNNGP_DEVICE=cuda, so these tests (and the local runs they compare) ask for the CPU."""
+    monkeypatch.setenv("GNNGP_DEVICE", "cpu")
+
 LOW_RANK = ["gcngp_x", "gcn2gp_x", "gingp_x", "sagegp_x", "ggp_x", "rbf_x", "composed_x"]
 OWN = {"rbf_x": ["kernel.gamma_grid.num=3"], "composed_x": ["kernel.hidden=[relu,weight,conv,bias]"]}
 
@@ -465,3 +472,13 @@ def test_a_stand_in_says_so_on_row_blocks_as_locally(cache, tmp_path):
         DATASETS.pop("faraway")
     assert local["stand_in"].startswith("csbm stand-in (N=400") and dask["stand_in"] == local["stand_in"]
     assert dask["test"] == pytest.approx(local["test"], rel=1e-6) and dask["n_nodes"] == local["n_nodes"] == 400
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("device=cuda", r"^compute=dask computes on its workers' CPUs; device=cuda runs with compute=local \(or use device=cpu\)$"),
+    ("max_memory_gb=4", r"^max_memory_gb limits the exact kernels of compute=local; compute=dask sizes each task by compute.memory_limit"),
+    ("fit=mll", r"^fit=mll needs gradients through the kernel on every node, which compute=dask does not compute; use fit=grid with"),
+])
+def test_what_the_row_block_backend_cannot_honour_is_refused_in_one_line(setting, message):
+    with pytest.raises(ConfigError, match=message):
+        run(["kernel=gcngp_x", "compute=dask", setting])

@@ -1,0 +1,65 @@
+"""The metric registry: every metric's state reduces over row groups (as on Dask's row blocks)
+to the value of one group (as locally), whatever the split into groups; and the registry's
+arithmetic equals the plain definitions."""
+import math
+
+import pytest
+import torch
+
+from gnngp_cli.metrics import METRICS, Prediction, Scores, merge_scores
+
+
+def prediction_for(metric, n: int = 90, columns: int = 4, seed: int = 0) -> Prediction:
+    """A random prediction of a task the metric fits (``columns`` nuggets), with variances."""
+    g = torch.Generator().manual_seed(seed)
+    classes = metric.classes or (3 if "classification" in metric.tasks else 1)
+    if "classification" in metric.tasks:
+        y = torch.randint(classes, (n,), generator=g)
+        mean = torch.randn(n, columns, classes, generator=g, dtype=torch.float64) + torch.nn.functional.one_hot(y, classes)[:, None, :]
+    else:
+        y = torch.randn(n, generator=g, dtype=torch.float64) * 3 + 10
+        mean = (y[:, None] + torch.randn(n, columns, generator=g, dtype=torch.float64))[:, :, None]
+    variance = torch.rand(n, columns, generator=g, dtype=torch.float64) + 0.1
+    return Prediction(mean, y, variance, noise=0.2, output_scale=1.5)
+
+
+def rows(p: Prediction, index: torch.Tensor) -> Prediction:
+    return Prediction(p.mean[index], p.y[index], p.variance[index], p.noise, p.output_scale)
+
+
+@pytest.mark.parametrize("name", sorted(METRICS))
+@pytest.mark.parametrize("cuts", [(30, 60), (1, 2), (0, 45)], ids=["thirds", "tiny groups", "an empty group"])
+def test_a_state_reduced_over_row_groups_gives_the_value_of_one_group(name, cuts):
+    metric = METRICS[name]
+    p = prediction_for(metric)
+    whole = metric.value(p)
+    bounds = (0, *cuts, p.y.numel())
+    parts = []
+    for lo, hi in zip(bounds, bounds[1:]):
+        scores = Scores()
+        scores.add(name, metric, rows(p, torch.arange(lo, hi)))
+        parts.append(scores)
+    reduced = merge_scores(merge_scores(parts[0], parts[1]), parts[2]).value(name)    # a tree, as Dask's reduction
+    torch.testing.assert_close(reduced, whole, rtol=1e-12, atol=1e-12)
+    assert whole.numel() == p.columns
+
+
+def test_the_registry_computes_the_plain_definitions():
+    p = prediction_for(METRICS["accuracy"])
+    assert METRICS["accuracy"].value(p).tolist() == (p.mean.argmax(2) == p.y[:, None]).double().mean(0).tolist()
+    r = prediction_for(METRICS["r2"])
+    sse = ((r.mean[:, :, 0] - r.y[:, None]) ** 2).sum(0)
+    torch.testing.assert_close(METRICS["r2"].value(r), 1 - sse / ((r.y - r.y.mean()) ** 2).sum())
+    var = r.output_scale * (r.variance + r.noise)
+    err = (r.mean[:, :, 0] - r.y[:, None]) ** 2
+    torch.testing.assert_close(METRICS["nlpd"].value(r), (0.5 * (torch.log(2 * math.pi * var) + err / var)).mean(0))
+    torch.testing.assert_close(METRICS["coverage95"].value(r), (err <= 1.959963984540054 ** 2 * var).double().mean(0))
+    right = p.mean.argmax(2) == p.y[:, None]
+    torch.testing.assert_close(METRICS["var_correct"].value(p), (p.variance * right).sum(0) / right.sum(0))
+    torch.testing.assert_close(METRICS["var_wrong"].value(p), (p.variance * ~right).sum(0) / (~right).sum(0))
+
+
+def test_an_empty_split_is_nan_not_an_error():
+    for name, metric in METRICS.items():
+        p = prediction_for(metric)
+        assert bool(torch.isnan(metric.value(rows(p, torch.arange(0)))).all()), name
