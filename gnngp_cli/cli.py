@@ -146,7 +146,7 @@ def _partition_task(cfg) -> None:
         validate(cfg)
         if not cfg.partition.out:
             raise ConfigError("gnngp partition needs the folder to write: out=<dir>")
-        store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout)
+        store = DataStore.of(cfg.data)
         start = time.perf_counter()
         meta = partition(cfg, store, Path(cfg.partition.out), cfg.partition.rows)
     except GnngpError as err:

@@ -18,10 +18,10 @@ from typing import Any, Mapping
 
 from omegaconf import OmegaConf
 
-from .data.registry import DATASETS
+from .data.registry import DATASETS, SPLIT_READS, SPLIT_WORDS
 from .errors import ConfigError
 from .gnn import GNNS
-from .kernels import BASE_KERNELS, KERNELS
+from .kernels import BASE_KERNELS, BASE_READS, KERNELS
 from .metrics import score_metrics
 from .schema import DEVICES, DTYPES, METHODS, OPTIMIZERS, TASKS
 
@@ -56,6 +56,12 @@ def validate(cfg: Any) -> None:
     if cfg.dataset.split_index < 0:
         raise ConfigError(f"dataset.split_index={cfg.dataset.split_index} is out of range; fixed splits are numbered from 0")
     entry = DATASETS[str(cfg.dataset.name).lower()]
+    reads = SPLIT_READS[entry.split] + (("split_seed",) if cfg.experiment.stand_in and entry.stand_in else ())   # a stand-in's generator seed
+    for key in ("split_index", "split_seed", "train_ratio", "val_ratio"):   # a split setting this dataset's split never reads
+        if key not in reads and cfg.dataset[key] != getattr(entry.config, key):
+            readers = ", ".join(name for name, e in DATASETS.items() if key in SPLIT_READS[e.split])
+            raise ConfigError(f"dataset.{key}={cfg.dataset[key]} does not apply to {entry.name}, whose split is {SPLIT_WORDS[entry.split]}; "
+                              f"drop it (it applies to {readers})")
     if cfg.get("splits") is not None:
         _choice(str(cfg.splits), ("all",), "splits")
         if entry.split != "fixed":
@@ -122,6 +128,10 @@ def _validate_kernel(k: Any) -> None:
         raise ConfigError(f"kernel.base.scale={k.base.scale} must be positive (C0 reads sqrt(scale) x; 1/d matches weights N(0, s_w^2/d))")
     if k.base.gamma <= 0 and k.base.name in ("rbf", "laplacian"):
         raise ConfigError(f"kernel.base.gamma={k.base.gamma} must be positive for the {k.base.name} kernel")
+    if k.gamma_search and "gamma" not in BASE_READS[k.base.name]:
+        readers = ", ".join(name for name, reads in BASE_READS.items() if "gamma" in reads)
+        raise ConfigError(f"kernel.gamma_search=true searches the base kernel's gamma, but kernel.base.name={k.base.name} has none; "
+                          f"use kernel.gamma_search=false, or a base kernel with a gamma ({readers})")
     _grid(k.gamma_grid, "kernel.gamma_grid")
     KERNELS[k.name].validate(k)   # its parameters' ranges, its candidates
 
@@ -153,6 +163,13 @@ def _validate_fit(cfg: Any) -> None:
         raise ConfigError(f"fit.output_scale={f.output_scale} is the initial output scale, learned on a log scale: it must be positive (or null)")
     if f.log_every < 0:
         raise ConfigError(f"fit.log_every={f.log_every} must be >= 0")
+    k = cfg.kernel
+    learns_gamma = "gamma" in BASE_KERNELS[k.base.name] and (f.learn is None or "gamma" in f.learn)
+    if k.gamma_search and not learns_gamma:   # fit=mll learns gamma instead of searching it on validation
+        why, fix = (("fit.learn leaves gamma out", "add gamma to fit.learn, ") if "gamma" in BASE_KERNELS[k.base.name] else
+                    (f"it cannot learn the {k.base.name} kernel's gamma", ""))
+        raise ConfigError(f"kernel.gamma_search=true: fit=mll learns the base kernel's gamma instead of searching it on validation, but {why}; "
+                          f"{fix}set kernel.gamma_search=false to keep kernel.base.gamma, or use fit=grid")
 
 
 def _validate_gnn(g: Any) -> None:

@@ -9,7 +9,7 @@ and base ``gamma`` are registered GPyTorch parameters (``raw_sigma_w`` ... with 
 constraints, ``alpha`` in ``Interval(0, 1)``), so an ``ExactGP`` with ``ScaleKernel`` and a
 ``GaussianLikelihood`` trains them with ``ExactMarginalLogLikelihood``.
 
-Correspondence with ``fit=mll`` (:mod:`gnngp_cli.fit`): ``ScaleKernel.outputscale = s^2`` and
+Correspondence with ``fit=mll`` (:mod:`gnngp_cli.job.fit`): ``ScaleKernel.outputscale = s^2`` and
 ``GaussianLikelihood.noise = s^2 nu``. GPyTorch's objective divides by ``n``; with the ``C``
 one-hot columns as a ``C x n`` target (independent outputs, shared kernel) it returns one value
 per column, and their mean is ``fit=mll``'s objective ``log p(Y) / (n C)``.

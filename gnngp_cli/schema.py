@@ -113,7 +113,7 @@ class NuggetConfig:
 
 @dataclass
 class FitConfig:
-    """How GP hyperparameters are chosen (see gnngp_cli/fit.py)."""
+    """How GP hyperparameters are chosen (see gnngp_cli/job/fit.py)."""
 
     method: str = "grid"                # grid: the nugget on the validation grid (the paper); mll: maximise the log marginal likelihood
     optimizer: str = "adam"             # mll: adam or lbfgs
@@ -155,7 +155,7 @@ class ExperimentConfig:
 class ComputeConfig:
     """Where a GP job computes (``compute=local|dask|slurm``). ``local``: this process (today's
     path). ``dask`` and ``slurm``: every low-rank (``_x``) kernel and its GP on row blocks of a
-    Dask cluster (see :mod:`gnngp_cli.rowblocks`): a ``LocalCluster`` here, the scheduler at
+    Dask cluster (see :mod:`gnngp_cli.backends.rowblocks`): a ``LocalCluster`` here, the scheduler at
     ``address``, or a ``dask_jobqueue.SLURMCluster``."""
 
     backend: str = "local"
@@ -202,7 +202,7 @@ class RunConfig:
     repeat_deterministic: bool = True   # false: a GP without randomness runs once whatever runs says
     device: str = "auto"
     dtype: str = "float32"
-    max_memory_gb: Optional[float] = None   # refuse exact kernels above this; default 80% of free memory
+    max_memory_gb: Optional[float] = None   # refuse exact kernels above this; default half of the free memory
     results_file: str = "results.csv"  # a file name inside the run dir (move the run dir to write elsewhere)
     progress: bool = True               # epoch progress bar for GNNs (off when not on a terminal)
     resume: bool = False                # in a sweep dir: skip jobs whose results of the same overrides exist

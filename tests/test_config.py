@@ -95,3 +95,23 @@ def test_impossible_values_fail_before_any_work(override, message):
 def test_landmark_count_above_training_set_is_refused():
     with pytest.raises(ConfigError, match="landmarks.count=5000 exceeds the 300 training nodes of csbm"):
         run(["kernel=gcngp_x", "landmarks.count=5000"])
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["dataset=cora", "dataset.train_ratio=0.5"], "dataset.train_ratio=0.5 does not apply to cora, whose split is the one it comes with; drop it (it applies to csbm, custom"),
+    (["dataset=chameleon", "dataset.split_seed=3"], "dataset.split_seed=3 does not apply to chameleon, whose split is numbered (dataset.split_index)"),
+    (["dataset=csbm", "dataset.split_index=2"], "dataset.split_index=2 does not apply to csbm, whose split is by dataset.train_ratio and dataset.val_ratio"),
+    (["kernel.gamma_search=true"], "kernel.gamma_search=true searches the base kernel's gamma, but kernel.base.name=linear has none"),
+    (["kernel=rbf", "fit=mll", "fit.learn=[nugget,output_scale]"], "fit=mll learns the base kernel's gamma instead of searching it on validation, but fit.learn leaves gamma out"),
+])
+def test_a_setting_the_job_would_not_read_is_refused_not_ignored(overrides, message):
+    with pytest.raises(ConfigError) as caught:
+        validate(compose(overrides))
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_split_settings_a_dataset_reads_are_accepted():
+    for overrides in (["dataset=chameleon", "dataset.split_index=3"], ["dataset=crocodile", "dataset.split_seed=2"],
+                      ["dataset=csbm", "dataset.train_ratio=0.3", "dataset.split_seed=1"], ["dataset=arxiv", "experiment.stand_in=csbm", "dataset.split_seed=1"]):
+        validate(compose(overrides))
+

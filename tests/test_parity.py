@@ -68,7 +68,7 @@ GRAPHS = {  # name: (loader, task, classes)
 @pytest.fixture(scope="module", autouse=True)
 def graphs():
     for name, (load, _, _) in GRAPHS.items():
-        register_dataset(name, name, load, DatasetConfig(name=name), split="random")
+        register_dataset(name, name, load, DatasetConfig(name=name), split="seeded")
     yield
     for name in GRAPHS:
         DATASETS.pop(name)

@@ -114,7 +114,7 @@ class MLP(GNN):
 def toys():
     register_kernel("sgcgp", "SGCGP", SGCConfig, parameters=(Parameter("sigma_w"), Parameter("hops", learnable=False)),
                     network=SGCNetwork)(sgc)
-    register_dataset("ring", "Ring", ring, RingConfig(), split="random")
+    register_dataset("ring", "Ring", ring, RingConfig(), split="seeded")
     register_gnn("mlp", "MLP", config=MLPConfig, defaults={"*": {"lr": 0.05, "epochs": 30, "batch_norm": False}})(MLP)
     register_metric("balanced_accuracy", ("classification",), balanced_accuracy_state, balanced_accuracy)
     yield

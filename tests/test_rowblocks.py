@@ -23,7 +23,7 @@ from gnngp_cli.backends.rowblocks.backend import DaskBackend
 from gnngp_cli.data import DataStore
 from gnngp_cli.data import papers100m
 from gnngp_cli.data.shards import load_part, read_meta, write_data
-from gnngp_cli.errors import ComputeError, ConfigError, ResourceError
+from gnngp_cli.errors import ComputeError, ConfigError, DatasetError, ResourceError
 from gnngp_cli.job.gp import GPJob
 
 distributed = pytest.importorskip("distributed")
@@ -329,9 +329,12 @@ def test_cli_partition_writes_the_shards_a_run_reads(tmp_path, data_overrides):
     assert done.returncode == 0, done.stderr
     meta = read_meta(out)
     assert (meta.num_nodes, meta.rows, meta.num_blocks, meta.num_features) == (2708, 1000, 3, 1433)
-    rows = run(["dataset=cora", "kernel=gcngp_x", "compute=dask", "compute.workers=2", "compute.processes=false", "compute.dashboard=:0",
-                f"compute.shards={out}", *data_overrides])
+    dask = ["dataset=cora", "kernel=gcngp_x", "compute=dask", "compute.workers=2", "compute.processes=false", "compute.dashboard=:0",
+            f"compute.shards={out}", *data_overrides]
+    rows = run([*dask, "dataset.metric=accuracy"])           # a setting of the run, not of the graph: the same shards
     assert rows[0]["test"] == pytest.approx(run(["dataset=cora", "kernel=gcngp_x", *data_overrides])[0]["test"], abs=0.002)
+    with pytest.raises(DatasetError, match=r"holds cora written with dataset.center=False, not True \(this job's setting second\); partition it again"):
+        run([*dask, "dataset.center=true"])                   # the shards' features are not this job's: refused, never used
 
 
 def test_a_dask_run_tells_its_estimate_and_progress_in_the_log(tmp_path, cache):

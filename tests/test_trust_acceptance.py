@@ -50,6 +50,9 @@ def test_a_single_training_class_is_a_warning_carried_into_the_row(tmp_path):
     warning = "every training node has class 0: every prediction is that class"
     assert f"gnngp: warning: dataset 'custom': {warning}" in err
     assert any(warning in w for w in json.loads(row["extra"])["warnings"])
+    code, _, dask, _ = run(tmp_path, "dataset=custom", f"dataset.path={folder}", "kernel=gcngp_x", "compute=dask", "compute.workers=1",
+                           "compute.processes=false", "compute.dashboard=:0", "device=cpu", run_dir=tmp_path / "dask")
+    assert code == 0 and any(warning in w for w in json.loads(dask["extra"])["warnings"])          # the shards carry it too
 
 
 def test_a_label_of_a_million_does_not_make_a_million_classes(tmp_path):

@@ -13,7 +13,7 @@ from torch import Tensor
 from ..errors import ConfigError, ResourceError
 from ..job.backend import GraphInfo
 from ..job.estimate import Estimate, dense_factor, gp_estimate
-from ..job.inference import SPLITS, RowGroup, TrainingStatistics, regression_targets
+from ..job.inference import SPLITS, RowGroup, TrainingStatistics, low_rank_statistics, regression_targets
 from ..job.loading import LoadedGraph, reuse
 from ..job.rows import dataset_label
 from ..kernels import Architecture, BaseKernel, Kernel, KernelContext
@@ -55,13 +55,10 @@ def local_statistics(k: LocalKernel, train: Tensor, y_train: Tensor) -> Training
     """The training statistics of ``k`` (``y_train``: the targets of ``train``, in ``k``'s dtype)."""
     pos_train = k.kernel.positions(train)
     n = k.diagonal.numel()
-    scale = float(k.diagonal.mean())   # in the kernel's precision, as the nugget grid reads it
-    if k.strategy == "low_rank":
-        q_train = k.features[pos_train]
-        gram, rhs = q_train.T @ q_train, q_train.T @ y_train
-    else:
-        gram, rhs = k.features[pos_train], y_train
-    return TrainingStatistics(k.strategy, gram, rhs, float((y_train * y_train).sum()), int(train.numel()), scale * n, n)
+    diagonal_sum = float(k.diagonal.mean()) * n   # the mean in the kernel's precision, as the nugget grid reads it
+    if k.strategy == "low_rank":   # the root's rows may be the labelled nodes only (an exact root): diag K from every node
+        return low_rank_statistics(k.features, pos_train, y_train, n, diagonal_sum)
+    return TrainingStatistics("exact", k.features[pos_train], y_train, float((y_train * y_train).sum()), int(train.numel()), diagonal_sum, n)
 
 
 def local_group(k: LocalKernel, nodes: dict[str, Tensor], y: Tensor) -> RowGroup:

@@ -18,6 +18,9 @@ from ..errors import ConfigError
 # splits=all); seeded: a split of fixed proportions drawn by dataset.split_seed; random: a split
 # by dataset.train_ratio and dataset.val_ratio, drawn by dataset.split_seed
 SPLIT_KINDS = ("public", "fixed", "seeded", "random")
+SPLIT_READS = {"public": (), "fixed": ("split_index",), "seeded": ("split_seed",), "random": ("split_seed", "train_ratio", "val_ratio")}
+SPLIT_WORDS = {"public": "the one it comes with", "fixed": "numbered (dataset.split_index)", "seeded": "drawn by dataset.split_seed in fixed proportions",
+               "random": "by dataset.train_ratio and dataset.val_ratio, drawn by dataset.split_seed"}
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -33,7 +33,7 @@ import torch
 from ..errors import DatasetError
 
 FORMAT = "gnngp-shards"
-VERSION = 1
+VERSION = 2   # 2: meta.json also says whether the graph is a stand-in, its fixed splits and its loader's warnings
 TRAIN, VAL, TEST = 1, 2, 4
 
 
@@ -50,6 +50,7 @@ class ShardMeta:
     source: str = ""          # the dataset config the shards were written from
     stand_in: str = ""        # a csbm stand-in's description (the graph is not the dataset's own)
     num_splits: Optional[int] = None   # fixed splits of the dataset (splits=all runs each)
+    warnings: tuple = ()      # what the loader warned of (e.g. a single training class), for every run's row
 
     @property
     def num_blocks(self) -> int:
@@ -74,7 +75,8 @@ def read_meta(root: Path) -> ShardMeta:
         raise DatasetError(f"{path} is missing or unreadable ({err}); write the shards with gnngp partition dataset=<name> out={root}") from err
     if raw.get("format") != FORMAT or raw.get("version") != VERSION:
         raise DatasetError(f"{root} does not hold gnngp shards of version {VERSION}; write them again with gnngp partition")
-    return ShardMeta(**{k: raw[k] for k in ShardMeta.__dataclass_fields__ if k in raw})
+    meta = ShardMeta(**{k: raw[k] for k in ShardMeta.__dataclass_fields__ if k in raw})
+    return replace(meta, warnings=tuple(meta.warnings))
 
 
 def load_part(root: Path, b: int, name: str, mmap: bool = True) -> np.ndarray:
@@ -122,8 +124,9 @@ class ShardWriter:
         _save(folder / "mask.npy", mask.astype(np.uint8))
 
     def finish(self, dataset: str, num_features: int, num_classes: int, task: str, split: str = "", source: str = "",
-               stand_in: str = "", num_splits: Optional[int] = None) -> ShardMeta:
-        meta = ShardMeta(dataset, self.num_nodes, self.num_edges, self.rows, num_features, num_classes, task, split, source, stand_in, num_splits)
+               stand_in: str = "", num_splits: Optional[int] = None, warnings: tuple = ()) -> ShardMeta:
+        meta = ShardMeta(dataset, self.num_nodes, self.num_edges, self.rows, num_features, num_classes, task, split, source, stand_in,
+                         num_splits, tuple(warnings))
         text = json.dumps({"format": FORMAT, "version": VERSION, **meta.__dict__}, indent=1)
         tmp = self.out / "meta.json.tmp"
         tmp.write_text(text)
@@ -178,7 +181,8 @@ def write_data(data: Any, out: Path, rows: int, dataset: str, source: str = "") 
         lo, hi = b * rows, min(n, (b + 1) * rows)
         writer.write_nodes(b, x[lo:hi], y[lo:hi], mask[lo:hi])
     return writer.finish(dataset, int(data.x.size(1)), int(getattr(data, "num_classes", 0) or 0), data.task,
-                         str(getattr(data, "split", "")), source, str(getattr(data, "stand_in", "") or ""), getattr(data, "num_splits", None))
+                         str(getattr(data, "split", "")), source, str(getattr(data, "stand_in", "") or ""), getattr(data, "num_splits", None),
+                         tuple(getattr(data, "warnings", ()) or ()))
 
 
 def shards_match(root: Path, source: str) -> Optional[ShardMeta]:

@@ -17,7 +17,7 @@ import tempfile
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..errors import DatasetError, DatasetUnavailable
 from .digests import DigestMismatch, sha256, verify_file, warn_unverified
@@ -51,6 +51,11 @@ class DataStore:
         if mirror is not None and not Path(mirror).is_dir():
             raise DatasetError(f"data mirror {mirror} is not a directory; set data.mirror (or {MIRROR_ENV}) to a folder holding <Name>/raw/ files")
         return cls(Path(root) if root else default_root(), Path(mirror) if mirror else None, download, timeout_s, verify)
+
+    @classmethod
+    def of(cls, data: Any) -> "DataStore":
+        """The store a job's ``data`` config describes (root, mirror, download, its timeout, verify)."""
+        return cls.from_config(data.root, data.mirror, data.download, data.download_timeout, data.verify)
 
     def folder(self, name: str) -> Path:
         return self.root / name

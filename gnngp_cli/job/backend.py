@@ -8,8 +8,11 @@ metrics and the rows. A backend never re-implements the job.
 | method          | what it gives the job                                                            |
 |-----------------|----------------------------------------------------------------------------------|
 | ``refuse``      | a one-line error, before any work, for a combination it does not run             |
+| ``supports_fit``| whether ``fit=mll`` runs on it (gradients through the kernel on every node)       |
 | ``__enter__``   | the graph loaded (``info``, ``load_seconds``, ``dtype``), a cluster started ...   |
+| ``where``       | how progress lines name the graph and the backend                                |
 | ``train_ids``   | the training node ids, sorted                                                    |
+| ``train_targets``| their regression targets in float64 (``fit=mll``)                               |
 | ``context``     | the :class:`~gnngp_cli.kernels.KernelContext` the kernel's blocks read           |
 | ``estimate``    | the run's peak memory and time class, after refusing what would not fit           |
 | ``evaluate``    | the kernel, held as the backend holds it (opaque to the job)                     |

@@ -116,7 +116,7 @@ def rowblock_estimate(
 ) -> Estimate:
     """The estimate for a GP run on row blocks of a Dask cluster (``compute=dask``): ``gb`` is
     what the run writes to ``compute.roots_dir`` at its peak, the roots of one evaluation as
-    row-block files (see :mod:`gnngp_cli.rowblocks.store`): each layer's convolution operand and
+    row-block files (see :mod:`gnngp_cli.backends.rowblocks.store`): each layer's convolution operand and
     output, ``N x (min(d, m) + layers + 1)`` for the first layer and ``N x (m + layers + 1)``
     after it. The workers hold one task's blocks each (``task_bytes``, told, not added).
     ``branches``: at an independent addition the roots are that many side by side."""

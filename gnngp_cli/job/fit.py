@@ -102,10 +102,12 @@ def plan_parameters(kcfg: Any, fcfg: Any) -> tuple[list[Hyperparameter], dict[st
     else:
         learn = list(fcfg.learn)
     if not any(n not in GP_PARAMETERS for n in learn):
+        fix = ("name one in fit.learn or give it a positive value" if available else
+               "use fit=grid, a kernel with sigmas (e.g. kernel=gcngp), or a base kernel with a parameter (kernel.base.name=rbf or polynomial)")
         raise ConfigError(
             f"fit=mll needs a kernel with a trainable parameter, but kernel={kcfg.name} (base {kcfg.base.name}) has "
             + (f"only {', '.join(f'{n}={configured[n]:g}' for n in available)}, none of them learned" if available else "none")
-            + "; use fit=grid, a kernel with sigmas (e.g. kernel=gcngp), or kernel.base.name=rbf")
+            + f"; {fix}")
     fitted, held = [], {n: configured[n] for n in available if n not in learn}
     for name in learn:
         spec = specs.get(name, Parameter(name, per_layer=False))
@@ -148,28 +150,42 @@ class Hyperparameters(torch.nn.Module):
         with torch.no_grad():
             self.raw[name].fill_(self.specs[name].raw(value))
 
+    def values(self) -> dict:
+        """Every value: the fitted ones as tensors (natural scale; ``sigma_w_2`` one per layer), the held ones as numbers."""
+        return {**self.held, **{name: self.specs[name].natural(raw) for name, raw in self.raw.items()}}
+
     def value(self, name: str) -> "Tensor | float":
         """The natural value of ``name``: a tensor when fitted, a number when held."""
-        if name in self.raw:
-            return self.specs[name].natural(self.raw[name])
-        if f"{name}_1" in self.raw:
-            return [self.value(f"{name}_{l}") for l in range(1, self.layers + 1)]
-        return self.held[name]
-
-    def has(self, name: str) -> bool:
-        return name in self.raw or f"{name}_1" in self.raw or name in self.held
+        return self.values()[name]
 
     def network_values(self) -> dict:
         """Values for the kernel entry's ``architecture`` (per-layer ones as lists)."""
-        return {n: self.value(n) for n in self.architecture if self.has(n)}
+        return architecture_values(self.values(), self.architecture, self.layers)
 
     def base(self, base: BaseKernel) -> BaseKernel:
-        return base.with_values({n: self.value(n) for n in BASE_KERNELS.get(base.name, ()) if n in self.raw})
+        return fitted_base(base, self.values())
 
     def snapshot(self) -> dict[str, float]:
         """Every fitted value as a number."""
         with torch.no_grad():
             return {name: float(self.specs[name].natural(raw)) for name, raw in self.raw.items()}
+
+
+def architecture_values(values: dict, names: tuple[str, ...], layers: int) -> dict:
+    """The architecture's arguments among ``values``: ``name``, or ``name_1 .. name_L`` (one per
+    layer) given back as a list."""
+    out = {}
+    for name in names:
+        if name in values:
+            out[name] = values[name]
+        elif f"{name}_1" in values:
+            out[name] = [values[f"{name}_{l}"] for l in range(1, layers + 1)]
+    return out
+
+
+def fitted_base(base: BaseKernel, values: dict) -> BaseKernel:
+    """``base`` with its learnable parameters (``gamma``, ``c``) taken from ``values`` where they are."""
+    return base.with_values({n: values[n] for n in BASE_KERNELS.get(base.name, ()) if n in values})
 
 
 def _float64(value: "Tensor | float", device) -> Tensor:
@@ -249,16 +265,10 @@ class FitResult:
 
     def network_values(self) -> dict:
         """Fitted architecture values for the kernel entry's ``architecture`` (numbers, or lists per layer)."""
-        out = {}
-        for name in self.architecture:
-            if name in self.values:
-                out[name] = self.values[name]
-            elif f"{name}_1" in self.values:
-                out[name] = [self.values[f"{name}_{l}"] for l in range(1, self.layers + 1)]
-        return out
+        return architecture_values(self.values, self.architecture, self.layers)
 
     def base(self, base: BaseKernel) -> BaseKernel:
-        return base.with_values({n: self.values[n] for n in BASE_KERNELS.get(base.name, ()) if n in self.values})
+        return fitted_base(base, self.values)
 
     def row(self) -> dict:
         """Results-row columns: ``fitted_<name>`` for every fitted value, and the objective."""

@@ -187,7 +187,8 @@ class GPJob:
             landmark_fraction=cfg.landmarks.fraction if kcfg.low_rank and cfg.landmarks.count is None else None,
             estimated_gb=round(estimate.gb, 3), kernel_seconds=kernel_watch.seconds, inference_seconds=inference_watch.seconds,
             landmarks=int(landmarks.numel()) if landmarks is not None else 0, seed=seed,
-            extra=json.dumps({**recorded, **run_settings(cfg)}), fit=cfg.fit.method, **result.uncertainty,
+            extra=json.dumps({**recorded, **run_settings(cfg, fitted.values if fitted is not None else ())}), fit=cfg.fit.method,
+            **result.uncertainty,
         )
         if fitted is not None:
             row.update(fit_seconds=fitted.seconds, **fitted.row())

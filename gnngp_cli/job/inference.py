@@ -76,12 +76,15 @@ class TrainingStatistics:
                        n_train=self.n_train + other.n_train, diagonal_sum=self.diagonal_sum + other.diagonal_sum)
 
 
-def low_rank_statistics(q: Tensor, train: Tensor, y_train: Tensor, num_nodes: int) -> TrainingStatistics:
+def low_rank_statistics(q: Tensor, train: Tensor, y_train: Tensor, num_nodes: int, diagonal_sum: Optional[float] = None) -> TrainingStatistics:
     """The statistics of a root ``Q`` held on some rows (``train``: the training rows among them,
-    ``y_train`` their targets); ``num_nodes``: the graph's node count."""
+    ``y_train`` their targets); ``num_nodes``: the graph's node count; ``diagonal_sum``: the sum
+    of ``diag K`` where the caller has it (default: over ``Q``'s rows, ``||Q||^2``)."""
     q_train = q[train]
+    if diagonal_sum is None:
+        diagonal_sum = float((q * q).sum().double())
     return TrainingStatistics("low_rank", q_train.T @ q_train, q_train.T @ y_train, float((y_train * y_train).sum()),
-                              int(train.numel()), float((q * q).sum().double()), num_nodes)
+                              int(train.numel()), diagonal_sum, num_nodes)
 
 
 def gram_eigh(gram: Tensor) -> tuple[Tensor, Tensor]:

@@ -53,7 +53,7 @@ def load_graph(cfg: Any) -> LoadedGraph:
     device = resolve_device(cfg.device)
     start_job(device)
     dtype = getattr(torch, cfg.dtype)
-    store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout, cfg.data.verify)
+    store = DataStore.of(cfg.data)
     watch = Stopwatch(device)
     with watch.measure():
         data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in, validation=needs_validation(cfg)).to(device)

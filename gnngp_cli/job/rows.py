@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import torch
 
@@ -54,12 +54,17 @@ def with_extra(row: dict, **entries: Any) -> dict:
     return row
 
 
-def run_settings(cfg: Any) -> dict:
+def run_settings(cfg: Any, fitted: Iterable[str] = ()) -> dict:
     """What a GP row records beside its columns so the report can tell a preset's runs from
-    others: the nugget grid and the kernel's own numeric parameters (``sigma_w1``, ``alpha``...)."""
+    others: the nugget grid and the kernel's own numeric parameters (``sigma_w1``, ``alpha``...),
+    except what ``fit=mll`` fitted instead (``fitted``: their names; the grid's nuggets are then
+    not used either): those are in the row's ``fitted_*`` columns."""
     entry = KERNELS[cfg.kernel.name]
-    params = {k: v for k, v in entry.arguments(cfg.kernel).items() if k != "layers" and isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return {"nugget_grid": [float(cfg.nugget.min), float(cfg.nugget.max), int(cfg.nugget.num)], **params}
+    fitted = {name.rpartition("_")[0] if name.rpartition("_")[2].isdigit() else name for name in fitted}   # sigma_w_2 (one per layer) is sigma_w
+    params = {k: v for k, v in entry.arguments(cfg.kernel).items()
+              if k != "layers" and k not in fitted and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    grid = {} if cfg.fit.method == "mll" else {"nugget_grid": [float(cfg.nugget.min), float(cfg.nugget.max), int(cfg.nugget.num)]}
+    return {**grid, **params}
 
 
 def dataset_label(name: str, stand_in: str) -> str:

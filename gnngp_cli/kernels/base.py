@@ -14,6 +14,10 @@ from torch import Tensor
 BASE_KERNELS: dict[str, tuple[str, ...]] = {
     "linear": (), "polynomial": ("c",), "rbf": ("gamma",), "laplacian": ("gamma",), "arccos": (), "sigmoid": (),
 }
+# The parameters each base kernel reads (kernel.base.gamma, c, d); the others are ignored by it.
+BASE_READS: dict[str, tuple[str, ...]] = {
+    "linear": (), "polynomial": ("c", "d"), "rbf": ("gamma",), "laplacian": ("gamma",), "arccos": (), "sigmoid": ("gamma", "c"),
+}
 
 
 @dataclass(frozen=True)

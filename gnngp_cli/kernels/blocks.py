@@ -143,7 +143,7 @@ class Input(Block):
 class Scale(Block):
     """``X <- c X``: ``K <- c^2 K``; low rank ``Q <- c Q``. A weight ``X W`` with
     ``W ~ N(0, s_w^2 / d)`` is ``Scale(s_w)``. Parameters may be 0-dimensional tensors (fitted
-    by marginal likelihood; see :mod:`gnngp_cli.fit`), as in :class:`Bias` and :class:`MixedWeight`."""
+    by marginal likelihood; see :mod:`gnngp_cli.job.fit`), as in :class:`Bias` and :class:`MixedWeight`."""
 
     factor: float
 

@@ -14,7 +14,7 @@ A network reads its graph (the check's subgraph, :class:`gnngp_cli.verify.graph.
 through ``adj_t``, ``loops_t``, ``dense()`` and ``hop_operators()``.
 
 The input ``X`` is ``sqrt(D) Phi`` for a feature map with ``Phi Phi^T = C0`` (see
-:mod:`.features`), so a first weight ``N(0, s_w^2 / D)`` gives pre-activations of covariance
+:mod:`gnngp_cli.verify.features`), so a first weight ``N(0, s_w^2 / D)`` gives pre-activations of covariance
 ``s_w^2 C0``. With ``kernel.base.scale = 1/d`` and a linear ``C0`` this is the standard
 initialisation on the raw features.
 """

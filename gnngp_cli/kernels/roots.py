@@ -2,7 +2,7 @@
 
 A block is written once; the root ``Q`` it transforms is held by a backing. :class:`TorchRoots`
 holds ``Q`` as one tensor in this process (``compute=local``); the row-block backing of
-:mod:`gnngp_cli.rowblocks` holds it as a Dask array of row blocks spread over a cluster. Both
+:mod:`gnngp_cli.backends.rowblocks` holds it as a Dask array of row blocks spread over a cluster. Both
 implement the same four operations, which are all a block needs beyond ``c Q`` (a scalar
 product, which both kinds of array have):
 

@@ -48,9 +48,29 @@ log = logging.getLogger("gnngp")
 BITS = {"train": TRAIN, "val": VAL, "test": TEST}
 
 
+# Dataset settings that change how a job runs on a graph, not the graph its shards hold (the
+# validation labels that hide_val hides are masked by the job, not in the shards).
+RUN_SETTINGS = ("metric", "landmark_fraction", "landmark_count", "large", "hide_val")
+
+
 def dataset_source(cfg: Any) -> str:
-    """The dataset config the shards are written from (a cache key)."""
-    return json.dumps(OmegaConf.to_container(cfg.dataset, resolve=True), sort_keys=True) + f"|stand_in={cfg.experiment.stand_in}"
+    """What the shards are written from, as a key: the dataset settings that make the graph
+    (its features, labels, split), without :data:`RUN_SETTINGS`, and the stand-in setting."""
+    settings = {k: v for k, v in OmegaConf.to_container(cfg.dataset, resolve=True).items() if k not in RUN_SETTINGS}
+    return json.dumps(settings, sort_keys=True) + f"|stand_in={cfg.experiment.stand_in}"
+
+
+def _differences(written: str, wanted: str) -> str:
+    """``dataset.split_seed=0, not 1``: the settings in which two sources differ."""
+    def parse(source: str) -> dict:
+        text, _, stand_in = source.partition("|stand_in=")
+        try:
+            settings = json.loads(text)
+        except ValueError:
+            settings = {}
+        return {**{f"dataset.{k}": v for k, v in settings.items()}, "experiment.stand_in": stand_in}
+    a, b = parse(written), parse(wanted)
+    return "; ".join(f"{k}={a.get(k)!s}, not {b.get(k)!s}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
 
 
 def partition(cfg: Any, store: DataStore, out: Path, rows: int) -> ShardMeta:
@@ -74,6 +94,10 @@ def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
         meta = read_meta(root)
         if meta.dataset != name:
             raise DatasetError(f"compute.shards={root} holds {meta.dataset}, not {name}; point compute.shards at the shards of {name} or drop it")
+        if meta.source != dataset_source(cfg):
+            raise DatasetError(f"compute.shards={root} holds {name} written with {_differences(meta.source, dataset_source(cfg))} "
+                               f"(this job's setting second); partition it again with this job's settings (gnngp partition ... out=<dir>) "
+                               f"or drop compute.shards")
         return ShardedGraph(root, meta)
     source = dataset_source(cfg)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
@@ -196,7 +220,7 @@ class DaskBackend:
     def __enter__(self) -> "DaskBackend":
         cfg = self.cfg
         try:
-            store = DataStore.from_config(cfg.data.root, cfg.data.mirror, cfg.data.download, cfg.data.download_timeout)
+            store = DataStore.of(cfg.data)
             self.store = root_store(cfg)   # a roots_dir that cannot be written stops the job before partitioning
             self._stack.callback(self.store.close)
             self._stack.enter_context(stopped_by_sigterm())
@@ -211,7 +235,7 @@ class DaskBackend:
             raise
         meta = self.graph.meta
         self.info = GraphInfo(meta.dataset, meta.task, meta.num_classes, meta.num_nodes, meta.num_edges, meta.num_features, meta.split,
-                              meta.stand_in, meta.num_splits)
+                              meta.stand_in, meta.num_splits, tuple(meta.warnings))
         self.dtype = getattr(torch, cfg.dtype)
         self.workers = len(self.client.scheduler_info(n_workers=-1)["workers"]) if self.client is not None else 1
         self.labels, self.masks = self.graph.labels(), self.graph.masks()
