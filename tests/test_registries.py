@@ -168,6 +168,17 @@ def test_toy_kernel_passes_gnngp_verify_with_its_own_network(toys, tmp_path, mon
     assert set(pd.read_csv(tmp_path / "verify.csv")["verdict"]) == {"PASS"}
 
 
+def test_toy_kernel_is_a_gpytorch_kernel_with_its_learnable_parameter(toys):
+    pytest.importorskip("gpytorch")
+    from gnngp_cli.gpytorch import GNNGPKernel
+
+    kernel = GNNGPKernel("sgcgp", ring(RingConfig(), None), hops=3)
+    assert {name for name, _ in kernel.named_parameters()} == {"raw_sigma_w"}      # hops is declared not learnable
+    k = kernel(torch.arange(0, 120, 6, dtype=torch.float64).view(-1, 1)).to_dense()
+    k.sum().backward()
+    assert bool(torch.isfinite(k).all()) and bool(torch.isfinite(kernel.raw_sigma_w.grad))
+
+
 def test_toy_entries_are_typed_config_options(toys):
     cfg = compose(["dataset=ring", "dataset.num_nodes=50", "kernel=sgcgp", "kernel.hops=1"])
     assert cfg.dataset.num_nodes == 50 and cfg.kernel.hops == 1 and not cfg.kernel.low_rank
