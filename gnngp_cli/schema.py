@@ -61,6 +61,8 @@ class BaseKernelConfig:
 
 @dataclass
 class GridConfig:
+    """A log-spaced grid: ``num`` values from ``min`` to ``max``."""
+
     min: float = 1e-2
     max: float = 1e2
     num: int = 101
@@ -103,12 +105,11 @@ class LandmarksConfig:
 
 
 @dataclass
-class NuggetConfig:
+class NuggetConfig(GridConfig):
     """Log grid of nuggets, each times the mean diagonal of K."""
 
     min: float = 1e-3
     max: float = 10.0
-    num: int = 101
 
 
 @dataclass
