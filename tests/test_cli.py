@@ -49,12 +49,15 @@ def test_rerun_into_the_same_dir_appends_and_keeps_rows(tmp_path):
         (["dataset=custom"], "gnngp: error: dataset=custom needs dataset.path=<dir>"),
         (["max_memory_gb=0.000001"], "gnngp: error: the exact GCNGP kernel on csbm needs about"),
         (["fit=mll", "kernel=ggp", "kernel.base.name=linear"], "gnngp: error: fit=mll needs a kernel with a trainable parameter"),
+        (["fit=mll", "fit.learn=[nugget,sigma_b]"], "gnngp: error: fit=mll learns sigma_b on a log scale"),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(tmp_path, args, message):
     out = gnngp("run", *args, f"data.root={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path}", env={"GNNGP_DATA_MIRROR": ""})
     assert out.returncode == 1
     assert "Traceback" not in out.stderr
+    if "needs about" not in message:   # the memory refusal reads the estimate; every other one comes before it
+        assert "estimate before computing" not in out.stdout + out.stderr, out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert len(errors) == 1 and errors[0].startswith(message), out.stderr
     row = pd.read_csv(tmp_path / "results.csv").iloc[-1]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -79,11 +80,24 @@ def read_meta(root: Path) -> ShardMeta:
     return replace(meta, warnings=tuple(meta.warnings))
 
 
+_HEADER_LOCK = threading.Lock()
+
+
+def load_npy(path: Any, mmap: bool) -> np.ndarray:
+    """One ``.npy`` file (never unpickled), from any number of threads at once (a Dask worker's):
+    numpy parses the header with ``ast.literal_eval``, which CPython 3.11 cannot run in two
+    threads at once (gh-106905: ``SystemError: AST constructor recursion depth mismatch``), so the
+    header is read under a lock and the data, memory-mapped or copied, outside it."""
+    with _HEADER_LOCK:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    return array if mmap else np.array(array)
+
+
 def load_part(root: Path, b: int, name: str, mmap: bool = True) -> np.ndarray:
     """One array of block ``b`` (memory-mapped; never unpickled)."""
     path = block_dir(root, b) / f"{name}.npy"
     try:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        return load_npy(path, mmap)
     except (OSError, ValueError) as err:
         raise DatasetError(f"shard file {path} is missing or corrupt ({err}); write the shards again with gnngp partition") from err
 

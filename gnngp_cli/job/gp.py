@@ -32,7 +32,7 @@ from ..metrics import METRICS, resolve_metric, uncertainty_metrics
 from ..progress import Progress
 from ..runtime import Stopwatch
 from .backend import Backend
-from .fit import FitResult, check_learn, fit_hyperparameters
+from .fit import FitResult, check_learn, fit_hyperparameters, plan_parameters
 from .inference import GPResult, best_index, log_grid, predict
 from .landmarks import choose_landmarks
 from .rows import base_row, graph_columns, run_settings, with_extra
@@ -49,6 +49,15 @@ def candidates(kcfg: Any, mll: bool) -> list[dict]:
     if kcfg.gamma_search and not mll:  # fit=mll learns gamma instead (when the base kernel has one)
         axes["gamma"] = log_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist()
     return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+
+
+def plain(value: Any) -> Any:
+    """A candidate's value as rows and logs write it (a filter's tuple as a list)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def shown(choice: dict) -> str:
+    return ", ".join(f"{k}={plain(v)}" for k, v in choice.items())
 
 
 def deterministic(cfg: Any) -> bool:
@@ -82,6 +91,8 @@ class GPJob:
         self.metric = METRICS[resolve_metric(cfg.dataset.get("metric"), info.task, info.num_classes, str(cfg.dataset.name).lower())]
         self.uncertainty = uncertainty_metrics(info.task, info.num_classes)
         self.mll = cfg.fit.method == "mll"
+        if self.mll:   # what the fit learns, checked once the dataset's defaults are filled in, before any kernel work
+            plan_parameters(self.kcfg, cfg.fit)
 
     @property
     def count(self) -> int:
@@ -163,11 +174,14 @@ class GPJob:
             def build(values: dict, choice: dict = choice):
                 return self.entry.architecture(self.kcfg, {**values, **choice}).network
             result = fit_hyperparameters(self.kcfg, self.cfg.fit, build, ctx, y_train, train, self.cfg.progress)
-            log.info(result.summary() + (f" ({', '.join(f'{k}={list(v)}' for k, v in choice.items())})" if choice else ""))
+            log.info(result.summary() + (f" ({shown(choice)})" if choice else ""))
             fits.append(result)
         best = best_index([f.objective for f in fits])
         fitted = fits[best]
         fitted.seconds = sum(f.seconds for f in fits)
+        if len(choices) > 1:
+            log.info(f"fit=mll keeps {shown(choices[best])}: "
+                     f"the highest marginal likelihood of {len(choices)} candidates")
         return fitted, choices[best]
 
     def infer(self, kernel: Any, grid: torch.Tensor, fitted: Optional[FitResult], validation_only: bool):
@@ -179,7 +193,7 @@ class GPJob:
 
     def finish(self, index, seed, choice, landmarks, estimate, fitted, result: GPResult, kernel_watch, inference_watch) -> GPRun:
         cfg, kcfg, backend = self.cfg, self.kcfg, self.backend
-        recorded = {k: list(v) if isinstance(v, tuple) else v for k, v in choice.items()}
+        recorded = {k: plain(v) for k, v in choice.items()}
         row = base_row(cfg)
         row.update(
             metric=self.metric.name, **result.metrics, nugget=result.nugget, layers=kcfg.layers,

@@ -123,9 +123,9 @@ class Poly(Block):
         when they hold more entries than the pair budget."""
         n, dtype, device = ctx.num_nodes, ctx.features.dtype, nodes.device
         a = ctx.adjacency
-        adjacency = torch.sparse_coo_tensor(a.edge_index, a.edge_weight.to(dtype), (n, n)).coalesce()
         local = torch.arange(nodes.numel(), device=device)
         with sparse_beta_quiet():
+            adjacency = torch.sparse_coo_tensor(a.edge_index, a.edge_weight.to(dtype), (n, n)).coalesce()
             power = torch.sparse_coo_tensor(torch.stack([local, nodes]), torch.ones(nodes.numel(), dtype=dtype, device=device), (nodes.numel(), n)).coalesce()
             total = power * self.coefficients[0]
             for gk in self.coefficients[1:]:

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ...data.shards import load_npy
 from ...errors import ComputeError
 from ...job.estimate import size_text
 from ...kernels.numerics import not_finite
@@ -72,7 +73,7 @@ def _write_block(block: np.ndarray, path: str) -> bool:
 def read_block(path: str, mmap: bool = False) -> np.ndarray:
     """One row block of a written root (never unpickled); ``mmap``: memory-mapped, read-only."""
     try:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        return load_npy(path, mmap)
     except (OSError, ValueError) as err:
         raise ComputeError(f"root block {path} is missing or unreadable ({err}); compute.roots_dir must be one folder that "
                            "every worker sees, with room for the run's roots") from None
