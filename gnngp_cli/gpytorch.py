@@ -33,7 +33,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 from .config import method_defaults
 from .data.graph import Adjacency
 from .errors import ConfigError
-from .job.fit import kernel_parameters, plan_parameters, training_kernel
+from .job.fit import architecture_values, kernel_parameters, plan_parameters, training_kernel
 from .kernels import BASE_KERNELS, KERNELS, BaseKernel, KernelContext
 from .kernels.architectures import KERNEL_COMMON
 
@@ -115,14 +115,9 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
 
     def values(self) -> dict:
         """Every architecture value (fitted ones as tensors, per-layer ones as lists) and the base kernel's."""
-        out = dict(self.held)
-        for p in self.fitted:
-            name = p.key.rsplit(".", 1)[-1]          # kernel.sigma_w -> sigma_w (also for sigma_w_2 per layer)
-            if p.name == name:
-                out[name] = self.value(p.name)
-            else:
-                out.setdefault(name, [None] * self.config.layers)[int(p.name.rsplit("_", 1)[1]) - 1] = self.value(p.name)
-        return out
+        flat = {**self.held, **{p.name: self.value(p.name) for p in self.fitted}}
+        names = {p.key.rsplit(".", 1)[-1] for p in self.fitted} | set(self.held)   # kernel.sigma_w -> sigma_w (also for sigma_w_2 per layer)
+        return architecture_values(flat, tuple(names), self.config.layers)
 
     def _context(self, values: dict) -> KernelContext:
         fitted = {n: values[n] for n in self.base_names if isinstance(values.get(n), Tensor)}

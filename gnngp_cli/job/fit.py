@@ -156,7 +156,7 @@ class Hyperparameters(torch.nn.Module):
 
     def value(self, name: str) -> "Tensor | float":
         """The natural value of ``name``: a tensor when fitted, a number when held."""
-        return self.values()[name]
+        return self.specs[name].natural(self.raw[name]) if name in self.raw else self.held[name]
 
     def network_values(self) -> dict:
         """Values for the kernel entry's ``architecture`` (per-layer ones as lists)."""
