@@ -83,7 +83,7 @@ def validate(cfg: Any) -> None:
         raise ConfigError("nothing to run: choose a GP kernel (kernel=gcngp) or a GNN (gnn=gcn)")
     else:
         _validate_kernel(cfg.kernel)
-    _grid(cfg.nugget, "nugget")
+    _grid(cfg.nugget, "nugget", cfg.dtype)
     _validate_fit(cfg)
     lm = cfg.landmarks
     if lm.count is not None and lm.count < 1:
@@ -92,6 +92,7 @@ def validate(cfg: Any) -> None:
         raise ConfigError(f"landmarks.fraction={lm.fraction} must be >= 1 (each training node is a landmark with probability 1/fraction)")
     if cfg.runs < 1:
         raise ConfigError(f"runs={cfg.runs} must be at least 1")
+    _seeds(cfg)
     _choice(cfg.device, DEVICES, "device")
     _choice(cfg.dtype, DTYPES, "dtype")
     v = cfg.verify
@@ -118,6 +119,11 @@ def _validate_compute(cfg: Any) -> None:
 
 
 def _validate_kernel(k: Any) -> None:
+    validate_kernel(k)
+
+
+def validate_kernel(k: Any) -> None:
+    """A kernel config's checks, as ``gnngp run`` makes them (also for :class:`~gnngp_cli.gpytorch.GNNGPKernel`)."""
     _choice(k.name, KERNELS, "kernel.name")
     _choice(k.base.name, BASE_KERNELS, "kernel.base.name")
     if k.adjacency is not None:
@@ -132,7 +138,7 @@ def _validate_kernel(k: Any) -> None:
         readers = ", ".join(name for name, reads in BASE_READS.items() if "gamma" in reads)
         raise ConfigError(f"kernel.gamma_search=true searches the base kernel's gamma, but kernel.base.name={k.base.name} has none; "
                           f"use kernel.gamma_search=false, or a base kernel with a gamma ({readers})")
-    _grid(k.gamma_grid, "kernel.gamma_grid")
+    _grid(k.gamma_grid, "kernel.gamma_grid")   # gammas are float64 (the base kernel's parameter)
     KERNELS[k.name].validate(k)   # its parameters' ranges, its candidates
 
 
@@ -155,8 +161,8 @@ def _validate_fit(cfg: Any) -> None:
     _choice(f.optimizer, OPTIMIZERS, "fit.optimizer")
     if f.steps < 1:
         raise ConfigError(f"fit.steps={f.steps} must be at least 1")
-    if not f.lr > 0:
-        raise ConfigError(f"fit.lr={f.lr} must be positive")
+    if not 0 < f.lr <= LR_MAX:
+        raise ConfigError(f"fit.lr={f.lr:g} must be positive and at most {LR_MAX:g} (e.g. fit.lr=0.05)")
     if not f.nugget > 0:
         raise ConfigError(f"fit.nugget={f.nugget} is the initial nugget, learned on a log scale: it must be positive (e.g. fit.nugget=0.1)")
     if f.output_scale is not None and not f.output_scale > 0:
@@ -177,8 +183,8 @@ def _validate_gnn(g: Any) -> None:
     for key in ("layers", "hidden", "epochs"):
         if g[key] is not None and g[key] < 1:
             raise ConfigError(f"gnn.{key}={g[key]} must be at least 1")
-    if g.lr is not None and g.lr <= 0:
-        raise ConfigError(f"gnn.lr={g.lr} must be positive")
+    if g.lr is not None and not 0 < g.lr <= LR_MAX:
+        raise ConfigError(f"gnn.lr={g.lr:g} must be positive and at most {LR_MAX:g} (e.g. gnn.lr=0.01)")
     if not 0 <= g.dropout < 1 or g.weight_decay < 0:
         raise ConfigError("gnn.dropout must lie in [0, 1) and gnn.weight_decay must be >= 0")
     if g.batch_size is not None and g.batch_size < 0:
@@ -190,6 +196,23 @@ def _validate_gnn(g: Any) -> None:
         raise ConfigError(f"gnn.hops={g.hops} must be at least 0")
     if g.fanouts is not None and len(g.fanouts) != graph_layers:
         raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")
+
+
+SEED_MAX = 2**63 - 1   # seeds are non-negative 64-bit integers: a negative one would wrap onto a large one (-1 is 2^64 - 1)
+
+
+def _seeds(cfg: Any) -> None:
+    """``seed`` (and ``seed + runs - 1``, the last run's) and ``dataset.split_seed`` in ``0..2^63-1``."""
+    last = SEED_MAX - (int(cfg.runs) - 1)
+    if not 0 <= cfg.seed <= last:
+        raise ConfigError(f"seed={cfg.seed} must be an integer from 0 to {last:,}" + (f" (the runs use seed..seed+{cfg.runs - 1})" if cfg.runs > 1 else "")
+                          + "; a negative seed would draw the same landmarks as a large one")
+    split_seed = cfg.dataset.get("split_seed")
+    if split_seed is not None and not 0 <= split_seed <= SEED_MAX:
+        raise ConfigError(f"dataset.split_seed={split_seed} must be an integer from 0 to {SEED_MAX:,}")
+
+
+LR_MAX = 1e3   # past this no optimiser step is meaningful, and 1e300 overflows the optimiser's float arithmetic
 
 
 def _finite_numbers(cfg: Any) -> None:
@@ -211,7 +234,14 @@ def _finite_numbers(cfg: Any) -> None:
         walk({k: v for k, v in tree.items() if k != "hydra"}, "")
 
 
-def _grid(grid: Any, what: str) -> None:
+# The smallest and largest normal numbers of each dtype (numpy's finfo, without importing torch here).
+DTYPE_RANGE = {"float32": (1.1754943508222875e-38, 3.4028234663852886e38), "float64": (2.2250738585072014e-308, 1.7976931348623157e308)}
+
+
+def _grid(grid: Any, what: str, dtype: str = "float64") -> None:
+    """A log-spaced grid: finite, positive, increasing, and every value a normal number of
+    ``dtype`` (a nugget of 1e-300 is 0 in float32, and 1e-320 is 0 in float64's arithmetic once
+    it is scaled by the kernel's diagonal: it would pick a value outside the grid)."""
     if not (math.isfinite(grid.min) and math.isfinite(grid.max)):
         raise ConfigError(f"{what}.min={grid.min} and {what}.max={grid.max} must be finite numbers")
     if grid.min <= 0:
@@ -220,6 +250,13 @@ def _grid(grid: Any, what: str) -> None:
         raise ConfigError(f"{what}.min={grid.min} must be below {what}.max={grid.max}")
     if grid.num < 1:
         raise ConfigError(f"{what}.num={grid.num} must be at least 1")
+    tiny, huge = DTYPE_RANGE.get(str(dtype), DTYPE_RANGE["float64"])
+    if grid.min < tiny * 1e6:
+        raise ConfigError(f"{what}.min={grid.min:g} underflows in dtype={dtype} (its smallest normal number is {tiny:.3g}, and the grid is "
+                          f"scaled by the kernel's mean diagonal); use {what}.min >= {tiny * 1e6:.0e}" + (" or dtype=float64" if dtype == "float32" else ""))
+    if grid.max > huge / 1e6:
+        raise ConfigError(f"{what}.max={grid.max:g} overflows in dtype={dtype} (its largest number is {huge:.3g}, and the grid is scaled by "
+                          f"the kernel's mean diagonal); use {what}.max <= {huge / 1e6:.0e}" + (" or dtype=float64" if dtype == "float32" else ""))
 
 
 def method_defaults(table: Mapping[str, Mapping[str, Any]], dataset: str, task: str) -> dict:

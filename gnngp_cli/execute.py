@@ -1,12 +1,13 @@
 """A job as ``gnngp run`` runs it: the method on its backend, every fixed split with
-``splits=all``, and its rows written (and error rows for what failed)."""
+``splits=all``, and its rows written as its runs finish (and error rows for what failed)."""
 from __future__ import annotations
 
 import copy
 import logging
+import os
 import sys
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Collection, Optional, Sequence
 
 import torch
 from omegaconf import DictConfig
@@ -16,69 +17,100 @@ from .config import check_results_file, needs_validation, validate
 from .errors import ConfigError, GnngpError, ResourceError
 from .invariants import checked_rows
 from .job.gnn import run_gnn
+from .job.gp import planned_runs as gp_planned_runs
 from .job.gp import run_gp
 from .job.loading import LoadedGraph, load_graph
 from .job.rows import console_row, console_summary, error_row
 from .results import ResultsNotWritten, append_rows, summary_line
-from .resume import job_overrides, resume_decision, set_aside
+from .resume import Resume, job_overrides, resume_state, set_aside
+from .rowfile import read_rows
+from .runtime import stop_signal, stopped_by_signals
+
+OnRow = Callable[[dict], None]
 
 log = logging.getLogger("gnngp")
 
 
-def run_once(cfg: Any, graph: Optional[LoadedGraph] = None) -> tuple[list[dict], Optional[int]]:
-    """One job on one split: its rows, and how many fixed splits its dataset has."""
+def planned_runs(cfg: Any) -> int:
+    """How many runs a job makes on each split."""
+    return int(cfg.runs) if cfg.method == "gnn" else gp_planned_runs(cfg)
+
+
+def run_once(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRow] = None,
+             skip: Collection[int] = ()) -> tuple[list[dict], Optional[int]]:
+    """One job on one split (the runs in ``skip`` left out): its rows, and how many fixed
+    splits its dataset has."""
     if cfg.method == "gnn":
         if cfg.compute.backend != "local":
             raise ConfigError(f"compute={cfg.compute.backend} runs GP kernels; GNN baselines run with compute=local")
         graph = graph or load_graph(cfg)
-        return run_gnn(cfg, graph), graph.info().num_splits
+        return run_gnn(cfg, graph, on_row, skip), graph.info().num_splits
     backend = LocalBackend(cfg, graph) if graph is not None else backend_for(cfg)
-    rows = run_gp(cfg, backend)
+    rows = run_gp(cfg, backend, on_row, skip)
     return rows, backend.info.num_splits
 
 
-def run_job(cfg: Any, graph: Optional[LoadedGraph] = None) -> list[dict]:
+def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRow] = None, resume: Optional[Resume] = None) -> list[dict]:
     """One job: a GNN if ``gnn`` is set, else a GP kernel on the backend of ``compute``; on
-    every fixed split with ``splits=all`` (rows then carry ``split_index``; the console summary
-    gives the mean and std over them). ``graph``: data already loaded (``compute=local``)."""
+    every fixed split with ``splits=all`` (rows then carry ``split_index`` and ``split_count``;
+    the console summary gives the mean and std over them). ``graph``: data already loaded
+    (``compute=local``). Each row goes to ``on_row`` as its run finishes; the runs ``resume``
+    holds are not run again."""
     validate(cfg)
-    rows, count = run_once(cfg, graph)
-    if cfg.get("splits") != "all":
+    every = cfg.get("splits") == "all"
+    done = resume.done if resume is not None else set()
+    planned = planned_runs(cfg)
+
+    def skip(split: Optional[int]) -> set[int]:
+        return {r for r in range(planned) if (split, r) in done}
+
+    first = int(cfg.dataset.split_index) if every else None
+    count = resume.split_count if resume is not None else None
+    rows: list[dict] = []
+    if len(skip(first)) < planned or (every and count is None):
+        rows, count = run_once(cfg, graph, on_row, skip(first))
+    if not every:
         return rows
     if count is None:
         raise ConfigError(f"splits=all needs a dataset with fixed splits; {cfg.dataset.name} has none: use runs=N or dataset.split_seed")
-    by_split = {cfg.dataset.split_index: rows}
     for index in range(count):
-        if index not in by_split:
+        if index != first and len(skip(index)) < planned:
             split_cfg = copy.deepcopy(cfg)
             split_cfg.dataset.split_index = index
-            by_split[index] = run_once(split_cfg)[0]
-    out = []
-    for index in sorted(by_split):
-        for row in by_split[index]:
-            row["split_index"] = index
-        out += by_split[index]
-    return out
+            rows += run_once(split_cfg, None, on_row, skip(index))[0]
+    return rows
 
 
 def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[str] = ()) -> list[dict]:
-    """Run a job and write its rows to ``<out_dir>/results.csv``. A :class:`GnngpError`
-    becomes one console line and an error row; in a single run the process then exits 1.
-    Every row records the job's overrides; a row whose metric is not a number is an error row
-    (:mod:`~gnngp_cli.invariants`)."""
+    """Run a job and write its rows to ``<out_dir>/results.csv``, each as its run finishes (a
+    stopped job keeps its finished runs; Ctrl-C and SIGTERM end it with one line saying how many).
+    A :class:`GnngpError` becomes one console line and an error row; in a single run the
+    process then exits 1. Every row records the job's overrides; a row whose metric is not a
+    number is an error row (:mod:`~gnngp_cli.invariants`). With ``resume=true`` the runs the
+    results file already holds are not run again (:mod:`~gnngp_cli.resume`)."""
     try:
         check_results_file(cfg.results_file)
         results = out_dir / cfg.results_file
     except ConfigError:   # validate() reports it; the error row stays in the run dir
         results = out_dir / "results.csv"
     recorded = job_overrides(overrides)
-    if cfg.get("resume", False) and multirun:
-        skip, why = resume_decision(results, overrides)
-        if skip:
-            log.info("resume: %s already has results; skipping this job (%s)", results, why)
-            return []
-        if results.is_file():  # an earlier attempt: keep its rows aside, out of the summary
-            log.info("resume: %s: %s; running it again (earlier rows kept in %s)", results, why, set_aside(results).name)
+    every = cfg.get("splits") == "all"
+    resume, kept = None, []
+    if cfg.get("resume", False):
+        resume = resume_state(results, overrides, every)
+        if resume.usable:
+            missing = resume.missing(planned_runs(cfg), every)
+            if missing == 0:
+                log.info("resume: %s already has results; skipping this job (every run is there; %s)", results, resume.why)
+                return []
+            kept = read_rows(results).frame().to_dict("records")
+            log.info("resume: %s holds %d finished runs (%s); running the %s missing", results, len(resume.done), resume.why,
+                     missing if missing is not None else "")
+        elif os.path.lexists(results):  # an earlier attempt: keep its rows aside, out of the summary
+            log.info("resume: %s: %s; running it again (earlier rows kept in %s)", results, resume.why, set_aside(results).name)
+            resume = None
+        else:
+            resume = None
 
     def write(rows: list[dict]) -> None:
         try:
@@ -88,8 +120,24 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             if not multirun:
                 raise SystemExit(1) from None
 
+    finished: list[dict] = []
+    validation = needs_validation(cfg)
+
+    def on_row(row: dict) -> None:
+        row = checked_rows([row], validation=validation)[0]
+        write([row])
+        finished.append(row)
+        log.info(summary_line(console_row(row)))
+
     try:
-        rows = checked_rows(run_job(cfg), validation=needs_validation(cfg))
+        with stopped_by_signals():
+            run_job(cfg, on_row=on_row, resume=resume)
+    except KeyboardInterrupt as err:   # Ctrl-C, or SIGTERM (Stopped): the finished runs are on disk
+        name, status = stop_signal(err)
+        before = f", beside the {len(kept)} kept from before" if kept else ""
+        print(f"gnngp: error: stopped by {name}: the {len(finished)} run(s) finished in this job are in {results}{before}; "
+              "run it again with resume=true and the same overrides (and output folder) to run only the missing ones", file=sys.stderr)
+        raise SystemExit(status) from None
     except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError) as err:
         if not isinstance(err, GnngpError):
             err = ResourceError(f"out of memory ({err}); use a low-rank kernel (e.g. kernel=gcngp_x), fewer landmarks or dtype=float32")
@@ -98,24 +146,22 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         print(f"gnngp: error: {err}", file=sys.stderr)
         if not multirun:
             raise SystemExit(1)
-        return [row]
+        return [*finished, row]
     except Exception as err:  # a bug, not bad input: keep the traceback, and in a sweep the other jobs
         row = error_row(cfg, err)
         write([row])
         if not multirun:
             raise
         log.exception("job failed")
-        return [row]
-    write(rows)
-    for row in rows:
-        log.info(summary_line(console_row(row)))
+        return [*finished, row]
+    rows = kept + finished
     over_runs = console_summary(rows)
     if over_runs:
         log.info(over_runs)
     log.info("results: %s", results)
-    failed = [row for row in rows if row.get("status") != "ok"]
+    failed = [row for row in finished if row.get("status") != "ok"]
     if failed:
         print(f"gnngp: error: {failed[0]['error'].split(': ', 1)[-1]}", file=sys.stderr)
         if not multirun:
             raise SystemExit(1)
-    return rows
+    return finished

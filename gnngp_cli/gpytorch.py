@@ -30,7 +30,7 @@ try:
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError('gnngp_cli.gpytorch needs GPyTorch: pip install -e ".[gpytorch]"') from err
 
-from .config import method_defaults
+from .config import method_defaults, validate_kernel
 from .data.graph import Adjacency
 from .errors import ConfigError
 from .job.fit import architecture_values, kernel_parameters, plan_parameters, training_kernel
@@ -53,6 +53,7 @@ def kernel_config(architecture: str, task: str = "classification", **settings: A
     if "base" in settings:
         base["name"] = settings.pop("base")
     cfg = {"name": architecture, "low_rank": False, "layers": 2, "adjacency": None, "base": base, "gamma_search": False,
+           "gamma_grid": dataclasses.asdict(defaults.gamma_grid),
            **{key: getattr(defaults, key) for key in own}}
     for key, value in method_defaults(entry.defaults, "*", task).items():
         if cfg.get(key) is None:
@@ -62,7 +63,44 @@ def kernel_config(architecture: str, task: str = "classification", **settings: A
         raise ConfigError(f"GNNGPKernel('{architecture}') got unknown settings {sorted(unknown)}; "
                           f"use some of {sorted(set(cfg) - {'name', 'base', 'low_rank', 'gamma_search'})} and base, gamma, c, d")
     cfg.update(settings)
-    return OmegaConf.create(cfg)
+    try:
+        out = OmegaConf.structured(type(defaults))   # typed: a value of the wrong type is refused as on the command line
+        out.merge_with(cfg)
+    except Exception as err:  # noqa: BLE001 - OmegaConf's validation errors, in one line
+        raise ConfigError(f"GNNGPKernel('{architecture}'): {str(err).splitlines()[0]}") from None
+    validate_kernel(out)
+    return out
+
+
+def check_graph_inputs(data: Any, landmarks: Optional[Any]) -> Optional[Tensor]:
+    """The graph and landmarks a :class:`GNNGPKernel` is built on, checked as ``gnngp run``
+    checks a dataset and its landmarks, each mistake one line; the landmarks sorted."""
+    x, edge_index = getattr(data, "x", None), getattr(data, "edge_index", None)
+    if not isinstance(x, Tensor) or x.dim() != 2 or not x.is_floating_point():
+        raise ConfigError("GNNGPKernel needs data.x, a 2-D float tensor of node features (nodes x features)")
+    n = int(data.num_nodes)
+    if x.size(0) != n:
+        raise ConfigError(f"GNNGPKernel: data.x has {x.size(0)} rows but the graph has {n} nodes; give one feature row per node")
+    if not torch.isfinite(x).all():
+        raise ConfigError("GNNGPKernel: data.x contains NaN or infinite values; clean them first")
+    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.is_floating_point():
+        raise ConfigError("GNNGPKernel needs data.edge_index, a 2 x E integer tensor of node ids")
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
+        bad = int(edge_index.max()) if int(edge_index.max()) >= n else int(edge_index.min())
+        raise ConfigError(f"GNNGPKernel: data.edge_index names node {bad}, outside [0, {n}); every edge must join nodes of the graph")
+    if landmarks is None:
+        return None
+    ids = torch.as_tensor(landmarks)
+    if ids.numel() == 0:
+        raise ConfigError("GNNGPKernel: landmarks is empty; give at least one node id, or landmarks=None for the exact kernel")
+    if ids.is_floating_point() or ids.dtype == torch.bool or ids.dim() != 1:
+        raise ConfigError(f"GNNGPKernel: landmarks must be a 1-D list or tensor of integer node ids, got {ids.dtype} of shape {tuple(ids.shape)}")
+    if int(ids.min()) < 0 or int(ids.max()) >= n:
+        bad = int(ids.max()) if int(ids.max()) >= n else int(ids.min())
+        raise ConfigError(f"GNNGPKernel: landmark {bad} is outside [0, {n}); landmarks are node ids of the graph")
+    if torch.unique(ids).numel() != ids.numel():
+        raise ConfigError("GNNGPKernel: landmarks name a node twice; give each landmark once")
+    return ids.to(x.device).sort()[0]
 
 
 class GNNGPKernel(gpytorch.kernels.Kernel):
@@ -80,6 +118,7 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
     def __init__(self, architecture: str, data: Any, *, learn: Optional[Sequence[str]] = None, per_layer: bool = False,
                  landmarks: Optional[Tensor] = None, dtype: torch.dtype = torch.float64, **settings: Any):
         super().__init__()
+        landmarks = check_graph_inputs(data, landmarks)
         self.config = kernel_config(architecture, getattr(data, "task", "classification"), **settings)
         entry = KERNELS[architecture]
         base_names = BASE_KERNELS.get(self.config.base.name, ())
@@ -100,7 +139,7 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
         base = self.config.base
         features = data.x.to(dtype) * (base.scale ** 0.5 if base.scale != 1 else 1)   # C0 reads sqrt(scale) x
         self.ctx = KernelContext(features, adjacency, BaseKernel(base.name, base.gamma, base.c, base.d),
-                                 None if landmarks is None else torch.as_tensor(landmarks, device=device).sort()[0])
+                                 landmarks)
         self.num_nodes = int(data.num_nodes)
         for p in self.fitted:
             constraint = Interval(0.0, 1.0) if p.transform == "logit" else Positive()

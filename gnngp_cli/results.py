@@ -1,9 +1,11 @@
 """Result rows: one CSV per job, written atomically, never losing rows already there.
 
 Writers of the same file take turns (an inter-process ``flock``), each reading, appending and
-renaming under the lock, so concurrent runs sharing a run dir keep every row. An existing file
-that cannot be parsed is moved aside (and named in a warning); rows that cannot be written to
-their target go to a fallback file, named in the error.
+renaming under the lock, so concurrent runs sharing a run dir keep every row. The rows already
+there are read back and checked (:mod:`gnngp_cli.rowfile`: types, status, required fields);
+a file with any malformed row is moved aside whole, and the new rows start a fresh file, with
+one warning naming both. The rows kept are written back as they were read (integers stay
+integers). Rows that cannot be written to their target go to a fallback file, named in the error.
 """
 from __future__ import annotations
 
@@ -15,19 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
-import pandas as pd
-
 from .data.files import atomic_write, locked
 from .errors import GnngpError
+from .rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows, to_text
 
-COLUMNS = [
-    "status", "dataset", "method", "kernel", "task", "metric", "train", "val", "test",
-    "nugget", "layers", "sigma_w", "sigma_b", "landmarks", "landmark_fraction", "seed", "run", "stand_in", "experiment",
-    "n_nodes", "n_edges", "load_seconds", "kernel_seconds", "train_seconds", "inference_seconds", "total_seconds",
-    "peak_rss_mb", "peak_cuda_mb", "compute_backend", "workers", "peak_worker_mb", "device", "dtype", "split", "split_index",
-    "nlpd", "coverage95", "var_correct", "var_wrong", "extra", "error", "version", "timestamp", "overrides",
-]
-
+__all__ = ["COLUMNS", "ResultsNotWritten", "append_rows", "summary_line"]
 
 class ResultsNotWritten(GnngpError):
     """The rows could not be written to their target; they are in a fallback file."""
@@ -37,51 +31,55 @@ def _stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
 
 
-def _read_existing(path: Path) -> Optional[pd.DataFrame]:
-    """The rows already in ``path``; a file that is not a readable CSV (0 bytes, garbage, cut)
-    is renamed ``<stem>.malformed-<time>.csv`` with a warning, and ``None`` returned."""
-    if not path.is_file():
-        return None
+def _read_existing(path: Path) -> tuple[list[str], list[dict]]:
+    """The header and rows already in ``path`` (``[], []`` when there is none). A file with any
+    row that is not one gnngp writes (cut, garbage, NUL bytes, a quote that swallowed the next
+    row, a wrong type) is renamed ``<stem>.malformed-<time>.csv``, whole, with a warning naming
+    both files: its good rows are there, not lost, and never mixed with damaged ones."""
+    if not os.path.lexists(path):
+        return [], []
     try:
-        return pd.read_csv(path)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as err:  # EmptyDataError is a ValueError
-        aside = path.with_name(f"{path.stem}.malformed-{_stamp()}{path.suffix}")
-        os.replace(path, aside)
-        print(f"gnngp: warning: {path} was not a readable CSV ({type(err).__name__}); moved it to {aside} and started a new file", file=sys.stderr)
-        return None
+        found = read_rows(path)
+    except NotAResultsFile as err:
+        raise OSError(f"{err}; results go to a regular file") from None
+    if not found.problems:
+        return found.header, found.rows
+    aside = path.with_name(f"{path.stem}.malformed-{_stamp()}{path.suffix}")
+    os.replace(path, aside)
+    print(f"gnngp: warning: {path} held rows gnngp does not write ({found.shown_problems()}); moved the whole file to {aside} "
+          f"({len(found.rows)} good rows kept there) and started a new {path.name}", file=sys.stderr)
+    return [], []
 
 
-def _ordered(table: pd.DataFrame) -> pd.DataFrame:
-    return table[[c for c in COLUMNS if c in table.columns] + [c for c in table.columns if c not in COLUMNS]]
+def _write_table(path: Path, header: list[str], rows: list[Mapping]) -> None:
+    text = to_text(header, rows)
+    atomic_write(path, lambda f: f.write(text))
 
 
-def _write_table(path: Path, table: pd.DataFrame) -> None:
-    atomic_write(path, lambda f: table.to_csv(f, index=False))
-
-
-def append_rows(path: Path, rows: Iterable[Mapping], fallback_dir: Optional[Path] = None) -> pd.DataFrame:
+def append_rows(path: Path, rows: Iterable[Mapping], fallback_dir: Optional[Path] = None) -> list[dict]:
     """Append ``rows`` to the CSV at ``path`` under an inter-process lock, via a temporary file
     and an atomic rename, so that an interrupted run leaves the old file whole and never a half
     row, and concurrent writers lose nothing. When ``path`` cannot be written, the rows go to
     ``<fallback_dir, else the temp dir>/results.fallback-<time>-<pid>.csv`` and
-    :class:`ResultsNotWritten` names it."""
-    new = pd.DataFrame(list(rows))
+    :class:`ResultsNotWritten` names it. Returns every row of the file, old then new."""
+    new = [dict(row) for row in rows]
+    new_header = ordered_columns(*(row.keys() for row in new))
     try:
         with locked(path):
-            old = _read_existing(path)
-            table = _ordered(new if old is None else pd.concat([old, new], ignore_index=True))
-            _write_table(path, table)
-        return table
+            header, old = _read_existing(path)
+            header = ordered_columns(header, new_header)
+            _write_table(path, header, old + new)
+        return old + new
     except OSError as err:
         reason = f"{type(err).__name__}: {err.strerror or err}"
     for folder in ([fallback_dir] if fallback_dir is not None else []) + [Path(tempfile.gettempdir())]:
         fallback = folder / f"results.fallback-{_stamp()}-{os.getpid()}.csv"
         try:
-            _write_table(fallback, _ordered(new))
+            _write_table(fallback, new_header, new)
         except OSError:
             continue
         raise ResultsNotWritten(f"could not write results to {path} ({reason}); the {len(new)} rows were written to {fallback} instead")
-    print(_ordered(new).to_csv(index=False), file=sys.stderr)   # nowhere to write: the rows go to the console
+    print(to_text(new_header, new), file=sys.stderr)   # nowhere to write: the rows go to the console
     raise ResultsNotWritten(f"could not write results to {path} ({reason}) nor to a fallback file; the {len(new)} rows are printed above")
 
 
@@ -91,7 +89,8 @@ def summary_line(row: Mapping) -> str:
         return f"{row.get('method', '?')} on {row.get('dataset', '?')}: FAILED: {row.get('error')}"
     def fmt(v):
         return "nan" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
-    head = f"{row['method']} on {row['dataset']} (run {row['run']}, seed {row['seed']}): test {row['metric']} {fmt(row['test'])} (val {fmt(row['val'])}, train {fmt(row['train'])}"
+    split = f"split {row['split_index']}, " if row.get("split_index") is not None and row.get("split_count") else ""
+    head = f"{row['method']} on {row['dataset']} ({split}run {row['run']}, seed {row['seed']}): test {row['metric']} {fmt(row['test'])} (val {fmt(row['val'])}, train {fmt(row['train'])}"
     if "train_seconds" in row:
         return head + f") in {row['train_seconds']:.2f} s training + {row['inference_seconds']:.2f} s inference on {row['device']}"
     return head + f", nugget {row['nugget']:.3g}) in {row['kernel_seconds']:.2f} s kernel + {row['inference_seconds']:.2f} s inference on {row['device']}"

@@ -1,20 +1,27 @@
-"""Resume a sweep: which jobs already hold a result of exactly their current settings.
+"""Resume a job or a sweep: which runs already hold a result of exactly their current settings.
 
 Every result row records the job's overrides (``overrides``: a JSON list, sorted, without
-``resume`` itself). With ``resume=true``, a job is skipped only when its results file holds
-rows, all ``ok``, all written with the overrides the job has now; a job whose settings changed,
-or whose last attempt failed, runs again, and its old rows are kept aside in
-``<stem>.before-resume-<time>.csv`` (out of the summary).
+``resume`` itself), its run index and, with ``splits=all``, its split and how many there are.
+A job writes each run's row as the run finishes, so a job that was stopped (Ctrl-C, SIGTERM, a
+lost node) keeps its finished runs. With ``resume=true``:
+
+- a results file whose rows are all ``ok``, all written with the overrides the job has now,
+  keeps them, and the job runs only the runs that are missing (none: the job is skipped);
+- a file with a failed row, rows of other settings, or malformed rows is kept aside whole in
+  ``<stem>.before-resume-<time>.csv`` (out of the summary), and the job runs from the start.
 """
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
-import pandas as pd
+from .rowfile import NotAResultsFile, read_rows
+
+Key = tuple[Optional[int], int]   # (split index with splits=all, else None; run index)
 
 
 def job_overrides(overrides: Sequence[str]) -> str:
@@ -22,24 +29,53 @@ def job_overrides(overrides: Sequence[str]) -> str:
     return json.dumps(sorted(o for o in overrides if o.lstrip("+~").split("=", 1)[0] != "resume"))
 
 
-def resume_decision(results: Path, overrides: Sequence[str]) -> tuple[bool, str]:
-    """``(skip, why)`` for a job whose results go to ``results``."""
-    if not results.is_file():
-        return False, "no results yet"
+@dataclass
+class Resume:
+    """What a results file already holds for a job: ``done`` runs (keys), the fixed splits'
+    count that its rows recorded (``splits=all``), and why (``why``: for the log)."""
+
+    why: str
+    done: set[Key] = field(default_factory=set)
+    split_count: Optional[int] = None
+    usable: bool = False         # the file's rows are the job's own: keep them and run the rest
+
+    def missing(self, runs: int, every_split: bool) -> Optional[int]:
+        """How many runs are still to run (``None``: unknown until the data says how many splits)."""
+        if every_split:
+            if self.split_count is None:
+                return None
+            return sum((s, r) not in self.done for s in range(self.split_count) for r in range(runs))
+        return sum((None, r) not in self.done for r in range(runs))
+
+
+def resume_state(results: Path, overrides: Sequence[str], every_split: bool) -> Resume:
+    """What ``results`` holds for a job with ``overrides`` (see the module docstring)."""
+    if not os.path.lexists(results):
+        return Resume("no results yet")
     try:
-        table = pd.read_csv(results)
-    except (OSError, ValueError):
-        return False, "its results file is unreadable"
-    if len(table) == 0 or not bool((table.get("status", "ok") == "ok").all()):
-        return False, "its last attempt failed"
-    if "overrides" not in table.columns:
-        return False, "its results do not record their settings (written by an older gnngp)"
-    recorded = set(table["overrides"].fillna("").astype(str))
+        found = read_rows(results)
+    except (OSError, NotAResultsFile):
+        return Resume("its results file is unreadable")
+    if found.problems:
+        return Resume("its results file has malformed rows")
+    rows = found.rows
+    if not rows:
+        return Resume("its results file holds no rows")
+    if any(row["status"] != "ok" for row in rows):
+        return Resume("its last attempt failed")
+    if "overrides" not in found.header:
+        return Resume("its results do not record their settings (written by an older gnngp)")
     current = job_overrides(overrides)
+    recorded = {row.get("overrides", "") for row in rows}
     if recorded != {current}:
         before = sorted(recorded - {current})[0]
-        return False, f"its settings changed (was {_show(before)}, now {_show(current)})"
-    return True, "its rows were computed with the same overrides"
+        return Resume(f"its settings changed (was {_show(before)}, now {_show(current)})")
+    try:
+        done = {(int(float(row["split_index"])) if every_split else None, int(float(row.get("run") or 0))) for row in rows}
+        counts = {int(float(row["split_count"])) for row in rows if row.get("split_count")}
+    except (KeyError, ValueError):
+        return Resume("its rows do not say which run (or split) they are")
+    return Resume("its rows were computed with the same overrides", done, max(counts) if counts else None, usable=True)
 
 
 def set_aside(results: Path) -> Path:

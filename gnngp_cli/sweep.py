@@ -30,26 +30,29 @@ class SweepOutcome:
 LAST_SWEEP: Optional[SweepOutcome] = None
 
 
-def collect(sweep_dir: Path, results_file: str = "results.csv") -> "pd.DataFrame":
-    """One row per result row of every job under ``sweep_dir``; a job folder without results
-    (it died before writing) becomes an error row. Never raises on a bad file."""
-    import pandas as pd  # here, not at the top: Hydra imports this callback for every command
+def collect(sweep_dir: Path, results_file: str = "results.csv") -> tuple[list[str], list[dict]]:
+    """The header and rows of every job's results under ``sweep_dir``, each with its ``job``:
+    a job folder without results (it died before writing) becomes an error row; a results
+    file with malformed rows gives its good rows, an error row naming the file, and a warning.
+    Never raises on a bad file."""
+    from .rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows
 
-    from .results import COLUMNS
-
-    frames = []
+    header, rows = [], []
     for job in sorted((p for p in sweep_dir.iterdir() if p.is_dir() and (p / ".hydra").is_dir()), key=_job_order):
         path = job / results_file
         try:
-            frame = pd.read_csv(path)
-        except (OSError, ValueError, pd.errors.ParserError) as err:
-            overrides = _overrides(job)
-            frame = pd.DataFrame([{"status": "error", "error": f"no results ({type(err).__name__}); the job did not finish", "overrides": overrides}])
-        frame.insert(0, "job", job.name)
-        frames.append(frame)
-    if not frames:
-        return pd.DataFrame(columns=["job", *COLUMNS])
-    return pd.concat(frames, ignore_index=True)
+            found = read_rows(path)
+        except (OSError, NotAResultsFile) as err:
+            rows.append({"job": job.name, "status": "error", "error": f"no results ({type(err).__name__}); the job did not finish",
+                         "overrides": _overrides(job)})
+            continue
+        header = ordered_columns(header, found.header)
+        rows += [{"job": job.name, **row} for row in found.rows]
+        if found.problems:
+            log.warning("%s has malformed rows, left out of the summary: %s", path, found.shown_problems())
+            rows.append({"job": job.name, "status": "error", "error": f"malformed rows in {path}: {found.shown_problems()}",
+                         "overrides": _overrides(job)})
+    return ["job", *(ordered_columns(header, ["status", "error", "overrides"]) if rows else COLUMNS)], rows
 
 
 def _job_order(path: Path):
@@ -76,9 +79,17 @@ class SweepSummary(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
             return
-        summary = collect(sweep_dir, config.get("results_file", "results.csv"))
+        import io
+
+        import pandas as pd  # here, not at the top: Hydra imports this callback for every command
+
+        from .rowfile import to_text
+
+        header, rows = collect(sweep_dir, config.get("results_file", "results.csv"))
+        text = to_text(header, rows)
         path = sweep_dir / "summary.csv"
-        atomic_write(path, lambda f: summary.to_csv(f, index=False))   # a reader never sees half a summary
+        atomic_write(path, lambda f: f.write(text))   # a reader never sees half a summary
+        summary = pd.read_csv(io.StringIO(text))
         failed = int((summary.get("status") != "ok").sum()) if len(summary) else 0
         log.info("sweep summary (%d rows, %d failed): %s\n%s", len(summary), failed, path, console_table(summary))
         global LAST_SWEEP

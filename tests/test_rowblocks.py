@@ -161,24 +161,38 @@ def test_the_blocked_product_over_many_source_blocks_equals_the_whole_product(tm
 
 
 def test_the_roots_of_a_killed_run_on_this_host_are_removed_by_the_next(tmp_path):
+    """Only a folder whose marker proves gnngp made it (and whose process is gone, on this host)
+    is removed: a user's run-* folder, an unmarked one of any age, or a marker that names
+    another folder, is left alone."""
     import json
     import socket
 
-    from gnngp_cli.backends.rowblocks.store import OWNER, RootStore
+    from gnngp_cli.backends.rowblocks.store import MARK, OWNER, RootStore
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
-    owners = {"run-killed": (socket.gethostname(), int(gone.stdout)), "run-alive": (socket.gethostname(), os.getpid()),
-              "run-elsewhere": ("another-host", int(gone.stdout))}
-    for name, (host, pid) in owners.items():
+    here = socket.gethostname()
+    owners = {"run-killed": (here, int(gone.stdout), "run-killed"), "run-alive": (here, os.getpid(), "run-alive"),
+              "run-elsewhere": ("another-host", int(gone.stdout), "run-elsewhere"),
+              "run-copied-marker": (here, int(gone.stdout), "run-killed")}
+    for name, (host, pid, folder) in owners.items():
         (tmp_path / name / "x").mkdir(parents=True)
-        (tmp_path / name / OWNER).write_text(json.dumps({"host": host, "pid": pid}))
-    (tmp_path / "run-unnamed-old").mkdir()                                  # killed before it named its owner, 2 hours ago
-    os.utime(tmp_path / "run-unnamed-old", (time.time() - 7200, time.time() - 7200))
-    (tmp_path / "run-unnamed-new").mkdir()                                  # maybe a run starting right now
+        (tmp_path / name / OWNER).write_text(json.dumps({"made_by": MARK, "folder": folder, "host": host, "pid": pid}))
+    (tmp_path / ".run-half-made.tmp").mkdir()                               # killed while it was made: its marker proves it
+    (tmp_path / ".run-half-made.tmp" / OWNER).write_text(json.dumps({"made_by": MARK, "folder": "run-half-made", "host": here, "pid": int(gone.stdout)}))
+    (tmp_path / "run-2024-important-experiment").mkdir()                   # a user's folder, two hours old, no marker
+    (tmp_path / "run-2024-important-experiment" / "notes.txt").write_text("keep me")
+    os.utime(tmp_path / "run-2024-important-experiment", (time.time() - 7200, time.time() - 7200))
+    (tmp_path / "run-old-style").mkdir()                                    # an older gnngp's marker (no made_by): not proof
+    (tmp_path / "run-old-style" / OWNER).write_text(json.dumps({"host": here, "pid": int(gone.stdout)}))
     store = RootStore(tmp_path)
     left = sorted(p.name for p in tmp_path.iterdir())
-    assert left == sorted(["run-alive", "run-elsewhere", "run-unnamed-new", store.folder.name])   # the dead runs of this host are gone
+    assert left == sorted(["run-alive", "run-elsewhere", "run-copied-marker", "run-2024-important-experiment", "run-old-style",
+                           store.folder.name])
+    assert (tmp_path / "run-2024-important-experiment" / "notes.txt").read_text() == "keep me"
+    marker = json.loads((store.folder / OWNER).read_text())
+    assert marker == {"made_by": MARK, "folder": store.folder.name, "host": here, "pid": os.getpid()}
     store.close()
+    assert not store.folder.exists()
 
 
 def test_the_free_space_check_counts_the_last_runs_files_as_free(tmp_path):

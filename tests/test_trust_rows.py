@@ -18,6 +18,7 @@ from gnngp_cli.data import DataStore
 from gnngp_cli.data.files import remove_stale_temporaries
 from gnngp_cli.results import ResultsNotWritten, append_rows
 
+OK = {"status": "ok", "dataset": "cora", "method": "GCNGP", "metric": "accuracy", "test": 0.5, "timestamp": "2026-11-27T00:00:00+00:00"}
 GNNGP = [sys.executable, "-m", "gnngp_cli.cli", "run"]
 SMALL = ["dataset.num_nodes=200", "kernel=gcngp_x"]
 
@@ -28,7 +29,7 @@ def gnngp(*args, cwd=None):
 
 def _append_many(path: str, writer: int, count: int) -> None:
     for i in range(count):
-        append_rows(Path(path), [{"status": "ok", "writer": writer, "i": i}])
+        append_rows(Path(path), [{**OK, "writer": writer, "i": i}])
 
 
 def test_four_processes_appending_fifty_rows_each_keep_all_two_hundred(tmp_path):
@@ -72,7 +73,7 @@ def test_runs_started_together_get_their_own_run_dirs(tmp_path):
 def test_a_malformed_results_file_is_moved_aside_and_the_new_rows_written(tmp_path, capfd, content):
     path = tmp_path / "results.csv"
     path.write_bytes(content)
-    append_rows(path, [{"status": "ok", "test": 0.5}])
+    append_rows(path, [OK])
     assert pd.read_csv(path)["test"].tolist() == [0.5]
     aside = list(tmp_path.glob("results.malformed-*.csv"))
     assert len(aside) == 1 and aside[0].read_bytes() == content
@@ -84,7 +85,7 @@ def test_rows_for_an_unwritable_target_go_to_a_named_fallback(tmp_path):
     target = tmp_path / "results.csv"
     target.mkdir()  # a folder where the file should be: it cannot be replaced
     with pytest.raises(ResultsNotWritten) as err:
-        append_rows(target, [{"status": "ok", "test": 0.7}, {"status": "ok", "test": 0.8}], fallback_dir=tmp_path)
+        append_rows(target, [{**OK, "test": 0.7}, {**OK, "test": 0.8}], fallback_dir=tmp_path)
     fallback = Path(str(err.value).split("written to ")[1].split(" instead")[0])
     assert fallback.parent == tmp_path and pd.read_csv(fallback)["test"].tolist() == [0.7, 0.8]
     assert "could not write results to" in str(err.value) and "\n" not in str(err.value)
@@ -139,7 +140,7 @@ def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
     for p in (stale, live, old_style):
         p.write_text("half a row")
     os.utime(old_style, (time.time() - 3600, time.time() - 3600))
-    append_rows(path, [{"status": "ok"}])
+    append_rows(path, [OK])
     assert not stale.exists() and not old_style.exists() and live.exists()
     assert remove_stale_temporaries(path) == []
 
@@ -147,7 +148,7 @@ def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
 def test_results_and_cached_raw_files_honour_the_umask(tmp_path, mirror):
     old = os.umask(0o022)
     try:
-        append_rows(tmp_path / "results.csv", [{"status": "ok"}])
+        append_rows(tmp_path / "results.csv", [OK])
         store = DataStore.from_config(str(tmp_path / "cache"), str(mirror))
         folder = store.fetch("Cora", ["raw/ind.cora.y"])
     finally:

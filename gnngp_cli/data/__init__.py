@@ -106,8 +106,9 @@ def _load(name: str, cfg: Any, store: DataStore) -> GraphData:
 
 
 def preprocess_features(data: GraphData, center: bool, scale: bool) -> None:
-    """Optionally center each feature column to mean 0 and scale it to unit standard deviation."""
-    x = data.x.float()
+    """Optionally center each feature column to mean 0 and scale it to unit standard deviation
+    (float64 features stay float64: a custom file's precision is kept)."""
+    x = data.x if data.x.dtype == torch.float64 else data.x.float()
     if center:
         x = x - x.mean(dim=0, keepdim=True)
     if scale:

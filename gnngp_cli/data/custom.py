@@ -63,9 +63,18 @@ def _read_features(path: Path) -> torch.Tensor:
         raise DatasetError(f"feature file {path} holds {array.dtype} values; it must hold numbers (or booleans)")
     if array.ndim != 2:
         raise DatasetError(f"feature file {path} must be a 2-D array (nodes x features), got shape {array.shape}")
+    if array.shape[0] == 0:
+        raise DatasetError(f"feature file {path} has no rows: the graph has no nodes; give one row of features per node")
     if not np.isfinite(array).all():
         raise DatasetError(f"feature file {path} contains NaN or infinite values; clean them first")
-    return torch.from_numpy(np.asarray(array, dtype=np.float32))
+    return torch.from_numpy(np.asarray(array, dtype=wide_enough(array.dtype)))
+
+
+def wide_enough(dtype: np.dtype) -> type:
+    """float32 for what it holds exactly (float16/32, integers to 16 bits), else float64: a
+    float64 file keeps its precision (``dtype=float64`` runs then see every digit; a float32 run
+    rounds once, where it always did)."""
+    return np.float32 if dtype in (np.float16, np.float32, np.int8, np.uint8, np.int16, np.uint16) else np.float64
 
 
 def _read_labels(path: Path) -> np.ndarray:
@@ -141,7 +150,7 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
         ids, num_classes = class_ids(labels, label_path)
         y = torch.from_numpy(ids)
     else:
-        y = torch.from_numpy(labels.astype(np.float32))
+        y = torch.from_numpy(labels.astype(wide_enough(labels.dtype)))
         num_classes = 0
     edge_path = _one_of(folder, ("edges.csv",), "edges")
     edge_index = make_undirected(read_edge_csv(edge_path, n, header=None), n)

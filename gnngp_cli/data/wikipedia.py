@@ -80,6 +80,8 @@ def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True) -> tor
         frame = frame.iloc[1:]
     try:
         edges = frame.apply(lambda c: c.str.strip()).astype(np.int64).to_numpy()
+    except OverflowError:
+        raise DatasetError(f"edge file {path} has a node id beyond 64-bit integers; node ids are 0..{num_nodes - 1}") from None
     except (ValueError, TypeError) as err:
         raise DatasetError(f"edge file {path} has a non-integer node id ({err}); every row must be two integers") from err
     if edges.size and (edges.min() < 0 or edges.max() >= num_nodes):

@@ -28,7 +28,7 @@ minus ``rss_now``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..runtime import ROW_BLOCK_ENTRIES
@@ -54,9 +54,20 @@ def low_rank_flops(num_nodes: int, edges: int, width: int, layers: int) -> float
 
 @dataclass(frozen=True)
 class Estimate:
-    gb: float              # predicted peak resident memory of the process, GiB
+    gb: float              # predicted peak resident memory of the process, GiB (on_disk: root files, GiB)
     time_class: str        # seconds, minutes or hours
     detail: str            # what sizes it, e.g. "3,070 landmarks" or "K 2,541 x 644"
+    on_disk: bool = False  # compute=dask: ``gb`` is what compute.roots_dir holds at the peak
+
+    def with_grid(self, grid_gb: float, num: int) -> "Estimate":
+        """This estimate with a nugget grid's memory in this process (:func:`grid_bytes`) counted:
+        added to the peak, or told beside the root files' size; a usual grid is not mentioned."""
+        if grid_gb < 0.01:
+            return self
+        told = f"a nugget grid of {num:,} values ({size_text(grid_gb * 2**30)})"
+        if self.on_disk:
+            return replace(self, detail=f"{self.detail}, {told} in this process")
+        return replace(self, gb=self.gb + grid_gb, detail=f"{self.detail}, {told}")
 
     def line(self, label: str, dataset: str) -> str:
         size = f"{_gb(self.gb)} GB" if self.gb >= 0.1 else size_text(self.gb * 2**30)   # 0.0042 GB reads as nothing
@@ -105,6 +116,19 @@ def gp_estimate(
     return Estimate(total / 2**30, time_class(flops), detail)
 
 
+GRID_VALUE_BYTES = 20         # per grid value, beyond its two copies in the working dtype: the validation curve and its copies (float64), masks
+GRID_CHUNK_TEMPORARIES = 2    # per entry of a chunk's largest product: the weights and the means
+
+
+def grid_bytes(num: int, bytes_per_entry: int, chunk_entries: int) -> float:
+    """What a nugget grid of ``num`` values holds in the process: the grid and the scaled nuggets
+    (working dtype), the validation curve (float64), and a chunk's products
+    (``chunk_entries``: rows x chunk x outputs, :func:`~gnngp_cli.job.inference.grid_chunk`).
+    Measured on a 60-node csbm (float64, peak RSS 0.26 GB with the default grid): 10^7 values
+    0.59 GB peak (estimated 0.95), 10^8 values 3.06 and 3.55 GB (estimated 3.9)."""
+    return num * (2 * bytes_per_entry + GRID_VALUE_BYTES) + GRID_CHUNK_TEMPORARIES * chunk_entries * bytes_per_entry
+
+
 def size_text(num_bytes: float) -> str:
     """``9.6 GiB``, ``4.1 MiB``: sizes a reader can compare."""
     return f"{num_bytes / 2**30:.1f} GiB" if num_bytes >= 2**30 else f"{num_bytes / 2**20:.1f} MiB"
@@ -130,5 +154,5 @@ def rowblock_estimate(
     flops = low_rank_flops(num_nodes, edges, m, layers)
     detail = f"of root files at the peak (compute.roots_dir), {m:,} landmarks, roots of {num_nodes:,} x {width} ({size_text(root)} each) " \
              f"in row blocks of {rows:,} nodes, up to {size_text(task_bytes)} per task in a worker's memory"
-    return Estimate(held / 2**30, time_class(flops), detail)   # the tasks' overhead eats what extra threads give on a few cores
+    return Estimate(held / 2**30, time_class(flops), detail, on_disk=True)   # the tasks' overhead eats what extra threads give on a few cores
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any, Callable, Collection, Optional
 
 import torch
 
@@ -12,8 +12,10 @@ from .loading import LoadedGraph, reuse
 from .rows import base_row, graph_columns, with_extra
 
 
-def run_gnn(cfg: Any, graph: Optional[LoadedGraph] = None) -> list[dict]:
-    """All runs of a GNN job (seeds ``seed .. seed+runs-1``); one row per run."""
+def run_gnn(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[Callable[[dict], Any]] = None,
+            skip: Collection[int] = ()) -> list[dict]:
+    """All runs of a GNN job (seeds ``seed .. seed+runs-1``) but those in ``skip``; one row per
+    run, each handed to ``on_row`` as it finishes."""
     graph = reuse(cfg, graph)
     info = graph.info()
     g = cfg.gnn
@@ -22,6 +24,8 @@ def run_gnn(cfg: Any, graph: Optional[LoadedGraph] = None) -> list[dict]:
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         for run in range(cfg.runs):
+            if run in skip:
+                continue
             result = train_gnn(g, graph.data, graph.device, cfg.seed + run, cfg.progress, lambda: Stopwatch(graph.device))
             row = base_row(cfg)
             row.update(
@@ -37,6 +41,8 @@ def run_gnn(cfg: Any, graph: Optional[LoadedGraph] = None) -> list[dict]:
             if info.warnings:  # e.g. a single training class: the row says so
                 with_extra(row, warnings=list(info.warnings))
             rows.append(row)
+            if on_row is not None:
+                on_row(row)
     finally:
         torch.use_deterministic_algorithms(was_deterministic)
     return rows

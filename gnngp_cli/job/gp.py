@@ -21,19 +21,20 @@ import json
 import logging
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Collection, Iterator, Optional
 
 import torch
 
 from ..config import resolve_method_defaults
-from ..errors import ConfigError
+from ..errors import ConfigError, ResourceError
 from ..kernels import KERNELS, BaseKernel
 from ..metrics import METRICS, resolve_metric, uncertainty_metrics
 from ..progress import Progress
-from ..runtime import Stopwatch
+from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
 from .backend import Backend
 from .fit import FitResult, check_learn, fit_hyperparameters, plan_parameters
-from .inference import GPResult, best_index, log_grid, predict
+from .estimate import Estimate, grid_bytes, size_text
+from .inference import GRID_CHUNK_MIN, GPResult, best_index, chunk_rows, grid_chunk, log_grid, predict
 from .landmarks import choose_landmarks
 from .rows import base_row, graph_columns, run_settings, with_extra
 
@@ -66,6 +67,11 @@ def deterministic(cfg: Any) -> bool:
     return not cfg.kernel.low_rank or (lm.count is None and lm.fraction == 1)
 
 
+def planned_runs(cfg: Any) -> int:
+    """How many runs a GP job makes: ``runs``, or one for a deterministic kernel unless ``repeat_deterministic``."""
+    return 1 if deterministic(cfg) and not cfg.repeat_deterministic else int(cfg.runs)
+
+
 @dataclass
 class GPRun:
     """One run of a GP job: its row, the chosen candidate, the posterior at the chosen nugget
@@ -96,12 +102,13 @@ class GPJob:
 
     @property
     def count(self) -> int:
-        """How many runs: ``runs``, or one for a deterministic kernel unless ``repeat_deterministic``."""
-        return 1 if deterministic(self.cfg) and not self.cfg.repeat_deterministic else self.cfg.runs
+        return planned_runs(self.cfg)
 
-    def runs(self) -> Iterator[GPRun]:
+    def runs(self, skip: Collection[int] = ()) -> Iterator[GPRun]:
+        """Each run in turn, but those in ``skip`` (finished before: ``resume``)."""
         for index in range(self.count):
-            yield self.run(index)
+            if index not in skip:
+                yield self.run(index)
 
     def run(self, index: int) -> GPRun:
         cfg, kcfg, backend = self.cfg, self.kcfg, self.backend
@@ -112,7 +119,7 @@ class GPJob:
         base = BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d)
         arch = self.entry.architecture(kcfg, {k: v for k, v in choices[0].items() if k != "gamma"})
         ctx = backend.context(arch.adjacency, base, landmarks, kcfg.base.scale)
-        estimate = backend.estimate(arch, ctx, landmarks, self.mll)
+        estimate = self.with_grid(backend.estimate(arch, ctx, landmarks, self.mll), landmarks, int(train.numel()))
         log.info(estimate.line(arch.label, backend.where))
 
         fitted = None
@@ -166,6 +173,24 @@ class GPJob:
             result = evaluate(chosen, validation_only=False)
         return self.finish(index, seed, chosen, landmarks, estimate, fitted, result, kernel_watch, inference_watch)
 
+    def with_grid(self, estimate: Estimate, landmarks: Optional[torch.Tensor], n_train: int) -> Estimate:
+        """The estimate with the nugget grid counted (:func:`~.estimate.grid_bytes`); a grid that
+        would not fit in this process's memory limit is refused here, before any kernel work."""
+        if self.mll:   # the fitted nugget: one value
+            return estimate
+        info, num = self.backend.info, int(self.cfg.nugget.num)
+        rank = int(landmarks.numel()) if landmarks is not None else n_train   # the root's width is about the landmarks' count
+        outputs = info.num_classes if info.task == "classification" else 1
+        chunk = min(num, grid_chunk(rank, info.num_nodes, n_train, outputs))
+        b = torch.finfo(self.backend.dtype).bits // 8
+        need = grid_bytes(num, b, chunk * chunk_rows(rank, info.num_nodes, n_train) * outputs) if num > GRID_CHUNK_MIN else 0.0
+        limit = memory_limit_bytes(self.cfg.max_memory_gb, torch.device("cpu"))
+        if need and current_rss_bytes() + need > limit:
+            raise ResourceError(f"nugget.num={num:,} needs about {size_text(need)} for the grid alone, and the limit is {size_text(limit)} "
+                                "(max_memory_gb; default half of the free memory); lower nugget.num (the default grid, 101 values from "
+                                "1e-2 to 1e2 times the kernel's mean diagonal, is fine enough for most uses)")
+        return estimate.with_grid(need / 2**30, num)
+
     def fit(self, ctx: Any, choices: list[dict], train: torch.Tensor) -> tuple[FitResult, dict]:
         """``fit=mll`` for each candidate; the fit of the highest marginal likelihood and its candidate."""
         y_train = self.backend.train_targets()
@@ -216,10 +241,11 @@ class GPJob:
         return GPRun(row, choice, result, fitted)
 
 
-def run_gp(cfg: Any, backend: Backend) -> list[dict]:
+def run_gp(cfg: Any, backend: Backend, on_row: Optional[Callable[[dict], Any]] = None, skip: Collection[int] = ()) -> list[dict]:
     """All runs of a GP job on ``backend``; one row per run (one run only for a deterministic
-    kernel when ``repeat_deterministic`` is false). Unsupported combinations are refused, in one
-    line, before the backend loads anything."""
+    kernel when ``repeat_deterministic`` is false), each handed to ``on_row`` as it finishes
+    (so a stopped job keeps its finished runs); the runs in ``skip`` are not run. Unsupported
+    combinations are refused, in one line, before the backend loads anything."""
     entry = KERNELS[cfg.kernel.name]
     backend.refuse(cfg, entry)
     if cfg.fit.method == "mll":
@@ -229,5 +255,10 @@ def run_gp(cfg: Any, backend: Backend) -> list[dict]:
         check_learn(cfg.kernel, cfg.fit)
     if entry.note is not None and entry.note(cfg.kernel):
         log.warning(entry.note(cfg.kernel))
+    rows = []
     with backend:
-        return [run.row for run in GPJob(cfg, backend).runs()]
+        for run in GPJob(cfg, backend).runs(skip):
+            rows.append(run.row)
+            if on_row is not None:
+                on_row(run.row)
+    return rows

@@ -253,9 +253,27 @@ def labelled_variances(group: RowGroup, posterior: Posterior, eps: Tensor) -> Te
     return posterior.variance(group.features, labelled, eps, prior)
 
 
-def best_index(curve: list[float]) -> int:
-    """The best value of a validation curve (NaN counts as the worst; the first on ties)."""
-    return int(torch.argmax(torch.tensor(curve, dtype=torch.float64).nan_to_num(nan=-math.inf)))
+def best_index(curve) -> int:
+    """The best value of a validation curve (a list or tensor; NaN counts as the worst; the first on ties)."""
+    return int(torch.argmax(torch.as_tensor(curve, dtype=torch.float64).nan_to_num(nan=-math.inf)))
+
+
+GRID_CHUNK_MIN = 128   # grid values scored at once, at least: every default grid (101) is one pass over the row groups
+
+
+def grid_chunk(rank: int, num_nodes: int, n_train: int, outputs: int) -> int:
+    """How many nuggets of a grid are scored in one pass over the row groups: the posterior's
+    weights (``rank x chunk x outputs``) and a group's validation means (at most the nodes
+    outside the training set, ``x chunk x outputs``) stay within ``runtime.ROW_BLOCK_ENTRIES``
+    entries, or the chunk is ``GRID_CHUNK_MIN``, whichever is larger. A grid of 10^8 nuggets on a
+    small graph then goes by passes of about 10^6, instead of holding 10^8-wide products at once."""
+    return max(GRID_CHUNK_MIN, runtime.ROW_BLOCK_ENTRIES // (chunk_rows(rank, num_nodes, n_train) * max(outputs, 1)))
+
+
+def chunk_rows(rank: int, num_nodes: int, n_train: int) -> int:
+    """The rows of the largest product of a grid chunk: the posterior's rank, or the nodes
+    outside the training set (a bound on a group's validation nodes)."""
+    return max(rank, num_nodes - n_train, 1)
 
 
 def concatenate(*parts: Tensor) -> Tensor:
@@ -276,7 +294,7 @@ class GPResult:
     eps: Tensor
     metrics: dict[str, float]
     uncertainty: dict[str, float]
-    val_curve: list[float]
+    val_curve: Tensor          # the validation metric at each nugget of the grid (float64, on the CPU)
     posterior: Posterior
     reduce: Reduce = field(repr=False)
 
@@ -294,14 +312,21 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
     """GP regression from ``stats`` over the row groups of ``reduce``: the nugget of ``grid``
     (relative to the mean diagonal; ``nugget``: one absolute value instead, e.g. fitted) with
     the best validation ``metric``, and at it the metric on each split and the ``uncertainty``
-    columns (:class:`GPResult`); with ``validation_only``, the best validation value alone."""
+    columns (:class:`GPResult`); with ``validation_only``, the best validation value alone. The
+    grid is scored by chunks (:func:`grid_chunk`): one pass for any usual grid."""
     posterior = posterior_for(stats)
     nuggets = grid * stats.scale if nugget is None else torch.tensor([nugget], dtype=grid.dtype, device=grid.device)
-    curve = reduce(partial(validation_scores, posterior=posterior, nuggets=nuggets, metric=metric), merge_scores)
-    val_curve = curve.value("val").tolist()
+    if not bool(torch.isfinite(nuggets).all() & (nuggets > 0).all()):
+        raise KernelError(f"the nugget grid times the kernel's mean diagonal ({stats.scale:.3g}) leaves nuggets that are 0 or not finite "
+                          f"in {str(grid.dtype).replace('torch.', '')}; narrow nugget.min and nugget.max toward 1e-3..10, or use dtype=float64")
+    step = grid_chunk(stats.gram.size(0), stats.num_nodes, stats.n_train, stats.rhs.size(1))
+    val_curve = torch.cat([
+        reduce(partial(validation_scores, posterior=posterior, nuggets=nuggets[start:start + step], metric=metric), merge_scores).value("val").double().cpu()
+        for start in range(0, nuggets.numel(), step)
+    ])
     best = best_index(val_curve)
     if validation_only:
-        return val_curve[best]
+        return float(val_curve[best])
     eps = nuggets[best]
     output_scale = posterior.output_scale(eps) if task == "regression" else math.nan
     final = reduce(partial(final_scores, posterior=posterior, eps=eps, metric=metric, uncertainty=uncertainty, output_scale=output_scale),

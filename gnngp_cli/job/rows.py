@@ -43,9 +43,11 @@ def base_row(cfg: Any) -> dict:
 
 
 def graph_columns(info: Any, load_seconds: float, cfg: Any, run: int) -> dict:
-    """The columns a row takes from the graph it ran on (:class:`~.backend.GraphInfo`)."""
+    """The columns a row takes from the graph it ran on (:class:`~.backend.GraphInfo`); with
+    ``splits=all``, the split's index and how many fixed splits there are (``resume`` reads them)."""
+    every = {"split_index": int(cfg.dataset.split_index or 0), "split_count": int(info.num_splits or 0)} if cfg.get("splits") == "all" else {}
     return dict(task=info.task, run=run, n_nodes=int(info.num_nodes), n_edges=int(info.num_edges), load_seconds=load_seconds,
-                split=info.split, stand_in=info.stand_in, experiment=cfg.experiment.name or "", timestamp=now())
+                split=info.split, stand_in=info.stand_in, experiment=cfg.experiment.name or "", timestamp=now(), **every)
 
 
 def with_extra(row: dict, **entries: Any) -> dict:

@@ -2,6 +2,7 @@
 folders, the latest row of each rerun, and the paper's own numbers."""
 from __future__ import annotations
 
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Iterable
@@ -9,6 +10,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from ..rowfile import NotAResultsFile, read_rows
 from .settings import annotate
 
 KEY = ["dataset", "stand_in", "n_nodes", "method", "layers", "landmark_fraction", "seed", "settings"]
@@ -26,16 +28,25 @@ def known_deviations() -> pd.DataFrame:
 
 def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     """Every row of every results.csv / summary.csv below ``folders``; reruns deduplicated (the
-    latest of the same dataset, stand-in, method, depth, landmark fraction, seed and settings)."""
+    latest of the same dataset, stand-in, method, depth, landmark fraction, seed and settings).
+    Each row is checked as it is read (:mod:`gnngp_cli.rowfile`): malformed rows are left out,
+    and a file that is not a regular file (a FIFO would block) or cannot be read is skipped,
+    each with a warning naming the file."""
     frames = []
     for folder in folders:
         for path in sorted(Path(folder).rglob("*.csv")):
             if path.name not in ("results.csv", "summary.csv"):
                 continue
             try:
-                frames.append(pd.read_csv(path))
-            except (OSError, ValueError, pd.errors.ParserError):
+                found = read_rows(path)
+            except (OSError, NotAResultsFile) as err:
+                print(f"gnngp: warning: skipped {path}: {err}", file=sys.stderr)
                 continue
+            if found.problems:
+                print(f"gnngp: warning: {path}: left out {len(found.problems)} malformed row(s) ({found.shown_problems()}); "
+                      f"{len(found.rows)} good rows read", file=sys.stderr)
+            if found.rows:
+                frames.append(found.frame())
     if not frames:
         return pd.DataFrame(columns=[*KEY, "status", "test", "timestamp", "differs"])
     rows = pd.concat(frames, ignore_index=True)

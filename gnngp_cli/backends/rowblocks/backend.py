@@ -15,11 +15,9 @@ import hashlib
 import json
 import logging
 import operator
-import signal
-import threading
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -37,7 +35,7 @@ from ...job.rows import dataset_label
 from ...kernels import Architecture, BaseKernel
 from ...kernels.architectures import KernelEntry
 from ...kernels.blocks import Block, branch_count
-from ...runtime import Stopwatch, peak_rss_mb
+from ...runtime import Stopwatch, peak_rss_mb, stopped_by_signals
 from .cluster import dask_client, peak_worker_mb, task_times, time_summary, worker_memory_limits
 from .graph import ShardedGraph, tree_reduce
 from .roots import BlockAdjacency, DaskRoots, RowBlockContext
@@ -154,24 +152,6 @@ def root_store(cfg: Any) -> RootStore:
     return RootStore(Path(cfg.compute.roots_dir) if cfg.compute.roots_dir else Path(cfg.data.root or default_root()) / "roots")
 
 
-@contextmanager
-def stopped_by_sigterm() -> Iterator[None]:
-    """SIGTERM (``kill``, SLURM at the end of a walltime) raises ``SystemExit`` in the main
-    thread, so the run's clean-up (its roots' files, the cluster) runs as on Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    before = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
-
-
 def _statistics(q_b: np.ndarray, y_b: np.ndarray, mask_b: np.ndarray, task: str, num_classes: int, num_nodes: int) -> TrainingStatistics:
     """One row block's share of the training statistics."""
     q = torch.from_numpy(np.ascontiguousarray(q_b))
@@ -223,7 +203,7 @@ class DaskBackend:
             store = DataStore.of(cfg.data)
             self.store = root_store(cfg)   # a roots_dir that cannot be written stops the job before partitioning
             self._stack.callback(self.store.close)
-            self._stack.enter_context(stopped_by_sigterm())
+            self._stack.enter_context(stopped_by_signals())   # SIGTERM clears the roots as Ctrl-C does
             watch = Stopwatch(torch.device("cpu"))
             with watch.measure():
                 self.graph = sharded_graph(cfg, store)

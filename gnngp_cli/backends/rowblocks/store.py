@@ -18,9 +18,11 @@ often, and nothing moves between workers but small results.
 The run's folder is emptied when the next evaluation (the next gamma of a search, the next seed)
 starts (:meth:`RootStore.clear`; the last one's files serve its result until then) and removed
 when the run ends, fails or is stopped (Ctrl-C, SIGTERM). A run killed outright (SIGKILL) leaves
-its folder: it names its host and process (``owner.json``), and the next run on that host
-removes the folders of runs whose process is gone (and folders an hour old that never got
-their ``owner.json``: killed as they were made).
+its folder. The folder is made with its marker already in it (``owner.json``: made by gnngp,
+the folder's own name, host and process; written in a hidden ``.run-<id>.tmp`` folder renamed
+into place), and the next run on that host removes only the folders whose marker proves gnngp
+made them and whose process is gone. A folder without such a marker is never touched, whatever
+its name or age: it may be a user's.
 """
 from __future__ import annotations
 
@@ -29,10 +31,9 @@ import logging
 import os
 import shutil
 import socket
-import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -93,28 +94,35 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _age_seconds(folder: Path) -> float:
+MARK = "gnngp roots"
+
+
+def _proven_dead(folder: Path, name: str, host: str) -> Optional[int]:
+    """The process id of the gnngp run that made ``folder`` (whose own name is ``name``), if its
+    marker proves gnngp made it, on this host, and that process is gone; else ``None``."""
     try:
-        return time.time() - folder.stat().st_mtime
-    except OSError:
-        return 0.0
+        owner = json.loads((folder / OWNER).read_text())
+        if not (isinstance(owner, dict) and owner.get("made_by") == MARK and owner.get("folder") == name and owner.get("host") == host):
+            return None
+        pid = int(owner["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return None if _alive(pid) else pid
 
 
 def sweep_dead_runs(base: Path) -> None:
     """Remove the folders under ``base`` of runs on this host whose process is gone (killed
-    outright, so their own clean-up never ran). Other hosts' folders are left alone."""
+    outright, so their own clean-up never ran), and only those: the marker must prove gnngp
+    made the folder. Other hosts' folders, and anything without the marker, are left alone."""
     host = socket.gethostname()
-    for folder in base.glob("run-*"):
-        try:
-            owner = json.loads((folder / OWNER).read_text())
-            dead = owner.get("host") == host and not _alive(int(owner["pid"]))
-        except FileNotFoundError:   # killed between making the folder and naming its owner: old means dead
-            owner, dead = {"pid": "unknown"}, _age_seconds(folder) > 3600
-        except (OSError, ValueError, KeyError, TypeError):
+    for folder in [*base.glob("run-*"), *base.glob(".run-*.tmp")]:
+        name = folder.name[1:-len(".tmp")] if folder.name.startswith(".") else folder.name
+        if folder.is_symlink() or not folder.is_dir():
             continue
-        if dead:
+        pid = _proven_dead(folder, name, host)
+        if pid is not None:
             shutil.rmtree(folder, ignore_errors=True)
-            log.info("removed the roots of a run that was killed (process %s gone): %s", owner["pid"], folder)
+            log.info("removed the roots of a gnngp run that was killed (process %d gone): %s", pid, folder)
 
 
 class RootStore:
@@ -123,11 +131,15 @@ class RootStore:
 
     def __init__(self, base: Path):
         base = Path(base).expanduser().absolute()
-        self.folder = base / f"run-{uuid.uuid4().hex[:12]}"
-        try:
-            self.folder.mkdir(parents=True, exist_ok=False)
-            (self.folder / OWNER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+        name = f"run-{uuid.uuid4().hex[:12]}"
+        self.folder = base / name
+        making = base / f".{name}.tmp"
+        try:   # the marker is in the folder before it has its name: every run-* folder gnngp made is marked
+            making.mkdir(parents=True, exist_ok=False)
+            (making / OWNER).write_text(json.dumps({"made_by": MARK, "folder": name, "host": socket.gethostname(), "pid": os.getpid()}))
+            os.rename(making, self.folder)
         except OSError as err:
+            shutil.rmtree(making, ignore_errors=True)
             raise ComputeError(f"cannot write the roots of this run into {base} ({err.strerror or err}); "
                                "set compute.roots_dir to a writable folder that every worker sees") from None
         sweep_dead_runs(base)

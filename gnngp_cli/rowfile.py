@@ -1,0 +1,201 @@
+"""Results files as text: the columns gnngp writes, every row read back checked against them.
+
+A row is what :mod:`gnngp_cli.results` writes: a ``status`` of ``ok`` or ``error``; an ``ok`` row
+names its dataset and method and has a number for its test metric; an ``error`` row says why. Integer columns hold integers, number columns numbers (or nothing).
+No field holds a line break or a NUL byte (gnngp writes none: error texts are one line), so a
+row that does came from damage: a cut file, an unterminated quote that swallowed the next row,
+bytes written over it. :func:`read_rows` returns the good rows and a description of each bad
+one; writers and readers decide what to do with them (a writer moves the whole file aside, the
+report skips the rows and says so). Values are written as Python prints them, so an integer
+column stays an integer however many rows leave it empty.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional
+
+COLUMNS = [
+    "status", "dataset", "method", "kernel", "task", "metric", "train", "val", "test",
+    "nugget", "layers", "sigma_w", "sigma_b", "landmarks", "landmark_fraction", "seed", "run", "stand_in", "experiment",
+    "n_nodes", "n_edges", "load_seconds", "kernel_seconds", "train_seconds", "inference_seconds", "total_seconds",
+    "peak_rss_mb", "peak_cuda_mb", "compute_backend", "workers", "peak_worker_mb", "device", "dtype", "split", "split_index", "split_count",
+    "nlpd", "coverage95", "var_correct", "var_wrong", "extra", "error", "version", "timestamp", "overrides",
+]
+INTEGERS = frozenset({"layers", "landmarks", "seed", "run", "n_nodes", "n_edges", "workers", "split_index", "split_count"})
+NUMBERS = frozenset({
+    "train", "val", "test", "nugget", "sigma_w", "sigma_b", "landmark_fraction", "load_seconds", "kernel_seconds", "train_seconds",
+    "inference_seconds", "total_seconds", "fit_seconds", "estimated_gb", "peak_rss_mb", "peak_cuda_mb", "peak_worker_mb",
+    "nlpd", "coverage95", "var_correct", "var_wrong",
+})
+STATUSES = ("ok", "error")
+REQUIRED_OK = ("dataset", "method", "test")   # what a result is; metric and timestamp are absent from some older rows
+MAX_BYTES = 1 << 30   # a results file past 1 GiB is not one gnngp wrote
+
+
+@dataclass
+class RowFile:
+    """A results file read back: its header, its good rows (text, as written) and what is wrong
+    with the others (``problems``: one short line each)."""
+
+    path: Path
+    header: list[str] = field(default_factory=list)
+    rows: list[dict[str, str]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def frame(self):
+        """The good rows as a pandas table, typed as ``pandas.read_csv`` types the file."""
+        import pandas as pd
+
+        if not self.header:
+            return pd.DataFrame()
+        return pd.read_csv(io.StringIO(to_text(self.header, self.rows)))
+
+    def shown_problems(self, limit: int = 3) -> str:
+        more = len(self.problems) - limit
+        return "; ".join(self.problems[:limit]) + (f"; and {more} more" if more > 0 else "")
+
+
+class NotAResultsFile(ValueError):
+    """The path is not a regular file that can be read as a results file (a FIFO, a folder, too large)."""
+
+
+def _check_value(column: str, value: str) -> Optional[str]:
+    if "\n" in value or "\r" in value or "\x00" in value:
+        return f"{column} holds a line break or NUL byte"
+    if value == "":
+        return None
+    if column in INTEGERS:
+        try:
+            int(value)
+        except ValueError:
+            try:
+                number = float(value)
+            except ValueError:
+                return f"{column}={value[:40]!r} is not an integer"
+            if not (math.isfinite(number) and number == int(number)):   # 5.0 (an older gnngp's pandas) reads as 5
+                return f"{column}={value[:40]!r} is not an integer"
+    elif column in NUMBERS:
+        try:
+            float(value)
+        except ValueError:
+            return f"{column}={value[:40]!r} is not a number"
+    return None
+
+
+def check_row(row: Mapping[str, str]) -> Optional[str]:
+    """What is wrong with one row read back (``None``: nothing)."""
+    status = row.get("status", "")
+    if status not in STATUSES:
+        return f"status={status[:40]!r} is not one of {', '.join(STATUSES)}"
+    for column, value in row.items():
+        problem = _check_value(column, value)
+        if problem:
+            return problem
+    if status == "ok":
+        missing = [c for c in REQUIRED_OK if not row.get(c)]
+        if missing:
+            return f"an ok row without {', '.join(missing)}"
+    elif not row.get("error"):
+        return "an error row without its error"
+    return None
+
+
+def read_rows(path: Path) -> RowFile:
+    """The rows of ``path`` (see the module docstring). Raises :class:`NotAResultsFile` for a
+    path that is not a regular file (a FIFO would block the reader) or is over ``MAX_BYTES``,
+    and ``OSError`` when it cannot be read."""
+    path = Path(path)
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise NotAResultsFile(f"{path} is not a regular file")
+    if info.st_size > MAX_BYTES:
+        raise NotAResultsFile(f"{path} is {info.st_size / 2**30:.1f} GiB, larger than any results file gnngp writes")
+    with open(path, "rb") as f:
+        raw = f.read()
+    out = RowFile(path)
+    if b"\x00" in raw:
+        out.problems.append(f"NUL bytes from offset {raw.index(bytes(1))}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        out.problems.append(f"bytes that are not UTF-8 at offset {err.start}")
+        text = raw.decode("utf-8", errors="replace")
+    if not text.strip():
+        out.problems.append("it is empty")
+        return out
+    records = csv.reader(io.StringIO(text.replace("\x00", ""), newline=""))
+    try:
+        header = next(records)
+    except (StopIteration, csv.Error) as err:
+        out.problems.append(f"no header ({err})")
+        return out
+    if "status" not in header or len(set(header)) != len(header):
+        out.problems.append("its header is not a results header (no status column, or a column twice)")
+        return out
+    out.header = header
+    row_number, last_good = 1, False
+    while True:
+        try:
+            record = next(records)
+        except StopIteration:
+            break
+        except csv.Error as err:
+            out.problems.append(f"row {row_number + 1}: {err}")
+            break
+        row_number += 1
+        last_good = False
+        if not record:
+            continue
+        if len(record) != len(header):
+            out.problems.append(f"row {row_number}: {len(record)} fields, the header has {len(header)}")
+            continue
+        row = dict(zip(header, record))
+        problem = check_row(row)
+        if problem:
+            out.problems.append(f"row {row_number}: {problem}")
+        else:
+            out.rows.append(row)
+            last_good = True
+    if not text.endswith("\n"):   # gnngp ends every row with a line end: a last line without one was cut,
+        if last_good:              # even where what is left still parses (a number cut short)
+            out.rows.pop()
+        out.problems.append(f"row {row_number}: cut short (no line end)")
+    return out
+
+
+def text_value(value: Any) -> str:
+    """A value as a results file holds it: nothing for None and NaN, integers as integers."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return repr(value)
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:   # numpy / torch scalars
+        return text_value(value.item())
+    return str(value)
+
+
+def ordered_columns(*headers: Iterable[str]) -> list[str]:
+    """The union of ``headers``: the known columns in their order, then the others in the order met."""
+    seen: list[str] = []
+    for header in headers:
+        for column in header:
+            if column not in seen:
+                seen.append(column)
+    return [c for c in COLUMNS if c in seen] + [c for c in seen if c not in COLUMNS]
+
+
+def to_text(header: list[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    out = io.StringIO(newline="")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([text_value(row.get(column)) for column in header])
+    return out.getvalue()

@@ -1,0 +1,387 @@
+"""Reliability, round two: each case an adversarial pass found (issue 29) as a regression test.
+Nothing silently wrong (a changed processed cache, damaged results files, underflowing grids,
+float64 custom features), nothing lost (interrupted jobs keep their finished runs; no user folder
+is deleted), and one line instead of a traceback."""
+from __future__ import annotations
+
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from gnngp_cli.api import compose
+from gnngp_cli.data import DataStore, load_dataset
+from gnngp_cli.data.cache import PROCESSED
+from gnngp_cli.errors import ConfigError
+from gnngp_cli.results import ResultsNotWritten, append_rows
+from gnngp_cli.rowfile import check_row
+
+from trust_helpers import in_process, run, split_masks, write_graph
+
+
+def load(name, mirror, root):
+    cfg = compose([f"dataset={name}"])
+    return load_dataset(cfg.dataset, DataStore.from_config(str(root), str(mirror) if mirror else None))
+
+
+# --- the processed cache is checked as strictly as the raw files ---------------------------------
+
+def test_edited_labels_in_the_processed_cache_are_refused_and_rebuilt(mirror, tmp_path, capfd):
+    """70 training labels changed inside gnngp.pt, saved as a plain tensor dict again: the
+    tensors' digests no longer match, the file is rebuilt from the verified raw files."""
+    cache = tmp_path / "cache"
+    clean = load("cora", mirror, cache)
+    path = cache / "Cora" / PROCESSED
+    stored = torch.load(path, weights_only=True)
+    stored["tensors"]["y"][:70] = (stored["tensors"]["y"][:70] + 1) % 7
+    torch.save(stored, path)
+    capfd.readouterr()
+    again = load("cora", mirror, cache)
+    err = capfd.readouterr().err
+    assert f"processed file {path} was changed after it was written (y no longer match" in err and "rebuilding it" in err
+    assert torch.equal(again.y, clean.y) and torch.equal(again.x, clean.x)
+    assert torch.equal(torch.load(path, weights_only=True)["tensors"]["y"], clean.y)   # the rebuilt file is the clean one
+
+
+def test_one_flipped_byte_in_the_processed_cache_is_refused_and_rebuilt(mirror, tmp_path, capfd):
+    cache = tmp_path / "cache"
+    clean = load("cora", mirror, cache)
+    path = cache / "Cora" / PROCESSED
+    raw = bytearray(path.read_bytes())
+    labels = clean.y.numpy().tobytes()
+    at = bytes(raw).find(labels)
+    assert at > 0
+    raw[at + 89 * 8] ^= 1   # node 89's label, as the report did
+    path.write_bytes(bytes(raw))
+    capfd.readouterr()
+    again = load("cora", mirror, cache)
+    err = capfd.readouterr().err
+    assert str(path) in err and "rebuilding it from the verified raw files" in err
+    assert torch.equal(again.y, clean.y)
+
+
+def test_a_full_disk_while_the_processed_cache_is_written_is_one_warning(tmp_path):
+    """torch.save raises RuntimeError (not OSError) when a write stops short. A file-size limit
+    (RLIMIT_FSIZE, SIGXFSZ ignored) lets the raw files in and stops the 15 MB cache file: the
+    run warns in one line, computes from the raw files, and writes its row."""
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2_000_000, 2_000_000))
+    done = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "dataset=cora", "kernel=gcngp_x", f"data.root={tmp_path / 'cache'}",
+                           f"hydra.run.dir={tmp_path / 'out'}"], preexec_fn=limit, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    warning = [line for line in done.stderr.splitlines() if "could not write the processed cache" in line]
+    assert len(warning) == 1 and "likely a full disk" in warning[0] and "Traceback" not in done.stderr
+    assert list((tmp_path / "cache" / "Cora" / "processed").iterdir()) == []   # no half file left
+    assert pd.read_csv(tmp_path / "out" / "results.csv")["status"].tolist() == ["ok"]
+
+
+# --- results files: every row read back is checked ------------------------------------------------
+
+def _two_good_rows(tmp_path: Path) -> Path:
+    code, err, _, _ = run(tmp_path, "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp_x", "runs=2", "seed=5")
+    assert code == 0, err
+    return tmp_path / "run" / "results.csv"
+
+
+def _cut_300(text: str) -> str:
+    return text[:-300]
+
+
+def _last_row_40(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:-1]) + lines[-1][:40]
+
+
+def _unterminated(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:2]) + 'ok,"unterminated\n' + "".join(lines[2:])
+
+
+def _nul_bytes(text: str) -> str:
+    return text + "\x00" * 4096
+
+
+DAMAGES = {"cut 300 bytes": _cut_300, "last row cut to 40 characters": _last_row_40,
+           "an unterminated quote before row 3": _unterminated, "4096 NUL bytes": _nul_bytes}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_results_file_is_moved_aside_whole_and_the_new_rows_start_a_fresh_file(tmp_path, damage):
+    path = _two_good_rows(tmp_path)
+    damaged = DAMAGES[damage](path.read_text())
+    path.write_text(damaged)
+    code, err, _, _ = run(tmp_path, "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp_x", "seed=7")
+    assert code == 0, err
+    aside = list(path.parent.glob("results.malformed-*.csv"))
+    assert len(aside) == 1 and aside[0].read_text() == damaged          # the damaged file, byte for byte
+    warning = [line for line in err.splitlines() if line.startswith("gnngp: warning:") and "results" in line]
+    assert len(warning) == 1 and str(path) in warning[0] and str(aside[0]) in warning[0]
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("ok,csbm,")         # the new row alone, never beside a damaged one
+    table = pd.read_csv(path)
+    assert table["seed"].tolist() == [7] and str(table["seed"].dtype) == "int64"
+
+
+def test_integer_columns_stay_integers_when_rows_are_appended(tmp_path):
+    path = _two_good_rows(tmp_path)
+    code, err, _, _ = run(tmp_path, "dataset=csbm", "dataset.num_nodes=60", "gnn=gcn", "gnn.epochs=2", "seed=9")
+    assert code == 0, err
+    header, *rows = path.read_text().splitlines()
+    columns = header.split(",")
+    for column in ("seed", "run", "layers", "n_nodes", "landmarks"):
+        values = [row.split(",")[columns.index(column)] for row in rows]
+        assert all("." not in v for v in values), (column, values)   # 5, never 5.0 (the GNN row has no landmarks)
+    assert pd.read_csv(path)["seed"].tolist() == [5, 6, 9]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_the_report_leaves_out_malformed_rows_and_names_the_file(tmp_path, damage):
+    path = _two_good_rows(tmp_path)
+    path.write_text(DAMAGES[damage](path.read_text()))
+    out = in_process("report", str(tmp_path / "run"), "--out", str(tmp_path / "report"))
+    assert out.returncode == 0, out.stderr
+    warning = [line for line in out.stderr.splitlines() if line.startswith("gnngp: warning:")]
+    assert len(warning) == 1 and str(path) in warning[0] and "malformed" in warning[0]
+
+
+def test_check_row_refuses_what_gnngp_never_writes():
+    good = {"status": "ok", "dataset": "cora", "method": "GCNGP", "metric": "accuracy", "test": "0.828", "timestamp": "t", "seed": "5"}
+    assert check_row(good) is None
+    assert check_row({**good, "seed": "5.0"}) is None                   # an older gnngp's pandas wrote integers so
+    for bad, why in (({"status": "maybe"}, "status="), ({"seed": "five"}, "not an integer"), ({"seed": "5.5"}, "not an integer"),
+                     ({"test": "high"}, "not a number"), ({"test": ""}, "without test"), ({"dataset": "co\nra"}, "line break"),
+                     ({"method": ""}, "without method")):
+        assert why in check_row({**good, **bad}), bad
+    assert "without its error" in check_row({"status": "error", "error": ""})
+
+
+def test_the_report_skips_a_fifo_instead_of_blocking(tmp_path):
+    folder = tmp_path / "runs" / "a"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "results.csv")
+    done = subprocess.run([sys.executable, "-m", "gnngp_cli", "report", str(tmp_path / "runs"), "--out", str(tmp_path / "report")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"gnngp: warning: skipped {folder / 'results.csv'}: {folder / 'results.csv'} is not a regular file" in done.stderr
+
+
+def test_appending_to_a_fifo_sends_the_rows_to_a_fallback_file(tmp_path):
+    os.mkfifo(tmp_path / "results.csv")
+    with pytest.raises(ResultsNotWritten, match="is not a regular file.*rows were written to"):
+        append_rows(tmp_path / "results.csv", [{"status": "error", "error": "x"}], fallback_dir=tmp_path)
+
+
+# --- an interrupted job keeps its finished runs, and resume runs only the missing ones -------------
+
+SLOW_RUNS = ["dataset=pubmed", "kernel=gcngp_x", "runs=10", "kernel.layers=8", "dtype=float64", "repeat_deterministic=true"]
+
+
+def _stop_after(tmp_path: Path, rows: int, sig: int) -> tuple[subprocess.CompletedProcess, Path]:
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"hydra.run.dir={run_dir}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = run_dir / "results.csv"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if results.is_file() and len(results.read_text().splitlines()) > rows:
+            break
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), results
+
+
+@pytest.mark.parametrize("sig, name", [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "Ctrl-C")])
+def test_a_stopped_job_keeps_its_finished_runs_and_resume_runs_only_the_missing(tmp_path, sig, name):
+    done, results = _stop_after(tmp_path, 3, sig)
+    assert done.returncode == 128 + sig, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("gnngp: error:")]
+    kept = pd.read_csv(results)
+    assert len(errors) == 1 and f"stopped by {name}: the {len(kept)} run(s) finished in this job are in {results}" in errors[0]
+    assert 3 <= len(kept) < 10 and kept["run"].tolist() == list(range(len(kept))) and (kept["status"] == "ok").all()
+    again = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"hydra.run.dir={tmp_path / 'run'}", "resume=true"],
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"holds {len(kept)} finished runs" in again.stderr + again.stdout
+    table = pd.read_csv(results)
+    assert table["run"].tolist() == list(range(10)) and table["seed"].tolist() == list(range(10))
+    assert table.iloc[:len(kept)].equals(kept)                       # the kept rows, untouched
+    third = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"hydra.run.dir={tmp_path / 'run'}", "resume=true"],
+                           capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0 and "already has results; skipping this job" in third.stderr + third.stdout
+    assert len(pd.read_csv(results)) == 10
+
+
+def test_resume_of_splits_all_runs_only_the_missing_splits(tmp_path):
+    """A splits=all job on chameleon (10 fixed splits) that kept splits 0..3: resume runs 4..9."""
+    args = ["dataset=chameleon", "kernel=gcngp_x", "splits=all"]
+    code, err, _, _ = run(tmp_path, *args)
+    assert code == 0, err
+    results = tmp_path / "run" / "results.csv"
+    full = pd.read_csv(results)
+    assert full["split_index"].tolist() == list(range(10)) and full["split_count"].tolist() == [10] * 10
+    lines = results.read_text().splitlines(keepends=True)
+    results.write_text("".join(lines[:5]))                          # as if stopped after four splits
+    code, err, _, _ = run(tmp_path, *args, "resume=true")
+    assert code == 0, err
+    assert "holds 4 finished runs" in (tmp_path / "run" / "gnngp.log").read_text()
+    again = pd.read_csv(results)
+    assert again["split_index"].tolist() == list(range(10))
+    assert again["test"].tolist() == pytest.approx(full["test"].tolist(), abs=1e-6)
+
+
+# --- the nugget grid: counted, refused when it cannot fit, scored by chunks -----------------------
+
+def test_a_nugget_grid_that_cannot_fit_is_refused_before_any_work(tmp_path):
+    code, err, _, errors = run(tmp_path, "dataset=csbm", "dataset.num_nodes=60", "nugget.num=100000000", "max_memory_gb=1")
+    assert code == 1 and len(errors) == 1
+    assert "nugget.num=100,000,000 needs about" in errors[0] and "for the grid alone, and the limit is 1.0 GiB" in errors[0]
+
+
+def test_the_estimate_counts_a_large_grid(tmp_path):
+    code, err, row, _ = run(tmp_path, "dataset=csbm", "dataset.num_nodes=60", "nugget.num=1000000")
+    assert code == 0, err
+    assert "a nugget grid of 1,000,000 values" in (tmp_path / "run" / "gnngp.log").read_text()
+
+
+def test_a_grid_scored_by_chunks_chooses_what_one_pass_chooses(monkeypatch):
+    """The same job with chunks of 128 nuggets (ROW_BLOCK_ENTRIES shrunk) and in one pass."""
+    from gnngp_cli import runtime
+    from gnngp_cli.backends import LocalBackend
+    from gnngp_cli.job.gp import GPJob
+
+    def first(cfg):
+        backend = LocalBackend(cfg)
+        with backend:
+            out = next(GPJob(cfg, backend).runs())
+            return out.row, out.result.val_curve
+    cfg = compose(["dataset=cora", "kernel=gcngp_x", "nugget.num=1000", "dtype=float64"])   # float32 products of other shapes round apart
+    one_row, one_curve = first(cfg)
+    monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 1000)
+    chunked_row, chunked_curve = first(cfg)
+    assert torch.equal(one_curve, chunked_curve)
+    assert (chunked_row["nugget"], chunked_row["test"]) == (one_row["nugget"], one_row["test"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nugget.min=1e-300", "nugget.max=1e-290"], "nugget.min=1e-300 underflows in dtype=float32"),
+    (["nugget.min=1e-310", "nugget.max=1e-290", "dtype=float64"], "nugget.min=1e-310 underflows in dtype=float64"),
+    (["nugget.max=1e39"], "nugget.max=1e+39 overflows in dtype=float32"),
+])
+def test_a_grid_that_underflows_or_overflows_is_refused(tmp_path, args, message):
+    code, _, _, errors = run(tmp_path, "dataset=csbm", "dataset.num_nodes=60", *args)
+    assert code == 1 and len(errors) == 1 and message in errors[0]
+
+
+# --- custom graphs -------------------------------------------------------------------------------
+
+def test_float64_custom_features_keep_every_digit(tmp_path):
+    """A column 1 + k*1e-9 (60 distinct values) stays 60 values with dtype=float64."""
+    features = np.ones((60, 2))
+    features[:, 0] += np.arange(60) * 1e-9
+    folder = write_graph(tmp_path / "g", features=features, labels=np.arange(60) % 3, masks=split_masks(60))
+    from gnngp_cli.job.loading import load_graph
+
+    cfg = compose(["dataset=custom", f"dataset.path={folder}", "kernel=gcngp", "dtype=float64"])
+    graph = load_graph(cfg)
+    assert graph.data.x.dtype == torch.float64 and torch.unique(graph.data.x[:, 0]).numel() == 60
+    code, err, row, _ = run(tmp_path, "dataset=custom", f"dataset.path={folder}", "kernel=gcngp", "dtype=float64")
+    assert code == 0 and row["status"] == "ok", err
+
+
+def test_an_empty_custom_graph_is_one_line(tmp_path):
+    folder = tmp_path / "g"
+    folder.mkdir()
+    np.save(folder / "features.npy", np.zeros((0, 5)))
+    np.save(folder / "labels.npy", np.zeros(0, dtype=np.int64))
+    (folder / "edges.csv").write_text("source,target\n")
+    code, _, _, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 1 and len(errors) == 1 and "has no rows: the graph has no nodes" in errors[0]
+
+
+def test_an_edge_id_past_64_bits_is_one_line(tmp_path):
+    folder = write_graph(tmp_path / "g", labels=np.arange(60) % 3)
+    (folder / "edges.csv").write_text(f"0,1\n2,{2**64 + 1}\n")
+    code, _, _, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 1 and len(errors) == 1 and "has a node id beyond 64-bit integers" in errors[0]
+
+
+# --- settings that overflowed deep inside ----------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["fit=mll", "fit.lr=1e300"], "fit.lr=1e+300 must be positive and at most 1000"),
+    (["seed=18446744073709551616"], "seed=18446744073709551616 must be an integer from 0 to"),
+    (["seed=-1"], "seed=-1 must be an integer from 0 to"),
+    (["seed=18446744073709551615"], "seed=18446744073709551615 must be an integer from 0 to"),
+    (["seed=9223372036854775807", "runs=2"], "(the runs use seed..seed+1)"),
+])
+def test_settings_that_overflowed_are_one_line(tmp_path, args, message):
+    code, _, _, errors = run(tmp_path, "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp_x", *args)
+    assert code == 1 and len(errors) == 1 and message in errors[0]
+
+
+# --- the GPyTorch kernel checks what the CLI checks ------------------------------------------------
+
+def _gpytorch_kernel(**kwargs):
+    pytest.importorskip("gpytorch")
+    from torch_geometric.data import Data
+
+    from gnngp_cli.gpytorch import GNNGPKernel
+
+    g = torch.Generator().manual_seed(0)
+    data = kwargs.pop("data", None) or Data(x=torch.randn(60, 5, generator=g), edge_index=torch.randint(0, 60, (2, 200), generator=g))
+    return GNNGPKernel("gcngp", data, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"landmarks": [0, 5, -1]}, "landmark -1 is outside [0, 60)"),
+    ({"landmarks": [0, 5, 60]}, "landmark 60 is outside [0, 60)"),
+    ({"landmarks": [0, 5, 5]}, "landmarks name a node twice"),
+    ({"landmarks": [0.0, 5.0]}, "landmarks must be a 1-D list or tensor of integer node ids"),
+    ({"landmarks": []}, "landmarks is empty"),
+    ({"layers": 0}, "kernel.layers=0 must be at least 1"),
+    ({"sigma_w": -1.0}, "kernel.sigma_w=-1.0 is negative"),
+])
+def test_the_gpytorch_kernel_refuses_what_the_cli_refuses(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        _gpytorch_kernel(**kwargs)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: setattr(d, "edge_index", torch.tensor([[0], [500]])), "data.edge_index names node 500, outside [0, 60)"),
+    (lambda d: setattr(d, "edge_index", torch.tensor([[0], [-3]])), "data.edge_index names node -3"),
+    (lambda d: setattr(d, "x", d.x[:50]), "data.x has 50 rows but the graph has 60 nodes"),
+])
+def test_the_gpytorch_kernel_refuses_a_graph_that_does_not_fit(edit, message):
+    pytest.importorskip("gpytorch")
+    from torch_geometric.data import Data
+
+    data = Data(x=torch.randn(60, 5), edge_index=torch.randint(0, 60, (2, 200)), num_nodes=60)
+    edit(data)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        _gpytorch_kernel(data=data)
+
+
+# --- nothing outside gnngp's own folders is deleted: see test_rowblocks (roots sweep) --------------
+
+def test_a_dask_workers_heartbeat_traceback_at_shutdown_is_dropped():
+    import logging
+
+    from gnngp_cli.backends.rowblocks.cluster import _NoTaskTracebacks
+
+    keep = _NoTaskTracebacks().filter
+    record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, "Failed to communicate with scheduler during heartbeat.", (), None)
+    assert not keep(record)
+    assert keep(logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, "Worker memory limit exceeded", (), None))
