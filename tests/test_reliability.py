@@ -385,3 +385,36 @@ def test_a_dask_workers_heartbeat_traceback_at_shutdown_is_dropped():
     record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, "Failed to communicate with scheduler during heartbeat.", (), None)
     assert not keep(record)
     assert keep(logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, "Worker memory limit exceeded", (), None))
+
+
+# --- shards (compute=dask) are checked as the processed cache is ----------------------------------
+
+DASK = ["compute=dask", "compute.workers=1", "compute.processes=false", "compute.dashboard=:0"]
+
+
+def _edit_features(path: Path) -> None:
+    x = np.load(path)
+    x[3, 5] += 1.0
+    np.save(path, x)
+
+
+def test_a_changed_shard_given_by_the_user_is_refused_in_one_line(tmp_path, mirror):
+    shards = tmp_path / "shards"
+    out = in_process("partition", "dataset=cora", f"out={shards}", "partition.rows=1000", f"data.root={tmp_path / 'cache'}",
+                     f"hydra.run.dir={tmp_path / 'p'}")
+    assert out.returncode == 0, out.stderr
+    _edit_features(shards / "block-000001" / "x.npy")
+    code, _, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp_x", *DASK, f"compute.shards={shards}")
+    assert code == 1 and len(errors) == 1
+    assert f"shard file {shards / 'block-000001' / 'x.npy'} (sha256" in errors[0] and "changed since gnngp partition wrote it" in errors[0]
+
+
+def test_a_changed_cached_shard_is_partitioned_again(tmp_path, mirror):
+    code, err, first, _ = run(tmp_path, "dataset=cora", "kernel=gcngp_x", *DASK)
+    assert code == 0, err
+    cached = next((tmp_path / "cache" / "shards").glob("cora-*"))
+    _edit_features(cached / "block-000000" / "x.npy")   # one block of 100,000 rows (partition.rows' default)
+    code, err, again, _ = run(tmp_path, "dataset=cora", "kernel=gcngp_x", *DASK, run_dir=tmp_path / "again")
+    assert code == 0, err
+    assert "changed since they were written" in (tmp_path / "again" / "gnngp.log").read_text()
+    assert again["test"] == first["test"] and again["val"] == first["val"]

@@ -4,7 +4,7 @@ Nodes ``[b R, (b+1) R)`` form row block ``b`` (``R = partition.rows``). Each blo
 of plain ``.npy`` files, so a worker reads its own block (memory-mapped, never unpickled) and
 nothing else:
 
-- ``x.npy`` (float32, ``R x d``), ``y.npy`` (int64 classes or float64 targets), ``mask.npy``
+- ``x.npy`` (float32, ``R x d``; float64 for float64 features), ``y.npy`` (int64 classes or float64 targets), ``mask.npy``
   (uint8: bit 0 train, bit 1 validation, bit 2 test);
 - the rows of ``I + A`` (undirected, duplicates merged, the unit self-loop added on top of any
   in the edge list, as :func:`~gnngp_cli.data.graph.normalized_adjacency`): ``rows.npy`` (row
@@ -15,7 +15,9 @@ nothing else:
   ``A_sym Q = D^-1/2 ((I + A) (D^-1/2 Q))`` and ``A_row Q = D^-1 ((I + A) Q)``.
 
 ``meta.json`` names the dataset, its config, the node, edge, feature and class counts and the
-block size. Why ``.npy`` rather than Zarr or Parquet: each block is written once and read whole
+block size, and the sha256 of every block file, written last; :func:`changed_files` checks them
+(a job does so once, on the client, before it reads a block: 0.3 s for the 307 MB of a
+10^6-node csbm, measured). Why ``.npy`` rather than Zarr or Parquet: each block is written once and read whole
 (or one contiguous slice), which is exactly what ``.npy`` with ``mmap_mode`` gives, with no new
 dependency and no chunking layer to tune; every tool (numpy, Dask, a shell) can read the files.
 """
@@ -32,9 +34,10 @@ import numpy as np
 import torch
 
 from ..errors import DatasetError
+from .digests import sha256
 
 FORMAT = "gnngp-shards"
-VERSION = 2   # 2: meta.json also says whether the graph is a stand-in, its fixed splits and its loader's warnings
+VERSION = 3   # 2: whether the graph is a stand-in, its fixed splits, its loader's warnings; 3: every block file's sha256
 TRAIN, VAL, TEST = 1, 2, 4
 
 
@@ -133,7 +136,7 @@ class ShardWriter:
     def write_nodes(self, b: int, x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> None:
         folder = block_dir(self.out, b)
         folder.mkdir(exist_ok=True)
-        _save(folder / "x.npy", np.ascontiguousarray(x, dtype=np.float32))
+        _save(folder / "x.npy", np.ascontiguousarray(x, dtype=np.float64 if x.dtype == np.float64 else np.float32))
         _save(folder / "y.npy", y)
         _save(folder / "mask.npy", mask.astype(np.uint8))
 
@@ -141,11 +144,36 @@ class ShardWriter:
                stand_in: str = "", num_splits: Optional[int] = None, warnings: tuple = ()) -> ShardMeta:
         meta = ShardMeta(dataset, self.num_nodes, self.num_edges, self.rows, num_features, num_classes, task, split, source, stand_in,
                          num_splits, tuple(warnings))
-        text = json.dumps({"format": FORMAT, "version": VERSION, **meta.__dict__}, indent=1)
+        digests = {name: sha256(self.out / name) for name in block_files(self.out, self.num_blocks)}
+        text = json.dumps({"format": FORMAT, "version": VERSION, **meta.__dict__, "digests": digests}, indent=1)
         tmp = self.out / "meta.json.tmp"
         tmp.write_text(text)
         os.replace(tmp, self.out / "meta.json")
         return meta
+
+
+def block_files(root: Path, num_blocks: int) -> list[str]:
+    """Every block file below ``root``, as ``block-000000/x.npy`` (sorted)."""
+    return sorted(f"{block_dir(root, b).name}/{p.name}" for b in range(num_blocks) for p in block_dir(root, b).glob("*.npy"))
+
+
+def changed_files(root: Path, meta: ShardMeta) -> list[str]:
+    """The block files of ``root`` that are not the ones ``gnngp partition`` wrote (changed,
+    missing or added since), each as ``<path> (sha256 <now>, written <then>)``."""
+    try:
+        written = json.loads((Path(root) / "meta.json").read_text())["digests"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [f"{Path(root) / 'meta.json'} (no digests)"]
+    out = []
+    for name in sorted(set(written) | set(block_files(root, meta.num_blocks))):
+        path = Path(root) / name
+        try:
+            now = sha256(path)
+        except OSError:
+            now = "missing"
+        if now != written.get(name):
+            out.append(f"{path} (sha256 {now[:12]}, written {str(written.get(name, 'never'))[:12]})")
+    return out
 
 
 def _save(path: Path, array: np.ndarray) -> None:

@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 
 from ...data import DataStore, load_dataset
 from ...data.registry import DATASETS
-from ...data.shards import TEST, TRAIN, VAL, ShardMeta, read_meta, shards_match, write_data
+from ...data.shards import TEST, TRAIN, VAL, ShardMeta, changed_files, read_meta, shards_match, write_data
 from ...data.store import default_root
 from ...errors import ConfigError, DatasetError, ResourceError
 from ...job.backend import GraphInfo
@@ -96,11 +96,21 @@ def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
             raise DatasetError(f"compute.shards={root} holds {name} written with {_differences(meta.source, dataset_source(cfg))} "
                                f"(this job's setting second); partition it again with this job's settings (gnngp partition ... out=<dir>) "
                                f"or drop compute.shards")
+        changed = changed_files(root, meta) if store.verify else []
+        if changed:
+            more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+            raise DatasetError(f"compute.shards={root}: shard file {changed[0]}{more} changed since gnngp partition wrote it; "
+                               "write the shards again with gnngp partition (or data.verify=false to use them as they are)")
         return ShardedGraph(root, meta)
     source = dataset_source(cfg)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     root = store.root / "shards" / f"{name}-r{cfg.partition.rows}-{digest}"
     meta = shards_match(root, source)
+    changed = changed_files(root, meta) if meta is not None and store.verify else []
+    if changed:
+        log.warning("the cached shards %s changed since they were written (%s%s); partitioning %s again", root, changed[0],
+                    f" and {len(changed) - 1} more" if len(changed) > 1 else "", name)
+        meta = None
     if meta is None:
         log.info("partitioning %s into row blocks of %d nodes: %s", name, cfg.partition.rows, root)
         meta = partition(cfg, store, root, cfg.partition.rows)
