@@ -387,6 +387,19 @@ def test_a_dask_workers_heartbeat_traceback_at_shutdown_is_dropped():
     assert keep(logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, "Worker memory limit exceeded", (), None))
 
 
+def test_the_clients_interrupted_gather_traceback_is_dropped():
+    """asyncio's record of the gather a SIGTERM left (AllExit) printed a traceback before the one line."""
+    import logging
+
+    from gnngp_cli.backends.rowblocks.cluster import _NoStoppedGathers
+
+    keep = _NoStoppedGathers().filter
+    message = "Task exception was never retrieved\nfuture: <Task finished name='Task-199' coro=<Client._gather.<locals>.wait()> exception=AllExit()>"
+    assert not keep(logging.LogRecord("asyncio", logging.ERROR, __file__, 1, message, (), None))
+    other = "Task exception was never retrieved\nfuture: <Task finished exception=ValueError()>"
+    assert keep(logging.LogRecord("asyncio", logging.ERROR, __file__, 1, other, (), None))
+
+
 # --- shards (compute=dask) are checked as the processed cache is ----------------------------------
 
 DASK = ["compute=dask", "compute.workers=1", "compute.processes=false", "compute.dashboard=:0"]

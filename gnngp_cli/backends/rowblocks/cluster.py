@@ -101,8 +101,21 @@ class _NoTaskTracebacks(logging.Filter):
                     or (text.startswith("Async instruction for") and "CancelledError" in text))
 
 
+class _NoStoppedGathers(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" record (a traceback) of the client's
+    gather that a stop (Ctrl-C, SIGTERM) left behind: ``distributed.client.AllExit``, raised
+    as the client closes; the stop itself is one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (str(record.msg).startswith("Task exception was never retrieved") and "AllExit" in record.getMessage())
+
+
 def quiet_task_failures() -> None:
-    """Install :class:`_NoTaskTracebacks` on the worker loggers of this process (once)."""
+    """Install :class:`_NoTaskTracebacks` on the worker loggers of this process (once), and
+    :class:`_NoStoppedGathers` on asyncio's."""
+    asyncio_log = logging.getLogger("asyncio")
+    if not any(isinstance(f, _NoStoppedGathers) for f in asyncio_log.filters):
+        asyncio_log.addFilter(_NoStoppedGathers())
     for name in ("distributed.worker", "distributed.worker.state_machine"):
         worker_log = logging.getLogger(name)
         if not any(isinstance(f, _NoTaskTracebacks) for f in worker_log.filters):
