@@ -69,7 +69,7 @@ def test_one_flipped_byte_in_the_processed_cache_is_refused_and_rebuilt(mirror, 
     assert torch.equal(again.y, clean.y)
 
 
-def test_a_full_disk_while_the_processed_cache_is_written_is_one_warning(tmp_path):
+def test_a_full_disk_while_the_processed_cache_is_written_is_one_warning(tmp_path, mirror):
     """torch.save raises RuntimeError (not OSError) when a write stops short. A file-size limit
     (RLIMIT_FSIZE, SIGXFSZ ignored) lets the raw files in and stops the 15 MB cache file: the
     run warns in one line, computes from the raw files, and writes its row."""
@@ -77,7 +77,7 @@ def test_a_full_disk_while_the_processed_cache_is_written_is_one_warning(tmp_pat
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (2_000_000, 2_000_000))
     done = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "dataset=cora", "kernel=gcngp_x", f"data.root={tmp_path / 'cache'}",
-                           f"hydra.run.dir={tmp_path / 'out'}"], preexec_fn=limit, capture_output=True, text=True, timeout=300)
+                           f"data.mirror={mirror}", f"hydra.run.dir={tmp_path / 'out'}"], preexec_fn=limit, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     warning = [line for line in done.stderr.splitlines() if "could not write the processed cache" in line]
     assert len(warning) == 1 and "likely a full disk" in warning[0] and "Traceback" not in done.stderr
@@ -186,9 +186,9 @@ def test_appending_to_a_fifo_sends_the_rows_to_a_fallback_file(tmp_path):
 SLOW_RUNS = ["dataset=pubmed", "kernel=gcngp_x", "runs=10", "kernel.layers=8", "dtype=float64", "repeat_deterministic=true"]
 
 
-def _stop_after(tmp_path: Path, rows: int, sig: int) -> tuple[subprocess.CompletedProcess, Path]:
+def _stop_after(tmp_path: Path, rows: int, sig: int, mirror: Path) -> tuple[subprocess.CompletedProcess, Path]:
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"hydra.run.dir={run_dir}"],
+    proc = subprocess.Popen([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"data.mirror={mirror}", f"hydra.run.dir={run_dir}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = run_dir / "results.csv"
     deadline = time.time() + 240
@@ -202,30 +202,30 @@ def _stop_after(tmp_path: Path, rows: int, sig: int) -> tuple[subprocess.Complet
 
 
 @pytest.mark.parametrize("sig, name", [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "Ctrl-C")])
-def test_a_stopped_job_keeps_its_finished_runs_and_resume_runs_only_the_missing(tmp_path, sig, name):
-    done, results = _stop_after(tmp_path, 3, sig)
+def test_a_stopped_job_keeps_its_finished_runs_and_resume_runs_only_the_missing(tmp_path, sig, name, mirror):
+    done, results = _stop_after(tmp_path, 3, sig, mirror)
     assert done.returncode == 128 + sig, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("gnngp: error:")]
     kept = pd.read_csv(results)
     assert len(errors) == 1 and f"stopped by {name}: the {len(kept)} run(s) finished in this job are in {results}" in errors[0]
     assert 3 <= len(kept) < 10 and kept["run"].tolist() == list(range(len(kept))) and (kept["status"] == "ok").all()
-    again = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"hydra.run.dir={tmp_path / 'run'}", "resume=true"],
+    again = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"data.mirror={mirror}", f"hydra.run.dir={tmp_path / 'run'}", "resume=true"],
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert f"holds {len(kept)} finished runs" in again.stderr + again.stdout
     table = pd.read_csv(results)
     assert table["run"].tolist() == list(range(10)) and table["seed"].tolist() == list(range(10))
     assert table.iloc[:len(kept)].equals(kept)                       # the kept rows, untouched
-    third = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"hydra.run.dir={tmp_path / 'run'}", "resume=true"],
+    third = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"data.mirror={mirror}", f"hydra.run.dir={tmp_path / 'run'}", "resume=true"],
                            capture_output=True, text=True, timeout=600)
     assert third.returncode == 0 and "already has results; skipping this job" in third.stderr + third.stdout
     assert len(pd.read_csv(results)) == 10
 
 
-def test_resume_of_splits_all_runs_only_the_missing_splits(tmp_path):
+def test_resume_of_splits_all_runs_only_the_missing_splits(tmp_path, mirror):
     """A splits=all job on chameleon (10 fixed splits) that kept splits 0..3: resume runs 4..9."""
-    args = ["dataset=chameleon", "kernel=gcngp_x", "splits=all"]
+    args = ["dataset=chameleon", "kernel=gcngp_x", "splits=all", f"data.mirror={mirror}"]
     code, err, _, _ = run(tmp_path, *args)
     assert code == 0, err
     results = tmp_path / "run" / "results.csv"
@@ -255,7 +255,7 @@ def test_the_estimate_counts_a_large_grid(tmp_path):
     assert "a nugget grid of 1,000,000 values" in (tmp_path / "run" / "gnngp.log").read_text()
 
 
-def test_a_grid_scored_by_chunks_chooses_what_one_pass_chooses(monkeypatch):
+def test_a_grid_scored_by_chunks_chooses_what_one_pass_chooses(monkeypatch, data_overrides):
     """The same job with chunks of 128 nuggets (ROW_BLOCK_ENTRIES shrunk) and in one pass."""
     from gnngp_cli import runtime
     from gnngp_cli.backends import LocalBackend
@@ -266,7 +266,7 @@ def test_a_grid_scored_by_chunks_chooses_what_one_pass_chooses(monkeypatch):
         with backend:
             out = next(GPJob(cfg, backend).runs())
             return out.row, out.result.val_curve
-    cfg = compose(["dataset=cora", "kernel=gcngp_x", "nugget.num=1000", "dtype=float64"])   # float32 products of other shapes round apart
+    cfg = compose(["dataset=cora", "kernel=gcngp_x", "nugget.num=1000", "dtype=float64", *data_overrides])   # float32 products of other shapes round apart
     one_row, one_curve = first(cfg)
     monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 1000)
     chunked_row, chunked_curve = first(cfg)
@@ -414,20 +414,20 @@ def _edit_features(path: Path) -> None:
 def test_a_changed_shard_given_by_the_user_is_refused_in_one_line(tmp_path, mirror):
     shards = tmp_path / "shards"
     out = in_process("partition", "dataset=cora", f"out={shards}", "partition.rows=1000", f"data.root={tmp_path / 'cache'}",
-                     f"hydra.run.dir={tmp_path / 'p'}")
+                     f"data.mirror={mirror}", f"hydra.run.dir={tmp_path / 'p'}")
     assert out.returncode == 0, out.stderr
     _edit_features(shards / "block-000001" / "x.npy")
-    code, _, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp_x", *DASK, f"compute.shards={shards}")
+    code, _, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp_x", *DASK, f"compute.shards={shards}", f"data.mirror={mirror}")
     assert code == 1 and len(errors) == 1
     assert f"shard file {shards / 'block-000001' / 'x.npy'} (sha256" in errors[0] and "changed since gnngp partition wrote it" in errors[0]
 
 
 def test_a_changed_cached_shard_is_partitioned_again(tmp_path, mirror):
-    code, err, first, _ = run(tmp_path, "dataset=cora", "kernel=gcngp_x", *DASK)
+    code, err, first, _ = run(tmp_path, "dataset=cora", "kernel=gcngp_x", *DASK, f"data.mirror={mirror}")
     assert code == 0, err
     cached = next((tmp_path / "cache" / "shards").glob("cora-*"))
     _edit_features(cached / "block-000000" / "x.npy")   # one block of 100,000 rows (partition.rows' default)
-    code, err, again, _ = run(tmp_path, "dataset=cora", "kernel=gcngp_x", *DASK, run_dir=tmp_path / "again")
+    code, err, again, _ = run(tmp_path, "dataset=cora", "kernel=gcngp_x", *DASK, f"data.mirror={mirror}", run_dir=tmp_path / "again")
     assert code == 0, err
     assert "changed since they were written" in (tmp_path / "again" / "gnngp.log").read_text()
     assert again["test"] == first["test"] and again["val"] == first["val"]
