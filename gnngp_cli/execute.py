@@ -104,8 +104,8 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
                 log.info("resume: %s already has results; skipping this job (every run is there; %s)", results, resume.why)
                 return []
             kept = read_rows(results).frame().to_dict("records")
-            log.info("resume: %s holds %d finished runs (%s); running the %s missing", results, len(resume.done), resume.why,
-                     missing if missing is not None else "")
+            log.info("resume: %s holds %d finished runs (%s); running the %s", results, len(resume.done), resume.why,
+                     f"{missing} missing" if missing is not None else "missing ones")
         elif os.path.lexists(results):  # an earlier attempt: keep its rows aside, out of the summary
             log.info("resume: %s: %s; running it again (earlier rows kept in %s)", results, resume.why, set_aside(results).name)
             resume = None
