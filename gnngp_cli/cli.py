@@ -203,8 +203,15 @@ def _report(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from .stops import stop_signal, stopped_by_signals
+
     try:
-        _main(argv)
+        with stopped_by_signals():
+            _main(argv)
+    except KeyboardInterrupt as err:   # a stop outside a job (a job says what it kept itself): imports, composition, between sweep jobs
+        name, status = stop_signal(err)
+        print(f"gnngp: error: stopped by {name}; rows already written are kept (a sweep's finished jobs in their folders)", file=sys.stderr)
+        raise SystemExit(status) from None
     except BrokenPipeError:
         # the reader went away (`gnngp run --help | head`): not an error of ours. Point stdout at
         # devnull so that Python's flush at exit does not raise again (Python docs, "Note on SIGPIPE").

@@ -31,6 +31,9 @@ def check_results_file(name: str) -> None:
     if not name or name in (".", "..") or "/" in name or "\\" in name or os.path.isabs(name):
         raise ConfigError(f"results_file={name!r} must be a file name inside the run dir (e.g. results.csv); "
                           "to write results elsewhere, set hydra.run.dir (or hydra.sweep.dir) to that folder")
+    if not name.endswith(".csv") or name.startswith(".") or name == "summary.csv":   # never the job's log, Hydra's files or a sweep's summary
+        raise ConfigError(f"results_file={name!r} must be a .csv file name of its own (e.g. results.csv, mine.csv); "
+                          "the run dir also holds the job's log and a sweep folder its summary.csv")
 
 
 def _choice(value: str, allowed, what: str) -> None:
@@ -118,6 +121,9 @@ def _validate_compute(cfg: Any) -> None:
             raise ConfigError(f"compute.{key}={getattr(c, key)} must be at least 1")
 
 
+MAX_LAYERS = 10_000
+
+
 def _validate_kernel(k: Any) -> None:
     validate_kernel(k)
 
@@ -130,6 +136,8 @@ def validate_kernel(k: Any) -> None:
         _choice(k.adjacency, ("sym", "row"), "kernel.adjacency")
     if k.layers < 1:
         raise ConfigError(f"kernel.layers={k.layers} must be at least 1")
+    if k.layers > MAX_LAYERS:
+        raise ConfigError(f"kernel.layers={k.layers} is more than {MAX_LAYERS:,}; each layer is a pass over the graph (the paper's depth sweep, Figure 3, stops at 12)")
     if k.base.scale <= 0:
         raise ConfigError(f"kernel.base.scale={k.base.scale} must be positive (C0 reads sqrt(scale) x; 1/d matches weights N(0, s_w^2/d))")
     if k.base.gamma <= 0 and k.base.name in ("rbf", "laplacian"):
@@ -216,7 +224,12 @@ LR_MAX = 1e3   # past this no optimiser step is meaningful, and 1e300 overflows 
 
 
 def _finite_numbers(cfg: Any) -> None:
-    """No setting may be NaN or infinite (a nugget grid up to inf gives NaN predictions)."""
+    finite_numbers(cfg)
+
+
+def finite_numbers(cfg: Any, prefix: str = "") -> None:
+    """No setting may be NaN or infinite (a nugget grid up to inf gives NaN predictions);
+    ``prefix`` names the config's place (``kernel`` for a kernel config alone)."""
     def walk(node: Any, path: str) -> None:
         if isinstance(node, dict):
             for key, value in node.items():
@@ -231,7 +244,7 @@ def _finite_numbers(cfg: Any) -> None:
     except Exception:  # noqa: BLE001 - an unresolvable value is reported by the checks below
         tree = None
     if tree is not None:
-        walk({k: v for k, v in tree.items() if k != "hydra"}, "")
+        walk({k: v for k, v in tree.items() if k != "hydra"}, prefix)
 
 
 # The smallest and largest normal numbers of each dtype (numpy's finfo, without importing torch here).

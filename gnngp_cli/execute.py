@@ -24,11 +24,18 @@ from .job.rows import console_row, console_summary, error_row
 from .results import ResultsNotWritten, append_rows, summary_line
 from .resume import Resume, job_overrides, resume_state, set_aside
 from .rowfile import read_rows
-from .runtime import stop_signal, stopped_by_signals
+from .stops import stop_signal, stopped_by_signals
 
 OnRow = Callable[[dict], None]
 
 log = logging.getLogger("gnngp")
+
+
+def out_of_memory(err: RuntimeError) -> bool:
+    """A failed allocation that torch reports as ``RuntimeError`` (its CPU allocator: "can't
+    allocate memory"), not a bug."""
+    text = str(err)
+    return "can't allocate memory" in text or "DefaultCPUAllocator" in text
 
 
 def planned_runs(cfg: Any) -> int:
@@ -135,10 +142,14 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
     except KeyboardInterrupt as err:   # Ctrl-C, or SIGTERM (Stopped): the finished runs are on disk
         name, status = stop_signal(err)
         before = f", beside the {len(kept)} kept from before" if kept else ""
-        print(f"gnngp: error: stopped by {name}: the {len(finished)} run(s) finished in this job are in {results}{before}; "
+        kept_now = (f"the {len(finished)} run(s) finished in this job are in {results}{before}" if finished else
+                    f"no run of this job had finished{before.replace(', beside', ' (beside') + ' in ' + str(results) + ')' if kept else ''}")
+        print(f"gnngp: error: stopped by {name}: {kept_now}; "
               "run it again with resume=true and the same overrides (and output folder) to run only the missing ones", file=sys.stderr)
         raise SystemExit(status) from None
-    except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError) as err:
+    except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError, RuntimeError) as err:
+        if isinstance(err, RuntimeError) and not isinstance(err, torch.cuda.OutOfMemoryError) and not out_of_memory(err):
+            raise
         if not isinstance(err, GnngpError):
             err = ResourceError(f"out of memory ({err}); use a low-rank kernel (e.g. kernel=gcngp_x), fewer landmarks or dtype=float32")
         row = error_row(cfg, err)

@@ -30,7 +30,7 @@ try:
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError('gnngp_cli.gpytorch needs GPyTorch: pip install -e ".[gpytorch]"') from err
 
-from .config import method_defaults, validate_kernel
+from .config import finite_numbers, method_defaults, validate_kernel
 from .data.graph import Adjacency
 from .errors import ConfigError
 from .job.fit import architecture_values, kernel_parameters, plan_parameters, training_kernel
@@ -68,32 +68,41 @@ def kernel_config(architecture: str, task: str = "classification", **settings: A
         out.merge_with(cfg)
     except Exception as err:  # noqa: BLE001 - OmegaConf's validation errors, in one line
         raise ConfigError(f"GNNGPKernel('{architecture}'): {str(err).splitlines()[0]}") from None
+    finite_numbers(out, "kernel")
     validate_kernel(out)
     return out
+
+
+INTEGER_IDS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)   # node ids; bool, float, complex are not
 
 
 def check_graph_inputs(data: Any, landmarks: Optional[Any]) -> Optional[Tensor]:
     """The graph and landmarks a :class:`GNNGPKernel` is built on, checked as ``gnngp run``
     checks a dataset and its landmarks, each mistake one line; the landmarks sorted."""
     x, edge_index = getattr(data, "x", None), getattr(data, "edge_index", None)
-    if not isinstance(x, Tensor) or x.dim() != 2 or not x.is_floating_point():
-        raise ConfigError("GNNGPKernel needs data.x, a 2-D float tensor of node features (nodes x features)")
-    n = int(data.num_nodes)
+    if not isinstance(x, Tensor) or x.dim() != 2 or not x.is_floating_point() or x.size(1) == 0:
+        raise ConfigError("GNNGPKernel needs data.x, a 2-D float tensor of node features (nodes x features, at least one feature)")
+    n = int(data.num_nodes or 0)
+    if n == 0:
+        raise ConfigError("GNNGPKernel: the graph has no nodes")
     if x.size(0) != n:
         raise ConfigError(f"GNNGPKernel: data.x has {x.size(0)} rows but the graph has {n} nodes; give one feature row per node")
     if not torch.isfinite(x).all():
         raise ConfigError("GNNGPKernel: data.x contains NaN or infinite values; clean them first")
-    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.is_floating_point():
+    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2 or edge_index.dtype not in INTEGER_IDS:
         raise ConfigError("GNNGPKernel needs data.edge_index, a 2 x E integer tensor of node ids")
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
         bad = int(edge_index.max()) if int(edge_index.max()) >= n else int(edge_index.min())
         raise ConfigError(f"GNNGPKernel: data.edge_index names node {bad}, outside [0, {n}); every edge must join nodes of the graph")
     if landmarks is None:
         return None
-    ids = torch.as_tensor(landmarks)
+    try:
+        ids = torch.as_tensor(landmarks)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as err:
+        raise ConfigError(f"GNNGPKernel: landmarks must be integer node ids of the graph ({type(err).__name__}: {str(err).splitlines()[0][:80]})") from None
     if ids.numel() == 0:
         raise ConfigError("GNNGPKernel: landmarks is empty; give at least one node id, or landmarks=None for the exact kernel")
-    if ids.is_floating_point() or ids.dtype == torch.bool or ids.dim() != 1:
+    if ids.dtype not in INTEGER_IDS or ids.dim() != 1:
         raise ConfigError(f"GNNGPKernel: landmarks must be a 1-D list or tensor of integer node ids, got {ids.dtype} of shape {tuple(ids.shape)}")
     if int(ids.min()) < 0 or int(ids.max()) >= n:
         bad = int(ids.max()) if int(ids.max()) >= n else int(ids.min())
@@ -118,6 +127,8 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
     def __init__(self, architecture: str, data: Any, *, learn: Optional[Sequence[str]] = None, per_layer: bool = False,
                  landmarks: Optional[Tensor] = None, dtype: torch.dtype = torch.float64, **settings: Any):
         super().__init__()
+        if dtype not in (torch.float32, torch.float64):
+            raise ConfigError(f"GNNGPKernel: dtype={dtype} is not a float dtype; use torch.float64 (the default) or torch.float32")
         landmarks = check_graph_inputs(data, landmarks)
         self.config = kernel_config(architecture, getattr(data, "task", "classification"), **settings)
         entry = KERNELS[architecture]

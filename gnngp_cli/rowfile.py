@@ -101,6 +101,8 @@ def check_row(row: Mapping[str, str]) -> Optional[str]:
         missing = [c for c in REQUIRED_OK if not row.get(c)]
         if missing:
             return f"an ok row without {', '.join(missing)}"
+        if not math.isfinite(float(row["test"])):   # gnngp writes a metric that is not a number as an error row
+            return f"an ok row whose test is {row['test']}"
     elif not row.get("error"):
         return "an error row without its error"
     return None
@@ -160,6 +162,9 @@ def read_rows(path: Path) -> RowFile:
         if problem:
             out.problems.append(f"row {row_number}: {problem}")
         else:
+            for column in INTEGERS.intersection(row):   # 5.0, as an older gnngp's pandas wrote it, is kept as 5
+                if "." in row[column] or "e" in row[column].lower():
+                    row[column] = str(int(float(row[column])))
             out.rows.append(row)
             last_good = True
     if not text.endswith("\n"):   # gnngp ends every row with a line end: a last line without one was cut,

@@ -4,9 +4,7 @@ from __future__ import annotations
 import gc
 import os
 import resource
-import signal
 import sys
-import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator
@@ -38,40 +36,6 @@ def resolve_device(name: str) -> torch.device:
         source = " (from GNNGP_DEVICE)" if os.environ.get("GNNGP_DEVICE") == "cuda" else ""
         raise ConfigError(f"device=cuda{source} but no CUDA device is available; use device=cpu or device=auto")
     return torch.device(name)
-
-
-class Stopped(KeyboardInterrupt):
-    """SIGTERM (``kill``, SLURM at the end of a walltime), raised in the main thread as Ctrl-C
-    raises ``KeyboardInterrupt``: the same clean-up runs (roots' files, the cluster), and the
-    job keeps the runs it finished."""
-
-    def __init__(self, signum: int = signal.SIGTERM):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def stop_signal(err: KeyboardInterrupt) -> tuple[str, int]:
-    """How a stop is named to the user and the exit status it gives (``128 + signal``)."""
-    if isinstance(err, Stopped):
-        return signal.Signals(err.signum).name, 128 + err.signum
-    return "Ctrl-C", 128 + signal.SIGINT
-
-
-@contextmanager
-def stopped_by_signals() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Stopped` in the main thread (elsewhere: nothing changes)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: object) -> None:
-        raise Stopped(signum)
-
-    before = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
 
 
 _WARM: set[str] = set()

@@ -4,6 +4,7 @@ float64 custom features), nothing lost (interrupted jobs keep their finished run
 is deleted), and one line instead of a traceback."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -23,7 +24,7 @@ from gnngp_cli.data import DataStore, load_dataset
 from gnngp_cli.data.cache import PROCESSED
 from gnngp_cli.errors import ConfigError
 from gnngp_cli.results import ResultsNotWritten, append_rows
-from gnngp_cli.rowfile import check_row
+from gnngp_cli.rowfile import check_row, read_rows
 
 from trust_helpers import in_process, run, split_masks, write_graph
 
@@ -431,3 +432,175 @@ def test_a_changed_cached_shard_is_partitioned_again(tmp_path, mirror):
     assert code == 0, err
     assert "changed since they were written" in (tmp_path / "again" / "gnngp.log").read_text()
     assert again["test"] == first["test"] and again["val"] == first["val"]
+
+
+# --- second look (an adversarial pass over the fixes above) ----------------------------------------
+
+def test_a_renamed_tensor_in_the_processed_cache_is_refused_and_rebuilt(mirror, tmp_path, capfd):
+    """A flipped bit in a tensor's name changes it in both dicts (the name is stored once): the
+    manifest, a digest of names and digests held as its own string, catches it."""
+    cache = tmp_path / "cache"
+    clean = load("cora", mirror, cache)
+    path = cache / "Cora" / PROCESSED
+    stored = torch.load(path, weights_only=True)
+    stored["tensors"]["Y"] = stored["tensors"].pop("y")
+    stored["digests"]["Y"] = stored["digests"].pop("y")
+    torch.save(stored, path)
+    capfd.readouterr()
+    again = load("cora", mirror, cache)
+    assert "its tensor names or digests are not the ones written" in capfd.readouterr().err
+    assert torch.equal(again.y, clean.y)
+
+
+@pytest.mark.parametrize("edit, why", [(lambda s: s.pop("digests"), "is not a gnngp cache of format"),
+                                       (lambda s: s.update(raw={}), "was built from other raw files")])
+def test_a_processed_cache_that_cannot_be_used_is_rebuilt_with_a_warning(mirror, tmp_path, capfd, edit, why):
+    cache = tmp_path / "cache"
+    load("cora", mirror, cache)
+    path = cache / "Cora" / PROCESSED
+    stored = torch.load(path, weights_only=True)
+    edit(stored)
+    torch.save(stored, path)
+    capfd.readouterr()
+    load("cora", mirror, cache)
+    assert why in capfd.readouterr().err
+
+
+def test_an_ok_row_whose_test_is_not_a_number_is_malformed_and_old_integers_are_kept_as_integers(tmp_path):
+    path = tmp_path / "results.csv"
+    row = "ok,cora,GCNGP,{test},5.0\n"
+    path.write_text("status,dataset,method,test,seed\n" + row.format(test="0.8"))
+    found = read_rows(path)
+    assert not found.problems and found.rows[0]["seed"] == "5"
+    path.write_text("status,dataset,method,test,seed\n" + row.format(test="inf"))
+    assert "an ok row whose test is inf" in read_rows(path).problems[0]
+
+
+@pytest.mark.parametrize("name", ["gnngp.log", "results", ".hidden.csv", "summary.csv"])
+def test_a_results_file_that_is_not_a_csv_of_its_own_is_refused(tmp_path, name):
+    code, _, _, errors = run(tmp_path, "dataset=csbm", "dataset.num_nodes=60", f"results_file={name}")
+    assert code == 1 and len(errors) == 1 and "must be a .csv file name of its own" in errors[0]
+
+
+@pytest.mark.parametrize("first", ["1.5,2", "1e1,2", "nan,2"])
+def test_a_first_edge_row_of_numbers_is_data_not_a_header(tmp_path, first):
+    folder = write_graph(tmp_path / "g", labels=np.arange(60) % 3)
+    (folder / "edges.csv").write_text(first + "\n0,1\n")
+    code, _, _, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 1 and len(errors) == 1 and "non-integer node id" in errors[0]
+
+
+def test_class_ids_past_int64_are_renumbered_not_wrapped(tmp_path):
+    labels = (np.arange(60) % 3).astype(np.uint64)
+    labels[labels == 2] = np.iinfo(np.uint64).max
+    folder = write_graph(tmp_path / "g", labels=labels)
+    code, err, row, _ = run(tmp_path, "dataset=custom", f"dataset.path={folder}", "kernel=gcngp")
+    assert code == 0 and row["status"] == "ok", err
+    assert "treating its 3 distinct ids as classes 0..2" in err
+
+
+def test_labels_of_two_columns_are_refused(tmp_path):
+    folder = write_graph(tmp_path / "g", labels=np.zeros((30, 2), dtype=np.int64))
+    code, _, _, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 1 and len(errors) == 1 and "holds an array of shape (30, 2)" in errors[0]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"landmarks": [2**63]}, "landmarks must be integer node ids of the graph"),
+    ({"landmarks": ["a"]}, "landmarks must be integer node ids of the graph"),
+    ({"dtype": torch.int64}, "dtype=torch.int64 is not a float dtype"),
+    ({"layers": 10**30}, "is more than 10,000"),
+    ({"sigma_w": float("inf")}, "kernel.sigma_w=inf is not a finite number"),
+])
+def test_the_gpytorch_kernel_refuses_more_bad_settings(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        _gpytorch_kernel(**kwargs)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: setattr(d, "edge_index", torch.ones(2, 5, dtype=torch.bool)), "a 2 x E integer tensor of node ids"),
+    (lambda d: setattr(d, "x", torch.zeros(60, 0)), "at least one feature"),
+])
+def test_the_gpytorch_kernel_refuses_more_bad_graphs(edit, message):
+    pytest.importorskip("gpytorch")
+    from torch_geometric.data import Data
+
+    data = Data(x=torch.randn(60, 5), edge_index=torch.randint(0, 60, (2, 200)), num_nodes=60)
+    edit(data)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        _gpytorch_kernel(data=data)
+
+
+def test_kernel_layers_past_ten_thousand_are_refused(tmp_path):
+    code, _, _, errors = run(tmp_path, "dataset=csbm", "dataset.num_nodes=60", "kernel.layers=1000000000")
+    assert code == 1 and len(errors) == 1 and "kernel.layers=1000000000 is more than 10,000" in errors[0]
+
+
+def test_an_edited_shard_meta_is_refused_and_partition_never_writes_over_a_users_folder(tmp_path, mirror):
+    shards = tmp_path / "shards"
+    common = [f"data.root={tmp_path / 'cache'}", f"data.mirror={mirror}", f"hydra.run.dir={tmp_path / 'p'}"]
+    assert in_process("partition", "dataset=cora", f"out={shards}", *common).returncode == 0
+    assert in_process("partition", "dataset=cora", f"out={shards}", *common).returncode == 0   # its own shards: written again
+    meta = json.loads((shards / "meta.json").read_text())
+    meta["task"] = "regression"
+    (shards / "meta.json").write_text(json.dumps(meta))
+    code, _, _, errors = run(tmp_path, "dataset=cora", "kernel=gcngp_x", *DASK, f"compute.shards={shards}", f"data.mirror={mirror}")
+    assert code == 1 and len(errors) == 1 and "meta.json (its fields are not the ones written" in errors[0]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    out = in_process("partition", "dataset=cora", f"out={mine}", *common)
+    assert out.returncode == 1 and f"{mine} holds files gnngp partition did not write (notes.txt)" in out.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
+def test_a_changed_operator_shard_is_written_again(tmp_path, mirror):
+    args = ["dataset=cora", "kernel=h2gcngp_x", *DASK, f"data.mirror={mirror}"]
+    code, err, first, _ = run(tmp_path, *args)
+    assert code == 0, err
+    cols = next((tmp_path / "cache" / "shards").glob("cora-*")) / "operators" / "hop2" / "block-000000" / "cols.npy"
+    np.save(cols, np.load(cols)[::-1].copy())
+    code, err, again, _ = run(tmp_path, *args, run_dir=tmp_path / "again")
+    assert code == 0, err
+    assert "the hop2 operator's shards" in (tmp_path / "again" / "gnngp.log").read_text()
+    assert again["test"] == first["test"]
+
+
+def _torch_loaded(pid: int) -> bool:
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig, name", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
+def test_a_stop_while_gnngp_imports_is_one_line(tmp_path, sig, name):
+    proc = subprocess.Popen([sys.executable, "-m", "gnngp_cli", "run", "dataset=csbm", f"hydra.run.dir={tmp_path}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None and not _torch_loaded(proc.pid):
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the signal")
+    assert proc.returncode == 128 + sig and "Traceback" not in err, err
+    assert [line for line in err.splitlines() if line.startswith("gnngp: error:")][0].startswith(f"gnngp: error: stopped by {name}")
+
+
+def test_ctrl_c_at_the_terminal_stops_a_dask_run_in_one_line(tmp_path, mirror):
+    """A terminal's Ctrl-C signals the process group: the worker processes too (each printed a
+    KeyboardInterrupt traceback). They start with SIGINT ignored; the client stops them."""
+    proc = subprocess.Popen([sys.executable, "-m", "gnngp_cli", "run", "dataset=cora", "kernel=gcngp_x", "runs=20", "repeat_deterministic=true",
+                             "compute=dask", "compute.workers=1", "compute.dashboard=:0", f"data.mirror={mirror}",
+                             f"data.root={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    results = tmp_path / "run" / "results.csv"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and not (results.is_file() and len(results.read_text().splitlines()) > 1):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert "gnngp: error: stopped by Ctrl-C: the" in err

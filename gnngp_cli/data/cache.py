@@ -1,8 +1,9 @@
 """The processed cache: a dataset's tensors built once from its verified raw files.
 
-``<root>/<Name>/processed/gnngp.pt`` holds a plain dict ``{"format", "raw", "tensors", "digests"}``:
-the sha256 of every raw file it was built from, a dict of tensors, and the sha256 of each
-tensor (its dtype, shape and bytes) written with them. It is read with
+``<root>/<Name>/processed/gnngp.pt`` holds a plain dict ``{"format", "raw", "tensors", "digests",
+"manifest"}``: the sha256 of every raw file it was built from, a dict of tensors, the sha256 of
+each tensor (its dtype, shape and bytes) written with them, and a digest of those names and
+digests (a flipped bit in a tensor's name, which both dicts share, is caught by it). It is read with
 ``torch.load(weights_only=True)`` only (no global may be named, so no code in it can run), and
 its tensors are hashed again on every load: a file that fails that load, was built from other
 raw files, or whose tensors are not the ones written (an edited label, one flipped byte) is
@@ -22,7 +23,7 @@ import torch
 
 from .files import atomic_write
 
-FORMAT = 2   # 2: tensor digests (a format-1 file is rebuilt once)
+FORMAT = 3   # 2: tensor digests; 3: and a manifest of names and digests (an older file is rebuilt once, with a warning)
 PROCESSED = "processed/gnngp.pt"
 
 
@@ -33,25 +34,43 @@ def cached_tensors(folder: Path, raw_digests: Mapping[str, str], build: Callable
     if path.is_file():
         try:
             stored = torch.load(path, map_location="cpu", weights_only=True)
-            if _valid(stored) and stored["raw"] == dict(raw_digests):
-                changed = [name for name, tensor in stored["tensors"].items() if tensor_digest(tensor) != stored["digests"].get(name)]
-                if not changed and set(stored["digests"]) == set(stored["tensors"]):
-                    return stored["tensors"]
-                shown = ", ".join(sorted(changed)) or "the set of tensors"
-                print(f"gnngp: warning: processed file {path} was changed after it was written ({shown} no longer match the digests "
-                      "stored with them); rebuilding it from the verified raw files", file=sys.stderr)
+            problem = _problem(stored, raw_digests)
+            if problem is None:
+                return stored["tensors"]
+            print(f"gnngp: warning: processed file {path} {problem}; rebuilding it from the verified raw files", file=sys.stderr)
         except Exception as err:  # noqa: BLE001 - any failure means: do not trust it, rebuild
             print(f"gnngp: warning: processed file {path} could not be loaded safely ({type(err).__name__}: "
                   f"{str(err).splitlines()[0][:200] if str(err) else ''}); rebuilding it from the verified raw files", file=sys.stderr)
     tensors = build()
-    stored = {"format": FORMAT, "raw": dict(raw_digests), "tensors": tensors,
-              "digests": {name: tensor_digest(tensor) for name, tensor in tensors.items()}}
+    digests = {name: tensor_digest(tensor) for name, tensor in tensors.items()}
+    stored = {"format": FORMAT, "raw": dict(raw_digests), "tensors": tensors, "digests": digests, "manifest": manifest(digests)}
     try:
         atomic_write(path, lambda f: torch.save(stored, f), binary=True)
     except (OSError, RuntimeError) as err:  # a read-only or full cache still serves its raw files (torch.save raises RuntimeError on a full disk)
         reason = (err.strerror or str(err)) if isinstance(err, OSError) else f"the write stopped short, likely a full disk: {str(err).splitlines()[0][:100]}"
         print(f"gnngp: warning: could not write the processed cache {path} ({reason}); the dataset is rebuilt on every run", file=sys.stderr)
     return tensors
+
+
+def manifest(digests: Mapping[str, str]) -> str:
+    """sha256 of the tensors' names and digests, held as its own string: a flip in a name (held
+    once, shared by ``tensors`` and ``digests``) changes what this gives, not what was stored."""
+    return hashlib.sha256("\n".join(f"{name}={digests[name]}" for name in sorted(digests)).encode()).hexdigest()
+
+
+def _problem(stored: object, raw_digests: Mapping[str, str]):
+    """Why ``stored`` cannot be used (``None``: it can)."""
+    if not _valid(stored):
+        return f"is not a gnngp cache of format {FORMAT} (written by another version, or damaged)"
+    if stored["raw"] != dict(raw_digests):
+        return "was built from other raw files than the ones in the cache now"
+    digests = stored["digests"]
+    if set(digests) != set(stored["tensors"]) or manifest(digests) != stored.get("manifest"):
+        return "was changed after it was written (its tensor names or digests are not the ones written)"
+    changed = sorted(name for name, tensor in stored["tensors"].items() if tensor_digest(tensor) != digests[name])
+    if changed:
+        return f"was changed after it was written ({', '.join(changed)} no longer match the digests stored with them)"
+    return None
 
 
 def tensor_digest(tensor: torch.Tensor) -> str:
@@ -67,5 +86,5 @@ def _valid(stored: object) -> bool:
     return (
         isinstance(stored, dict) and stored.get("format") == FORMAT and isinstance(stored.get("raw"), dict)
         and isinstance(stored.get("tensors"), dict) and all(isinstance(v, torch.Tensor) for v in stored["tensors"].values())
-        and isinstance(stored.get("digests"), dict)
+        and isinstance(stored.get("digests"), dict) and isinstance(stored.get("manifest"), str)
     )

@@ -94,7 +94,11 @@ def _read_labels(path: Path) -> np.ndarray:
         raise
     except Exception as err:  # noqa: BLE001
         raise DatasetError(f"label file {path} could not be read ({type(err).__name__}: {err}); use labels.npy or a one-column labels.csv") from err
-    labels = np.asarray(labels).reshape(-1)
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    if labels.ndim != 1:
+        raise DatasetError(f"label file {path} holds an array of shape {labels.shape}; it needs one label per node (shape (n,) or (n, 1))")
     if labels.dtype == np.bool_:
         labels = labels.astype(np.int64)
     if np.issubdtype(labels.dtype, np.complexfloating) or not np.issubdtype(labels.dtype, np.number):
@@ -106,11 +110,11 @@ def class_ids(labels: np.ndarray, path: Path) -> tuple[np.ndarray, int]:
     """Class ids and the class count ``max + 1``. Ids beyond the node count cannot all be
     classes of this graph (a label of 10^6 would make a 10^6-wide one-hot target, gigabytes for
     60 nodes): then the distinct ids are renumbered 0..C-1 in sorted order, with a warning."""
-    ids = labels.astype(np.int64)
-    if ids.size == 0 or int(ids.max()) + 1 <= ids.size:
+    if labels.size == 0 or float(labels.max()) + 1 <= labels.size:   # compared before any cast: 2^64 - 1 would wrap to -1
+        ids = labels.astype(np.int64)
         return ids, int(ids.max()) + 1 if ids.size else 0
-    distinct, compact = np.unique(ids, return_inverse=True)
-    print(f"gnngp: warning: label file {path} has class ids up to {int(ids.max())} but only {ids.size} nodes; "
+    distinct, compact = np.unique(labels, return_inverse=True)
+    print(f"gnngp: warning: label file {path} has class ids up to {labels.max():.0f} but only {labels.size} nodes; "
           f"treating its {distinct.size} distinct ids as classes 0..{distinct.size - 1} (in sorted order). "
           f"If they are real-valued targets, set dataset.task=regression", file=sys.stderr)
     return compact.reshape(-1).astype(np.int64), int(distinct.size)

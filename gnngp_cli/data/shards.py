@@ -23,6 +23,7 @@ dependency and no chunking layer to tune; every tool (numpy, Dask, a shell) can 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -114,6 +115,10 @@ class ShardWriter:
             raise DatasetError(f"partition.rows={rows} must be at least 1")
         self.out, self.num_nodes, self.rows = Path(out), num_nodes, rows
         self.num_blocks = -(-num_nodes // rows)
+        foreign = foreign_files(self.out)
+        if foreign:
+            raise DatasetError(f"{self.out} holds files gnngp partition did not write ({', '.join(foreign[:3])}"
+                               f"{' and more' if len(foreign) > 3 else ''}); give an empty or new folder for the shards")
         if (self.out / "meta.json").exists():
             (self.out / "meta.json").unlink()
         self.out.mkdir(parents=True, exist_ok=True)
@@ -144,12 +149,34 @@ class ShardWriter:
                stand_in: str = "", num_splits: Optional[int] = None, warnings: tuple = ()) -> ShardMeta:
         meta = ShardMeta(dataset, self.num_nodes, self.num_edges, self.rows, num_features, num_classes, task, split, source, stand_in,
                          num_splits, tuple(warnings))
-        digests = {name: sha256(self.out / name) for name in block_files(self.out, self.num_blocks)}
-        text = json.dumps({"format": FORMAT, "version": VERSION, **meta.__dict__, "digests": digests}, indent=1)
+        raw = {"format": FORMAT, "version": VERSION, **meta.__dict__, "digests": file_digests(self.out, block_files(self.out, self.num_blocks))}
+        text = json.dumps({**raw, "meta_digest": meta_digest(raw)}, indent=1)
         tmp = self.out / "meta.json.tmp"
         tmp.write_text(text)
         os.replace(tmp, self.out / "meta.json")
         return meta
+
+
+def foreign_files(out: Path) -> list[str]:
+    """What a folder holds that is not gnngp's shards (their ``meta.json``, ``block-*`` folders of
+    ``.npy`` files, ``operators``, and an interrupted write's ``meta.json.tmp``): writing shards
+    there would replace a user's files."""
+    if not out.is_dir():
+        return []
+    foreign = []
+    for entry in sorted(out.iterdir()):
+        if entry.name == "meta.json":
+            try:
+                ours = json.loads(entry.read_text()).get("format") == FORMAT
+            except (OSError, ValueError, AttributeError):
+                ours = False
+            if not ours:
+                foreign.append(entry.name)
+        elif entry.name.startswith("block-") and entry.is_dir() and not entry.is_symlink():
+            foreign += [f"{entry.name}/{p.name}" for p in entry.iterdir() if p.suffix != ".npy" or not p.is_file()]
+        elif entry.name not in ("operators", "meta.json.tmp"):
+            foreign.append(entry.name)
+    return foreign
 
 
 def block_files(root: Path, num_blocks: int) -> list[str]:
@@ -157,13 +184,35 @@ def block_files(root: Path, num_blocks: int) -> list[str]:
     return sorted(f"{block_dir(root, b).name}/{p.name}" for b in range(num_blocks) for p in block_dir(root, b).glob("*.npy"))
 
 
-def changed_files(root: Path, meta: ShardMeta) -> list[str]:
-    """The block files of ``root`` that are not the ones ``gnngp partition`` wrote (changed,
-    missing or added since), each as ``<path> (sha256 <now>, written <then>)``."""
+def meta_digest(raw: dict) -> str:
+    """sha256 of ``meta.json``'s fields (its own ``meta_digest`` left out), keys sorted."""
+    return hashlib.sha256(json.dumps({k: v for k, v in raw.items() if k != "meta_digest"}, sort_keys=True).encode()).hexdigest()
+
+
+def file_digests(root: Path, names: list[str]) -> dict[str, str]:
+    return {name: sha256(Path(root) / name) for name in names}
+
+
+def stored_meta_digest(root: Path) -> str:
+    """The ``meta_digest`` that ``meta.json`` holds (empty when it holds none)."""
     try:
-        written = json.loads((Path(root) / "meta.json").read_text())["digests"]
+        return str(json.loads((Path(root) / "meta.json").read_text()).get("meta_digest", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def changed_files(root: Path, meta: ShardMeta) -> list[str]:
+    """The files of ``root`` that are not the ones ``gnngp partition`` wrote: ``meta.json`` whose
+    fields were edited (a task, a count), and block files changed, missing or added since, each
+    as ``<path> (sha256 <now>, written <then>)``."""
+    path = Path(root) / "meta.json"
+    try:
+        raw = json.loads(path.read_text())
+        written = raw["digests"]
     except (OSError, ValueError, KeyError, TypeError):
-        return [f"{Path(root) / 'meta.json'} (no digests)"]
+        return [f"{path} (no digests)"]
+    if raw.get("meta_digest") != meta_digest(raw):
+        return [f"{path} (its fields are not the ones written: sha256 {meta_digest(raw)[:12]}, written {str(raw.get('meta_digest'))[:12]})"]
     out = []
     for name in sorted(set(written) | set(block_files(root, meta.num_blocks))):
         path = Path(root) / name

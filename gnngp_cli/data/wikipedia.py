@@ -64,6 +64,14 @@ def read_musae_features(path: Path) -> torch.Tensor:
     return x
 
 
+def _is_number(value: object) -> bool:
+    try:
+        float(str(value).strip())
+    except ValueError:
+        return False
+    return True
+
+
 def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True) -> torch.Tensor:
     """Two integer columns of node ids; ``header=None`` detects a header row."""
     import pandas as pd
@@ -74,8 +82,8 @@ def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True) -> tor
         raise DatasetError(f"edge file {path} could not be read as CSV ({err}); it needs two integer columns of node ids") from err
     if frame.shape[1] != 2:
         raise DatasetError(f"edge file {path} has {frame.shape[1]} columns; it needs exactly two integer columns of node ids")
-    if header is None:
-        header = len(frame) > 0 and not all(str(v).strip().lstrip("-").isdigit() for v in frame.iloc[0])
+    if header is None:   # a header names its columns: a first row of numbers (1.5, 1e1, nan too) is data, and checked as ids below
+        header = len(frame) > 0 and not all(_is_number(v) for v in frame.iloc[0])
     if header:
         frame = frame.iloc[1:]
     try:

@@ -35,7 +35,8 @@ from ...job.rows import dataset_label
 from ...kernels import Architecture, BaseKernel
 from ...kernels.architectures import KernelEntry
 from ...kernels.blocks import Block, branch_count
-from ...runtime import Stopwatch, peak_rss_mb, stopped_by_signals
+from ...runtime import Stopwatch, peak_rss_mb
+from ...stops import stopped_by_signals
 from .cluster import dask_client, peak_worker_mb, task_times, time_summary, worker_memory_limits
 from .graph import ShardedGraph, tree_reduce
 from .roots import BlockAdjacency, DaskRoots, RowBlockContext

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import resource
+import signal
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
@@ -68,9 +70,10 @@ def dask_client(c: Any) -> Iterator[Any]:
         client.wait_for_workers(1, timeout=c.worker_timeout)
     else:
         memory = c.memory_limit if str(c.memory_limit) == "auto" else parse_bytes(c.memory_limit)
-        cluster = LocalCluster(n_workers=c.workers, threads_per_worker=c.threads_per_worker, memory_limit=memory,
-                               processes=c.processes, local_directory=c.spill_dir, dashboard_address=c.dashboard,
-                               silence_logs=logging.WARNING)
+        with sigint_ignored_by_children():
+            cluster = LocalCluster(n_workers=c.workers, threads_per_worker=c.threads_per_worker, memory_limit=memory,
+                                   processes=c.processes, local_directory=c.spill_dir, dashboard_address=c.dashboard,
+                                   silence_logs=logging.WARNING)
         client = Client(cluster)
     quiet_task_failures()            # threads of this process
     try:
@@ -86,6 +89,23 @@ def dask_client(c: Any) -> Iterator[Any]:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+@contextmanager
+def sigint_ignored_by_children() -> Iterator[None]:
+    """SIGINT ignored while the local cluster starts its worker processes, which inherit that
+    (Python keeps an ignored SIGINT ignored): a Ctrl-C at the terminal signals the whole process
+    group, and each worker printed its own ``KeyboardInterrupt`` traceback (39 lines) before
+    the client's one line. The client stops them as it closes; this process handles Ctrl-C again
+    once they are started."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 class _NoTaskTracebacks(logging.Filter):

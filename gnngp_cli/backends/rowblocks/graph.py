@@ -14,7 +14,8 @@ Other operators on the graph (H2GCN's ``hop1`` and ``hop2``, see :mod:`gnngp_cli
 are sharded the same way by :meth:`ShardedGraph.operator`, one task per row block, from the
 shards of ``I + A``: their binary entries and degrees in the same layout under
 ``<shards>/operators/<name>``, written once and normalised by the product as ``sym`` is (a row
-with no entry is a zero row). The exact 2-hop rows of block ``b`` need the 1-hop rows of
+with no entry is a zero row). Their ``done.json`` holds the sha256 of each file and the shards'
+``meta_digest`` they came from; a reuse checks both and writes them again where either differs. The exact 2-hop rows of block ``b`` need the 1-hop rows of
 ``b``'s neighbours, read from their blocks' files. (The first version computed each partial
 product beside ``Q_j`` in the workers' memory and summed them in chains: on a random graph the
 partial products of one product are about ``M x width``, 100 GB at 10^8 edges and 257 columns,
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -33,7 +35,8 @@ import numpy as np
 import torch
 
 from ...data.graph import OPERATORS
-from ...data.shards import TRAIN, ShardMeta, block_dir, load_part, save_edges
+from ...data.digests import sha256
+from ...data.shards import TRAIN, ShardMeta, block_dir, block_files, file_digests, load_part, save_edges, stored_meta_digest
 from ...errors import ComputeError
 from .store import RootStore, block_path, read_block
 
@@ -172,10 +175,15 @@ class ShardedGraph:
 
         if name not in OPERATORS:
             raise ComputeError(f"the row-block backend has no graph operator {name!r}; it shards {', '.join(OPERATORS)}")
+        shards = stored_meta_digest(self.root)
         for base in (self.root / "operators", store.folder / "operators"):
             folder = base / name
             if (folder / "done.json").is_file():
-                return folder
+                problem = _operator_problem(folder, shards)
+                if problem is None:
+                    return folder
+                log.warning("the %s operator's shards %s %s; writing them again", name, folder, problem)
+                shutil.rmtree(folder, ignore_errors=True)
             try:
                 folder.mkdir(parents=True, exist_ok=True)
                 probe = folder / f".probe-{os.getpid()}"
@@ -187,10 +195,32 @@ class ShardedGraph:
             hop = int(name[-1])
             dask.compute(*[dask.delayed(_hop_block, pure=True)(str(self.root), b, hop, self.meta.rows, self.meta.num_nodes,
                                                                self.meta.num_blocks, str(folder)) for b in range(self.meta.num_blocks)])
-            (folder / "done.json").write_text(json.dumps({"operator": name, "dataset": self.meta.dataset}))
+            digests = file_digests(folder, block_files(folder, self.meta.num_blocks))
+            (folder / "done.json").write_text(json.dumps({"operator": name, "dataset": self.meta.dataset, "shards": shards, "digests": digests}))
             return folder
         raise ComputeError(f"cannot write the {name} operator's shards into {self.root} nor into {store.folder}; "
                            "make one of them writable (compute.shards or compute.roots_dir)")
+
+
+def _operator_problem(folder: Path, shards: str):
+    """Why an operator's shards cannot be reused (``None``: they can): written from other shards
+    (partitioned again since), or a file changed since it was written."""
+    try:
+        done = json.loads((folder / "done.json").read_text())
+        written = dict(done["digests"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "carry no digests (written by an older gnngp)"
+    if done.get("shards") != shards:
+        return "were written from other shards"
+    names = sorted(set(written) | {f"{p.parent.name}/{p.name}" for p in folder.glob("block-*/*.npy")})
+    for name in names:
+        try:
+            now = sha256(folder / name)
+        except OSError:
+            now = "missing"
+        if now != written.get(name):
+            return f"changed since they were written ({folder / name})"
+    return None
 
 
 def _one_hop(root: str, b: int, rows: int) -> tuple[np.ndarray, np.ndarray]:

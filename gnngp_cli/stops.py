@@ -1,0 +1,45 @@
+"""Stops: SIGTERM raised as Ctrl-C is, so one path keeps what a stopped job finished.
+
+Light on purpose (no torch): the ``gnngp`` command installs it before its heavy imports, so a
+stop during them is one line too.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (``kill``, SLURM at the end of a walltime), raised in the main thread as Ctrl-C
+    raises ``KeyboardInterrupt``: the same clean-up runs (roots' files, the cluster), and the
+    job keeps the runs it finished."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def stop_signal(err: KeyboardInterrupt) -> tuple[str, int]:
+    """How a stop is named to the user and the exit status it gives (``128 + signal``)."""
+    if isinstance(err, Stopped):
+        return signal.Signals(err.signum).name, 128 + err.signum
+    return "Ctrl-C", 128 + signal.SIGINT
+
+
+@contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Stopped` in the main thread (elsewhere: nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
