@@ -69,7 +69,8 @@ def check_group_choices(overrides: Sequence[str]) -> None:
 
 def _unknown(what: str, near: Optional[str], fix: str, valid: Sequence[str]) -> str:
     hint = f"did you mean {fix.format(name=near)}? " if near else ""
-    listed = ", ".join(valid) if len(valid) <= 40 else ", ".join(list(valid)[:40]) + ", ..."
+    valid = sorted(valid)
+    listed = ", ".join(valid) if len(valid) <= 40 else ", ".join(valid[:40]) + ", ..."
     return f"{what} is not an option; {hint}valid: {listed}"
 
 

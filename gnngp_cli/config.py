@@ -54,6 +54,8 @@ def validate(cfg: Any) -> None:
         if not 0 <= cfg.dataset[key] <= 1:
             raise ConfigError(f"dataset.{key}={cfg.dataset[key]} must lie in [0, 1]")
     _finite_numbers(cfg)
+    if OmegaConf.is_config(cfg) and "depth" in cfg and not 1 <= cfg.depth <= MAX_LAYERS:   # named as typed, not as kernel.layers
+        raise ConfigError(f"depth={cfg.depth} must be from 1 to {MAX_LAYERS:,} (the layers of the kernel and of the GNN)")
     if cfg.dataset.get("metric") is not None:
         _choice(cfg.dataset.metric, [m.name for m in score_metrics()], "dataset.metric")
     if cfg.dataset.split_index < 0:
@@ -96,6 +98,7 @@ def validate(cfg: Any) -> None:
     if cfg.runs < 1:
         raise ConfigError(f"runs={cfg.runs} must be at least 1")
     _seeds(cfg)
+    _paths(cfg)
     _choice(cfg.device, DEVICES, "device")
     _choice(cfg.dtype, DTYPES, "dtype")
     v = cfg.verify
@@ -204,6 +207,19 @@ def _validate_gnn(g: Any) -> None:
         raise ConfigError(f"gnn.hops={g.hops} must be at least 0")
     if g.fanouts is not None and len(g.fanouts) != graph_layers:
         raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")
+
+
+PATH_KEYS = ("data.root", "data.mirror", "dataset.path", "compute.roots_dir", "compute.shards", "compute.spill_dir", "partition.out")
+
+
+def _paths(cfg: Any) -> None:
+    """A folder setting with an empty part (``/scratch//roots``) came from an unset shell
+    variable (``/scratch/$USER/roots`` without ``USER``): refused, never made."""
+    for key in PATH_KEYS:
+        value = OmegaConf.select(cfg, key, default=None)
+        if isinstance(value, str) and "//" in value.split("://")[-1]:
+            raise ConfigError(f"{key}={value} has an empty part ('//'), as an unset shell variable leaves (e.g. $USER); "
+                              "give the folder in full")
 
 
 SEED_MAX = 2**63 - 1   # seeds are non-negative 64-bit integers: a negative one would wrap onto a large one (-1 is 2^64 - 1)

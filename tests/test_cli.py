@@ -187,3 +187,27 @@ def test_a_stand_in_says_so_beside_the_dataset_name(tmp_path, monkeypatch, caplo
     assert any(line.startswith("GCNGP-X on arxiv (csbm stand-in): ~") for line in lines)            # the estimate
     assert any(line.startswith("GCNGP-X on arxiv (csbm stand-in) (run 0") for line in lines)         # the result
     assert rows[0]["dataset"] == "arxiv" and rows[0]["stand_in"].startswith("csbm stand-in")
+
+
+def test_verify_help_names_verify_not_run():
+    out = gnngp("verify", "--help")
+    assert out.returncode == 0 and out.stdout.startswith("gnngp verify: wide random networks"), out.stdout[:200]
+    assert "gnngp run:" not in out.stdout
+
+
+def test_the_valid_choices_of_a_typo_are_sorted():
+    out = gnngp("run", "dataset=corra")
+    listed = out.stderr.strip().split("valid: ")[1].split(", ")
+    assert out.returncode == 1 and listed == sorted(listed) and "cora" in listed
+
+
+def test_a_folder_with_an_empty_part_is_refused_not_made(tmp_path):
+    """``compute.roots_dir=/scratch/$USER/roots`` with USER unset made /scratch//roots."""
+    out = gnngp("run", f"compute.roots_dir={tmp_path}//roots", "compute=dask", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1 and f"gnngp: error: compute.roots_dir={tmp_path}//roots has an empty part" in out.stderr
+    assert not (tmp_path / "roots").exists()
+
+
+def test_depth_is_named_as_typed():
+    out = gnngp("run", "depth=-1")
+    assert out.returncode == 1 and "gnngp: error: depth=-1 must be from 1 to 10,000" in out.stderr
