@@ -8,7 +8,7 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 
 class Stopped(KeyboardInterrupt):
@@ -29,17 +29,23 @@ def stop_signal(err: KeyboardInterrupt) -> tuple[str, int]:
 
 
 @contextmanager
-def stopped_by_signals() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Stopped` in the main thread (elsewhere: nothing changes)."""
+def signal_handled(signum: int, handler: Any) -> Iterator[None]:
+    """Within the block, ``signum`` goes to ``handler`` (a function or ``signal.SIG_IGN``), then
+    back to what it was. Python sets handlers in the main thread only: elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def stop(signum: int, frame: object) -> None:
-        raise Stopped(signum)
-
-    before = signal.signal(signal.SIGTERM, stop)
+    before = signal.signal(signum, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        signal.signal(signum, before)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped(signum)
+
+
+def stopped_by_signals():
+    """Within the block, SIGTERM raises :class:`Stopped` in the main thread (elsewhere: nothing changes)."""
+    return signal_handled(signal.SIGTERM, _stop)

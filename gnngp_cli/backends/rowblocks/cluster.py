@@ -7,11 +7,11 @@ import logging
 import resource
 import signal
 import sys
-import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 from ...errors import ComputeError, ConfigError
+from ...stops import signal_handled
 
 try:  # the dask extra; without it compute=dask stops with its own one line before a client exists
     from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPlugin
@@ -91,21 +91,13 @@ def dask_client(c: Any) -> Iterator[Any]:
             cluster.close()
 
 
-@contextmanager
-def sigint_ignored_by_children() -> Iterator[None]:
+def sigint_ignored_by_children():
     """SIGINT ignored while the local cluster starts its worker processes, which inherit that
     (Python keeps an ignored SIGINT ignored): a Ctrl-C at the terminal signals the whole process
     group, and each worker printed its own ``KeyboardInterrupt`` traceback (39 lines) before
     the client's one line. The client stops them as it closes; this process handles Ctrl-C again
     once they are started."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
+    return signal_handled(signal.SIGINT, signal.SIG_IGN)
 
 
 class _NoTaskTracebacks(logging.Filter):
