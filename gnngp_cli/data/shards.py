@@ -213,15 +213,21 @@ def changed_files(root: Path, meta: ShardMeta) -> list[str]:
         return [f"{path} (no digests)"]
     if raw.get("meta_digest") != meta_digest(raw):
         return [f"{path} (its fields are not the ones written: sha256 {meta_digest(raw)[:12]}, written {str(raw.get('meta_digest'))[:12]})"]
+    return [f"{Path(root) / name} (sha256 {now[:12]}, written {str(written.get(name, 'never'))[:12]})"
+            for name, now in differing_files(root, written, block_files(root, meta.num_blocks))]
+
+
+def differing_files(root: Path, written: dict, present: list[str]) -> list[tuple[str, str]]:
+    """``(name, sha256 now or "missing")`` of each file under ``root``, written or present, whose
+    digest is not the one ``written`` records (missing, added or changed since)."""
     out = []
-    for name in sorted(set(written) | set(block_files(root, meta.num_blocks))):
-        path = Path(root) / name
+    for name in sorted(set(written) | set(present)):
         try:
-            now = sha256(path)
+            now = sha256(Path(root) / name)
         except OSError:
             now = "missing"
         if now != written.get(name):
-            out.append(f"{path} (sha256 {now[:12]}, written {str(written.get(name, 'never'))[:12]})")
+            out.append((name, now))
     return out
 
 

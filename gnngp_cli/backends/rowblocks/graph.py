@@ -35,8 +35,8 @@ import numpy as np
 import torch
 
 from ...data.graph import OPERATORS
-from ...data.digests import sha256
-from ...data.shards import TRAIN, ShardMeta, block_dir, block_files, file_digests, load_part, save_edges, stored_meta_digest
+from ...data.shards import (TRAIN, ShardMeta, block_dir, block_files, differing_files, file_digests, load_part, save_edges,
+                            stored_meta_digest)
 from ...errors import ComputeError
 from .store import RootStore, block_path, read_block
 
@@ -212,15 +212,8 @@ def _operator_problem(folder: Path, shards: str):
         return "carry no digests (written by an older gnngp)"
     if done.get("shards") != shards:
         return "were written from other shards"
-    names = sorted(set(written) | {f"{p.parent.name}/{p.name}" for p in folder.glob("block-*/*.npy")})
-    for name in names:
-        try:
-            now = sha256(folder / name)
-        except OSError:
-            now = "missing"
-        if now != written.get(name):
-            return f"changed since they were written ({folder / name})"
-    return None
+    changed = differing_files(folder, written, [f"{p.parent.name}/{p.name}" for p in folder.glob("block-*/*.npy")])
+    return f"changed since they were written ({folder / changed[0][0]})" if changed else None
 
 
 def _one_hop(root: str, b: int, rows: int) -> tuple[np.ndarray, np.ndarray]:

@@ -37,6 +37,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ...data.files import process_alive
 from ...data.shards import load_npy
 from ...errors import ComputeError
 from ...job.estimate import size_text
@@ -84,16 +85,6 @@ def _rows_of(path: str, local: np.ndarray) -> np.ndarray:
     return np.array(read_block(path, mmap=True)[local])
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # another user's live process
-        return True
-    return True
-
-
 MARK = "gnngp roots"
 
 
@@ -107,7 +98,7 @@ def _proven_dead(folder: Path, name: str, host: str) -> Optional[int]:
         pid = int(owner["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return None if _alive(pid) else pid
+    return None if process_alive(pid) else pid
 
 
 def sweep_dead_runs(base: Path) -> None:
