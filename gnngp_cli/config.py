@@ -53,7 +53,7 @@ def validate(cfg: Any) -> None:
     for key in ("train_ratio", "val_ratio"):
         if not 0 <= cfg.dataset[key] <= 1:
             raise ConfigError(f"dataset.{key}={cfg.dataset[key]} must lie in [0, 1]")
-    _finite_numbers(cfg)
+    finite_numbers(cfg)
     if OmegaConf.is_config(cfg) and "depth" in cfg and not 1 <= cfg.depth <= MAX_LAYERS:   # named as typed, not as kernel.layers
         raise ConfigError(f"depth={cfg.depth} must be from 1 to {MAX_LAYERS:,} (the layers of the kernel and of the GNN)")
     if cfg.dataset.get("metric") is not None:
@@ -87,7 +87,7 @@ def validate(cfg: Any) -> None:
     elif cfg.kernel is None:
         raise ConfigError("nothing to run: choose a GP kernel (kernel=gcngp) or a GNN (gnn=gcn)")
     else:
-        _validate_kernel(cfg.kernel)
+        validate_kernel(cfg.kernel)
     _grid(cfg.nugget, "nugget", cfg.dtype)
     _validate_fit(cfg)
     lm = cfg.landmarks
@@ -125,10 +125,6 @@ def _validate_compute(cfg: Any) -> None:
 
 
 MAX_LAYERS = 10_000
-
-
-def _validate_kernel(k: Any) -> None:
-    validate_kernel(k)
 
 
 def validate_kernel(k: Any) -> None:
@@ -237,10 +233,6 @@ def _seeds(cfg: Any) -> None:
 
 
 LR_MAX = 1e3   # past this no optimiser step is meaningful, and 1e300 overflows the optimiser's float arithmetic
-
-
-def _finite_numbers(cfg: Any) -> None:
-    finite_numbers(cfg)
 
 
 def finite_numbers(cfg: Any, prefix: str = "") -> None:

@@ -23,7 +23,6 @@ from .job.loading import LoadedGraph, load_graph
 from .job.rows import console_row, console_summary, error_row
 from .results import ResultsNotWritten, append_rows, summary_line
 from .resume import Resume, job_overrides, resume_state, set_aside
-from .rowfile import read_rows
 from .stops import stop_signal, stopped_by_signals
 
 OnRow = Callable[[dict], None]
@@ -110,7 +109,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             if missing == 0:
                 log.info("resume: %s already has results; skipping this job (every run is there; %s)", results, resume.why)
                 return []
-            kept = read_rows(results).frame().to_dict("records")
+            kept = resume.kept.frame().to_dict("records")
             log.info("resume: %s holds %d finished runs (%s); running the %s", results, len(resume.done), resume.why,
                      f"{missing} missing" if missing is not None else "missing ones")
         elif os.path.lexists(results):  # an earlier attempt: keep its rows aside, out of the summary

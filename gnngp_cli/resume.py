@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .rowfile import NotAResultsFile, read_rows
+from .rowfile import NotAResultsFile, RowFile, read_rows
 
 Key = tuple[Optional[int], int]   # (split index with splits=all, else None; run index)
 
@@ -37,7 +37,11 @@ class Resume:
     why: str
     done: set[Key] = field(default_factory=set)
     split_count: Optional[int] = None
-    usable: bool = False         # the file's rows are the job's own: keep them and run the rest
+    kept: Optional[RowFile] = None   # the file's rows, when they are the job's own: kept, and the rest run
+
+    @property
+    def usable(self) -> bool:
+        return self.kept is not None
 
     def missing(self, runs: int, every_split: bool) -> Optional[int]:
         """How many runs are still to run (``None``: unknown until the data says how many splits)."""
@@ -75,7 +79,7 @@ def resume_state(results: Path, overrides: Sequence[str], every_split: bool) -> 
         counts = {int(float(row["split_count"])) for row in rows if row.get("split_count")}
     except (KeyError, ValueError):
         return Resume("its rows do not say which run (or split) they are")
-    return Resume("its rows were computed with the same overrides", done, max(counts) if counts else None, usable=True)
+    return Resume("its rows were computed with the same overrides", done, max(counts) if counts else None, kept=found)
 
 
 def set_aside(results: Path) -> Path:

@@ -50,11 +50,7 @@ class RowFile:
 
     def frame(self):
         """The good rows as a pandas table, typed as ``pandas.read_csv`` types the file."""
-        import pandas as pd
-
-        if not self.header:
-            return pd.DataFrame()
-        return pd.read_csv(io.StringIO(to_text(self.header, self.rows)))
+        return to_frame(self.header, self.rows)
 
     def shown_problems(self, limit: int = 3) -> str:
         more = len(self.problems) - limit
@@ -204,3 +200,12 @@ def to_text(header: list[str], rows: Iterable[Mapping[str, Any]]) -> str:
     for row in rows:
         writer.writerow([text_value(row.get(column)) for column in header])
     return out.getvalue()
+
+
+def to_frame(header: list[str], rows: Iterable[Mapping[str, Any]]):
+    """Rows as a pandas table, typed as ``pandas.read_csv`` types the file they make."""
+    import pandas as pd
+
+    if not header:
+        return pd.DataFrame()
+    return pd.read_csv(io.StringIO(to_text(header, rows)))

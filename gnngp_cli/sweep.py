@@ -79,17 +79,12 @@ class SweepSummary(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
             return
-        import io
-
-        import pandas as pd  # here, not at the top: Hydra imports this callback for every command
-
-        from .rowfile import to_text
+        from .rowfile import to_frame, to_text   # here, not at the top: Hydra imports this callback for every command
 
         header, rows = collect(sweep_dir, config.get("results_file", "results.csv"))
-        text = to_text(header, rows)
         path = sweep_dir / "summary.csv"
-        atomic_write(path, lambda f: f.write(text))   # a reader never sees half a summary
-        summary = pd.read_csv(io.StringIO(text))
+        atomic_write(path, lambda f: f.write(to_text(header, rows)))   # a reader never sees half a summary
+        summary = to_frame(header, rows)
         failed = int((summary.get("status") != "ok").sum()) if len(summary) else 0
         log.info("sweep summary (%d rows, %d failed): %s\n%s", len(summary), failed, path, console_table(summary))
         global LAST_SWEEP
