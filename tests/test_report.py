@@ -1,4 +1,5 @@
 """The report: paper layout, partial data, error rows, stand-ins, figures, the paper check."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +18,11 @@ def results(tmp_path, rows, name="job"):
     return tmp_path / "runs"
 
 
-def row(dataset, method, test, seed=0, seconds=1.0, layers=2, fraction=None, stamp="2026-01-01T00:00:00", **extra):
+def row(dataset, method, test, seed=0, seconds=1.0, layers=2, fraction=None, stamp="2026-01-01T00:00:00", experiment="table4", **extra):
+    """A result row; by default one a paper preset (Table 4's) ran."""
     return {"status": "ok", "dataset": dataset, "method": method, "test": test, "seed": seed, "run": seed, "layers": layers,
             "landmark_fraction": fraction, "total_seconds": seconds, "n_nodes": 2708, "n_edges": 10556, "timestamp": stamp,
-            "stand_in": "", **extra}
+            "stand_in": "", "experiment": experiment, **extra}
 
 
 def test_tables_in_paper_layout_with_paper_values_and_differences(tmp_path):
@@ -51,8 +53,8 @@ def test_reruns_keep_the_latest_row(tmp_path):
 
 
 def test_partial_and_broken_inputs_never_crash(tmp_path):
-    runs = results(tmp_path, [{"status": "error", "dataset": "reddit", "method": "GCNGP-X", "error": "DatasetUnavailable: no"},
-                              {"dataset": "cora", "method": "GCNGP", "test": 0.828}])
+    runs = results(tmp_path, [{"status": "error", "dataset": "reddit", "method": "GCNGP-X", "error": "DatasetUnavailable: no", "experiment": "table4"},
+                              {"dataset": "cora", "method": "GCNGP", "test": 0.828, "experiment": "table4"}])
     (runs / "job" / "summary.csv").write_text("not,a\n\"broken")
     assert write_report([runs], tmp_path / "report") == 0
     md = (tmp_path / "report" / "table4.md").read_text()
@@ -100,9 +102,10 @@ def test_figures_2_3_4_from_sweeps(tmp_path, monkeypatch):
         for method, t in (("GCN", n / 1e3), ("GCNGP-X", n / 1e4)):
             rows.append(row(f"csbm_{i}", method, 0.8, seconds=t, n_nodes=n, n_edges=10 * n, experiment="figure2"))
     for depth in (2, 4):
-        rows += [row("pubmed", "GCN", 0.76 - depth / 100, layers=depth), row("pubmed", "GCNGP", 0.79, layers=depth)]
+        rows += [row("pubmed", "GCN", 0.76 - depth / 100, layers=depth, experiment="figure3"),
+                 row("pubmed", "GCNGP", 0.79, layers=depth, experiment="figure3")]
     for k in (50, 100, 200):
-        rows.append(row("reddit", "GCNGP-X", 0.94 - k / 1e4, fraction=float(k), landmarks=150000 / k, seconds=100 / k))
+        rows.append(row("reddit", "GCNGP-X", 0.94 - k / 1e4, fraction=float(k), landmarks=150000 / k, seconds=100 / k, experiment="figure4"))
     write_report([results(tmp_path, rows)], tmp_path / "report")
     for name in ("figure2", "figure3", "figure4"):
         assert (tmp_path / "report" / f"{name}.png").stat().st_size > 10_000
@@ -127,7 +130,7 @@ def test_paper_values_cover_both_tables():
 
 
 PAPER_DATASETS = "cora,citeseer,pubmed,arxiv,reddit,chameleon,squirrel,crocodile"
-PRESET_SWEEPS = {  # as the README's "Reproducing the paper" table documents them
+PRESET_SWEEPS = {  # as docs/reproducing.md's table of presets documents them
     "table4": {"dataset": PAPER_DATASETS, "model": "gcn,gcngp,gcngp_x,rbf,rbf_x,ggp,ggp_x"},
     "table5": {"dataset": "pubmed,arxiv,reddit", "model": "gcn,gcn2,gin,sage,gcngp,gcn2gp,gingp,sagegp"},
     "figure1": {"dataset": PAPER_DATASETS, "model": "gcn,gcngp,gcngp_x,rbf,rbf_x,ggp,ggp_x"},
@@ -186,7 +189,7 @@ def test_report_command_line(tmp_path):
 
 def test_paper_check_fails_on_an_error_row_or_a_missing_cell_and_says_which(tmp_path):
     rows = [row("cora", m, v, fraction=1.0 if m.endswith("-X") else None) for m, v in CORA_DETERMINISTIC.items() if m != "GGP"]
-    rows.append({"status": "error", "dataset": "cora", "method": "GGP", "layers": 2, "error": "ResourceError: out of memory"})
+    rows.append({"status": "error", "dataset": "cora", "method": "GGP", "layers": 2, "error": "ResourceError: out of memory", "experiment": "table4"})
     runs = results(tmp_path, rows)
     assert write_report([runs], tmp_path / "r", tolerance=0.002, exclude=NOT_CORA.split(",")) == 1
     check = (tmp_path / "r" / "report.md").read_text().split("## Check")[1]
@@ -210,7 +213,7 @@ def test_rows_with_other_settings_stay_out_of_the_cells_and_are_listed_apart(tmp
     assert t4.loc[("PubMed", "GCN"), "ours_mean"] == pytest.approx(0.76) and t4.loc[("PubMed", "GCN"), "runs"] == 1
     assert t4.loc[("PubMed", "GCNGP"), "ours_mean"] == pytest.approx(0.796)
     assert t4.loc[("Cora", "GCNGP"), "runs"] == 0 and t4.loc[("Cora", "GCNGP-X"), "runs"] == 0
-    apart = (tmp_path / "r" / "report.md").read_text().split("## Rows left out")[1]
+    apart = (tmp_path / "r" / "report.md").read_text().split("## Rows a preset ran")[1]
     assert "PubMed / GCN: 1 row with epochs 3 (preset 100)" in apart
     assert "layers 4 (preset 2)" in apart and "sigma_b 0.5 (preset 0)" in apart
     assert "nugget_grid [0.1, 10, 5] (preset [0.001, 10, 101])" in apart
@@ -242,3 +245,90 @@ def test_figure2_fits_one_family_per_method_and_never_prints_a_negative_slope(tm
     assert not any("slope -" in t for t in legend) and any(t.startswith("GCN: slope not shown") for t in legend)
     decades = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
     assert len(decades) >= 4   # 10^3 .. 10^7: every decade labelled
+
+
+def typed(*overrides):
+    return json.dumps(sorted(overrides))
+
+
+def test_fit_and_compute_runs_stay_apart_from_grid_runs_and_out_of_the_paper_cells(tmp_path):
+    preset = ["experiment=table4", "dataset=cora"]
+    rows = [row("cora", m, v, fraction=1.0 if m.endswith("-X") else None, fit="grid", compute_backend="local",
+                overrides=typed(*preset, f"model={m.lower().replace('-x', '_x')}"), kernel_seconds=1.0, task="classification", metric="accuracy")
+            for m, v in CORA_DETERMINISTIC.items()]
+    rows.append(row("cora", "GCNGP", 0.821, fit="mll", compute_backend="local", fit_seconds=22.0, seconds=23.0,
+                    overrides=typed(*preset, "model=gcngp", "fit=mll"), task="classification", metric="accuracy", stamp="2026-03-01T00:00:00"))
+    rows.append(row("cora", "GCNGP-X", 0.790, fraction=1.0, fit="grid", compute_backend="dask", seconds=40.0,
+                    overrides=typed(*preset, "model=gcngp_x", "compute=dask"), task="classification", metric="accuracy", stamp="2026-03-01T00:00:00"))
+    assert write_report([results(tmp_path, rows)], tmp_path / "r", tolerance=0.002, exclude=NOT_CORA.split(",")) == 0
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "6 deterministic cells checked, 0 unexplained deviations" in report
+    assert "Cora / GCNGP: 1 row with fit=mll" in report and "Cora / GCNGP-X: 1 row with compute=dask" in report
+    t4 = pd.read_csv(tmp_path / "r" / "table4.csv").set_index(["row", "column"])
+    assert t4.loc[("Cora", "GCNGP"), "runs"] == 1 and t4.loc[("Cora", "GCNGP"), "ours_mean"] == pytest.approx(0.828)
+    assert t4.loc[("Cora", "GCNGP-X"), "runs"] == 1 and t4.loc[("Cora", "GCNGP-X"), "ours_mean"] == pytest.approx(0.798)
+    runs = pd.read_csv(tmp_path / "r" / "runs.csv")
+    gcngp = runs[runs["method"] == "GCNGP"].set_index("settings")
+    assert set(gcngp.index) == {"compute=local, fit=grid", "compute=local, fit=mll"}     # never averaged together
+    assert gcngp.loc["compute=local, fit=mll", "test_mean"] == 0.821 and gcngp.loc["compute=local, fit=mll", "fit s"] == 22.0
+    assert set(runs[runs["method"] == "GCNGP-X"]["settings"]) == {"compute=local, fit=grid", "compute=dask, fit=grid"}
+    assert "Settings of every line: `experiment=table4`" in (tmp_path / "r" / "runs.md").read_text()
+
+
+def test_a_sweep_of_no_preset_gets_its_own_table_and_no_paper_table(tmp_path):
+    rows = []
+    for dataset, n in (("cora", 2708), ("citeseer", 3327)):
+        for model, label in (("gcngp", "GCNGP"), ("gcngp_x", "GCNGP-X")):
+            for seed in (0, 1):
+                rows.append(row(dataset, label, 0.7 + seed / 100, seed=seed, experiment="", n_nodes=n, fit="grid", compute_backend="local",
+                                overrides=typed(f"dataset={dataset}", f"model={model}", f"seed={seed}", "landmarks.count=100"),
+                                task="classification", metric="accuracy", kernel_seconds=0.5, inference_seconds=0.1, peak_rss_mb=300.0 + seed))
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "table4.md").write_text("an earlier report's table")
+    assert write_report([results(tmp_path, rows)], tmp_path / "r") == 0
+    runs = pd.read_csv(tmp_path / "r" / "runs.csv")
+    assert len(runs) == 4 and set(runs["runs"]) == {2} and "settings" not in runs.columns     # seeds averaged, nothing else differs
+    assert runs["test_mean"].tolist() == pytest.approx([0.705] * 4) and set(runs["peak MB"]) == {301.0}
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "| CiteSeer | GCNGP-X | 2 | 0.7050 +- 0.0071 |" in report and "`landmarks.count=100`" in report
+    assert "No row was run by a paper preset" in report and "no data for" not in report
+    assert not (tmp_path / "r" / "table4.md").exists() and not (tmp_path / "r" / "figure1.png").exists()
+    assert write_report([results(tmp_path / "b", rows)], tmp_path / "r2", tolerance=0.002) == 1   # nothing to check is a failure
+
+
+def test_every_split_of_a_job_is_kept_and_averaged(tmp_path):
+    rows = [row("chameleon", "GCNGP", 0.6 + i / 100, split_index=i, split_count=3, experiment="", task="regression", metric="r2",
+                overrides=typed("dataset=chameleon", "model=gcngp", "splits=all")) for i in range(3)]
+    write_report([results(tmp_path, rows)], tmp_path / "r")
+    runs = pd.read_csv(tmp_path / "r" / "runs.csv")
+    assert runs["runs"].tolist() == [3] and runs["test_mean"].tolist() == pytest.approx([0.61]) and runs["test_std"].tolist() == pytest.approx([0.01])
+
+
+def test_report_reads_only_the_folders_it_is_given(tmp_path):
+    none = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report"], capture_output=True, text=True, cwd=tmp_path)
+    assert none.returncode == 2 and none.stderr.count("\n") == 1 and "give the folders to read" in none.stderr
+    runs = results(tmp_path, [row("cora", "GCNGP", 0.828)])
+    typo = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(runs), str(tmp_path / "mulitrun")], capture_output=True, text=True)
+    assert typo.returncode == 1 and "mulitrun: not a folder" in typo.stderr and typo.stderr.count("\n") == 1
+
+
+@pytest.mark.paper
+def test_report_of_real_grid_mll_and_dask_runs_on_cora(tmp_path, mirror):
+    """The CLI end to end: a Table 4 preset's grid runs on Cora, the same preset with fit=mll and
+    with compute=dask: apart in Your runs, only the grid rows in the paper cells, the check passes."""
+    from trust_helpers import in_process
+
+    common = [f"data.mirror={mirror}", f"data.root={tmp_path / 'cache'}", "experiment=table4", "dataset=cora"]
+    assert in_process("run", "-m", *common, "model=gcngp,gcngp_x,rbf,rbf_x,ggp,ggp_x", f"hydra.sweep.dir={tmp_path / 'runs' / 'grid'}").returncode == 0
+    assert in_process("run", *common, "model=gcngp", "fit=mll", f"hydra.run.dir={tmp_path / 'runs' / 'mll'}").returncode == 0
+    assert in_process("run", *common, "model=gcngp_x", "compute=dask", f"hydra.run.dir={tmp_path / 'runs' / 'dask'}").returncode == 0
+    out = in_process("report", str(tmp_path / "runs"), "--out", str(tmp_path / "r"), "--check-paper", "0.002", "--exclude", NOT_CORA)
+    assert out.returncode == 0, out.stdout
+    report = (tmp_path / "r" / "report.md").read_text()
+    t4 = pd.read_csv(tmp_path / "r" / "table4.csv").set_index(["row", "column"])
+    assert t4.loc[("Cora", "GCNGP"), "ours_mean"] == pytest.approx(0.828) and t4.loc[("Cora", "GCNGP"), "runs"] == 1
+    assert t4.loc[("Cora", "GCNGP-X"), "runs"] == 1
+    runs = pd.read_csv(tmp_path / "r" / "runs.csv")
+    assert len(runs) == 8 and set(runs["settings"]) == {"compute=local, fit=grid", "compute=local, fit=mll", "compute=dask, fit=grid"}
+    assert "Cora / GCNGP: 1 row with fit=mll" in report and "Cora / GCNGP-X: 1 row with compute=dask" in report
+    assert "6 deterministic cells checked, 0 unexplained deviations, 0 without a result" in report

@@ -283,7 +283,7 @@ def test_gcn2gp_beyond_two_layers_warns_in_run_and_in_figure3(caplog, tmp_path):
     folder.mkdir(parents=True)
     rows = [{"status": "ok", "dataset": "pubmed", "method": m, "test": 0.7, "seed": 0, "run": 0, "layers": layers,
              "landmark_fraction": None, "total_seconds": 1.0, "n_nodes": 19717, "n_edges": 88648,
-             "timestamp": "2026-01-01T00:00:00", "stand_in": ""} for m in ("GCNGP", "GCNIIGP") for layers in (2, 4)]
+             "timestamp": "2026-01-01T00:00:00", "stand_in": "", "experiment": "figure3"} for m in ("GCNGP", "GCNIIGP") for layers in (2, 4)]
     pd.DataFrame(rows).to_csv(folder / "results.csv", index=False)
     write_report([tmp_path / "runs"], tmp_path / "report")
     assert FIGURE3_NOTE in (tmp_path / "report" / "report.md").read_text()

@@ -76,7 +76,7 @@ def dataset_label(name: str, stand_in: str) -> str:
 
 def error_row(cfg: Any, err: BaseException) -> dict:
     try:
-        row = base_row(cfg)
+        row = {**base_row(cfg), "experiment": str(cfg.experiment.name or "")}   # a preset's failed cell names its preset
     except Exception:  # noqa: BLE001 - the config itself may be what is broken
         row = {"status": "error", "version": __version__}
     row.update(status="error", error=f"{type(err).__name__}: {err}".replace("\n", " "), timestamp=now())

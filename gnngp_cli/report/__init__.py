@@ -1,14 +1,18 @@
-"""``gnngp report``: tables and figures of the paper from result CSVs, ours beside theirs.
+"""``gnngp report DIR...``: the user's own runs, and the paper's tables and figures, ours beside theirs.
 
-Reads every ``results.csv`` and ``summary.csv`` under the given folders, keeps the latest row
-of each rerun (same dataset, stand-in, method, depth, landmark fraction and seed), and writes
-each paper table an experiment config lays out (``table4.{md,csv}``, ``table5.{md,csv}``),
-``figure1..4.png``, ``correlation_map.png`` and a ``report.md`` that links them and lists what
-is missing. Partial results, missing columns and error rows are expected and never fatal.
+Reads every ``results.csv`` and ``summary.csv`` under the given folders (only those), keeps the
+latest row of each rerun (same dataset, stand-in, method, depth, landmark fraction, seed, split
+and settings), and writes ``runs.{md,csv}`` (:mod:`.runs`: every run, grouped by the settings
+that tell them apart), then, from the rows a paper preset ran with its own settings
+(:func:`.settings.off_preset`), each paper table an experiment config lays out
+(``table4.{md,csv}``, ``table5.{md,csv}``), ``figure1..4.png``, ``correlation_map.png``, and a
+``report.md`` that holds the runs' tables and links the rest. Partial results, missing columns
+and error rows are expected and never fatal.
 
 - :mod:`.layouts`: the tables and figures as the experiment configs lay them out;
 - :mod:`.reading`: result rows read back, the paper's values;
-- :mod:`.settings`: which rows were run with a preset's own settings;
+- :mod:`.settings`: which rows were run with a preset's own settings, and each row's group;
+- :mod:`.runs`: the tables of the user's own runs;
 - :mod:`.tables`, :mod:`.figures`: the tables and the figures;
 - :mod:`.check`: the check against the paper.
 """
@@ -20,27 +24,58 @@ from typing import Iterable, Optional
 from . import layouts
 from .check import check_paper, checked
 from .figures import FIGURE3_NOTE, correlation_map, figure1, figure2, figure3, figure4
-from .reading import paper_values, read_results
+from .reading import paper_values, preset_runs, read_results
+from .runs import frame as runs_frame
+from .runs import own_runs
 from .settings import left_out
 from .tables import build
+
+FIGURES = {"figure1": figure1, "figure2": figure2, "figure3": figure3, "figure4": figure4}
+SHOWN = 12   # missing cells named in report.md (the table shows every one)
+MEANING = ("One table per task: a line per dataset, method and group of settings, the mean +- std over its runs and splits; "
+           "runs with different settings are never averaged together.")
 
 __all__ = ["FIGURE3_NOTE", "check_paper", "paper_values", "read_results", "write_report"]
 
 
 def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = None, exclude: Iterable[str] = ()) -> int:
-    """Write every table and figure to ``out``; with ``tolerance``, return 1 when a checked cell
-    (a deterministic GP cell, not a stand-in, its dataset not in ``exclude``) deviates from the
-    paper unexplained, or has no result (missing, or only an error row)."""
+    """Write the report of the rows under ``folders`` to ``out``: first the user's own runs
+    (``runs.md``, ``runs.csv``), then the paper's tables and figures made from the rows a paper
+    preset ran with nothing else changed (a table only where such rows are). With ``tolerance``,
+    return 1 when a checked cell of those tables (a deterministic GP cell, not a stand-in, its
+    dataset not in ``exclude``) deviates from the paper unexplained or has no result, or when no
+    row was run by a paper preset."""
     out.mkdir(parents=True, exist_ok=True)
+    for name in [f"{t.name}{suffix}" for t in layouts.tables() for suffix in (".md", ".csv")] + [f"{f}.png" for f in FIGURES] + ["correlation_map.png"]:
+        (out / name).unlink(missing_ok=True)   # what an earlier report wrote here and these rows may not make again
     rows = read_results(folders)
+    ok, failed = int((rows["status"] == "ok").sum()), int((rows["status"] != "ok").sum())
+    lines = ["# gnngp report", "", f"Results read from: {', '.join(str(f) for f in folders)} ({ok} result rows, {failed} error rows).", ""]
+    own = own_runs(rows)
+    runs_frame(own).to_csv(out / "runs.csv", index=False)
+    own_md = "\n".join(t.markdown() for t in own) if own else "No result rows under these folders.\n"
+    (out / "runs.md").write_text("# Your runs\n\n" + MEANING + "\n\n" + own_md)
+    lines += ["## Your runs", "", MEANING + " ([csv](runs.csv))", "", own_md]
+    paper_rows = preset_runs(rows)
+    status = 0
+    if paper_rows.empty:
+        lines += ["## The paper's tables and figures", "", "No row was run by a paper preset (`gnngp run -m experiment=table4`, "
+                  "table5, figure1..figure4) with the preset's own settings, so no paper table or figure is made.", ""]
+        apart = left_out(rows)
+        if apart:
+            lines += ["Rows a preset ran with other settings:", ""] + apart
+        if tolerance is not None:
+            lines += ["", "## Check against the paper", "", "- FAIL: no row to check (none was run by a paper preset with its own settings)."]
+            status = 1
+        (out / "report.md").write_text("\n".join(lines) + "\n")
+        return status
     paper = paper_values()
-    tables = [build(exp, rows, paper) for exp in layouts.tables()]
+    tables = [t for t in (build(exp, rows, paper) for exp in layouts.tables()) if t.filled]
     for table in tables:
         table.frame().to_csv(out / f"{table.name}.csv", index=False)
         (out / f"{table.name}.md").write_text(table.markdown())
-    figures = {"figure1": figure1, "figure2": figure2, "figure3": figure3, "figure4": figure4}
     skipped = {}
-    for name, draw in figures.items():
+    for name, draw in FIGURES.items():
         try:
             reason = draw(rows, out / f"{name}.png")
         except (ValueError, KeyError, TypeError) as err:  # a malformed column never kills the report
@@ -49,10 +84,11 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
             skipped[name] = reason
             (out / f"{name}.png").unlink(missing_ok=True)
     correlation_map(out / "correlation_map.png")
-    lines = ["# gnngp report", "", f"Results read from: {', '.join(str(f) for f in folders)} ({int((rows['status'] == 'ok').sum())} result rows, {int((rows['status'] != 'ok').sum())} error rows).", ""]
-    lines += ["## Tables", ""] + [f"- [{t.title.split(':')[0]}]({t.name}.md) ([csv]({t.name}.csv))" for t in tables] + ["", "## Figures", ""]
+    lines += ["## The paper's tables (rows a paper preset ran with its own settings)", ""]
+    lines += [f"- [{t.title.split(':')[0]}]({t.name}.md) ([csv]({t.name}.csv))" for t in tables] or ["- none: the preset rows fill no table cell"]
+    lines += ["", "## The paper's figures", ""]
     notes = {"figure3": FIGURE3_NOTE}
-    for name in figures:
+    for name in FIGURES:
         lines.append(f"- {name}: " + (f"not drawn: {skipped[name]}" if name in skipped else f"![{name}]({name}.png)"))
         if name in notes and name not in skipped:
             lines.append(f"  Note: {notes[name]}")
@@ -60,18 +96,19 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
     for table in tables:
         missing = [c for c in table.cells.values() if c.n == 0 and c.paper_note != "OOM"]
         if missing:
-            lines.append(f"- {table.name}: no data for " + "; ".join(f"{c.row} / {c.column}" + (f" (error: {c.error[:120]})" if c.error else "") for c in missing))
+            shown = "; ".join(f"{c.row} / {c.column}" + (f" (error: {c.error[:120]})" if c.error else "") for c in missing[:SHOWN])
+            lines.append(f"- {table.name}: no data for {len(missing)} of {len(table.cells)} cells: {shown}" + ("; ..." if len(missing) > SHOWN else "")
+                         + (f" ({table.name}.md has them all)" if len(missing) > SHOWN else ""))
         stand_ins = [c for c in table.cells.values() if c.stand_in and c.n]
         if stand_ins:
             lines.append(f"- {table.name}: stand-ins for " + "; ".join(f"{c.row} / {c.column}: {c.stand_in}" for c in stand_ins))
         single = [c for c in table.cells.values() if c.n == 1 and c.gnn]
         if single:
             lines.append(f"- {table.name}: GNN cells from a single seed (the paper reports 5): " + "; ".join(f"{c.row} / {c.column}" for c in single))
-    apart = left_out(rows, {(c.dataset, c.method) for table in tables for c in table.cells.values()})
+    apart = left_out(rows)
     if apart:
-        lines += ["", "## Rows left out of the tables (not the preset's settings)", ""]
-        lines += ["Only rows run with a preset's own settings fill its cells; these were run otherwise:", ""] + apart
-    status = 0
+        lines += ["", "## Rows a preset ran that its tables and figures leave out", ""]
+        lines += ["Only rows run by a preset with its own settings fill its cells; these were run otherwise (they are in Your runs):", ""] + apart
     if tolerance is not None:
         exclude = sorted(set(exclude))
         unexplained, explained, absent = check_paper(tables, tolerance, exclude)

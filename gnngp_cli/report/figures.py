@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .layouts import display, experiment, model_label
-from .reading import default_depth, preset
+from .reading import default_depth, preset, preset_runs
 
 
 def _plt():
@@ -85,7 +85,7 @@ def figure2(rows: pd.DataFrame, path: Path) -> Optional[str]:
     largest such family), with its number of runs; a negative slope is not a scaling law and is
     not printed as one."""
     methods = [model_label(m) for m in experiment("figure2").models]
-    ok = rows[(rows["status"] == "ok") & rows["method"].isin(methods)].copy()
+    ok = preset_runs(rows[(rows["status"] == "ok") & rows["method"].isin(methods)]).copy()
     ok["size"] = pd.to_numeric(ok["n_nodes"], errors="coerce") + pd.to_numeric(ok["n_edges"], errors="coerce")
     ok = default_depth(ok).dropna(subset=["size", "total_seconds"])
     if ok.empty:
@@ -138,7 +138,7 @@ def figure3(rows: pd.DataFrame, path: Path) -> Optional[str]:
     GCNII and GCNIIGP), captioned with :data:`FIGURE3_NOTE`."""
     exp = experiment("figure3")
     where = " and ".join(display(d) for d in exp.datasets)
-    ok = rows[(rows["status"] == "ok") & rows["dataset"].isin(exp.datasets) & rows["method"].isin([model_label(m) for m in exp.models])]
+    ok = preset_runs(rows[(rows["status"] == "ok") & rows["dataset"].isin(exp.datasets) & rows["method"].isin([model_label(m) for m in exp.models])])
     if ok["layers"].nunique() < 2:
         return f"fewer than two depths on {where}"
     plt = _plt()
@@ -160,13 +160,13 @@ def figure3(rows: pd.DataFrame, path: Path) -> Optional[str]:
 def figure4(rows: pd.DataFrame, path: Path) -> Optional[str]:
     """The experiment's low-rank kernel's (GCNGP-X) test metric and time against the number of landmarks."""
     methods = [model_label(m) for m in experiment("figure4").models]
-    ok = rows[(rows["status"] == "ok") & rows["method"].isin(methods)].dropna(subset=["landmark_fraction"])
+    ok = preset_runs(rows[(rows["status"] == "ok") & rows["method"].isin(methods)]).dropna(subset=["landmark_fraction"])
     ok = ok[ok.groupby("dataset")["landmark_fraction"].transform("nunique") >= 2]
     if ok.empty:
         return f"no landmark sweep ({'/'.join(methods)} at two or more landmark fractions)"
     plt = _plt()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    gcn = rows[(rows["status"] == "ok") & (rows["method"] == "GCN")]
+    gcn = preset(default_depth(rows[(rows["status"] == "ok") & (rows["method"] == "GCN")]))
     for dataset, group in ok.groupby("dataset"):
         stats = group.groupby("landmark_fraction").agg(landmarks=("landmarks", "mean"), test=("test", "mean"), seconds=("total_seconds", "mean")).sort_values("landmarks")
         label = display(dataset) + (" (stand-in)" if group["stand_in"].astype(bool).any() else "")

@@ -25,6 +25,7 @@ class Experiment:
     depths: tuple[int, ...] = ()
     table: dict = field(default_factory=dict)   # experiment.table: title, rows
     low_rank: Any = None                         # the experiment's kernel.low_rank (${dataset.large}: low rank on large datasets)
+    sweeps: tuple[str, ...] = ()                 # the keys its sweep sets (hydra.sweeper.params), its parents' included
 
     def low_rank_on(self, dataset: str) -> bool:
         """Whether the experiment runs its kernels low rank on ``dataset``."""
@@ -45,8 +46,9 @@ def experiment(name: str) -> Experiment:
     for parent in raw.get("defaults", []) or []:
         if isinstance(parent, str) and (config_dir() / "experiment" / f"{parent}.yaml").is_file():
             base = experiment(parent)
-            merged.update(datasets=base.datasets, models=base.models, depths=base.depths, low_rank=base.low_rank)
+            merged.update(datasets=base.datasets, models=base.models, depths=base.depths, low_rank=base.low_rank, sweeps=base.sweeps)
     params = (raw.get("hydra", {}) or {}).get("sweeper", {}).get("params", {}) or {}
+    merged["sweeps"] = tuple(sorted({*merged.get("sweeps", ()), *params}))
     if "dataset" in params:
         merged["datasets"] = _values(params["dataset"])
     if "model" in params:
@@ -56,13 +58,17 @@ def experiment(name: str) -> Experiment:
     if "low_rank" in (raw.get("kernel") or {}):
         merged["low_rank"] = raw["kernel"]["low_rank"]
     return Experiment(name, merged.get("datasets", ()), merged.get("models", ()), merged.get("depths", ()),
-                      dict((raw.get("experiment") or {}).get("table") or {}), merged.get("low_rank"))
+                      dict((raw.get("experiment") or {}).get("table") or {}), merged.get("low_rank"), merged["sweeps"])
+
+
+def names() -> list[str]:
+    """Every experiment preset (``conf/experiment/*.yaml``), by name."""
+    return sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
 
 
 def tables() -> list[Experiment]:
     """The experiments that fill a paper table (those with ``experiment.table``), by name."""
-    names = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
-    return [e for e in (experiment(n) for n in names) if e.table]
+    return [e for e in (experiment(n) for n in names()) if e.table]
 
 
 def is_gnn(model: str) -> bool:

@@ -13,7 +13,7 @@ import pandas as pd
 from ..rowfile import NotAResultsFile, read_rows
 from .settings import annotate
 
-KEY = ["dataset", "stand_in", "n_nodes", "method", "layers", "landmark_fraction", "seed", "settings"]
+KEY = ["dataset", "stand_in", "n_nodes", "method", "layers", "landmark_fraction", "seed", "split_index", "settings", "group"]
 
 
 def paper_values() -> pd.DataFrame:
@@ -28,7 +28,7 @@ def known_deviations() -> pd.DataFrame:
 
 def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     """Every row of every results.csv / summary.csv below ``folders``; reruns deduplicated (the
-    latest of the same dataset, stand-in, method, depth, landmark fraction, seed and settings).
+    latest of the same dataset, stand-in, method, depth, landmark fraction, seed, split and settings).
     Each row is checked as it is read (:mod:`gnngp_cli.rowfile`): malformed rows are left out,
     and a file that is not a regular file (a FIFO would block) or cannot be read is skipped,
     each with a warning naming the file."""
@@ -48,10 +48,11 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
             if found.rows:
                 frames.append(found.frame())
     if not frames:
-        return pd.DataFrame(columns=[*KEY, "status", "test", "timestamp", "differs"])
+        return pd.DataFrame(columns=[*KEY, "status", "test", "val", "timestamp", "differs", "off_preset", "experiment", "task", "metric", "error"])
     rows = pd.concat(frames, ignore_index=True)
     for column in [*KEY, "status", "test", "val", "train", "timestamp", "total_seconds", "n_nodes", "n_edges", "landmarks", "error", "metric",
-                   "experiment", "task", "extra", "sigma_w", "sigma_b", "device", "dtype"]:
+                   "experiment", "task", "extra", "sigma_w", "sigma_b", "device", "dtype", "split_index", "overrides", "fit",
+                   "compute_backend", "kernel_seconds", "inference_seconds", "fit_seconds", "train_seconds", "peak_rss_mb", "peak_cuda_mb"]:
         if column not in rows.columns:
             rows[column] = np.nan
     rows["status"] = rows["status"].fillna("ok")
@@ -62,7 +63,7 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     rows = annotate(rows.drop(columns=["settings"]))
     rows = rows.sort_values("timestamp", na_position="first", kind="stable")
     ok = rows[rows["status"] == "ok"].drop_duplicates(subset=KEY, keep="last")
-    errors = rows[rows["status"] != "ok"].drop_duplicates(subset=["dataset", "method", "layers"], keep="last")
+    errors = rows[rows["status"] != "ok"].drop_duplicates(subset=["dataset", "method", "layers", "group"], keep="last")
     return pd.concat([ok, errors], ignore_index=True)
 
 
@@ -70,6 +71,13 @@ def default_depth(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["layers"] == 2]
 
 
+def preset_runs(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows a paper preset ran with nothing else changed (:func:`.settings.off_preset`): what the
+    paper's tables and figures are made from."""
+    return rows[rows["off_preset"].fillna("") == ""]
+
+
 def preset(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows run with their preset's own settings (see :mod:`.settings`)."""
-    return rows[rows["differs"].fillna("") == ""]
+    """Rows a paper preset ran with a table's own settings (see :mod:`.settings`)."""
+    ran = preset_runs(rows)
+    return ran[ran["differs"].fillna("") == ""]

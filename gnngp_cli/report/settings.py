@@ -9,13 +9,18 @@ dataset's landmark fraction (``landmarks.count`` is not the preset's). :func:`an
 every row a ``settings`` key (what it recorded, for telling reruns apart) and a ``differs``
 description, empty when the row matches; a setting a row did not record (rows written before it
 was recorded) is not held against it.
+
+A row serves a paper table or figure only when it was run *by* a paper preset (``experiment=table4``
+...) with nothing else changed (:func:`preset_run`): the grid fit (not ``fit=mll``), the local
+backend (not ``compute=dask``), and no override beyond the keys the preset sweeps and the
+:data:`NEUTRAL` ones, which change neither a result nor what it measures.
 """
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import fields
-from typing import Any
+from typing import Any, Optional
 
 import pandas as pd
 
@@ -24,6 +29,16 @@ from ..data.registry import DATASETS
 from ..gnn import GNNS
 from ..kernels.architectures import KERNELS, kernel_label
 from ..schema import KernelConfig, NuggetConfig
+from .layouts import experiment, names, tables
+
+# overrides that change neither a row's numbers nor what they measure: where data and outputs
+# live, what the console shows, how many seeds run (a cell counts them), resuming, stand-ins
+# (marked in the cell)
+NEUTRAL = frozenset({"seed", "runs", "repeat_deterministic", "max_memory_gb", "results_file", "progress", "resume",
+                     "experiment", "experiment.stand_in"})
+NEUTRAL_GROUPS = ("data.", "hydra.")
+AVERAGED = frozenset({"seed", "runs", "splits", "dataset.split_index", "dataset.split_seed", "repeat_deterministic"})
+MODEL_KEYS = frozenset({"model", "kernel", "gnn"})   # kernel=<name> and gnn=<name> are spellings of model=<name>
 
 PRESET_DEPTH = 2
 KERNEL_COMMON = {f.name for f in fields(KernelConfig)}
@@ -55,6 +70,68 @@ def expected(dataset: str, method: str, task: str) -> dict[str, Any]:
     out = {"layers": PRESET_DEPTH, "nugget_grid": NUGGET_GRID, **{k: v for k, v in params.items() if isinstance(v, (int, float))}}
     if low_rank:
         out["landmark_fraction"] = default_fraction(dataset)
+    return out
+
+
+def overrides(row: pd.Series) -> Optional[dict[str, str]]:
+    """The overrides a row's job was run with (its ``overrides`` column), key -> value;
+    ``None`` when the row did not record them (rows written before they were recorded)."""
+    raw = row.get("overrides")
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(items, list):
+        return None
+    out = {}
+    for item in items:
+        key, _, value = str(item).partition("=")
+        out[key.lstrip("+~")] = value
+    return out
+
+
+def neutral(key: str) -> bool:
+    return key in NEUTRAL or key.startswith(NEUTRAL_GROUPS)
+
+
+def _text(value: Any, default: str) -> str:
+    return default if value is None or (isinstance(value, float) and math.isnan(value)) or str(value) == "" else str(value)
+
+
+def off_preset(row: pd.Series) -> str:
+    """Why a row may not serve a paper table or figure, ``""`` when it may: it was run by a paper
+    preset (its ``experiment``) with the grid fit, the local backend, and no override beyond the
+    keys the preset sweeps, the model's, and :func:`neutral` ones."""
+    name = _text(row.get("experiment"), "")
+    if name not in names():
+        return "not run by a paper preset" + (f" (experiment={name})" if name else "")
+    reasons = [f"{key}={value}" for key, value, default in (("fit", row.get("fit"), "grid"), ("compute", row.get("compute_backend"), "local"))
+               if _text(value, default) != default]
+    typed = overrides(row) or {}
+    swept = set(experiment(name).sweeps)
+    reasons += [f"{key}={value}" for key, value in sorted(typed.items())
+                if not (neutral(key) or key in swept or (key in MODEL_KEYS and "model" in swept)) and f"{key}={value}" not in reasons]
+    return ", ".join(reasons)
+
+
+def group_settings(row: pd.Series) -> dict[str, str]:
+    """The settings that tell a row's group of runs from another's (:mod:`.runs`): its overrides
+    but the dataset and model (a table's rows), what only varies runs (:data:`AVERAGED`: seeds,
+    splits) and what changes no result (:func:`neutral`: paths, console, resuming), with its
+    fit, backend, device and dtype. A row that recorded no overrides: its recorded settings."""
+    typed = overrides(row)
+    if typed is None:
+        out = {key: _show(value) for key, value in recorded(row).items()}
+    else:
+        out = {key: value for key, value in typed.items()
+               if key not in MODEL_KEYS | {"dataset"} and key not in AVERAGED and (not neutral(key) or key.startswith("experiment"))}
+    out["fit"] = out.get("fit") or _text(row.get("fit"), "grid")
+    out["compute"] = out.get("compute") or _text(row.get("compute_backend"), "local")
+    for key in ("device", "dtype"):
+        if key not in out and _text(row.get(key), ""):
+            out[key] = _text(row.get(key), "")
     return out
 
 
@@ -116,24 +193,29 @@ def _show(value: Any) -> str:
 
 
 def annotate(rows: pd.DataFrame) -> pd.DataFrame:
-    """Add ``settings`` (what each row recorded, as canonical JSON) and ``differs``."""
+    """Add ``settings`` (what each row recorded, as canonical JSON), ``differs`` (from the table's
+    preset), ``off_preset`` (:func:`off_preset`) and ``group`` (:func:`group_settings`, as JSON)."""
     rows = rows.copy()
     if rows.empty:
-        rows["settings"], rows["differs"] = pd.Series(dtype=str), pd.Series(dtype=str)
+        for column in ("settings", "differs", "off_preset", "group"):
+            rows[column] = pd.Series(dtype=str)
         return rows
     rows["settings"] = [json.dumps(recorded(r), sort_keys=True, default=str) for _, r in rows.iterrows()]
     rows["differs"] = [differences(r) if r.get("status", "ok") == "ok" else "" for _, r in rows.iterrows()]
+    rows["off_preset"] = [off_preset(r) for _, r in rows.iterrows()]
+    rows["group"] = [json.dumps(group_settings(r), sort_keys=True) for _, r in rows.iterrows()]
     return rows
 
 
-def left_out(rows: pd.DataFrame, cells: set[tuple[str, str]]) -> list[str]:
-    """One line per (dataset, method) cell: the rows kept out of it and the setting that differs."""
+def left_out(rows: pd.DataFrame) -> list[str]:
+    """One line per (dataset, method) of the rows a paper preset ran that its tables and figures
+    leave out, and why: an override beyond the preset's (``fit=mll``, ``compute=dask``...) or, for
+    a table's preset, a setting that differs from the table's."""
+    ran = rows[(rows["status"] == "ok") & rows["experiment"].fillna("").astype(str).isin(names())]
+    tabled = ran["experiment"].isin([e.name for e in tables()])   # a figure's sweep (depth, landmarks) is its own
+    why = ran["off_preset"].where(ran["off_preset"] != "", ran["differs"].where(tabled, ""))
     lines = []
-    apart = rows[(rows["status"] == "ok") & (rows["differs"] != "")]
-    for (dataset, method), group in apart.groupby(["dataset", "method"], sort=True):
-        if (dataset, method) not in cells:
-            continue
-        reasons = group["differs"].value_counts()
+    for (dataset, method), reasons in why[why != ""].groupby([ran["dataset"], ran["method"]], sort=True):
         lines.append(f"- {DATASETS[dataset].display if dataset in DATASETS else dataset} / {method}: "
-                     + "; ".join(f"{n} row{'s' if n > 1 else ''} with {why}" for why, n in reasons.items()))
+                     + "; ".join(f"{n} row{'s' if n > 1 else ''} with {reason}" for reason, n in reasons.value_counts().items()))
     return lines

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..kernels import KERNELS
 from .layouts import Experiment, display, gnn_methods, is_gnn, model_label
-from .reading import default_depth, preset
+from .reading import default_depth, preset, preset_runs
 from .settings import default_fraction
 
 
@@ -69,6 +69,11 @@ class Table:
     columns: list[str]
     cells: dict = field(default_factory=dict)
 
+    @property
+    def filled(self) -> bool:
+        """Whether any cell has a result or an error row (a preset's run)."""
+        return any(c.n or c.error for c in self.cells.values())
+
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([
             {"row": c.row, "column": c.column, "ours_mean": c.mean, "ours_std": c.std, "runs": c.n, "paper": c.paper,
@@ -87,7 +92,7 @@ class Table:
     def fill(self, row: str, column: str, dataset: str, method: str, low_rank: bool, rows: pd.DataFrame, paper: pd.DataFrame) -> None:
         """The cell of ``method`` (a label) on ``dataset``: its rows run with the preset's settings
         at depth 2 (a low-rank kernel's with the dataset's landmark fraction), or its error."""
-        ok, bad = preset(default_depth(rows[rows["status"] == "ok"])), rows[rows["status"] != "ok"]
+        ok, bad = preset(default_depth(rows[rows["status"] == "ok"])), preset_runs(rows[rows["status"] != "ok"])
         picked = ok[(ok["dataset"] == dataset) & (ok["method"] == method)]
         failed = bad[(bad["dataset"] == dataset) & (bad["method"] == method)]
         gnn = method in gnn_methods()
