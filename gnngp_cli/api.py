@@ -1,24 +1,87 @@
-"""Python entry points: compose the same config as ``gnngp run`` and run it in-process.
+"""The Python API: the same configs, checks and GP job as ``gnngp run``, from a notebook.
 
-    >>> from gnngp_cli.api import compose, run
-    >>> rows = run(["dataset=cora", "kernel=gcngp_x"])
+    >>> from gnngp_cli import NodeGP, load_dataset
+    >>> data = load_dataset("cora")                  # the PyG Data `gnngp run dataset=cora` uses
+    >>> gp = NodeGP(kernel="gcngp").fit(data)       # the nugget chosen on data.val_mask
+    >>> round(gp.score(), 4)                         # accuracy on data.test_mask
+    0.828
+    >>> pred = gp.predict()                          # every node: mean, variance, probabilities
+
+Settings are the command line's keys, as keyword arguments: ``NodeGP(kernel="gcngp_x",
+landmarks={"count": 100}, dtype="float64")``, or with the dotted key spelled ``__``
+(``kernel__layers=3``) or given in a mapping (``**{"nugget.num": 51}``). A mistake raises
+:class:`~gnngp_cli.errors.ConfigError` (a :class:`~gnngp_cli.errors.GnngpError`) whose message is
+the line ``gnngp run`` prints. :func:`run` runs a whole job from command-line overrides and
+returns its rows.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence, Union
 
+import torch
 from omegaconf import DictConfig
 
 from .backends import compute_options
+from .backends.local import LocalBackend
+from .cli_errors import check_group_choices, one_line
 from .compose import compose as compose_config
-from .config import needs_validation
+from .config import needs_validation, validate
+from .data.container import GraphData
+from .data.graph import make_undirected
+from .errors import ConfigError, DatasetError, GnngpError, ResourceError
 from .execute import run_job
 from .invariants import checked_rows
+from .job.gp import GPJob, GPRun
+from .job.loading import adopt_graph, load_graph
+from .kernels.planner import exact_kernel
+from .metrics import Prediction as MetricInput
+from .metrics import Scores
+
+__all__ = ["ConfigError", "DatasetError", "GnngpError", "NodeGP", "Prediction", "ResourceError", "compose", "load_dataset", "run"]
+
+Nodes = Union[torch.Tensor, Sequence[int], None]
+PROBABILITY_DRAWS = 1024      # Monte-Carlo draws of the class scores per node
+KERNEL_MATRIX_ENTRIES = 10**8  # kernel_matrix is for small sets: at most this many entries
+
+
+def overrides_of(settings: Mapping[str, Any]) -> list[str]:
+    """Keyword settings as command-line overrides: ``{"landmarks": {"count": 100}}`` and
+    ``{"landmarks__count": 100}`` and ``{"landmarks.count": 100}`` are ``landmarks.count=100``;
+    ``None`` is ``null``, booleans ``true``/``false``, lists ``[a,b]``."""
+    out = []
+    for key, value in settings.items():
+        key = key.replace("__", ".")
+        if isinstance(value, Mapping):
+            out += overrides_of({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            out.append(f"{key}={_value(value)}")
+    return out
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_value(v) for v in value) + "]"
+    return str(value)
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
-    """The composed, typed config for these Hydra overrides (no output dir is created)."""
-    return compose_config(overrides, compute_options(), config_name)
+    """The composed, typed config of these overrides, as ``gnngp run`` composes it (no output
+    folder is made); a mistake raises :class:`ConfigError` with the command line's one line."""
+    overrides = list(overrides)
+    spelled = {"model": key for key in ("kernel", "gnn", "model") for o in overrides if o.lstrip("+~").startswith(key + "=")}
+    check_group_choices(overrides)
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return compose_config(overrides, compute_options(), config_name)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise ConfigError(one_line(err, spelled)) from None
 
 
 def run(overrides: Sequence[str] = (), cfg: Optional[DictConfig] = None) -> list[dict]:
@@ -26,3 +89,225 @@ def run(overrides: Sequence[str] = (), cfg: Optional[DictConfig] = None) -> list
     a row whose metric is not a number is an error row, as in ``gnngp run``."""
     cfg = cfg if cfg is not None else compose(overrides)
     return checked_rows(run_job(cfg), validation=needs_validation(cfg))
+
+
+def load_dataset(name: str, **settings: Any):
+    """The graph ``gnngp run dataset=<name>`` runs on, as a PyG ``Data`` (or gnngp's
+    ``GraphData``, the same fields), with its ``train_mask``, ``val_mask`` and ``test_mask``,
+    ``task``, ``num_classes`` and ``metric``. ``settings`` are the command line's keys; a key of
+    the dataset may be given bare: ``load_dataset("chameleon", split_index=3)``, or
+    ``data={"mirror": "/data/mirror"}``. :class:`NodeGP` fitted on it composes the same config
+    as ``gnngp run`` with these settings."""
+    from .schema import DatasetConfig, RunConfig, config_fields
+
+    dataset_keys, top = set(config_fields(DatasetConfig)), set(config_fields(RunConfig))
+    scoped = {(f"dataset.{k}" if k in dataset_keys and k not in top else k): v for k, v in settings.items()}
+    overrides = [f"dataset={name}", *overrides_of(scoped)]
+    cfg = compose(overrides)
+    if cfg.method == "gnn":
+        raise ConfigError("load_dataset takes dataset settings, not a GNN; give the model to NodeGP")
+    data = load_graph(cfg).data
+    data.gnngp_overrides = overrides   # what NodeGP composes with, so that it runs what gnngp run runs
+    return data
+
+
+@dataclass
+class Prediction:
+    """What :meth:`NodeGP.predict` returns for ``nodes`` (in the order asked): the posterior
+    ``mean`` (``n x classes``: the one-hot regression's, for classification; ``n`` for
+    regression), the latent posterior ``variance`` (``n``: the variance of each output, the one
+    ``gnngp run``'s ``var_correct``/``var_wrong`` average), and for classification the class
+    ``probabilities`` (``n x classes``) and ``labels`` (the argmax of the mean). For regression,
+    ``predictive_variance = output_scale * (variance + noise)``, the variance of a new observation."""
+
+    nodes: torch.Tensor
+    mean: torch.Tensor
+    variance: torch.Tensor
+    probabilities: Optional[torch.Tensor] = None
+    labels: Optional[torch.Tensor] = None
+    predictive_variance: Optional[torch.Tensor] = None
+
+
+class NodeGP:
+    """A GP with a GNN kernel on the nodes of one graph, fitted as ``gnngp run`` fits it: the
+    same composed and validated config, the same job (:class:`~gnngp_cli.job.gp.GPJob`: landmarks,
+    the candidates chosen on validation, ``fit=mll``, the nugget chosen on the validation nodes),
+    on this process's device (``compute=local``).
+
+    ``kernel``: a kernel name of ``gnngp run kernel=...`` (``gcngp``, ``gcngp_x``, ``sagegp``...);
+    ``settings``: the command line's keys (see the module docstring)."""
+
+    def __init__(self, kernel: str = "gcngp", **settings: Any):
+        self.kernel = kernel
+        self.settings = overrides_of(settings)
+        if any(o.split("=", 1)[0] in ("dataset", "model", "gnn") for o in self.settings):
+            raise ConfigError("NodeGP takes its graph in fit(data) and its kernel as kernel=...; load a dataset with load_dataset(name, ...)")
+        self.config = compose([f"kernel={kernel}", *self.settings])   # checked now: a typo fails here, not at fit
+        validate(self.config)
+        if self.config.method == "gnn":
+            raise ConfigError(f"NodeGP takes a GP kernel, and {kernel} is a GNN; use gnngp run gnn={kernel} for the GNN baseline")
+        if self.config.compute.backend != "local":
+            raise ConfigError(f"NodeGP computes in this process (compute=local); for compute={self.config.compute.backend} use gnngp run")
+        self._run: Optional[GPRun] = None
+
+    # -- fitting -----------------------------------------------------------------------------
+    def fit(self, data: Any, train: Nodes = None, val: Nodes = None, test: Nodes = None) -> "NodeGP":
+        """Fit on ``data`` (a PyG ``Data`` with ``x``, ``edge_index`` and ``y``): its
+        ``train_mask``/``val_mask``/``test_mask``, or the node indices ``train``, ``val`` and
+        ``test`` given here (which replace the masks). Integer ``y`` is classification, floating
+        ``y`` regression. Returns ``self``; :attr:`row` is the result row ``gnngp run`` writes."""
+        graph_overrides = list(getattr(data, "gnngp_overrides", None) or [])
+        own = not graph_overrides
+        if own:
+            graph_overrides = ["dataset=custom"]
+        self.config = compose([*graph_overrides, f"kernel={self.kernel}", *self.settings])
+        graph = _adopt(data, train, val, test, own, self.config)
+        backend = LocalBackend(self.config, graph)
+        with backend:
+            self._backend = backend
+            self._run = next(GPJob(self.config, backend).runs())
+        return self
+
+    @property
+    def row(self) -> dict:
+        """The result row of the fit: the columns of ``gnngp run``'s ``results.csv``."""
+        return self._fitted().row
+
+    @property
+    def nugget(self) -> float:
+        """The chosen nugget (relative to the kernel's mean diagonal, as the row's ``nugget``)."""
+        return self._fitted().result.nugget
+
+    # -- prediction --------------------------------------------------------------------------
+    def predict(self, nodes: Nodes = None) -> Prediction:
+        """The posterior at ``nodes`` (a boolean mask or node indices; default: every node)."""
+        run, backend = self._fitted(), self._backend
+        ids = self._ids(nodes)
+        evaluated = run.evaluated
+        features, prior = backend.prediction_rows(evaluated.kernel, ids, evaluated.arch, evaluated.ctx)
+        posterior, eps = run.result.posterior, run.result.eps
+        at = torch.arange(ids.numel(), device=ids.device)
+        mean = posterior.mean(features, at, eps)
+        variance = posterior.variance(features, at, eps, prior)
+        if backend.info.task == "regression":
+            scale = posterior.output_scale(eps)
+            return Prediction(ids, mean[:, 0], variance, predictive_variance=scale * (variance.double() + float(eps)))
+        scale = posterior.output_scale(eps) / mean.size(1)   # the output scale of one class's column
+        return Prediction(ids, mean, variance, _probabilities(mean, variance * scale), mean.argmax(1))
+
+    def score(self, nodes: Nodes = None) -> float:
+        """The run's metric (accuracy, ROC-AUC or R^2, as ``gnngp run`` reports it) on ``nodes``
+        (default: the test nodes); the true values are the graph's ``y`` there."""
+        run = self._fitted()
+        ids = self._ids(nodes) if nodes is not None else self._backend._nodes("test")
+        mean = self.predict(ids).mean
+        mean = mean[:, None] if mean.dim() == 1 else mean
+        from .metrics import METRICS
+
+        metric = METRICS[run.row["metric"]]
+        scores = Scores()
+        scores.add("score", metric, MetricInput(mean[:, None, :], self._backend.data.y[ids]))
+        return float(scores.value("score")[0])
+
+    def kernel_matrix(self, rows: Nodes, cols: Nodes = None) -> torch.Tensor:
+        """``K[rows, cols]`` of the fitted kernel (its chosen candidate and fitted values; the
+        low-rank kernel's ``Q[rows] Q[cols]^T``), for small node sets."""
+        run, backend = self._fitted(), self._backend
+        rows = self._ids(rows)
+        cols = rows if cols is None else self._ids(cols)
+        if rows.numel() * cols.numel() > KERNEL_MATRIX_ENTRIES:
+            raise ResourceError(f"kernel_matrix of {rows.numel():,} x {cols.numel():,} nodes is over {KERNEL_MATRIX_ENTRIES:,} entries; "
+                                "ask for smaller node sets (predict gives means and variances of any number of nodes)")
+        evaluated = run.evaluated
+        if evaluated.ctx.low_rank:
+            root = evaluated.kernel.kernel
+            return root.root[root.positions(rows)] @ root.root[root.positions(cols)].T
+        union, inverse = torch.unique(torch.cat([rows, cols]), return_inverse=True)
+        backend.check_exact_memory(evaluated.arch, evaluated.ctx, union, union)
+        kernel, _ = exact_kernel(evaluated.arch.network, evaluated.ctx, union, union,
+                                 before_square=lambda every: backend.check_exact_memory(evaluated.arch, evaluated.ctx, every, None))
+        dense = kernel.dense()
+        return dense[inverse[: rows.numel()]][:, inverse[rows.numel():]]
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _fitted(self) -> GPRun:
+        if self._run is None:
+            raise ConfigError("this NodeGP is not fitted; call gp.fit(data) first")
+        return self._run
+
+    def _ids(self, nodes: Nodes) -> torch.Tensor:
+        n, device = self._backend.info.num_nodes, self._backend.device
+        if nodes is None:
+            return torch.arange(n, device=device)
+        return _node_ids(nodes, n, "nodes").to(device)
+
+
+def _node_ids(nodes: Any, n: int, what: str) -> torch.Tensor:
+    """Node indices from a boolean mask of ``n`` entries or a sequence of indices in ``[0, n)``."""
+    ids = torch.as_tensor(nodes)
+    if ids.dtype == torch.bool:
+        if ids.numel() != n:
+            raise DatasetError(f"{what}: a mask of {ids.numel()} entries for a graph of {n} nodes; give one entry per node, or node indices")
+        return ids.nonzero().view(-1)
+    if ids.is_floating_point() or ids.dim() > 1:
+        raise DatasetError(f"{what}: give a boolean mask or a 1-D tensor of node indices (got {ids.dtype}, shape {tuple(ids.shape)})")
+    ids = ids.view(-1).long()
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
+        raise DatasetError(f"{what}: node indices must lie in [0, {n}) (got {int(ids.min())}..{int(ids.max())})")
+    return ids
+
+
+def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: DictConfig):
+    """``data`` as the job's graph: a graph of the caller's own gets gnngp's fields (masks, task,
+    class count, an undirected edge list, float features), as a custom dataset would."""
+    for key in ("x", "edge_index", "y"):
+        if getattr(data, key, None) is None:
+            raise DatasetError(f"the graph has no {key}; NodeGP.fit needs x (features), edge_index and y (targets)")
+    n = int(data.x.size(0))
+    given = {"train_mask": train, "val_mask": val, "test_mask": test}
+    masks = {}
+    for key, nodes in given.items():
+        if nodes is not None:
+            mask = torch.zeros(n, dtype=torch.bool)
+            mask[_node_ids(nodes, n, key.replace("_mask", ""))] = True
+            masks[key] = mask
+        elif getattr(data, key, None) is not None:
+            mask = torch.zeros(n, dtype=torch.bool)
+            mask[_node_ids(torch.as_tensor(data[key]).cpu(), n, key)] = True
+            masks[key] = mask
+        else:
+            raise DatasetError(f"the graph has no {key}; give data.{key} or the node indices, e.g. gp.fit(data, {key.split('_')[0]}=...)")
+    if not own and not any(v is not None for v in given.values()):
+        return adopt_graph(cfg, data)
+    y = data.y.view(-1) if data.y.dim() > 1 and data.y.size(1) == 1 else data.y
+    task = str(getattr(data, "task", "") or ("regression" if y.is_floating_point() else "classification"))
+    if task == "classification" and y.is_floating_point():
+        raise DatasetError("y holds real numbers but the task is classification; give integer class ids, or floats for regression")
+    num_classes = int(y.max()) + 1 if task == "classification" and y.numel() else 0
+    edge_index = data.edge_index.cpu() if own else data.edge_index
+    graph = GraphData(x=data.x.float() if not data.x.is_floating_point() else data.x, y=y,
+                      edge_index=make_undirected(edge_index, n) if own else edge_index, **masks)
+    graph.task, graph.num_classes = task, num_classes
+    graph.name = str(getattr(data, "name", "") or cfg.dataset.name)
+    graph.split = "given" if any(v is not None for v in given.values()) else str(getattr(data, "split", "masks"))
+    graph.stand_in = ""
+    cfg.dataset.task = task
+    return adopt_graph(cfg, graph)
+
+
+def _probabilities(mean: torch.Tensor, variance: torch.Tensor, draws: int = PROBABILITY_DRAWS, seed: int = 0) -> torch.Tensor:
+    """Class probabilities of Gaussian class scores: each node's scores ``N(mean_c, variance)``,
+    independent across classes, and the share of ``draws`` Monte-Carlo draws (seeded: the same
+    every call) in which each class scores highest. Rows go in blocks of at most 10^7 draws."""
+    n, classes = mean.shape
+    gen = torch.Generator(device=mean.device).manual_seed(seed)
+    out = torch.empty(n, classes, dtype=torch.float64, device=mean.device)
+    std = variance.clamp_min(0).sqrt().double()
+    block = max(1, 10**7 // (draws * classes))
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        noise = torch.randn(stop - start, draws, classes, generator=gen, dtype=torch.float64, device=mean.device)
+        scores = mean[start:stop, None, :].double() + std[start:stop, None, None] * noise
+        out[start:stop] = torch.nn.functional.one_hot(scores.argmax(-1), classes).double().mean(1)
+    return out
+

@@ -18,7 +18,7 @@ from ..job.loading import LoadedGraph, reuse
 from ..job.rows import dataset_label
 from ..kernels import Architecture, BaseKernel, Kernel, KernelContext
 from ..kernels.architectures import KernelEntry
-from ..kernels.blocks import branch_count
+from ..kernels.blocks import branch_count, graph_operators
 from ..kernels.planner import exact_kernel, pair_plan_fits
 from ..runtime import current_rss_bytes, memory_limit_bytes, peak_cuda_mb, peak_rss_mb
 
@@ -134,7 +134,10 @@ class LocalBackend:
 
     def estimate(self, arch: Architecture, ctx: KernelContext, landmarks: Optional[Tensor], fit: bool) -> Estimate:
         """The run's peak memory and time class (:mod:`gnngp_cli.job.estimate`), before computing;
-        a fit of an exact kernel is refused here when its square training block would not fit."""
+        a fit of an exact kernel is refused here when its square training block would not fit.
+        The graph operators the network applies are built first (the run needs them, and the
+        exact planning reads them): the process's memory then holds them, and its peak their build."""
+        graph_operators(arch.network, ctx.adjacency)
         train, target = self.train_ids(), self._nodes()
         if fit and landmarks is None:
             self.check_exact_memory(arch, ctx, train, None)
@@ -173,6 +176,24 @@ class LocalBackend:
     def reduce(self, k: LocalKernel, fn: Callable[[RowGroup], Any], combine: Callable[..., Any]) -> Any:
         """``fn`` on one row group: every labelled node."""
         return fn(local_group(k, {key: self._nodes(key) for key in SPLITS}, self.data.y))
+
+    def prediction_rows(self, k: LocalKernel, nodes: Tensor, arch: Architecture, ctx: KernelContext) -> tuple[Tensor, Optional[Tensor]]:
+        """The posterior's prediction features ``F`` of ``nodes`` and, for the exact strategy,
+        their prior variances ``diag K``: read from ``k`` where it holds their rows (a root over
+        every node; the labelled nodes of an exact kernel), else from the exact kernel evaluated
+        again on them (with the training nodes, after the same memory check as a run's)."""
+        if k.kernel.nodes is not None and not bool(torch.isin(nodes, k.kernel.nodes).all()):
+            train = self.train_ids()
+            rows = torch.unique(torch.cat([nodes, train]))
+            self.check_exact_memory(arch, ctx, rows, train)
+            kernel, _ = exact_kernel(arch.network, ctx, rows, train, before_square=lambda every: self.check_exact_memory(arch, ctx, every, None))
+            again = local_kernel(kernel, train, k.diagonal, k.strategy == "low_rank")
+            if again.strategy != k.strategy:
+                raise ResourceError(f"the {arch.label} kernel on these nodes is held as {again.strategy}, not {k.strategy} as at the fit; "
+                                    "predict the labelled nodes, or use the low-rank kernel")
+            k = again
+        features = k.features[k.kernel.positions(nodes)]
+        return features, (k.diagonal[nodes] if k.strategy == "exact" else None)
 
     def columns(self) -> dict:
         return dict(device=str(self.device), peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(self.device), compute_backend=self.name, workers=1)

@@ -83,6 +83,17 @@ class GPRun:
     choice: dict
     result: GPResult
     fitted: Optional[FitResult] = None
+    evaluated: Optional["Evaluated"] = None   # the chosen kernel as the backend holds it: what predicts other nodes (the Python API)
+
+
+@dataclass
+class Evaluated:
+    """The chosen candidate's kernel: its architecture, the context it was evaluated in (fitted
+    base kernel included) and the kernel as the backend holds it."""
+
+    arch: Any
+    ctx: Any
+    kernel: Any
 
 
 class GPJob:
@@ -153,6 +164,7 @@ class GPJob:
             tell("kernel starting")
             with kernel_watch.measure():
                 kernel = backend.evaluate(arch, ctx)
+            last["evaluated"] = Evaluated(arch, ctx, kernel)
             done["layers"] = layers
             tell("posterior")
             with inference_watch.measure():
@@ -161,7 +173,7 @@ class GPJob:
             tell("posterior done")
             return out
 
-        chosen = choices[0]
+        chosen, last = choices[0], {}
         with progress:
             if len(choices) > 1:  # score every candidate on validation, then predict with the best (the first on ties)
                 scores = []
@@ -171,7 +183,9 @@ class GPJob:
                 chosen = choices[best_index(scores)]
                 done["candidate"] = ""
             result = evaluate(chosen, validation_only=False)
-        return self.finish(index, seed, chosen, landmarks, estimate, fitted, result, kernel_watch, inference_watch)
+        run = self.finish(index, seed, chosen, landmarks, estimate, fitted, result, kernel_watch, inference_watch)
+        run.evaluated = last["evaluated"]
+        return run
 
     def with_grid(self, estimate: Estimate, landmarks: Optional[torch.Tensor], n_train: int) -> Estimate:
         """The estimate with the nugget grid counted (:func:`~.estimate.grid_bytes`); a grid that

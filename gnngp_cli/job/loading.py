@@ -7,7 +7,7 @@ from typing import Any, Optional
 import torch
 
 from ..config import needs_validation, resolve_method_defaults, validate
-from ..data import Adjacency, DataStore, load_dataset
+from ..data import Adjacency, DataStore, check_graph, load_dataset
 from ..metrics import resolve_metric
 from ..runtime import Stopwatch, resolve_device, start_job
 from .backend import GraphInfo
@@ -52,16 +52,32 @@ def load_graph(cfg: Any) -> LoadedGraph:
     validate(cfg)
     device = resolve_device(cfg.device)
     start_job(device)
-    dtype = getattr(torch, cfg.dtype)
     store = DataStore.of(cfg.data)
     watch = Stopwatch(device)
     with watch.measure():
         data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in, validation=needs_validation(cfg)).to(device)
+    return prepared(cfg, data, device, watch.seconds)
+
+
+def adopt_graph(cfg: Any, data: Any) -> LoadedGraph:
+    """A graph the caller holds (the Python API: a PyG ``Data`` of their own, or one
+    :func:`load_graph` loaded before) as a job's loaded graph: validated as every loader's graph
+    is (:func:`~gnngp_cli.data.check_graph`), moved to the job's device."""
+    validate(cfg)
+    device = resolve_device(cfg.device)
+    start_job(device)
+    check_graph(data, validation=needs_validation(cfg))
+    return prepared(cfg, data.to(device), device, 0.0)
+
+
+def prepared(cfg: Any, data: Any, device: torch.device, load_seconds: float) -> LoadedGraph:
+    """``data`` on ``device`` for ``cfg``'s job: the validation labels hidden with
+    ``dataset.hide_val``, the method's ``null`` settings given the dataset's defaults, its metric resolved."""
     if cfg.dataset.hide_val:  # no validation labels at all (fit=mll)
         data.val_mask = torch.zeros_like(data.val_mask)
     resolve_method_defaults(cfg, data.task)
     data.metric = resolve_metric(cfg.dataset.get("metric"), data.task, data.num_classes, str(cfg.dataset.name).lower())
-    return LoadedGraph(data, device, dtype, watch.seconds, int(data.edge_index.size(1)))
+    return LoadedGraph(data, device, getattr(torch, cfg.dtype), load_seconds, int(data.edge_index.size(1)))
 
 
 def reuse(cfg: Any, graph: Optional[LoadedGraph]) -> LoadedGraph:

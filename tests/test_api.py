@@ -1,0 +1,118 @@
+"""The Python API (gnngp_cli.api): NodeGP and load_dataset run the CLI's job, on the CLI's
+configs, with its errors; and on a PyG Data of one's own."""
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from gnngp_cli import NodeGP, load_dataset
+from gnngp_cli.api import run
+from gnngp_cli.errors import ConfigError, DatasetError, GnngpError
+from trust_helpers import in_process
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
+
+
+@pytest.fixture(scope="module")
+def cora(mirror, tmp_path_factory):
+    return load_dataset("cora", data={"mirror": str(mirror), "root": str(tmp_path_factory.mktemp("cache"))})
+
+
+@pytest.mark.parametrize("kernel", ["gcngp", "gcngp_x"])
+def test_nodegp_on_cora_is_gnngp_run(cora, kernel):
+    gp = NodeGP(kernel=kernel).fit(cora)
+    [row] = run([*cora.gnngp_overrides, f"kernel={kernel}"])
+    assert gp.score() == row["test"] == gp.row["test"] and gp.nugget == row["nugget"]
+    assert gp.score() == {"gcngp": 0.828, "gcngp_x": 0.798}[kernel]   # the paper's Table 4 values
+    test = cora.test_mask.nonzero().view(-1)
+    pred = gp.predict(cora.test_mask)
+    assert torch.equal(pred.nodes, test) and pred.mean.shape == (1000, 7) and pred.probabilities.shape == (1000, 7)
+    right = pred.labels == cora.y[test]
+    assert float(right.double().mean()) == row["test"]
+    assert float(pred.variance[right].mean()) == pytest.approx(row["var_correct"], rel=1e-5)   # the CLI's variances
+    assert float(pred.variance[~right].mean()) == pytest.approx(row["var_wrong"], rel=1e-5)
+    assert torch.allclose(pred.probabilities.sum(1), torch.ones(1000, dtype=torch.float64))
+    assert torch.equal(gp.predict(test[:10]).probabilities, pred.probabilities[:10])   # seeded draws: the same every call
+
+
+def graph(n=200, seed=0, regression=False):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 6, generator=g)
+    y = x[:, 0] * 2 + 0.1 * torch.randn(n, generator=g) if regression else (x[:, 0] > 0).long() + (x[:, 1] > 0).long()
+    return Data(x=x, edge_index=torch.randint(0, n, (2, 4 * n), generator=g), y=y)
+
+
+SPLIT = dict(train=torch.arange(80), val=torch.arange(80, 120), test=torch.arange(120, 180))   # nodes 180.. are unlabelled
+
+
+@pytest.mark.parametrize("kernel", ["gcngp", "sagegp", "gcngp_x"])
+def test_own_graph_predicts_every_node_alike(kernel):
+    data = graph()
+    gp = NodeGP(kernel=kernel, dtype="float64").fit(data, **SPLIT)
+    assert gp.row["dataset"] == "custom" and gp.row["metric"] == "accuracy" and gp.score() == gp.row["test"]
+    every = gp.predict()          # the unlabelled nodes too: an exact kernel is evaluated again on them
+    some = gp.predict(torch.tensor([190, 5, 130]))
+    assert every.mean.shape == (200, 3)
+    torch.testing.assert_close(some.mean, every.mean[[190, 5, 130]])
+    torch.testing.assert_close(some.variance, every.variance[[190, 5, 130]])
+    assert (every.variance >= 0).all() and float(every.variance[180:].mean()) > float(every.variance[:80].mean())   # far from data: less sure
+    k = gp.kernel_matrix([0, 1, 190], [1, 190])
+    full = gp.kernel_matrix([0, 1, 190])
+    torch.testing.assert_close(k, full[:, 1:])
+    torch.testing.assert_close(full, full.T)
+
+
+def test_own_graph_regression_with_masks():
+    data = graph(regression=True)
+    for key, nodes in SPLIT.items():
+        data[f"{key}_mask"] = torch.zeros(200, dtype=torch.bool).index_fill_(0, nodes, True)
+    gp = NodeGP(kernel="gcngp_x", landmarks={"count": 40}).fit(data)
+    pred = gp.predict(data.test_mask)
+    assert gp.row["metric"] == "r2" and gp.row["landmarks"] == 40 and pred.probabilities is None
+    assert pred.mean.shape == (60,) and (pred.predictive_variance > pred.variance).all()
+    assert gp.score(data.test_mask) == pytest.approx(gp.row["test"], abs=1e-6)
+
+
+@pytest.mark.parametrize("settings, cli", [
+    (dict(kernel="gcnpg"), "kernel=gcnpg"),
+    (dict(kernel="gcngp", kernel__layer=3), "kernel.layer=3"),
+    (dict(kernel="gcngp", runs="two"), "runs=two"),
+    (dict(kernel="gcngp", landmarks={"fraction": -1}), "landmarks.fraction=-1"),
+])
+def test_a_bad_setting_is_one_typed_error_with_the_cli_line(settings, cli, tmp_path):
+    with pytest.raises(ConfigError) as err:
+        NodeGP(**settings)
+    assert "\n" not in str(err.value) and isinstance(err.value, GnngpError)
+    args = [cli] if cli.startswith("kernel=") else [f"kernel={settings['kernel']}", cli]
+    out = in_process("run", f"hydra.run.dir={tmp_path}", *args)
+    assert out.returncode == 1 and f"gnngp: error: {err.value}" in out.stderr.splitlines()
+
+
+def test_bad_graphs_and_calls_are_one_line_errors():
+    data = graph()
+    with pytest.raises(DatasetError, match="no train_mask; give data.train_mask or the node indices"):
+        NodeGP().fit(data)
+    with pytest.raises(DatasetError, match=re.escape("train: node indices must lie in [0, 200)")):
+        NodeGP().fit(data, train=[0, 500], val=[1], test=[2])
+    with pytest.raises(DatasetError, match="overlap"):
+        NodeGP().fit(data, train=[0, 1], val=[1], test=[2])
+    with pytest.raises(ConfigError, match="not fitted"):
+        NodeGP().predict()
+    with pytest.raises(ConfigError, match="exceeds the 80 training nodes"):
+        NodeGP(kernel="gcngp_x", landmarks={"count": 500}).fit(data, **SPLIT)
+    with pytest.raises(ConfigError, match="takes its graph in fit"):
+        NodeGP(dataset="cora")
+
+
+def test_the_python_api_page_runs(mirror, tmp_path, monkeypatch):
+    """Every Python block of docs/python-api.md, in order, in one namespace."""
+    monkeypatch.setenv("GNNGP_DATA_MIRROR", str(mirror))
+    monkeypatch.setenv("GNNGP_DATA_ROOT", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+    assert len(blocks) >= 3
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, str(DOCS), "exec"), namespace)   # noqa: S102 - the docs' own examples

@@ -1,0 +1,194 @@
+"""The documentation: the README is a short front door with the two set-up commands; the
+benchmark pages are generated from scripts/results (their tables hold the CSV values, they name
+the machine and date of every file, and the committed pages are current); every paper preset is
+documented. The site itself is built with ``mkdocs build --strict`` in .ci/run."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "scripts" / "results"
+INSTALL = 'pip install -c constraints.txt -e ".[test,launchers,dask,gpytorch,search,tracking,docs]" && gnngp run'
+TEST = "python -m pytest"
+
+
+def load_generator():
+    spec = importlib.util.spec_from_file_location("docs_benchmarks", ROOT / "scripts" / "docs_benchmarks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def generator():
+    return load_generator()
+
+
+@pytest.fixture(scope="module")
+def pages(generator, tmp_path_factory):
+    """The pages the generator writes now from scripts/results (Markdown only)."""
+    out = tmp_path_factory.mktemp("benchmarks")
+    generator.write(out, RESULTS, plots=False)
+    return {p.stem: p.read_text() for p in out.glob("*.md")}
+
+
+def tables(markdown: str) -> list[list[dict]]:
+    """Every Markdown table of a page, as rows of {header: cell}."""
+    found, lines = [], markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("|") and i + 1 < len(lines) and re.fullmatch(r"\|(-+:?\|)+", lines[i + 1].replace(" ", "")):
+            headers = [c.strip() for c in lines[i].strip("|").split("|")]
+            rows, i = [], i + 2
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append(dict(zip(headers, [c.strip() for c in lines[i].strip("|").split("|")])))
+                i += 1
+            found.append(rows)
+        else:
+            i += 1
+    return found
+
+
+def sources():
+    return yaml.safe_load((RESULTS / "SOURCES.yaml").read_text())
+
+
+# --- README ---------------------------------------------------------------------------------
+
+def test_readme_is_a_short_front_door_with_exactly_the_two_set_up_commands():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 260
+    setup = readme.split("\n## Set-up\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", setup, flags=re.S)
+    commands = [line.strip() for block in blocks for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
+    assert commands == [INSTALL, TEST]
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b", readme), "dates belong to the docs pages and CHANGELOG.md"
+    assert "before the review" not in readme and "CI time" not in readme
+
+
+def test_readme_links_point_at_pages_that_exist():
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    assert links and all((ROOT / link).is_file() for link in links if "://" not in link), \
+        [link for link in links if "://" not in link and not (ROOT / link).is_file()]
+
+
+# --- the generated benchmark pages -------------------------------------------------------------
+
+def test_committed_benchmark_pages_are_what_the_generator_writes(pages):
+    committed = ROOT / "docs" / "benchmarks"
+    for name, text in pages.items():
+        assert (committed / f"{name}.md").read_text() == text, f"docs/benchmarks/{name}.md is stale: run python scripts/docs_benchmarks.py"
+    for image in re.findall(r"\]\(img/([^)]+)\)", "".join(pages.values())):
+        assert (committed / "img" / image).stat().st_size > 5_000
+
+
+def test_every_page_is_in_the_nav_and_names_machine_date_and_command_of_each_file(pages):
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    nav = repr(config["nav"])
+    for entry in sources()["pages"]:
+        assert f"benchmarks/{entry['page']}.md" in nav
+        text = pages[entry["page"]]
+        for source in entry["sources"]:
+            line = next(l for l in text.splitlines() if f"`scripts/results/{source['file']}`" in l)
+            assert str(source["date"]) in line and source["command"] in line
+        for machine in {s["machine"] for s in entry["sources"]}:
+            assert "Measured on " + " ".join(sources()["machines"][machine]["details"].split()) in text
+
+
+def test_a_results_file_without_a_source_stops_the_generator(generator, tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    (results / "new_benchmark.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(generator.SourceError, match="new_benchmark.csv"):
+        generator.build(results)
+
+
+def test_memory_table_holds_every_csv_value(pages):
+    rows = pd.read_csv(RESULTS / "memory.csv")
+    table, = tables(pages["memory"])
+    cells = {}
+    for row in table:
+        dataset = row["dataset"].split(" (low rank")[0]
+        for kernel, cell in row.items():
+            if kernel != "dataset" and cell != "-":
+                cells[(dataset, kernel + ("_x" if "low rank" in row["dataset"] else ""))] = cell
+    assert len(cells) == len(rows)
+    for r in rows.itertuples():
+        assert cells[(r.dataset, r.kernel)] == f"{r.estimated_gb:.2f} / {r.peak_gb:.2f}"
+    within = ((rows.estimated_gb / rows.peak_gb).between(0.5, 2)).sum()
+    assert f"**{within} of {len(rows)} estimates are within 2x" in pages["memory"]
+
+
+def test_dask_tables_hold_the_csv_values(pages):
+    idle, pinned = tables(pages["dask-scaling"])
+    for table, name in ((idle, "dask_scaling.csv"), (pinned, "dask_scaling_10m_13gib_pinned.csv")):
+        rows = pd.read_csv(RESULTS / name)
+        assert len(table) == len(rows)
+        for cell, r in zip(table, rows.itertuples()):
+            assert cell["nodes N"] == f"{r.nodes:,}" and cell["directed edges M"] == f"{r.edges:,}"
+            assert cell["kernel + inference"] == f"{r.seconds:.1f} s ({r.kernel_seconds:.1f} + {r.inference_seconds:.1f})"
+            assert cell["test accuracy"] == f"{r.test_accuracy:.4f}"
+            assert cell["peak worker memory"] == f"{r.peak_worker_mb:,.0f} MiB"
+    rows = pd.read_csv(RESULTS / "dask_scaling.csv")
+    assert f"log(M + N): {rows['slope'].iloc[0]:.2f}**" in pages["dask-scaling"]   # the benchmark's own slope
+    compare, = tables(pages["dask-vs-local"])
+    for cell, r in zip(compare, pd.read_csv(RESULTS / "dask_compare_local.csv").itertuples()):
+        assert (cell["dataset"], cell["compute=local"], cell["slower by"]) == (r.dataset, f"{r.local_seconds:.3f} s", f"{r.slowdown:.1f}x")
+
+
+def test_heterophily_tables_hold_the_csv_values(pages):
+    rows = pd.read_csv(RESULTS / "heterophily_split0.csv")
+    table = {r["dataset"]: r for r in tables(pages["heterophily-split0"])[0]}
+    for r in rows.itertuples():
+        cell = table[r.dataset][r.method]
+        assert cell.startswith(f"{r.test:.4f} (") if r.status == "ok" else cell == r.status
+    for absent in ("roman_empire", "questions"):
+        assert set(table[absent].values()) == {absent, "", "absent"}
+    rows = pd.read_csv(RESULTS / "heterophily_chameleon_filtered_10splits.csv")
+    summary, splits = tables(pages["heterophily-10splits"])
+    for method, group in rows.groupby("method"):
+        assert summary[0][method].startswith(f"{group['test'].mean():.4f} +- {group['test'].std():.4f}")
+        for r in group.itertuples():
+            assert splits[r.split_index][method] == f"{r.test:.4f}"
+
+
+def test_fit_mll_tables_hold_the_csv_values(pages):
+    rows = pd.read_csv(RESULTS / "table_mll.csv")
+    found = tables(pages["fit-mll"])
+    tests = [t for t in found if t[-1]["dataset"].startswith("**mean")]
+    for table, (kernel, ours) in zip(tests, rows.groupby("kernel", sort=False)):
+        by_dataset = {r["dataset"]: r for r in table}
+        for r in ours.itertuples():
+            assert by_dataset[r.dataset][r.protocol] == f"{r.test:.4f}"
+        means = ours.groupby("protocol")["test"].mean()
+        assert table[-1]["mll"] == f"**{means['mll']:.4f}**" and table[-1]["grid"] == f"**{means['grid']:.4f}**"
+
+
+def test_gpu_tables_hold_the_csv_values(pages):
+    rows = pd.read_csv(RESULTS / "gpu_check_h100.csv")
+    paper, gcn, zoo = tables(pages["gpu-h100"])
+    for cell, r in zip(paper, rows[rows["part"] == "paper"].itertuples()):
+        assert (cell["dataset"], cell["kernel"], cell["test on CUDA"], cell["paper"], cell["CUDA s"], cell["check"]) == \
+            (r.dataset, r.method, f"{r.test_cuda:.4f}", f"{r.paper:.4f}", f"{r.cuda_seconds:.3f}", r.check)
+    for cell, r in zip(gcn, rows[rows["part"] == "gcn"].itertuples()):
+        assert (cell["dataset"], cell["GCN test"], cell["GCN/GCNGP"]) == (r.dataset, f"{r.test_cuda:.4f}", f"{r.gcn_over_gcngp:.0f}x")
+    zoo_rows = rows[rows["part"] == "zoo"]
+    assert len(zoo) == len(zoo_rows)
+    for cell, r in zip(zoo, zoo_rows.itertuples()):
+        assert (cell["kernel"], cell["test on CPU"], cell["test on CUDA"]) == (r.method, f"{r.test_cpu:.4f}", f"{r.test_cuda:.4f}")
+
+
+# --- the pages written by hand ----------------------------------------------------------------
+
+def test_every_paper_preset_is_documented_with_its_command():
+    reproducing = (ROOT / "docs" / "reproducing.md").read_text()
+    presets = sorted(p.stem for p in (ROOT / "gnngp_cli" / "conf" / "experiment").glob("*.yaml"))
+    assert presets and all(f"`gnngp run -m experiment={name}`" in reproducing for name in presets)
