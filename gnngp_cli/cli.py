@@ -12,7 +12,7 @@ commands:
            help:   gnngp run --help ; the composed config: gnngp run --cfg job
   partition  write a dataset as row blocks for compute=dask (once):
            gnngp partition dataset=<name> out=<dir> partition.rows=100000
-  report   tables and figures from results: gnngp report [dirs...] [--out DIR] [--check-paper 0.002]
+  report   tables of your runs, and the paper's from its presets: gnngp report DIR... [--out DIR] [--check-paper 0.002]
   verify   wide random networks (PyG layers) against the analytic kernel, PASS/FAIL (exit 1):
            gnngp verify kernel=gcn2gp verify.widths=[256,512,1024,2048] verify.seeds=16
 
@@ -32,6 +32,10 @@ def check_output_dir(argv: list[str]) -> None:
     multirun = "-m" in argv or "--multirun" in argv
     key = "hydra.sweep.dir=" if multirun else "hydra.run.dir="
     value = next((a[len(key):] for a in reversed(argv) if a.startswith(key)), "multirun" if multirun else "outputs")
+    if "//" in value.split("://")[-1]:
+        print(f"gnngp: error: {key}{value} has an empty part ('//'), as an unset shell variable leaves (e.g. $USER); give the folder in full",
+              file=sys.stderr)
+        raise SystemExit(1)
     literal = value.split("${", 1)[0] or "."
     folder = Path(literal).expanduser().absolute()
     while not folder.exists() and folder != folder.parent:
@@ -59,9 +63,17 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
         argv = method_overrides(argv)
     except GnngpError as err:
         _fail(str(err))
-    if ("--help" in argv or "-h" in argv) and prog == "gnngp run":
-        _run_help([a for a in argv if a not in ("--help", "-h")])
+    if ("--help" in argv or "-h" in argv) and prog in ("gnngp run", "gnngp verify"):
+        from .cli_help import run_help
+
+        run_help([a for a in argv if a not in ("--help", "-h")], config_name)
         return
+    from .tracking import check_extras
+
+    try:
+        check_extras(argv)   # hparams_search= and logger=: a preset, with its extra installed
+    except GnngpError as err:
+        _fail(str(err))
     check_output_dir(argv)
     import hydra
     from hydra.errors import HydraException
@@ -81,7 +93,11 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     except (HydraException, OmegaConfBaseException) as err:
         if user_full_error:
             raise
-        _fail(one_line(err, spelled))
+        _fail(str(err.__cause__) if isinstance(err.__cause__, GnngpError) else one_line(err, spelled))   # a logger's, from its constructor
+    except ValueError as err:   # Optuna's sweeper (hparams_search=...) when every trial failed: no best one
+        if user_full_error or "No trials are completed" not in str(err):
+            raise
+        _fail("every trial of the search failed, so it has no best one; their errors are rows of each job's results.csv in the sweep folder")
     finally:
         if not user_full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
@@ -90,48 +106,26 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
         _fail(f"{s.failed} of {s.jobs} jobs failed; their errors are rows of {s.path}")
 
 
-def _run_help(overrides: list[str]) -> None:
-    """``gnngp run --help``: the help header, the options of each group and the composed config.
-
-    The same content as Hydra's app help, which composes the whole config store once per
-    config group (64 times here; it took as long as importing torch); this composes it once."""
-    from omegaconf import OmegaConf
-
-    from .backends import compute_options
-    from .cli_errors import group_options, one_line
-    from .compose import compose, config_dir
-
-    app = OmegaConf.load(config_dir() / "config.yaml").hydra.help
-    experiments = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
-    try:
-        cfg = compose([o for o in overrides if not o.startswith(("hydra.", "hydra/", "-"))], compute_options())
-    except Exception as err:  # noqa: BLE001 - Hydra and OmegaConf errors, shortened
-        _fail(one_line(err))
-    groups = {"dataset": sorted(group_options("dataset")), "experiment": experiments, "model": sorted(group_options("model"))}
-    print(app.header)
-    print("== Configuration groups ==\nCompose your configuration from those groups (group=option; kernel= and gnn= are spellings of model=)\n")
-    for group, options in groups.items():
-        print(f"{group}: {', '.join(options)}")
-    print("\n\n== Config ==\nOverride anything in the config (foo.bar=value)\n")
-    print(OmegaConf.to_yaml(cfg))
-    print(app.footer)
-
-
 def _fail(message: str) -> None:
     print(f"gnngp: error: {message}", file=sys.stderr)
     raise SystemExit(1)
 
 
-def _run_task(cfg) -> None:
+def _run_task(cfg) -> float:
+    """One job; its value for a sweeper (``hparams_search=...``) is the mean validation metric
+    (:func:`~gnngp_cli.execute.objective`); a failed job of a search raises, a failed trial."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from .execute import execute
+    from .execute import execute, objective
     from .watchdog import watch_launcher
 
     watch_launcher()
     hc = HydraConfig.get()
-    execute(cfg, Path(hc.runtime.output_dir), hc.mode == RunMode.MULTIRUN, list(hc.overrides.task))
+    multirun = hc.mode == RunMode.MULTIRUN
+    rows = execute(cfg, Path(hc.runtime.output_dir), multirun, list(hc.overrides.task))
+    searched = multirun and not str(hc.sweeper.get("_target_", "")).endswith("BasicSweeper")   # a sweeper that optimises the value
+    return objective(rows, searched)
 
 
 def _partition_task(cfg) -> None:
@@ -180,8 +174,9 @@ def _report(argv: list[str]) -> None:
 
     from .report import write_report
 
-    parser = argparse.ArgumentParser(prog="gnngp report", description="Tables and figures of the GNNGP paper from result CSVs.")
-    parser.add_argument("dirs", nargs="*", default=["outputs", "multirun"], help="folders with results.csv / summary.csv (default: outputs multirun)")
+    parser = argparse.ArgumentParser(prog="gnngp report", description="Tables of your runs, and the GNNGP paper's tables and figures "
+                                     "from the runs of its presets, from the results.csv / summary.csv files under the folders given (only those).")
+    parser.add_argument("dirs", nargs="*", help="folders with results.csv / summary.csv, e.g. outputs/2026-11-27 multirun/table4")
     parser.add_argument("--out", default="outputs/report", help="report folder (default: outputs/report)")
     parser.add_argument("--check-paper", type=float, default=None, metavar="TOL",
                         help="exit 1 if a deterministic GP cell differs from the paper by more than TOL (known deviations excepted), "
@@ -189,10 +184,14 @@ def _report(argv: list[str]) -> None:
     parser.add_argument("--exclude", default="", metavar="DATASETS",
                         help="comma-separated datasets the paper check leaves out, e.g. --exclude crocodile (its features are not in the mirror)")
     args = parser.parse_args(argv)
-    folders = [Path(d) for d in args.dirs if Path(d).is_dir()]
-    if not folders:
-        print(f"gnngp: error: none of {', '.join(args.dirs)} is a folder; give the folders that hold results.csv files", file=sys.stderr)
+    if not args.dirs:
+        print("gnngp: error: give the folders to read, e.g. gnngp report outputs multirun (the report reads only the folders it is given)", file=sys.stderr)
+        raise SystemExit(2)
+    absent = [d for d in args.dirs if not Path(d).is_dir()]
+    if absent:
+        print(f"gnngp: error: {', '.join(absent)}: not a folder; give the folders that hold results.csv files", file=sys.stderr)
         raise SystemExit(1)
+    folders = [Path(d) for d in args.dirs]
     exclude = [d.strip().lower() for d in args.exclude.split(",") if d.strip()]
     status = write_report(folders, Path(args.out), args.check_paper, exclude)
     print(f"report: {Path(args.out) / 'report.md'}")
@@ -226,7 +225,7 @@ def _main(argv: list[str] | None) -> None:
         print(USAGE)
         return
     if argv[0] in ("-V", "--version", "version"):
-        from . import __version__
+        from .version import __version__
 
         print(f"gnngp {__version__}")
         return

@@ -17,7 +17,7 @@ from typing import Iterable, Optional, Sequence
 
 from .errors import ConfigError
 
-GROUP_KEYS = ("dataset", "model", "kernel", "gnn")
+GROUP_KEYS = ("dataset", "model", "kernel", "gnn", "experiment")
 
 
 def closest(word: str, choices: Iterable[str]) -> Optional[str]:
@@ -28,10 +28,13 @@ def closest(word: str, choices: Iterable[str]) -> Optional[str]:
 
 def group_options(key: str) -> list[str]:
     """Valid values of a group option as the user spells it: ``dataset``, ``kernel`` (kernels
-    and their ``_x`` twins), ``gnn`` (GNNs and ``none``) or ``model`` (both)."""
+    and their ``_x`` twins), ``gnn`` (GNNs and ``none``), ``model`` (both) or ``experiment``
+    (the presets)."""
     from .data.registry import DATASETS, PRESETS
     from .gnn import GNNS
     from .kernels.architectures import KERNELS
+
+    from .compose import config_dir
 
     kernels = [name + suffix for name in KERNELS for suffix in ("", "_x")]
     return {
@@ -39,6 +42,7 @@ def group_options(key: str) -> list[str]:
         "kernel": kernels,
         "gnn": [*GNNS, "none"],
         "model": [*kernels, *GNNS],
+        "experiment": [*sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml")), "null"],   # optional: Hydra would skip a typo
     }[key]
 
 
@@ -55,7 +59,7 @@ def _sweep_values(value: str) -> list[str]:
 
 def check_group_choices(overrides: Sequence[str]) -> None:
     """Raise a one-line :class:`ConfigError` for an unknown ``dataset=``, ``kernel=``,
-    ``gnn=`` or ``model=`` value (every value of a sweep), naming the closest valid one."""
+    ``gnn=``, ``model=`` or ``experiment=`` value (every value of a sweep), naming the closest valid one."""
     for override in overrides:
         key, sep, value = override.partition("=")
         key = key.lstrip("+~")

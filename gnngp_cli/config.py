@@ -213,9 +213,22 @@ def _paths(cfg: Any) -> None:
     variable (``/scratch/$USER/roots`` without ``USER``): refused, never made."""
     for key in PATH_KEYS:
         value = OmegaConf.select(cfg, key, default=None)
-        if isinstance(value, str) and "//" in value.split("://")[-1]:
+        if isinstance(value, str) and empty_part(value):
             raise ConfigError(f"{key}={value} has an empty part ('//'), as an unset shell variable leaves (e.g. $USER); "
                               "give the folder in full")
+    for key, variable in PATH_ENVIRONMENT.items():   # a null key reads its folder from the environment
+        value = os.environ.get(variable, "")
+        if OmegaConf.select(cfg, key, default=None) is None and empty_part(value):
+            raise ConfigError(f"the environment variable {variable}={value} (the default of {key}) has an empty part ('//'), as an unset "
+                              "shell variable leaves (e.g. $USER); give the folder in full")
+
+
+PATH_ENVIRONMENT = {"data.root": "GNNGP_DATA_ROOT", "data.mirror": "GNNGP_DATA_MIRROR"}
+
+
+def empty_part(path: str) -> bool:
+    """Whether a folder has an empty part (``/scratch//roots``; a URL's ``scheme://`` aside)."""
+    return "//" in path.split("://")[-1]
 
 
 SEED_MAX = 2**63 - 1   # seeds are non-negative 64-bit integers: a negative one would wrap onto a large one (-1 is 2^64 - 1)

@@ -42,6 +42,29 @@ def planned_runs(cfg: Any) -> int:
     return int(cfg.runs) if cfg.method == "gnn" else gp_planned_runs(cfg)
 
 
+class TrialFailed(GnngpError):
+    """A job of a search (``hparams_search=...``) with no validation metric to give its sweeper."""
+
+
+def objective(rows: Sequence[dict], searched: bool = False) -> float:
+    """What a sweeper maximises (``hparams_search=optuna``): the job's validation metric, the mean
+    over its runs and splits. A job with no row, an error row or a row without a validation number
+    has none: NaN, or with ``searched`` (a sweeper that optimises the value) :class:`TrialFailed`,
+    which Optuna's sweeper records as a failed trial and goes on (NaN it cannot take: optuna 2.10
+    refuses the value, and hydra-optuna-sweeper 1.3 then fails telling it as a failed trial, which
+    ends the search). The job's rows, error row included, are written before; the sweep's summary
+    counts the job as failed."""
+    values = [row.get("val") for row in rows]
+    if rows and all(row.get("status") == "ok" for row in rows) and all(isinstance(v, (int, float)) for v in values):
+        value = float(sum(values) / len(values))
+        if value == value:
+            return value
+    if searched:
+        error = next((str(row.get("error", "")) for row in rows if row.get("status") != "ok"), "")
+        raise TrialFailed(f"no validation metric ({error or 'no row with a val number'}); a failed trial")
+    return float("nan")
+
+
 def run_once(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRow] = None,
              skip: Collection[int] = ()) -> tuple[list[dict], Optional[int]]:
     """One job on one split (the runs in ``skip`` left out): its rows, and how many fixed
@@ -93,7 +116,8 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
     A :class:`GnngpError` becomes one console line and an error row; in a single run the
     process then exits 1. Every row records the job's overrides; a row whose metric is not a
     number is an error row (:mod:`~gnngp_cli.invariants`). With ``resume=true`` the runs the
-    results file already holds are not run again (:mod:`~gnngp_cli.resume`)."""
+    results file already holds are not run again (:mod:`~gnngp_cli.resume`). Returns the job's
+    rows: those kept from before, then this job's (a sweeper's value, :func:`objective`)."""
     try:
         check_results_file(cfg.results_file)
         results = out_dir / cfg.results_file
@@ -108,7 +132,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             missing = resume.missing(planned_runs(cfg), every)
             if missing == 0:
                 log.info("resume: %s already has results; skipping this job (every run is there; %s)", results, resume.why)
-                return []
+                return resume.kept.frame().to_dict("records")
             kept = resume.kept.frame().to_dict("records")
             log.info("resume: %s holds %d finished runs (%s); running the %s", results, len(resume.done), resume.why,
                      f"{missing} missing" if missing is not None else "missing ones")
@@ -174,4 +198,4 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         print(f"gnngp: error: {failed[0]['error'].split(': ', 1)[-1]}", file=sys.stderr)
         if not multirun:
             raise SystemExit(1)
-    return finished
+    return rows

@@ -93,4 +93,23 @@ def summary_line(row: Mapping) -> str:
     head = f"{row['method']} on {row['dataset']} ({split}run {row['run']}, seed {row['seed']}): test {row['metric']} {fmt(row['test'])} (val {fmt(row['val'])}, train {fmt(row['train'])}"
     if "train_seconds" in row:
         return head + f") in {row['train_seconds']:.2f} s training + {row['inference_seconds']:.2f} s inference on {row['device']}"
-    return head + f", nugget {row['nugget']:.3g}) in {row['kernel_seconds']:.2f} s kernel + {row['inference_seconds']:.2f} s inference on {row['device']}"
+    stages = f"{row['kernel_seconds']:.2f} s kernel + {row['inference_seconds']:.2f} s inference on {row['device']}"
+    fitted = [key[len("fitted_"):] for key in row if key.startswith("fitted_") and not _missing(row[key])]
+    if row.get("fit") == "mll" and fitted:   # the values the run used are the fitted ones: each said once, and the fit's time
+        used = ", ".join(f"{name} {_number(row['nugget'] if name == 'nugget' else row['fitted_' + name])}" for name in fitted)
+        return head + f"; fitted by mll and used: {used}) in {float(row.get('fit_seconds') or 0.0):.2f} s fit + {stages}"
+    return head + f", nugget {row['nugget']:.3g}) in {stages}"
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _number(value) -> str:
+    """A fitted value for the console: ``0.202``, ``12.96``, ``[0.91, 0.87]`` per layer."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_number(v) for v in value) + "]"
+    try:
+        return f"{float(value):.4g}"
+    except (TypeError, ValueError):
+        return str(value)

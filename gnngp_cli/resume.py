@@ -24,9 +24,16 @@ from .rowfile import NotAResultsFile, RowFile, read_rows
 Key = tuple[Optional[int], int]   # (split index with splits=all, else None; run index)
 
 
+NOT_SETTINGS = ("resume", "logger", "hparams_search")   # how a job is run, recorded or chosen: never what it computes
+
+
 def job_overrides(overrides: Sequence[str]) -> str:
-    """The job's settings as recorded in its rows: its overrides, sorted, ``resume`` left out."""
-    return json.dumps(sorted(o for o in overrides if o.lstrip("+~").split("=", 1)[0] != "resume"))
+    """The job's settings as recorded in its rows: its overrides, sorted, those of
+    :data:`NOT_SETTINGS` (and ``logger.*``) left out; a search's trial keeps the values it chose."""
+    def setting(override: str) -> bool:
+        key = override.lstrip("+~").split("=", 1)[0]
+        return key not in NOT_SETTINGS and not key.startswith("logger.")
+    return json.dumps(sorted(o for o in overrides if setting(o)))
 
 
 @dataclass

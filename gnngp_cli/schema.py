@@ -9,7 +9,8 @@ checked by :mod:`gnngp_cli.config` before any work.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
+from functools import lru_cache
 from typing import Any, Optional
 
 from omegaconf import II, MISSING
@@ -26,8 +27,8 @@ SQRT_TENTH = math.sqrt(0.1)   # the paper's bias (kernels) and learning rate (GN
 class DataConfig:
     root: Optional[str] = None          # writable cache; default $GNNGP_DATA_ROOT or ~/.cache/gnngp
     mirror: Optional[str] = None        # read-only offline mirror (<Name>/raw/...); env GNNGP_DATA_MIRROR
-    download: bool = True
-    download_timeout: float = 20.0
+    download: bool = True               # fetch a dataset that is in neither the cache nor the mirror (false: fail instead)
+    download_timeout: float = 20.0      # seconds before a download attempt gives up
     verify: bool = True                 # check raw files against the published sha256 table (false: warn)
 
 
@@ -35,16 +36,16 @@ class DataConfig:
 class DatasetConfig:
     """What every dataset has; a dataset with settings of its own subclasses it."""
 
-    name: str = MISSING
+    name: str = MISSING                 # the dataset (set by dataset=<name>)
     task: Optional[str] = None          # override the inferred task (custom datasets)
     split_index: int = 0                # fixed split: geom-gcn (chameleon, squirrel), heterophily suite (0..9)
     split_seed: int = 0                 # random splits (crocodile, csbm, custom)
     metric: Optional[str] = None        # accuracy | roc_auc | r2; default: roc_auc for two classes, accuracy, r2 for regression
-    train_ratio: float = 0.1
-    val_ratio: float = 0.1
+    train_ratio: float = 0.1            # random splits: the share of nodes for training
+    val_ratio: float = 0.1              # random splits: the share of nodes for validation
     hide_val: bool = False              # true: the validation nodes lose their labels (no validation set; needs fit=mll)
-    center: bool = False
-    scale: bool = False
+    center: bool = False                # subtract each feature's mean
+    scale: bool = False                 # divide each feature by its standard deviation
     landmark_fraction: float = 1.0      # the landmark fraction 1/k low-rank kernels use on this dataset
     landmark_count: Optional[int] = None  # or an exact landmark count
     large: bool = False                 # too large for exact kernels: experiments use the low-rank twins
@@ -52,10 +53,10 @@ class DatasetConfig:
 
 @dataclass
 class BaseKernelConfig:
-    name: str = "linear"
-    gamma: float = 1.0
-    c: float = 0.0
-    d: float = 1.0
+    name: str = "linear"                # the input covariance C0: linear, polynomial or rbf
+    gamma: float = 1.0                  # rbf: exp(-gamma |x - x'|^2 / d), d the feature count
+    c: float = 0.0                      # polynomial: (x.x' + c)^d
+    d: float = 1.0                      # polynomial: the degree d of (x.x' + c)^d
     scale: float = 1.0                  # C0 reads sqrt(scale) x: linear C0 = scale x.x' (1/d matches weights N(0, s_w^2/d); the paper uses 1)
 
 
@@ -63,22 +64,22 @@ class BaseKernelConfig:
 class GridConfig:
     """A log-spaced grid: ``num`` values from ``min`` to ``max``."""
 
-    min: float = 1e-2
-    max: float = 1e2
-    num: int = 101
+    min: float = 1e-2                   # the grid's smallest value
+    max: float = 1e2                    # the grid's largest value
+    num: int = 101                      # how many values, log-spaced from min to max
 
 
 @dataclass
 class KernelConfig:
     """What every GP kernel has; each architecture subclasses it with its own parameters."""
 
-    name: str = MISSING
-    low_rank: bool = False
-    layers: int = II("depth")
+    name: str = MISSING                 # the kernel (set by kernel=<name>)
+    low_rank: bool = False              # the low-rank (Nystrom) twin on landmarks (set by kernel=<name>_x)
+    layers: int = II("depth")           # layers of the kernel's network (default: depth)
     adjacency: Optional[str] = None     # sym or row; default per architecture
-    base: BaseKernelConfig = field(default_factory=BaseKernelConfig)
+    base: BaseKernelConfig = field(default_factory=BaseKernelConfig)   # the input covariance C0 of the features
     gamma_search: bool = False          # choose base.gamma on validation over gamma_grid
-    gamma_grid: GridConfig = field(default_factory=GridConfig)
+    gamma_grid: GridConfig = field(default_factory=GridConfig)   # the values of base.gamma that gamma_search tries
 
 
 @dataclass
@@ -86,12 +87,12 @@ class GNNConfig:
     """What every GNN baseline has; a GNN with settings of its own subclasses it. ``null``
     settings take the defaults of :data:`gnngp_cli.gnn.TRAINING_DEFAULTS` for the dataset."""
 
-    name: str = MISSING
-    layers: int = II("depth")
-    hidden: int = 256
-    dropout: float = 0.5
+    name: str = MISSING                 # the GNN (set by gnn=<name>)
+    layers: int = II("depth")           # graph layers (default: depth)
+    hidden: int = 256                   # hidden units per layer
+    dropout: float = 0.5                # dropout probability
     lr: Optional[float] = None          # null: 0.01, sqrt(0.1) on regression sets
-    weight_decay: float = 0.0
+    weight_decay: float = 0.0           # Adam's weight decay
     epochs: Optional[int] = None        # null: 100 (200 on crocodile, 10 on reddit)
     batch_norm: Optional[bool] = None   # null: on for chameleon, squirrel, crocodile, arxiv
     batch_size: Optional[int] = None    # null: full batch (10240 on reddit); 0: full batch
@@ -108,8 +109,8 @@ class LandmarksConfig:
 class NuggetConfig(GridConfig):
     """Log grid of nuggets, each times the mean diagonal of K."""
 
-    min: float = 1e-3
-    max: float = 10.0
+    min: float = 1e-3                   # the smallest nugget, times the mean diagonal of K
+    max: float = 10.0                   # the largest nugget, times the mean diagonal of K
 
 
 @dataclass
@@ -118,8 +119,8 @@ class FitConfig:
 
     method: str = "grid"                # grid: the nugget on the validation grid (the paper); mll: maximise the log marginal likelihood
     optimizer: str = "adam"             # mll: adam or lbfgs
-    steps: int = 50
-    lr: float = 0.05
+    steps: int = 50                     # mll: optimiser steps
+    lr: float = 0.05                    # mll: the optimiser's learning rate
     per_layer: bool = False             # mll: one sigma_w (sigma_b, ...) per layer
     learn: Optional[list[str]] = None   # mll: the fitted parameters; null: nugget, output_scale and every positive kernel parameter
     nugget: float = 0.1                 # mll: initial nugget, relative to the mean diagonal of K on the training nodes
@@ -129,7 +130,7 @@ class FitConfig:
 
 @dataclass
 class VerifyConfig:
-    widths: list[int] = field(default_factory=lambda: [128, 256, 512, 1024])
+    widths: list[int] = field(default_factory=lambda: [128, 256, 512, 1024])   # hidden widths of the random networks
     seeds: int = 16                     # independent random networks per width
     num_nodes: int = 40                 # nodes of the induced subgraph of the dataset
     unit_norm: bool = True              # divide the features by their mean row norm
@@ -141,7 +142,7 @@ class VerifyConfig:
 class TableConfig:
     """How ``gnngp report`` lays out a paper table from its experiment's sweep."""
 
-    title: str = ""
+    title: str = ""                     # the table's title in the report
     rows: str = "dataset"               # dataset: a row per dataset, a column per model; gnn: a row per GNN and its kernel, columns per dataset
 
 
@@ -159,9 +160,9 @@ class ComputeConfig:
     Dask cluster (see :mod:`gnngp_cli.backends.rowblocks`): a ``LocalCluster`` here, the scheduler at
     ``address``, or a ``dask_jobqueue.SLURMCluster``."""
 
-    backend: str = "local"
+    backend: str = "local"              # the backend (set by compute=<name>)
     workers: int = 4                    # LocalCluster workers; SLURM: worker processes per job
-    threads_per_worker: int = 1
+    threads_per_worker: int = 1         # threads of each worker
     memory_limit: str = "auto"          # per LocalCluster worker, e.g. 3GB (auto: this machine's memory / workers)
     spill_dir: Optional[str] = None     # the workers' local folder, where Dask spills what exceeds their memory (default: Dask's temporary folder)
     processes: bool = True              # LocalCluster workers as processes (false: threads of this process)
@@ -187,32 +188,116 @@ class PartitionConfig:
 
 
 @dataclass
+class LoggerConfig:
+    """Where ``logger=mlflow|tensorboard`` records each job (:mod:`gnngp_cli.tracking`). A
+    relative folder is read from the working directory, as ``hydra.run.dir`` is."""
+
+    name: str = MISSING                 # mlflow or tensorboard (set by logger=<name>)
+    tracking_uri: Optional[str] = None  # mlflow: a folder (its mlflow.db and artifacts) or an MLflow URI (http://host:5000, sqlite:///...)
+    save_dir: Optional[str] = None      # tensorboard: the log dir; a subfolder per job
+    experiment: str = "gnngp"           # mlflow: the experiment; tensorboard: a subfolder of save_dir
+
+
+@dataclass
 class RunConfig:
     dataset: Any = None                 # a DatasetConfig subclass, chosen by dataset=<name>
     method: str = "gp"                  # gp: the GP kernel; gnn: the GNN (set by model=/kernel=/gnn=)
     depth: int = 2                      # layers of the kernel and of the GNN (kernel.layers, gnn.layers)
     kernel: Any = None                  # a KernelConfig subclass, chosen by kernel=<name>
     gnn: Any = None                     # a GNNConfig subclass, chosen by gnn=<name>
-    landmarks: LandmarksConfig = field(default_factory=LandmarksConfig)
-    nugget: NuggetConfig = field(default_factory=NuggetConfig)
-    fit: FitConfig = field(default_factory=FitConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    seed: int = 0
-    runs: int = 1
+    landmarks: LandmarksConfig = field(default_factory=LandmarksConfig)   # the landmarks of low-rank (_x) kernels
+    nugget: NuggetConfig = field(default_factory=NuggetConfig)   # the nugget grid chosen on validation (fit=grid)
+    fit: FitConfig = field(default_factory=FitConfig)   # how GP hyperparameters are chosen (fit=grid|mll)
+    data: DataConfig = field(default_factory=DataConfig)   # where datasets are read and cached
+    seed: int = 0                       # the first run's seed (run r uses seed + r)
+    runs: int = 1                       # runs with seeds seed, seed + 1, ... (mean and std in the summary)
     splits: Optional[str] = None        # all: run every fixed split of the dataset (mean and std over splits)
     repeat_deterministic: bool = True   # false: a GP without randomness runs once whatever runs says
-    device: str = "auto"
-    dtype: str = "float32"
+    device: str = "auto"                # auto, cpu or cuda (env GNNGP_DEVICE sets the default)
+    dtype: str = "float32"              # float32 or float64: the kernels' working precision
     max_memory_gb: Optional[float] = None   # refuse exact kernels above this; default half of the free memory
     results_file: str = "results.csv"  # a file name inside the run dir (move the run dir to write elsewhere)
     progress: bool = True               # epoch progress bar for GNNs (off when not on a terminal)
     resume: bool = False                # in a sweep dir: skip jobs whose results of the same overrides exist
-    verify: VerifyConfig = field(default_factory=VerifyConfig)
-    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    verify: VerifyConfig = field(default_factory=VerifyConfig)   # gnngp verify: the wide random networks
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)   # a paper preset (experiment=<name>)
     compute: ComputeConfig = field(default_factory=ComputeConfig)   # compute=local|dask|slurm
-    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    partition: PartitionConfig = field(default_factory=PartitionConfig)   # gnngp partition: row blocks for compute=dask
+    logger: Optional[LoggerConfig] = None   # logger=mlflow|tensorboard: record each job (the tracking extra)
 
 
 def config_fields(cls: type) -> list[str]:
     """The keys of a config dataclass (for docs and tests)."""
     return [f.name for f in fields(cls)]
+
+
+def field_descriptions(cls: type) -> dict[str, str]:
+    """What each key of a config dataclass means: the comment written beside its field (or, for
+    a field without one, on the comment lines just above it), in this class or the nearest
+    base that declares the field. The comments in the schemas (here and in the registries'
+    subclasses) are the one place a key is described; ``gnngp run --help`` prints them and a
+    test checks that every key of the composed config has one."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if is_dataclass(klass):
+            out.update({k: v for k, v in _own_descriptions(klass).items() if v})
+    return out
+
+
+@lru_cache(maxsize=None)
+def _module_lines(path: str) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines(keepends=True)
+
+
+def _class_source(klass: type) -> Optional[str]:
+    """The source of a top-level class, from its module's file: its ``class`` line and the
+    indented lines below it (``inspect.getsource`` parses the whole module to find it, which
+    made ``gnngp run --help`` slower than importing torch)."""
+    import re
+    import sys
+    import textwrap
+
+    path = getattr(sys.modules.get(klass.__module__), "__file__", None)
+    if not path:
+        return None
+    try:
+        lines = _module_lines(path)
+    except OSError:
+        return None
+    start = next((i for i, line in enumerate(lines) if re.match(rf"\s*class {klass.__name__}\b", line)), None)
+    if start is None:
+        return None
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent):
+        end += 1
+    return textwrap.dedent("".join(lines[start:end]))
+
+
+@lru_cache(maxsize=None)
+def _own_descriptions(klass: type) -> dict[str, str]:
+    """The comments of the fields ``klass`` itself declares (its source read once)."""
+    import ast
+    import io
+    import tokenize
+
+    source = _class_source(klass)
+    if source is None:   # no source (a class made at run time): no descriptions
+        return {}
+    comments: dict[int, tuple[str, bool]] = {}   # line -> (text, whether the line holds only the comment)
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = (tok.string.lstrip("#").strip(), not tok.line[:tok.start[1]].strip())
+    body = next(node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)).body
+    out = {}
+    for node in body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        beside = [comments[n][0] for n in range(node.lineno, node.end_lineno + 1) if n in comments and not comments[n][1]]
+        above, n = [], node.lineno - 1
+        while n in comments and comments[n][1]:
+            above.insert(0, comments[n][0])
+            n -= 1
+        out[node.target.id] = " ".join(beside or above)
+    return out

@@ -100,7 +100,10 @@ class Page:
 # --- the pages ------------------------------------------------------------------------------
 
 def memory(page: Page) -> None:
-    rows = page.csv(page.entry["sources"][0]["file"])
+    every = page.csv(page.entry["sources"][0]["file"])
+    if "error" not in every.columns:
+        every["error"] = np.nan
+    rows = every[every["peak_gb"].notna()].copy()   # a case not measured is a row with its reason instead
     rows["base"] = rows["kernel"].str.removesuffix("_x")
     rows["low_rank"] = rows["kernel"].str.endswith("_x")
     kernels = list(dict.fromkeys(rows["base"]))
@@ -119,6 +122,11 @@ def memory(page: Page) -> None:
     page.add(f"**{within} of {len(rows)} estimates are within 2x of the measured peak**: the ratio estimate / peak "
              f"runs from {ratio.min():.2f} ({low.kernel} on {low.dataset}, {low.estimated_gb:.2f} / {low.peak_gb:.2f}) "
              f"to {ratio.max():.2f} ({high.kernel} on {high.dataset}, {high.estimated_gb:.2f} / {high.peak_gb:.2f}).")
+    skipped = every[every["peak_gb"].isna()]
+    if len(skipped):
+        page.add("Not measured (each a row of the CSV with its reason):\n\n"
+                 + "\n".join(f"- {r.dataset}{' / ' + r.kernel if isinstance(r.kernel, str) and r.kernel else ''}: {r.error}"
+                              for r in skipped.itertuples()))
 
     def draw():
         import matplotlib.pyplot as plt

@@ -101,7 +101,8 @@ class LocalBackend:
 
     @property
     def where(self) -> str:
-        return dataset_label(self.cfg.dataset.name, self.info.stand_in)
+        split = f" (split {int(self.cfg.dataset.split_index)})" if self.cfg.get("splits") == "all" else ""   # each split's lines say which
+        return dataset_label(self.cfg.dataset.name, self.info.stand_in) + split
 
     def _nodes(self, split: Optional[str] = None) -> Tensor:
         d = self.data
@@ -120,9 +121,12 @@ class LocalBackend:
             features = features * feature_scale ** 0.5
         return KernelContext(features, self.graph.adjacency(adjacency), base, landmarks)
 
-    def check_exact_memory(self, arch: Architecture, ctx: KernelContext, target: Tensor, train: Optional[Tensor]) -> None:
+    def check_exact_memory(self, arch: Architecture, ctx: KernelContext, target: Tensor, train: Optional[Tensor], fitting: bool = False) -> None:
         """Refuse, before computing, an exact kernel whose dense blocks ``K[target, train]``
-        (``train=None``: square) would not fit."""
+        (``train=None``: square) would not fit. A linear network's kernel stays a root of the
+        features' width (no dense block) but in a fit, which forms ``X X^T`` once (``fitting``)."""
+        if not fitting and arch.network.root_form(False, ctx):
+            return
         need = arch.network.peak_elements(target, ctx, train) * torch.finfo(self.dtype).bits // 8 * dense_factor(branch_count(arch.network))
         limit = memory_limit_bytes(self.cfg.max_memory_gb, ctx.features.device)
         if need > limit:
@@ -140,9 +144,11 @@ class LocalBackend:
         graph_operators(arch.network, ctx.adjacency)
         train, target = self.train_ids(), self._nodes()
         if fit and landmarks is None:
-            self.check_exact_memory(arch, ctx, train, None)
+            self.check_exact_memory(arch, ctx, train, None, fitting=True)
         dense = 0
-        if landmarks is None:
+        linear = arch.network.root_form(False, ctx)   # no activation: its kernel stays a root of its input's width, no dense block
+        input_nystrom = landmarks is not None and not (ctx.base.is_linear and landmarks.numel() >= self.info.num_features)
+        if landmarks is None and not linear:
             square = target.numel() >= self.info.num_nodes or not pair_plan_fits(arch.network, ctx)
             nodes = ctx.every_node if square else target
             dense = arch.network.peak_elements(nodes, ctx, None if square else train)
@@ -152,7 +158,9 @@ class LocalBackend:
             layers=int(self.cfg.kernel.layers), bytes_per_entry=torch.finfo(self.dtype).bits // 8,
             landmarks=None if landmarks is None else int(landmarks.numel()), dense_elements=int(dense),
             branches=branch_count(arch.network),
-            input_nystrom=landmarks is not None and not (ctx.base.is_linear and landmarks.numel() >= self.info.num_features),
+            input_nystrom=input_nystrom,
+            root_width=((int(landmarks.numel()) if input_nystrom else self.info.num_features) + int(self.cfg.kernel.layers) + 1)
+            * branch_count(arch.network) if linear else None,
         )
 
     def evaluate(self, arch: Architecture, ctx: KernelContext) -> LocalKernel:

@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from .. import runtime
+from ..progress import Progress, within
 
 NORMALISATIONS = ("sym", "row")
 
@@ -140,7 +141,7 @@ class Adjacency:
         if name not in OPERATORS:
             raise ValueError(f"unknown graph operator {name!r}; use one of {', '.join(OPERATORS)}")
         if name not in self._operators:
-            with sparse_beta_quiet():
+            with sparse_beta_quiet(), Progress(f"building the {name} operator of {self.num_nodes:,} nodes"):   # minutes on a dense graph
                 edges = OPERATORS[name](self.edge_index, self.num_nodes)
                 self._operators[name] = symmetric_normalised(edges, self.num_nodes, self.edge_weight.dtype)
         return self._operators[name]
@@ -184,11 +185,13 @@ class Adjacency:
             return torch.sparse.mm(self._csr, dense)
         crow, col, weight = self._csr.crow_indices(), self._csr.col_indices(), self._csr.values()
         out = dense.new_empty(self.num_nodes, width)
-        for start, stop in runtime.row_blocks(self.num_nodes, width):
+        blocks = list(runtime.row_blocks(self.num_nodes, width))
+        for i, (start, stop) in enumerate(blocks):
             lo, hi = int(crow[start]), int(crow[stop])
             with sparse_beta_quiet():
                 rows = torch.sparse_csr_tensor(crow[start:stop + 1] - lo, col[lo:hi], weight[lo:hi], (stop - start, self.num_nodes))
-            out[start:stop] = torch.sparse.mm(rows, dense)
+            with within(f"A Q row block {i + 1} of {len(blocks)}"):
+                out[start:stop] = torch.sparse.mm(rows, dense)
         return out
 
     def neighbours(self, nodes: Tensor) -> Tensor:

@@ -76,12 +76,12 @@ class CSBMConfig(DatasetConfig):
     """The csbm generator's settings (defaults: the embedded graph of the default run)."""
 
     name: str = "csbm"
-    num_nodes: int = 3000
-    avg_degree: float = 10.0
-    num_classes: int = 4
-    homophily: float = 0.6
-    num_features: int = 32
-    snr: float = 0.3
+    num_nodes: int = 3000               # nodes of the generated graph
+    avg_degree: float = 10.0            # mean degree
+    num_classes: int = 4                # classes (blocks of the stochastic block model)
+    homophily: float = 0.6              # the share of edges within a class
+    num_features: int = 32              # Gaussian features per node
+    snr: float = 0.3                    # the class means' separation against the features' noise
 
 
 def _csbm(cfg, store) -> Data:

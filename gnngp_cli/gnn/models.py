@@ -101,8 +101,8 @@ class GIN(GNN):
 
 @dataclass
 class GCN2Config(GNNConfig):
-    alpha: float = 0.1
-    theta: float = 0.5
+    alpha: float = 0.1                  # GCNII's initial residual: the share of the input layer in each layer
+    theta: float = 0.5                  # GCNII's identity mapping: beta_l = log(theta / l + 1)
 
 
 @register_gnn("gcn2", "GCNII", config=GCN2Config)

@@ -8,8 +8,8 @@ in bytes of the working dtype (``b`` bytes per entry):
 
 - exact kernels (:func:`~gnngp_cli.kernels.planner.exact_kernel`): the largest dense block a
   layer holds, ``P`` entries (``Block.peak_elements`` on the planned rows and columns), times
-  ``BYTES_PER_ENTRY_FACTOR`` for the ReLU expectation's and the products' temporaries (two more
-  at an independent addition: :func:`dense_factor`), then the
+  ``BYTES_PER_ENTRY_FACTOR`` for the ReLU expectation's and the products' temporaries (at an
+  independent addition, its branches' outputs too: :func:`dense_factor`), then the
   inference: the eigendecomposition of the training block (``3 n_train^2``) and the
   ``n_labelled x n_train`` cross block;
 - low-rank kernels: the roots ``Q`` (``N x m`` for ``m`` landmarks) alive at once. Up to
@@ -17,7 +17,17 @@ in bytes of the working dtype (``b`` bytes per entry):
   output (``3 N m``; measured on csbm graphs of 3 10^4 and 10^5 nodes); past it the ReLU, the
   convolution and the variances go by row blocks, so a layer's input and output plus a few
   blocks (``2 N m + 4 ROW_BLOCK_ENTRIES``; measured on a Reddit-sized graph). Then the
-  inference on the last root: its training rows and the ``m x m`` eigendecompositions.
+  inference on the last root: its training rows and the eigendecomposition of its ``m x m``
+  Gram matrix, ``EIGH_SQUARES`` such blocks alive at once (the Gram matrix, the scaled copy
+  that tells a diagonal one, the symmetrised and the cleaned copies, the eigenvectors and
+  LAPACK's workspace of two; H2GCNGP-X on chameleon, roots 7 x 1,092 = 7,644 wide on 2,277
+  nodes: 2.6 GB, nearly all of it these blocks).
+- graph operators that a network applies besides the adjacency (H2GCN's 1- and 2-hop
+  operators): built before the estimate (the run needs them, the exact planning reads them),
+  so ``rss_now`` holds them and ``peak_now`` their build (the exact 2-hop operator of tolokers,
+  45 million entries: 3.8 GB at its build, 1.2 GB held).
+- a kernel of a linear network (no activation), exact or low rank, stays a root of its input's
+  width (``root_width``): no dense block, and no root as wide as the landmarks.
 
 The time class comes from the same sizes as operations (dense: ``ENTRY_COST`` per entry of
 ``P`` per layer, for the ReLU expectation's transcendental functions and the sparse products,
@@ -34,16 +44,19 @@ from typing import Optional
 from ..runtime import ROW_BLOCK_ENTRIES
 
 BYTES_PER_ENTRY_FACTOR = 4   # a dense block plus the temporaries of the ReLU expectation and products
+EIGH_SQUARES = 7             # m x m blocks alive at the low-rank inference's eigendecomposition (module docstring)
 FLOPS_PER_SECOND = 1e10
 ENTRY_COST = 400             # operations per dense entry and layer (exact GCNIIGP on PubMed: ~30 s for 2 x 3.9e8 entries)
 
 
 def dense_factor(branches: int = 1) -> int:
-    """Dense blocks alive at a layer's peak, per entry of its largest block: a two-branch
-    addition holds each branch's block and their sum too (exact GCNIIGP on PubMed, one square
-    19,717-node block: six alive at its peak, measured). Wider additions (H2GCN's readout) add
-    blocks of the labelled by training nodes, smaller than the largest: counted as two."""
-    return BYTES_PER_ENTRY_FACTOR + 2 * (min(branches, 2) - 1)
+    """Dense blocks alive at a layer's peak, per entry of its largest block:
+    ``BYTES_PER_ENTRY_FACTOR`` without an independent addition; an addition of ``B`` branches
+    holds its input, every branch's output until they are summed, and a branch's temporaries
+    (a convolution's product and its transpose's copy, the running sum): ``B + 4`` (exact
+    GCNIIGP on PubMed, two branches on one square 19,717-node block: six alive at its peak;
+    H2GCNGP's readout, seven branches: eleven, 16.5 GB, measured)."""
+    return BYTES_PER_ENTRY_FACTOR if branches <= 1 else branches + 4
 
 
 def low_rank_flops(num_nodes: int, edges: int, width: int, layers: int) -> float:
@@ -86,7 +99,7 @@ def time_class(flops: float) -> str:
 def gp_estimate(
     *, rss_now: float, peak_now: float = 0.0, num_nodes: int, num_edges: int, num_features: int, n_train: int, n_labelled: int,
     layers: int, bytes_per_entry: int, landmarks: Optional[int] = None, dense_elements: int = 0, branches: int = 1,
-    input_nystrom: bool = False,
+    input_nystrom: bool = False, root_width: Optional[int] = None,
 ) -> Estimate:
     """The estimate for one GP run (sizes as in the module docstring; ``rss_now`` and
     ``peak_now`` in bytes). ``branches``: a network with an independent addition holds its
@@ -94,16 +107,30 @@ def gp_estimate(
     its dense blocks by :func:`dense_factor`. ``input_nystrom``: a low-rank input layer that is
     a Nystrom root of ``C0`` (RBF, polynomial, or more features than landmarks) also holds the
     cached pairwise statistic and the cross block ``C0[:, a]`` (``2 N m``; measured on the arxiv
-    and Reddit stand-ins)."""
+    and Reddit stand-ins). ``root_width``: a kernel whose network is linear (no activation:
+    ``kernel=composed`` without ``relu``) stays a root of its input's width throughout (the
+    features, or their Nystrom root on the landmarks), exact or low rank, and forms no dense
+    block: its roots, then the inference on that root (a low-rank one when it is low rank or no
+    wider than the training set, else the exact one on ``Q Q[train]^T``). Measured: the arxiv
+    stand-in's ComposedGP-X, 1.1 GB where roots as wide as the 1,858 landmarks would hold 4."""
     b = bytes_per_entry
     edges = num_edges + num_nodes
     degree = edges / max(num_nodes, 1)
-    if landmarks is not None:
+    if root_width is not None:
+        m = root_width
+        if landmarks is not None or m <= n_train:   # the low-rank inference on the root
+            inference = n_train * m * b + EIGH_SQUARES * m * m * b
+        else:                                      # the exact one on root Q[train]^T
+            inference = 3 * n_train * n_train * b + n_labelled * n_train * b
+        work = 3 * num_nodes * m * b + (2 * num_nodes * landmarks * b if input_nystrom else 0) + inference
+        flops = layers * edges * m + 2 * min(m, n_train) ** 3
+        detail = f"a root of {m:,} columns (a linear network: no dense block" + (f"; {landmarks:,} landmarks" if landmarks is not None else "") + ")"
+    elif landmarks is not None:
         m = landmarks * branches
         root = num_nodes * m * b
         held = 3 * root if num_nodes * m <= ROW_BLOCK_ENTRIES else 2 * root + 4 * ROW_BLOCK_ENTRIES * b
         kernel = held + 3 * m * m * b + num_nodes * num_features * b + (2 * num_nodes * landmarks * b if input_nystrom else 0)
-        work = max(kernel, root + n_train * m * b + 3 * m * m * b)
+        work = max(kernel, root + n_train * m * b + EIGH_SQUARES * m * m * b)
         flops = low_rank_flops(num_nodes, edges, m, layers)
         detail = f"{landmarks:,} landmarks" + (f", roots {branches} x as wide at an addition" if branches > 1 else "")
     else:

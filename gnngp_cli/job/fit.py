@@ -241,6 +241,9 @@ def training_kernel(network: Block, ctx: KernelContext, train: Tensor) -> Kernel
     return network(None, ctx, train)
 
 
+ROW_SETTINGS = ("sigma_w", "sigma_b")   # the kernel settings a results row has columns for (the others are in its extra)
+
+
 @dataclass
 class FitResult:
     """The fitted values (natural scale), the held ones, the objective per step."""
@@ -271,13 +274,19 @@ class FitResult:
         return fitted_base(base, self.values)
 
     def row(self) -> dict:
-        """Results-row columns: ``fitted_<name>`` for every fitted value, and the objective."""
-        return {**{f"fitted_{name}": value for name, value in self.values.items()},
+        """Results-row columns: the setting columns hold the values the run used, so a fitted
+        ``sigma_w`` / ``sigma_b`` replaces the configured one there (the configured value was
+        only the fit's start; fitted per layer, the column is empty and ``fitted_sigma_w_1`` ...
+        hold the values); ``fitted_<name>`` for every fitted value (``fitted_nugget`` is
+        absolute, the row's ``nugget`` the same nugget relative to the mean diagonal of K, as a
+        grid's), and the objective."""
+        used = {name: None if isinstance(value, list) else value for name, value in self.network_values().items() if name in ROW_SETTINGS}
+        return {**used, **{f"fitted_{name}": value for name, value in self.values.items()},
                 "fit_mll": self.objective, "fit_steps": self.steps}
 
     def summary(self) -> str:
-        fitted = ", ".join(f"{name}={value:.4g}" for name, value in self.values.items())
-        return f"fit=mll after {self.steps} steps: log marginal likelihood / (n C) {self.objective:.5f}; fitted {fitted}"
+        fitted = ", ".join(f"{name}={value:.4g}" + (" (absolute)" if name == "nugget" else "") for name, value in self.values.items())
+        return f"fit=mll after {self.steps} steps in {self.seconds:.2f} s: log marginal likelihood / (n C) {self.objective:.5f}; fitted {fitted}"
 
 
 def fit_hyperparameters(

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Optional
 
 import torch
 
-from .. import __version__
+from ..version import __version__
 from ..errors import GnngpError
 from ..gnn import GNNS
 from ..kernels import KERNELS

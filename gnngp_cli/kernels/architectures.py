@@ -166,21 +166,21 @@ BIAS_DEFAULTS = {"*": {"sigma_b": 0.0}, "regression": {"sigma_b": SQRT_TENTH}}
 
 @dataclass
 class GCNGPConfig(KernelConfig):
-    sigma_w: float = 1.0
-    sigma_b: Optional[float] = None     # null: 0, sqrt(0.1) on regression sets
+    sigma_w: float = 1.0                # the weights' standard deviation
+    sigma_b: Optional[float] = None     # the biases' standard deviation; null: 0, sqrt(0.1) on regression sets
 
 
 @dataclass
 class GCN2GPConfig(KernelConfig):
-    sigma_w: float = 1.0
-    alpha: float = 0.1
-    theta: float = 0.5
+    sigma_w: float = 1.0                # the weights' standard deviation
+    alpha: float = 0.1                  # GCNII's initial residual: the share of the input layer in each layer
+    theta: float = 0.5                  # GCNII's identity mapping: beta_l = log(theta / l + 1)
 
 
 @dataclass
 class SAGEGPConfig(KernelConfig):
-    sigma_w1: Optional[float] = None    # null: 0, sqrt(0.1) on Reddit (the paper's)
-    sigma_w2: float = 1.0
+    sigma_w1: Optional[float] = None    # the node's own weight W1's standard deviation; null: 0, sqrt(0.1) on Reddit (the paper's)
+    sigma_w2: float = 1.0               # the neighbours' weight W2's standard deviation (W1: the node's own)
 
 
 @dataclass
@@ -279,8 +279,8 @@ GPR_FILTER_GRID = ((1.0,), (0.0, 1.0), (1.0, 1.0), (1.0, -1.0), (1.0, 1.0, 1.0),
 
 @dataclass
 class GPRGPConfig(KernelConfig):
-    sigma_w: float = 1.0
-    sigma_b: Optional[float] = None     # null: 0, sqrt(0.1) on regression sets
+    sigma_w: float = 1.0                # the weights' standard deviation
+    sigma_b: Optional[float] = None     # the biases' standard deviation; null: 0, sqrt(0.1) on regression sets
     coefficients: Any = None            # a filter [g0, g1, ...], or a list of filters chosen on validation; null: GPR_FILTER_GRID
 
 

@@ -48,6 +48,7 @@ from torch import Tensor
 
 from ..data.graph import Adjacency
 from ..errors import KernelError
+from ..progress import within
 from .context import KernelContext
 from .numerics import psd_tolerance
 from .pairs import Pairs, PairValues, base_on_pairs, conv_terms, root_on_pairs
@@ -224,11 +225,13 @@ class Conv(Block):
         a = op.block(nodes, k.nodes)
         if k.root is not None:
             return Kernel(nodes, root=torch.sparse.mm(a, k.root), cols=cols)
-        half = torch.sparse.mm(a, k.matrix)  # A[nodes] K, |nodes| x |input columns|
-        if cols is None:
-            return Kernel(nodes, matrix=torch.sparse.mm(a, half.T.contiguous()))  # A (A K)^T = A K A^T
-        a_cols = op.block(cols, k.nodes if k.cols is None else k.cols)
-        return Kernel(nodes, matrix=torch.sparse.mm(a_cols, half.T.contiguous()).T, cols=cols)  # (A_c (A_r K)^T)^T
+        with within("A K"):
+            half = torch.sparse.mm(a, k.matrix)  # A[nodes] K, |nodes| x |input columns|
+        with within("(A K) A^T"):
+            if cols is None:
+                return Kernel(nodes, matrix=torch.sparse.mm(a, half.T.contiguous()))  # A (A K)^T = A K A^T
+            a_cols = op.block(cols, k.nodes if k.cols is None else k.cols)
+            return Kernel(nodes, matrix=torch.sparse.mm(a_cols, half.T.contiguous()).T, cols=cols)  # (A_c (A_r K)^T)^T
 
     def pair_support(self, pairs, ctx):
         _, j, k, _ = conv_terms(pairs, ctx, self.operator(ctx.adjacency))
@@ -324,6 +327,12 @@ class Serial(Block):
         return self.evaluate(k, ctx, nodes, cols)
 
     def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
+        if self.name is None:
+            return self._evaluate(k, ctx, nodes, cols, pairs)
+        with within(self.name):   # progress lines say which layer a long step is in
+            return self._evaluate(k, ctx, nodes, cols, pairs)
+
+    def _evaluate(self, k, ctx, nodes, cols, pairs):
         plan = self._plan(nodes, cols, ctx)
         root_in = k is None or k.pairs is None or isinstance(k.pairs, Kernel)
         pair_plan = self._pair_plan(root_in, ctx, pairs) if pairs is not None else [None] * len(self.blocks)
@@ -372,7 +381,10 @@ class Add(Block):
                 return None
             return k.restrict(branch.support(nodes, ctx), None if cols is None else branch.support(cols, ctx))
 
-        parts = [branch.evaluate(branch_input(branch), ctx, nodes, cols, pairs) for branch in self.branches]
+        parts = []
+        for i, branch in enumerate(self.branches):
+            with within(f"branch {i + 1} of {len(self.branches)}"):
+                parts.append(branch.evaluate(branch_input(branch), ctx, nodes, cols, pairs))
         carried = _add_pair_values([p.pairs for p in parts], ctx, pairs) if pairs is not None else None
         if all(p.root is not None for p in parts):
             return Kernel(parts[0].nodes, root=ctx.roots.side_by_side([p.root for p in parts]), cols=cols, pairs=carried)
@@ -416,3 +428,13 @@ def branch_count(block: Block) -> int:
         return max([1, *(branch_count(b) for b in block.blocks)])
     return 1
 
+
+def graph_operators(block: Block, adjacency: Adjacency) -> list[Adjacency]:
+    """Every sparse operator the convolutions in ``block`` apply, built on first use (H2GCN's
+    hop operators: the exact 2-hop one of a dense graph is tens of millions of entries, and its
+    build peaks at several times that). The memory estimates build them first, so that what
+    their build peaks at and what they hold are measured, not guessed."""
+    if isinstance(block, Conv):
+        return [block.operator(adjacency)]
+    children = block.blocks if isinstance(block, Serial) else block.branches if isinstance(block, Add) else ()
+    return [op for child in children for op in graph_operators(child, adjacency)]

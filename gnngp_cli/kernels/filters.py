@@ -24,6 +24,7 @@ from torch import Tensor
 
 from ..data.graph import Adjacency, sparse_beta_quiet
 from ..errors import ConfigError, KernelError
+from ..progress import within
 from .blocks import Block, Conv, node_count
 from .context import KernelContext
 from .value import Kernel, Nodes, _find
@@ -112,8 +113,10 @@ class Poly(Block):
         if k.root is not None:
             return Kernel(nodes, root=self.apply(k.root, k.nodes, nodes, a, ctx), cols=cols)
         in_cols = k.nodes if k.cols is None else k.cols
-        half = self.apply(k.matrix, k.nodes, nodes, a, ctx)                        # P_r K, |nodes| x |input columns|
-        out = self.apply(half.T.contiguous(), in_cols, nodes if cols is None else cols, a, ctx).T  # (P_c (P_r K)^T)^T = P_r K P_c^T
+        with within("P K"):
+            half = self.apply(k.matrix, k.nodes, nodes, a, ctx)                        # P_r K, |nodes| x |input columns|
+        with within("(P K) P^T"):
+            out = self.apply(half.T.contiguous(), in_cols, nodes if cols is None else cols, a, ctx).T  # (P_c (P_r K)^T)^T = P_r K P_c^T
         return Kernel(nodes, matrix=out, cols=cols)
 
 

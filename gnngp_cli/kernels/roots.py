@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from .. import runtime
+from ..progress import within
 from .numerics import NystromFactor, check_kernel, nystrom_root
 from .relu import relu_expectation
 from .value import Kernel
@@ -78,10 +79,12 @@ class TorchRoots:
         position = torch.full((n,), -1, dtype=torch.long, device=root.device)
         position[landmarks] = torch.arange(r, device=root.device)
         out = root.new_empty(n, r)
-        for start, stop in runtime.row_blocks(n, r):
-            block = position[start:stop]
-            is_landmark = block >= 0
-            out[start:stop] = relu_nystrom_rows(root[start:stop], q_a, var_a, factor, is_landmark, block[is_landmark])
+        blocks = list(runtime.row_blocks(n, r))
+        for i, (start, stop) in enumerate(blocks):
+            with within(f"ReLU row block {i + 1} of {len(blocks)}"):
+                block = position[start:stop]
+                is_landmark = block >= 0
+                out[start:stop] = relu_nystrom_rows(root[start:stop], q_a, var_a, factor, is_landmark, block[is_landmark])
         return out
 
     def layer_output(self, k: Kernel, name: str) -> Kernel:

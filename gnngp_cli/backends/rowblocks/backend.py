@@ -240,7 +240,8 @@ class DaskBackend:
 
     @property
     def where(self) -> str:
-        return f"{dataset_label(self.cfg.dataset.name, self.info.stand_in)} (compute={self.name}, {self.workers} workers)"
+        split = f"split {int(self.cfg.dataset.split_index)}, " if self.cfg.get("splits") == "all" else ""   # each split's lines say which
+        return f"{dataset_label(self.cfg.dataset.name, self.info.stand_in)} ({split}compute={self.name}, {self.workers} workers)"
 
     def train_ids(self) -> torch.Tensor:
         if self._train is None:

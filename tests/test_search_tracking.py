@@ -1,0 +1,285 @@
+"""Hydra's own search and tracking: the hparams_search and logger presets compose, an Optuna search
+on Cora runs end to end through the CLI and finds the trial of the best validation metric, a
+failed trial is a failed trial and not a lost search, and MLflow and TensorBoard hold each job's
+config, metrics and results as the job wrote them."""
+import math
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pandas as pd
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from gnngp_cli import sweep as sweep_module
+from gnngp_cli import tracking
+from gnngp_cli.compose import config_dir
+from gnngp_cli.execute import TrialFailed, objective
+from trust_helpers import in_process
+
+
+@pytest.fixture(autouse=True)
+def _fresh_sweep_outcome(monkeypatch):
+    """Each in-process command starts without an earlier test's sweep outcome."""
+    monkeypatch.setattr(sweep_module, "LAST_SWEEP", None)
+
+
+def search_extra():
+    pytest.importorskip("optuna")
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+
+
+def run_sweep(tmp_path, data_overrides, *args):
+    out = in_process("run", "-m", "dataset=cora", *data_overrides, f"hydra.sweep.dir={tmp_path / 'sweep'}", *args)
+    summary = pd.read_csv(tmp_path / "sweep" / "summary.csv") if (tmp_path / "sweep" / "summary.csv").is_file() else None
+    return out, summary
+
+
+def composed(*overrides):
+    """The config of these overrides, Hydra's node included (what the sweeper and callbacks read)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from gnngp_cli.backends import compute_options
+    from gnngp_cli.compose import register_configs
+
+    register_configs(compute_options())
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+
+
+# ------------------------------------------------------------------------------------------
+# the presets
+
+
+@pytest.mark.parametrize("option", tracking.group_options("hparams_search"))
+def test_every_search_preset_composes_to_an_optuna_sweeper_that_maximises(option):
+    search_extra()
+    cfg = composed(f"hparams_search={option}", "model=gcngp_x")
+    sweeper = cfg.hydra.sweeper
+    assert sweeper._target_.endswith("OptunaSweeper") and sweeper.direction == "maximize"
+    assert sweeper.sampler.seed == 0 and sweeper.n_trials >= 10 and sweeper.max_failure_rate == 1.0
+    assert {"depth", "landmarks.count"} <= set(sweeper.params)
+    assert cfg.depth == 2 and cfg.kernel.name == "gcngp"   # the search touches only Hydra's node
+
+
+@pytest.mark.parametrize("option", tracking.group_options("logger"))
+def test_every_logger_preset_composes_to_its_callback(option, tmp_path):
+    pytest.importorskip("mlflow" if option == "mlflow" else "tensorboard")
+    key = "tracking_uri" if option == "mlflow" else "save_dir"
+    cfg = composed(f"logger={option}", f"logger.{key}={tmp_path / option}")
+    assert cfg.logger.name == option and cfg.hydra.callbacks.summary._target_ == "gnngp_cli.sweep.SweepSummary"
+    from hydra.utils import instantiate
+
+    callback = instantiate(cfg.hydra.callbacks.tracking)   # as Hydra does before the first job: the store opens
+    assert callback.kind == option and str(tmp_path / option) in callback.where()
+
+
+def test_the_groups_default_to_none_and_list_their_presets():
+    cfg = composed()
+    assert cfg.logger is None and "tracking" not in cfg.hydra.callbacks
+    assert cfg.hydra.sweeper._target_.endswith("BasicSweeper")
+    assert tracking.group_options("hparams_search") == ["optuna", "optuna_kernels"]
+    assert tracking.group_options("logger") == ["mlflow", "tensorboard"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("logger=mlfow", "logger=mlfow is not an option; did you mean logger=mlflow? valid: mlflow, tensorboard"),
+    ("hparams_search=optuan", "hparams_search=optuan is not an option; did you mean hparams_search=optuna? valid: optuna, optuna_kernels"),
+    ("logger.tracking_ur=x", "unknown key logger.tracking_ur; did you mean logger.tracking_uri?"),
+    ("hydra.sweeper.n_trial=3", "unknown key hydra.sweeper.n_trial; did you mean hydra.sweeper.n_trials?"),
+])
+def test_a_wrong_choice_or_key_is_one_line(override, message, tmp_path):
+    if "sweeper" in override:
+        search_extra()
+    args = ["logger=mlflow", override] if override.startswith("logger.") else ["-m", "hparams_search=optuna", override] if "sweeper" in override else [override]
+    out = in_process("run", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 1 and len(lines) == 1 and lines[0].startswith("gnngp: error: ") and message in lines[0]
+
+
+@pytest.mark.parametrize("override, extra, module", [("logger=mlflow", "tracking", "mlflow"), ("logger=tensorboard", "tracking", "tensorboard"),
+                                                     ("hparams_search=optuna", "search", "optuna")])
+def test_a_missing_extra_is_one_line_naming_the_install(override, extra, module, monkeypatch, tmp_path):
+    real = tracking.find_spec
+    monkeypatch.setattr(tracking, "find_spec", lambda name: None if name == module else real(name))
+    with pytest.raises(tracking.TrackingError):
+        tracking.check_extras([override])
+    out = in_process("run", override, f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1
+    assert out.stderr.strip() == f'gnngp: error: {override} needs the {extra} extra ({module} is not installed): pip install -e ".[{extra}]"'
+    assert not (tmp_path / "run").exists()   # before any work
+
+
+def test_a_logger_store_that_cannot_be_opened_is_one_line_before_any_job(tmp_path):
+    pytest.importorskip("mlflow")
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    out = in_process("run", "logger=mlflow", f"logger.tracking_uri={blocked / 'mlruns'}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+    assert out.stderr.startswith(f"gnngp: error: logger=mlflow cannot open logger.tracking_uri={blocked / 'mlruns'}")
+    assert not (tmp_path / "run" / "results.csv").exists()
+
+
+def test_a_search_without_multirun_is_one_line(tmp_path):
+    search_extra()
+    out = in_process("run", "hparams_search=optuna", "dataset=cora", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1 and not (tmp_path / "run").exists()
+    assert out.stderr.strip() == "gnngp: error: hparams_search=optuna runs a search of many jobs: add -m (gnngp run -m hparams_search=optuna ...)"
+
+
+def test_search_and_logger_are_not_settings_of_a_row():
+    from gnngp_cli.resume import job_overrides
+
+    assert job_overrides(["hparams_search=optuna", "depth=3", "logger=mlflow", "logger.tracking_uri=/x", "model=gcngp_x"]) == \
+        '["depth=3", "model=gcngp_x"]'
+
+
+def test_starting_gnngp_run_imports_neither_mlflow_nor_optuna():
+    code = ("import sys; from gnngp_cli.cli import main\n"
+            "main(['run', '--help'])\n"
+            "from gnngp_cli import tracking; tracking.check_extras(['-m', 'logger=mlflow', 'hparams_search=optuna'])\n"
+            "print(sorted(m for m in ('mlflow', 'optuna', 'tensorboard', 'torch.utils.tensorboard') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+# ------------------------------------------------------------------------------------------
+# the value a search optimises
+
+
+def test_the_objective_is_the_mean_validation_metric_and_a_failure_is_a_failed_trial():
+    ok = [{"status": "ok", "val": 0.7}, {"status": "ok", "val": 0.8}]
+    assert objective(ok) == pytest.approx(0.75) and objective(ok, searched=True) == pytest.approx(0.75)
+    failed = [*ok, {"status": "error", "error": "ConfigError: landmarks.count=500 exceeds the 140 training nodes of cora"}]
+    for rows in (failed, [], [{"status": "ok", "val": float("nan")}], [{"status": "ok", "val": None}]):
+        assert math.isnan(objective(rows))   # a plain sweep: a number, never an exception
+        with pytest.raises(TrialFailed, match="no validation metric"):
+            objective(rows, searched=True)
+    with pytest.raises(TrialFailed, match="exceeds the 140 training nodes"):
+        objective(failed, searched=True)
+
+
+def test_a_resumed_job_gives_the_value_of_the_rows_it_kept(tmp_path, data_overrides):
+    """resume=true in a search: a job whose runs are all there is skipped, and still gives its value."""
+    from gnngp_cli.api import compose
+    from gnngp_cli.execute import execute
+
+    overrides = ["dataset=cora", "kernel=gcngp_x", "landmarks.count=40", "runs=2", "resume=true"]
+    cfg = compose([*overrides, *data_overrides])
+    first = execute(cfg, tmp_path, multirun=True, overrides=overrides)
+    again = execute(cfg, tmp_path, multirun=True, overrides=overrides)   # nothing left to run
+    assert len(first) == len(again) == 2 and len(pd.read_csv(tmp_path / "results.csv")) == 2
+    assert objective(again, searched=True) == pytest.approx(objective(first, searched=True))
+
+
+# ------------------------------------------------------------------------------------------
+# searches on Cora, through the CLI
+
+
+def check_search(tmp_path, summary, trials):
+    """The search ran ``trials`` jobs, and its best trial is the job of the best validation metric."""
+    best = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
+    assert len(summary) == trials and (summary["status"] == "ok").all()
+    top = summary.loc[summary["val"].idxmax()]
+    assert best["best_value"] == pytest.approx(top["val"])
+    chosen = OmegaConf.load(tmp_path / "sweep" / str(int(top["job"])) / ".hydra" / "overrides.yaml")
+    assert {f"{k}={v}" for k, v in best["best_params"].items()} <= set(chosen)
+    rows = []
+    for job in summary["job"]:   # each job ran the layers and landmark count its trial chose
+        row = pd.read_csv(tmp_path / "sweep" / str(job) / "results.csv").iloc[0]
+        trial = dict(o.split("=", 1) for o in OmegaConf.load(tmp_path / "sweep" / str(job) / ".hydra" / "overrides.yaml"))
+        assert (row["layers"], row["landmarks"]) == (int(trial["depth"]), int(trial["landmarks.count"]))
+        rows.append(row)
+    return best, pd.DataFrame(rows)
+
+
+def test_a_ten_trial_optuna_search_of_layers_and_landmark_count_on_cora_records_each_trial_in_mlflow(tmp_path, data_overrides):
+    search_extra()
+    pytest.importorskip("mlflow")
+    store = tmp_path / "mlruns"
+    out, summary = run_sweep(tmp_path, data_overrides, "hparams_search=optuna", "kernel=gcngp_x", "hydra.sweeper.n_trials=10",
+                             "logger=mlflow", f"logger.tracking_uri={store}")
+    assert out.returncode == 0, out.stderr
+    best, rows = check_search(tmp_path, summary, 10)
+    assert set(best["best_params"]) == {"depth", "landmarks.count"} and rows["method"].eq("GCNGP-X").all()
+    assert rows["layers"].between(1, 6).all() and rows["landmarks"].between(10, 140).all()
+    assert len(set(zip(rows["layers"], rows["landmarks"]))) > 5   # the trials differ
+    assert best["best_value"] >= 0.7   # GCNGP-X on Cora's validation nodes
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("gnngp").experiment_id])
+    assert len(runs) == 10 and {r.info.status for r in runs} == {"FINISHED"}
+    for run in runs:
+        job = run.data.tags["gnngp.job"]
+        row = pd.read_csv(tmp_path / "sweep" / job / "results.csv").iloc[0]
+        params, metrics = run.data.params, run.data.metrics
+        assert params["dataset.name"] == "cora" and params["kernel.low_rank"] == "true"
+        assert int(params["kernel.layers"]) == row["layers"] and int(params["landmarks.count"]) == row["landmarks"]
+        for key in ("val", "test", "train", "kernel_seconds", "inference_seconds", "total_seconds", "peak_rss_mb"):
+            assert metrics[key] == pytest.approx(row[key])
+        assert metrics["val_mean"] == pytest.approx(row["val"]) and run.data.tags["gnngp.status"] == "ok"
+        assert "hparams_search=optuna" in run.data.tags["gnngp.overrides"]
+        artifacts = Path(urlparse(run.info.artifact_uri).path)   # the run's folder in the store
+        assert sorted(p.name for p in artifacts.iterdir()) == ["config.yaml", "overrides.yaml", "results.csv"]
+        assert (artifacts / "results.csv").read_text() == (tmp_path / "sweep" / job / "results.csv").read_text()
+
+
+def test_a_failed_trial_is_recorded_as_failed_and_the_search_goes_on(tmp_path, data_overrides):
+    search_extra()
+    out, summary = run_sweep(tmp_path, data_overrides, "hparams_search=optuna", "kernel=gcngp_x", "hydra.sweeper.n_trials=3",
+                             "hydra.sweeper.params=null", "landmarks.count=choice(50,500)")
+    assert out.returncode == 1   # as any sweep with a failed job: after the summary
+    assert set(summary["status"]) == {"error", "ok"} and len(summary) == 3   # the search went on after its failed trial
+    failed = summary[summary["status"] == "error"]
+    assert failed["error"].str.contains("landmarks.count=500 exceeds the 140 training nodes of cora").all()
+    best = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
+    assert best["best_params"] == {"landmarks.count": 50}
+    assert best["best_value"] == pytest.approx(summary.loc[summary["status"] == "ok", "val"].max())
+    assert out.stderr.strip().splitlines()[-1].startswith(f"gnngp: error: {len(failed)} of 3 jobs failed")
+
+
+def test_a_search_whose_every_trial_failed_is_one_line(tmp_path, data_overrides):
+    search_extra()
+    out, _ = run_sweep(tmp_path, data_overrides, "hparams_search=optuna", "kernel=gcngp_x", "hydra.sweeper.n_trials=2",
+                       "hydra.sweeper.params=null", "landmarks.count=choice(400,500)")
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1].startswith("gnngp: error: every trial of the search failed, so it has no best one")
+
+
+# ------------------------------------------------------------------------------------------
+# TensorBoard
+
+
+def test_tensorboard_holds_each_jobs_scalars_hparams_and_results(tmp_path, data_overrides):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logs = tmp_path / "tb"
+    out, summary = run_sweep(tmp_path, data_overrides, "kernel=gcngp,gcngp_x", "logger=tensorboard", f"logger.save_dir={logs}")
+    assert out.returncode == 0, out.stderr
+    assert summary["method"].tolist() == ["GCNGP", "GCNGP-X"]
+    day, stamp = (tmp_path / "sweep").parent.name, "sweep"
+    for job in ("0", "1"):
+        row = pd.read_csv(tmp_path / "sweep" / job / "results.csv").iloc[0]
+        events = EventAccumulator(str(logs / "gnngp" / day / stamp / job), size_guidance={"tensors": 0})
+        events.Reload()
+        scalars = events.Tags()["scalars"]
+        for key in ("val", "test", "train", "kernel_seconds", "inference_seconds", "total_seconds", "peak_rss_mb", "val_mean"):
+            assert key in scalars, key
+        assert events.Scalars("val")[0].value == pytest.approx(row["val"], abs=1e-6)
+        assert events.Scalars("test")[0].step == 0
+        texts = {tag: events.Tensors(tag)[0].tensor_proto.string_val[0].decode() for tag in events.Tags()["tensors"] if tag.endswith("text_summary")}
+        assert "dataset.name: cora" in texts["config/text_summary"] and texts["status/text_summary"] == "ok"
+        assert str(row["timestamp"]) in texts["results.csv/text_summary"]
+        from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+
+        start = HParamsPluginData.FromString(events.PluginTagToContent("hparams")["_hparams_/session_start_info"]).session_start_info
+        hparams = {k: v.string_value for k, v in start.hparams.items()}   # the job's settings, not the logger's
+        assert hparams["dataset"] == "cora" and hparams["model"] == ["gcngp", "gcngp_x"][int(job)] and not any(k.startswith("logger") for k in hparams)
