@@ -16,6 +16,7 @@ returns its rows.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Union
 
@@ -37,6 +38,8 @@ from .job.loading import adopt_graph, load_graph
 from .kernels.planner import exact_kernel
 from .metrics import Prediction as MetricInput
 from .metrics import Scores
+
+log = logging.getLogger("gnngp")
 
 __all__ = ["ConfigError", "DatasetError", "GnngpError", "NodeGP", "Prediction", "ResourceError", "compose", "load_dataset", "run"]
 
@@ -138,6 +141,9 @@ class NodeGP:
     ``settings``: the command line's keys (see the module docstring)."""
 
     def __init__(self, kernel: str = "gcngp", **settings: Any):
+        if not isinstance(kernel, str):
+            raise ConfigError(f"kernel takes a kernel's name (kernel=\"gcngp_x\"), not {type(kernel).__name__}; "
+                              "give its keys apart: kernel__layers=3 or **{\"kernel.layers\": 3}")
         self.kernel = kernel
         self.settings = overrides_of(settings)
         if any(o.split("=", 1)[0] in ("dataset", "model", "gnn") for o in self.settings):
@@ -244,7 +250,10 @@ class NodeGP:
 
 def _node_ids(nodes: Any, n: int, what: str) -> torch.Tensor:
     """Node indices from a boolean mask of ``n`` entries or a sequence of indices in ``[0, n)``."""
-    ids = torch.as_tensor(nodes)
+    try:
+        ids = torch.as_tensor(nodes)
+    except (TypeError, ValueError, RuntimeError):
+        raise DatasetError(f"{what}: give a boolean mask or node indices (a tensor, array or list), not {type(nodes).__name__}") from None
     if ids.dtype == torch.bool:
         if ids.numel() != n:
             raise DatasetError(f"{what}: a mask of {ids.numel()} entries for a graph of {n} nodes; give one entry per node, or node indices")
@@ -264,6 +273,13 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
         if getattr(data, key, None) is None:
             raise DatasetError(f"the graph has no {key}; NodeGP.fit needs x (features), edge_index and y (targets)")
     n = int(data.x.size(0))
+    edge_index, y = torch.as_tensor(data.edge_index), torch.as_tensor(data.y)
+    if edge_index.is_floating_point() or edge_index.is_complex() or edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise DatasetError(f"edge_index must be an integer tensor of shape [2, E] (got {edge_index.dtype}, shape {tuple(edge_index.shape)})"
+                           + ("; transpose it: edge_index.t()" if edge_index.dim() == 2 and edge_index.size(1) == 2 else ""))
+    if not (y.dim() == 1 or (y.dim() == 2 and y.size(1) == 1)):
+        raise DatasetError(f"y must hold one target per node, of shape [N] or [N, 1] (got shape {tuple(y.shape)}); "
+                           "for one-hot labels give the class ids: y.argmax(1)")
     given = {"train_mask": train, "val_mask": val, "test_mask": test}
     masks = {}
     for key, nodes in given.items():
@@ -279,12 +295,15 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
             raise DatasetError(f"the graph has no {key}; give data.{key} or the node indices, e.g. gp.fit(data, {key.split('_')[0]}=...)")
     if not own and not any(v is not None for v in given.values()):
         return adopt_graph(cfg, data)
-    y = data.y.view(-1) if data.y.dim() > 1 and data.y.size(1) == 1 else data.y
+    y = y.view(-1)
     task = str(getattr(data, "task", "") or ("regression" if y.is_floating_point() else "classification"))
+    if task == "regression" and not getattr(data, "task", None) and y.numel() and bool((y == y.round()).all()) and y.unique().numel() <= 100:
+        log.warning("y is floating point, so this is regression (metric r2), though every value is a whole number; "
+                    "for classification give integer class ids: data.y = data.y.long()")
     if task == "classification" and y.is_floating_point():
         raise DatasetError("y holds real numbers but the task is classification; give integer class ids, or floats for regression")
     num_classes = int(y.max()) + 1 if task == "classification" and y.numel() else 0
-    edge_index = data.edge_index.cpu() if own else data.edge_index
+    edge_index = edge_index.cpu() if own else edge_index
     graph = GraphData(x=data.x.float() if not data.x.is_floating_point() else data.x, y=y,
                       edge_index=make_undirected(edge_index, n) if own else edge_index, **masks)
     graph.task, graph.num_classes = task, num_classes

@@ -197,7 +197,8 @@ def _report(argv: list[str]) -> None:
     print(f"report: {Path(args.out) / 'report.md'}")
     print((Path(args.out) / "report.md").read_text())
     if status:
-        print("gnngp: error: the paper check failed; the FAIL lines of the report say which cells and why", file=sys.stderr)
+        first = next((line[len("- FAIL"):].lstrip(": ") for line in (Path(args.out) / "report.md").read_text().splitlines() if line.startswith("- FAIL")), "")
+        print(f"gnngp: error: the paper check failed, first: {first}; the FAIL lines of {Path(args.out) / 'report.md'} say every cell and why", file=sys.stderr)
     raise SystemExit(status)
 
 

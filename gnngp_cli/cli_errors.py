@@ -17,7 +17,7 @@ from typing import Iterable, Optional, Sequence
 
 from .errors import ConfigError
 
-GROUP_KEYS = ("dataset", "model", "kernel", "gnn", "experiment")
+GROUP_KEYS = ("dataset", "model", "kernel", "gnn", "experiment", "fit", "compute")
 
 
 def closest(word: str, choices: Iterable[str]) -> Optional[str]:
@@ -34,7 +34,9 @@ def group_options(key: str) -> list[str]:
     from .gnn import GNNS
     from .kernels.architectures import KERNELS
 
+    from .backends import BACKENDS
     from .compose import config_dir
+    from .schema import FIT_METHODS
 
     kernels = [name + suffix for name in KERNELS for suffix in ("", "_x")]
     return {
@@ -43,6 +45,8 @@ def group_options(key: str) -> list[str]:
         "gnn": [*GNNS, "none"],
         "model": [*kernels, *GNNS],
         "experiment": [*sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml")), "null"],   # optional: Hydra would skip a typo
+        "fit": list(FIT_METHODS),
+        "compute": list(BACKENDS),
     }[key]
 
 

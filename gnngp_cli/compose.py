@@ -26,7 +26,7 @@ from .data.registry import DATASETS, PRESETS
 from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import KERNELS
-from .schema import ComputeConfig, FitConfig, RunConfig
+from .schema import FIT_METHODS, ComputeConfig, FitConfig, RunConfig
 
 
 def config_dir() -> Path:
@@ -53,8 +53,8 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
         cs.store(group="dataset", name=name, node=entry.config)
     for option, preset in PRESETS.items():
         cs.store(group="dataset", name=option, node=preset)
-    cs.store(group="fit", name="grid", node=FitConfig(method="grid"))
-    cs.store(group="fit", name="mll", node=FitConfig(method="mll"))
+    for method in FIT_METHODS:
+        cs.store(group="fit", name=method, node=FitConfig(method=method))
     for name, options in compute.items():
         cs.store(group="compute", name=name, node=options)
 

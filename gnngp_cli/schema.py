@@ -19,6 +19,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float64")
 TASKS = ("classification", "regression")
 METHODS = ("gp", "gnn")
+FIT_METHODS = ("grid", "mll")   # fit=<method>: the nugget grid on validation, or the marginal likelihood
 OPTIMIZERS = ("adam", "lbfgs")   # fit=mll
 SQRT_TENTH = math.sqrt(0.1)   # the paper's bias (kernels) and learning rate (GNNs) on regression sets
 

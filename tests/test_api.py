@@ -104,6 +104,25 @@ def test_bad_graphs_and_calls_are_one_line_errors():
         NodeGP(kernel="gcngp_x", landmarks={"count": 500}).fit(data, **SPLIT)
     with pytest.raises(ConfigError, match="takes its graph in fit"):
         NodeGP(dataset="cora")
+    with pytest.raises(ConfigError, match="give its keys apart: kernel__layers=3"):
+        NodeGP(kernel={"layers": 3})
+    with pytest.raises(DatasetError, match=re.escape("edge_index must be an integer tensor of shape [2, E]")):
+        NodeGP().fit(Data(x=data.x, edge_index=data.edge_index.float(), y=data.y), **SPLIT)
+    with pytest.raises(DatasetError, match="transpose it"):
+        NodeGP().fit(Data(x=data.x, edge_index=data.edge_index.t(), y=data.y), **SPLIT)
+    with pytest.raises(DatasetError, match=re.escape("y must hold one target per node")):
+        NodeGP().fit(Data(x=data.x, edge_index=data.edge_index, y=torch.nn.functional.one_hot(data.y)), **SPLIT)
+    gp = NodeGP().fit(data, **SPLIT)
+    with pytest.raises(DatasetError, match="give a boolean mask or node indices"):
+        gp.predict("test")
+
+
+def test_float_labels_that_are_whole_numbers_warn_that_the_task_is_regression(caplog):
+    data = graph()
+    data.y = data.y.float()
+    with caplog.at_level("WARNING", logger="gnngp"):
+        gp = NodeGP().fit(data, **SPLIT)
+    assert gp.row["metric"] == "r2" and any("data.y = data.y.long()" in r.getMessage() for r in caplog.records)
 
 
 def test_the_python_api_page_runs(mirror, tmp_path, monkeypatch):

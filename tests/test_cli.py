@@ -105,6 +105,8 @@ def test_verify_prints_error_by_width(tmp_path):
         (["kernel=gcnpg"], "gnngp: error: kernel=gcnpg is not an option; did you mean kernel=gcngp?"),   # as the user spelled it
         (["gnn=gcnn"], "gnngp: error: gnn=gcnn is not an option; did you mean gnn=gcn?"),
         (["-m", "kernel=gcngp,gcngp_y"], "gnngp: error: kernel=gcngp_y is not an option; did you mean kernel=gcngp_x?"),  # every sweep value
+        (["fit=mle"], "gnngp: error: fit=mle is not an option; did you mean fit=mll? valid: grid, mll"),
+        (["compute=dusk"], "gnngp: error: compute=dusk is not an option; did you mean compute=dask?"),
         (["experiment=tabel4"], "gnngp: error: experiment=tabel4 is not an option; did you mean experiment=table4?"),   # an optional group: Hydra would skip it
         (["kernel.layer=3"], "gnngp: error: unknown key kernel.layer; did you mean kernel.layers?"),
         (["dataset.num_nodez=5"], "gnngp: error: unknown key dataset.num_nodez; did you mean dataset.num_nodes?"),

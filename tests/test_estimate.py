@@ -25,6 +25,7 @@ def measured(tmp_path, *args) -> tuple[float, float, str]:
     return float(row["estimated_gb"]), float(row["peak_rss_mb"]) / 1024, line
 
 
+@pytest.mark.paper   # it measures peaks (seconds each): a check CI runs with the slow tests, off the fast suite
 @pytest.mark.parametrize("args", [
     # a dense graph: its exact 2-hop operator (about 7 million entries) dominates the peak
     ["kernel=h2gcngp_x", "dataset.num_nodes=3000", "dataset.avg_degree=60", "landmarks.count=100"],

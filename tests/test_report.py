@@ -9,6 +9,7 @@ import pytest
 
 from gnngp_cli.api import compose
 from gnngp_cli.report import paper_values, read_results, write_report
+from trust_helpers import in_process
 
 
 def results(tmp_path, rows, name="job"):
@@ -258,6 +259,7 @@ def test_fit_and_compute_runs_stay_apart_from_grid_runs_and_out_of_the_paper_cel
             for m, v in CORA_DETERMINISTIC.items()]
     rows.append(row("cora", "GCNGP", 0.821, fit="mll", compute_backend="local", fit_seconds=22.0, seconds=23.0,
                     overrides=typed(*preset, "model=gcngp", "fit=mll"), task="classification", metric="accuracy", stamp="2026-03-01T00:00:00"))
+    rows.append(row("cora", "GCN", 0.81, train_seconds=5.0, overrides=typed(*preset, "model=gcn"), task="classification", metric="accuracy"))
     rows.append(row("cora", "GCNGP-X", 0.790, fraction=1.0, fit="grid", compute_backend="dask", seconds=40.0,
                     overrides=typed(*preset, "model=gcngp_x", "compute=dask"), task="classification", metric="accuracy", stamp="2026-03-01T00:00:00"))
     assert write_report([results(tmp_path, rows)], tmp_path / "r", tolerance=0.002, exclude=NOT_CORA.split(",")) == 0
@@ -272,6 +274,7 @@ def test_fit_and_compute_runs_stay_apart_from_grid_runs_and_out_of_the_paper_cel
     assert set(gcngp.index) == {"compute=local, fit=grid", "compute=local, fit=mll"}     # never averaged together
     assert gcngp.loc["compute=local, fit=mll", "test_mean"] == 0.821 and gcngp.loc["compute=local, fit=mll", "fit s"] == 22.0
     assert set(runs[runs["method"] == "GCNGP-X"]["settings"]) == {"compute=local, fit=grid", "compute=dask, fit=grid"}
+    assert runs[runs["method"] == "GCN"]["settings"].tolist() == ["defaults"]     # a GNN has no fit or backend to tell
     assert "Settings of every line: `experiment=table4`" in (tmp_path / "r" / "runs.md").read_text()
 
 
@@ -294,6 +297,8 @@ def test_a_sweep_of_no_preset_gets_its_own_table_and_no_paper_table(tmp_path):
     assert "No row was run by a paper preset" in report and "no data for" not in report
     assert not (tmp_path / "r" / "table4.md").exists() and not (tmp_path / "r" / "figure1.png").exists()
     assert write_report([results(tmp_path / "b", rows)], tmp_path / "r2", tolerance=0.002) == 1   # nothing to check is a failure
+    out = in_process("report", str(tmp_path / "b"), "--out", str(tmp_path / "r3"), "--check-paper", "0.002")
+    assert out.returncode == 1 and "the paper check failed, first: no row to check (none was run by a paper preset" in out.stderr
 
 
 def test_every_split_of_a_job_is_kept_and_averaged(tmp_path):

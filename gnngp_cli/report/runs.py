@@ -61,7 +61,8 @@ def _mean(values: pd.Series) -> float:
 
 
 def _label(group: dict, varying: list[str]) -> str:
-    return ", ".join(f"{key}={group[key]}" if key in group else f"{key} unset" for key in varying) or "-"
+    """The settings that tell this line apart (a key a line did not set is left out: its default)."""
+    return ", ".join(f"{key}={group[key]}" for key in varying if key in group) or "defaults"
 
 
 def own_runs(rows: pd.DataFrame) -> list[RunsTable]:

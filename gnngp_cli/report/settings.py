@@ -127,8 +127,9 @@ def group_settings(row: pd.Series) -> dict[str, str]:
     else:
         out = {key: value for key, value in typed.items()
                if key not in MODEL_KEYS | {"dataset"} and key not in AVERAGED and (not neutral(key) or key.startswith("experiment"))}
-    out["fit"] = out.get("fit") or _text(row.get("fit"), "grid")
-    out["compute"] = out.get("compute") or _text(row.get("compute_backend"), "local")
+    if _text(row.get("kernel"), "") or "fit" in out or "compute" in out or pd.isna(pd.to_numeric(row.get("train_seconds"), errors="coerce")):
+        out["fit"] = out.get("fit") or _text(row.get("fit"), "grid")               # a GP's: a GNN has neither
+        out["compute"] = out.get("compute") or _text(row.get("compute_backend"), "local")
     for key in ("device", "dtype"):
         if key not in out and _text(row.get(key), ""):
             out[key] = _text(row.get(key), "")
