@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 
 from .backends import compute_options
 from .backends.local import LocalBackend
-from .cli_errors import check_group_choices, one_line
+from .cli_errors import check_group_choices, one_line, spellings
 from .compose import compose as compose_config
 from .config import needs_validation, validate
 from .data.container import GraphData
@@ -76,7 +76,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     """The composed, typed config of these overrides, as ``gnngp run`` composes it (no output
     folder is made); a mistake raises :class:`ConfigError` with the command line's one line."""
     overrides = list(overrides)
-    spelled = {"model": key for key in ("kernel", "gnn", "model") for o in overrides if o.lstrip("+~").startswith(key + "=")}
+    spelled = spellings(overrides)
     check_group_choices(overrides)
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -283,16 +283,11 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     given = {"train_mask": train, "val_mask": val, "test_mask": test}
     masks = {}
     for key, nodes in given.items():
-        if nodes is not None:
-            mask = torch.zeros(n, dtype=torch.bool)
-            mask[_node_ids(nodes, n, key.replace("_mask", ""))] = True
-            masks[key] = mask
-        elif getattr(data, key, None) is not None:
-            mask = torch.zeros(n, dtype=torch.bool)
-            mask[_node_ids(torch.as_tensor(data[key]).cpu(), n, key)] = True
-            masks[key] = mask
-        else:
+        if nodes is None and getattr(data, key, None) is None:
             raise DatasetError(f"the graph has no {key}; give data.{key} or the node indices, e.g. gp.fit(data, {key.split('_')[0]}=...)")
+        ids = (_node_ids(nodes, n, key.replace("_mask", "")) if nodes is not None     # given here: named train, val, test
+               else _node_ids(torch.as_tensor(data[key]).cpu(), n, key))              # the graph's own mask
+        masks[key] = torch.zeros(n, dtype=torch.bool).index_fill_(0, ids, True)
     if not own and not any(v is not None for v in given.values()):
         return adopt_graph(cfg, data)
     y = y.view(-1)

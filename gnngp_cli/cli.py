@@ -52,12 +52,12 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     summary is written."""
     import os
 
-    from .cli_errors import check_group_choices, one_line
+    from .cli_errors import check_group_choices, one_line, spellings
     from .compose import method_overrides
     from .errors import GnngpError
     from .watchdog import mark_launcher
 
-    spelled = {"model": key for key in ("kernel", "gnn", "model") for o in argv if o.lstrip("+~").startswith(key + "=")}
+    spelled = spellings(argv)
     try:
         check_group_choices(argv)
         argv = method_overrides(argv)

@@ -88,6 +88,12 @@ def _schema_keys(object_type) -> list[str]:
     return []
 
 
+def spellings(overrides: Sequence[str]) -> dict[str, str]:
+    """How the user spelled the method group (``kernel=``, ``gnn=`` or ``model=``; Hydra only
+    sees ``model=``): ``{"model": "kernel"}``, for :func:`one_line` to name keys as typed."""
+    return {"model": key for key in ("kernel", "gnn", "model") for o in overrides if o.lstrip("+~").startswith(key + "=")}
+
+
 def _user_key(full_key: str, spelled: dict[str, str]) -> str:
     """``model`` back in the user's spelling (``kernel`` or ``gnn``) where they wrote that."""
     head, dot, rest = full_key.partition(".")
