@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from omegaconf import OmegaConf
 
+from .data.products import ORDERS, PRODUCTS
 from .data.registry import DATASETS, SPLIT_READS, SPLIT_WORDS
 from .errors import ConfigError
 from .gnn import GNNS
@@ -117,6 +118,16 @@ def validate(cfg: Any) -> None:
 def _validate_compute(cfg: Any) -> None:
     """The counts of ``compute`` (which backends exist, and what each runs, is the backends' say)."""
     c = cfg.compute
+    _choice(c.product, PRODUCTS, "compute.product")
+    _choice(cfg.data.order, ORDERS, "data.order")
+    if c.product == "tiled" and cfg.device == "cuda":
+        raise ConfigError("compute.product=tiled runs on the CPU; on a GPU use compute.product=auto (cuSPARSE), or device=cpu")
+    if cfg.method == "gnn" and (cfg.data.order != "none" or c.product == "tiled"):
+        setting = f"data.order={cfg.data.order}" if cfg.data.order != "none" else "compute.product=tiled"
+        raise ConfigError(f"{setting} applies to the GP kernels' graph product; a GNN's layers use PyG's own: drop it")
+    if c.backend != "local" and c.product == "tiled":
+        raise ConfigError(f"compute.product=tiled applies to compute=local; compute={c.backend} multiplies each row block by scipy's "
+                          "product (data.order=rcm|metis gives its blocks locality): drop compute.product")
     if cfg.partition.rows < 1:
         raise ConfigError(f"partition.rows={cfg.partition.rows} must be at least 1")
     for key in ("workers", "threads_per_worker", "jobs", "cores"):

@@ -31,6 +31,7 @@ class DataConfig:
     download: bool = True               # fetch a dataset that is in neither the cache nor the mirror (false: fail instead)
     download_timeout: float = 20.0      # seconds before a download attempt gives up
     verify: bool = True                 # check raw files against the published sha256 table (false: warn)
+    order: str = "none"                 # none | rcm | metis: number the nodes so that neighbours sit close, for the graph product A Q (computed once per graph, cached under data.root/orders; rows, landmarks and results stay in the graph's own ids)
 
 
 @dataclass
@@ -162,6 +163,7 @@ class ComputeConfig:
     ``address``, or a ``dask_jobqueue.SLURMCluster``."""
 
     backend: str = "local"              # the backend (set by compute=<name>)
+    product: str = "auto"               # A Q on this process: auto (tiled on the CPU past 2^26 output entries, torch's elsewhere), tiled (cache-tiled, numba), torch (torch's CSR product: MKL, cuSPARSE)
     workers: int = 4                    # LocalCluster workers; SLURM: worker processes per job
     threads_per_worker: int = 1         # threads of each worker
     memory_limit: str = "auto"          # per LocalCluster worker, e.g. 3GB (auto: this machine's memory / workers)

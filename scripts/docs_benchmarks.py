@@ -406,9 +406,46 @@ def gpu_check(page: Page) -> None:
     page.figure("", "CPU and CUDA seconds of every GP job", draw)
 
 
+def spmm(page: Page) -> None:
+    rows = pd.concat([page.csv(src["file"]) for src in page.entry["sources"]], ignore_index=True)
+    for graph, group in rows.groupby("graph", sort=False):
+        first = group.iloc[0]
+        page.add(f"## {graph} graph: {int(first.nodes):,} nodes, {int(first.entries):,} entries, `Q` {int(first.width):,} columns float32")
+        body = [[r.method, r.order, seconds(r.seconds), seconds(r.layout_s), seconds(r.order_s), number(r.bytes_gb, 1),
+                 number(r.achieved_gbs, 1), seconds(r.bound_s), f"{r.of_bound:.0%}", f"{r.max_err:.1e}",
+                 f"{int(r.columns_measured):,}"] for r in group.itertuples()]
+        page.add(table(["method", "order", "seconds", "layout s", "order s", "bytes (GB)", "GB/s", "bound s", "of bound",
+                        "max err", "columns timed"], body, right=(2, 3, 4, 5, 6, 7, 8, 9, 10)))
+        torch_s = group[(group.method == "torch") & (group.order == "none")].seconds
+        best = group.loc[group.seconds.idxmin()]
+        if len(torch_s):
+            page.add(f"Triad bandwidth {first.triad_gbs:.1f} GB/s ({int(first.threads)} threads). Fastest: **{best.method}"
+                     f"{'' if best.order == 'none' else ' under data.order=' + best.order}, {best.seconds:.1f} s, "
+                     f"{float(torch_s.iloc[0]) / best.seconds:.2f}x torch's product** ({float(torch_s.iloc[0]):.1f} s), at "
+                     f"{best.of_bound:.0%} of its own bandwidth bound.")
+
+    def draw():
+        import matplotlib.pyplot as plt
+
+        graphs = list(dict.fromkeys(rows["graph"]))
+        fig, axes = plt.subplots(1, len(graphs), figsize=(4.8 * len(graphs), 3.8), squeeze=False)
+        for ax, graph in zip(axes[0], graphs):
+            part = rows[rows["graph"] == graph]
+            labels = part["method"] + np.where(part["order"] == "none", "", "\n" + part["order"])
+            ax.bar(np.arange(len(part)), part["seconds"], color="tab:blue", label="measured")
+            ax.scatter(np.arange(len(part)), part["bound_s"], color="black", marker="_", s=300, label="bandwidth bound")
+            ax.set(xticks=np.arange(len(part)), ylabel="seconds for A Q", title=f"{graph} graph")
+            ax.set_xticklabels(labels, fontsize=8)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+    page.figure("", "seconds of A Q by method, with each method's bandwidth bound", draw)
+
+
 KINDS: dict[str, Callable[[Page], None]] = {
     "memory": memory, "dask_scaling": dask_scaling, "dask_compare_local": dask_compare_local,
-    "heterophily": heterophily, "table_mll": table_mll, "gpu_check": gpu_check,
+    "heterophily": heterophily, "table_mll": table_mll, "gpu_check": gpu_check, "spmm": spmm,
 }
 
 

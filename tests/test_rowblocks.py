@@ -4,6 +4,7 @@ bad set-ups fail with one line."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import signal
@@ -502,3 +503,51 @@ def test_a_stand_in_says_so_on_row_blocks_as_locally(cache, tmp_path):
 def test_what_the_row_block_backend_cannot_honour_is_refused_in_one_line(setting, message):
     with pytest.raises(ConfigError, match=message):
         run(["kernel=gcngp_x", "compute=dask", setting])
+
+
+def labelled_own_ids(shards: Path) -> np.ndarray:
+    """The graph's own ids of the labelled nodes of row-block shards, in their position order."""
+    from gnngp_cli.data.shards import read_ids
+
+    meta = read_meta(shards)
+    ids = []
+    for b in range(meta.num_blocks):
+        mask = np.asarray(load_part(shards, b, "mask"))
+        ids.append(read_ids(shards, b, meta.block_start(b), mask.size, meta.order)[mask > 0])
+    return np.concatenate(ids)
+
+
+@pytest.mark.paper  # slow (a local and two Dask runs per order); the CLI's order runs are in test_products.py
+@pytest.mark.parametrize("order", ["rcm", "metis"])
+def test_shards_in_a_node_order_give_the_local_predictions_with_fewer_rows_read(order, client, cache, caplog):
+    """data.order on compute=dask: the shards are numbered by the order, the landmarks are the
+    local run's (drawn on the graph's own ids), every prediction is the local one, and a row
+    block's A Q reads fewer rows of Q on a graph with communities (the log line says so)."""
+    common = ["dataset=csbm", "dataset.num_nodes=3000", "dataset.homophily=0.95", "landmarks.count=64", "kernel=gcngp_x", f"data.root={cache}",
+              "dtype=float64", "partition.rows=700"]
+    cfg = compose(common)
+    local, local_means = first_run(cfg, LocalBackend(cfg))
+    reads = {}
+    for name in ("none", order):
+        cfg = compose([*common, "compute=dask", f"data.order={name}"])
+        caplog.clear()
+        with caplog.at_level("INFO", logger="gnngp"):
+            dask_run, means = first_run(cfg, DaskBackend(cfg, client=client))
+        line = next(r.getMessage() for r in caplog.records if "a task reads" in r.getMessage())
+        reads[name] = float(re.search(r"reads (\d+) rows of Q on average", line).group(1))
+        assert f"data.order={name}" in line
+        shards = Path(json.loads(dask_run.row["extra"])["shards"]) if isinstance(dask_run.row["extra"], str) else Path(dask_run.row["extra"]["shards"])
+        own = labelled_own_ids(shards)
+        assert (read_meta(shards).order, own.size) == (name, means.shape[0])
+        assert_same_predictions(local, local_means, dask_run, means[np.argsort(own, kind="stable")])
+    assert reads[order] < {"rcm": 1.0, "metis": 0.8}[order] * reads["none"], reads   # four communities, which METIS finds
+
+
+def test_a_streamed_partition_refuses_a_node_order(tmp_path):
+    with pytest.raises(ConfigError, match="data.order=rcm numbers the nodes of a graph loaded in one process; papers100m"):
+        run(["dataset=papers100m", "kernel=gcngp_x", "compute=dask", "data.order=rcm", f"data.root={tmp_path}", "data.download=false"])
+
+
+def test_tiled_product_is_refused_on_dask():
+    with pytest.raises(ConfigError, match="compute.product=tiled applies to compute=local"):
+        run(["dataset=cora", "kernel=gcngp_x", "compute=dask", "compute.product=tiled"])

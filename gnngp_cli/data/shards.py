@@ -12,7 +12,10 @@ nothing else:
   sorted by source block, and ``split.npy``: the entries of source block ``j`` are
   ``split[j]:split[j+1]``, so the product with ``Q``'s row block ``j`` reads one slice;
 - ``deg.npy``: the row sums of ``I + A`` (float64), from which either normalisation is row-local:
-  ``A_sym Q = D^-1/2 ((I + A) (D^-1/2 Q))`` and ``A_row Q = D^-1 ((I + A) Q)``.
+  ``A_sym Q = D^-1/2 ((I + A) (D^-1/2 Q))`` and ``A_row Q = D^-1 ((I + A) Q)``;
+- with ``data.order=rcm|metis``, the nodes are numbered by that order (neighbours close, so a
+  block's ``A Q`` reads fewer rows of other blocks) and ``ids.npy`` (int64) holds each row's
+  own node id: the training ids, and so the landmarks, are taken in the graph's own order.
 
 ``meta.json`` names the dataset, its config, the node, edge, feature and class counts and the
 block size, and the sha256 of every block file, written last; :func:`changed_files` checks them
@@ -56,6 +59,8 @@ class ShardMeta:
     stand_in: str = ""        # a csbm stand-in's description (the graph is not the dataset's own)
     num_splits: Optional[int] = None   # fixed splits of the dataset (splits=all runs each)
     warnings: tuple = ()      # what the loader warned of (e.g. a single training class), for every run's row
+    order: str = "none"       # data.order the nodes were numbered by (rcm, metis: each block's ids.npy holds its nodes' own ids)
+    source_rows: tuple = ()   # per row block, the distinct nodes its A Q reads (the rows of Q a task gathers)
 
     @property
     def num_blocks(self) -> int:
@@ -81,7 +86,7 @@ def read_meta(root: Path) -> ShardMeta:
     if raw.get("format") != FORMAT or raw.get("version") != VERSION:
         raise DatasetError(f"{root} does not hold gnngp shards of version {VERSION}; write them again with gnngp partition")
     meta = ShardMeta(**{k: raw[k] for k in ShardMeta.__dataclass_fields__ if k in raw})
-    return replace(meta, warnings=tuple(meta.warnings))
+    return replace(meta, warnings=tuple(meta.warnings), source_rows=tuple(meta.source_rows))
 
 
 _HEADER_LOCK = threading.Lock()
@@ -146,9 +151,10 @@ class ShardWriter:
         _save(folder / "mask.npy", mask.astype(np.uint8))
 
     def finish(self, dataset: str, num_features: int, num_classes: int, task: str, split: str = "", source: str = "",
-               stand_in: str = "", num_splits: Optional[int] = None, warnings: tuple = ()) -> ShardMeta:
+               stand_in: str = "", num_splits: Optional[int] = None, warnings: tuple = (), order: str = "none",
+               source_rows: tuple = ()) -> ShardMeta:
         meta = ShardMeta(dataset, self.num_nodes, self.num_edges, self.rows, num_features, num_classes, task, split, source, stand_in,
-                         num_splits, tuple(warnings))
+                         num_splits, tuple(warnings), order, tuple(source_rows))
         raw = {"format": FORMAT, "version": VERSION, **meta.__dict__, "digests": file_digests(self.out, block_files(self.out, self.num_blocks))}
         text = json.dumps({**raw, "meta_digest": meta_digest(raw)}, indent=1)
         tmp = self.out / "meta.json.tmp"
@@ -257,29 +263,40 @@ def node_mask(train: Any, val: Any, test: Any) -> np.ndarray:
     return (np.asarray(train, dtype=np.uint8) * TRAIN) | (np.asarray(val, dtype=np.uint8) * VAL) | (np.asarray(test, dtype=np.uint8) * TEST)
 
 
-def write_data(data: Any, out: Path, rows: int, dataset: str, source: str = "") -> ShardMeta:
+def write_data(data: Any, out: Path, rows: int, dataset: str, source: str = "", order: Optional[torch.Tensor] = None,
+               order_name: str = "none") -> ShardMeta:
     """Shards of a loaded graph (a PyG ``Data`` in this process: the datasets that fit in one
-    process, and csbm graphs up to 10^7 nodes)."""
+    process, and csbm graphs up to 10^7 nodes); with ``order`` (position -> node id, named
+    ``order_name``), numbered by it, each block's ``ids.npy`` giving its rows' own ids."""
     n = int(data.num_nodes)
     writer = ShardWriter(out, n, rows)
     edge_index = data.edge_index
+    if order is not None:
+        pos = torch.empty_like(order)
+        pos[order] = torch.arange(n, dtype=order.dtype)
+        edge_index = pos[edge_index]
     row_block = edge_index[0] // rows
-    order = torch.argsort(row_block, stable=True)
+    by_block = torch.argsort(row_block, stable=True)
     counts = torch.bincount(row_block, minlength=writer.num_blocks).tolist()
-    src, dst = edge_index[0][order].numpy(), edge_index[1][order].numpy()
-    del order, row_block
+    src, dst = edge_index[0][by_block].numpy(), edge_index[1][by_block].numpy()
+    del by_block, row_block
     mask = node_mask(data.train_mask.numpy(), data.val_mask.numpy(), data.test_mask.numpy())
     x, y = data.x.numpy(), data.y.numpy()
-    start_edge = 0
+    ids = np.arange(n, dtype=np.int64) if order is None else order.numpy()   # each position's own node id
+    start_edge, source_rows = 0, []
     for b in range(writer.num_blocks):
         stop_edge = start_edge + counts[b]
         writer.write_edges(b, src[start_edge:stop_edge], dst[start_edge:stop_edge])
+        source_rows.append(int(np.unique(np.concatenate([dst[start_edge:stop_edge], np.arange(b * rows, min(n, (b + 1) * rows))])).size))
         start_edge = stop_edge
         lo, hi = b * rows, min(n, (b + 1) * rows)
-        writer.write_nodes(b, x[lo:hi], y[lo:hi], mask[lo:hi])
+        own = slice(lo, hi) if order is None else ids[lo:hi]   # a block's rows, copied one block at a time
+        writer.write_nodes(b, x[own], y[own], mask[own])
+        if order is not None:
+            _save(block_dir(out, b) / "ids.npy", np.ascontiguousarray(ids[lo:hi]))
     return writer.finish(dataset, int(data.x.size(1)), int(getattr(data, "num_classes", 0) or 0), data.task,
                          str(getattr(data, "split", "")), source, str(getattr(data, "stand_in", "") or ""), getattr(data, "num_splits", None),
-                         tuple(getattr(data, "warnings", ()) or ()))
+                         tuple(getattr(data, "warnings", ()) or ()), order_name, tuple(source_rows))
 
 
 def shards_match(root: Path, source: str) -> Optional[ShardMeta]:
@@ -289,3 +306,11 @@ def shards_match(root: Path, source: str) -> Optional[ShardMeta]:
     except DatasetError:
         return None
     return meta if meta.source == source else None
+
+
+def read_ids(root: Path, b: int, start: int, count: int, order: str) -> np.ndarray:
+    """The graph's own ids of block ``b``'s rows (positions ``start .. start + count`` unless the
+    shards were written in an order)."""
+    if order == "none":
+        return np.arange(start, start + count, dtype=np.int64)
+    return np.asarray(load_part(root, b, "ids"))

@@ -125,7 +125,9 @@ class GPJob:
         cfg, kcfg, backend = self.cfg, self.kcfg, self.backend
         seed = cfg.seed + index
         train = backend.train_ids()
-        landmarks = choose_landmarks(train, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name) if kcfg.low_rank else None
+        landmarks = None
+        if kcfg.low_rank:   # sorted: a backend whose training ids come in another order (shards in a data.order) draws the same set
+            landmarks = torch.sort(choose_landmarks(train, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name))[0]
         choices = candidates(kcfg, self.mll)
         base = BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d)
         arch = self.entry.architecture(kcfg, {k: v for k, v in choices[0].items() if k != "gamma"})

@@ -8,6 +8,7 @@ import torch
 
 from ..config import needs_validation, resolve_method_defaults, validate
 from ..data import Adjacency, DataStore, check_graph, load_dataset
+from ..data.products import cached_order, resolve_product
 from ..metrics import resolve_metric
 from ..runtime import Stopwatch, resolve_device, start_job
 from .backend import GraphInfo
@@ -24,6 +25,8 @@ class LoadedGraph:
     load_seconds: float
     num_edges: int = 0
     keep_edges: bool = True        # False: a GP job that owns the data drops its edge list once A is built
+    product: str = "torch"         # how A Q runs (compute.product, resolved for the device)
+    order: Any = None              # the node order A Q runs in (data.order), or None
     _adjacencies: dict = field(default_factory=dict)
 
     def info(self) -> GraphInfo:
@@ -40,7 +43,8 @@ class LoadedGraph:
         if kind not in self._adjacencies:
             if self.data.edge_index is None:
                 raise RuntimeError(f"the edge list was released before the {kind!r} adjacency was built")
-            self._adjacencies[kind] = Adjacency.from_graph(self.data.edge_index, self.data.num_nodes, kind, self.dtype, self.device)
+            self._adjacencies[kind] = Adjacency.from_graph(self.data.edge_index, self.data.num_nodes, kind, self.dtype, self.device,
+                                                           self.product, self.order)
             if not self.keep_edges:
                 self.data.edge_index = None
         return self._adjacencies[kind]
@@ -77,7 +81,13 @@ def prepared(cfg: Any, data: Any, device: torch.device, load_seconds: float) -> 
         data.val_mask = torch.zeros_like(data.val_mask)
     resolve_method_defaults(cfg, data.task)
     data.metric = resolve_metric(cfg.dataset.get("metric"), data.task, data.num_classes, str(cfg.dataset.name).lower())
-    return LoadedGraph(data, device, getattr(torch, cfg.dtype), load_seconds, int(data.edge_index.size(1)))
+    dtype = getattr(torch, cfg.dtype)
+    product = resolve_product(cfg.compute.product, device, dtype)
+    order = None
+    if cfg.method == "gp":   # the kernels' product; a GNN's layers keep PyG's own
+        order = cached_order(data.edge_index, int(data.num_nodes), cfg.data.order, DataStore.of(cfg.data).root / "orders")
+    return LoadedGraph(data, device, dtype, load_seconds, int(data.edge_index.size(1)), product=product,
+                       order=None if order is None else order.to(device))
 
 
 def reuse(cfg: Any, graph: Optional[LoadedGraph]) -> LoadedGraph:

@@ -24,6 +24,7 @@ import torch
 from omegaconf import OmegaConf
 
 from ...data import DataStore, load_dataset
+from ...data.products import cached_order
 from ...data.registry import DATASETS
 from ...data.shards import TEST, TRAIN, VAL, ShardMeta, changed_files, read_meta, shards_match, write_data
 from ...data.store import default_root
@@ -56,18 +57,20 @@ def dataset_source(cfg: Any) -> str:
     """What the shards are written from, as a key: the dataset settings that make the graph
     (its features, labels, split), without :data:`RUN_SETTINGS`, and the stand-in setting."""
     settings = {k: v for k, v in OmegaConf.to_container(cfg.dataset, resolve=True).items() if k not in RUN_SETTINGS}
-    return json.dumps(settings, sort_keys=True) + f"|stand_in={cfg.experiment.stand_in}"
+    order = f"|order={cfg.data.order}" if cfg.data.order != "none" else ""   # shards written before data.order keep their key
+    return json.dumps(settings, sort_keys=True) + f"|stand_in={cfg.experiment.stand_in}" + order
 
 
 def _differences(written: str, wanted: str) -> str:
     """``dataset.split_seed=0, not 1``: the settings in which two sources differ."""
     def parse(source: str) -> dict:
-        text, _, stand_in = source.partition("|stand_in=")
+        text, _, rest = source.partition("|stand_in=")
+        stand_in, _, order = rest.partition("|order=")
         try:
             settings = json.loads(text)
         except ValueError:
             settings = {}
-        return {**{f"dataset.{k}": v for k, v in settings.items()}, "experiment.stand_in": stand_in}
+        return {**{f"dataset.{k}": v for k, v in settings.items()}, "experiment.stand_in": stand_in, "data.order": order or "none"}
     a, b = parse(written), parse(wanted)
     return "; ".join(f"{k}={a.get(k)!s}, not {b.get(k)!s}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
 
@@ -79,9 +82,13 @@ def partition(cfg: Any, store: DataStore, out: Path, rows: int) -> ShardMeta:
     entry = DATASETS.get(name)
     source = dataset_source(cfg)
     if entry is not None and entry.partition is not None:
+        if cfg.data.order != "none":
+            raise ConfigError(f"data.order={cfg.data.order} numbers the nodes of a graph loaded in one process; {name} is partitioned "
+                              "streaming from its raw files: drop data.order")
         return entry.partition(cfg.dataset, store, out, rows, source)
     data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in)
-    return write_data(data, out, rows, name, source)
+    order = cached_order(data.edge_index, int(data.num_nodes), cfg.data.order, store.root / "orders")
+    return write_data(data, out, rows, name, source, order, cfg.data.order)
 
 
 def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
@@ -102,6 +109,7 @@ def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
             more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
             raise DatasetError(f"compute.shards={root}: shard file {changed[0]}{more} changed since gnngp partition wrote it; "
                                "write the shards again with gnngp partition (or data.verify=false to use them as they are)")
+        log_source_rows(meta)
         return ShardedGraph(root, meta)
     source = dataset_source(cfg)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
@@ -115,7 +123,18 @@ def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
     if meta is None:
         log.info("partitioning %s into row blocks of %d nodes: %s", name, cfg.partition.rows, root)
         meta = partition(cfg, store, root, cfg.partition.rows)
+    log_source_rows(meta)
     return ShardedGraph(root, meta)
+
+
+def log_source_rows(meta: ShardMeta) -> None:
+    """What a row block's ``A Q`` task reads: the rows of ``Q`` its entries name (``data.order``
+    cuts them on a graph with communities)."""
+    if meta.source_rows:
+        rows = np.asarray(meta.source_rows, dtype=np.float64)
+        log.info("A Q by %d row blocks of %s: a task reads %.0f rows of Q on average (%.1f%% of the %s nodes; at most %.0f), "
+                 "times 4 bytes (8 in float64) per column; data.order=%s", meta.num_blocks, meta.dataset, rows.mean(),
+                 100 * rows.mean() / meta.num_nodes, f"{meta.num_nodes:,}", rows.max(), meta.order)
 
 
 # The share of a worker's memory limit one task's working set may take. A worker holds computed

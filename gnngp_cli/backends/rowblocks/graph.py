@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ...data.graph import OPERATORS
-from ...data.shards import (TRAIN, ShardMeta, block_dir, block_files, differing_files, file_digests, load_part, save_edges,
+from ...data.shards import (TRAIN, ShardMeta, block_dir, block_files, differing_files, file_digests, load_part, read_ids, save_edges,
                             stored_meta_digest)
 from ...errors import ComputeError
 from .store import RootStore, block_path, read_block
@@ -147,11 +147,17 @@ class ShardedGraph:
         return np.asarray(array[nodes].compute())
 
     def train_ids(self) -> np.ndarray:
-        """The training node ids, in order (one int64 per training node, on the client)."""
+        """The training node ids, in order (one int64 per training node, on the client). Shards
+        written in a ``data.order`` give their positions in the order of the graph's own ids, so
+        the landmarks drawn from them are the nodes the local path draws."""
         import dask
 
-        parts = [dask.delayed(_ids_of, pure=True)(str(self.root), b, self.meta.block_start(b), TRAIN) for b in range(self.meta.num_blocks)]
-        return np.concatenate(dask.compute(*parts))
+        meta = self.meta
+        parts = [dask.delayed(_ids_of, pure=True)(str(self.root), b, meta.block_start(b), TRAIN, meta.order) for b in range(meta.num_blocks)]
+        found = dask.compute(*parts)
+        positions = np.concatenate([p for p, _ in found])
+        own = np.concatenate([o for _, o in found])
+        return positions[np.argsort(own, kind="stable")]
 
     def convolve(self, sources: str, kind: str, width: int, dtype: Any, edges: Optional[Path] = None):
         """``A Q`` by row blocks (see the module docstring), ``Q`` (``N x width``) read from its
@@ -259,7 +265,9 @@ def _hop_block(root: str, b: int, hop: int, rows: int, num_nodes: int, num_block
     return int(local.size)
 
 
-def _ids_of(root: str, b: int, start: int, bit: int) -> np.ndarray:
+def _ids_of(root: str, b: int, start: int, bit: int, order: str = "none") -> tuple[np.ndarray, np.ndarray]:
+    """The positions of block ``b``'s nodes with ``bit`` set, and their own ids."""
     mask = np.asarray(load_part(Path(root), b, "mask"))
-    return np.nonzero(mask & bit)[0].astype(np.int64) + start
+    local = np.nonzero(mask & bit)[0]
+    return local.astype(np.int64) + start, read_ids(Path(root), b, start, mask.size, order)[local]
 

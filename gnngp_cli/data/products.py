@@ -1,0 +1,265 @@
+"""The graph product ``A Q`` on the CPU, cache-tiled, and node orders that give it locality.
+
+Almost all of a low-rank kernel's time on a large graph is ``A Q``: a sparse ``N x N``
+adjacency times a dense ``N x r`` root (Reddit: 114.6M entries, ``r = 3,184``). torch's CSR
+product (MKL) reads, for every entry ``(i, j)``, the whole row ``Q[j]`` (12.7 KB), from memory
+since nothing is reused between entries: about 1.5 TB per product. :class:`TiledProduct` moves
+fewer bytes. ``Q``'s columns are taken a slice at a time (128 in float32, a 512-byte segment
+per row), and ``A`` is split by its columns into *source tiles* of ``tile_rows`` nodes, so that
+a tile's slice of ``Q`` (8,192 x 128, 4 MiB) stays in the last-level cache while every row of
+``A`` takes its entries in that tile. ``A`` is then read once per slice (25 times on Reddit,
+25 x 0.9 GB) instead of ``Q`` once per entry. The slice and tile sizes are the fastest of a
+sweep on a Reddit-sized graph (64 to 512 columns, 1 to 16 MiB tiles); ``scripts/bench_spmm.py``
+measures each method against the machine's memory bandwidth (the performance page).
+
+Each output row is the sum of its entries in tile order, then in column order within a tile: the
+same terms as torch's, summed in another order, so the two agree to float round-off. The
+kernel is compiled by numba (``cache=True``: once per machine) and runs on numba's threads,
+as many as torch's.
+
+An *order* (``data.order=rcm|metis``) renumbers the nodes so that neighbours sit close
+(:func:`node_order`): the product then runs on ``P A P^T`` and maps back (``A Q = P^T (P A P^T)
+(P Q)``), reading each slice of ``Q`` through the order and writing each slice of the result
+back through it, so landmarks, rows and results stay in the graph's own ids.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..errors import ConfigError
+from ..progress import Progress, within
+from .cache import tensor_digest
+from .files import atomic_write
+
+PRODUCTS = ("auto", "torch", "tiled")   # auto: tiled on the CPU for large products, torch's elsewhere
+ORDERS = ("none", "rcm", "metis")
+SLICE_BYTES = 512          # a slice's row segment: 128 float32 or 64 float64 columns (eight cache lines)
+TILE_BYTES = 4 << 20       # a source tile's slice of Q (8,192 nodes), held in the last-level cache (32 MiB here)
+
+
+def _kernels():
+    """The numba kernels (:mod:`.tiled_kernels`), imported on first use: importing numba costs
+    about 0.3 s, which the command line and the small graphs (torch's product) never pay."""
+    from . import tiled_kernels
+
+    return tiled_kernels.layout, tiled_kernels.product
+
+
+_READY: Optional[str] = None   # "" once the kernels imported; else why they cannot
+
+
+def tiled_unavailable() -> str:
+    """Why the tiled product cannot run here ("" when it can): numba absent, or failing to
+    import or to compile (a numpy it does not support, no writable folder for its cache)."""
+    global _READY
+    if _READY is None:
+        if importlib.util.find_spec("numba") is None:
+            _READY = "numba is not installed"
+        else:
+            try:
+                _kernels()
+                _READY = ""
+            except (ImportError, RuntimeError, OSError) as err:   # numba's own start-up failures
+                _READY = f"numba could not load its kernels ({type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''})"
+    return _READY
+
+
+def numba_available() -> bool:
+    """Whether numba is installed (not imported, which costs 0.3 s)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+@dataclass
+class TiledProduct:
+    """``A`` laid out by source tiles (see :mod:`.tiled_kernels`): for tile ``t`` (columns
+    ``[t S, (t+1) S)``), the rows with entries there, ``rows[tile_start[t]:tile_start[t+1]]``,
+    and their entries ``entry[k]:entry[k+1]`` (``local``: column minus ``t S``; ``weight``).
+    Built once per adjacency from its CSR arrays by a counting sort; with ``order``, of
+    ``P A P^T``. It holds 8 bytes per entry and 12 per listed row (at most one per entry)."""
+
+    num_nodes: int
+    tile_rows: int
+    tile_start: np.ndarray
+    rows: np.ndarray
+    entry: np.ndarray
+    local: np.ndarray
+    weight: np.ndarray
+    order: Optional[np.ndarray] = None     # position -> node id (None: the graph's own numbering)
+
+    @classmethod
+    def build(cls, crow: Tensor, col: Tensor, weight: Tensor, num_nodes: int, order: Optional[Tensor] = None) -> "TiledProduct":
+        layout, _ = _kernels()
+        tile_rows = max(1, TILE_BYTES // SLICE_BYTES)
+        tiles = max(1, math.ceil(num_nodes / tile_rows))
+        none = np.empty(0, dtype=np.int64)
+        order_np, pos = None, none
+        if order is not None:
+            order_np = order.cpu().numpy().astype(np.int64, copy=False)
+            pos = np.empty(num_nodes, dtype=np.int64)
+            pos[order_np] = np.arange(num_nodes, dtype=np.int64)
+        parts = layout(crow.cpu().numpy(), col.cpu().numpy(), weight.cpu().numpy(), none if order_np is None else order_np, pos,
+                       tile_rows, tiles)
+        return cls(num_nodes, tile_rows, *parts, order_np)
+
+    @property
+    def tiles(self) -> int:
+        return self.tile_start.size - 1
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.tile_start, self.rows, self.entry, self.local, self.weight))
+
+    def matmul(self, dense: Tensor) -> Tensor:
+        """``A @ dense`` (``N x width``, on the CPU, of the layout's dtype), slice by slice."""
+        if dense.dim() != 2 or dense.size(0) != self.num_nodes:
+            raise ValueError(f"A @ Q needs Q of {self.num_nodes} rows, got shape {tuple(dense.shape)}")
+        _, product = _kernels()
+        _threads()
+        q = dense.detach().contiguous().numpy()
+        out = np.empty(q.shape, dtype=q.dtype)
+        step = max(1, SLICE_BYTES // q.itemsize)
+        starts = range(0, q.shape[1], step)
+        for s, start in enumerate(starts):
+            stop = min(start + step, q.shape[1])
+            with within(f"A Q column slice {s + 1} of {len(starts)}"):
+                part = q[:, start:stop] if self.order is None else q[self.order, start:stop]
+                part = np.ascontiguousarray(part)
+                acc = np.zeros_like(part)
+                product(self.tile_start, self.rows, self.entry, self.local, self.weight, self.tile_rows, part, acc)
+                if self.order is None:
+                    out[:, start:stop] = acc
+                else:
+                    out[self.order, start:stop] = acc
+        return torch.from_numpy(out)
+
+    def coo(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(row, col, weight)`` of ``A`` in the graph's own ids (entries in tile order)."""
+        per_row = np.diff(self.entry)
+        row = np.repeat(self.rows.astype(np.int64), per_row)
+        tile = np.repeat(np.repeat(np.arange(self.tiles, dtype=np.int64), np.diff(self.tile_start)), per_row)
+        col = tile * self.tile_rows + self.local
+        del tile
+        if self.order is not None:
+            row, col = self.order[row], self.order[col]
+        return torch.from_numpy(row), torch.from_numpy(col), torch.from_numpy(self.weight)
+
+
+def tiles_pay(num_entries: int, num_nodes: int) -> bool:
+    """Whether ``auto`` takes the tiled product: when a row has, on average, an entry in every
+    source tile, so that a tile's pass sweeps the result's rows in order. Below that a tile
+    touches scattered rows of the result, each a memory access of its own: measured on the
+    2-core machine (``Q`` 256-500 columns), 232,965 nodes with 30 entries a row (29 tiles):
+    tiled 0.64 s, torch's 1.27 s; 10^6 nodes with 11 a row (123 tiles): tiled 9.0 s, torch's 4.4 s."""
+    tiles = max(1, math.ceil(num_nodes / max(1, TILE_BYTES // SLICE_BYTES)))
+    return num_entries >= num_nodes * tiles
+
+
+def _threads() -> None:
+    """numba's threads follow torch's (a Dask worker of one thread stays at one)."""
+    import numba
+
+    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+
+
+def resolve_product(name: str, device: torch.device | str, dtype: torch.dtype) -> str:
+    """The product a job's adjacency uses: ``auto`` stays ``auto`` on the CPU (float32/float64,
+    numba present; each product then takes the tiled kernel past 2^26 output entries where
+    :func:`tiles_pay`), else ``torch`` (cuSPARSE on a GPU). ``tiled`` asked for where it cannot
+    run is an error."""
+    if name not in PRODUCTS:
+        raise ConfigError(f"unknown compute.product {name!r}; use one of {', '.join(PRODUCTS)}")
+    cpu = torch.device(device).type == "cpu"
+    possible = cpu and dtype in (torch.float32, torch.float64)
+    if name == "tiled":
+        if not possible:
+            raise ConfigError(f"compute.product=tiled runs on the CPU in float32 or float64 (this job: {device}, {dtype}); use compute.product=auto")
+        why = tiled_unavailable()
+        if why:
+            raise ConfigError(f"compute.product=tiled needs numba's kernels, and {why}; pip install numba, or use compute.product=torch")
+        return name
+    if name == "auto":   # the adjacency decides per product (size, density: Adjacency.matmul)
+        return "auto" if possible and numba_available() else "torch"
+    return name
+
+
+def node_order(edge_index: Tensor, num_nodes: int, method: str, seed: int = 0) -> Optional[Tensor]:
+    """A renumbering of the nodes (position -> node id) that puts neighbours close:
+    ``rcm``, reverse Cuthill-McKee (scipy) on the symmetrised graph; ``metis``, METIS k-way
+    parts of about 4,096 nodes (pymetis), nodes sorted by part then id. ``none``: ``None``."""
+    if method not in ORDERS:
+        raise ConfigError(f"unknown data.order {method!r}; use one of {', '.join(ORDERS)}")
+    if method == "none":
+        return None
+    if num_nodes < 3:   # nothing to order (and METIS cannot split fewer nodes)
+        return torch.arange(num_nodes, dtype=torch.int64)
+    import scipy.sparse as sp
+
+    row, col = edge_index.cpu().numpy()
+    keep = row != col
+    ones = np.ones(int(keep.sum()), dtype=np.int8)
+    graph = sp.csr_matrix((ones, (row[keep], col[keep])), shape=(num_nodes, num_nodes))
+    graph = (graph + graph.T).tocsr()
+    if method == "rcm":
+        from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+        return torch.from_numpy(reverse_cuthill_mckee(graph, symmetric_mode=True).astype(np.int64))
+    try:
+        import pymetis
+    except ImportError as err:
+        raise ConfigError("data.order=metis needs pymetis, which is not installed; pip install pymetis, or use data.order=rcm") from err
+    parts = max(2, math.ceil(num_nodes / 4096))
+    options = pymetis.Options(seed=seed)
+    _, membership = pymetis.part_graph(parts, xadj=graph.indptr, adjncy=graph.indices, options=options)
+    membership = np.asarray(membership, dtype=np.int64)
+    return torch.from_numpy(np.lexsort((np.arange(num_nodes), membership)).astype(np.int64))
+
+
+def check_order(order: Tensor, num_nodes: int) -> Optional[str]:
+    """Why ``order`` is not a permutation of ``0..num_nodes-1`` (``None``: it is)."""
+    if order.dim() != 1 or order.numel() != num_nodes or order.dtype != torch.int64:
+        return f"holds {tuple(order.shape)} {order.dtype} ids, not {num_nodes} int64 node ids"
+    if num_nodes and (int(order.min()) < 0 or int(order.max()) >= num_nodes):
+        return "holds ids outside the graph"
+    if num_nodes and not bool((torch.bincount(order, minlength=num_nodes) == 1).all()):
+        return "names some node twice"
+    return None
+
+
+def cached_order(edge_index: Tensor, num_nodes: int, method: str, folder: Path) -> Optional[Tensor]:
+    """:func:`node_order` of this graph, computed once and kept in ``folder`` under a name made of
+    the method and a digest of the edge list (another graph, or the same dataset edited, gets its
+    own file). The file is untrusted on reading: ``torch.load(weights_only=True)``, and a file
+    that does not hold a permutation of the graph's nodes is computed again, with a warning."""
+    if method == "none":
+        return None
+    digest = tensor_digest(edge_index.cpu())
+    path = folder / f"order-{method}-{num_nodes}-{digest[:24]}.pt"
+    if path.is_file():
+        try:
+            stored = torch.load(path, map_location="cpu", weights_only=True)
+            order = stored.get("order") if isinstance(stored, dict) else None
+            problem = "holds no order" if not isinstance(order, Tensor) else check_order(order, num_nodes)
+        except Exception as err:  # noqa: BLE001 - any failure means: do not trust it, compute again
+            problem, order = f"could not be loaded safely ({type(err).__name__})", None
+        if problem is None and stored.get("edges") != digest:
+            problem = "was not computed for this graph's edges"
+        if problem is None:
+            return order
+        print(f"gnngp: warning: node order file {path} {problem}; computing the order again", file=sys.stderr)
+    with Progress(f"ordering the {num_nodes:,} nodes by {method}"):
+        order = node_order(edge_index, num_nodes, method)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda f: torch.save({"order": order, "edges": digest}, f), binary=True)
+    except (OSError, RuntimeError) as err:
+        print(f"gnngp: warning: could not keep the node order in {path} ({err}); it is computed again on every run", file=sys.stderr)
+    return order

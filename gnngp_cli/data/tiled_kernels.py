@@ -1,0 +1,79 @@
+"""The numba kernels of :class:`gnngp_cli.data.products.TiledProduct` (compiled once per
+machine, ``cache=True``); imported only when a tiled product runs.
+
+The layout: the entries of ``A`` grouped by source tile ``t`` (columns ``[t S, (t+1) S)``), and
+within a tile by row, ascending; only the rows that have entries in a tile are listed
+(``rows[tile_start[t]:tile_start[t+1]]``, their entries ``entry[k]:entry[k+1]`` for list
+position ``k``), so the layout grows with the entries, never with nodes x tiles."""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=True, nogil=True)
+def layout(crow, col, val, order, pos, tile_rows, tiles):   # pragma: no cover - compiled
+    """``(tile_start, rows, entry, local, weight)`` from the CSR arrays ``(crow, col, val)`` of
+    ``A``; ``order`` (position -> node id) and ``pos`` (node id -> position), both empty for
+    none, renumber rows and columns. Three passes: count per tile, place (rows in ascending
+    position, so each tile's entries come row by row), then list each tile's rows."""
+    n = crow.size - 1
+    permuted = pos.size > 0
+    count = np.zeros(tiles + 1, dtype=np.int64)
+    for j in range(col.size):
+        c = pos[col[j]] if permuted else col[j]
+        count[c // tile_rows + 1] += 1
+    for t in range(tiles):
+        count[t + 1] += count[t]
+    fill = count[:-1].copy()
+    local = np.empty(col.size, dtype=np.int32)
+    weight = np.empty(col.size, dtype=val.dtype)
+    row_of = np.empty(col.size, dtype=np.int32)
+    for r in range(n):
+        i = order[r] if permuted else r
+        for j in range(crow[i], crow[i + 1]):
+            c = pos[col[j]] if permuted else col[j]
+            t = c // tile_rows
+            at = fill[t]
+            local[at] = c - t * tile_rows
+            weight[at] = val[j]
+            row_of[at] = r
+            fill[t] = at + 1
+    listed = 0
+    for t in range(tiles):
+        for j in range(count[t], count[t + 1]):
+            if j == count[t] or row_of[j] != row_of[j - 1]:
+                listed += 1
+    tile_start = np.zeros(tiles + 1, dtype=np.int64)
+    rows = np.empty(listed, dtype=np.int32)
+    entry = np.empty(listed + 1, dtype=np.int64)
+    k = 0
+    for t in range(tiles):
+        tile_start[t] = k
+        for j in range(count[t], count[t + 1]):
+            if j == count[t] or row_of[j] != row_of[j - 1]:
+                rows[k] = row_of[j]
+                entry[k] = j
+                k += 1
+    tile_start[tiles] = k
+    entry[k] = col.size
+    return tile_start, rows, entry, local, weight
+
+
+@njit(parallel=True, cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
+def product(tile_start, rows, entry, local, weight, tile_rows, q, out):   # pragma: no cover - compiled
+    """``out += A q`` for one column slice ``q`` (``N x w``, contiguous): tile by tile, so that
+    the tile's rows of ``q`` stay in cache; a tile's listed rows split among the threads."""
+    w = out.shape[1]
+    chunks = 64
+    for t in range(tile_start.size - 1):
+        base = t * tile_rows
+        lo, hi = tile_start[t], tile_start[t + 1]
+        for c in prange(chunks):
+            for k in range(lo + c * (hi - lo) // chunks, lo + (c + 1) * (hi - lo) // chunks):
+                o = out[rows[k]]
+                for j in range(entry[k], entry[k + 1]):
+                    row = q[base + local[j]]
+                    v = weight[j]
+                    for m in range(w):
+                        o[m] += v * row[m]
