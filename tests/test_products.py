@@ -59,6 +59,7 @@ def test_torch_product_under_an_order(order):
     assert torch.allclose(leaf.grad, reference_leaf.grad, atol=1e-13)
 
 
+@pytest.mark.paper  # slow-ish: real graphs and CLI runs (the fast suite keeps the random-graph matrix)
 def test_tiled_product_on_a_real_graph(mirror, tmp_path):
     from gnngp_cli.api import load_dataset
 
@@ -93,6 +94,7 @@ def mean_distance(edges: torch.Tensor, order=None) -> float:
     return float((pos[edges[0]] - pos[edges[1]]).abs().float().mean())
 
 
+@pytest.mark.paper  # slow-ish: real graphs and CLI runs (the fast suite keeps the random-graph matrix)
 def test_orders_find_locality():
     """Ids shuffled: RCM puts a grid's neighbours close (its bandwidth), METIS a graph's communities."""
     side = 60
@@ -205,6 +207,7 @@ def test_the_default_keeps_torchs_product_on_small_graphs(mirror, tmp_path, monk
     assert not built
 
 
+@pytest.mark.paper  # slow-ish: real graphs and CLI runs (the fast suite keeps the random-graph matrix)
 def test_run_with_tiled_product_and_orders_matches(mirror, tmp_path):
     """gcngp_x on Cora: the tiled product and each order give the default run's row (landmarks,
     nugget, accuracies)."""
