@@ -35,7 +35,7 @@ from torch import Tensor
 from .. import runtime
 from ..errors import ConfigError
 from ..progress import Progress, within
-from .products import TiledProduct, tiled_unavailable, tiles_pay
+from .products import TiledProduct, positions, tiled_unavailable, tiles_pay
 
 _TOLD: list = []   # the tiled product's unavailability, once told
 
@@ -270,8 +270,7 @@ class Adjacency:
         order and the result's written back through it, by column chunks of at most
         ``ROW_BLOCK_ENTRIES`` entries (so the reordered copies stay a chunk's)."""
         if self._permuted is None:
-            pos = torch.empty_like(self.order)
-            pos[self.order] = torch.arange(self.num_nodes, device=self.order.device)
+            pos = positions(self.order)
             row, col = self.edge_index
             self._permuted = _csr(torch.stack([pos[row], pos[col]]), self.edge_weight, (self.num_nodes, self.num_nodes))
         order = self.order.to(dense.device)

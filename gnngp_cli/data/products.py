@@ -104,8 +104,7 @@ class TiledProduct:
         order_np, pos = None, none
         if order is not None:
             order_np = order.cpu().numpy().astype(np.int64, copy=False)
-            pos = np.empty(num_nodes, dtype=np.int64)
-            pos[order_np] = np.arange(num_nodes, dtype=np.int64)
+            pos = positions(order.cpu().long()).numpy()
         parts = layout(crow.cpu().numpy(), col.cpu().numpy(), weight.cpu().numpy(), none if order_np is None else order_np, pos,
                        tile_rows, tiles)
         return cls(num_nodes, tile_rows, *parts, order_np)
@@ -221,6 +220,13 @@ def node_order(edge_index: Tensor, num_nodes: int, method: str, seed: int = 0) -
     _, membership = pymetis.part_graph(parts, xadj=graph.indptr, adjncy=graph.indices, options=options)
     membership = np.asarray(membership, dtype=np.int64)
     return torch.from_numpy(np.lexsort((np.arange(num_nodes), membership)).astype(np.int64))
+
+
+def positions(order: Tensor) -> Tensor:
+    """The inverse of an order: each node id's position (``positions(order)[order[k]] == k``)."""
+    pos = torch.empty_like(order)
+    pos[order] = torch.arange(order.numel(), dtype=order.dtype, device=order.device)
+    return pos
 
 
 def check_order(order: Tensor, num_nodes: int) -> Optional[str]:

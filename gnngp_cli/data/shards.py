@@ -39,6 +39,7 @@ import torch
 
 from ..errors import DatasetError
 from .digests import sha256
+from .products import positions
 
 FORMAT = "gnngp-shards"
 VERSION = 3   # 2: whether the graph is a stand-in, its fixed splits, its loader's warnings; 3: every block file's sha256
@@ -272,9 +273,7 @@ def write_data(data: Any, out: Path, rows: int, dataset: str, source: str = "", 
     writer = ShardWriter(out, n, rows)
     edge_index = data.edge_index
     if order is not None:
-        pos = torch.empty_like(order)
-        pos[order] = torch.arange(n, dtype=order.dtype)
-        edge_index = pos[edge_index]
+        edge_index = positions(order)[edge_index]
     row_block = edge_index[0] // rows
     by_block = torch.argsort(row_block, stable=True)
     counts = torch.bincount(row_block, minlength=writer.num_blocks).tolist()
