@@ -44,7 +44,6 @@ log = logging.getLogger("gnngp")
 __all__ = ["ConfigError", "DatasetError", "GnngpError", "NodeGP", "Prediction", "ResourceError", "compose", "load_dataset", "run"]
 
 Nodes = Union[torch.Tensor, Sequence[int], None]
-PROBABILITY_DRAWS = 1024      # Monte-Carlo draws of the class scores per node
 KERNEL_MATRIX_ENTRIES = 10**8  # kernel_matrix is for small sets: at most this many entries
 
 
@@ -119,8 +118,11 @@ class Prediction:
     """What :meth:`NodeGP.predict` returns for ``nodes`` (in the order asked): the posterior
     ``mean`` (``n x classes``: the one-hot regression's, for classification; ``n`` for
     regression), the latent posterior ``variance`` (``n``: the variance of each output, the one
-    ``gnngp run``'s ``var_correct``/``var_wrong`` average), and for classification the class
-    ``probabilities`` (``n x classes``) and ``labels`` (the argmax of the mean). For regression,
+    ``gnngp run``'s ``var_correct``/``var_wrong`` average; ``n x classes`` with
+    ``likelihood=dirichlet``, a variance per class), and for classification the class
+    ``probabilities`` (``n x classes``: ``E[softmax(f / T)]`` of the latent Gaussian, as the
+    run's ``nll``/``ece`` columns read them, with its fitted temperature) and ``labels`` (the
+    argmax of the mean). For regression,
     ``predictive_variance = output_scale * (variance + noise)``, the variance of a new observation."""
 
     nodes: torch.Tensor
@@ -198,8 +200,7 @@ class NodeGP:
         if backend.info.task == "regression":
             scale = posterior.output_scale(eps)
             return Prediction(ids, mean[:, 0], variance, predictive_variance=scale * (variance.double() + float(eps)))
-        scale = posterior.output_scale(eps) / mean.size(1)   # the output scale of one class's column
-        return Prediction(ids, mean, variance, _probabilities(mean, variance * scale), mean.argmax(1))
+        return Prediction(ids, mean, variance, run.result.rule.probabilities(mean, variance), mean.argmax(1))
 
     def score(self, nodes: Nodes = None) -> float:
         """The run's metric (accuracy, ROC-AUC or R^2, as ``gnngp run`` reports it) on ``nodes``
@@ -307,21 +308,4 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     graph.stand_in = ""
     cfg.dataset.task = task
     return adopt_graph(cfg, graph)
-
-
-def _probabilities(mean: torch.Tensor, variance: torch.Tensor, draws: int = PROBABILITY_DRAWS, seed: int = 0) -> torch.Tensor:
-    """Class probabilities of Gaussian class scores: each node's scores ``N(mean_c, variance)``,
-    independent across classes, and the share of ``draws`` Monte-Carlo draws (seeded: the same
-    every call) in which each class scores highest. Rows go in blocks of at most 10^7 draws."""
-    n, classes = mean.shape
-    gen = torch.Generator(device=mean.device).manual_seed(seed)
-    out = torch.empty(n, classes, dtype=torch.float64, device=mean.device)
-    std = variance.clamp_min(0).sqrt().double()
-    block = max(1, 10**7 // (draws * classes))
-    for start in range(0, n, block):
-        stop = min(n, start + block)
-        noise = torch.randn(stop - start, draws, classes, generator=gen, dtype=torch.float64, device=mean.device)
-        scores = mean[start:stop, None, :].double() + std[start:stop, None, None] * noise
-        out[start:stop] = torch.nn.functional.one_hot(scores.argmax(-1), classes).double().mean(1)
-    return out
 

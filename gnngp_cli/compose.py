@@ -26,7 +26,7 @@ from .data.registry import DATASETS, PRESETS
 from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import KERNELS
-from .schema import FIT_METHODS, ComputeConfig, FitConfig, RunConfig
+from .schema import FIT_METHODS, LIKELIHOODS, PROTOCOLS, ComputeConfig, FitConfig, LikelihoodConfig, ProtocolConfig, RunConfig
 
 
 def config_dir() -> Path:
@@ -55,6 +55,10 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
         cs.store(group="dataset", name=option, node=preset)
     for method in FIT_METHODS:
         cs.store(group="fit", name=method, node=FitConfig(method=method))
+    for name in LIKELIHOODS:
+        cs.store(group="likelihood", name=name, node=LikelihoodConfig(name=name))
+    for name in PROTOCOLS:
+        cs.store(group="protocol", name=name, node=ProtocolConfig(name=name))
     for name, options in compute.items():
         cs.store(group="compute", name=name, node=options)
 

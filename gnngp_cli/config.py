@@ -24,7 +24,7 @@ from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import BASE_KERNELS, BASE_READS, KERNELS
 from .metrics import score_metrics
-from .schema import DEVICES, DTYPES, METHODS, OPTIMIZERS, TASKS
+from .schema import DEVICES, DTYPES, GNN_UNCERTAINTY, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
 
 
 def check_results_file(name: str) -> None:
@@ -91,6 +91,7 @@ def validate(cfg: Any) -> None:
         validate_kernel(cfg.kernel)
     _grid(cfg.nugget, "nugget", cfg.dtype)
     _validate_fit(cfg)
+    _validate_uncertainty(cfg)
     lm = cfg.landmarks
     if lm.count is not None and lm.count < 1:
         raise ConfigError(f"landmarks.count={lm.count} must be at least 1")
@@ -167,6 +168,40 @@ def needs_validation(cfg: Any) -> bool:
     return cfg.method == "gnn" or cfg.fit.method == "grid"
 
 
+def _validate_uncertainty(cfg: Any) -> None:
+    """``likelihood``, ``protocol`` and a GNN's ``uncertainty``: their values, and the
+    combinations that cannot run (what needs the dataset's task is checked once it is loaded)."""
+    lk, p = cfg.likelihood, cfg.protocol
+    _choice(lk.name, LIKELIHOODS, "likelihood")
+    _choice(lk.probabilities, ("auto", "mc", "probit"), "likelihood.probabilities")
+    alphas = [lk.alpha] if lk.alpha is not None else list(lk.alpha_grid)
+    if not alphas or not all(a > 0 for a in alphas):
+        raise ConfigError(f"likelihood.alpha={lk.alpha} and likelihood.alpha_grid={list(lk.alpha_grid)}: the Dirichlet pseudo-counts must be positive "
+                          "and at least one given (e.g. likelihood.alpha=0.01, Milios et al.'s)")
+    if lk.samples < 1:
+        raise ConfigError(f"likelihood.samples={lk.samples} must be at least 1 (e.g. 256)")
+    if cfg.method == "gnn" and lk.name != "gaussian":
+        raise ConfigError(f"likelihood={lk.name} is a GP's; a GNN's class probabilities are set by gnn.uncertainty (softmax, temperature, ensemble, mc_dropout)")
+    if lk.name == "dirichlet" and cfg.fit.method == "mll":
+        raise ConfigError("likelihood=dirichlet chooses its noise scale on the validation grid (fit=grid); fit=mll fits the Gaussian likelihood: "
+                          "use likelihood=gaussian with fit=mll, or fit=grid")
+    _choice(p.name, PROTOCOLS, "protocol")
+    _choice(p.perturbation, ("noise", "swap"), "protocol.perturbation")
+    _choice(p.ordering, ("pagerank", "personalised"), "protocol.ordering")
+    if p.name not in ("none", "misclassification") and cfg.compute.backend != "local":
+        raise ConfigError(f"protocol={p.name} changes the splits and features of the loaded graph, which compute={cfg.compute.backend} reads "
+                          "from its row blocks; use compute=local (protocol=misclassification runs on every backend)")
+    if not 0 < p.share < 1:
+        raise ConfigError(f"protocol.share={p.share} must be between 0 and 1 (e.g. 0.5)")
+    if not p.strength > 0:
+        raise ConfigError(f"protocol.strength={p.strength} must be positive (e.g. 1.0: noise of each feature's std)")
+    if p.left_out is not None and p.left_out < 1:
+        raise ConfigError(f"protocol.left_out={p.left_out} must be at least 1 (or null: a third of the classes)")
+    if len(p.shares) != 3 or min(p.shares) <= 0 or sum(p.shares) >= 1:
+        raise ConfigError(f"protocol.shares={list(p.shares)} must be three positive shares (train, validation, in-distribution test) "
+                          "that sum below 1, e.g. [0.3, 0.1, 0.1]")
+
+
 def _validate_fit(cfg: Any) -> None:
     f = cfg.fit
     _choice(f.method, ("grid", "mll"), "fit.method")
@@ -214,6 +249,11 @@ def _validate_gnn(g: Any) -> None:
         raise ConfigError(f"gnn.hops={g.hops} must be at least 0")
     if g.fanouts is not None and len(g.fanouts) != graph_layers:
         raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")
+    _choice(g.uncertainty, GNN_UNCERTAINTY, "gnn.uncertainty")
+    if g.uncertainty == "ensemble" and g.members < 2:
+        raise ConfigError(f"gnn.members={g.members}: an ensemble needs at least 2 models (e.g. 5)")
+    if g.uncertainty == "mc_dropout" and (g.mc_samples < 2 or g.dropout == 0):
+        raise ConfigError(f"gnn.uncertainty=mc_dropout needs gnn.mc_samples >= 2 (got {g.mc_samples}) and a positive gnn.dropout (got {g.dropout})")
 
 
 PATH_KEYS = ("data.root", "data.mirror", "dataset.path", "compute.roots_dir", "compute.shards", "compute.spill_dir", "partition.out")

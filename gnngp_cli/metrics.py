@@ -47,6 +47,8 @@ class Prediction:
     variance: Optional[Tensor] = None
     noise: float = math.nan
     output_scale: float = math.nan
+    probs: Optional[Tensor] = None      # class probabilities at the chosen nugget (``n x C``; classification's test rows)
+    ood: Optional[Tensor] = None        # which rows are out of distribution (a protocol's test rows; ``None``: none are)
 
     @property
     def columns(self) -> int:
@@ -62,6 +64,15 @@ class Prediction:
 
     def predictive_variance(self) -> Tensor:
         return self.output_scale * (self.variance.double() + self.noise)
+
+    def spread(self) -> Tensor:
+        """The latent variance per row and column (``n x G``): averaged over the classes where
+        each class has its own (the ``dirichlet`` likelihood, a GNN ensemble's members)."""
+        return self.variance.double().mean(-1) if self.variance.dim() == 3 else self.variance.double()
+
+    def in_distribution(self) -> Tensor:
+        """The rows that are in distribution (every row without a protocol's OOD flags)."""
+        return torch.ones_like(self.y, dtype=torch.bool) if self.ood is None else ~self.ood
 
 
 State = dict[str, Tensor]
@@ -84,6 +95,7 @@ class Metric:
     merge: Optional[Callable[[State, State], State]] = None
     default: Callable[[str, int], bool] = lambda task, classes: False
     requires: str = ""
+    probabilistic: bool = False   # reads class probabilities at the chosen nugget (``Prediction.probs``): one column
 
     def applies(self, task: str, num_classes: int) -> bool:
         return task in self.tasks and (self.classes is None or num_classes == self.classes)
@@ -105,12 +117,12 @@ METRICS: dict[str, Metric] = {}
 def register_metric(name: str, tasks: tuple[str, ...], partial: Callable[[Prediction], State], compute: Callable[[State], Tensor], *,
                     kind: str = "score", classes: Optional[int] = None, gather: tuple[str, ...] = (),
                     merge: Optional[Callable[[State, State], State]] = None, default: Callable[[str, int], bool] = lambda task, classes: False,
-                    requires: str = "") -> Metric:
+                    requires: str = "", probabilistic: bool = False) -> Metric:
     """Add a metric (``dataset.metric=name`` for a ``score`` metric; a result column for an ``uncertainty`` one)."""
     if kind not in ("score", "uncertainty"):
         raise ConfigError(f"metric {name!r}: kind={kind!r} is not valid; use score or uncertainty")
     METRICS[name] = Metric(name, tuple(tasks), partial, compute, kind, classes, tuple(gather), merge, default,
-                           requires or f"a {' or '.join(tasks)} task")
+                           requires or f"a {' or '.join(tasks)} task", probabilistic)
     return METRICS[name]
 
 
@@ -192,9 +204,7 @@ def _roc_auc(s: State) -> Tensor:
         return torch.full((s["scores"].size(1),), math.nan, dtype=torch.float64, device=positive.device)
     from torchmetrics.functional.classification import binary_auroc
 
-    low, high = s["scores"].amin(0), s["scores"].amax(0)
-    unit = (s["scores"] - low) / torch.where(high > low, high - low, torch.ones_like(high))
-    return torch.stack([binary_auroc(column, positive, thresholds=None) for column in unit.T]).double()
+    return torch.stack([binary_auroc(column, positive, thresholds=None) for column in _unit(s["scores"]).T]).double()
 
 
 register_metric("roc_auc", ("classification",), _roc_auc_state, _roc_auc, classes=2, gather=("scores", "positive"),
@@ -248,8 +258,8 @@ def _coverage(p: Prediction) -> State:
 def _variance_where(correct: bool) -> Callable[[Prediction], State]:
     def partial(p: Prediction) -> State:
         right = p.mean.argmax(dim=2) == p.y[:, None]
-        chosen = right if correct else ~right
-        return {"total": (p.variance.double() * chosen).sum(0), "count": chosen.double().sum(0)}
+        chosen = (right if correct else ~right) & p.in_distribution()[:, None]
+        return {"total": (p.spread() * chosen).sum(0), "count": chosen.double().sum(0)}
     return partial
 
 
@@ -261,6 +271,103 @@ register_metric("nlpd", ("regression",), _nlpd, _mean_of, kind="uncertainty")   
 register_metric("coverage95", ("regression",), _coverage, _mean_of, kind="uncertainty")   # share of test targets in the 95% interval
 register_metric("var_correct", ("classification",), _variance_where(True), _mean_of, kind="uncertainty")   # mean latent variance, right
 register_metric("var_wrong", ("classification",), _variance_where(False), _mean_of, kind="uncertainty")    # ... and wrong predictions
+
+
+# --- uncertainty from class probabilities (classification; see gnngp_cli.probabilities) ----------
+# Calibration reads the in-distribution test rows; detection (AUROC, AUPR) tells the
+# out-of-distribution test rows of a protocol from the others, or, without one, the wrong
+# predictions from the right ones (misclassification detection). The arithmetic is torchmetrics'.
+
+ECE_BINS = 15   # equal-width confidence bins of ECE and MCE (the common choice)
+
+
+def _calibration_state(p: Prediction) -> State:
+    keep = p.in_distribution()
+    if p.probs is None:   # a method without class probabilities (a GNN regression): nothing to score
+        return {"probs": torch.zeros(0, 1, dtype=torch.float64), "y": torch.zeros(0, dtype=torch.long)}
+    return {"probs": p.probs[keep].double(), "y": p.y[keep].long()}
+
+
+def _nll(s: State) -> Tensor:
+    n = s["y"].numel()
+    if n == 0:
+        return torch.full((1,), math.nan, dtype=torch.float64)
+    picked = s["probs"][torch.arange(n, device=s["y"].device), s["y"]]
+    return (-torch.log(picked.clamp_min(1e-300))).mean().view(1)
+
+
+def _brier(s: State) -> Tensor:
+    """The multi-class Brier score: ``sum_c (p_c - [y = c])^2``, averaged over nodes."""
+    if s["y"].numel() == 0:
+        return torch.full((1,), math.nan, dtype=torch.float64)
+    one_hot = torch.nn.functional.one_hot(s["y"], s["probs"].size(1)).double()
+    return ((s["probs"] - one_hot) ** 2).sum(1).mean().view(1)
+
+
+def _calibration_error(norm: str) -> Callable[[State], Tensor]:
+    def compute(s: State) -> Tensor:
+        if s["y"].numel() == 0:
+            return torch.full((1,), math.nan, dtype=torch.float64)
+        from torchmetrics.functional.classification import multiclass_calibration_error
+
+        probs = s["probs"]
+        value = multiclass_calibration_error(probs, s["y"], num_classes=probs.size(1), n_bins=ECE_BINS, norm=norm)
+        return value.double().view(1)
+    return compute
+
+
+for _name, _compute in (("nll", _nll), ("brier", _brier), ("ece", _calibration_error("l1")), ("mce", _calibration_error("max"))):
+    register_metric(_name, ("classification",), _calibration_state, _compute, kind="uncertainty", gather=("probs", "y"), probabilistic=True)
+
+UNCERTAINTY_SCORES = ("variance", "entropy", "maxprob")   # higher: more uncertain (maxprob scores 1 - max p)
+
+
+def uncertainty_score(p: Prediction, name: str) -> Tensor:
+    """One score per row (higher: more uncertain): the latent ``variance`` (NaN where the
+    method has none), the ``entropy`` of the class probabilities, or ``1 - max p``."""
+    if name == "variance":
+        return p.spread()[:, 0] if p.variance is not None else torch.full((p.y.numel(),), math.nan, dtype=torch.float64)
+    if p.probs is None:
+        return torch.full((p.y.numel(),), math.nan, dtype=torch.float64)
+    from .probabilities import entropy
+
+    return entropy(p.probs.double()) if name == "entropy" else 1 - p.probs.double().amax(1)
+
+
+def _detection_state(score: str) -> Callable[[Prediction], State]:
+    def partial(p: Prediction) -> State:
+        if p.ood is not None:
+            positive = p.ood
+        else:
+            positive = p.mean[:, 0, :].argmax(1) != p.y
+        return {"scores": uncertainty_score(p, score).double(), "positive": positive.to(torch.int8)}
+    return partial
+
+
+def _unit(scores: Tensor) -> Tensor:
+    """Scores mapped onto [0, 1] (monotone: the same AUROC and AUPR; torchmetrics reads scores
+    outside [0, 1] as logits and takes their sigmoid, which ties every score above ~37)."""
+    low, high = scores.amin(0), scores.amax(0)
+    return (scores - low) / torch.where(high > low, high - low, torch.ones_like(high))
+
+
+def _detection(kind: str) -> Callable[[State], Tensor]:
+    def compute(s: State) -> Tensor:
+        positive = s["positive"].long()
+        n1 = int(positive.sum())
+        if n1 == 0 or n1 == positive.numel() or not bool(torch.isfinite(s["scores"]).all()):
+            return torch.full((1,), math.nan, dtype=torch.float64)
+        from torchmetrics.functional.classification import binary_auroc, binary_average_precision
+
+        fn = binary_auroc if kind == "auroc" else binary_average_precision
+        return fn(_unit(s["scores"]), positive, thresholds=None).double().view(1)
+    return compute
+
+
+for _score in UNCERTAINTY_SCORES:
+    for _kind in ("auroc", "aupr"):
+        register_metric(f"{_kind}_{_score}", ("classification",), _detection_state(_score), _detection(_kind), kind="uncertainty",
+                        gather=("scores", "positive"), probabilistic=True)
 
 
 @dataclass

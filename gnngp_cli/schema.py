@@ -21,6 +21,9 @@ TASKS = ("classification", "regression")
 METHODS = ("gp", "gnn")
 FIT_METHODS = ("grid", "mll")   # fit=<method>: the nugget grid on validation, or the marginal likelihood
 OPTIMIZERS = ("adam", "lbfgs")   # fit=mll
+LIKELIHOODS = ("gaussian", "dirichlet")   # likelihood=<name>: one-hot regression (the paper's), or Dirichlet-based GP classification
+PROTOCOLS = ("none", "misclassification", "leave_out_classes", "feature_shift", "structural_shift")   # protocol=<name>
+GNN_UNCERTAINTY = ("softmax", "temperature", "ensemble", "mc_dropout")   # gnn.uncertainty: a GNN's class probabilities
 SQRT_TENTH = math.sqrt(0.1)   # the paper's bias (kernels) and learning rate (GNNs) on regression sets
 
 
@@ -99,6 +102,9 @@ class GNNConfig:
     batch_norm: Optional[bool] = None   # null: on for chameleon, squirrel, crocodile, arxiv
     batch_size: Optional[int] = None    # null: full batch (10240 on reddit); 0: full batch
     fanouts: Optional[list[int]] = None  # mini-batch neighbours per graph layer; -1 = all
+    uncertainty: str = "softmax"        # class probabilities: softmax, temperature (scaled on validation), ensemble (of gnn.members models), mc_dropout (gnn.mc_samples passes)
+    members: int = 5                    # gnn.uncertainty=ensemble: models trained with seeds seed, seed + 1000, ...
+    mc_samples: int = 20                # gnn.uncertainty=mc_dropout: forward passes with dropout on
 
 
 @dataclass
@@ -128,6 +134,33 @@ class FitConfig:
     nugget: float = 0.1                 # mll: initial nugget, relative to the mean diagonal of K on the training nodes
     output_scale: Optional[float] = None  # mll: initial output scale; null: its maximum-likelihood value at the initial kernel
     log_every: int = 10                 # mll: a progress line every this many steps when not on a terminal (0: none)
+
+
+@dataclass
+class LikelihoodConfig:
+    """How a GP classifies (``likelihood=gaussian|dirichlet``; see gnngp_cli/job/likelihoods.py)."""
+
+    name: str = "gaussian"              # gaussian: regress one-hot labels (the paper); dirichlet: Milios et al. 2018's Dirichlet-based GP classification
+    alpha: Optional[float] = None       # dirichlet: the pseudo-count alpha_eps every class gets; null: the value of alpha_grid of the lowest validation NLL
+    alpha_grid: list[float] = field(default_factory=lambda: [0.001, 0.01, 0.1])   # dirichlet, alpha null: the values tried (0.01 is Milios et al.'s and GPyTorch's default)
+    probabilities: str = "auto"         # class probabilities E[softmax(f / T)] of the latent Gaussian: mc (Monte Carlo, fixed seed), probit (closed form), auto (mc up to 2^28 nodes x classes x samples, probit above)
+    samples: int = 256                  # probabilities=mc: draws per node
+    temperature: Optional[bool] = None  # fit the softmax temperature T on the validation NLL; null: on for gaussian, off for dirichlet
+
+
+@dataclass
+class ProtocolConfig:
+    """An uncertainty protocol (``protocol=<name>``; see gnngp_cli/data/protocols.py): the
+    splits and the test nodes out of distribution, made from ``protocol.seed``."""
+
+    name: str = "none"                  # none, misclassification, leave_out_classes, feature_shift, structural_shift
+    seed: int = II("seed")              # the protocol's draws (left-out classes, perturbed nodes, the core's split); default: the job's seed (its runs share the split)
+    left_out: Optional[int] = None      # leave_out_classes: how many classes leave training and validation; null: a third of them, at least 1
+    share: float = 0.5                  # feature_shift: the share of test nodes whose features are perturbed
+    perturbation: str = "noise"         # feature_shift: noise (features plus Gaussian noise of strength times each feature's std) or swap (another node's features)
+    strength: float = 1.0               # feature_shift=noise: the noise's standard deviation, in units of each feature's std
+    ordering: str = "pagerank"          # structural_shift: pagerank or personalised (PageRank from the top-degree node); the central half is in distribution
+    shares: list[float] = field(default_factory=lambda: [0.3, 0.1, 0.1])   # structural_shift: train, validation and in-distribution test shares of all nodes (the rest is the OOD test)
 
 
 @dataclass
@@ -211,6 +244,8 @@ class RunConfig:
     landmarks: LandmarksConfig = field(default_factory=LandmarksConfig)   # the landmarks of low-rank (_x) kernels
     nugget: NuggetConfig = field(default_factory=NuggetConfig)   # the nugget grid chosen on validation (fit=grid)
     fit: FitConfig = field(default_factory=FitConfig)   # how GP hyperparameters are chosen (fit=grid|mll)
+    likelihood: LikelihoodConfig = field(default_factory=LikelihoodConfig)   # how a GP classifies (likelihood=gaussian|dirichlet)
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)   # an uncertainty protocol's splits and OOD nodes (protocol=<name>)
     data: DataConfig = field(default_factory=DataConfig)   # where datasets are read and cached
     seed: int = 0                       # the first run's seed (run r uses seed + r)
     runs: int = 1                       # runs with seeds seed, seed + 1, ... (mean and std in the summary)

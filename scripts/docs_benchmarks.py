@@ -443,9 +443,118 @@ def spmm(page: Page) -> None:
     page.figure("", "seconds of A Q by method, with each method's bandwidth bound", draw)
 
 
+# --- uncertainty ------------------------------------------------------------------------------
+
+UNCERTAINTY_METHODS = [("GCNGP", "gaussian"), ("GCNGP", "dirichlet"), ("GCNGP-X", "gaussian"), ("GCNGP-X", "dirichlet"),
+                       ("GCN", "softmax"), ("GCN", "temperature"), ("GCN", "ensemble"), ("GCN", "mc_dropout")]
+PROTOCOL_TITLES = {"misclassification": "Misclassification detection (the standard splits)",
+                   "leave_out_classes": "Leave-out classes (OOD: the test nodes of the left-out classes)",
+                   "feature_shift": "Feature shift (OOD: the test nodes with perturbed features)",
+                   "structural_shift": "Structural shift (OOD: the PageRank periphery)"}
+
+
+def _how(rows: pd.DataFrame) -> pd.Series:
+    return rows["likelihood"].where(rows["likelihood"].fillna("") != "", rows["uncertainty"]).fillna("")
+
+
+def _mean_std(values: pd.Series, digits: int = 3) -> str:
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    if values.empty:
+        return "-"
+    return f"{values.mean():.{digits}f}" + (f" +- {values.std():.{digits}f}" if len(values) > 1 else "")
+
+
+def _stat(rows: pd.DataFrame, dataset: str, method: str, how: str, column: str) -> float:
+    mine = rows[(rows["dataset"] == dataset) & (rows["method"] == method) & (rows["how"] == how)]
+    return float(pd.to_numeric(mine[column], errors="coerce").mean()) if len(mine) else math.nan
+
+
+def uncertainty(page: Page) -> None:
+    rows = pd.concat([page.csv(s["file"]) for s in page.entry["sources"]], ignore_index=True)
+    errors = rows[rows["status"] != "ok"]
+    rows = rows[rows["status"] == "ok"].copy()
+    rows["how"] = _how(rows)
+    page.add("Each cell: mean +- std over the seeds (the count is in the `n` column) of the test nodes' numbers. `test`: "
+             "the dataset's metric (accuracy; ROC-AUC on the two-class sets) on the in-distribution test nodes; ECE (15 bins), "
+             "NLL and Brier on them too; AUROC of telling the positives (wrong predictions, or the protocol's OOD nodes) apart "
+             "by each score: the latent variance (`var`; a single GCN has none), the entropy of the class probabilities "
+             "(`ent`), and one minus the largest probability (`maxp`). Seconds: kernel + inference for a GP, training + "
+             "inference for a GCN (the ensemble's five trainings).")
+    for protocol, title in PROTOCOL_TITLES.items():
+        mine = rows[rows["protocol"] == protocol]
+        if mine.empty:
+            continue
+        body = []
+        for dataset in dict.fromkeys(mine["dataset"]):
+            for method, how in UNCERTAINTY_METHODS:
+                cell = mine[(mine["dataset"] == dataset) & (mine["method"] == method) & (mine["how"] == how)]
+                if cell.empty:
+                    continue
+                body.append([dataset, f"{method} {how}", str(len(cell)), _mean_std(cell["test"]), _mean_std(cell["ece"]),
+                             _mean_std(cell["nll"]), _mean_std(cell["brier"]), _mean_std(cell["auroc_variance"]),
+                             _mean_std(cell["auroc_entropy"]), _mean_std(cell["auroc_maxprob"]), _mean_std(cell["aupr_maxprob"]),
+                             _mean_std(cell["total_seconds"], 1)])
+        page.add(f"## {title}")
+        page.add(table(["dataset", "method", "n", "test", "ECE", "NLL", "Brier", "AUROC var", "AUROC ent", "AUROC maxp", "AUPR maxp",
+                        "seconds"], body))
+    regression = rows[rows["protocol"].fillna("none") == "none"]
+    if not regression.empty:
+        body = [[d, m, str(len(g)), _mean_std(g["test"]), _mean_std(g["nlpd"]), _mean_std(g["coverage95"]), _mean_std(g["total_seconds"], 1)]
+                for (d, m), g in regression.groupby(["dataset", "method"], sort=False)]
+        page.add("## Regression sets: NLPD and 95% coverage")
+        page.add(table(["dataset", "method", "n", "test R^2", "NLPD", "coverage95", "seconds"], body))
+    if not errors.empty:
+        page.add("Cells not run, and why:\n\n" + "\n".join(sorted({f"- {r.dataset}, {r.protocol}: {r.error}" for r in errors.itertuples()})))
+    page.add("## The goals, as computed from these rows\n\n" + "\n".join(_uncertainty_goals(rows)))
+
+
+def _uncertainty_goals(rows: pd.DataFrame) -> list[str]:
+    lines = []
+    std = rows[rows["protocol"] == "misclassification"]
+    wins, sets = 0, 0
+    for dataset in dict.fromkeys(std["dataset"]):
+        gp = _stat(std, dataset, "GCNGP", "dirichlet", "ece")
+        ts = _stat(std, dataset, "GCN", "temperature", "ece")
+        acc_d, acc_g = _stat(std, dataset, "GCNGP", "dirichlet", "test"), _stat(std, dataset, "GCNGP", "gaussian", "test")
+        if math.isnan(gp) or math.isnan(ts):
+            continue
+        sets += 1
+        win = gp < ts and abs(acc_d - acc_g) <= 0.01
+        wins += win
+        gps = std[(std["dataset"] == dataset) & std["method"].isin(["GCNGP", "GCNGP-X"])]
+        best = gps.groupby(["method", "how"])["ece"].mean().idxmin()
+        lowest = float(gps.groupby(["method", "how"])["ece"].mean().min())
+        lines.append(f"- {dataset}: GCNGP dirichlet ECE {gp:.3f} against GCN with temperature scaling {ts:.3f}; accuracy "
+                     f"{acc_d:.3f} against the gaussian likelihood's {acc_g:.3f} ({acc_d - acc_g:+.3f}): {'yes' if win else 'no'}. "
+                     f"The lowest GP ECE here: {best[0]} {best[1]}, {lowest:.3f}.")
+    lines.insert(0, f"- Calibration (goal: at least 4 of 6 sets): GCNGP with `likelihood=dirichlet` has the lower ECE, at accuracy "
+                 f"within 0.01 of `gaussian`, on **{wins} of {sets}** sets measured: goal **{'met' if wins >= 4 else 'missed'}**.")
+    loc = rows[rows["protocol"] == "leave_out_classes"]
+    wins, sets, detail = 0, 0, []
+    scores = ["auroc_variance", "auroc_entropy", "auroc_maxprob"]
+    for dataset in dict.fromkeys(loc["dataset"]):
+        gp = loc[(loc["dataset"] == dataset) & (loc["method"] == "GCNGP")]
+        ens = loc[(loc["dataset"] == dataset) & (loc["method"] == "GCN") & (loc["how"] == "ensemble")]
+        if gp.empty or ens.empty:
+            continue
+        sets += 1
+        gp_best = max(((how, c, float(g[c].mean())) for how, g in gp.groupby("how") for c in scores), key=lambda t: t[2])
+        ens_best = max(((c, float(ens[c].mean())) for c in scores), key=lambda t: t[1])
+        gp_seconds = float(gp[gp["how"] == gp_best[0]]["total_seconds"].mean())
+        ratio = float(ens["total_seconds"].mean()) / gp_seconds
+        win = gp_best[2] >= ens_best[1]
+        wins += win
+        detail.append(f"- {dataset}: GCNGP {gp_best[0]}, {gp_best[1].split('_')[1]} score, OOD AUROC {gp_best[2]:.3f} in "
+                      f"{seconds(gp_seconds)} s against the 5-GCN ensemble's best ({ens_best[0].split('_')[1]}) {ens_best[1]:.3f} in "
+                      f"{seconds(float(ens['total_seconds'].mean()))} s ({ratio:.0f}x its time): {'yes' if win else 'no'}.")
+    lines.append(f"- Leave-out classes (goal: at least 3 of 4 multi-class sets): GCNGP's best score reaches the ensemble's OOD "
+                 f"AUROC on **{wins} of {sets}** sets: goal **{'met' if wins >= 3 else 'missed'}**.")
+    return lines + detail
+
+
 KINDS: dict[str, Callable[[Page], None]] = {
     "memory": memory, "dask_scaling": dask_scaling, "dask_compare_local": dask_compare_local,
-    "heterophily": heterophily, "table_mll": table_mll, "gpu_check": gpu_check, "spmm": spmm,
+    "heterophily": heterophily, "table_mll": table_mll, "gpu_check": gpu_check, "spmm": spmm, "uncertainty": uncertainty,
 }
 
 

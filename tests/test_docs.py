@@ -163,6 +163,25 @@ def test_heterophily_tables_hold_the_csv_values(pages):
             assert splits[r.split_index][method] == f"{r.test:.4f}"
 
 
+def test_uncertainty_tables_hold_the_csv_values(pages, generator):
+    rows = pd.read_csv(RESULTS / "uncertainty.csv")
+    rows = rows[rows["status"] == "ok"].copy()
+    rows["how"] = generator._how(rows)
+    found = iter(tables(pages["uncertainty"]))
+    for protocol in generator.PROTOCOL_TITLES:
+        mine = rows[rows["protocol"] == protocol]
+        if mine.empty:
+            continue
+        table = {(r["dataset"], r["method"]): r for r in next(found)}
+        for (dataset, method, how), group in mine.groupby(["dataset", "method", "how"]):
+            cell = table[(dataset, f"{method} {how}")]
+            assert cell["n"] == str(len(group))
+            for column, header in (("test", "test"), ("ece", "ECE"), ("auroc_maxprob", "AUROC maxp")):
+                values = group[column].dropna()
+                assert cell[header].startswith(f"{values.mean():.3f}"), (dataset, method, how, column)
+    assert "## The goals, as computed from these rows" in pages["uncertainty"]
+
+
 def test_fit_mll_tables_hold_the_csv_values(pages):
     rows = pd.read_csv(RESULTS / "table_mll.csv")
     found = tables(pages["fit-mll"])

@@ -20,11 +20,16 @@ def prediction_for(metric, n: int = 90, columns: int = 4, seed: int = 0) -> Pred
         y = torch.randn(n, generator=g, dtype=torch.float64) * 3 + 10
         mean = (y[:, None] + torch.randn(n, columns, generator=g, dtype=torch.float64))[:, :, None]
     variance = torch.rand(n, columns, generator=g, dtype=torch.float64) + 0.1
+    if metric.probabilistic:   # class probabilities at one nugget, a third of the rows out of distribution
+        mean, variance = mean[:, :1], variance[:, :1]
+        ood = torch.rand(n, generator=g) < 0.33
+        return Prediction(mean, y, variance, noise=0.2, output_scale=1.5, probs=torch.softmax(mean[:, 0], 1), ood=ood)
     return Prediction(mean, y, variance, noise=0.2, output_scale=1.5)
 
 
 def rows(p: Prediction, index: torch.Tensor) -> Prediction:
-    return Prediction(p.mean[index], p.y[index], p.variance[index], p.noise, p.output_scale)
+    return Prediction(p.mean[index], p.y[index], p.variance[index], p.noise, p.output_scale,
+                      None if p.probs is None else p.probs[index], None if p.ood is None else p.ood[index])
 
 
 @pytest.mark.parametrize("name", sorted(METRICS))

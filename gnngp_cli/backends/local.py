@@ -51,21 +51,24 @@ def local_kernel(kernel: Kernel, train: Tensor, diagonal: Tensor, low_rank: bool
     return LocalKernel(kernel, features, "exact", diagonal)
 
 
-def local_statistics(k: LocalKernel, train: Tensor, y_train: Tensor) -> TrainingStatistics:
-    """The training statistics of ``k`` (``y_train``: the targets of ``train``, in ``k``'s dtype)."""
+def local_statistics(k: LocalKernel, train: Tensor, y_train: Tensor, per_class: bool = False) -> TrainingStatistics:
+    """The training statistics of ``k`` (``y_train``: the targets of ``train``, in ``k``'s dtype;
+    ``per_class``: each class's Gram matrix too, for a per-class likelihood)."""
     pos_train = k.kernel.positions(train)
     n = k.diagonal.numel()
     diagonal_sum = float(k.diagonal.mean()) * n   # the mean in the kernel's precision, as the nugget grid reads it
     if k.strategy == "low_rank":   # the root's rows may be the labelled nodes only (an exact root): diag K from every node
-        return low_rank_statistics(k.features, pos_train, y_train, n, diagonal_sum)
+        return low_rank_statistics(k.features, pos_train, y_train, n, diagonal_sum, per_class)
     return TrainingStatistics("exact", k.features[pos_train], y_train, float((y_train * y_train).sum()), int(train.numel()), diagonal_sum, n)
 
 
-def local_group(k: LocalKernel, nodes: dict[str, Tensor], y: Tensor) -> RowGroup:
-    """The labelled rows of ``k`` as one row group (``nodes``: each split's node ids; ``y``: every node's target)."""
+def local_group(k: LocalKernel, nodes: dict[str, Tensor], y: Tensor, ood: Optional[Tensor] = None) -> RowGroup:
+    """The labelled rows of ``k`` as one row group (``nodes``: each split's node ids; ``y``: every
+    node's target; ``ood``: which nodes a protocol made out of distribution)."""
     positions = {key: k.kernel.positions(nodes[key]) for key in SPLITS}
     prior = {key: k.diagonal[nodes[key]] for key in SPLITS} if k.strategy == "exact" else None
-    return RowGroup(k.features, positions, {key: y[nodes[key]] for key in SPLITS}, prior)
+    flags = ood[nodes["test"]] if ood is not None and bool(ood.any()) else None
+    return RowGroup(k.features, positions, {key: y[nodes[key]] for key in SPLITS}, prior, flags)
 
 
 class LocalBackend:
@@ -179,11 +182,12 @@ class LocalBackend:
 
     def statistics(self, k: LocalKernel) -> TrainingStatistics:
         train = self.train_ids()
-        return local_statistics(k, train, regression_targets(self.data.y[train], self.info.task, self.info.num_classes, k.features.dtype))
+        return local_statistics(k, train, regression_targets(self.data.y[train], self.info.task, self.info.num_classes, k.features.dtype),
+                                self.cfg.likelihood.name == "dirichlet")
 
     def reduce(self, k: LocalKernel, fn: Callable[[RowGroup], Any], combine: Callable[..., Any]) -> Any:
         """``fn`` on one row group: every labelled node."""
-        return fn(local_group(k, {key: self._nodes(key) for key in SPLITS}, self.data.y))
+        return fn(local_group(k, {key: self._nodes(key) for key in SPLITS}, self.data.y, getattr(self.data, "ood_mask", None)))
 
     def prediction_rows(self, k: LocalKernel, nodes: Tensor, arch: Architecture, ctx: KernelContext) -> tuple[Tensor, Optional[Tensor]]:
         """The posterior's prediction features ``F`` of ``nodes`` and, for the exact strategy,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import sys
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -80,6 +80,8 @@ class GNNResult:
     train_seconds: float
     inference_seconds: float
     history: list[tuple[float, float]]
+    outputs: Optional[Tensor] = None                         # the best epoch's outputs on every node (eval mode)
+    dropout_passes: Optional[Callable[[int], Tensor]] = None  # k forward passes with dropout on: k x nodes x outputs (full batch)
 
 
 def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, watch_factory) -> GNNResult:
@@ -94,7 +96,8 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     x, y = data.x.float(), data.y
     target = y.float().view(-1, 1) if regression else y
-    masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask}
+    ood = getattr(data, "ood_mask", None)   # a protocol's OOD test nodes: the test metric reads the others
+    masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask if ood is None else data.test_mask & ~ood}
     fanouts = list(cfg.fanouts) if cfg.fanouts is not None else list(entry.fanouts or [-1] * model.graph_layers)
     fanouts = fanouts[: model.graph_layers]
     train_nodes = data.train_mask.nonzero().view(-1)
@@ -153,8 +156,19 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     model.load_state_dict(best_state)
     inference_watch = watch_factory()
     with inference_watch.measure():
-        final = scores(predict())
-    return GNNResult(final, best[0], train_watch.seconds, inference_watch.seconds, history)
+        outputs = predict()
+        final = scores(outputs)
+
+    def dropout_passes(k: int) -> Tensor:
+        model.train()   # dropout on (the layers read the model's flag) ...
+        for module in model.modules():
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                module.eval()   # ... batch norm on its trained running statistics
+        with torch.no_grad():
+            return torch.stack([model(x, graph.edge_index, graph.edge_weight) for _ in range(k)])
+
+    return GNNResult(final, best[0], train_watch.seconds, inference_watch.seconds, history, outputs,
+                     None if cfg.batch_size else dropout_passes)
 
 
 def layerwise_inference(model: GNN, x: Tensor, graph: Graph, batch_size: int) -> Tensor:

@@ -51,6 +51,7 @@ class GraphInfo:
     stand_in: str = ""
     num_splits: Optional[int] = None
     warnings: tuple[str, ...] = ()
+    metric: Optional[str] = None   # the metric the loaded graph resolved (before a protocol that keeps fewer classes)
 
 
 class Backend(Protocol):

@@ -1,24 +1,147 @@
-"""The GNN baselines' job: ``runs`` seeds of one GNN on a loaded graph, one row each."""
+"""The GNN baselines' job: ``runs`` seeds of one GNN on a loaded graph, one row each.
+
+On a classification task a row also has the uncertainty columns the GP rows have (NLL, Brier,
+ECE, MCE, and AUROC/AUPR of detecting wrong predictions or a protocol's OOD nodes), from the
+class probabilities of ``gnn.uncertainty``:
+
+- ``softmax``: the trained model's softmax;
+- ``temperature``: the softmax of ``logits / T``, ``T`` of the lowest validation NLL (Guo et al.,
+  2017; the GP's temperature grid, :mod:`gnngp_cli.probabilities`);
+- ``ensemble``: the mean softmax of ``gnn.members`` models trained with seeds ``seed``,
+  ``seed + 1000``, ... (Lakshminarayanan et al., 2017); its variance across members is the
+  ``variance`` score; its seconds are every member's;
+- ``mc_dropout``: the mean softmax of ``gnn.mc_samples`` forward passes with dropout on (Gal and
+  Ghahramani, 2016); the variance across passes is the ``variance`` score.
+
+The ensemble's and MC dropout's train/val/test metrics are the averaged prediction's.
+"""
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Collection, Optional
+from typing import Any, Callable, Collection, Optional, Sequence
 
 import torch
+from torch import Tensor
 
+from ..errors import ConfigError
 from ..gnn import train_gnn
+from ..metrics import Prediction, Scores, score, uncertainty_metrics
+from ..probabilities import best_temperature, class_probabilities, nll_by_temperature, reliability_bins
 from ..runtime import Stopwatch, peak_cuda_mb, peak_rss_mb
 from .loading import LoadedGraph, reuse
 from .rows import base_row, graph_columns, with_extra
 
+ENSEMBLE_SEED_STEP = 1000   # member m of an ensemble trains with seed + 1000 m
+
+
+def probabilities(uncertainty: str, data: Any, runs: list, passes: Optional[Tensor]) -> tuple[Tensor, Optional[Tensor], float]:
+    """The class probabilities of every node (``n x C``) by ``uncertainty``, their variance
+    across members or passes (``n x C``; ``None`` for one model), and the temperature (1 unless fitted)."""
+    if uncertainty in ("softmax", "temperature"):
+        logits = runs[0].outputs.double()
+        t = 1.0
+        if uncertainty == "temperature":
+            val = data.val_mask
+            t = best_temperature(nll_by_temperature(logits[val], None, data.y[val], "probit", 1))
+        return class_probabilities(logits, None, temperature=t), None, t
+    stack = passes if uncertainty == "mc_dropout" else torch.stack([r.outputs for r in runs])
+    members = torch.softmax(stack.double(), dim=2)
+    return members.mean(0), members.var(0), 1.0
+
+
+def uncertainty_columns(data: Any, probs: Tensor, variance: Optional[Tensor]) -> dict:
+    """The test columns of :func:`gnngp_cli.metrics.uncertainty_metrics` from class probabilities."""
+    test = data.test_mask
+    ood = getattr(data, "ood_mask", None)
+    flags = ood[test] if ood is not None and bool(ood.any()) else None
+    logp = torch.log(probs[test].clamp_min(1e-300))
+    prediction = Prediction(logp[:, None, :], data.y[test], None if variance is None else variance[test][:, None, :],
+                            probs=probs[test], ood=flags)
+    scores = Scores()
+    for metric in uncertainty_metrics("classification", int(data.num_classes)):
+        if variance is None and metric.name.startswith("var_"):
+            continue
+        scores.add(metric.name, metric, prediction)
+    out = {name: float(scores.value(name)[0]) for name in scores.states}
+    state = scores.states.get("ece")
+    if state is not None:
+        out["reliability"] = reliability_bins(state["probs"], state["y"])
+    if flags is not None:
+        y_ood = data.y[test][flags]
+        if bool((y_ood < probs.size(1)).all()):
+            out["test_ood"] = score(data.metric, logp[flags], y_ood)
+    return out
+
+
+def gnn_rows(cfg: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[str]) -> list[dict]:
+    """The rows of one run (seed ``seed + run``), one per way of reading class probabilities in
+    ``uncertainties`` (classification; else the one row), from one training: the ensemble's
+    first member is the model the others read. Each row's seconds are its own method's: the
+    members it trained, and its inference (MC dropout's passes, the temperature's fit)."""
+    g, info = cfg.gnn, graph.info()
+    seed = cfg.seed + run
+    members = int(g.members) if "ensemble" in uncertainties else 1
+    results = [train_gnn(g, graph.data, graph.device, seed + ENSEMBLE_SEED_STEP * m, cfg.progress, lambda: Stopwatch(graph.device))
+               for m in range(members)]
+    rows = []
+    for uncertainty in (uncertainties if info.task == "classification" else ["softmax"]):
+        used = results if uncertainty == "ensemble" else results[:1]
+        metrics = dict(used[0].metrics)
+        train_seconds = sum(r.train_seconds for r in used)
+        inference_seconds = sum(r.inference_seconds for r in used)
+        columns: dict = {}
+        if info.task == "classification":
+            watch = Stopwatch(graph.device)
+            with watch.measure():
+                passes = used[0].dropout_passes(int(g.mc_samples)) if uncertainty == "mc_dropout" else None
+                probs, variance, t = probabilities(uncertainty, graph.data, used, passes)
+                columns = uncertainty_columns(graph.data, probs, variance)
+            inference_seconds += watch.seconds
+            columns["temperature"] = t
+            if uncertainty in ("ensemble", "mc_dropout"):   # the averaged prediction's metrics
+                logp = torch.log(probs.clamp_min(1e-300))
+                ood = getattr(graph.data, "ood_mask", None)
+                for key in ("train", "val", "test"):
+                    mask = graph.data[f"{key}_mask"] if key != "test" or ood is None else graph.data.test_mask & ~ood
+                    metrics[key] = score(graph.data.metric, logp[mask], graph.data.y[mask])
+        row = base_row(cfg)
+        row.update(
+            metric=graph.data.metric,
+            **metrics, layers=g.layers, seed=seed,
+            train_seconds=train_seconds, inference_seconds=inference_seconds,
+            total_seconds=train_seconds + inference_seconds,
+            uncertainty=uncertainty if info.task == "classification" else "",
+            extra=json.dumps({"best_epoch": used[0].best_epoch, "epochs": g.epochs, "lr": g.lr, "hidden": g.hidden,
+                              "batch_size": g.batch_size, "batch_norm": g.batch_norm,
+                              **({"members": len(used)} if len(used) > 1 else {}),
+                              **({"mc_samples": int(g.mc_samples)} if uncertainty == "mc_dropout" else {})}),
+            **{k: v for k, v in columns.items() if k != "reliability"},
+        )
+        if "reliability" in columns:   # the test rows' reliability diagram (gnngp report draws it)
+            with_extra(row, reliability=columns["reliability"])
+        row.update(graph_columns(info, graph.load_seconds, cfg, run))
+        row.update(device=str(graph.device), peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(graph.device), compute_backend="local", workers=1)
+        if info.warnings:  # e.g. a single training class: the row says so
+            with_extra(row, warnings=list(info.warnings))
+        rows.append(row)
+    return rows
+
 
 def run_gnn(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[Callable[[dict], Any]] = None,
-            skip: Collection[int] = ()) -> list[dict]:
+            skip: Collection[int] = (), uncertainties: Optional[Sequence[str]] = None) -> list[dict]:
     """All runs of a GNN job (seeds ``seed .. seed+runs-1``) but those in ``skip``; one row per
-    run, each handed to ``on_row`` as it finishes."""
+    run (per item of ``uncertainties``, default ``[gnn.uncertainty]``), each handed to ``on_row``
+    as it finishes."""
     graph = reuse(cfg, graph)
     info = graph.info()
     g = cfg.gnn
+    wanted = list(uncertainties) if uncertainties is not None else [str(g.uncertainty)]
+    if wanted != ["softmax"] and info.task != "classification":
+        raise ConfigError(f"gnn.uncertainty={','.join(wanted)} gives class probabilities, and {cfg.dataset.name} is a regression task; "
+                          "use gnn.uncertainty=softmax (the default)")
+    if "mc_dropout" in wanted and g.batch_size:
+        raise ConfigError(f"gnn.uncertainty=mc_dropout makes full-batch passes, and gnn.batch_size={g.batch_size} trains in mini-batches "
+                          f"on {cfg.dataset.name}; use gnn.batch_size=0 if the graph fits, or gnn.uncertainty=ensemble")
     rows = []
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -26,23 +149,10 @@ def run_gnn(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[Call
         for run in range(cfg.runs):
             if run in skip:
                 continue
-            result = train_gnn(g, graph.data, graph.device, cfg.seed + run, cfg.progress, lambda: Stopwatch(graph.device))
-            row = base_row(cfg)
-            row.update(
-                metric=graph.data.metric,
-                **result.metrics, layers=g.layers, seed=cfg.seed + run,
-                train_seconds=result.train_seconds, inference_seconds=result.inference_seconds,
-                total_seconds=result.train_seconds + result.inference_seconds,
-                extra=json.dumps({"best_epoch": result.best_epoch, "epochs": g.epochs, "lr": g.lr, "hidden": g.hidden,
-                                  "batch_size": g.batch_size, "batch_norm": g.batch_norm}),
-            )
-            row.update(graph_columns(info, graph.load_seconds, cfg, run))
-            row.update(device=str(graph.device), peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(graph.device), compute_backend="local", workers=1)
-            if info.warnings:  # e.g. a single training class: the row says so
-                with_extra(row, warnings=list(info.warnings))
-            rows.append(row)
-            if on_row is not None:
-                on_row(row)
+            for row in gnn_rows(cfg, graph, run, wanted):
+                rows.append(row)
+                if on_row is not None:
+                    on_row(row)
     finally:
         torch.use_deterministic_algorithms(was_deterministic)
     return rows

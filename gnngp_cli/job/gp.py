@@ -36,6 +36,7 @@ from .fit import FitResult, check_learn, fit_hyperparameters, plan_parameters
 from .estimate import Estimate, grid_bytes, size_text
 from .inference import GRID_CHUNK_MIN, GPResult, best_index, chunk_rows, grid_chunk, log_grid, predict
 from .landmarks import choose_landmarks
+from .likelihoods import likelihood_of
 from .rows import base_row, graph_columns, run_settings, with_extra
 
 log = logging.getLogger("gnngp")
@@ -105,8 +106,12 @@ class GPJob:
         resolve_method_defaults(cfg, info.task)
         self.kcfg = cfg.kernel
         self.entry = KERNELS[self.kcfg.name]
-        self.metric = METRICS[resolve_metric(cfg.dataset.get("metric"), info.task, info.num_classes, str(cfg.dataset.name).lower())]
+        self.metric = METRICS[info.metric or resolve_metric(cfg.dataset.get("metric"), info.task, info.num_classes, str(cfg.dataset.name).lower())]
         self.uncertainty = uncertainty_metrics(info.task, info.num_classes)
+        self.likelihood = likelihood_of(cfg)
+        if self.likelihood.name != "gaussian" and info.task != "classification":
+            raise ConfigError(f"likelihood={self.likelihood.name} classifies, and {cfg.dataset.name} is a regression task; use likelihood=gaussian "
+                              "(a regression's uncertainty is the nlpd and coverage95 columns)")
         self.mll = cfg.fit.method == "mll"
         if self.mll:   # what the fit learns, checked once the dataset's defaults are filled in, before any kernel work
             plan_parameters(self.kcfg, cfg.fit)
@@ -201,6 +206,16 @@ class GPJob:
         b = torch.finfo(self.backend.dtype).bits // 8
         need = grid_bytes(num, b, chunk * chunk_rows(rank, info.num_nodes, n_train) * outputs) if num > GRID_CHUNK_MIN else 0.0
         limit = memory_limit_bytes(self.cfg.max_memory_gb, torch.device("cpu"))
+        if self.likelihood.per_class and info.task == "classification":   # a posterior per class, two alive while alpha is chosen
+            alive = 2 if len(self.likelihood.alphas) > 1 else 1
+            per_class = info.num_classes * rank * rank * b * (3 * alive + (1 if landmarks is not None else 0))
+            if current_rss_bytes() + per_class > limit:
+                raise ResourceError(f"likelihood=dirichlet holds a posterior per class ({info.num_classes} of rank {rank:,}): about "
+                                    f"{size_text(per_class)}, and the limit is {size_text(limit)} (max_memory_gb); use fewer landmarks, "
+                                    "one likelihood.alpha (e.g. likelihood.alpha=0.01), or likelihood=gaussian")
+            if per_class >= 0.01 * 2**30:   # told beside the estimate (on Dask: in this process, beside the root files)
+                told = f"{info.num_classes} per-class posteriors ({size_text(per_class)}{' in this process' if estimate.on_disk else ''})"
+                estimate = replace(estimate, gb=estimate.gb + (0 if estimate.on_disk else per_class / 2**30), detail=f"{estimate.detail}, {told}")
         if need and current_rss_bytes() + need > limit:
             raise ResourceError(f"nugget.num={num:,} needs about {size_text(need)} for the grid alone, and the limit is {size_text(limit)} "
                                 "(max_memory_gb; default half of the free memory); lower nugget.num (the default grid, 101 values from "
@@ -230,7 +245,7 @@ class GPJob:
         statistics and row groups: the fitted nugget, or the grid's best on validation."""
         backend = self.backend
         return predict(backend.statistics(kernel), partial(backend.reduce, kernel), grid, self.metric, self.uncertainty, backend.info.task,
-                       None if fitted is None else fitted.nugget, validation_only)
+                       None if fitted is None else fitted.nugget, validation_only, self.likelihood)
 
     def finish(self, index, seed, choice, landmarks, estimate, fitted, result: GPResult, kernel_watch, inference_watch) -> GPRun:
         cfg, kcfg, backend = self.cfg, self.kcfg, self.backend
@@ -243,8 +258,13 @@ class GPJob:
             estimated_gb=round(estimate.gb, 3), kernel_seconds=kernel_watch.seconds, inference_seconds=inference_watch.seconds,
             landmarks=int(landmarks.numel()) if landmarks is not None else 0, seed=seed,
             extra=json.dumps({**recorded, **run_settings(cfg, fitted.values if fitted is not None else ())}), fit=cfg.fit.method,
-            **result.uncertainty,
+            likelihood=self.likelihood.name if backend.info.task == "classification" else "",
+            **{k: v for k, v in result.uncertainty.items() if k != "reliability"},
         )
+        if "reliability" in result.uncertainty:   # the test rows' reliability diagram (gnngp report draws it)
+            with_extra(row, reliability=result.uncertainty["reliability"])
+        if result.rule is not None:
+            with_extra(row, probabilities=result.rule.approx)
         if fitted is not None:
             row.update(fit_seconds=fitted.seconds, **fitted.row())
         row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"] + row.get("fit_seconds", 0.0)

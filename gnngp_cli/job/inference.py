@@ -22,7 +22,9 @@ test metrics and the test columns (NLPD, coverage, variances) are read at it.
 """
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Optional
@@ -64,6 +66,8 @@ class TrainingStatistics:
     n_train: int
     diagonal_sum: float
     num_nodes: int
+    class_grams: Optional[Tensor] = None   # low rank, per-class likelihoods: ``Q[b, c]^T Q[b, c]`` of each class's training rows (C x r x r)
+    column_sum: Optional[Tensor] = None    # ... and ``Q[b]^T 1``
 
     @property
     def scale(self) -> float:
@@ -73,18 +77,27 @@ class TrainingStatistics:
     def __add__(self, other: "TrainingStatistics") -> "TrainingStatistics":
         """Two row groups' statistics as one (low rank: the Gram matrices of disjoint rows add)."""
         return replace(self, gram=self.gram + other.gram, rhs=self.rhs + other.rhs, yy=self.yy + other.yy,
-                       n_train=self.n_train + other.n_train, diagonal_sum=self.diagonal_sum + other.diagonal_sum)
+                       n_train=self.n_train + other.n_train, diagonal_sum=self.diagonal_sum + other.diagonal_sum,
+                       class_grams=None if self.class_grams is None else self.class_grams + other.class_grams,
+                       column_sum=None if self.column_sum is None else self.column_sum + other.column_sum)
 
 
-def low_rank_statistics(q: Tensor, train: Tensor, y_train: Tensor, num_nodes: int, diagonal_sum: Optional[float] = None) -> TrainingStatistics:
+def low_rank_statistics(q: Tensor, train: Tensor, y_train: Tensor, num_nodes: int, diagonal_sum: Optional[float] = None,
+                        per_class: bool = False) -> TrainingStatistics:
     """The statistics of a root ``Q`` held on some rows (``train``: the training rows among them,
     ``y_train`` their targets); ``num_nodes``: the graph's node count; ``diagonal_sum``: the sum
-    of ``diag K`` where the caller has it (default: over ``Q``'s rows, ``||Q||^2``)."""
+    of ``diag K`` where the caller has it (default: over ``Q``'s rows, ``||Q||^2``); with
+    ``per_class`` (one-hot ``y_train``), each class's Gram matrix and ``Q[b]^T 1`` too."""
     q_train = q[train]
     if diagonal_sum is None:
         diagonal_sum = float((q * q).sum().double())
+    class_grams = column_sum = None
+    if per_class:
+        own = y_train > 0
+        class_grams = torch.stack([q_train[own[:, c]].T @ q_train[own[:, c]] for c in range(y_train.size(1))])
+        column_sum = q_train.sum(0)
     return TrainingStatistics("low_rank", q_train.T @ q_train, q_train.T @ y_train, float((y_train * y_train).sum()),
-                              int(train.numel()), diagonal_sum, num_nodes)
+                              int(train.numel()), diagonal_sum, num_nodes, class_grams, column_sum)
 
 
 def gram_eigh(gram: Tensor) -> tuple[Tensor, Tensor]:
@@ -206,6 +219,14 @@ class RowGroup:
     positions: dict[str, Tensor]
     targets: dict[str, Tensor]
     prior: Optional[dict[str, Tensor]] = None
+    ood: Optional[Tensor] = None   # which test rows a protocol made out of distribution (aligned with positions["test"])
+
+    def in_distribution(self, key: str) -> Tensor:
+        """A mask of the split's rows that are in distribution."""
+        n = self.positions[key].numel()
+        if key != "test" or self.ood is None:
+            return torch.ones(n, dtype=torch.bool, device=self.positions[key].device)
+        return ~self.ood
 
     def labelled(self) -> Tensor:
         """Positions of every labelled row, in node order."""
@@ -220,8 +241,49 @@ def validation_scores(group: RowGroup, posterior: Posterior, nuggets: Tensor, me
     return scores
 
 
-def final_scores(group: RowGroup, posterior: Posterior, eps: Tensor, metric: Metric, uncertainty: list[Metric], output_scale: float) -> Scores:
-    """At the chosen nugget: ``metric`` on each split, and the ``uncertainty`` columns on the test rows."""
+@dataclass(frozen=True)
+class ProbabilityRule:
+    """How a classification's test rows get class probabilities (:mod:`gnngp_cli.probabilities`):
+    the approximation, its samples, the temperature, and the factor on the latent variance."""
+
+    approx: str = "mc"
+    samples: int = 256
+    temperature: float = 1.0
+    variance_scale: float = 1.0
+
+    def probabilities(self, mean: Tensor, variance: Tensor, temperature: Optional[float] = None) -> Tensor:
+        from ..probabilities import class_probabilities
+
+        t = self.temperature if temperature is None else temperature
+        return class_probabilities(mean, variance.double() * self.variance_scale, self.approx, self.samples, t)
+
+
+ONE = torch.ones(1, dtype=torch.float64)   # the temperature 1 alone
+
+
+def temperature_nll(group: RowGroup, posterior: Posterior, eps: Tensor, rule: ProbabilityRule, temperatures: Optional[Tensor] = None) -> Tensor:
+    """The summed validation NLL at each temperature: by default of
+    :data:`~gnngp_cli.probabilities.TEMPERATURES`, on the probit closed form of the probabilities
+    (the search); else of ``temperatures`` by the rule's own approximation."""
+    from ..probabilities import TEMPERATURES, nll_by_temperature
+
+    pos = group.positions["val"]
+    prior = group.prior["val"] if group.prior is not None else None
+    mean = posterior.mean(group.features, pos, eps)
+    variance = posterior.variance(group.features, pos, eps, prior).double() * rule.variance_scale
+    if temperatures is None:   # the grid is searched on the closed form (61 Monte-Carlo passes over a large validation set cost minutes)
+        return nll_by_temperature(mean, variance, group.targets["val"], "probit", 1, TEMPERATURES)
+    return nll_by_temperature(mean, variance, group.targets["val"], rule.approx, rule.samples, temperatures)
+
+
+def add_tensors(*parts: Tensor) -> Tensor:
+    return functools.reduce(operator.add, parts)
+
+
+def final_scores(group: RowGroup, posterior: Posterior, eps: Tensor, metric: Metric, uncertainty: list[Metric], output_scale: float,
+                 rule: Optional[ProbabilityRule] = None) -> Scores:
+    """At the chosen nugget: ``metric`` on each split (the test split's in-distribution rows),
+    and the ``uncertainty`` columns on the test rows (with ``rule``, from class probabilities)."""
     scores = Scores()
     labelled = group.labelled()
     means = posterior.mean(group.features, labelled, eps)   # one product (no copy of F when every row is labelled)
@@ -231,10 +293,16 @@ def final_scores(group: RowGroup, posterior: Posterior, eps: Tensor, metric: Met
         if key == "test" and uncertainty:
             prior = group.prior[key] if group.prior is not None else None
             variance = posterior.variance(group.features, pos, eps, prior)
-            prediction = Prediction(mean[:, None, :], group.targets[key], variance[:, None], eps, output_scale)
+            probs = rule.probabilities(mean, variance) if rule is not None else None
+            prediction = Prediction(mean[:, None, :], group.targets[key], variance[:, None], eps, output_scale, probs, group.ood)
             for column in uncertainty:
                 scores.add(column.name, column, prediction)
-        scores.add(key, metric, Prediction(mean[:, None, :], group.targets[key]))
+        keep = group.in_distribution(key)
+        scores.add(key, metric, Prediction(mean[keep][:, None, :], group.targets[key][keep]))
+        if key == "test" and group.ood is not None:   # the metric on the OOD test rows, where their labels are classes the GP predicts
+            y_ood = group.targets[key][group.ood]
+            if bool((y_ood < mean.size(1)).all()):
+                scores.add("test_ood", metric, Prediction(mean[group.ood][:, None, :], y_ood))
     return scores
 
 
@@ -251,6 +319,15 @@ def labelled_variances(group: RowGroup, posterior: Posterior, eps: Tensor) -> Te
         pos = torch.cat([group.positions[key] for key in SPLITS])
         prior = torch.cat([group.prior[key] for key in SPLITS])[torch.argsort(pos)]
     return posterior.variance(group.features, labelled, eps, prior)
+
+
+def validation_curve(posterior: Posterior, stats: TrainingStatistics, reduce: "Reduce", nuggets: Tensor, metric: Metric) -> Tensor:
+    """The validation metric at each nugget (float64, on the CPU), scored by chunks of the grid (:func:`grid_chunk`)."""
+    step = grid_chunk(stats.gram.size(0), stats.num_nodes, stats.n_train, stats.rhs.size(1))
+    return torch.cat([
+        reduce(partial(validation_scores, posterior=posterior, nuggets=nuggets[start:start + step], metric=metric), merge_scores).value("val").double().cpu()
+        for start in range(0, nuggets.numel(), step)
+    ])
 
 
 def best_index(curve) -> int:
@@ -297,6 +374,7 @@ class GPResult:
     val_curve: Tensor          # the validation metric at each nugget of the grid (float64, on the CPU)
     posterior: Posterior
     reduce: Reduce = field(repr=False)
+    rule: Optional[ProbabilityRule] = None   # classification: how class probabilities were read (the fitted temperature)
 
     def means(self) -> Tensor:
         """Posterior means of the labelled nodes, in node order."""
@@ -308,31 +386,61 @@ class GPResult:
 
 
 def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Metric, uncertainty: list[Metric], task: str,
-            nugget: Optional[float] = None, validation_only: bool = False):
+            nugget: Optional[float] = None, validation_only: bool = False, likelihood: Any = None):
     """GP regression from ``stats`` over the row groups of ``reduce``: the nugget of ``grid``
     (relative to the mean diagonal; ``nugget``: one absolute value instead, e.g. fitted) with
     the best validation ``metric``, and at it the metric on each split and the ``uncertainty``
     columns (:class:`GPResult`); with ``validation_only``, the best validation value alone. The
-    grid is scored by chunks (:func:`grid_chunk`): one pass for any usual grid."""
-    posterior = posterior_for(stats)
+    grid is scored by chunks (:func:`grid_chunk`): one pass for any usual grid. ``likelihood``
+    (:class:`~.likelihoods.Likelihood`; default the Gaussian one) makes the posterior and,
+    for classification, the class probabilities of the test columns and the temperature
+    fitted on validation."""
     nuggets = grid * stats.scale if nugget is None else torch.tensor([nugget], dtype=grid.dtype, device=grid.device)
     if not bool(torch.isfinite(nuggets).all() & (nuggets > 0).all()):
         raise KernelError(f"the nugget grid times the kernel's mean diagonal ({stats.scale:.3g}) leaves nuggets that are 0 or not finite "
                           f"in {str(grid.dtype).replace('torch.', '')}; narrow nugget.min and nugget.max toward 1e-3..10, or use dtype=float64")
-    step = grid_chunk(stats.gram.size(0), stats.num_nodes, stats.n_train, stats.rhs.size(1))
-    val_curve = torch.cat([
-        reduce(partial(validation_scores, posterior=posterior, nuggets=nuggets[start:start + step], metric=metric), merge_scores).value("val").double().cpu()
-        for start in range(0, nuggets.numel(), step)
-    ])
-    best = best_index(val_curve)
+    chosen = {}
+    candidates = likelihood.candidates() if likelihood is not None else [None]
+    for candidate in (candidates[:1] if validation_only else candidates):
+        posterior = None   # the last candidate's, unless kept in ``chosen``: freed before the next is built
+        posterior = candidate.posterior(stats) if candidate is not None else posterior_for(stats)
+        val_curve = validation_curve(posterior, stats, reduce, nuggets, metric)
+        best = best_index(val_curve)
+        if len(candidates) > 1 and not validation_only:   # the Dirichlet's alpha: the lowest validation NLL at its nugget
+            rule = ProbabilityRule(candidate.approximation(stats.num_nodes, stats.rhs.size(1)), candidate.samples)
+            nll = float(reduce(partial(temperature_nll, posterior=posterior, eps=nuggets[best], rule=rule, temperatures=ONE), add_tensors)[0])
+            if chosen and not nll < chosen["nll"]:
+                continue
+            chosen = dict(nll=nll)
+        chosen.update(likelihood=candidate, posterior=posterior, val_curve=val_curve, best=best)
+    likelihood, posterior, val_curve, best = chosen["likelihood"], chosen["posterior"], chosen["val_curve"], chosen["best"]
     if validation_only:
         return float(val_curve[best])
     eps = nuggets[best]
     output_scale = posterior.output_scale(eps) if task == "regression" else math.nan
-    final = reduce(partial(final_scores, posterior=posterior, eps=eps, metric=metric, uncertainty=uncertainty, output_scale=output_scale),
-                   merge_scores)
+    rule = None
+    if task == "classification" and uncertainty and likelihood is not None:
+        rule = ProbabilityRule(likelihood.approximation(stats.num_nodes, stats.rhs.size(1)), likelihood.samples, 1.0,
+                               likelihood.variance_scale(posterior, eps, stats.rhs.size(1)))
+        if likelihood.temperature:
+            from ..probabilities import best_temperature
+
+            rule = replace(rule, temperature=best_temperature(reduce(partial(temperature_nll, posterior=posterior, eps=eps, rule=rule), add_tensors)))
+    final = reduce(partial(final_scores, posterior=posterior, eps=eps, metric=metric, uncertainty=uncertainty, output_scale=output_scale,
+                           rule=rule), merge_scores)
     metrics = {key: float(final.value(key)[0]) for key in SPLITS}
     columns = {column.name: float(final.value(column.name)[0]) for column in uncertainty}
     if task == "regression":
         columns["output_scale"] = output_scale
-    return GPResult(float(nuggets[best] / stats.scale), eps, metrics, columns, val_curve, posterior, reduce)
+    if rule is not None:
+        columns["temperature"] = rule.temperature
+    if likelihood is not None and likelihood.name == "dirichlet":
+        columns["alpha"] = likelihood.alpha
+    if "test_ood" in final.states:
+        columns["test_ood"] = float(final.value("test_ood")[0])
+    if rule is not None and "ece" in final.states:   # the reliability diagram's bins, from the rows ECE read
+        from ..probabilities import reliability_bins
+
+        state = final.states["ece"]
+        columns["reliability"] = reliability_bins(state["probs"], state["y"])
+    return GPResult(float(nuggets[best] / stats.scale), eps, metrics, columns, val_curve, posterior, reduce, rule)

@@ -9,6 +9,7 @@ import torch
 from ..config import needs_validation, resolve_method_defaults, validate
 from ..data import Adjacency, DataStore, check_graph, load_dataset
 from ..data.products import cached_order, resolve_product
+from ..data.protocols import apply_protocol
 from ..metrics import resolve_metric
 from ..runtime import Stopwatch, resolve_device, start_job
 from .backend import GraphInfo
@@ -34,7 +35,8 @@ class LoadedGraph:
         data = self.data
         return GraphInfo(str(getattr(data, "name", "")), data.task, int(getattr(data, "num_classes", 0) or 0), int(data.num_nodes),
                          self.num_edges, int(data.x.size(1)), str(getattr(data, "split", "")), str(getattr(data, "stand_in", "") or ""),
-                         getattr(data, "num_splits", None), tuple(getattr(data, "warnings", ()) or ()))
+                         getattr(data, "num_splits", None), tuple(getattr(data, "warnings", ()) or ()),
+                         getattr(data, "metric", None) if getattr(data, "protocol_key", None) else None)
 
     def adjacency(self, kind: str) -> Adjacency:
         """The normalised adjacency of this kind (built once). When the job owns the data
@@ -77,10 +79,12 @@ def adopt_graph(cfg: Any, data: Any) -> LoadedGraph:
 def prepared(cfg: Any, data: Any, device: torch.device, load_seconds: float) -> LoadedGraph:
     """``data`` on ``device`` for ``cfg``'s job: the validation labels hidden with
     ``dataset.hide_val``, the method's ``null`` settings given the dataset's defaults, its metric resolved."""
-    if cfg.dataset.hide_val:  # no validation labels at all (fit=mll)
-        data.val_mask = torch.zeros_like(data.val_mask)
     resolve_method_defaults(cfg, data.task)
-    data.metric = resolve_metric(cfg.dataset.get("metric"), data.task, data.num_classes, str(cfg.dataset.name).lower())
+    if getattr(data, "metric", None) is None or getattr(data, "protocol_key", None) is None:   # a graph a protocol made keeps its metric
+        data.metric = resolve_metric(cfg.dataset.get("metric"), data.task, data.num_classes, str(cfg.dataset.name).lower())
+    data = apply_protocol(data, cfg.protocol, str(cfg.dataset.name).lower())   # after the metric: a protocol may keep fewer classes
+    if cfg.dataset.hide_val:  # no validation labels at all (fit=mll); after a protocol, which may draw new splits
+        data.val_mask = torch.zeros_like(data.val_mask)
     dtype = getattr(torch, cfg.dtype)
     product = resolve_product(cfg.compute.product, device, dtype)
     order = None

@@ -39,6 +39,7 @@ def base_row(cfg: Any) -> dict:
     return {
         "status": "ok", "dataset": str(cfg.dataset.name).lower(), "method": label, "kernel": name if cfg.method != "gnn" else "",
         "device": device, "dtype": cfg.dtype, "version": __version__,
+        "protocol": "" if cfg.protocol.name == "none" else str(cfg.protocol.name),
     }
 
 

@@ -29,11 +29,17 @@ from .runs import frame as runs_frame
 from .runs import own_runs
 from .settings import left_out
 from .tables import build
+from .uncertainty import reliability
+from .uncertainty import table as uncertainty_table
 
 FIGURES = {"figure1": figure1, "figure2": figure2, "figure3": figure3, "figure4": figure4}
 SHOWN = 12   # missing cells named in report.md (the table shows every one)
 MEANING = ("One table per task: a line per dataset, method and group of settings, the mean +- std over its runs and splits; "
            "runs with different settings are never averaged together.")
+
+UNCERTAINTY_MEANING = ("The runs that scored class probabilities (GP likelihoods, GNN uncertainty): test metric, calibration "
+                      "(ECE with 15 bins, MCE, NLL, Brier; in-distribution test nodes) and AUROC of telling wrong predictions "
+                      "(or a protocol's OOD nodes) apart by each score, mean +- std over the runs.")
 
 __all__ = ["FIGURE3_NOTE", "check_paper", "paper_values", "read_results", "write_report"]
 
@@ -56,6 +62,13 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
     own_md = "\n".join(t.markdown() for t in own) if own else "No result rows under these folders.\n"
     (out / "runs.md").write_text("# Your runs\n\n" + MEANING + "\n\n" + own_md)
     lines += ["## Your runs", "", MEANING + " ([csv](runs.csv))", "", own_md]
+    (out / "reliability.png").unlink(missing_ok=True)
+    calibration = uncertainty_table(rows)
+    if calibration:   # runs that scored class probabilities: calibration, detection, reliability diagrams
+        (out / "uncertainty.md").write_text("# Uncertainty\n\n" + UNCERTAINTY_MEANING + "\n\n" + calibration)
+        why = reliability(rows, out / "reliability.png")
+        lines += ["## Uncertainty", "", UNCERTAINTY_MEANING + " ([md](uncertainty.md))", "", calibration,
+                  f"Reliability diagrams: not drawn: {why}" if why else "Reliability diagrams: ![reliability](reliability.png)", ""]
     paper_rows = preset_runs(rows)
     status = 0
     if paper_rows.empty:

@@ -43,7 +43,8 @@ MODEL_KEYS = frozenset({"model", "kernel", "gnn"})   # kernel=<name> and gnn=<na
 PRESET_DEPTH = 2
 KERNEL_COMMON = {f.name for f in fields(KernelConfig)}
 NUGGET_GRID = [NuggetConfig.min, NuggetConfig.max, NuggetConfig.num]
-OUTCOMES = {"gamma", "best_epoch"}   # what a run chose, not how it was set up
+OUTCOMES = {"gamma", "best_epoch", "reliability", "probabilities"}   # what a run chose or measured, not how it was set up
+PLAIN = {"likelihood": "gaussian", "protocol": "", "uncertainty": "softmax"}   # columns that are settings, with their plain values
 
 
 def _kernel_by_label() -> dict[str, tuple[str, bool]]:
@@ -159,6 +160,10 @@ def recorded(row: pd.Series) -> dict[str, Any]:
         out["landmark_fraction"] = "landmarks.count"
     for key, value in extra.items():
         if key not in OUTCOMES:
+            out[key] = value
+    for key, plain in PLAIN.items():   # a likelihood, a protocol, a GNN's probabilities other than the plain ones
+        value = _text(row.get(key), "")
+        if value and value != plain:
             out[key] = value
     return out
 

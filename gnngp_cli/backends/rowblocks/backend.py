@@ -182,12 +182,13 @@ def root_store(cfg: Any) -> RootStore:
     return RootStore(Path(cfg.compute.roots_dir) if cfg.compute.roots_dir else Path(cfg.data.root or default_root()) / "roots")
 
 
-def _statistics(q_b: np.ndarray, y_b: np.ndarray, mask_b: np.ndarray, task: str, num_classes: int, num_nodes: int) -> TrainingStatistics:
-    """One row block's share of the training statistics."""
+def _statistics(q_b: np.ndarray, y_b: np.ndarray, mask_b: np.ndarray, task: str, num_classes: int, num_nodes: int,
+                per_class: bool = False) -> TrainingStatistics:
+    """One row block's share of the training statistics (``per_class``: each class's Gram matrix too)."""
     q = torch.from_numpy(np.ascontiguousarray(q_b))
     train = torch.from_numpy(np.nonzero(np.asarray(mask_b) & TRAIN)[0])
     y_train = regression_targets(torch.from_numpy(np.asarray(y_b))[train], task, num_classes, q.dtype)
-    return low_rank_statistics(q, train, y_train, num_nodes)
+    return low_rank_statistics(q, train, y_train, num_nodes, per_class=per_class)
 
 
 def _add(*parts: TrainingStatistics) -> TrainingStatistics:
@@ -310,7 +311,8 @@ class DaskBackend:
         import dask
 
         info = self.info
-        parts = [dask.delayed(_statistics, pure=True)(q, y, m, info.task, info.num_classes, info.num_nodes) for q, y, m in self._blocks(root)]
+        parts = [dask.delayed(_statistics, pure=True)(q, y, m, info.task, info.num_classes, info.num_nodes,
+                                                         self.cfg.likelihood.name == "dirichlet") for q, y, m in self._blocks(root)]
         return tree_reduce(parts, _add).compute()
 
     def reduce(self, root: Any, fn: Callable[[RowGroup], Any], combine: Callable[..., Any]) -> Any:

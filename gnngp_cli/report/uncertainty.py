@@ -1,0 +1,123 @@
+"""The report's uncertainty part: for the rows that scored class probabilities (a GP with any
+likelihood, a GNN with any ``gnn.uncertainty``), a table of calibration and detection per
+dataset, protocol and method, and their reliability diagrams (the test nodes' confidence bins
+each row recorded, summed over its seeds and splits)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from .layouts import display
+
+COLUMNS = ["ece", "mce", "nll", "brier", "auroc_variance", "auroc_entropy", "auroc_maxprob"]
+PANELS = 16   # reliability diagrams drawn at most (the table lists every group)
+KEYS = ["dataset", "protocol", "method", "how", "settings"]   # what tells a line of the table from another
+
+
+def _how(row: pd.Series) -> str:
+    for key in ("likelihood", "uncertainty"):
+        value = row.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def scored(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ok rows with calibration columns, with ``how`` (likelihood or GNN uncertainty) and ``protocol`` filled."""
+    if "ece" not in rows.columns:
+        return rows.iloc[0:0]
+    out = rows[(rows["status"] == "ok") & pd.to_numeric(rows["ece"], errors="coerce").notna()].copy()
+    out["how"] = [_how(r) for _, r in out.iterrows()]
+    out["protocol"] = out["protocol"].fillna("").astype(str) if "protocol" in out.columns else ""
+    out["protocol"] = out["protocol"].replace("", "none")
+    out["settings"] = [_settings(g) for g in (out["group"] if "group" in out.columns else [""] * len(out))]
+    return out
+
+
+HIDDEN = {"device", "dtype", "fit", "compute", "likelihood", "protocol", "gnn.uncertainty", "experiment"}
+
+
+def _settings(group: str) -> str:
+    """A group's settings as ``key=value`` (those the other columns do not show)."""
+    try:
+        values = json.loads(group) if isinstance(group, str) and group else {}
+    except ValueError:
+        return ""
+    return " ".join(f"{k}={v}" for k, v in sorted(values.items()) if k not in HIDDEN)
+
+
+def _cell(values: pd.Series) -> str:
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    if values.empty:
+        return "-"
+    return f"{values.mean():.3f}" + (f" +- {values.std():.3f}" if len(values) > 1 else "")
+
+
+def table(rows: pd.DataFrame) -> str:
+    """Markdown: a line per dataset, protocol, method and likelihood (mean +- std over the runs)."""
+    found = scored(rows)
+    if found.empty:
+        return ""
+    head = ["dataset", "protocol", "method", "likelihood / probabilities", "settings", "runs", "test", *COLUMNS, "seconds"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (dataset, protocol, method, how, settings), group in found.groupby(KEYS, sort=True):
+        cells = [display(dataset), protocol, method, how or "-", settings or "-", str(len(group)), _cell(group["test"]),
+                 *[_cell(group[c]) if c in group.columns else "-" for c in COLUMNS], _cell(group["total_seconds"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _bins(group: pd.DataFrame) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    count = conf = acc = None
+    for extra in group["extra"]:
+        try:
+            r = json.loads(extra).get("reliability") if isinstance(extra, str) else None
+        except ValueError:
+            r = None
+        if not r:
+            continue
+        n = np.asarray(r["count"], dtype=float)
+        c = np.nan_to_num(np.asarray([v if v is not None else np.nan for v in r["confidence"]], dtype=float)) * n
+        a = np.nan_to_num(np.asarray([v if v is not None else np.nan for v in r["accuracy"]], dtype=float)) * n
+        count, conf, acc = (n, c, a) if count is None else (count + n, conf + c, acc + a)
+    return None if count is None else (count, conf, acc)
+
+
+def reliability(rows: pd.DataFrame, path: Path) -> Optional[str]:
+    """Reliability diagrams (accuracy against confidence per bin, the diagonal for reference) of
+    up to :data:`PANELS` groups; the reason when there is nothing to draw."""
+    found = scored(rows)
+    groups = [(key, _bins(g)) for key, g in found.groupby(KEYS, sort=True)]
+    groups = [(key, b) for key, b in groups if b is not None]
+    if not groups:
+        return "no row recorded the test nodes' confidence bins"
+    from .figures import _plt
+
+    plt = _plt()
+    shown = groups[:PANELS]
+    cols = min(4, len(shown))
+    fig, axes = plt.subplots((len(shown) + cols - 1) // cols, cols, figsize=(3.2 * cols, 3.2 * ((len(shown) + cols - 1) // cols)),
+                             squeeze=False)
+    for ax, ((dataset, protocol, method, how, settings), (count, conf, acc)) in zip(axes.flat, shown):
+        bins = len(count)
+        edges = np.linspace(0, 1, bins + 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            accuracy = np.where(count > 0, acc / count, np.nan)
+        ax.bar(edges[:-1], np.nan_to_num(accuracy), width=1 / bins, align="edge", edgecolor="black", linewidth=0.4, label="accuracy")
+        ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=0.8)
+        ece = float(np.abs(acc - conf).sum() / count.sum()) if count.sum() else float("nan")
+        ax.set_title(f"{display(dataset)}, {protocol}\n{method} {how} {settings[:30]} (ECE {ece:.3f})", fontsize=7)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("confidence", fontsize=8)
+        ax.set_ylabel("accuracy", fontsize=8)
+    for ax in list(axes.flat)[len(shown):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
