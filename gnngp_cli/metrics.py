@@ -311,6 +311,8 @@ def _calibration_error(norm: str) -> Callable[[State], Tensor]:
         from torchmetrics.functional.classification import multiclass_calibration_error
 
         probs = s["probs"]
+        if probs.size(1) < 2:   # one class (a graph whose training nodes hold one): its probability 1 beside an empty class
+            probs = torch.cat([probs, torch.zeros_like(probs)], dim=1)
         value = multiclass_calibration_error(probs, s["y"], num_classes=probs.size(1), n_bins=ECE_BINS, norm=norm)
         return value.double().view(1)
     return compute

@@ -85,7 +85,8 @@ CASES = [(method, metric.name, fit) for method in METHODS for metric in score_me
 COMMON = ["dtype=float64", "kernel.gamma_grid.num=3", "kernel.base.scale=0.5", "fit.steps=4", "nugget.num=21", "progress=false"]
 CLUSTER = {"workers": 2, "processes": False, "dashboard": ":0"}   # compute.*: a local cluster of two workers
 ROWS = 60                                                          # partition.rows: 3 row blocks
-COMPARED = ("metric", "train", "val", "test", "nugget", "layers", "landmarks", "nlpd", "coverage95", "var_correct", "var_wrong")
+COMPARED = ("metric", "train", "val", "test", "nugget", "layers", "landmarks", "nlpd", "coverage95", "var_correct", "var_wrong",
+            "nll", "brier", "temperature")
 REFUSED: dict[str, str] = {}   # a refusal's message -> one of its overrides, checked once through the CLI
 
 
@@ -106,7 +107,7 @@ def same(a, b) -> bool:
 def chosen(row: dict) -> dict:
     """The settings a row records (what was chosen on validation, the kernel's own parameters)."""
     extra = json.loads(row.get("extra") or "{}")
-    return {k: v for k, v in extra.items() if k not in ("shards", "row_block")}
+    return {k: v for k, v in extra.items() if k not in ("shards", "row_block", "reliability")}   # bins: compared by count
 
 
 def on_backend(cfg, backend: str, roots) -> object:
@@ -139,6 +140,9 @@ def test_every_kernel_metric_and_fit_gives_the_local_row_on_every_backend(method
         differing = [key for key in COMPARED if not same(local.get(key), row.get(key))]
         assert not differing, {key: (local.get(key), row.get(key)) for key in differing}
         assert chosen(row) == chosen(local)
+        bins = [json.loads(r.get("extra") or "{}").get("reliability") for r in (local, row)]
+        if bins[0] is not None:   # the same test nodes in the same confidence bins (the means agree to round-off)
+            assert bins[1] is not None and bins[0]["count"] == bins[1]["count"]
 
 
 def test_each_refusal_is_one_line_from_the_cli_and_an_error_row(tmp_path, capsys):
