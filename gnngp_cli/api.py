@@ -204,9 +204,12 @@ class NodeGP:
 
     def score(self, nodes: Nodes = None) -> float:
         """The run's metric (accuracy, ROC-AUC or R^2, as ``gnngp run`` reports it) on ``nodes``
-        (default: the test nodes); the true values are the graph's ``y`` there."""
+        (default: the test nodes, but a protocol's OOD ones, as the row's ``test``); the true values are the graph's ``y`` there."""
         run = self._fitted()
         ids = self._ids(nodes) if nodes is not None else self._backend._nodes("test")
+        ood = getattr(self._backend.data, "ood_mask", None)
+        if nodes is None and ood is not None:   # the test metric reads the in-distribution test nodes, as the row's does
+            ids = ids[~ood[ids]]
         mean = self.predict(ids).mean
         mean = mean[:, None] if mean.dim() == 1 else mean
         from .metrics import METRICS

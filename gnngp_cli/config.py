@@ -191,6 +191,9 @@ def _validate_uncertainty(cfg: Any) -> None:
     if p.name not in ("none", "misclassification") and cfg.compute.backend != "local":
         raise ConfigError(f"protocol={p.name} changes the splits and features of the loaded graph, which compute={cfg.compute.backend} reads "
                           "from its row blocks; use compute=local (protocol=misclassification runs on every backend)")
+    if p.name == "structural_shift" and cfg.get("splits") == "all":
+        raise ConfigError("protocol=structural_shift draws its own split from the graph's PageRank, so splits=all would run the same split "
+                          "again and again; drop splits=all and sweep seeds instead (seed=0,1,2,3,4)")
     if not 0 < p.share < 1:
         raise ConfigError(f"protocol.share={p.share} must be between 0 and 1 (e.g. 0.5)")
     if not p.strength > 0:
@@ -252,8 +255,10 @@ def _validate_gnn(g: Any) -> None:
     _choice(g.uncertainty, GNN_UNCERTAINTY, "gnn.uncertainty")
     if g.uncertainty == "ensemble" and g.members < 2:
         raise ConfigError(f"gnn.members={g.members}: an ensemble needs at least 2 models (e.g. 5)")
-    if g.uncertainty == "mc_dropout" and (g.mc_samples < 2 or g.dropout == 0):
-        raise ConfigError(f"gnn.uncertainty=mc_dropout needs gnn.mc_samples >= 2 (got {g.mc_samples}) and a positive gnn.dropout (got {g.dropout})")
+    if g.uncertainty == "mc_dropout" and g.mc_samples < 2:
+        raise ConfigError(f"gnn.mc_samples={g.mc_samples}: MC dropout needs at least 2 passes (e.g. 20)")
+    if g.uncertainty == "mc_dropout" and g.dropout == 0:
+        raise ConfigError("gnn.uncertainty=mc_dropout needs a positive gnn.dropout (e.g. 0.5): with none, every pass is the same")
 
 
 PATH_KEYS = ("data.root", "data.mirror", "dataset.path", "compute.roots_dir", "compute.shards", "compute.spill_dir", "partition.out")

@@ -271,6 +271,8 @@ def json_members(row) -> int:
     ([*CSBM, "kernel=gcngp", "likelihood=dirichlet", "fit=mll"], "fit=grid"),
     ([*CSBM, "kernel=gcngp", "likelihood=student"], "likelihood"),
     ([*CSBM, "gnn=gcn", "gnn.uncertainty=ensemble", "gnn.members=1"], "at least 2 models"),
+    ([*CSBM, "gnn=gcn", "gnn.uncertainty=mc_dropout", "gnn.mc_samples=0"], "at least 2 passes"),
+    (["dataset=chameleon_filtered", "kernel=gcngp_x", "protocol=structural_shift", "splits=all"], "drop splits=all"),
 ])
 def test_bad_uncertainty_settings_fail_in_one_line(args, words, tmp_path, mirror):
     code, stderr, row, errors = run(tmp_path, *args, f"data.mirror={mirror}")
@@ -290,6 +292,7 @@ def test_a_protocol_is_applied_once_and_the_callers_graph_is_left_alone(cache):
     assert shifted.num_classes == 2 and torch.equal(plain.y, y) and torch.equal(plain.train_mask, train)
     gp = NodeGP("gcngp").fit(shifted)                 # the same protocol again: nothing more happens
     assert gp.row["metric"] == "accuracy"             # the metric of the 3-class graph, as the GCN rows have it
+    assert gp.score() == gp.row["test"]               # the in-distribution test nodes, as the row
     assert shifted.num_classes == 2 and gp.row["protocol"] == "leave_out_classes"
     with pytest.raises(Exception, match="already went through protocol=leave_out_classes"):
         NodeGP("gcngp", protocol="feature_shift").fit(shifted)

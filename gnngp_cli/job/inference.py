@@ -262,18 +262,18 @@ ONE = torch.ones(1, dtype=torch.float64)   # the temperature 1 alone
 
 
 def temperature_nll(group: RowGroup, posterior: Posterior, eps: Tensor, rule: ProbabilityRule, temperatures: Optional[Tensor] = None) -> Tensor:
-    """The summed validation NLL at each temperature: by default of
-    :data:`~gnngp_cli.probabilities.TEMPERATURES`, on the probit closed form of the probabilities
-    (the search); else of ``temperatures`` by the rule's own approximation."""
+    """The summed validation NLL at each temperature (default: of
+    :data:`~gnngp_cli.probabilities.TEMPERATURES`), by the rule's approximation: the one the test
+    rows get (``likelihood.probabilities=auto`` keeps Monte Carlo to graphs where its 61 passes
+    over the validation rows cost little)."""
     from ..probabilities import TEMPERATURES, nll_by_temperature
 
     pos = group.positions["val"]
     prior = group.prior["val"] if group.prior is not None else None
     mean = posterior.mean(group.features, pos, eps)
     variance = posterior.variance(group.features, pos, eps, prior).double() * rule.variance_scale
-    if temperatures is None:   # the grid is searched on the closed form (61 Monte-Carlo passes over a large validation set cost minutes)
-        return nll_by_temperature(mean, variance, group.targets["val"], "probit", 1, TEMPERATURES)
-    return nll_by_temperature(mean, variance, group.targets["val"], rule.approx, rule.samples, temperatures)
+    return nll_by_temperature(mean, variance, group.targets["val"], rule.approx, rule.samples,   # the approximation the test rows get
+                              TEMPERATURES if temperatures is None else temperatures)
 
 
 def add_tensors(*parts: Tensor) -> Tensor:

@@ -15,7 +15,7 @@ from .layouts import display
 
 COLUMNS = ["ece", "mce", "nll", "brier", "auroc_variance", "auroc_entropy", "auroc_maxprob"]
 PANELS = 16   # reliability diagrams drawn at most (the table lists every group)
-KEYS = ["dataset", "protocol", "method", "how", "settings"]   # what tells a line of the table from another
+KEYS = ["dataset", "protocol", "method", "how", "settings", "group_key"]   # what tells a line of the table from another
 
 
 def _how(row: pd.Series) -> str:
@@ -34,11 +34,13 @@ def scored(rows: pd.DataFrame) -> pd.DataFrame:
     out["how"] = [_how(r) for _, r in out.iterrows()]
     out["protocol"] = out["protocol"].fillna("").astype(str) if "protocol" in out.columns else ""
     out["protocol"] = out["protocol"].replace("", "none")
-    out["settings"] = [_settings(g) for g in (out["group"] if "group" in out.columns else [""] * len(out))]
+    groups = out["group"] if "group" in out.columns else pd.Series([""] * len(out), index=out.index)
+    out["settings"] = [_settings(g) for g in groups]
+    out["group_key"] = groups.fillna("").astype(str)   # every setting tells lines apart; the table shows those the columns do not
     return out
 
 
-HIDDEN = {"device", "dtype", "fit", "compute", "likelihood", "protocol", "gnn.uncertainty", "experiment"}
+HIDDEN = {"device", "dtype", "likelihood", "protocol", "gnn.uncertainty", "experiment"}
 
 
 def _settings(group: str) -> str:
@@ -64,7 +66,7 @@ def table(rows: pd.DataFrame) -> str:
         return ""
     head = ["dataset", "protocol", "method", "likelihood / probabilities", "settings", "runs", "test", *COLUMNS, "seconds"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for (dataset, protocol, method, how, settings), group in found.groupby(KEYS, sort=True):
+    for (dataset, protocol, method, how, settings, _), group in found.groupby(KEYS, sort=True):
         cells = [display(dataset), protocol, method, how or "-", settings or "-", str(len(group)), _cell(group["test"]),
                  *[_cell(group[c]) if c in group.columns else "-" for c in COLUMNS], _cell(group["total_seconds"])]
         lines.append("| " + " | ".join(cells) + " |")
@@ -102,7 +104,7 @@ def reliability(rows: pd.DataFrame, path: Path) -> Optional[str]:
     cols = min(4, len(shown))
     fig, axes = plt.subplots((len(shown) + cols - 1) // cols, cols, figsize=(3.2 * cols, 3.2 * ((len(shown) + cols - 1) // cols)),
                              squeeze=False)
-    for ax, ((dataset, protocol, method, how, settings), (count, conf, acc)) in zip(axes.flat, shown):
+    for ax, ((dataset, protocol, method, how, settings, _), (count, conf, acc)) in zip(axes.flat, shown):
         bins = len(count)
         edges = np.linspace(0, 1, bins + 1)
         with np.errstate(invalid="ignore", divide="ignore"):
