@@ -27,7 +27,7 @@ from .backends import compute_options
 from .backends.local import LocalBackend
 from .cli_errors import check_group_choices, one_line, spellings
 from .compose import compose as compose_config
-from .config import needs_validation, validate
+from .config import needs_validation, training_times, validate
 from .data.container import GraphData
 from .data.graph import make_undirected
 from .errors import ConfigError, DatasetError, GnngpError, ResourceError
@@ -169,6 +169,9 @@ class NodeGP:
         if own:
             graph_overrides = ["dataset=custom"]
         self.config = compose([*graph_overrides, f"kernel={self.kernel}", *self.settings])
+        if training_times(self.config) is not None:
+            raise ConfigError("NodeGP predicts the GP posterior (a mean and a variance at the chosen nugget); inference.time is for "
+                              "gnngp run and its rows: drop inference.time here")
         graph = _adopt(data, train, val, test, own, self.config)
         backend = LocalBackend(self.config, graph)
         with backend:

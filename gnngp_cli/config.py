@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from omegaconf import OmegaConf
 
@@ -22,7 +22,7 @@ from .data.products import ORDERS, PRODUCTS
 from .data.registry import DATASETS, SPLIT_READS, SPLIT_WORDS
 from .errors import ConfigError
 from .gnn import GNNS
-from .kernels import BASE_KERNELS, BASE_READS, KERNELS
+from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
 from .metrics import score_metrics
 from .schema import DEVICES, DTYPES, GNN_UNCERTAINTY, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
 
@@ -92,6 +92,7 @@ def validate(cfg: Any) -> None:
     _grid(cfg.nugget, "nugget", cfg.dtype)
     _validate_fit(cfg)
     _validate_uncertainty(cfg)
+    _validate_times(cfg)
     lm = cfg.landmarks
     if lm.count is not None and lm.count < 1:
         raise ConfigError(f"landmarks.count={lm.count} must be at least 1")
@@ -114,6 +115,39 @@ def validate(cfg: Any) -> None:
     if cfg.max_memory_gb is not None and cfg.max_memory_gb <= 0:
         raise ConfigError(f"max_memory_gb={cfg.max_memory_gb} must be positive")
     _validate_compute(cfg)
+
+
+def training_times(cfg: Any) -> Optional[list[float]]:
+    """``inference.time`` as a list of times (``None``: the nugget grid); raises a one-line
+    :class:`ConfigError` for anything but non-negative numbers and ``inf``."""
+    value = cfg.inference.get("time") if cfg.get("inference") is not None else None
+    if value is None:
+        return None
+    plain = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+    items = list(plain) if isinstance(plain, (list, tuple)) else [plain]
+    if not items:
+        raise ConfigError("inference.time=[] holds no time; use a number, inf, a list of them, or null (the nugget grid)")
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not item >= 0:   # NaN too
+            raise ConfigError(f"inference.time={plain!r} is not a training time or a list of them; use numbers >= 0 and inf "
+                              "(kernel regression), e.g. inference.time=100 or inference.time=[1,10,100,inf]")
+    return sorted({float(item) for item in items})   # in order: on a tie of the validation metric, the earliest time
+
+
+def _validate_times(cfg: Any) -> None:
+    """``inference.*``: predictions along training time replace the nugget of a Gaussian GP."""
+    if cfg.get("inference") is None:
+        return
+    if not (cfg.inference.learning_rate > 0 and math.isfinite(cfg.inference.learning_rate)):
+        raise ConfigError(f"inference.learning_rate={cfg.inference.learning_rate} must be a positive number")
+    if training_times(cfg) is None:
+        return
+    if cfg.method == "gnn":
+        raise ConfigError("inference.time predicts with a GP kernel's training dynamics; a GNN trains for gnn.epochs: drop inference.time")
+    if cfg.fit.method == "mll":
+        raise ConfigError("inference.time replaces the nugget that fit=mll fits; use fit=grid with inference.time")
+    if cfg.likelihood.name != "gaussian":
+        raise ConfigError(f"inference.time is gradient flow on the MSE loss (the Gaussian likelihood); drop likelihood={cfg.likelihood.name}")
 
 
 def _validate_compute(cfg: Any) -> None:
@@ -143,6 +177,7 @@ def validate_kernel(k: Any) -> None:
     """A kernel config's checks, as ``gnngp run`` makes them (also for :class:`~gnngp_cli.gpytorch.GNNGPKernel`)."""
     _choice(k.name, KERNELS, "kernel.name")
     _choice(k.base.name, BASE_KERNELS, "kernel.base.name")
+    _choice(k.get("limit", "nngp"), LIMITS, "kernel.limit")
     if k.adjacency is not None:
         _choice(k.adjacency, ("sym", "row"), "kernel.adjacency")
     if k.layers < 1:
@@ -304,10 +339,16 @@ def _seeds(cfg: Any) -> None:
 LR_MAX = 1e3   # past this no optimiser step is meaningful, and 1e300 overflows the optimiser's float arithmetic
 
 
+INFINITE_ALLOWED = ("inference.time",)   # settings where inf means something (training to convergence)
+
+
 def finite_numbers(cfg: Any, prefix: str = "") -> None:
-    """No setting may be NaN or infinite (a nugget grid up to inf gives NaN predictions);
-    ``prefix`` names the config's place (``kernel`` for a kernel config alone)."""
+    """No setting may be NaN or infinite (a nugget grid up to inf gives NaN predictions), but
+    those of :data:`INFINITE_ALLOWED`; ``prefix`` names the config's place (``kernel`` for a
+    kernel config alone)."""
     def walk(node: Any, path: str) -> None:
+        if path in INFINITE_ALLOWED:
+            return   # checked by its own validation
         if isinstance(node, dict):
             for key, value in node.items():
                 walk(value, f"{path}.{key}" if path else str(key))

@@ -98,6 +98,8 @@ def summary_line(row: Mapping) -> str:
     if row.get("fit") == "mll" and fitted:   # the values the run used are the fitted ones: each said once, and the fit's time
         used = ", ".join(f"{name} {_number(row['nugget'] if name == 'nugget' else row['fitted_' + name])}" for name in fitted)
         return head + f"; fitted by mll and used: {used}) in {float(row.get('fit_seconds') or 0.0):.2f} s fit + {stages}"
+    if not _missing(row.get("time")):   # inference.time: the training time replaces the nugget
+        return head + f", training time {row['time']:.3g}) in {stages}"
     return head + f", nugget {row['nugget']:.3g}) in {stages}"
 
 

@@ -27,7 +27,7 @@ COLUMNS = [
     "peak_rss_mb", "peak_cuda_mb", "compute_backend", "workers", "peak_worker_mb", "device", "dtype", "split", "split_index", "split_count",
     "nlpd", "coverage95", "var_correct", "var_wrong", "protocol", "likelihood", "uncertainty", "alpha", "temperature", "test_ood",
     "nll", "brier", "ece", "mce", "auroc_variance", "auroc_entropy", "auroc_maxprob", "aupr_variance", "aupr_entropy", "aupr_maxprob",
-    "extra", "error", "version", "timestamp", "overrides",
+    "limit", "time", "extra", "error", "version", "timestamp", "overrides",
 ]
 INTEGERS = frozenset({"layers", "landmarks", "seed", "run", "n_nodes", "n_edges", "workers", "split_index", "split_count"})
 NUMBERS = frozenset({
@@ -35,6 +35,7 @@ NUMBERS = frozenset({
     "inference_seconds", "total_seconds", "fit_seconds", "estimated_gb", "peak_rss_mb", "peak_cuda_mb", "peak_worker_mb",
     "nlpd", "coverage95", "var_correct", "var_wrong", "alpha", "temperature", "test_ood",
     "nll", "brier", "ece", "mce", "auroc_variance", "auroc_entropy", "auroc_maxprob", "aupr_variance", "aupr_entropy", "aupr_maxprob",
+    "time",
 })
 STATUSES = ("ok", "error")
 REQUIRED_OK = ("dataset", "method", "test")   # what a result is; metric and timestamp are absent from some older rows

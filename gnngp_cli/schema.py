@@ -85,6 +85,7 @@ class KernelConfig:
     base: BaseKernelConfig = field(default_factory=BaseKernelConfig)   # the input covariance C0 of the features
     gamma_search: bool = False          # choose base.gamma on validation over gamma_grid
     gamma_grid: GridConfig = field(default_factory=GridConfig)   # the values of base.gamma that gamma_search tries
+    limit: str = "nngp"                 # the infinite-width limit: nngp (the network at initialisation) or ntk (its neural tangent kernel: trained by gradient descent)
 
 
 @dataclass
@@ -146,6 +147,14 @@ class LikelihoodConfig:
     probabilities: str = "auto"         # class probabilities E[softmax(f / T)] of the latent Gaussian: mc (Monte Carlo, fixed seed), probit (closed form), auto (mc up to 2^28 nodes x classes x samples, probit above)
     samples: int = 256                  # probabilities=mc: draws per node
     temperature: Optional[bool] = None  # fit the softmax temperature T on the validation NLL; null: on for gaussian, off for dirichlet
+
+
+@dataclass
+class InferenceConfig:
+    """Predictions along training time (gnngp_cli/job/inference.py, TrainingTimes)."""
+
+    time: Any = None                    # null: the GP posterior at the nugget chosen on validation; a training time t, inf (kernel regression), or a list of times, the best on validation chosen (early stopping)
+    learning_rate: float = 1.0          # inference.time: eta of the full-batch gradient flow on the MSE loss 1/(2 n_train) sum ||f - y||^2
 
 
 @dataclass
@@ -245,6 +254,7 @@ class RunConfig:
     nugget: NuggetConfig = field(default_factory=NuggetConfig)   # the nugget grid chosen on validation (fit=grid)
     fit: FitConfig = field(default_factory=FitConfig)   # how GP hyperparameters are chosen (fit=grid|mll)
     likelihood: LikelihoodConfig = field(default_factory=LikelihoodConfig)   # how a GP classifies (likelihood=gaussian|dirichlet)
+    inference: InferenceConfig = field(default_factory=InferenceConfig)   # inference.time: the mean of the network trained for time t (with kernel.limit=ntk)
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)   # an uncertainty protocol's splits and OOD nodes (protocol=<name>)
     data: DataConfig = field(default_factory=DataConfig)   # where datasets are read and cached
     seed: int = 0                       # the first run's seed (run r uses seed + r)

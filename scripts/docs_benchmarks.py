@@ -552,9 +552,46 @@ def _uncertainty_goals(rows: pd.DataFrame) -> list[str]:
     return lines + detail
 
 
+def ntk(page: Page) -> None:
+    rows = pd.concat([page.csv(s["file"]) for s in page.entry["sources"]], ignore_index=True)
+    errors = rows[rows["status"] != "ok"]
+    rows = rows[rows["status"] == "ok"].copy()
+    rows["seconds"] = rows["kernel_seconds"] + rows["inference_seconds"]
+    datasets = list(dict.fromkeys(rows["dataset"]))
+    page.add("Test accuracy on the public splits, 2 layers, each kernel's defaults (the nugget chosen on validation from "
+             "the 101-value grid); seconds: kernel + inference of the second of two runs in one process, data loading "
+             "apart. The reference columns are infinite-width-gnns's own GNNGP and GNTK (GCN kernels; their results files).")
+    body = []
+    for dataset in datasets:
+        for kernel in dict.fromkeys(rows[rows["dataset"] == dataset]["kernel"]):
+            cell = rows[(rows["dataset"] == dataset) & (rows["kernel"] == kernel)].set_index("limit")
+            ref = cell["reference_test"] if kernel == "gcngp" else pd.Series(dtype=float)
+            body.append([dataset, str(cell["method"].get("nngp", kernel)), number(cell["test"].get("nngp", math.nan), 3),
+                         number(cell["test"].get("ntk", math.nan), 3), number(ref.get("nngp", math.nan), 3), number(ref.get("ntk", math.nan), 3),
+                         seconds(cell["seconds"].get("nngp", math.nan)), seconds(cell["seconds"].get("ntk", math.nan))])
+    page.add(table(["dataset", "kernel", "NNGP", "NTK", "theirs NNGP", "theirs NTK", "NNGP s", "NTK s"], body, right=(2, 3, 4, 5, 6, 7)))
+    if not errors.empty:
+        page.add("Cells not run, and why:\n\n" + "\n".join(f"- {r.dataset}, {r.kernel}, {r.limit}: {r.error}" for r in errors.itertuples()))
+    lines = []
+    for dataset in datasets:
+        mine = rows[(rows["dataset"] == dataset) & (rows["kernel"] == "gcngp") & (rows["limit"] == "ntk")]
+        if mine.empty or mine["reference_test"].isna().all():
+            continue
+        ours, theirs = float(mine["test"].iloc[0]), float(mine["reference_test"].iloc[0])
+        lines.append(f"- {dataset}: GCNGP-NTK {ours:.3f} against their GNTK {theirs:.3f} ({ours - theirs:+.3f}): "
+                     f"**{'met' if ours >= theirs - 1e-9 else 'missed'}**.")
+        limit = mine["reference_seconds"].iloc[0]
+        if pd.notna(limit):
+            took = float(mine["seconds"].iloc[0])
+            lines.append(f"- {dataset} time: GCNGP-NTK {took:.2f} s on this machine against the {limit:.0f} s they report on theirs, "
+                         f"{limit / took:.0f}x (goal at least 50x): **{'met' if limit / took >= 50 else 'missed'}**.")
+    page.add("## The goals, as computed from these rows\n\n" + "\n".join(lines))
+
+
 KINDS: dict[str, Callable[[Page], None]] = {
     "memory": memory, "dask_scaling": dask_scaling, "dask_compare_local": dask_compare_local,
     "heterophily": heterophily, "table_mll": table_mll, "gpu_check": gpu_check, "spmm": spmm, "uncertainty": uncertainty,
+    "ntk": ntk,
 }
 
 

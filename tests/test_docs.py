@@ -182,6 +182,17 @@ def test_uncertainty_tables_hold_the_csv_values(pages, generator):
     assert "## The goals, as computed from these rows" in pages["uncertainty"]
 
 
+def test_ntk_table_holds_the_csv_values(pages):
+    rows = pd.read_csv(RESULTS / "ntk.csv")
+    table = {(r["dataset"], r["kernel"]): r for r in tables(pages["ntk"])[0]}
+    for r in rows[rows["status"] == "ok"].itertuples():
+        cell = table[(r.dataset, r.method.removesuffix("-NTK"))]
+        assert cell["NTK" if r.limit == "ntk" else "NNGP"] == f"{r.test:.3f}"
+    for r in rows[rows["status"] != "ok"].itertuples():
+        assert f"- {r.dataset}, {r.kernel}, {r.limit}: {r.error}" in pages["ntk"]
+    assert "## The goals, as computed from these rows" in pages["ntk"]
+
+
 def test_fit_mll_tables_hold_the_csv_values(pages):
     rows = pd.read_csv(RESULTS / "table_mll.csv")
     found = tables(pages["fit-mll"])

@@ -119,9 +119,21 @@ def on_backend(cfg, backend: str, roots) -> object:
     return cfg
 
 
+# the tangent kernels (kernel.limit=ntk) of every kernel that has trained parameters, with one metric
+TANGENT_CASES = [(method, "accuracy", "grid") for method in METHODS if method.removesuffix("_x") not in ("ggp", "rbf")]
+
+
 @pytest.mark.parametrize("method, metric, fit", CASES, ids=["-".join(c) for c in CASES])
 def test_every_kernel_metric_and_fit_gives_the_local_row_on_every_backend(method, metric, fit, cache, tmp_path):
-    overrides = overrides_of(method, metric, fit, cache)
+    compare_backends(overrides_of(method, metric, fit, cache), metric, fit, tmp_path)
+
+
+@pytest.mark.parametrize("method, metric, fit", TANGENT_CASES, ids=["-".join(c) for c in TANGENT_CASES])
+def test_every_tangent_kernel_gives_the_local_row_on_every_backend(method, metric, fit, cache, tmp_path):
+    compare_backends([*overrides_of(method, metric, fit, cache), "kernel.limit=ntk"], metric, fit, tmp_path)
+
+
+def compare_backends(overrides: list[str], metric: str, fit: str, tmp_path) -> None:
     cfg = compose(overrides)
     local = run(cfg=copy.deepcopy(cfg))[0]                                  # every combination runs locally
     assert local["status"] == "ok" and local["metric"] == metric and local["fit"] == fit, local

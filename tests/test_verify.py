@@ -288,3 +288,56 @@ def test_gcn2gp_beyond_two_layers_warns_in_run_and_in_figure3(caplog, tmp_path):
     write_report([tmp_path / "runs"], tmp_path / "report")
     assert FIGURE3_NOTE in (tmp_path / "report" / "report.md").read_text()
     assert "wide-network limit" in FIGURE3_NOTE and "L >= 3" in FIGURE3_NOTE
+
+
+# --- tangent kernels (kernel.limit=ntk): the empirical NTK of the same networks ---
+
+def planted(monkeypatch, prep, error: str) -> torch.Tensor:
+    """The analytic GCN tangent kernel with a planted error: a weight's own gradient term
+    dropped, or the ReLU's derivative kernel g' replaced by its value on the diagonal (1/2)."""
+    from gnngp_cli.kernels import Tangent, blocks
+
+    if error == "dropped weight term":
+        monkeypatch.setattr(blocks.Weight, "tangent_terms", lambda self: [(self, blocks.TANGENT)])
+    else:
+        monkeypatch.setattr(blocks, "relu_derivative_expectation", lambda cov, var_rows, var_cols: torch.full_like(cov, 0.5))
+    wrong = kernel_of(prep, Tangent(gcn(2, 1.0, 0.5)))
+    monkeypatch.undo()
+    return wrong
+
+
+def test_gcn_tangent_kernel_passes_against_empirical_ntks_and_planted_errors_fail(monkeypatch):
+    """One set of wide GCNs (their Jacobians in the NTK parameterisation): the analytic tangent
+    kernel passes; with a dropped weight term or the wrong derivative kernel it fails."""
+    from gnngp_cli.verify.check import sample_deviations
+    from gnngp_cli.verify.statistics import summarise
+
+    cfg, prep = prepared("kernel.limit=ntk")
+    assert prep.check.limit == "ntk" and prep.label == "GCNGP-NTK"
+    v = cfg.verify
+    samples = sample_deviations(prep.check, torch.zeros_like(prep.kernel), list(v.widths), v.seeds, cfg.seed)   # the raw J J^T
+    verdicts = {}
+    for name, kernel in [("right", prep.kernel), *((error, planted(monkeypatch, prep, error)) for error in ("dropped weight term", "g' = 1/2"))]:
+        deviations = {width: rows - kernel.reshape(-1) for width, rows in samples.items()}
+        verdicts[name] = summarise(deviations, float(torch.linalg.norm(kernel)), v.bootstrap, v.level, torch.Generator().manual_seed(cfg.seed))[1]
+    assert verdicts["right"].passed, verdicts["right"]
+    assert not verdicts["dropped weight term"].passed and not verdicts["g' = 1/2"].passed, verdicts
+
+
+# H2GCN's seven readouts make its Jacobian the costliest (161 s at the defaults, a PASS); half the widths here
+NTK_SMALLER = {"h2gcngp": ["verify.widths=[64,128,256,512]"]}
+
+
+@pytest.mark.paper
+@pytest.mark.parametrize("kernel", [name for name, entry in sorted(KERNELS.items()) if entry.network is not None and entry.network.trains
+                                    and name not in ("ggp", "rbf", "gcngp")])   # gcngp: in the fast suite above
+def test_every_tangent_kernel_passes_at_two_layers(kernel):
+    cfg, prep = prepared(f"kernel={kernel}", "kernel.limit=ntk", *NTK_SMALLER.get(kernel, []))
+    result = check_with(cfg, prep, prep.kernel)
+    assert result.verdict.passed, (kernel, result.verdict.reason)
+
+
+def test_verify_ntk_of_a_network_without_parameters_is_one_line(tmp_path):
+    out = gnngp("verify", *COMPOSED, "kernel.limit=ntk", "verify.widths=[16,32]", "verify.seeds=2", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 1 and out.stderr.strip().startswith("gnngp: error: gnngp verify kernel.limit=ntk differentiates"), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

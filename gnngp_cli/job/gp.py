@@ -25,7 +25,7 @@ from typing import Any, Callable, Collection, Iterator, Optional
 
 import torch
 
-from ..config import resolve_method_defaults
+from ..config import resolve_method_defaults, training_times
 from ..errors import ConfigError, ResourceError
 from ..kernels import KERNELS, BaseKernel
 from ..metrics import METRICS, resolve_metric, uncertainty_metrics
@@ -34,7 +34,7 @@ from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
 from .backend import Backend
 from .fit import FitResult, check_learn, fit_hyperparameters, plan_parameters
 from .estimate import Estimate, grid_bytes, size_text
-from .inference import GRID_CHUNK_MIN, GPResult, best_index, chunk_rows, grid_chunk, log_grid, predict
+from .inference import GRID_CHUNK_MIN, GPResult, TrainingTimes, best_index, chunk_rows, grid_chunk, log_grid, predict
 from .landmarks import choose_landmarks
 from .likelihoods import likelihood_of
 from .rows import base_row, graph_columns, run_settings, with_extra
@@ -244,8 +244,12 @@ class GPJob:
         """The posterior of an evaluated kernel (:func:`~.inference.predict`) from the backend's
         statistics and row groups: the fitted nugget, or the grid's best on validation."""
         backend = self.backend
-        return predict(backend.statistics(kernel), partial(backend.reduce, kernel), grid, self.metric, self.uncertainty, backend.info.task,
-                       None if fitted is None else fitted.nugget, validation_only, self.likelihood)
+        stats = backend.statistics(kernel)
+        times = training_times(self.cfg)
+        if times is not None:   # inference.time: the learning rate per training node (the MSE loss is their mean)
+            times = TrainingTimes(torch.tensor(times, dtype=torch.float64), float(self.cfg.inference.learning_rate) / max(stats.n_train, 1))
+        return predict(stats, partial(backend.reduce, kernel), grid, self.metric, self.uncertainty, backend.info.task,
+                       None if fitted is None else fitted.nugget, validation_only, self.likelihood, times)
 
     def finish(self, index, seed, choice, landmarks, estimate, fitted, result: GPResult, kernel_watch, inference_watch) -> GPRun:
         cfg, kcfg, backend = self.cfg, self.kcfg, self.backend

@@ -118,6 +118,53 @@ def gram_eigh(gram: Tensor) -> tuple[Tensor, Tensor]:
     return symmetric_eigh(gram)
 
 
+@dataclass(frozen=True)
+class TrainingTimes:
+    """Predictions along training time (``inference.time``), in place of a nugget: the mean of
+    the infinitely wide network trained by full-batch gradient flow on the MSE loss
+    ``1/(2 n_b) sum_b ||f_b - y_b||^2`` with learning rate ``eta`` for time ``t`` (Jacot et al. 2018;
+    Lee et al. 2019). neural-tangents' ``predict.gradient_descent_mse`` divides the loss by
+    ``n_b x outputs`` instead: its time ``t`` is ours times the number of outputs. With the tangent kernel
+    ``Theta`` (``kernel.limit=ntk``) and the prior mean 0,
+
+        f_t(*) = Theta[*, b] Theta[b, b]^-1 (I - exp(-eta t Theta[b, b] / n_b)) y_b,
+
+    the posterior mean with the spectral filter ``phi_t(w) = (1 - exp(-rate t w)) / w``
+    (``rate = eta / n_b``; ``rate t`` at ``w = 0``) on the eigenvalues ``w`` that the nugget grid
+    decomposes anyway (low rank: those of ``Q[b]^T Q[b]``, the nonzero ones of ``Q[b] Q[b]^T``).
+    ``t = inf`` is kernel regression, ``phi = 1 / w`` (0 on the null space: eigenvalues below
+    round-off of the largest). ``times``: one value (0-dimensional) or a grid."""
+
+    times: Tensor
+    rate: float
+
+    def __getitem__(self, index) -> "TrainingTimes":
+        return TrainingTimes(self.times[index], self.rate)
+
+    def numel(self) -> int:
+        return self.times.numel()
+
+    def filter(self, w: Tensor) -> Tensor:
+        """``phi_t(w)``: ``rank`` values for one time, ``rank x G`` for a grid."""
+        t = self.times.to(device=w.device, dtype=w.dtype)
+        ws, ts = (w[:, None], t[None, :]) if t.dim() else (w, t)
+        cutoff = psd_tolerance(w.dtype, w.numel()) * float(w.max().clamp_min(0)) if w.numel() else 0.0
+        positive, finite = ws > cutoff, torch.isfinite(ts)
+        safe_w = torch.where(positive, ws, 1.0)
+        finite_t = torch.where(finite, ts, 0.0)
+        on_range = torch.where(finite, -torch.expm1(-self.rate * finite_t * safe_w) / safe_w, 1 / safe_w)   # 1/w at t = inf
+        on_null = self.rate * finite_t                                                                   # 0 at t = inf
+        return torch.where(positive, on_range, on_null)
+
+
+def spectral_filter(w: Tensor, eps) -> Tensor:
+    """``phi(w)`` on the Gram matrix's eigenvalues: ``1 / (w + eps)`` for a nugget (a grid of them:
+    ``rank x G``), or a training time's filter (:class:`TrainingTimes`)."""
+    if isinstance(eps, TrainingTimes):
+        return eps.filter(w)
+    return 1.0 / (w[:, None] + eps[None, :]) if eps.dim() else 1.0 / (w + eps)
+
+
 def _rows(features: Tensor, pos: Tensor) -> Tensor:
     """``features[pos]`` (no copy when ``pos`` is every row in order)."""
     every = pos.numel() == features.size(0) and torch.equal(pos, torch.arange(features.size(0), device=pos.device))
@@ -144,12 +191,12 @@ class Posterior:
 
     def grid_means(self, features: Tensor, pos: Tensor, nuggets: Tensor) -> Tensor:
         """Means at the rows ``pos`` of ``features`` for every nugget at once: ``len(pos) x G x outputs``."""
-        inv = 1.0 / (self.w[:, None] + nuggets[None, :])                                   # rank x G
+        inv = spectral_filter(self.w, nuggets)                                              # rank x G
         weights = self.v @ (self.coef[:, None, :] * inv[:, :, None]).reshape(self.w.numel(), -1)
         return (_rows(features, pos) @ weights).view(pos.numel(), nuggets.numel(), self.coef.size(1))  # an empty set too (fit=mll)
 
     def mean(self, features: Tensor, pos: Tensor, eps: Tensor) -> Tensor:
-        inv = 1.0 / (self.w + eps)
+        inv = spectral_filter(self.w, eps)
         return _rows(features, pos) @ (self.v @ (self.coef * inv[:, None]))
 
     def explained(self, features: Tensor, pos: Tensor, eps: Tensor) -> Tensor:
@@ -386,7 +433,8 @@ class GPResult:
 
 
 def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Metric, uncertainty: list[Metric], task: str,
-            nugget: Optional[float] = None, validation_only: bool = False, likelihood: Any = None):
+            nugget: Optional[float] = None, validation_only: bool = False, likelihood: Any = None,
+            times: Optional[TrainingTimes] = None):
     """GP regression from ``stats`` over the row groups of ``reduce``: the nugget of ``grid``
     (relative to the mean diagonal; ``nugget``: one absolute value instead, e.g. fitted) with
     the best validation ``metric``, and at it the metric on each split and the ``uncertainty``
@@ -394,9 +442,14 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
     grid is scored by chunks (:func:`grid_chunk`): one pass for any usual grid. ``likelihood``
     (:class:`~.likelihoods.Likelihood`; default the Gaussian one) makes the posterior and,
     for classification, the class probabilities of the test columns and the temperature
-    fitted on validation."""
-    nuggets = grid * stats.scale if nugget is None else torch.tensor([nugget], dtype=grid.dtype, device=grid.device)
-    if not bool(torch.isfinite(nuggets).all() & (nuggets > 0).all()):
+    fitted on validation. With ``times`` (:class:`TrainingTimes`), the training time of the best
+    validation metric instead of the nugget (the smallest on ties: early stopping), and the
+    means alone (no variance: the uncertainty columns are left out)."""
+    if times is not None:
+        nuggets, uncertainty = times, []
+    else:
+        nuggets = grid * stats.scale if nugget is None else torch.tensor([nugget], dtype=grid.dtype, device=grid.device)
+    if times is None and not bool(torch.isfinite(nuggets).all() & (nuggets > 0).all()):
         raise KernelError(f"the nugget grid times the kernel's mean diagonal ({stats.scale:.3g}) leaves nuggets that are 0 or not finite "
                           f"in {str(grid.dtype).replace('torch.', '')}; narrow nugget.min and nugget.max toward 1e-3..10, or use dtype=float64")
     chosen = {}
@@ -417,7 +470,7 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
     if validation_only:
         return float(val_curve[best])
     eps = nuggets[best]
-    output_scale = posterior.output_scale(eps) if task == "regression" else math.nan
+    output_scale = posterior.output_scale(eps) if task == "regression" and times is None else math.nan
     rule = None
     if task == "classification" and uncertainty and likelihood is not None:
         rule = ProbabilityRule(likelihood.approximation(stats.num_nodes, stats.rhs.size(1)), likelihood.samples, 1.0,
@@ -430,8 +483,10 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
                            rule=rule), merge_scores)
     metrics = {key: float(final.value(key)[0]) for key in SPLITS}
     columns = {column.name: float(final.value(column.name)[0]) for column in uncertainty}
-    if task == "regression":
+    if task == "regression" and times is None:
         columns["output_scale"] = output_scale
+    if times is not None:
+        columns["time"] = float(eps.times)
     if rule is not None:
         columns["temperature"] = rule.temperature
     if likelihood is not None and likelihood.name == "dirichlet":
@@ -443,4 +498,5 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
 
         state = final.states["ece"]
         columns["reliability"] = reliability_bins(state["probs"], state["y"])
-    return GPResult(float(nuggets[best] / stats.scale), eps, metrics, columns, val_curve, posterior, reduce, rule)
+    nugget_value = math.nan if times is not None else float(nuggets[best] / stats.scale)
+    return GPResult(nugget_value, eps, metrics, columns, val_curve, posterior, reduce, rule)

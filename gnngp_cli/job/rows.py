@@ -10,6 +10,7 @@ import torch
 from ..version import __version__
 from ..errors import GnngpError
 from ..gnn import GNNS
+from ..config import training_times
 from ..kernels import KERNELS
 from ..kernels.architectures import kernel_label
 from ..runtime import resolve_device
@@ -24,7 +25,7 @@ def method_names(cfg: Any) -> tuple[str, str]:
     if cfg.method == "gnn":
         return GNNS[cfg.gnn.name].label if cfg.gnn.name in GNNS else cfg.gnn.name, cfg.gnn.name
     if cfg.kernel is not None:
-        return kernel_label(cfg.kernel.name, cfg.kernel.low_rank), cfg.kernel.name + ("_x" if cfg.kernel.low_rank else "")
+        return kernel_label(cfg.kernel.name, cfg.kernel.low_rank, cfg.kernel.get("limit", "nngp")), cfg.kernel.name + ("_x" if cfg.kernel.low_rank else "")
     return "?", "?"
 
 
@@ -40,6 +41,7 @@ def base_row(cfg: Any) -> dict:
         "status": "ok", "dataset": str(cfg.dataset.name).lower(), "method": label, "kernel": name if cfg.method != "gnn" else "",
         "device": device, "dtype": cfg.dtype, "version": __version__,
         "protocol": "" if cfg.protocol.name == "none" else str(cfg.protocol.name),
+        "limit": str(cfg.kernel.get("limit", "nngp")) if cfg.method != "gnn" and cfg.kernel is not None else "",
     }
 
 
@@ -66,7 +68,13 @@ def run_settings(cfg: Any, fitted: Iterable[str] = ()) -> dict:
     fitted = {name.rpartition("_")[0] if name.rpartition("_")[2].isdigit() else name for name in fitted}   # sigma_w_2 (one per layer) is sigma_w
     params = {k: v for k, v in entry.arguments(cfg.kernel).items()
               if k != "layers" and k not in fitted and isinstance(v, (int, float)) and not isinstance(v, bool)}
-    grid = {} if cfg.fit.method == "mll" else {"nugget_grid": [float(cfg.nugget.min), float(cfg.nugget.max), int(cfg.nugget.num)]}
+    times = training_times(cfg)
+    if times is not None:   # inference.time: the times (and the rate) replace the nugget grid
+        grid = {"times": times, "learning_rate": float(cfg.inference.learning_rate)}
+    elif cfg.fit.method == "mll":
+        grid = {}
+    else:
+        grid = {"nugget_grid": [float(cfg.nugget.min), float(cfg.nugget.max), int(cfg.nugget.num)]}
     return {**grid, **params}
 
 

@@ -1,15 +1,15 @@
 """GNNGP kernels: the kernel value, the context the blocks read, the blocks, the numerics,
 the exact-evaluation planner, base kernels and the architectures built from them."""
-from .architectures import KERNELS, Architecture, register_kernel
+from .architectures import KERNELS, LIMITS, Architecture, register_kernel
 from .base import BASE_KERNELS, BASE_READS, BaseKernel
-from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, ReLU, Scale, Serial, Weight
+from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, ReLU, Scale, Serial, Tangent, Weight
 from .context import KernelContext
 from .numerics import nystrom_root
 from .relu import relu_expectation
 from .value import Kernel
 
 __all__ = [
-    "KERNELS", "Architecture", "register_kernel", "BASE_KERNELS", "BASE_READS", "BaseKernel", "Add", "Bias", "Block", "Conv",
-    "Input", "Kernel", "KernelContext", "MixedWeight", "ReLU", "Scale", "Serial", "Weight",
+    "KERNELS", "LIMITS", "Architecture", "register_kernel", "BASE_KERNELS", "BASE_READS", "BaseKernel", "Add", "Bias", "Block", "Conv",
+    "Input", "Kernel", "KernelContext", "MixedWeight", "ReLU", "Scale", "Serial", "Tangent", "Weight",
     "nystrom_root", "relu_expectation",
 ]

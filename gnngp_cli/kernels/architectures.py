@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from ..errors import ConfigError
 from ..schema import SQRT_TENTH, BaseKernelConfig, KernelConfig
-from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, ReLU, Scale, Serial, Weight
+from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, ReLU, Scale, Serial, Tangent, Weight, has_parameters
 from .filters import HopConv, Poly, filter_coefficients, filter_grid
 from .networks import (
     ComposedNetwork, FeatureNetwork, GCN2Network, GCNNetwork, GGPNetwork, GINNetwork, GPRNetwork, H2GCNNetwork, SAGENetwork,
@@ -124,7 +124,13 @@ class KernelEntry:
         for name, candidates in self.choices.items():
             values.setdefault(name, candidates(cfg)[0])
         network = self.build(**{**self.arguments(cfg), **values})
-        return Architecture(self.name, kernel_label(self.name, cfg.low_rank), network, cfg.adjacency or self.adjacency)
+        limit = cfg.get("limit", "nngp")
+        if limit == "ntk":
+            if not has_parameters(network):
+                raise ConfigError(f"kernel={self.name} has no trained parameters (no weight, no bias), so its tangent kernel is 0; "
+                                  "use kernel.limit=nngp, or a kernel with weights")
+            network = Tangent(network)
+        return Architecture(self.name, kernel_label(self.name, cfg.low_rank, limit), network, cfg.adjacency or self.adjacency)
 
     def runs_on(self, backend: str) -> bool:
         return self.backends is None or backend in self.backends
@@ -404,7 +410,11 @@ def composed(layers: int, first: Any, hidden: Any, sigma_w: float, sigma_b: floa
     return Serial(*stack)
 
 
-def kernel_label(name: str, low_rank: bool) -> str:
-    """The method label of a kernel config, e.g. ``GCNGP`` or ``GCNGP-X`` (the low-rank twin)."""
+LIMITS = ("nngp", "ntk")   # kernel.limit: the network at initialisation, or trained by gradient descent (its tangent kernel)
+
+
+def kernel_label(name: str, low_rank: bool, limit: str = "nngp") -> str:
+    """The method label of a kernel config, e.g. ``GCNGP`` or ``GCNGP-X`` (the low-rank twin), and
+    ``GCNGP-NTK`` or ``GCNGP-X-NTK`` for the tangent kernel (``kernel.limit=ntk``)."""
     label = KERNELS[name].label if name in KERNELS else name
-    return label + ("-X" if low_rank else "")
+    return label + ("-X" if low_rank else "") + ("-NTK" if limit == "ntk" else "")

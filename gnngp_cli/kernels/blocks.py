@@ -52,8 +52,11 @@ from ..progress import within
 from .context import KernelContext
 from .numerics import psd_tolerance
 from .pairs import Pairs, PairValues, base_on_pairs, conv_terms, root_on_pairs
-from .relu import relu_expectation, relu_expectation_entries
+from .relu import relu_derivative_expectation, relu_derivative_expectation_entries, relu_expectation, relu_expectation_entries
 from .value import Kernel, Nodes
+
+
+TANGENT, KERNEL = "tangent", "kernel"   # what a term of a tangent rule reads (Block.tangent_terms)
 
 
 def union(sets: Sequence[Nodes]) -> Nodes:
@@ -85,7 +88,33 @@ class Block:
         that ``k`` carries: the output carries its own pair values (or none)."""
         out = self(k, ctx, nodes, cols)
         carried = self.on_pairs(None if k is None else k.pairs, ctx, pairs) if pairs is not None else None
-        return replace(out, pairs=carried)
+        out = replace(out, pairs=carried)
+        if not ctx.tangent:
+            return out
+        theta = self.tangent(k, out, ctx, nodes, cols)
+        if pairs is not None:
+            theta = replace(theta, pairs=self.tangent_on_pairs(k, out, ctx, pairs))
+        return replace(out, tangent=theta)
+
+    # The tangent kernel (see Tangent): ``Theta`` beside ``K``, on the same node and pair sets.
+    def tangent_terms(self) -> list[tuple["Block", str]]:
+        """The block's tangent rule, as terms summed: ``(f, TANGENT)`` is ``f`` applied to the
+        incoming tangent kernel, ``(f, KERNEL)`` to the incoming NNGP kernel (the gradient of
+        the block's own parameters). The default, ``Theta <- f(Theta)``, is a block without
+        parameters (``A Theta A^T``, ``c^2 Theta``) or a bias (``Theta + s_b^2``: its gradient adds
+        what it adds to ``K``). A weight adds its NNGP term, an input layer has no terms (0)."""
+        return [(self, TANGENT)]
+
+    def tangent(self, k: Kernel, out: Kernel, ctx: KernelContext, nodes: Nodes, cols: Nodes = None) -> Kernel:
+        """``Theta`` on the node sets, by :meth:`tangent_terms` (``out``: this block's ``K``)."""
+        parts = [f(k.tangent if source == TANGENT else k, ctx, nodes, cols) for f, source in self.tangent_terms()]
+        return sum_kernels(parts, ctx, cols) if parts else zero_like(out)
+
+    def tangent_on_pairs(self, k: Optional[Kernel], out: Kernel, ctx: KernelContext, pairs: Pairs):
+        """``Theta`` on ``pairs``, by :meth:`tangent_terms`, from the pair values ``k`` and its
+        tangent carry."""
+        parts = [f.on_pairs(k.tangent.pairs if source == TANGENT else k.pairs, ctx, pairs) for f, source in self.tangent_terms()]
+        return _add_pair_values(parts, ctx, pairs) if parts else zero_like(out.pairs)
 
     def support(self, nodes: Nodes, ctx: KernelContext) -> Nodes:
         return nodes
@@ -139,6 +168,9 @@ class Input(Block):
             return Kernel(None, root=ctx.features)
         return PairValues(pairs, base_on_pairs(ctx, pairs))
 
+    def tangent_terms(self):
+        return []   # no parameters before the input layer: Theta = 0
+
 
 @dataclass
 class Scale(Block):
@@ -170,6 +202,10 @@ class Weight(Scale):
     def __init__(self, sigma_w: float):
         super().__init__(sigma_w)
 
+    def tangent_terms(self):
+        """``Theta <- s_w^2 Theta + s_w^2 K``: the incoming tangent kernel, and the weight's own gradient."""
+        return [(self, TANGENT), (self, KERNEL)]
+
 
 class MixedWeight(Scale):
     """``X <- X (a I + b W)``: ``K <- (a^2 + b^2 sigma_w^2) K``; low rank ``sqrt(a^2 + b^2 sigma_w^2) Q``."""
@@ -178,6 +214,10 @@ class MixedWeight(Scale):
         square = a * a + b * b * sigma_w * sigma_w
         super().__init__(square.sqrt() if isinstance(square, Tensor) else math.sqrt(square))
         self.a, self.b, self.sigma_w = a, b, sigma_w
+
+    def tangent_terms(self):
+        """``Theta <- (a^2 + b^2 s_w^2) Theta + b^2 s_w^2 K`` (the identity part has no parameter)."""
+        return [(Scale(self.factor), TANGENT), (Scale(self.b * self.sigma_w), KERNEL)]
 
 
 @dataclass
@@ -250,17 +290,52 @@ class Conv(Block):
 class ReLU(Block):
     """``X <- relu(X)``: ``K <- g(K)``; low rank ``Q <- chol(g(Q Q^T))`` on the landmarks."""
 
+    def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
+        """As every block's; with a tangent kernel, ``K``'s block and pair moments are read once
+        for ``g`` and ``g'`` (kept for this evaluation only; without, nothing is kept)."""
+        self._memo = {} if ctx.tangent else None
+        try:
+            return super().evaluate(k, ctx, nodes, cols, pairs)
+        finally:
+            self._memo = None
+
+    def _remember(self, key: tuple, compute):
+        memo = getattr(self, "_memo", None)
+        if memo is None:
+            return compute()
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
+
     def __call__(self, k, ctx, nodes, cols=None):
         if ctx.low_rank:
             return Kernel(None, root=ctx.roots.relu_root(k.root, ctx.landmarks))
+        return Kernel(k.nodes, matrix=relu_expectation(*self._block_moments(k, ctx)), cols=k.cols)
+
+    def _block_moments(self, k: Kernel, ctx: KernelContext) -> tuple[Tensor, Tensor, Tensor]:
+        """The input block ``K[rows, cols]`` and its variances on the rows and on the columns."""
+        return self._remember(("block", id(k)), lambda: (k.dense(), *self._variances(k, ctx)))
+
+    @staticmethod
+    def _variances(k: Kernel, ctx: KernelContext) -> tuple[Tensor, Tensor]:
+        """``K_xx`` on the rows and on the columns of the input block."""
         if k.root is not None or k.square:
             var = k.diagonal().clone()
         else:
             var = k.variances(k.nodes, ctx.num_nodes)
             if var is None:
                 raise KernelError("internal: a rectangular kernel block needs the variances of a pair evaluation; use exact_kernel")
-        var_cols = var if k.square else var[k.positions(k.cols)]
-        return Kernel(k.nodes, matrix=relu_expectation(k.dense(), var, var_cols), cols=k.cols)
+        return var, var if k.square else var[k.positions(k.cols)]
+
+    def tangent(self, k, out, ctx, nodes, cols=None):
+        """``Theta <- g'(K) o Theta`` (``g'``: the expectation of the ReLU's derivative, the
+        arc-cosine kernel of order 0); low rank the Nystrom root of ``g'(Q Q^T) o P P^T`` on the landmarks."""
+        theta = k.tangent
+        if ctx.low_rank:
+            return Kernel(None, root=ctx.roots.relu_tangent_root(k.root, theta.root, ctx.landmarks))
+        if is_zero(theta):
+            return zero_like(out)
+        return Kernel(k.nodes, matrix=relu_derivative_expectation(*self._block_moments(k, ctx)) * theta.dense(), cols=k.cols)
 
     def pair_support(self, pairs, ctx):
         return pairs.with_diagonal(ctx.num_nodes)
@@ -268,15 +343,27 @@ class ReLU(Block):
     def root_form(self, root_in, ctx):
         return False
 
-    def on_pairs(self, k, ctx, pairs):
+    def _pair_moments(self, k, ctx: KernelContext, pairs: Pairs) -> tuple[Tensor, Tensor, Tensor]:
+        """``K`` on ``pairs``, and the variances of their rows and of their columns."""
+        return self._remember(("pairs", id(k), id(pairs)), lambda: self._read_pair_moments(k, ctx, pairs))
+
+    def _read_pair_moments(self, k, ctx: KernelContext, pairs: Pairs) -> tuple[Tensor, Tensor, Tensor]:
         n = ctx.num_nodes
         support = self.pair_support(pairs, ctx)
         values = root_on_pairs(k.root, support) if isinstance(k, Kernel) else k.on(support, n)
         check_variances(values[support.rows == support.cols])
         cov = values[support.lookup(pairs.rows, pairs.cols, n)]
-        var_rows = values[support.lookup(pairs.rows, pairs.rows, n)]
-        var_cols = values[support.lookup(pairs.cols, pairs.cols, n)]
-        return PairValues(pairs, relu_expectation_entries(cov, var_rows, var_cols))
+        return cov, values[support.lookup(pairs.rows, pairs.rows, n)], values[support.lookup(pairs.cols, pairs.cols, n)]
+
+    def on_pairs(self, k, ctx, pairs):
+        return PairValues(pairs, relu_expectation_entries(*self._pair_moments(k, ctx, pairs)))
+
+    def tangent_on_pairs(self, k, out, ctx, pairs):
+        theta = k.tangent.pairs
+        if is_zero(theta):
+            return zero_like(out.pairs)
+        values = root_on_pairs(theta.root, pairs) if isinstance(theta, Kernel) else theta.on(pairs, ctx.num_nodes)
+        return PairValues(pairs, relu_derivative_expectation_entries(*self._pair_moments(k.pairs, ctx, pairs)) * values)
 
 
 class Serial(Block):
@@ -385,13 +472,13 @@ class Add(Block):
         for i, branch in enumerate(self.branches):
             with within(f"branch {i + 1} of {len(self.branches)}"):
                 parts.append(branch.evaluate(branch_input(branch), ctx, nodes, cols, pairs))
-        carried = _add_pair_values([p.pairs for p in parts], ctx, pairs) if pairs is not None else None
-        if all(p.root is not None for p in parts):
-            return Kernel(parts[0].nodes, root=ctx.roots.side_by_side([p.root for p in parts]), cols=cols, pairs=carried)
-        total = parts[0].dense()
-        for p in parts[1:]:
-            total = total + p.dense()
-        return Kernel(parts[0].nodes, matrix=total, cols=cols, pairs=carried)
+        out = replace(sum_kernels(parts, ctx, cols), pairs=_add_pair_values([p.pairs for p in parts], ctx, pairs) if pairs is not None else None)
+        if not ctx.tangent:
+            return out
+        theta = sum_kernels([p.tangent for p in parts], ctx, cols)   # Theta <- Theta_1 + Theta_2: independent parameters
+        if pairs is not None:
+            theta = replace(theta, pairs=_add_pair_values([p.tangent.pairs for p in parts], ctx, pairs))
+        return replace(out, tangent=theta)
 
     def pair_support(self, pairs, ctx):
         parts = [p for p in (b.pair_support(pairs, ctx) for b in self.branches) if p is not None]
@@ -405,12 +492,101 @@ class Add(Block):
             branch.plan_pairs(root_in, ctx, pairs)
 
 
+class Tangent(Block):
+    """The neural tangent kernel ``Theta`` of ``network``: the limit of ``J(x) J(x')^T`` for the
+    network trained by gradient descent on every weight and bias, in the NTK parameterisation
+    (``W = s_w / sqrt(d) w``, ``w ~ N(0, 1)`` the trained parameter). ``network`` runs unchanged
+    with ``ctx.tangent`` set: each block carries ``Theta`` beside ``K`` by its tangent rule
+    (:meth:`Block.tangent_terms`; the ReLU's in :meth:`ReLU.tangent`), on the same node sets, pair
+    sets and landmarks, and this block outputs ``Theta`` (with its pair values)."""
+
+    def __init__(self, network: Block):
+        self.network = network
+
+    @staticmethod
+    def _inner(ctx: KernelContext) -> KernelContext:
+        return ctx if ctx.tangent else replace(ctx, tangent=True)
+
+    def support(self, nodes, ctx):
+        return self.network.support(nodes, ctx)
+
+    def peak_elements(self, nodes, ctx, cols=None):
+        return 2 * self.network.peak_elements(nodes, ctx, cols)   # Theta beside K, block by block
+
+    def __call__(self, k, ctx, nodes, cols=None):
+        return self.evaluate(k, ctx, nodes, cols)
+
+    def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
+        inner = self._inner(ctx)
+        out = self.network.evaluate(k, inner, nodes, cols, pairs).tangent
+        if inner is not ctx and ctx._input is None:
+            ctx._input = inner._input   # the input layer's root, as the next evaluation on ``ctx`` would compute it
+        return out
+
+    def pair_support(self, pairs, ctx):
+        return self.network.pair_support(pairs, ctx)
+
+    def root_form(self, root_in, ctx):
+        return self.network.root_form(root_in, ctx)
+
+    def plan_pairs(self, root_in, ctx, pairs):
+        self.network.plan_pairs(root_in, ctx, pairs)
+
+
+def children(block: Block) -> list[Block]:
+    """The blocks a composite block is made of (none for a leaf)."""
+    if isinstance(block, Serial):
+        return list(block.blocks)
+    if isinstance(block, Add):
+        return list(block.branches)
+    if isinstance(block, Tangent):
+        return [block.network]
+    return []
+
+
+def has_parameters(block: Block) -> bool:
+    """Whether ``block`` trains anything (a weight, or a bias with ``s_b > 0``): without, its
+    tangent kernel is 0."""
+    if children(block):
+        return any(has_parameters(child) for child in children(block))
+    if isinstance(block, Bias):
+        return not is_constant(block.sigma_b, 0)
+    return any(source == KERNEL for _, source in block.tangent_terms())
+
+
 def _add_pair_values(parts: list, ctx: KernelContext, pairs: Pairs):
     """The sum of independent branches on ``pairs``: roots side by side while every branch is
     a full-node root, else the values summed."""
     if all(isinstance(p, Kernel) for p in parts):
         return Kernel(None, root=torch.cat([p.root for p in parts], dim=1))
     return PairValues(pairs, sum(root_on_pairs(p.root, pairs) if isinstance(p, Kernel) else p.on(pairs, ctx.num_nodes) for p in parts))
+
+
+def sum_kernels(parts: list[Kernel], ctx: KernelContext, cols: Nodes) -> Kernel:
+    """The sum of kernels on the same node sets: roots side by side while every part is a
+    root, else the matrices summed (what each part carries beside is dropped)."""
+    if len(parts) == 1:
+        return Kernel(parts[0].nodes, matrix=parts[0].matrix, root=parts[0].root, cols=cols)
+    if all(p.root is not None for p in parts):
+        return Kernel(parts[0].nodes, root=ctx.roots.side_by_side([p.root for p in parts]), cols=cols)
+    total = parts[0].dense()
+    for p in parts[1:]:
+        total = total + p.dense()
+    return Kernel(parts[0].nodes, matrix=total, cols=cols)
+
+
+def zero_like(value):
+    """The zero kernel in the form of ``value`` (a root with no columns, a zero matrix, zero pair values)."""
+    if isinstance(value, PairValues):
+        return PairValues(value.pairs, torch.zeros_like(value.values))
+    if value.root is not None:
+        return Kernel(value.nodes, root=value.root[:, :0], cols=value.cols)
+    return Kernel(value.nodes, matrix=torch.zeros_like(value.matrix), cols=value.cols)
+
+
+def is_zero(value) -> bool:
+    """Whether ``value`` is a root with no columns (the tangent kernel before any parameter)."""
+    return isinstance(value, Kernel) and value.root is not None and value.root.shape[1] == 0
 
 
 def check_variances(values: Tensor) -> None:
@@ -421,12 +597,13 @@ def check_variances(values: Tensor) -> None:
 
 def branch_count(block: Block) -> int:
     """The most branches of an independent addition in ``block``: a low-rank root is that many
-    roots side by side there (1 without an :class:`Add`). The memory estimates read it."""
-    if isinstance(block, Add):
-        return max(len(block.branches), *(branch_count(b) for b in block.branches))
-    if isinstance(block, Serial):
-        return max([1, *(branch_count(b) for b in block.blocks)])
-    return 1
+    roots side by side there (1 without an :class:`Add`); a tangent kernel's root ``P`` sits
+    beside ``Q``, up to twice its width after a weight (``[s_w P, s_w Q]``): 3 roots' worth. The
+    memory estimates read it."""
+    if isinstance(block, Tangent):
+        return 3 * branch_count(block.network)
+    inner = max([1, *(branch_count(b) for b in children(block))])
+    return max(len(block.branches), inner) if isinstance(block, Add) else inner
 
 
 def graph_operators(block: Block, adjacency: Adjacency) -> list[Adjacency]:
@@ -436,5 +613,4 @@ def graph_operators(block: Block, adjacency: Adjacency) -> list[Adjacency]:
     their build peaks at and what they hold are measured, not guessed."""
     if isinstance(block, Conv):
         return [block.operator(adjacency)]
-    children = block.blocks if isinstance(block, Serial) else block.branches if isinstance(block, Add) else ()
-    return [op for child in children for op in graph_operators(child, adjacency)]
+    return [op for child in children(block) for op in graph_operators(child, adjacency)]

@@ -28,6 +28,7 @@ class KernelContext:
     roots: RootBacking = LOCAL_ROOTS   # where low-rank roots live (see .roots): this process, or row blocks on a cluster
     dense_input: bool = False  # exact mode: a linear C0 as the cached matrix X X^T, not the root X (fitting evaluates it every step)
     on_layer: Optional[Callable[[str], None]] = None  # told each named layer as it completes (progress lines)
+    tangent: bool = False  # carry the neural tangent kernel beside the NNGP (set by blocks.Tangent for its network)
     _input: Optional[Kernel] = None
     _statistics: dict = field(default_factory=dict)
     _derived: dict = field(default_factory=dict)

@@ -29,16 +29,21 @@ from torch import Tensor, nn
 from ..errors import ConfigError
 
 
-def _draw(param: Optional[Tensor], std: float, generator: torch.Generator) -> None:
+def _draw(param: Optional[Tensor], std: float, generator: torch.Generator, trained: bool = True) -> None:
+    """``param ~ N(0, std^2)``. A trained parameter (every weight and bias of the kernel's
+    network; not a feature map that stands for the input covariance) keeps ``std`` as
+    ``param.ntk_std``: in the NTK parameterisation ``param = std w`` with ``w ~ N(0, 1)`` trained,
+    so its gradient in ``w`` is its gradient times ``std`` (:func:`gnngp_cli.verify.check.empirical_ntk`)."""
     if param is not None:
         with torch.no_grad():
             param.copy_(torch.randn(param.shape, generator=generator, dtype=param.dtype) * std)
+        param.ntk_std = std if trained else None
 
 
-def _draw_linear(lin: nn.Module, sigma: float, generator: torch.Generator, sigma_b: float = 0.0) -> None:
+def _draw_linear(lin: nn.Module, sigma: float, generator: torch.Generator, sigma_b: float = 0.0, trained: bool = True) -> None:
     """``W ~ N(0, sigma^2 / fan_in)`` (PyTorch stores ``W^T``: out x in), ``b ~ N(0, sigma_b^2)``."""
-    _draw(lin.weight, sigma / math.sqrt(lin.weight.size(1)), generator)
-    _draw(getattr(lin, "bias", None), sigma_b, generator)
+    _draw(lin.weight, sigma / math.sqrt(lin.weight.size(1)), generator, trained)
+    _draw(getattr(lin, "bias", None), sigma_b, generator, trained)
 
 
 class WideNetwork(nn.Module):
@@ -48,6 +53,7 @@ class WideNetwork(nn.Module):
 
     adjacency: Optional[str] = None
     layers_text: str = ""
+    trains: bool = True   # its weights are parameters (drawn by redraw) that an empirical NTK differentiates
 
     def redraw(self, generator: torch.Generator) -> None:
         raise NotImplementedError
@@ -98,7 +104,7 @@ class GCN2Network(WideNetwork):
         self.sigma_w = sigma_w
 
     def redraw(self, generator):
-        _draw_linear(self.pre, 1.0, generator)
+        _draw_linear(self.pre, 1.0, generator, trained=False)   # X_0: the input covariance C0, no parameter of the kernel
         _draw_linear(self.first.lin, self.sigma_w, generator)
         for conv in self.convs:  # weight1 is used as X @ W: in x out
             _draw(conv.weight1, self.sigma_w / math.sqrt(conv.weight1.size(0)), generator)
@@ -182,7 +188,7 @@ class GGPNetwork(WideNetwork):
         self.conv = SimpleConv(aggr="sum")
 
     def redraw(self, generator):
-        _draw_linear(self.readout, 1.0, generator)
+        _draw_linear(self.readout, 1.0, generator, trained=False)   # a feature map: GGP has no trained parameter
 
     def forward(self, x, graph):
         return self.conv(self.readout(x), graph.adj_t)
@@ -198,7 +204,7 @@ class FeatureNetwork(WideNetwork):
         self.readout = nn.Linear(in_dim, width, bias=False)
 
     def redraw(self, generator):
-        _draw_linear(self.readout, 1.0, generator)
+        _draw_linear(self.readout, 1.0, generator, trained=False)   # a feature map: RBF has no trained parameter
 
     def forward(self, x, graph):
         return self.readout(x)
@@ -297,6 +303,7 @@ class ComposedNetwork(WideNetwork):
     """
 
     layers_text = "plain torch blocks"
+    trains = False   # weights drawn as the blocks run, not parameters: its tangent kernel is checked in the tests only
 
     def __init__(self, in_dim: int, width: int, layers: int, first: Any, hidden: Any, sigma_w: float, sigma_b: float, **_):
         super().__init__()

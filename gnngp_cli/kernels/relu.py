@@ -1,4 +1,5 @@
-"""The ReLU expectation ``g`` (closed-form arc-cosine kernel of order 1)."""
+"""The ReLU expectation ``g`` (closed-form arc-cosine kernel of order 1), and that of its
+derivative ``g'`` (order 0), which carries a tangent kernel through the activation."""
 from __future__ import annotations
 
 import math
@@ -44,4 +45,37 @@ def relu_expectation(cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows
     for start in range(0, cov.size(0), chunk_rows):
         stop = min(start + chunk_rows, cov.size(0))
         out[start:stop] = relu_expectation_entries(cov[start:stop], var_rows[start:stop, None], var_cols[None, :])
+    return out
+
+
+ROUND_OFF_COSINE = 8   # ulps: a cosine this close to +-1 is +-1 in g' (see relu_derivative_expectation_entries)
+
+
+def relu_derivative_expectation_entries(cov: Tensor, var_x: Tensor, var_y: Tensor) -> Tensor:
+    """``g' = E[relu'(z_x) relu'(z_y)] = P(z_x > 0, z_y > 0)`` for the same Gaussian pair as
+    :func:`relu_expectation_entries` (the arc-cosine kernel of order 0, up to its factor 1/2):
+
+        g' = (pi - t) / (2 pi),   t = arccos(cov / sqrt(var_x var_y)),
+
+    ``1/2`` on the diagonal; a zero variance gives 0. ``g'`` is not Lipschitz at ``cos = +-1``
+    (``t ~ sqrt(2 (1 - cos))``): a cosine within ``ROUND_OFF_COSINE`` ulps of ``+-1`` (the diagonal,
+    computed as ``K_xx / K_xx``, is 1 only to round-off) is taken as exactly ``+-1``, so the result
+    is a function of the kernel and not of its last bits. Differentiable: there ``t`` is a constant
+    (``arccos``' derivative is infinite); elsewhere the gradient is exact."""
+    sd_x, sd_y = sqrt_positive(var_x), sqrt_positive(var_y)
+    cos = ((cov * _inverse(sd_x)) * _inverse(sd_y)).clamp(-1, 1)
+    inner = cos.detach().abs() < 1 - ROUND_OFF_COSINE * torch.finfo(cos.dtype).eps
+    cos = torch.where(inner, cos, cos.detach().sign())
+    t = torch.where(inner, torch.arccos(torch.where(inner, cos, 0)), torch.arccos(cos.detach()))
+    nonzero = (sd_x > 0) & (sd_y > 0)
+    return torch.where(nonzero, (math.pi - t) / (2 * math.pi), 0)
+
+
+def relu_derivative_expectation(cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> Tensor:
+    """``g'(K)`` for a block ``cov = K[rows, cols]`` (see :func:`relu_derivative_expectation_entries`),
+    in row chunks to bound temporaries."""
+    out = torch.empty_like(cov)
+    for start in range(0, cov.size(0), chunk_rows):
+        stop = min(start + chunk_rows, cov.size(0))
+        out[start:stop] = relu_derivative_expectation_entries(cov[start:stop], var_rows[start:stop, None], var_cols[None, :])
     return out

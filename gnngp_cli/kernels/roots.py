@@ -3,7 +3,7 @@
 A block is written once; the root ``Q`` it transforms is held by a backing. :class:`TorchRoots`
 holds ``Q`` as one tensor in this process (``compute=local``); the row-block backing of
 :mod:`gnngp_cli.backends.rowblocks` holds it as a Dask array of row blocks spread over a cluster. Both
-implement the same four operations, which are all a block needs beyond ``c Q`` (a scalar
+implement the same five operations, which are all a block needs beyond ``c Q`` (a scalar
 product, which both kinds of array have):
 
 | operation            | block        | formula                                       |
@@ -12,6 +12,7 @@ product, which both kinds of array have):
 | ``side_by_side``     | Add          | ``[Q1, Q2]``                                  |
 | ``convolve``         | Conv         | ``A Q``                                       |
 | ``relu_root``        | ReLU         | ``chol(g(Q Q^T))`` on the landmarks (Nystrom) |
+| ``relu_tangent_root``| ReLU (NTK)   | ``chol(g'(Q Q^T) o P P^T)`` on the landmarks  |
 
 and ``layer_output``, the check of a named layer's output (a backing that computes lazily also
 materialises the layer there).
@@ -26,7 +27,7 @@ from torch import Tensor
 from .. import runtime
 from ..progress import within
 from .numerics import NystromFactor, check_kernel, nystrom_root
-from .relu import relu_expectation
+from .relu import relu_derivative_expectation, relu_expectation
 from .value import Kernel
 
 
@@ -38,6 +39,13 @@ def relu_nystrom_rows(q: Tensor, q_a: Tensor, var_a: Tensor, factor: NystromFact
     return factor.apply(relu_expectation(q @ q_a.T, var, var_a), is_landmark, index)
 
 
+def relu_tangent_cross(q: Tensor, p: Tensor, q_a: Tensor, p_a: Tensor) -> Tensor:
+    """``g'(Q_b Q_a^T) o (P_b P_a^T)``: rows ``b`` of the ReLU's tangent kernel on the landmark
+    columns ``a``, from rows of the NNGP root ``Q`` and of the tangent root ``P``."""
+    var, var_a = (q * q).sum(1), (q_a * q_a).sum(1)
+    return relu_derivative_expectation(q @ q_a.T, var, var_a) * (p @ p_a.T)
+
+
 class RootBacking(Protocol):
     """What a backing of low-rank roots implements (see the module docstring)."""
 
@@ -45,6 +53,7 @@ class RootBacking(Protocol):
     def side_by_side(self, roots: list) -> Any: ...
     def convolve(self, adjacency: Any, root: Any) -> Any: ...
     def relu_root(self, root: Any, landmarks: Tensor) -> Any: ...
+    def relu_tangent_root(self, root: Any, tangent: Any, landmarks: Tensor) -> Any: ...
     def layer_output(self, k: Kernel, name: str) -> Kernel: ...
 
 
@@ -87,9 +96,34 @@ class TorchRoots:
                 out[start:stop] = relu_nystrom_rows(root[start:stop], q_a, var_a, factor, is_landmark, block[is_landmark])
         return out
 
+    def relu_tangent_root(self, root: Tensor, tangent: Tensor, landmarks: Tensor) -> Tensor:
+        """The root of ``g'(Q Q^T) o P P^T`` (``P``: the tangent kernel's root): its columns on the
+        landmarks ``a`` with the variances ``diag Q Q^T``, then the Nystrom root on ``a``. No
+        columns stay none (a tangent kernel of 0)."""
+        if tangent.size(1) == 0:
+            return tangent
+        n, r = root.size(0), landmarks.numel()
+        if tangent.requires_grad or root.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
+            return nystrom_root(relu_tangent_cross(root, tangent, root[landmarks], tangent[landmarks]), landmarks, "activation (tangent)")
+        q_a, p_a = root[landmarks], tangent[landmarks]
+        factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
+        position = torch.full((n,), -1, dtype=torch.long, device=root.device)
+        position[landmarks] = torch.arange(r, device=root.device)
+        out = root.new_empty(n, r)
+        blocks = list(runtime.row_blocks(n, r))
+        for i, (start, stop) in enumerate(blocks):
+            with within(f"ReLU tangent row block {i + 1} of {len(blocks)}"):
+                block = position[start:stop]
+                is_landmark = block >= 0
+                cross = relu_tangent_cross(root[start:stop], tangent[start:stop], q_a, p_a)
+                out[start:stop] = factor.apply(cross, is_landmark, block[is_landmark])
+        return out
+
     def layer_output(self, k: Kernel, name: str) -> Kernel:
-        """A named layer's output, checked to be a valid covariance."""
+        """A named layer's output (and its tangent kernel), checked to be a valid covariance."""
         check_kernel(k, name)
+        if k.tangent is not None:
+            check_kernel(k.tangent, f"{name} (tangent kernel)")
         return k
 
 

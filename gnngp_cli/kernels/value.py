@@ -8,7 +8,7 @@ variances from its own input.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 import torch
@@ -23,13 +23,16 @@ class Kernel:
     ``None``: the rows, a square block): ``matrix = K[nodes, cols]``, or ``root`` over the rows
     with ``K = R R^T``. ``nodes = None`` means every node. ``pairs``, when known, is ``K`` on a
     pair set that covers the diagonal of every node: a :class:`~.pairs.PairValues`, or a
-    full-node root :class:`Kernel` while the network is linear."""
+    full-node root :class:`Kernel` while the network is linear. ``tangent``, in a tangent-kernel
+    evaluation (see :class:`~.blocks.Tangent`), is the neural tangent kernel ``Theta`` of the same
+    network on the same nodes, a :class:`Kernel` with its own ``pairs``."""
 
     nodes: Nodes
     matrix: Optional[Tensor] = None
     root: Optional[Tensor] = None
     cols: Nodes = None
     pairs: Any = None
+    tangent: Optional["Kernel"] = None
 
     @property
     def size(self) -> int:
@@ -49,22 +52,23 @@ class Kernel:
 
     def restrict(self, nodes: Nodes, cols: Nodes = None) -> "Kernel":
         """This kernel on the rows ``nodes`` and the columns ``cols`` (``None``: square),
-        each a subset of what it holds (``pairs`` are kept whole)."""
+        each a subset of what it holds (``pairs`` are kept whole; ``tangent`` is restricted alike)."""
+        tangent = None if self.tangent is None else self.tangent.restrict(nodes, cols)
         if cols is not None and nodes is not None and cols.numel() == nodes.numel():
             cols = None  # columns are a subset of the rows: equal sizes mean equal sets
         same_rows = nodes is None or self.nodes is None or nodes.numel() == self.nodes.numel()
         if self.root is not None:
             root = self.root if same_rows else self.root[self.positions(nodes)]
-            return Kernel(self.nodes if same_rows else nodes, root=root, cols=cols, pairs=self.pairs)
+            return Kernel(self.nodes if same_rows else nodes, root=root, cols=cols, pairs=self.pairs, tangent=tangent)
         if same_rows and cols is None and self.cols is None:
-            return self
+            return self if tangent is self.tangent else replace(self, tangent=tangent)
         rows = self.nodes if same_rows else nodes
         matrix = self.matrix if same_rows else self.matrix[self.positions(nodes)]
         out_cols = rows if cols is None else cols
         held_cols = self.nodes if self.cols is None else self.cols
         if out_cols is not None and (held_cols is None or out_cols.numel() != held_cols.numel()):
             matrix = matrix[:, self.col_positions(out_cols)]
-        return Kernel(rows, matrix=matrix, cols=cols, pairs=self.pairs)
+        return Kernel(rows, matrix=matrix, cols=cols, pairs=self.pairs, tangent=tangent)
 
     def dense(self) -> Tensor:
         """``K[nodes, cols]`` as a matrix."""

@@ -27,7 +27,7 @@ import pandas as pd
 from ..config import method_defaults
 from ..data.registry import DATASETS
 from ..gnn import GNNS
-from ..kernels.architectures import KERNELS, kernel_label
+from ..kernels.architectures import KERNELS, LIMITS, kernel_label
 from ..schema import KernelConfig, NuggetConfig
 from .layouts import experiment, names, tables
 
@@ -48,7 +48,7 @@ PLAIN = {"likelihood": "gaussian", "protocol": "", "uncertainty": "softmax"}   #
 
 
 def _kernel_by_label() -> dict[str, tuple[str, bool]]:
-    return {kernel_label(name, low_rank): (name, low_rank) for name in KERNELS for low_rank in (False, True)}
+    return {kernel_label(name, low_rank, limit): (name, low_rank) for name in KERNELS for low_rank in (False, True) for limit in LIMITS}
 
 
 def default_fraction(dataset: str) -> float:

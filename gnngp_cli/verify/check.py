@@ -48,6 +48,7 @@ class Check:
     network: str
     params: dict
     base: BaseSpec = field(default_factory=BaseSpec)
+    limit: str = "nngp"   # nngp: the output covariance f f^T / w; ntk: the empirical tangent kernel J J^T
 
     def inputs(self, width: int, generator: torch.Generator) -> Tensor:
         """The network input ``sqrt(D) Phi`` in span coordinates (``Phi Phi^T = C0``)."""
@@ -78,9 +79,33 @@ def unit_seed(seed: int, width: int, sample: int) -> int:
     return (seed * 1_000_003 + width * 7_919 + sample * 104_729) % (2**63 - 1)
 
 
+def empirical_ntk(network: WideNetwork, x: Tensor, graph: CheckGraph, generator: torch.Generator) -> Tensor:
+    """The empirical tangent kernel ``J J^T`` of one random network (float64, ``n x n``): ``J`` the
+    Jacobian of the output's random projection ``f v / sqrt(w)`` (``v ~ N(0, I)``; its mean over
+    ``v`` is the tangent kernel averaged over the ``w`` output units) with respect to every trained
+    parameter in the NTK parameterisation: each parameter's gradient times the standard deviation
+    it was drawn with (``ntk_std``, :func:`gnngp_cli.kernels.networks._draw`). One backward pass per
+    node; the Jacobian is held per parameter (``n`` rows)."""
+    trained = [(p, float(p.ntk_std)) for p in network.parameters() if getattr(p, "ntk_std", None)]
+    out = network(x, graph)
+    v = torch.randn(out.size(1), generator=generator, dtype=out.dtype) / math.sqrt(out.size(1))
+    y = out @ v
+    n = y.numel()
+    rows = [torch.empty(n, p.numel(), dtype=p.dtype) for p, _ in trained]
+    for i in range(n):
+        grads = torch.autograd.grad(y[i], [p for p, _ in trained], retain_graph=i < n - 1, allow_unused=True)
+        for row, grad, (_, std) in zip(rows, grads, trained):
+            row[i] = 0 if grad is None else grad.reshape(-1) * std
+    theta = torch.zeros(n, n, dtype=torch.float64)
+    for row in rows:
+        theta += (row @ row.T).double()
+    return theta
+
+
 def sample_deviations(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed: int,
                       progress: Callable[[int], None] = lambda width: None) -> dict[int, Tensor]:
-    """``K_ws - K`` (flattened) for ``seeds`` independent networks at each width."""
+    """``K_ws - K`` (flattened) for ``seeds`` independent networks at each width: ``K_ws`` the
+    output covariance ``f f^T / w``, or with ``check.limit = ntk`` the empirical tangent kernel."""
     fixed = None if is_random(check.base.name) else check.inputs(0, torch.Generator())
     deviations = {}
     for width in widths:
@@ -95,9 +120,13 @@ def sample_deviations(check: Check, kernel: Tensor, widths: list[int], seeds: in
                 in_dim = x.size(1)
                 network = wide_network(check.network, in_dim, width, check.params, NETWORK_DTYPE)
             network.redraw(generator)
-            with torch.no_grad():
-                f = network(x.to(NETWORK_DTYPE), check.graph).double()
-            rows.append((f @ f.T / f.size(1) - kernel).reshape(-1))
+            if check.limit == "ntk":
+                sample = empirical_ntk(network, x.to(NETWORK_DTYPE), check.graph, generator)
+            else:
+                with torch.no_grad():
+                    f = network(x.to(NETWORK_DTYPE), check.graph).double()
+                sample = f @ f.T / f.size(1)
+            rows.append((sample - kernel).reshape(-1))
         deviations[width] = torch.stack(rows)
     return deviations
 

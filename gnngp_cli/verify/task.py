@@ -47,6 +47,9 @@ def check_network(kcfg: Any) -> None:
     if entry.network is None:
         raise ConfigError(f"gnngp verify has no network for kernel={kcfg.name}: its registry entry names none (network=...); "
                           f"use one of {', '.join(name for name, e in KERNELS.items() if e.network is not None)}")
+    if kcfg.get("limit", "nngp") == "ntk" and not entry.network.trains:
+        raise ConfigError(f"gnngp verify kernel.limit=ntk differentiates the network's parameters, and the kernel={kcfg.name} network draws "
+                          "its weights as it runs (its tangent kernel is checked against a dense recursion in the tests); use kernel.limit=nngp")
     needed = entry.network.adjacency
     if needed is not None and (kcfg.adjacency or entry.adjacency) != needed:
         raise ConfigError(f"the {kcfg.name} network's aggregation (mean over the neighbours and the node) is the {needed}-normalised "
@@ -86,9 +89,11 @@ def prepare_check(cfg: Any) -> CheckSetup:
     kernel = analytic_kernel(arch.network, x, graph.edge_index, arch.adjacency, base)
     params = {key: _plain(value) for key, value in entry.arguments(kcfg).items()}   # the same arguments the kernel's builder reads
     params.update({name: list(candidates[0]) for name, candidates in entry.candidates(kcfg).items()})
-    check = Check(x, graph, kcfg.name, params, BaseSpec(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d))
+    limit = str(kcfg.get("limit", "nngp"))
+    check = Check(x, graph, kcfg.name, params, BaseSpec(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d), limit)
     depth = f", L={kcfg.layers}" if "layers" in inspect.signature(entry.network.__init__).parameters else ""
-    description = (f"{v.seeds} random networks per width ({entry.network.layers_text}{depth}) on a {v.num_nodes}-node induced "
+    what = "empirical tangent kernels of " if limit == "ntk" else ""
+    description = (f"{what}{v.seeds} random networks per width ({entry.network.layers_text}{depth}) on a {v.num_nodes}-node induced "
                    f"subgraph of {str(cfg.dataset.name).lower()} ({graph.edge_index.size(1) // 2} edges, {x.size(1)} features), {kcfg.base.name} C0")
     return CheckSetup(check, kernel, arch.label, description)
 
@@ -123,11 +128,13 @@ def verify(cfg: Any, out_dir: Path) -> CheckResult:
         "noise": table["noise"].map("{:.4f}".format), "error/noise": table["noise_ratio"].map("{:.2f}".format),
     })
     verdict = result.verdict
-    print("relative Frobenius error of the networks' mean output covariance against the kernel "
+    sampled = "mean empirical tangent kernel (J J^T)" if prepared.check.limit == "ntk" else "mean output covariance"
+    print(f"relative Frobenius error of the networks' {sampled} against the kernel "
           "(interval: bootstrap over seeds; noise: the error expected from Monte-Carlo noise alone)")
     print(shown.to_string(index=False))
     print(f"slope of log error against log width: {verdict.slope:.2f}, {confidence} interval [{verdict.slope_low:.2f}, {verdict.slope_high:.2f}] (theory: -0.5)")
-    print(f"randomisation test of E[network covariance] = kernel: p = {verdict.p_value:.2g} (level {verdict.level:g})")
+    statistic = "empirical tangent kernel" if prepared.check.limit == "ntk" else "network covariance"
+    print(f"randomisation test of E[{statistic}] = kernel: p = {verdict.p_value:.2g} (level {verdict.level:g})")
     print(f"verdict: {verdict.label}: {verdict.reason}")
     print(f"wrote {out}")
     return result

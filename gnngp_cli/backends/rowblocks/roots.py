@@ -28,7 +28,7 @@ from ...errors import KernelError
 from ...kernels.context import KernelContext
 from ...kernels.numerics import NystromFactor
 from ...kernels.relu import relu_expectation
-from ...kernels.roots import relu_nystrom_rows
+from ...kernels.roots import relu_nystrom_rows, relu_tangent_cross
 from ...kernels.value import Kernel
 from .graph import ShardedGraph, task_block
 from .store import RootStore
@@ -69,6 +69,15 @@ def _relu_nystrom(q_b: np.ndarray, start: int, q_a: torch.Tensor, var_a: torch.T
     return relu_nystrom_rows(q, q_a, var_a, factor, *_landmark_rows(landmarks, start, q.size(0))).numpy()
 
 
+def _relu_tangent_nystrom(qp_b: np.ndarray, start: int, width: int, q_a: torch.Tensor, p_a: torch.Tensor, factor: NystromFactor,
+                          landmarks: np.ndarray) -> np.ndarray:
+    """Rows of ``chol(g'(Q Q^T) o P P^T)`` from rows of ``[Q, P]`` (``Q``: the first ``width``
+    columns): ``C[b, a] = g'(Q_b Q[a]^T) o P_b P[a]^T``, then the factor."""
+    qp = torch.from_numpy(np.ascontiguousarray(qp_b))
+    cross = relu_tangent_cross(qp[:, :width], qp[:, width:], q_a, p_a)
+    return factor.apply(cross, *_landmark_rows(landmarks, start, qp.size(0))).numpy()
+
+
 def _base_nystrom(x_b: np.ndarray, start: int, base: Any, x_a: torch.Tensor, factor: NystromFactor, landmarks: np.ndarray) -> np.ndarray:
     """Rows of ``chol(C0)``: ``C0[b, a]`` from the features, then the factor."""
     x = torch.from_numpy(np.ascontiguousarray(x_b))
@@ -101,8 +110,25 @@ class DaskRoots:
         factor = NystromFactor.of(relu_expectation(q_a @ q_a.T, var_a, var_a), "activation")
         return map_rows(root, _relu_nystrom, ids.size, q_a, var_a, factor, ids)
 
+    def relu_tangent_root(self, root, tangent, landmarks: torch.Tensor):
+        """The ReLU's tangent root (see :meth:`gnngp_cli.kernels.roots.TorchRoots.relu_tangent_root`):
+        ``Q[a]`` and ``P[a]`` gathered, ``C[a, a]`` factorised here, each row block of ``[Q, P]``
+        maps to its rows of the root."""
+        if tangent.shape[1] == 0:
+            return tangent
+        root = self.store.written(root, "the ReLU's input")
+        tangent = self.store.written(tangent, "the ReLU's tangent input")
+        ids = landmarks.numpy()
+        q_a = torch.from_numpy(self.store.gather_rows(root, ids, "the ReLU's input"))
+        p_a = torch.from_numpy(self.store.gather_rows(tangent, ids, "the ReLU's tangent input"))
+        factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
+        return map_rows(self.side_by_side([root, tangent]), _relu_tangent_nystrom, ids.size, root.shape[1], q_a, p_a, factor, ids)
+
     def layer_output(self, k: Kernel, name: str) -> Kernel:
-        return replace(k, root=self.store.written(k.root, name))
+        tangent = k.tangent
+        if tangent is not None and tangent.root.shape[1]:
+            tangent = replace(tangent, root=self.store.written(tangent.root, f"{name} (tangent kernel)"))
+        return replace(k, root=self.store.written(k.root, name), tangent=tangent)
 
 
 @dataclass

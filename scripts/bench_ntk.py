@@ -1,0 +1,72 @@
+#!/usr/bin/env python
+"""Tangent-kernel benchmark: each kernel's NNGP (``kernel.limit=nngp``) and NTK (``kernel.limit=ntk``)
+on the public splits, 2 layers, beside the numbers infinite-width-gnns (Cobanoglu 2023, the
+``example-configs`` results files of yCobanoglu/infinite-width-gnns) reports for its GNNGP and GNTK.
+
+Each configuration runs twice in this process through the job code of ``gnngp run``; the second
+run's seconds are written (the first pays PyTorch's one-time start-up, the same for every
+configuration). Rows are appended to ``--out`` as each finishes; ``scripts/docs_benchmarks.py``
+makes the docs page from it (kind ``ntk``).
+
+    python scripts/bench_ntk.py --out scripts/results/ntk.csv
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from gnngp_cli.api import compose, run
+from gnngp_cli.errors import GnngpError
+
+DATASETS = ["cora", "citeseer", "pubmed"]
+KERNELS = ["gcngp", "gcngp_x", "gcn2gp", "gingp", "sagegp"]
+# infinite-width-gnns's own results (2 layers, public splits): GNNGP and GNTK test accuracy, and the
+# seconds it reports (PubMed's GCN kernels, 115 s; the others are not given per dataset)
+REFERENCE = {("cora", "nngp"): 0.828, ("cora", "ntk"): 0.825, ("citeseer", "nngp"): 0.711, ("citeseer", "ntk"): 0.719,
+             ("pubmed", "nngp"): 0.796, ("pubmed", "ntk"): 0.794}
+REFERENCE_SECONDS = {"pubmed": 115.0}
+KEEP = ["dataset", "method", "kernel", "limit", "metric", "test", "val", "nugget", "landmarks", "kernel_seconds", "inference_seconds",
+        "total_seconds", "peak_rss_mb", "reference_test", "reference_seconds", "overrides", "status", "error"]
+
+
+def measure(dataset: str, kernel: str, limit: str, extra: list[str]) -> dict:
+    overrides = [f"dataset={dataset}", f"kernel={kernel}", f"kernel.limit={limit}", "progress=false", *extra]
+    run(cfg=compose(overrides))                 # warm-up: PyTorch's one-time costs
+    row = run(cfg=compose(overrides))[0]
+    row["overrides"] = " ".join(overrides[1:])
+    row["reference_test"] = REFERENCE.get((dataset, limit))
+    row["reference_seconds"] = REFERENCE_SECONDS.get(dataset) if kernel == "gcngp" else None
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=DATASETS)
+    parser.add_argument("--kernels", nargs="+", default=KERNELS)
+    parser.add_argument("--extra", nargs="*", default=[], help="overrides added to every run, e.g. nugget.num=401")
+    parser.add_argument("--out", type=Path, default=Path("scripts/results/ntk.csv"))
+    args = parser.parse_args(argv)
+    if not os.environ.get("GNNGP_DATA_MIRROR"):
+        print("set GNNGP_DATA_MIRROR to the offline mirror (../shared/datasets)", file=sys.stderr)
+        return 2
+    for dataset in args.datasets:
+        for kernel in args.kernels:
+            for limit in ("nngp", "ntk"):
+                try:
+                    row = measure(dataset, kernel, limit, args.extra)
+                    print(f"{dataset} {row['method']}: test {row['test']:.4f} in {row['kernel_seconds'] + row['inference_seconds']:.2f} s",
+                          flush=True)
+                except GnngpError as err:   # e.g. an exact kernel refused for memory: a row that says why
+                    row = {"status": "error", "dataset": dataset, "kernel": kernel, "limit": limit, "error": str(err).splitlines()[0]}
+                    print(f"{dataset} {kernel} {limit}: {row['error']}", flush=True)
+                frame = pd.DataFrame([row]).reindex(columns=KEEP)
+                frame.to_csv(args.out, mode="a", header=not args.out.exists(), index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""Tangent kernels (kernel.limit=ntk): each architecture's NTK against an independent dense
+recursion, the exact node-set, pair and low-rank evaluations against each other, the identities
+the NTK must satisfy, and the refusals."""
+import math
+
+import pytest
+import torch
+
+from gnngp_cli.errors import ConfigError
+from gnngp_cli.kernels import KERNELS, BaseKernel, Tangent
+from gnngp_cli.kernels.architectures import composed, gcn, gcn2, gin, gprgp, h2gcn, sage
+from gnngp_cli.kernels.planner import exact_kernel
+from gnngp_cli.kernels.relu import relu_derivative_expectation_entries
+from test_kernels import context, dense_adj, random_graph
+
+ARCHS = {
+    "gcn": lambda L: gcn(L, 1.1, 0.3),
+    "gcn2": lambda L: gcn2(L, 1.2, alpha=0.2, theta=0.5),
+    "gin": lambda L: gin(L, 1.2, 0.2),
+    "sage": lambda L: sage(L, 0.5, 1.0),
+    "gprgp": lambda L: gprgp(L, 1.0, 0.2, (1.0, -0.5, 0.3)),
+    "composed": lambda L: composed(L, first=["input", "weight", "conv", "bias"],
+                                   hidden=[{"add": [["relu", "conv", {"scale": 0.9}], ["input", {"scale": 0.1}]]}, "weight"],
+                                   sigma_w=1.1, sigma_b=0.1),
+    "h2gcn": lambda L: h2gcn(L, 1.0, 0.2),
+}
+BASES = [BaseKernel(), BaseKernel("polynomial", c=1.0, d=2.0)]
+
+
+def relu_moments(k):
+    """``g(K)`` and ``g'(K)`` written out on a dense matrix (the cosine snapped to +-1 within 8
+    ulps, the convention of :func:`relu_derivative_expectation_entries`)."""
+    d = torch.diagonal(k).clamp_min(0).sqrt()
+    s = d[:, None] * d[None, :]
+    cos = torch.where(s > 0, k / torch.where(s > 0, s, 1), 0).clamp(-1, 1)
+    cos = torch.where(cos.abs() < 1 - 8 * torch.finfo(k.dtype).eps, cos, cos.sign())
+    t = torch.arccos(cos)
+    g = (torch.sin(t) + (math.pi - t) * cos) * s / (2 * math.pi)
+    return g, torch.where(s > 0, (math.pi - t) / (2 * math.pi), 0)
+
+
+def dense_ntk(arch, L, x, a, base):
+    """``(K, Theta)`` by the recursion written out with dense matrices, layer by layer (NTK
+    parameterisation: a weight adds ``s_w^2 K_in``, a bias ``s_b^2``, the ReLU multiplies by ``g'``)."""
+    c0 = base.block(x, x)
+    n = c0.size(0)
+    if arch == "gcn":
+        k = 1.1 ** 2 * a @ c0 @ a.T + 0.3 ** 2
+        t = k.clone()
+        for _ in range(L - 1):
+            g, dg = relu_moments(k)
+            k, t = 1.1 ** 2 * a @ g @ a.T + 0.3 ** 2, a @ (1.1 ** 2 * (dg * t + g)) @ a.T + 0.3 ** 2
+    elif arch == "gcn2":
+        g0, _ = relu_moments(c0)
+        k = 1.2 ** 2 * a @ g0 @ a.T
+        t = k.clone()                 # the ReLU of the input has no tangent: the weight's term alone
+        for l in range(1, L):
+            beta = math.log(0.5 / l + 1)
+            g, dg = relu_moments(k)
+            r, tr = 0.8 ** 2 * a @ g @ a.T + 0.2 ** 2 * c0, 0.8 ** 2 * a @ (dg * t) @ a.T
+            m2 = (1 - beta) ** 2 + beta ** 2 * 1.2 ** 2
+            k, t = m2 * r, m2 * tr + beta ** 2 * 1.2 ** 2 * r
+    elif arch == "gin":
+        k = 1.2 ** 2 * a @ c0 @ a.T + 0.2 ** 2
+        t = k.clone()
+        for _ in range(L - 1):
+            g, dg = relu_moments(k)
+            k, t = 1.2 ** 2 * g + 0.2 ** 2, 1.2 ** 2 * (dg * t + g) + 0.2 ** 2
+    elif arch == "sage":
+        k = 0.25 * c0 + a @ c0 @ a.T
+        t = k.clone()
+        for _ in range(L - 1):
+            g, dg = relu_moments(k)
+            h = dg * t + g
+            k, t = 0.25 * g + a @ g @ a.T, 0.25 * h + a @ h @ a.T
+    elif arch == "gprgp":
+        k = c0 + 0.04
+        t = k.clone()
+        for _ in range(L - 1):
+            g, dg = relu_moments(k)
+            k, t = g + 0.04, dg * t + g + 0.04
+        p = torch.eye(n, dtype=a.dtype) - 0.5 * a + 0.3 * a @ a
+        k, t = p @ k @ p.T, p @ t @ p.T
+    elif arch == "composed":
+        k = 1.1 ** 2 * a @ c0 @ a.T + 0.01
+        t = k.clone()
+        for _ in range(L - 1):
+            g, dg = relu_moments(k)
+            r, tr = 0.81 * a @ g @ a.T + 0.01 * c0, 0.81 * a @ (dg * t) @ a.T
+            k, t = 1.1 ** 2 * r, 1.1 ** 2 * (tr + r)
+    else:
+        raise ValueError(arch)
+    return k, t
+
+
+@pytest.mark.parametrize("arch", [a for a in ARCHS if a != "h2gcn"])
+@pytest.mark.parametrize("base", BASES, ids=lambda b: b.name)
+def test_tangent_kernel_equals_an_independent_dense_recursion(arch, base):
+    ei, x = random_graph()
+    for layers in (1, 2, 3):
+        ctx, adj = context(x, ei, base=base)
+        k, t = dense_ntk(arch, layers, x, dense_adj(adj), base)
+        theta = Tangent(ARCHS[arch](layers))(None, ctx, torch.arange(x.size(0))).dense()
+        assert float((theta - t).abs().max()) <= 1e-10 * float(t.abs().max()), (arch, layers)
+        nngp = ARCHS[arch](layers)(None, ctx, torch.arange(x.size(0))).dense()
+        assert float((nngp - k).abs().max()) <= 1e-10 * float(k.abs().max()), (arch, layers)
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("base", BASES, ids=lambda b: b.name)
+def test_node_sets_pairs_and_low_rank_on_every_landmark_give_the_same_tangent_kernel(arch, base):
+    """The square evaluation over every node, the node-set evaluation with its pair diagonal,
+    and the low-rank root with every node a landmark: equal to 1e-6 (float64)."""
+    ei, x = random_graph()
+    n = x.size(0)
+    every = torch.arange(n)
+    rows = torch.tensor([0, 3, 5, 7, 11, 20, 33])
+    for layers in (1, 3):
+        network = Tangent(ARCHS[arch](layers))
+        full = network(None, context(x, ei, base=base)[0], every).dense()
+        scale = float(full.abs().max())
+        block, diagonal = exact_kernel(network, context(x, ei, base=base)[0], rows, rows[:4])
+        root = network(None, context(x, ei, base=base, landmarks=every)[0], None).root
+        assert float((block.dense() - full[rows][:, rows[:4]]).abs().max()) <= 1e-6 * scale
+        assert float((diagonal - full.diagonal()).abs().max()) <= 1e-6 * scale
+        assert float((root @ root.T - full).abs().max()) <= 1e-6 * scale
+
+
+@pytest.mark.parametrize("arch", ["gcn", "gin", "sage", "gprgp", "h2gcn"])
+def test_one_layer_network_without_relu_has_the_nngp_as_its_tangent_kernel(arch):
+    """A known identity: with no activation the NTK of one layer is its NNGP (every term is a
+    weight's or a bias's own); H2GCN's one ReLU sits before its linear readout, so it is excluded
+    from the identity and checked not to satisfy it."""
+    ei, x = random_graph()
+    ctx, _ = context(x, ei)
+    every = torch.arange(x.size(0))
+    nngp = ARCHS[arch](1)(None, ctx, every).dense()
+    theta = Tangent(ARCHS[arch](1))(None, ctx, every).dense()
+    if arch == "h2gcn":
+        assert not torch.allclose(theta, nngp)
+    else:
+        torch.testing.assert_close(theta, nngp, rtol=1e-12, atol=1e-12)
+
+
+def test_relu_derivative_expectation_is_the_probability_both_units_fire():
+    """``g'`` against a Monte-Carlo estimate of ``P(z_x > 0, z_y > 0)``, and 1/2 on the diagonal."""
+    g = torch.Generator().manual_seed(0)
+    cov = torch.tensor([[2.0, 0.7], [0.7, 1.0]], dtype=torch.float64)
+    z = torch.randn(400_000, 2, generator=g, dtype=torch.float64) @ torch.linalg.cholesky(cov).T
+    both = float(((z[:, 0] > 0) & (z[:, 1] > 0)).double().mean())
+    value = float(relu_derivative_expectation_entries(cov[0, 1], cov[0, 0], cov[1, 1]))
+    assert abs(value - both) < 4e-3
+    assert float(relu_derivative_expectation_entries(cov[0, 0], cov[0, 0], cov[0, 0])) == 0.5
+
+
+def test_tangent_kernel_gradient_is_finite_for_fitting():
+    """fit=mll differentiates the tangent kernel: the diagonal's cosine of 1 gives no NaN."""
+    ei, x = random_graph()
+    ctx, _ = context(x, ei)
+    sigma = torch.tensor(1.1, dtype=torch.float64, requires_grad=True)
+    theta = Tangent(gcn(3, sigma, 0.3))(None, ctx, torch.arange(x.size(0))).dense()
+    theta.sum().backward()
+    assert sigma.grad is not None and math.isfinite(float(sigma.grad)) and float(sigma.grad) > 0
+
+
+@pytest.mark.parametrize("name", ["ggp", "rbf"])
+def test_a_kernel_without_trained_parameters_is_refused_with_the_ntk(name):
+    from gnngp_cli.api import compose
+
+    cfg = compose([f"kernel={name}", "kernel.limit=ntk"])
+    with pytest.raises(ConfigError, match=f"kernel={name} has no trained parameters"):
+        KERNELS[name].architecture(cfg.kernel)
+
+
+def _posteriors(seed: int = 0):
+    """An exact and a low-rank posterior of the same kernel ``K = Q Q^T`` (40 nodes, 15 of them
+    training nodes, two outputs), with the prediction features of each."""
+    from gnngp_cli.job.inference import ExactPosterior, LowRankPosterior, TrainingStatistics, low_rank_statistics
+
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(40, 25, generator=g, dtype=torch.float64)
+    k = q @ q.T
+    train = torch.arange(0, 40, 2)[:15]
+    y = torch.randn(15, 2, generator=g, dtype=torch.float64)
+    exact = ExactPosterior(TrainingStatistics("exact", k[train][:, train], y, float((y * y).sum()), 15, float(k.diagonal().sum()), 40))
+    low = LowRankPosterior(low_rank_statistics(q, train, y, 40))
+    return k, q, train, y, exact, low
+
+
+def test_infinite_training_time_is_kernel_regression_and_equals_the_gp_mean_at_zero_nugget():
+    from gnngp_cli.job.inference import TrainingTimes
+
+    k, q, train, y, exact, low = _posteriors()
+    every = torch.arange(40)
+    regression = k[:, train] @ torch.linalg.solve(k[train][:, train], y)
+    forever = TrainingTimes(torch.tensor(math.inf, dtype=torch.float64), 0.3)
+    for posterior, features in ((exact, k[:, train]), (low, q)):   # low rank: Q[b]^T Q[b] is singular (rank 15 of 25)
+        torch.testing.assert_close(posterior.mean(features, every, forever), regression, rtol=1e-8, atol=1e-8)
+    tiny = torch.tensor(1e-10, dtype=torch.float64)   # the exact GP posterior as the nugget goes to 0
+    torch.testing.assert_close(exact.mean(k[:, train], every, tiny), regression, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(regression[train], y)      # trained to convergence, the network fits its training nodes
+
+
+def test_short_training_stays_near_the_prior_mean_and_moves_along_the_kernel_gradient():
+    """``f_0 = 0`` (the prior mean), ``f_t ~ rate t Theta[*, b] y`` for small ``t`` (one gradient
+    step), the training error falls with ``t``, and exact and low rank agree at every time."""
+    from gnngp_cli.job.inference import TrainingTimes
+
+    k, q, train, y, exact, low = _posteriors(1)
+    every = torch.arange(40)
+    rate = 0.5 / 15
+    grid = TrainingTimes(torch.tensor([0.0, 1e-6, 0.01, 0.1, 1.0, math.inf], dtype=torch.float64), rate)
+    means = exact.grid_means(k[:, train], every, grid.times)   # the nugget path: a grid tensor means nuggets
+    assert means.shape == (40, 6, 2)
+    at = [exact.mean(k[:, train], every, grid[i]) for i in range(6)]
+    assert float(at[0].abs().max()) == 0.0
+    torch.testing.assert_close(at[1], rate * 1e-6 * k[:, train] @ y, rtol=1e-5, atol=1e-12)
+    errors = [float((a[train] - y).norm()) for a in at]
+    assert all(b < a for a, b in zip(errors, errors[1:])) and errors[-1] < 1e-6
+    for i in range(6):
+        torch.testing.assert_close(low.mean(q, every, grid[i]), at[i], rtol=1e-8, atol=1e-10)
+    grid_at = exact.grid_means(k[:, train], every, grid)       # a grid of times at once, as validation scores it
+    torch.testing.assert_close(grid_at, torch.stack(at, 1))
+
+
+def test_cli_runs_the_tangent_kernel_along_training_time_and_records_it(tmp_path, mirror):
+    """Through ``gnngp run`` on Cora: the tangent kernel's label and ``limit`` column; with a list
+    of times, the time of the best validation accuracy (sorted: the earliest on ties) in the
+    ``time`` column, no nugget, the times in ``extra``, and the console line naming the time."""
+    import json
+
+    from trust_helpers import run
+
+    code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", "kernel.limit=ntk", f"data.mirror={mirror}",
+                                 "inference.time=[inf,1000,10]")
+    assert code == 0 and not errors, err
+    assert row["method"] == "GCNGP-NTK" and row["limit"] == "ntk" and row["time"] in (10.0, 1000.0, math.inf)
+    assert math.isnan(row["nugget"]) and math.isnan(row.get("nll", math.nan))
+    assert json.loads(row["extra"])["times"] == [10.0, 1000.0, math.inf]
+    from gnngp_cli.results import summary_line
+
+    assert f"training time {row['time']:.3g})" in summary_line(row.to_dict())
+    code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp_x", f"data.mirror={mirror}", run_dir=tmp_path / "nngp")
+    assert code == 0 and row["method"] == "GCNGP-X" and row["limit"] == "nngp" and math.isnan(row.get("time", math.nan))
+
+
+@pytest.mark.parametrize("value, message", [
+    ("true", "inference.time=True is not a training time"),
+    ("-1", "inference.time=-1 is not a training time"),
+    ("abc", "inference.time='abc' is not a training time"),
+    ("[1,[2]]", "inference.time=[1, [2]] is not a training time"),
+    ("[]", "inference.time=[] holds no time"),
+])
+def test_bad_training_times_are_one_line(tmp_path, value, message):
+    from trust_helpers import run
+
+    code, err, row, errors = run(tmp_path, "kernel=gcngp", f"inference.time={value}")
+    assert code == 1 and len(errors) == 1 and errors[0].startswith(f"gnngp: error: {message}"), errors
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["kernel=gcngp", "inference.time=10", "fit=mll"], "inference.time replaces the nugget that fit=mll fits"),
+    (["kernel=gcngp", "inference.time=10", "likelihood=dirichlet"], "inference.time is gradient flow on the MSE loss"),
+    (["model=gcn", "inference.time=10"], "inference.time predicts with a GP kernel's training dynamics"),
+    (["kernel=ggp", "kernel.limit=ntk"], "kernel=ggp has no trained parameters"),
+    (["kernel=gcngp", "kernel.limit=ntkk"], "kernel.limit='ntkk' is not valid"),
+])
+def test_refused_combinations_are_one_line(tmp_path, overrides, message):
+    from trust_helpers import run
+
+    code, err, row, errors = run(tmp_path, *overrides)
+    assert code == 1 and len(errors) == 1 and message in errors[0], errors
+
+
+def test_nodegp_refuses_training_times(mirror, tmp_path):
+    from gnngp_cli.api import NodeGP, load_dataset
+
+    cora = load_dataset("cora", data={"mirror": str(mirror), "root": str(tmp_path)})
+    with pytest.raises(ConfigError, match="inference.time is for gnngp run"):
+        NodeGP(kernel="gcngp", **{"inference.time": 100}).fit(cora)
