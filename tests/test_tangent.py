@@ -278,3 +278,17 @@ def test_nodegp_refuses_training_times(mirror, tmp_path):
     cora = load_dataset("cora", data={"mirror": str(mirror), "root": str(tmp_path)})
     with pytest.raises(ConfigError, match="inference.time is for gnngp run"):
         NodeGP(kernel="gcngp", **{"inference.time": 100}).fit(cora)
+
+
+def test_low_rank_tangent_root_by_row_blocks_equals_the_whole(monkeypatch):
+    """Past ``runtime.ROW_BLOCK_ENTRIES`` the ReLU's tangent root goes by row blocks (as on Dask)."""
+    from gnngp_cli import runtime
+    from gnngp_cli.kernels.roots import TorchRoots
+
+    g = torch.Generator().manual_seed(0)
+    q, p = torch.randn(500, 20, generator=g, dtype=torch.float64), torch.randn(500, 30, generator=g, dtype=torch.float64)
+    landmarks = torch.arange(0, 500, 7)
+    whole = TorchRoots().relu_tangent_root(q, p, landmarks)
+    monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 1000)
+    torch.testing.assert_close(TorchRoots().relu_tangent_root(q, p, landmarks), whole, rtol=1e-12, atol=1e-12)
+    assert TorchRoots().relu_tangent_root(q, p[:, :0], landmarks).shape == (500, 0)   # a tangent kernel of 0 stays 0

@@ -19,7 +19,7 @@ materialises the layer there).
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import torch
 from torch import Tensor
@@ -44,6 +44,23 @@ def relu_tangent_cross(q: Tensor, p: Tensor, q_a: Tensor, p_a: Tensor) -> Tensor
     columns ``a``, from rows of the NNGP root ``Q`` and of the tangent root ``P``."""
     var, var_a = (q * q).sum(1), (q_a * q_a).sum(1)
     return relu_derivative_expectation(q @ q_a.T, var, var_a) * (p @ p_a.T)
+
+
+def by_row_blocks(root: Tensor, landmarks: Tensor, label: str, rows: Callable[[int, int, Tensor, Tensor], Tensor]) -> Tensor:
+    """A Nystrom root on ``landmarks`` over every node of ``root``, by row blocks into one output:
+    ``rows(start, stop, is_landmark, index)`` gives the root's rows ``start:stop`` (``is_landmark``:
+    which of them are landmarks, ``index``: which landmarks; see :meth:`NystromFactor.apply`)."""
+    n, r = root.size(0), landmarks.numel()
+    position = torch.full((n,), -1, dtype=torch.long, device=root.device)
+    position[landmarks] = torch.arange(r, device=root.device)
+    out = root.new_empty(n, r)
+    blocks = list(runtime.row_blocks(n, r))
+    for i, (start, stop) in enumerate(blocks):
+        with within(f"{label} row block {i + 1} of {len(blocks)}"):
+            block = position[start:stop]
+            is_landmark = block >= 0
+            out[start:stop] = rows(start, stop, is_landmark, block[is_landmark])
+    return out
 
 
 class RootBacking(Protocol):
@@ -85,16 +102,8 @@ class TorchRoots:
         q_a = root[landmarks]
         var_a = (q_a * q_a).sum(1)
         factor = NystromFactor.of(relu_expectation(q_a @ q_a.T, var_a, var_a), "activation")
-        position = torch.full((n,), -1, dtype=torch.long, device=root.device)
-        position[landmarks] = torch.arange(r, device=root.device)
-        out = root.new_empty(n, r)
-        blocks = list(runtime.row_blocks(n, r))
-        for i, (start, stop) in enumerate(blocks):
-            with within(f"ReLU row block {i + 1} of {len(blocks)}"):
-                block = position[start:stop]
-                is_landmark = block >= 0
-                out[start:stop] = relu_nystrom_rows(root[start:stop], q_a, var_a, factor, is_landmark, block[is_landmark])
-        return out
+        return by_row_blocks(root, landmarks, "ReLU",
+                             lambda start, stop, is_landmark, index: relu_nystrom_rows(root[start:stop], q_a, var_a, factor, is_landmark, index))
 
     def relu_tangent_root(self, root: Tensor, tangent: Tensor, landmarks: Tensor) -> Tensor:
         """The root of ``g'(Q Q^T) o P P^T`` (``P``: the tangent kernel's root): its columns on the
@@ -107,17 +116,8 @@ class TorchRoots:
             return nystrom_root(relu_tangent_cross(root, tangent, root[landmarks], tangent[landmarks]), landmarks, "activation (tangent)")
         q_a, p_a = root[landmarks], tangent[landmarks]
         factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
-        position = torch.full((n,), -1, dtype=torch.long, device=root.device)
-        position[landmarks] = torch.arange(r, device=root.device)
-        out = root.new_empty(n, r)
-        blocks = list(runtime.row_blocks(n, r))
-        for i, (start, stop) in enumerate(blocks):
-            with within(f"ReLU tangent row block {i + 1} of {len(blocks)}"):
-                block = position[start:stop]
-                is_landmark = block >= 0
-                cross = relu_tangent_cross(root[start:stop], tangent[start:stop], q_a, p_a)
-                out[start:stop] = factor.apply(cross, is_landmark, block[is_landmark])
-        return out
+        return by_row_blocks(root, landmarks, "ReLU tangent", lambda start, stop, is_landmark, index: factor.apply(
+            relu_tangent_cross(root[start:stop], tangent[start:stop], q_a, p_a), is_landmark, index))
 
     def layer_output(self, k: Kernel, name: str) -> Kernel:
         """A named layer's output (and its tangent kernel), checked to be a valid covariance."""
