@@ -139,7 +139,7 @@ def _validate_times(cfg: Any) -> None:
     if cfg.get("inference") is None:
         return
     if not (cfg.inference.learning_rate > 0 and math.isfinite(cfg.inference.learning_rate)):
-        raise ConfigError(f"inference.learning_rate={cfg.inference.learning_rate} must be a positive number")
+        raise ConfigError(f"inference.learning_rate={cfg.inference.learning_rate} must be a positive number (e.g. inference.learning_rate=1)")
     if training_times(cfg) is None:
         return
     if cfg.method == "gnn":
@@ -148,6 +148,9 @@ def _validate_times(cfg: Any) -> None:
         raise ConfigError("inference.time replaces the nugget that fit=mll fits; use fit=grid with inference.time")
     if cfg.likelihood.name != "gaussian":
         raise ConfigError(f"inference.time is gradient flow on the MSE loss (the Gaussian likelihood); drop likelihood={cfg.likelihood.name}")
+    if cfg.protocol.name != "none":
+        raise ConfigError(f"protocol={cfg.protocol.name} scores the posterior variance, and a time-t prediction has none yet; "
+                          "drop inference.time (the nugget's GP has a variance) or the protocol")
 
 
 def _validate_compute(cfg: Any) -> None:
@@ -199,8 +202,20 @@ def validate_kernel(k: Any) -> None:
 def needs_validation(cfg: Any) -> bool:
     """Whether a job chooses something on the validation set: a GNN (early stopping) or a GP
     with ``fit=grid`` (the nugget, and gamma with ``gamma_search``). ``fit=mll`` never reads
-    it, so it runs without validation labels (``dataset.val_ratio=0`` or ``dataset.hide_val=true``)."""
-    return cfg.method == "gnn" or cfg.fit.method == "grid"
+    it, so it runs without validation labels (``dataset.val_ratio=0`` or ``dataset.hide_val=true``);
+    nor does one training time (``inference.time=t``), unless the kernel chooses a value of its own."""
+    if cfg.method == "gnn":
+        return True
+    try:
+        times = training_times(cfg) if cfg.get("inference") is not None else None
+    except ConfigError:   # validate() says what is wrong with it
+        times = None
+    if times is not None and len(times) == 1:
+        entry = KERNELS.get(cfg.kernel.name) if cfg.kernel is not None else None
+        chooses = cfg.kernel is not None and (cfg.kernel.get("gamma_search") or (entry is not None and any(
+            len(candidates) > 1 for candidates in entry.candidates(cfg.kernel).values())))
+        return bool(chooses)
+    return cfg.fit.method == "grid"
 
 
 def _validate_uncertainty(cfg: Any) -> None:

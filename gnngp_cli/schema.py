@@ -254,7 +254,7 @@ class RunConfig:
     nugget: NuggetConfig = field(default_factory=NuggetConfig)   # the nugget grid chosen on validation (fit=grid)
     fit: FitConfig = field(default_factory=FitConfig)   # how GP hyperparameters are chosen (fit=grid|mll)
     likelihood: LikelihoodConfig = field(default_factory=LikelihoodConfig)   # how a GP classifies (likelihood=gaussian|dirichlet)
-    inference: InferenceConfig = field(default_factory=InferenceConfig)   # inference.time: the mean of the network trained for time t (with kernel.limit=ntk)
+    inference: InferenceConfig = field(default_factory=InferenceConfig)   # inference.time: the mean of the infinitely wide network trained for time t (the NTK's with kernel.limit=ntk)
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)   # an uncertainty protocol's splits and OOD nodes (protocol=<name>)
     data: DataConfig = field(default_factory=DataConfig)   # where datasets are read and cached
     seed: int = 0                       # the first run's seed (run r uses seed + r)

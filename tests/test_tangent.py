@@ -292,3 +292,17 @@ def test_low_rank_tangent_root_by_row_blocks_equals_the_whole(monkeypatch):
     monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 1000)
     torch.testing.assert_close(TorchRoots().relu_tangent_root(q, p, landmarks), whole, rtol=1e-12, atol=1e-12)
     assert TorchRoots().relu_tangent_root(q, p[:, :0], landmarks).shape == (500, 0)   # a tangent kernel of 0 stays 0
+
+
+def test_one_training_time_needs_no_validation_and_a_protocol_is_refused(tmp_path, mirror):
+    from trust_helpers import run
+
+    code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", "kernel.limit=ntk", f"data.mirror={mirror}",
+                                 "inference.time=100", "dataset.hide_val=true")
+    assert code == 0 and row["time"] == 100.0, err
+    code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", f"data.mirror={mirror}", "inference.time=[1,100]",
+                                 "dataset.hide_val=true", run_dir=tmp_path / "list")
+    assert code == 1 and "dataset.hide_val=true leaves no validation labels" in errors[0], errors
+    code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", "inference.time=100", "protocol=leave_out_classes",
+                                 run_dir=tmp_path / "protocol")
+    assert code == 1 and "protocol=leave_out_classes scores the posterior variance" in errors[0], errors

@@ -33,6 +33,10 @@ What a new block implements, and why:
   one (a nonlinearity) or becomes one from nothing (the input layer).
 - ``peak_elements``: only when the block holds a dense matrix larger than its output (the memory
   check reads it).
+- ``tangent_terms``: only when the block has parameters (a weight adds its own gradient's term
+  ``(self, KERNEL)``) or its tangent rule is not its own operation on ``Theta`` (the input layer:
+  none). A nonlinearity overrides ``tangent`` and ``tangent_on_pairs`` (the ReLU: ``g'(K) o Theta``).
+  :class:`Tangent` runs a network with these rules and outputs its neural tangent kernel.
 
 ``Serial`` and ``Add`` compose blocks; they plan each block's node and pair sets and run both
 evaluations in step (:meth:`Block.evaluate`), so they need neither ``on_pairs`` nor more.
@@ -598,10 +602,11 @@ def check_variances(values: Tensor) -> None:
 def branch_count(block: Block) -> int:
     """The most branches of an independent addition in ``block``: a low-rank root is that many
     roots side by side there (1 without an :class:`Add`); a tangent kernel's root ``P`` sits
-    beside ``Q``, up to twice its width after a weight (``[s_w P, s_w Q]``): 3 roots' worth. The
-    memory estimates read it."""
+    beside ``Q``, up to twice its width after a weight (``[s_w P, s_w Q]``), and a convolution
+    holds its output beside it: 4 roots' worth (measured on Reddit's size: an estimate from 3 was
+    21 GB, and the run passed 23 GB). The memory estimates read it."""
     if isinstance(block, Tangent):
-        return 3 * branch_count(block.network)
+        return 4 * branch_count(block.network)
     inner = max([1, *(branch_count(b) for b in children(block))])
     return max(len(block.branches), inner) if isinstance(block, Add) else inner
 

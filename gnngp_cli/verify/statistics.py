@@ -133,4 +133,4 @@ def decide(p_value: float, level: float, slope_low: float, slope_high: float) ->
         return False, f"the networks' mean covariance differs from the kernel beyond Monte-Carlo noise (p = {p_value:.2g} < {level:g})"
     if math.isfinite(slope_low) and slope_low > -0.5:
         return False, f"the error does not shrink like width^-1/2 (slope interval [{slope_low:.2f}, {slope_high:.2f}] excludes -0.5)"
-    return True, f"consistent with Monte-Carlo noise (p = {p_value:.2g} >= {level:g}) and the slope interval [{slope_low:.2f}, {slope_high:.2f}] holds -0.5"
+    return True, f"consistent with Monte-Carlo noise (p = {p_value:.2g} >= {level:g}) and the slope interval [{slope_low:.2f}, {slope_high:.2f}] does not lie wholly above -0.5"
