@@ -39,7 +39,7 @@ def check_results_file(name: str) -> None:
 
 def _choice(value: str, allowed, what: str) -> None:
     if value not in allowed:
-        close = difflib.get_close_matches(str(value), list(allowed), n=1)
+        close = difflib.get_close_matches(str(value), list(allowed), n=1) or difflib.get_close_matches(str(value).lower(), list(allowed), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise ConfigError(f"{what}={value!r} is not valid{hint}; use one of {', '.join(allowed)}")
 

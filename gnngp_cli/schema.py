@@ -195,6 +195,7 @@ class ExperimentConfig:
     name: Optional[str] = None          # set by experiment=<preset>
     stand_in: Optional[str] = None      # csbm: replace absent large datasets by a csbm graph of the same size
     table: Optional[TableConfig] = None  # the paper table this experiment's sweep fills (gnngp report)
+    paper: bool = False                 # a preset of the paper's tables and figures (gnngp report fills them from its rows only)
 
 
 @dataclass

@@ -236,7 +236,7 @@ def test_cli_runs_the_tangent_kernel_along_training_time_and_records_it(tmp_path
     assert code == 0 and not errors, err
     assert row["method"] == "GCNGP-NTK" and row["limit"] == "ntk" and row["time"] in (10.0, 1000.0, math.inf)
     assert math.isnan(row["nugget"]) and math.isnan(row.get("nll", math.nan))
-    assert json.loads(row["extra"])["times"] == [10.0, 1000.0, math.inf]
+    assert json.loads(row["extra"])["times"] == [10.0, 1000.0, "inf"]
     from gnngp_cli.results import summary_line
 
     assert f"training time {row['time']:.3g})" in summary_line(row.to_dict())
@@ -306,3 +306,18 @@ def test_one_training_time_needs_no_validation_and_a_protocol_is_refused(tmp_pat
     code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", "inference.time=100", "protocol=leave_out_classes",
                                  run_dir=tmp_path / "protocol")
     assert code == 1 and "protocol=leave_out_classes scores the posterior variance" in errors[0], errors
+
+
+def test_only_the_papers_presets_fill_its_tables():
+    """``experiment=ntk`` (and the uncertainty presets) are not the paper's: gnngp report never
+    fills a paper table or figure from their rows."""
+    from gnngp_cli.report.layouts import names
+
+    assert names() == ["figure1", "figure2", "figure3", "figure4", "table4", "table5"]
+
+
+def test_a_limit_in_capitals_gets_its_spelling(tmp_path):
+    from trust_helpers import run
+
+    code, err, row, errors = run(tmp_path, "kernel=gcngp", "kernel.limit=NTK")
+    assert code == 1 and "did you mean 'ntk'?" in errors[0], errors

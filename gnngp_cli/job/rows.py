@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
@@ -70,7 +71,7 @@ def run_settings(cfg: Any, fitted: Iterable[str] = ()) -> dict:
               if k != "layers" and k not in fitted and isinstance(v, (int, float)) and not isinstance(v, bool)}
     times = training_times(cfg)
     if times is not None:   # inference.time: the times (and the rate) replace the nugget grid
-        grid = {"times": times, "learning_rate": float(cfg.inference.learning_rate)}
+        grid = {"times": [t if math.isfinite(t) else "inf" for t in times], "learning_rate": float(cfg.inference.learning_rate)}   # strict JSON
     elif cfg.fit.method == "mll":
         grid = {}
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Optional
 
 from omegaconf import OmegaConf
@@ -62,8 +63,14 @@ def experiment(name: str) -> Experiment:
 
 
 def names() -> list[str]:
-    """Every experiment preset (``conf/experiment/*.yaml``), by name."""
-    return sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
+    """The paper's presets (``conf/experiment/*.yaml`` with ``experiment.paper: true``), by name:
+    the others (the uncertainty protocols, ``ntk``) fill no paper table or figure."""
+    return sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml") if _is_paper(p))
+
+
+@lru_cache(maxsize=None)
+def _is_paper(path: Path) -> bool:
+    return bool((OmegaConf.to_container(OmegaConf.load(path)).get("experiment") or {}).get("paper"))
 
 
 def tables() -> list[Experiment]:
