@@ -187,10 +187,16 @@ def test_appending_to_a_fifo_sends_the_rows_to_a_fallback_file(tmp_path):
 SLOW_RUNS = ["dataset=pubmed", "kernel=gcngp_x", "runs=10", "kernel.layers=8", "dtype=float64", "repeat_deterministic=true"]
 
 
+def as_from_a_shell() -> None:
+    """A shell starts a job with SIGINT at its default; a suite started in the background
+    (``bash .ci/run &``) has it ignored, and Python then keeps it ignored: the job would not stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _stop_after(tmp_path: Path, rows: int, sig: int, mirror: Path) -> tuple[subprocess.CompletedProcess, Path]:
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"data.mirror={mirror}", f"hydra.run.dir={run_dir}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_shell)
     results = run_dir / "results.csv"
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
@@ -565,7 +571,7 @@ def _torch_loaded(pid: int) -> bool:
 @pytest.mark.parametrize("sig, name", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
 def test_a_stop_while_gnngp_imports_is_one_line(tmp_path, sig, name):
     proc = subprocess.Popen([sys.executable, "-m", "gnngp_cli", "run", "dataset=csbm", f"hydra.run.dir={tmp_path}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_shell)
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None and not _torch_loaded(proc.pid):
         time.sleep(0.01)
@@ -583,7 +589,7 @@ def test_ctrl_c_at_the_terminal_stops_a_dask_run_in_one_line(tmp_path, mirror):
     proc = subprocess.Popen([sys.executable, "-m", "gnngp_cli", "run", "dataset=cora", "kernel=gcngp_x", "runs=20", "repeat_deterministic=true",
                              "compute=dask", "compute.workers=1", "compute.dashboard=:0", f"data.mirror={mirror}",
                              f"data.root={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=as_from_a_shell)
     results = tmp_path / "run" / "results.csv"
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None and not (results.is_file() and len(results.read_text().splitlines()) > 1):
