@@ -184,6 +184,7 @@ def test_fit_mll_without_validation_labels_writes_fitted_values():
     assert with_val["fitted_sigma_w"] == hidden["fitted_sigma_w"]
 
 
+@pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
 @pytest.mark.parametrize("kernel", ["gcngp", "gcngp_x"])
 def test_fit_mll_increases_the_objective_and_adam_and_lbfgs_agree(kernel):
     from gnngp_cli.job.fit import fit_hyperparameters

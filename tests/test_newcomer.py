@@ -65,6 +65,7 @@ def test_no_folder_is_made_from_an_empty_shell_variable(tmp_path, args, env, sai
     assert not (tmp_path / "made").exists()
 
 
+@pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
 def test_with_splits_all_every_line_of_a_split_names_it(tmp_path, data_overrides):
     out = gnngp("run", "dataset=chameleon_filtered", "kernel=gcngp_x", "splits=all", *data_overrides, f"hydra.run.dir={tmp_path}")
     assert out.returncode == 0, out.stderr

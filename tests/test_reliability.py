@@ -208,6 +208,7 @@ def _stop_after(tmp_path: Path, rows: int, sig: int, mirror: Path) -> tuple[subp
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), results
 
 
+@pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
 @pytest.mark.parametrize("sig, name", [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "Ctrl-C")])
 def test_a_stopped_job_keeps_its_finished_runs_and_resume_runs_only_the_missing(tmp_path, sig, name, mirror):
     done, results = _stop_after(tmp_path, 3, sig, mirror)
@@ -230,6 +231,7 @@ def test_a_stopped_job_keeps_its_finished_runs_and_resume_runs_only_the_missing(
     assert len(pd.read_csv(results)) == 10
 
 
+@pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
 def test_resume_of_splits_all_runs_only_the_missing_splits(tmp_path, mirror):
     """A splits=all job on chameleon (10 fixed splits) that kept splits 0..3: resume runs 4..9."""
     args = ["dataset=chameleon", "kernel=gcngp_x", "splits=all", f"data.mirror={mirror}"]

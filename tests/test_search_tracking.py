@@ -198,6 +198,7 @@ def check_search(tmp_path, summary, trials):
     return best, pd.DataFrame(rows)
 
 
+@pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
 def test_a_ten_trial_optuna_search_of_layers_and_landmark_count_on_cora_records_each_trial_in_mlflow(tmp_path, data_overrides):
     search_extra()
     pytest.importorskip("mlflow")

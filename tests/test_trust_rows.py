@@ -47,6 +47,7 @@ def test_four_processes_appending_fifty_rows_each_keep_all_two_hundred(tmp_path)
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
 def test_four_cli_runs_sharing_a_run_dir_keep_every_row(tmp_path):
     runs = [gnngp(*SMALL, f"seed={s}", f"hydra.run.dir={tmp_path}") for s in range(4)]
     for run in runs:
@@ -111,6 +112,7 @@ def test_results_file_is_confined_to_the_run_dir(tmp_path, name):
     assert not (tmp_path.parent / "escape.csv").exists()
 
 
+@pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
 def test_resume_reruns_a_job_whose_overrides_changed(tmp_path):
     def sweep(*args):
         out = subprocess.run([*GNNGP, "-m", *args, f"hydra.sweep.dir={tmp_path}"], capture_output=True, text=True, timeout=600)
