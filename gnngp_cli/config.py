@@ -298,6 +298,8 @@ def _validate_gnn(g: Any) -> None:
     graph_layers = GNNS[g.name].graph_layers(g.layers)
     if graph_layers == 0 and g.batch_size:
         raise ConfigError(f"gnn={g.name} trains full batch only; set gnn.batch_size=null")
+    if "heads" in g and (g.heads < 1 or g.hidden % g.heads):
+        raise ConfigError(f"gnn.heads={g.heads} must be at least 1 and divide gnn.hidden={g.hidden} (each head has hidden / heads features)")
     if g.get("hops") is not None and g.hops < 0:
         raise ConfigError(f"gnn.hops={g.hops} must be at least 0")
     if g.fanouts is not None and len(g.fanouts) != graph_layers:

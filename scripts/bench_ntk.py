@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Tangent-kernel benchmark: each kernel's NNGP (``kernel.limit=nngp``) and NTK (``kernel.limit=ntk``)
 on the public splits, 2 layers, beside the numbers infinite-width-gnns (Cobanoglu 2023, the
-``example-configs`` results files of yCobanoglu/infinite-width-gnns) reports for its GNNGP and GNTK.
+``example-configs`` results files of yCobanoglu/infinite-width-gnns) reports for its GNNGP and GNTK
+(and its GAT-GP and GAT-NTK beside the GAT kernels).
 
 Each configuration runs twice in this process through the job code of ``gnngp run``; the second
 run's seconds are written (the first pays PyTorch's one-time start-up, the same for every
@@ -23,12 +24,15 @@ from gnngp_cli.api import compose, run
 from gnngp_cli.errors import GnngpError
 
 DATASETS = ["cora", "citeseer", "pubmed"]
-KERNELS = ["gcngp", "gcngp_x", "gcn2gp", "gingp", "sagegp"]
-# infinite-width-gnns's own results (2 layers, public splits): GNNGP and GNTK test accuracy, and the
-# seconds it reports (PubMed's GCN kernels, 115 s; the others are not given per dataset)
-REFERENCE = {("cora", "nngp"): 0.828, ("cora", "ntk"): 0.825, ("citeseer", "nngp"): 0.711, ("citeseer", "ntk"): 0.719,
-             ("pubmed", "nngp"): 0.796, ("pubmed", "ntk"): 0.794}
-REFERENCE_SECONDS = {"pubmed": 115.0}
+KERNELS = ["gcngp", "gcngp_x", "gcn2gp", "gingp", "sagegp", "gatgp", "gatgp_x"]
+# infinite-width-gnns's own results (2 layers, public splits): GNNGP and GNTK test accuracy (its GAT-GP and
+# GAT-NTK for the GAT kernels, its GCN kernels for the others), and the seconds it reports (PubMed's GCN
+# kernels, 115 s; GAT on Cora about 104 s and on CiteSeer about 140 s; the others are not given)
+REFERENCE = {("gcn", "cora", "nngp"): 0.828, ("gcn", "cora", "ntk"): 0.825, ("gcn", "citeseer", "nngp"): 0.711,
+             ("gcn", "citeseer", "ntk"): 0.719, ("gcn", "pubmed", "nngp"): 0.796, ("gcn", "pubmed", "ntk"): 0.794,
+             ("gat", "cora", "nngp"): 0.794, ("gat", "cora", "ntk"): 0.790, ("gat", "citeseer", "nngp"): 0.712,
+             ("gat", "citeseer", "ntk"): 0.713}
+REFERENCE_SECONDS = {("gcngp", "pubmed"): 115.0, ("gatgp", "cora"): 104.0, ("gatgp", "citeseer"): 140.0}
 KEEP = ["dataset", "method", "kernel", "limit", "metric", "test", "val", "nugget", "landmarks", "kernel_seconds", "inference_seconds",
         "total_seconds", "peak_rss_mb", "reference_test", "reference_seconds", "overrides", "status", "error"]
 
@@ -38,8 +42,8 @@ def measure(dataset: str, kernel: str, limit: str, extra: list[str]) -> dict:
     run(cfg=compose(overrides))                 # warm-up: PyTorch's one-time costs
     row = run(cfg=compose(overrides))[0]
     row["overrides"] = " ".join(overrides[1:])
-    row["reference_test"] = REFERENCE.get((dataset, limit))
-    row["reference_seconds"] = REFERENCE_SECONDS.get(dataset) if kernel == "gcngp" else None
+    row["reference_test"] = REFERENCE.get(("gat" if kernel.startswith("gatgp") else "gcn", dataset, limit))
+    row["reference_seconds"] = REFERENCE_SECONDS.get((kernel, dataset))
     return row
 
 

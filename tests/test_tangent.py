@@ -8,7 +8,7 @@ import torch
 
 from gnngp_cli.errors import ConfigError
 from gnngp_cli.kernels import KERNELS, BaseKernel, Tangent
-from gnngp_cli.kernels.architectures import composed, gcn, gcn2, gin, gprgp, h2gcn, sage
+from gnngp_cli.kernels.architectures import composed, gat, gcn, gcn2, gin, gprgp, h2gcn, sage
 from gnngp_cli.kernels.planner import exact_kernel
 from gnngp_cli.kernels.relu import relu_derivative_expectation_entries
 from test_kernels import context, dense_adj, random_graph
@@ -23,6 +23,7 @@ ARCHS = {
                                    hidden=[{"add": [["relu", "conv", {"scale": 0.9}], ["input", {"scale": 0.1}]]}, "weight"],
                                    sigma_w=1.1, sigma_b=0.1),
     "h2gcn": lambda L: h2gcn(L, 1.0, 0.2),
+    "gat": lambda L: gat(L, 1.1, 0.2, 0.9, slope=0.2),
 }
 BASES = [BaseKernel(), BaseKernel("polynomial", c=1.0, d=2.0)]
 
@@ -88,6 +89,18 @@ def dense_ntk(arch, L, x, a, base):
             g, dg = relu_moments(k)
             r, tr = 0.81 * a @ g @ a.T + 0.01 * c0, 0.81 * a @ (dg * t) @ a.T
             k, t = 1.1 ** 2 * r, 1.1 ** 2 * (tr + r)
+    elif arch == "gat":
+        def attend(kh, th):
+            """Linear attention on features of kernel ``kh`` (tangent ``th``): the score a weight
+            (``s_a^2``), its product with the message by the product rule."""
+            ku, tu = 0.81 * kh, 0.81 * (th + kh)
+            return (ku * (a @ kh @ a.T) + a @ (ku * kh) @ a.T + 0.04,
+                    tu * (a @ kh @ a.T) + ku * (a @ th @ a.T) + a @ (tu * kh + ku * th) @ a.T + 0.04)
+        k, t = attend(1.21 * c0, 1.21 * c0)
+        for _ in range(L - 1):
+            g, dg = relu_moments(k)
+            kp, tp = 0.64 * g + 0.2 * k, (0.64 * dg + 0.2) * t      # LeakyReLU(0.2)
+            k, t = attend(1.21 * kp, 1.21 * (tp + kp))
     else:
         raise ValueError(arch)
     return k, t
@@ -124,6 +137,18 @@ def test_node_sets_pairs_and_low_rank_on_every_landmark_give_the_same_tangent_ke
         assert float((block.dense() - full[rows][:, rows[:4]]).abs().max()) <= 1e-6 * scale
         assert float((diagonal - full.diagonal()).abs().max()) <= 1e-6 * scale
         assert float((root @ root.T - full).abs().max()) <= 1e-6 * scale
+
+
+def test_one_gat_layer_has_three_times_its_nngp_as_its_tangent_kernel():
+    """One GAT layer without bias, ``sum_j A_ij (a . H_i + a' . H_j) H_j`` with ``H = X W``, is of
+    degree 3 in its parameters: the score's ``W``, the message's ``W`` and ``a`` each contribute
+    the layer's NNGP to its tangent kernel, so ``Theta = 3 K`` (the first layer's input has none)."""
+    ei, x = random_graph()
+    ctx, _ = context(x, ei)
+    every = torch.arange(x.size(0))
+    nngp = gat(1, 1.3, 0.0, 0.7)(None, ctx, every).dense()
+    theta = Tangent(gat(1, 1.3, 0.0, 0.7))(None, ctx, every).dense()
+    assert float((theta - 3 * nngp).abs().max()) <= 1e-10 * float(nngp.abs().max())
 
 
 @pytest.mark.parametrize("arch", ["gcn", "gin", "sage", "gprgp", "h2gcn"])

@@ -42,7 +42,7 @@ def check_with(cfg, prep, kernel):
 
 # --- the networks and their inputs are what they claim, independently of the kernel blocks ---
 
-@pytest.mark.parametrize("kernel", ["gcngp", "gingp", "sagegp", "ggp", "gcn2gp", "gprgp", "h2gcngp", "composed"])
+@pytest.mark.parametrize("kernel", ["gcngp", "gingp", "sagegp", "ggp", "gcn2gp", "gprgp", "h2gcngp", "gatgp", "composed"])
 def test_each_network_computes_its_layer_formula(kernel):
     """The PyG stack (or the plain-torch composed network) equals its formula written out with
     the dense normalised adjacency."""
@@ -80,6 +80,11 @@ def test_each_network_computes_its_layer_formula(kernel):
             h = a @ torch.relu(x0) @ net.first.lin.weight.T
             beta = math.log(0.5 / 1 + 1)
             ref = (0.9 * a @ torch.relu(h) + 0.1 * x0) @ ((1 - beta) * torch.eye(8) + beta * net.convs[0].weight1)
+        elif kernel == "gatgp":                                  # linear attention, a head per feature, LeakyReLU between
+            def attend(h, l):
+                h = h @ net.lins[l].weight.T
+                return (h @ net.sources[l].weight.T) * (a @ h) + a @ ((h @ net.targets[l].weight.T) * h) + net.biases[l]
+            ref = attend(torch.nn.functional.leaky_relu(attend(x, 0), 0.2), 1)
         else:  # replay the same draws by hand
             g = torch.Generator().manual_seed(0)
             x0 = x @ (torch.randn(x.size(1), 8, generator=g) / math.sqrt(x.size(1)))

@@ -1,4 +1,4 @@
-"""The GNN baselines of the paper (GCN, GraphSAGE, GIN, GCNII), on PyTorch Geometric layers."""
+"""The GNN baselines of the paper (GCN, GraphSAGE, GIN, GCNII) and GAT, on PyTorch Geometric layers."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -128,3 +128,26 @@ class GCN2(GNN):
 
     def finish(self, h):
         return self.head(h)
+
+
+@dataclass
+class GATConfig(GNNConfig):
+    heads: int = 8                      # attention heads of each hidden layer, hidden / heads features each (the output layer has one)
+
+
+@register_gnn("gat", "GAT", config=GATConfig, fanouts=[25, 10])
+class GAT(GNN):
+    """``GATConv`` layers (Velickovic et al. 2018): each node attends to its neighbours and itself
+    (softmax over LeakyReLU(0.2) scores); hidden layers concatenate ``heads`` heads, the output
+    layer has one; dropout on the inputs and on the attention weights."""
+
+    def __init__(self, cfg, in_dim, out_dim):
+        super().__init__(cfg, in_dim, out_dim)
+        from torch_geometric.nn import GATConv
+
+        last = cfg.layers - 1
+        self.convs.extend(GATConv(self.dims[l], self.dims[l + 1] if l == last else self.dims[l + 1] // cfg.heads,
+                                  heads=1 if l == last else cfg.heads, dropout=cfg.dropout) for l in range(cfg.layers))
+
+    def conv(self, l, h, x0, edge_index, edge_weight):
+        return self.convs[l](F.dropout(h, self.dropout, self.training), edge_index)

@@ -11,10 +11,10 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from ..errors import ConfigError
 from ..schema import SQRT_TENTH, BaseKernelConfig, KernelConfig
-from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, ReLU, Scale, Serial, Tangent, Weight, has_parameters
+from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, Product, ReLU, Scale, Serial, Tangent, Weight, has_parameters, is_constant
 from .filters import HopConv, Poly, filter_coefficients, filter_grid
 from .networks import (
-    ComposedNetwork, FeatureNetwork, GCN2Network, GCNNetwork, GGPNetwork, GINNetwork, GPRNetwork, H2GCNNetwork, SAGENetwork,
+    ComposedNetwork, FeatureNetwork, GATNetwork, GCN2Network, GCNNetwork, GGPNetwork, GINNetwork, GPRNetwork, H2GCNNetwork, SAGENetwork,
     hop_paths,
 )
 
@@ -264,6 +264,49 @@ def sage(layers: int, sigma_w1: float, sigma_w2: float) -> Block:
     first = Serial(Input(), mix(1), name="layer 1")
     hidden = [Serial(ReLU(), mix(l), name=f"layer {l}") for l in range(2, layers + 1)]
     return Serial(first, *hidden)
+
+
+@dataclass
+class GATGPConfig(KernelConfig):
+    sigma_w: float = 1.0                # the weights' standard deviation
+    sigma_b: Optional[float] = None     # the biases' standard deviation; null: 0, sqrt(0.1) on regression sets
+    sigma_a: float = 1.0                # the attention vectors' standard deviation (a_src and a_dst)
+    slope: float = 0.2                  # the LeakyReLU's negative slope between layers (0: a ReLU)
+
+
+def leaky_relu(slope: float) -> Block:
+    """``X <- LeakyReLU(X)`` (``x`` above 0, ``slope x`` below). As ``relu(x) - relu(-x) = x``, its
+    expectation is ``(1 - slope)^2 g(K) + slope K`` and its derivative's ``(1 - slope)^2 g'(K) + slope``:
+    a ReLU scaled by ``1 - slope`` beside the identity scaled by ``sqrt(slope)``, summed as an
+    :class:`Add` sums (the sum's kernel and tangent rule are exact here by that identity, not by independence)."""
+    if is_constant(slope, 0):
+        return ReLU()
+    return Add(Serial(ReLU(), Scale(1 - slope)), Scale(math.sqrt(slope)))
+
+
+def attention(sigma_a: float) -> Block:
+    """Linear graph attention on features ``H`` of width ``d``:
+    ``X_i <- sum_j A_ij e_ij H_j``, ``e_ij = (a_src . H_i + a_dst . H_j) / sqrt(d)``, ``a ~ N(0, s_a^2)``.
+    The score's two halves are independent of each other and, at infinite width, of any one
+    feature of ``H``, so ``K <- s_a^2 (K o A K A^T + A (K o K) A^T)``: the source half is a
+    :class:`Product` of the score (a weight: ``s_a^2 K``) and the aggregated message, the
+    destination half an aggregation of the product of its score and message."""
+    return Add(Product(Weight(sigma_a), Conv()), Serial(Product(Weight(sigma_a), Scale(1.0)), Conv()))
+
+
+@register_kernel("gatgp", "GATGP", GATGPConfig, adjacency="row", defaults=BIAS_DEFAULTS,
+                 parameters=(*sigmas("sigma_w", "sigma_b", "sigma_a"), Parameter("slope", upper=1.0, learnable=False)),
+                 network=GATNetwork, gnn="gat")
+def gat(layers: int, sigma_w: float, sigma_b: float, sigma_a: float, slope: float = 0.2) -> Block:
+    """GAT with linear attention (Cobanoglu 2023's infinite-width GAT; PyG's ``GATConv`` with the
+    softmax left out): ``X <- att_A(phi(X) W) + b``, ``phi`` a LeakyReLU (none before the first
+    layer), ``att_A`` the attention of :func:`attention` over the row-normalised adjacency (each
+    node's attention weights sum over its neighbours, as a softmax's do):
+    ``K <- att(s_w^2 C0) + s_b^2``, then ``L-1`` times ``K <- att(s_w^2 phi(K)) + s_b^2``."""
+    def layer(l: int, start: Block) -> Block:
+        return Serial(start, Weight(at_layer(sigma_w, l)), attention(at_layer(sigma_a, l)), Bias(at_layer(sigma_b, l)), name=f"layer {l}")
+
+    return Serial(layer(1, Input()), *[layer(l, leaky_relu(slope)) for l in range(2, layers + 1)])
 
 
 @register_kernel("ggp", "GGP", GGPConfig, adjacency="row", network=GGPNetwork)

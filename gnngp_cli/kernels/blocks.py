@@ -20,6 +20,7 @@ so the same blocks run on a tensor in this process or on row blocks of a Dask cl
 | Conv                 | A X              | A K A^T              | A Q                        |
 | ReLU                 | relu(X)          | g(K)                 | chol(g(Q Q^T)) on landmarks|
 | Add(f1, f2)          | f1(X) + f2(X)    | K1 + K2              | [Q1, Q2]                   |
+| Product(f1, f2)      | f1(X) o f2(X)    | K1 o K2              | chol(Q1Q1^T o Q2Q2^T) (Nys)|
 
 What a new block implements, and why:
 
@@ -466,7 +467,16 @@ class Add(Block):
     def __call__(self, k, ctx, nodes, cols=None):
         return self.evaluate(k, ctx, nodes, cols)
 
+    def _formed_once(self, k: Optional[Kernel], ctx: KernelContext) -> Optional[Kernel]:
+        """Exact mode: a root input that the branches turn into a matrix, formed here once
+        rather than in each branch (GATGP's first layer formed ``X X^T`` in every product)."""
+        if k is not None and k.nodes is not None and k.root is not None and not self.root_form(True, ctx):
+            return k.as_matrix()
+        return k
+
     def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
+        k = self._formed_once(k, ctx)
+
         def branch_input(branch: Block) -> Optional[Kernel]:
             if k is None:
                 return None
@@ -494,6 +504,60 @@ class Add(Block):
     def plan_pairs(self, root_in, ctx, pairs):
         for branch in self.branches:
             branch.plan_pairs(root_in, ctx, pairs)
+
+
+class Product(Add):
+    """``X <- f1(X) o f2(X)``, the product of two branches that are independent at infinite width
+    (an attention score times the message it weighs: the score is a random projection of the
+    features, uncorrelated with any one of them): ``K <- K1 o K2``; low rank the Nystrom root of
+    ``Q1 Q1^T o Q2 Q2^T`` on the landmarks. Its tangent kernel follows the product rule,
+    ``Theta <- Theta_1 o K2 + K1 o Theta_2``."""
+
+    def peak_elements(self, nodes, ctx, cols=None):
+        held = node_count(nodes, ctx) * node_count(nodes if cols is None else cols, ctx)
+        return max(b.peak_elements(nodes, ctx, cols) for b in self.branches) + 2 * held   # both factors beside the product
+
+    def root_form(self, root_in, ctx):
+        return False
+
+    def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
+        if len(self.branches) != 2:
+            raise KernelError("internal: a product block has two branches")
+        k = self._formed_once(k, ctx)
+        parts = []
+        for i, branch in enumerate(self.branches):
+            branch_in = None if k is None else k.restrict(branch.support(nodes, ctx), None if cols is None else branch.support(cols, ctx))
+            with within(f"factor {i + 1} of 2"):
+                parts.append(branch.evaluate(branch_in, ctx, nodes, cols, pairs))
+        first, second = parts
+        out = multiply_kernels(first, second, ctx, cols)
+        if pairs is not None:
+            out = replace(out, pairs=_multiply_pair_values(first.pairs, second.pairs, ctx, pairs))
+        if not ctx.tangent:
+            return out
+        terms = [(first.tangent, second), (first, second.tangent)]   # the product rule
+        theta = sum_kernels([multiply_kernels(a, b, ctx, cols) for a, b in terms], ctx, cols)
+        if pairs is not None:
+            theta = replace(theta, pairs=_add_pair_values([_multiply_pair_values(a.pairs, b.pairs, ctx, pairs) for a, b in terms], ctx, pairs))
+        return replace(out, tangent=theta)
+
+
+def multiply_kernels(first: Kernel, second: Kernel, ctx: KernelContext, cols: Nodes) -> Kernel:
+    """``K1 o K2`` on the same node sets: the matrices multiplied entrywise, or (low rank, roots
+    over every node) the Nystrom root of ``Q1 Q1^T o Q2 Q2^T`` on the landmarks. A zero factor (a
+    root with no columns) gives a zero kernel in the other's form."""
+    if is_zero(first) or is_zero(second):
+        return zero_like(first if is_zero(first) else second)
+    if first.nodes is None and ctx.low_rank:
+        return Kernel(None, root=ctx.roots.product_root(first.root, second.root, ctx.landmarks))
+    return Kernel(first.nodes, matrix=first.dense() * second.dense(), cols=cols)
+
+
+def _multiply_pair_values(first, second, ctx: KernelContext, pairs: Pairs) -> PairValues:
+    """``K1 o K2`` on ``pairs``, from each factor's pair values (or full-node root)."""
+    def on(value) -> Tensor:
+        return root_on_pairs(value.root, pairs) if isinstance(value, Kernel) else value.on(pairs, ctx.num_nodes)
+    return PairValues(pairs, on(first) * on(second))
 
 
 class Tangent(Block):

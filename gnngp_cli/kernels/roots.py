@@ -3,7 +3,7 @@
 A block is written once; the root ``Q`` it transforms is held by a backing. :class:`TorchRoots`
 holds ``Q`` as one tensor in this process (``compute=local``); the row-block backing of
 :mod:`gnngp_cli.backends.rowblocks` holds it as a Dask array of row blocks spread over a cluster. Both
-implement the same five operations, which are all a block needs beyond ``c Q`` (a scalar
+implement the same six operations, which are all a block needs beyond ``c Q`` (a scalar
 product, which both kinds of array have):
 
 | operation            | block        | formula                                       |
@@ -13,6 +13,7 @@ product, which both kinds of array have):
 | ``convolve``         | Conv         | ``A Q``                                       |
 | ``relu_root``        | ReLU         | ``chol(g(Q Q^T))`` on the landmarks (Nystrom) |
 | ``relu_tangent_root``| ReLU (NTK)   | ``chol(g'(Q Q^T) o P P^T)`` on the landmarks  |
+| ``product_root``     | Product      | ``chol(Q1 Q1^T o Q2 Q2^T)`` on the landmarks  |
 
 and ``layer_output``, the check of a named layer's output (a backing that computes lazily also
 materialises the layer there).
@@ -46,6 +47,11 @@ def relu_tangent_cross(q: Tensor, p: Tensor, q_a: Tensor, p_a: Tensor) -> Tensor
     return relu_derivative_expectation(q @ q_a.T, var, var_a) * (p @ p_a.T)
 
 
+def product_cross(q1: Tensor, q2: Tensor, q1_a: Tensor, q2_a: Tensor) -> Tensor:
+    """``(Q1_b Q1_a^T) o (Q2_b Q2_a^T)``: rows ``b`` of the product kernel on the landmark columns ``a``."""
+    return (q1 @ q1_a.T) * (q2 @ q2_a.T)
+
+
 def by_row_blocks(root: Tensor, landmarks: Tensor, label: str, rows: Callable[[int, int, Tensor, Tensor], Tensor]) -> Tensor:
     """A Nystrom root on ``landmarks`` over every node of ``root``, by row blocks into one output:
     ``rows(start, stop, is_landmark, index)`` gives the root's rows ``start:stop`` (``is_landmark``:
@@ -71,6 +77,7 @@ class RootBacking(Protocol):
     def convolve(self, adjacency: Any, root: Any) -> Any: ...
     def relu_root(self, root: Any, landmarks: Tensor) -> Any: ...
     def relu_tangent_root(self, root: Any, tangent: Any, landmarks: Tensor) -> Any: ...
+    def product_root(self, first: Any, second: Any, landmarks: Tensor) -> Any: ...
     def layer_output(self, k: Kernel, name: str) -> Kernel: ...
 
 
@@ -118,6 +125,17 @@ class TorchRoots:
         factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
         return by_row_blocks(root, landmarks, "ReLU tangent", lambda start, stop, is_landmark, index: factor.apply(
             relu_tangent_cross(root[start:stop], tangent[start:stop], q_a, p_a), is_landmark, index))
+
+    def product_root(self, first: Tensor, second: Tensor, landmarks: Tensor) -> Tensor:
+        """The root of ``Q1 Q1^T o Q2 Q2^T`` (an entrywise product of kernels): its columns on the
+        landmarks ``a``, then the Nystrom root on ``a`` (by row blocks past ``runtime.ROW_BLOCK_ENTRIES``)."""
+        n, r = first.size(0), landmarks.numel()
+        q1_a, q2_a = first[landmarks], second[landmarks]
+        if first.requires_grad or second.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
+            return nystrom_root(product_cross(first, second, q1_a, q2_a), landmarks, "product")
+        factor = NystromFactor.of(product_cross(q1_a, q2_a, q1_a, q2_a), "product")
+        return by_row_blocks(first, landmarks, "product", lambda start, stop, is_landmark, index: factor.apply(
+            product_cross(first[start:stop], second[start:stop], q1_a, q2_a), is_landmark, index))
 
     def layer_output(self, k: Kernel, name: str) -> Kernel:
         """A named layer's output (and its tangent kernel), checked to be a valid covariance."""

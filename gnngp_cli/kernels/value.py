@@ -77,6 +77,16 @@ class Kernel:
         right = self.root if self.cols is None else self.root[self.positions(self.cols)]
         return self.root @ right.T
 
+    def as_matrix(self) -> "Kernel":
+        """This kernel with its block held as a matrix (a root's product formed once, for readers
+        that would each form it), its tangent kernel alike unless that is a root with no columns (0)."""
+        tangent = self.tangent
+        if tangent is not None and not (tangent.root is not None and tangent.root.shape[1] == 0):
+            tangent = tangent.as_matrix()
+        if self.root is None:
+            return self if tangent is self.tangent else replace(self, tangent=tangent)
+        return replace(self, matrix=self.dense(), root=None, tangent=tangent)
+
     def diagonal(self) -> Tensor:
         """``K_xx`` on the rows (a rectangular matrix block reads it from :meth:`variances`)."""
         if self.root is not None:

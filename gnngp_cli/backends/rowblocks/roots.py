@@ -8,7 +8,7 @@ blocks:
 - ``c Q``, ``[Q, s_b 1]``, ``[Q1, Q2]``: row-local, one task per row block;
 - ``A Q``: ``Q`` written to row-block files (:mod:`.store`), then the blocked sparse-dense
   product of :meth:`~.graph.ShardedGraph.convolve` reads from them;
-- the Nystrom steps (input layer and ReLU): the landmark rows ``Q[a]`` (``Na x r``, small) are
+- the Nystrom steps (input layer, ReLU and a product of kernels): the landmark rows ``Q[a]`` (``Na x r``, small) are
   gathered to the client, ``C[a, a] = V D V^T`` is factorised there
   (:class:`~gnngp_cli.kernels.numerics.NystromFactor`, the same numerics as the local root),
   and each row block computes ``C[b, a]`` and applies the factor on its own rows;
@@ -28,7 +28,7 @@ from ...errors import KernelError
 from ...kernels.context import KernelContext
 from ...kernels.numerics import NystromFactor
 from ...kernels.relu import relu_expectation
-from ...kernels.roots import relu_nystrom_rows, relu_tangent_cross
+from ...kernels.roots import product_cross, relu_nystrom_rows, relu_tangent_cross
 from ...kernels.value import Kernel
 from .graph import ShardedGraph, task_block
 from .store import RootStore
@@ -78,6 +78,15 @@ def _relu_tangent_nystrom(qp_b: np.ndarray, start: int, width: int, q_a: torch.T
     return factor.apply(cross, *_landmark_rows(landmarks, start, qp.size(0))).numpy()
 
 
+def _product_nystrom(qq_b: np.ndarray, start: int, width: int, q1_a: torch.Tensor, q2_a: torch.Tensor, factor: NystromFactor,
+                     landmarks: np.ndarray) -> np.ndarray:
+    """Rows of ``chol(Q1 Q1^T o Q2 Q2^T)`` from rows of ``[Q1, Q2]`` (``Q1``: the first ``width``
+    columns): ``C[b, a] = (Q1_b Q1[a]^T) o (Q2_b Q2[a]^T)``, then the factor."""
+    qq = torch.from_numpy(np.ascontiguousarray(qq_b))
+    cross = product_cross(qq[:, :width], qq[:, width:], q1_a, q2_a)
+    return factor.apply(cross, *_landmark_rows(landmarks, start, qq.size(0))).numpy()
+
+
 def _base_nystrom(x_b: np.ndarray, start: int, base: Any, x_a: torch.Tensor, factor: NystromFactor, landmarks: np.ndarray) -> np.ndarray:
     """Rows of ``chol(C0)``: ``C0[b, a]`` from the features, then the factor."""
     x = torch.from_numpy(np.ascontiguousarray(x_b))
@@ -123,6 +132,18 @@ class DaskRoots:
         p_a = torch.from_numpy(self.store.gather_rows(tangent, ids, "the ReLU's tangent input"))
         factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
         return map_rows(self.side_by_side([root, tangent]), _relu_tangent_nystrom, ids.size, root.shape[1], q_a, p_a, factor, ids)
+
+    def product_root(self, first, second, landmarks: torch.Tensor):
+        """The root of ``Q1 Q1^T o Q2 Q2^T`` (see :meth:`gnngp_cli.kernels.roots.TorchRoots.product_root`):
+        ``Q1[a]`` and ``Q2[a]`` gathered, ``C[a, a]`` factorised here, each row block of ``[Q1, Q2]``
+        maps to its rows of the root."""
+        first = self.store.written(first, "a product's first factor")
+        second = self.store.written(second, "a product's second factor")
+        ids = landmarks.numpy()
+        q1_a = torch.from_numpy(self.store.gather_rows(first, ids, "a product's first factor"))
+        q2_a = torch.from_numpy(self.store.gather_rows(second, ids, "a product's second factor"))
+        factor = NystromFactor.of(product_cross(q1_a, q2_a, q1_a, q2_a), "product")
+        return map_rows(self.side_by_side([first, second]), _product_nystrom, ids.size, first.shape[1], q1_a, q2_a, factor, ids)
 
     def layer_output(self, k: Kernel, name: str) -> Kernel:
         tangent = k.tangent
