@@ -24,7 +24,7 @@ from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
 from .metrics import score_metrics
-from .schema import DEVICES, DTYPES, GNN_UNCERTAINTY, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
+from .schema import DEVICES, DTYPES, GNN_REGIMES, GNN_UNCERTAINTY, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
 
 
 def check_results_file(name: str) -> None:
@@ -117,6 +117,15 @@ def validate(cfg: Any) -> None:
     _validate_compute(cfg)
 
 
+def check_steps(times: list[float], epochs: Optional[int]) -> None:
+    """The training times a GNN records (``gnn.regime=ntk``): whole gradient steps from 1 to
+    ``gnn.epochs`` (unchecked above while the epochs are left to the dataset's default)."""
+    for t in times:
+        if not (math.isfinite(t) and t == int(t) and t >= 1) or (epochs is not None and t > epochs):
+            raise ConfigError(f"inference.time={t:g}: a GNN records whole gradient steps from 1 to gnn.epochs"
+                              + (f"={epochs}" if epochs is not None else "") + "; use whole numbers in that range (or raise gnn.epochs)")
+
+
 def training_times(cfg: Any) -> Optional[list[float]]:
     """``inference.time`` as a list of times (``None``: the nugget grid); raises a one-line
     :class:`ConfigError` for anything but non-negative numbers and ``inf``."""
@@ -125,6 +134,7 @@ def training_times(cfg: Any) -> Optional[list[float]]:
         return None
     plain = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
     items = list(plain) if isinstance(plain, (list, tuple)) else [plain]
+    items = [math.inf if isinstance(item, str) and item.strip().lower() in ("inf", "+inf", ".inf", "infinity") else item for item in items]   # YAML reads inf as a word
     if not items:
         raise ConfigError("inference.time=[] holds no time; use a number, inf, a list of them, or null (the nugget grid)")
     for item in items:
@@ -143,7 +153,11 @@ def _validate_times(cfg: Any) -> None:
     if training_times(cfg) is None:
         return
     if cfg.method == "gnn":
-        raise ConfigError("inference.time predicts with a GP kernel's training dynamics; a GNN trains for gnn.epochs: drop inference.time")
+        if cfg.gnn.regime != "ntk":
+            raise ConfigError("inference.time is a GP kernel's training time, or the steps a GNN records with gnn.regime=ntk; "
+                              "drop inference.time, or set gnn.regime=ntk")
+        check_steps(training_times(cfg), cfg.gnn.epochs)
+        return
     if cfg.fit.method == "mll":
         raise ConfigError("inference.time replaces the nugget that fit=mll fits; use fit=grid with inference.time")
     if cfg.likelihood.name != "gaussian":
@@ -298,7 +312,16 @@ def _validate_gnn(g: Any) -> None:
     graph_layers = GNNS[g.name].graph_layers(g.layers)
     if graph_layers == 0 and g.batch_size:
         raise ConfigError(f"gnn={g.name} trains full batch only; set gnn.batch_size=null")
-    if "heads" in g and (g.heads < 1 or g.hidden % g.heads):
+    _choice(g.regime, GNN_REGIMES, "gnn.regime")
+    if g.regime == "ntk":
+        standard = {"gnn": (g.name == "gcn", "gnn=gcn"), "gnn.dropout": (g.dropout == 0, "gnn.dropout=0"),
+                    "gnn.batch_norm": (not g.batch_norm, "gnn.batch_norm=false"), "gnn.batch_size": (not g.batch_size, "gnn.batch_size=null"),
+                    "gnn.weight_decay": (g.weight_decay == 0, "gnn.weight_decay=0"), "gnn.uncertainty": (g.uncertainty == "softmax", "gnn.uncertainty=softmax")}
+        for key, (fine, fix) in standard.items():
+            if not fine:
+                raise ConfigError(f"gnn.regime=ntk trains the finite network of kernel=gcngp kernel.limit=ntk (full batch, plain gradient descent); "
+                                  f"{key}={g[key.removeprefix('gnn.')] if key != 'gnn' else g.name} has no place there: set {fix}")
+    if "heads" in g and (g.heads < 1 or (g.layers > 1 and g.hidden % g.heads)):
         raise ConfigError(f"gnn.heads={g.heads} must be at least 1 and divide gnn.hidden={g.hidden} (each head has hidden / heads features)")
     if g.get("hops") is not None and g.hops < 0:
         raise ConfigError(f"gnn.hops={g.hops} must be at least 0")

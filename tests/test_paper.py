@@ -3,21 +3,16 @@ import pytest
 
 from gnngp_cli.api import run
 
-# (dataset, kernel, paper's test metric): accuracy, or R^2 on chameleon and squirrel
+# (dataset, kernel, paper's test metric): accuracy, or R^2 on chameleon and squirrel. Every GP cell
+# of Tables 4 and 5 on the mirrored datasets is also checked by the CI reproduction job
+# (scripts/reproduce_ci.sh: the sweeps, then `gnngp report --check-paper 0.002`); these are the
+# Table 4 GCNGP and GCNGP-X cells, run here one by one so that a failure names its cell. The other
+# cells ran here too until 2026-11-28, twice over with the reproduction job (about 2 minutes of CI).
 PAPER = [
-    # Table 4, GCNGP and GCNGP-X (all training nodes as landmarks)
     ("cora", "gcngp", 0.8280), ("citeseer", "gcngp", 0.7090), ("pubmed", "gcngp", 0.7960),
     ("chameleon", "gcngp", 0.6720), ("squirrel", "gcngp", 0.4926),
     ("cora", "gcngp_x", 0.7980), ("citeseer", "gcngp_x", 0.7080), ("pubmed", "gcngp_x", 0.7810),
     ("chameleon", "gcngp_x", 0.6852), ("squirrel", "gcngp_x", 0.4998),
-    # Table 5, the other GNN kernels on PubMed
-    ("pubmed", "gcn2gp", 0.7840), ("pubmed", "gingp", 0.7690), ("pubmed", "sagegp", 0.7900),
-    # Table 4, the GGP and RBF baselines (RBF on Cora and CiteSeer: see known_deviations.csv)
-    ("cora", "ggp", 0.7850), ("citeseer", "ggp", 0.7060), ("pubmed", "ggp", 0.7820),
-    ("chameleon", "ggp", 0.5280), ("squirrel", "ggp", 0.2440),
-    ("cora", "ggp_x", 0.7410), ("citeseer", "ggp_x", 0.6470), ("pubmed", "ggp_x", 0.7380),
-    ("chameleon", "ggp_x", 0.5311), ("squirrel", "ggp_x", 0.2251),
-    ("pubmed", "rbf", 0.7360), ("chameleon", "rbf", 0.5554),
 ]
 
 

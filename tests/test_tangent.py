@@ -286,7 +286,12 @@ def test_bad_training_times_are_one_line(tmp_path, value, message):
 @pytest.mark.parametrize("overrides, message", [
     (["kernel=gcngp", "inference.time=10", "fit=mll"], "inference.time replaces the nugget that fit=mll fits"),
     (["kernel=gcngp", "inference.time=10", "likelihood=dirichlet"], "inference.time is gradient flow on the MSE loss"),
-    (["model=gcn", "inference.time=10"], "inference.time predicts with a GP kernel's training dynamics"),
+    (["model=gcn", "inference.time=10"], "inference.time is a GP kernel's training time, or the steps a GNN records with gnn.regime=ntk"),
+    (["model=gcn", "gnn.regime=ntk", "gnn.dropout=0", "inference.time=2.5"], "inference.time=2.5: a GNN records whole gradient steps"),
+    (["model=gcn", "gnn.regime=ntk", "gnn.dropout=0", "gnn.epochs=10", "inference.time=[5,20]"], "from 1 to gnn.epochs=10"),
+    (["model=gcn", "gnn.regime=ntk"], "gnn.dropout=0.5 has no place there: set gnn.dropout=0"),
+    (["model=sage", "gnn.regime=ntk", "gnn.dropout=0"], "gnn=sage has no place there: set gnn=gcn"),
+    (["model=gcn", "gnn.regime=sgd"], "gnn.regime='sgd' is not valid"),
     (["kernel=ggp", "kernel.limit=ntk"], "kernel=ggp has no trained parameters"),
     (["kernel=gcngp", "kernel.limit=ntkk"], "kernel.limit='ntkk' is not valid"),
 ])

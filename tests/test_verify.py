@@ -83,7 +83,7 @@ def test_each_network_computes_its_layer_formula(kernel):
         elif kernel == "gatgp":                                  # linear attention, a head per feature, LeakyReLU between
             def attend(h, l):
                 h = h @ net.lins[l].weight.T
-                return (h @ net.sources[l].weight.T) * (a @ h) + a @ ((h @ net.targets[l].weight.T) * h) + net.biases[l]
+                return (h @ net.targets[l].weight.T) * (a @ h) + a @ ((h @ net.sources[l].weight.T) * h) + net.biases[l]
             ref = attend(torch.nn.functional.leaky_relu(attend(x, 0), 0.2), 1)
         else:  # replay the same draws by hand
             g = torch.Generator().manual_seed(0)

@@ -11,7 +11,7 @@ metric.
 from .registry import GNNS, TRAINING_DEFAULTS, GNNEntry, register_gnn
 from .models import GAT, GCN, GIN, GNN, SAGE, GCN2
 from .heterophily import GPRGNN, H2GCN
-from .training import Graph, GNNResult, layerwise_inference, train_gnn
+from .training import Graph, GNNResult, GradientDescent, layerwise_inference, train_gnn
 
 __all__ = ["GNNS", "TRAINING_DEFAULTS", "GNNEntry", "register_gnn", "GNN", "GAT", "GCN", "GIN", "SAGE", "GCN2", "GPRGNN", "H2GCN",
-           "Graph", "GNNResult", "layerwise_inference", "train_gnn"]
+           "Graph", "GNNResult", "GradientDescent", "layerwise_inference", "train_gnn"]

@@ -139,7 +139,8 @@ class GATConfig(GNNConfig):
 class GAT(GNN):
     """``GATConv`` layers (Velickovic et al. 2018): each node attends to its neighbours and itself
     (softmax over LeakyReLU(0.2) scores); hidden layers concatenate ``heads`` heads, the output
-    layer has one; dropout on the inputs and on the attention weights."""
+    layer has one; dropout on the input features, on the attention weights and (as every GNN's
+    ``post``) after each hidden layer."""
 
     def __init__(self, cfg, in_dim, out_dim):
         super().__init__(cfg, in_dim, out_dim)
@@ -150,4 +151,6 @@ class GAT(GNN):
                                   heads=1 if l == last else cfg.heads, dropout=cfg.dropout) for l in range(cfg.layers))
 
     def conv(self, l, h, x0, edge_index, edge_weight):
-        return self.convs[l](F.dropout(h, self.dropout, self.training), edge_index)
+        if l == 0:   # later layers read post's output, dropped out already
+            h = F.dropout(h, self.dropout, self.training)
+        return self.convs[l](h, edge_index)

@@ -4,9 +4,10 @@ epoch with the best validation metric."""
 from __future__ import annotations
 
 import copy
+import math
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -82,10 +83,49 @@ class GNNResult:
     history: list[tuple[float, float]]
     outputs: Optional[Tensor] = None                         # the best epoch's outputs on every node (eval mode)
     dropout_passes: Optional[Callable[[int], Tensor]] = None  # k forward passes with dropout on: k x nodes x outputs (full batch)
+    curve: Optional[dict] = None                             # gnn.regime=ntk: the metric on each split after each recorded step
 
 
-def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, watch_factory) -> GNNResult:
-    """Train one model (seed ``seed``) and report train/val/test at the best validation epoch."""
+@dataclass(frozen=True)
+class GradientDescent:
+    """``gnn.regime=ntk``: full-batch gradient descent with learning rate ``lr`` on the MSE loss
+    ``1/(2 n_b) sum_b ||f_b - y_b||^2`` (one-hot targets) in the NTK parameterisation, the training
+    whose infinite-width limit ``kernel.limit=ntk`` with ``inference.time`` predicts (time ``t`` =
+    ``t`` steps). The network is centred (its output at initialisation subtracted), so that it
+    starts at the prior mean 0, as the limit's mean does. ``record``: the steps after which the
+    metrics are recorded (the learning curve), and among which the best validation step is kept
+    (early stopping)."""
+
+    lr: float
+    record: Sequence[int]
+
+    @staticmethod
+    def default_record(epochs: int, points: int = 30) -> list[int]:
+        """About ``points`` steps, log-spaced from 1 to ``epochs``."""
+        return sorted({max(1, round(epochs ** (i / (points - 1)))) for i in range(points)})
+
+    def optimizer(self, model: torch.nn.Module, generator: torch.Generator) -> torch.optim.Optimizer:
+        """Redraw ``model``'s weights ``N(0, 1 / fan_in)`` and zero its biases (frozen: the
+        kernel's ``s_w = 1``, ``s_b = 0``), and return plain gradient descent whose step on a
+        weight is ``lr / fan_in``: a step ``lr`` on ``w`` for ``W = w / sqrt(fan_in)``, the NTK
+        parameterisation, in which the network's tangent kernel tends to the kernel's."""
+        groups = []
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if param.dim() == 2:   # a weight, stored out x in
+                    fan_in = param.size(1)
+                    param.copy_(torch.randn(param.shape, generator=generator, dtype=param.dtype) / math.sqrt(fan_in))
+                    groups.append({"params": [param], "lr": self.lr / fan_in})
+                else:
+                    param.zero_()
+                    param.requires_grad_(False)
+        return torch.optim.SGD(groups, lr=self.lr)
+
+
+def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, watch_factory,
+              descent: Optional[GradientDescent] = None) -> GNNResult:
+    """Train one model (seed ``seed``) and report train/val/test at the best validation epoch;
+    with ``descent`` (``gnn.regime=ntk``), by that gradient descent, recording its learning curve."""
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     regression = data.task == "regression"
@@ -93,9 +133,20 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     entry = GNNS[cfg.name]
     model = entry.model(cfg, data.num_features, out_dim).to(device)
     graph = Graph.build(data.edge_index, data.num_nodes, model.normalised_graph)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     x, y = data.x.float(), data.y
     target = y.float().view(-1, 1) if regression else y
+    if descent is None:
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        recorded = None
+    else:
+        optimizer = descent.optimizer(model, generator)
+        x = x * math.sqrt(data.num_features)   # the first weight N(0, 1/d) then gives the linear C0 = x x^T (kernel.base.scale=1)
+        if not regression:
+            target = F.one_hot(y, out_dim).to(x.dtype)
+        recorded = set(descent.record)
+        curve: dict[str, list] = {"t": [], "train": [], "val": [], "test": []}
+        with torch.no_grad():   # centred: the output at initialisation subtracted, so training starts at the prior mean 0 as the
+            start = model(x, graph.edge_index, graph.edge_weight)   # NTK-GP's mean does (else a draw of the NNGP prior stays in every prediction)
     ood = getattr(data, "ood_mask", None)   # a protocol's OOD test nodes: the test metric reads the others
     masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask if ood is None else data.test_mask & ~ood}
     fanouts = list(cfg.fanouts) if cfg.fanouts is not None else list(entry.fanouts or [-1] * model.graph_layers)
@@ -103,14 +154,20 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     train_nodes = data.train_mask.nonzero().view(-1)
 
     def loss_of(out: Tensor, truth: Tensor) -> Tensor:
+        if descent is not None:
+            return 0.5 * ((out - truth) ** 2).sum(1).mean()
         return F.mse_loss(out, truth) if regression else F.cross_entropy(out, truth)
 
     def predict() -> Tensor:
         model.eval()
         with torch.no_grad():
             if not cfg.batch_size:
-                return model(x, graph.edge_index, graph.edge_weight)
+                return forward()
             return layerwise_inference(model, x, graph, cfg.batch_size)
+
+    def forward() -> Tensor:
+        out = model(x, graph.edge_index, graph.edge_weight)
+        return out if descent is None else out - start
 
     def scores(out: Tensor) -> dict[str, float]:
         name = getattr(data, "metric", None) or ("r2" if regression else "accuracy")
@@ -125,7 +182,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
             model.train()
             if not cfg.batch_size:
                 optimizer.zero_grad()
-                out = model(x, graph.edge_index, graph.edge_weight)
+                out = forward()
                 loss = loss_of(out[data.train_mask], target[data.train_mask])
                 loss.backward()
                 optimizer.step()
@@ -142,8 +199,17 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
                     loss.backward()
                     optimizer.step()
                     epoch_loss += loss.item() * seeds.numel() / order.numel()
+            if recorded is not None and epoch + 1 not in recorded:
+                lines.step(epoch + 1, "epochs", loss=epoch_loss)
+                if bar is not None:
+                    bar.update(1)
+                continue
             current = scores(predict())
             history.append((epoch_loss, current["val"]))
+            if recorded is not None:
+                curve["t"].append(epoch + 1)
+                for split in ("train", "val", "test"):
+                    curve[split].append(current[split])
             if best is None or current["val"] > best[1]["val"]:
                 best = (epoch, current)
                 best_state = copy.deepcopy(model.state_dict())
@@ -168,7 +234,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
             return torch.stack([model(x, graph.edge_index, graph.edge_weight) for _ in range(k)])
 
     return GNNResult(final, best[0], train_watch.seconds, inference_watch.seconds, history, outputs,
-                     None if cfg.batch_size else dropout_passes)
+                     None if cfg.batch_size else dropout_passes, curve if descent is not None else None)
 
 
 def layerwise_inference(model: GNN, x: Tensor, graph: Graph, batch_size: int) -> Tensor:

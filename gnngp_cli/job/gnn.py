@@ -23,8 +23,9 @@ from typing import Any, Callable, Collection, Optional, Sequence
 import torch
 from torch import Tensor
 
+from ..config import check_steps, training_times
 from ..errors import ConfigError
-from ..gnn import train_gnn
+from ..gnn import GradientDescent, train_gnn
 from ..metrics import Prediction, Scores, score, uncertainty_metrics
 from ..probabilities import best_temperature, class_probabilities, nll_by_temperature, reliability_bins
 from ..runtime import Stopwatch, peak_cuda_mb, peak_rss_mb
@@ -73,6 +74,17 @@ def uncertainty_columns(data: Any, probs: Tensor, variance: Optional[Tensor]) ->
     return out
 
 
+def gradient_descent(cfg: Any) -> Optional[GradientDescent]:
+    """``gnn.regime=ntk``: gradient descent at ``inference.learning_rate``, recording the steps of
+    ``inference.time`` (or about 30 log-spaced ones); ``None`` for the standard training."""
+    if cfg.gnn.regime != "ntk":
+        return None
+    times = training_times(cfg)
+    check_steps(times or [], cfg.gnn.epochs)
+    record = [int(t) for t in times] if times else GradientDescent.default_record(cfg.gnn.epochs)
+    return GradientDescent(float(cfg.inference.learning_rate), record)
+
+
 def gnn_rows(cfg: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[str]) -> list[dict]:
     """The rows of one run (seed ``seed + run``), one per way of reading class probabilities in
     ``uncertainties`` (classification; else the one row), from one training: the ensemble's
@@ -81,7 +93,8 @@ def gnn_rows(cfg: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[str
     g, info = cfg.gnn, graph.info()
     seed = cfg.seed + run
     members = int(g.members) if "ensemble" in uncertainties else 1
-    results = [train_gnn(g, graph.data, graph.device, seed + ENSEMBLE_SEED_STEP * m, cfg.progress, lambda: Stopwatch(graph.device))
+    descent = gradient_descent(cfg)
+    results = [train_gnn(g, graph.data, graph.device, seed + ENSEMBLE_SEED_STEP * m, cfg.progress, lambda: Stopwatch(graph.device), descent)
                for m in range(members)]
     rows = []
     for uncertainty in (uncertainties if info.task == "classification" else ["softmax"]):
@@ -119,6 +132,8 @@ def gnn_rows(cfg: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[str
         )
         if "reliability" in columns:   # the test rows' reliability diagram (gnngp report draws it)
             with_extra(row, reliability=columns["reliability"])
+        if used[0].curve is not None:   # gnn.regime=ntk: the learning curve (gnngp report draws it beside the NTK's)
+            with_extra(row, regime="ntk", learning_rate=descent.lr, curve=used[0].curve)
         row.update(graph_columns(info, graph.load_seconds, cfg, run))
         row.update(device=str(graph.device), peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(graph.device), compute_backend="local", workers=1)
         if info.warnings:  # e.g. a single training class: the row says so

@@ -269,6 +269,8 @@ class GPJob:
             with_extra(row, reliability=result.uncertainty["reliability"])
         if result.rule is not None:
             with_extra(row, probabilities=result.rule.approx)
+        if result.curve is not None:   # the metric at every training time (gnngp report draws the learning curve)
+            with_extra(row, curve=result.curve)
         if fitted is not None:
             row.update(fit_seconds=fitted.seconds, **fitted.row())
         row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"] + row.get("fit_seconds", 0.0)

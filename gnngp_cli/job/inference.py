@@ -280,11 +280,11 @@ class RowGroup:
         return torch.sort(torch.cat([self.positions[key] for key in SPLITS]))[0]
 
 
-def validation_scores(group: RowGroup, posterior: Posterior, nuggets: Tensor, metric: Metric) -> Scores:
-    """The state of ``metric`` on the validation rows, one column per nugget."""
+def validation_scores(group: RowGroup, posterior: Posterior, nuggets: Tensor, metric: Metric, split: str = "val") -> Scores:
+    """The state of ``metric`` on the validation rows (or ``split``'s), one column per nugget."""
     scores = Scores()
-    pos = group.positions["val"]
-    scores.add("val", metric, Prediction(posterior.grid_means(group.features, pos, nuggets), group.targets["val"]))
+    pos = group.positions[split]
+    scores.add(split, metric, Prediction(posterior.grid_means(group.features, pos, nuggets), group.targets[split]))
     return scores
 
 
@@ -368,13 +368,24 @@ def labelled_variances(group: RowGroup, posterior: Posterior, eps: Tensor) -> Te
     return posterior.variance(group.features, labelled, eps, prior)
 
 
-def validation_curve(posterior: Posterior, stats: TrainingStatistics, reduce: "Reduce", nuggets: Tensor, metric: Metric) -> Tensor:
-    """The validation metric at each nugget (float64, on the CPU), scored by chunks of the grid (:func:`grid_chunk`)."""
+def validation_curve(posterior: Posterior, stats: TrainingStatistics, reduce: "Reduce", nuggets: Tensor, metric: Metric,
+                     split: str = "val") -> Tensor:
+    """The validation metric (or ``split``'s) at each nugget (float64, on the CPU), scored by chunks of the grid (:func:`grid_chunk`)."""
     step = grid_chunk(stats.gram.size(0), stats.num_nodes, stats.n_train, stats.rhs.size(1))
     return torch.cat([
-        reduce(partial(validation_scores, posterior=posterior, nuggets=nuggets[start:start + step], metric=metric), merge_scores).value("val").double().cpu()
+        reduce(partial(validation_scores, posterior=posterior, nuggets=nuggets[start:start + step], metric=metric, split=split),
+               merge_scores).value(split).double().cpu()
         for start in range(0, nuggets.numel(), step)
     ])
+
+
+def time_curve(posterior: Posterior, stats: TrainingStatistics, reduce: "Reduce", times: TrainingTimes, metric: Metric, val_curve: Tensor) -> dict:
+    """The metric on each split at every training time of ``times`` (a learning curve, as
+    ``gnngp report`` draws it): ``{"t": [...], "train": [...], "val": [...], "test": [...]}``, inf as "inf"."""
+    curve = {"t": [float(t) if math.isfinite(t) else "inf" for t in times.times.tolist()], "val": val_curve.tolist()}
+    for split in ("train", "test"):
+        curve[split] = validation_curve(posterior, stats, reduce, times, metric, split).tolist()
+    return curve
 
 
 def best_index(curve) -> int:
@@ -422,6 +433,7 @@ class GPResult:
     posterior: Posterior
     reduce: Reduce = field(repr=False)
     rule: Optional[ProbabilityRule] = None   # classification: how class probabilities were read (the fitted temperature)
+    curve: Optional[dict] = None             # inference.time with several times: the metric on each split at each (time_curve)
 
     def means(self) -> Tensor:
         """Posterior means of the labelled nodes, in node order."""
@@ -499,4 +511,5 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
         state = final.states["ece"]
         columns["reliability"] = reliability_bins(state["probs"], state["y"])
     nugget_value = math.nan if times is not None else float(nuggets[best] / stats.scale)
-    return GPResult(nugget_value, eps, metrics, columns, val_curve, posterior, reduce, rule)
+    curve = time_curve(posterior, stats, reduce, times, metric, val_curve) if times is not None and times.numel() > 1 else None
+    return GPResult(nugget_value, eps, metrics, columns, val_curve, posterior, reduce, rule, curve)

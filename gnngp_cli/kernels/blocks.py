@@ -462,15 +462,23 @@ class Add(Block):
         return union([b.support(nodes, ctx) for b in self.branches])
 
     def peak_elements(self, nodes, ctx, cols=None):
-        return max(b.peak_elements(nodes, ctx, cols) for b in self.branches)
+        branches = max(b.peak_elements(nodes, ctx, cols) for b in self.branches)
+        if not self._forms(ctx):
+            return branches
+        formed = node_count(self.support(nodes, ctx), ctx) * node_count(self.support(nodes if cols is None else cols, ctx), ctx)
+        return branches + formed   # the input formed once (a root input; a matrix input is counted where it was made)
 
     def __call__(self, k, ctx, nodes, cols=None):
         return self.evaluate(k, ctx, nodes, cols)
 
+    def _forms(self, ctx: KernelContext) -> bool:
+        """Whether every branch turns a root input into a matrix (so it is formed here once)."""
+        return not any(b.root_form(True, ctx) for b in self.branches)
+
     def _formed_once(self, k: Optional[Kernel], ctx: KernelContext) -> Optional[Kernel]:
-        """Exact mode: a root input that the branches turn into a matrix, formed here once
+        """Exact mode: a root input that every branch turns into a matrix, formed here once
         rather than in each branch (GATGP's first layer formed ``X X^T`` in every product)."""
-        if k is not None and k.nodes is not None and k.root is not None and not self.root_form(True, ctx):
+        if k is not None and k.nodes is not None and k.root is not None and self._forms(ctx):
             return k.as_matrix()
         return k
 
@@ -515,7 +523,7 @@ class Product(Add):
 
     def peak_elements(self, nodes, ctx, cols=None):
         held = node_count(nodes, ctx) * node_count(nodes if cols is None else cols, ctx)
-        return max(b.peak_elements(nodes, ctx, cols) for b in self.branches) + 2 * held   # both factors beside the product
+        return super().peak_elements(nodes, ctx, cols) + 2 * held   # both factors beside the product
 
     def root_form(self, root_in, ctx):
         return False
@@ -672,6 +680,8 @@ def branch_count(block: Block) -> int:
     if isinstance(block, Tangent):
         return 4 * branch_count(block.network)
     inner = max([1, *(branch_count(b) for b in children(block))])
+    if isinstance(block, Product):   # both factors' roots and their two N x r products beside the root it builds
+        return max(4, inner)
     return max(len(block.branches), inner) if isinstance(block, Add) else inner
 
 

@@ -176,7 +176,7 @@ class SAGENetwork(WideNetwork):
 
 class GATNetwork(WideNetwork):
     """GAT with linear attention (``GATConv`` without the softmax), one head per output feature:
-    ``H = phi(X) W_l``, ``X_ic <- sum_j A_ij (a_src^c . H_i + a_dst^c . H_j) H_jc + b_lc`` on the check's
+    ``H = phi(X) W_l``, ``X_ic <- sum_j A_ij (a_dst^c . H_i + a_src^c . H_j) H_jc + b_lc`` on the check's
     adjacency (``phi``: LeakyReLU, none before the first layer), ``a^c ~ N(0, s_a^2 / width)``; plain
     torch on the sparse ``adj_t``. Heads grow with the width, as in the infinite-attention limit
     (Hron et al. 2020): with one head shared by every feature, its scores multiply all of them
@@ -188,24 +188,24 @@ class GATNetwork(WideNetwork):
         super().__init__()
         dims = [in_dim] + [width] * layers
         self.lins = nn.ModuleList(nn.Linear(dims[l], dims[l + 1], bias=False) for l in range(layers))
-        self.sources = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(layers))   # a_src^c, one row per feature c
-        self.targets = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(layers))
+        self.targets = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(layers))   # a_dst^c (the receiver), a row per feature c
+        self.sources = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(layers))   # a_src^c (the neighbour)
         self.biases = nn.ParameterList(nn.Parameter(torch.empty(width)) for _ in range(layers))
         self.sigma_w, self.sigma_b, self.sigma_a, self.slope = sigma_w, sigma_b, sigma_a, slope
 
     def redraw(self, generator):
         for l, lin in enumerate(self.lins):
             _draw_linear(lin, self.sigma_w, generator)
-            _draw_linear(self.sources[l], self.sigma_a, generator)
             _draw_linear(self.targets[l], self.sigma_a, generator)
+            _draw_linear(self.sources[l], self.sigma_a, generator)
             _draw(self.biases[l], self.sigma_b, generator)
 
     def forward(self, x, graph):
         h = x
         for l, lin in enumerate(self.lins):
             h = lin(torch.nn.functional.leaky_relu(h, self.slope) if l else h)
-            scores_out, scores_in = self.sources[l](h), self.targets[l](h)   # a_src^c . H_i, a_dst^c . H_j
-            h = scores_out * torch.sparse.mm(graph.adj_t, h) + torch.sparse.mm(graph.adj_t, scores_in * h) + self.biases[l]
+            receiver, neighbour = self.targets[l](h), self.sources[l](h)   # a_dst^c . H_i, a_src^c . H_j
+            h = receiver * torch.sparse.mm(graph.adj_t, h) + torch.sparse.mm(graph.adj_t, neighbour * h) + self.biases[l]
         return h
 
 

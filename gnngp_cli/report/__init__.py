@@ -5,7 +5,7 @@ latest row of each rerun (same dataset, stand-in, method, depth, landmark fracti
 and settings), and writes ``runs.{md,csv}`` (:mod:`.runs`: every run, grouped by the settings
 that tell them apart), then, from the rows a paper preset ran with its own settings
 (:func:`.settings.off_preset`), each paper table an experiment config lays out
-(``table4.{md,csv}``, ``table5.{md,csv}``), ``figure1..4.png``, ``correlation_map.png``, and a
+(``table4.{md,csv}``, ``table5.{md,csv}``), ``figure1..4.png``, ``correlation_map.png``, ``learning_curves.png`` (:mod:`.curves`), and a
 ``report.md`` that holds the runs' tables and links the rest. Partial results, missing columns
 and error rows are expected and never fatal.
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from . import layouts
+from . import curves as learning
 from .check import check_paper, checked
 from .figures import FIGURE3_NOTE, correlation_map, figure1, figure2, figure3, figure4
 from .reading import paper_values, preset_runs, read_results
@@ -36,6 +37,11 @@ FIGURES = {"figure1": figure1, "figure2": figure2, "figure3": figure3, "figure4"
 SHOWN = 12   # missing cells named in report.md (the table shows every one)
 MEANING = ("One table per task: a line per dataset, method and group of settings, the mean +- std over its runs and splits; "
            "runs with different settings are never averaged together.")
+
+CURVE_MEANING = ("The rows that recorded the metric along training time: a GP with several inference.time values (the "
+                 "infinitely wide network's mean after training for time t; with kernel.limit=ntk the trained network's limit) and a "
+                 "GNN trained with gnn.regime=ntk (the finite network after t gradient steps at the same learning rate); the dashed "
+                 "level is t = inf, kernel regression.")
 
 UNCERTAINTY_MEANING = ("The runs that scored class probabilities (GP likelihoods, GNN uncertainty): test metric, calibration "
                       "(ECE with 15 bins, MCE, NLL, Brier; in-distribution test nodes) and AUROC of telling wrong predictions "
@@ -63,6 +69,12 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
     (out / "runs.md").write_text("# Your runs\n\n" + MEANING + "\n\n" + own_md)
     lines += ["## Your runs", "", MEANING + " ([csv](runs.csv))", "", own_md]
     (out / "reliability.png").unlink(missing_ok=True)
+    (out / "learning_curves.png").unlink(missing_ok=True)
+    points = learning.curves(rows)
+    if not points.empty:   # learning curves: the GP's mean along training time beside the finite network's
+        why = learning.draw(points, out / "learning_curves.png")
+        lines += ["## Learning curves", "", CURVE_MEANING, "", learning.table(points),
+                  f"Figure: not drawn: {why}" if why else "![learning curves](learning_curves.png)", ""]
     calibration = uncertainty_table(rows)
     if calibration:   # runs that scored class probabilities: calibration, detection, reliability diagrams
         (out / "uncertainty.md").write_text("# Uncertainty\n\n" + UNCERTAINTY_MEANING + "\n\n" + calibration)

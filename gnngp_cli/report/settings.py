@@ -137,7 +137,8 @@ def group_settings(row: pd.Series) -> dict[str, str]:
     return out
 
 
-def _extra(row: pd.Series) -> dict:
+def extra_of(row: pd.Series) -> dict:
+    """A row's `extra` column as a dict (empty when missing or malformed)."""
     try:
         value = json.loads(row.get("extra")) if isinstance(row.get("extra"), str) else {}
     except ValueError:
@@ -147,7 +148,7 @@ def _extra(row: pd.Series) -> dict:
 
 def recorded(row: pd.Series) -> dict[str, Any]:
     """The settings a row recorded (columns, and the ``extra`` JSON), by setting name."""
-    extra = _extra(row)
+    extra = extra_of(row)
     out = {}
     for key in ("layers", "sigma_w", "sigma_b"):
         value = pd.to_numeric(row.get(key), errors="coerce")
