@@ -24,7 +24,7 @@ from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
 from .metrics import score_metrics
-from .schema import DEVICES, DTYPES, GNN_REGIMES, GNN_UNCERTAINTY, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
+from .schema import DEVICES, DTYPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
 
 
 def check_results_file(name: str) -> None:
@@ -150,8 +150,17 @@ def _validate_times(cfg: Any) -> None:
         return
     if not (cfg.inference.learning_rate > 0 and math.isfinite(cfg.inference.learning_rate)):
         raise ConfigError(f"inference.learning_rate={cfg.inference.learning_rate} must be a positive number (e.g. inference.learning_rate=1)")
-    if training_times(cfg) is None:
+    times = training_times(cfg)
+    ntk_gnn = cfg.method == "gnn" and cfg.gnn.regime == "ntk"
+    if times is None:
+        if cfg.inference.learning_rate != InferenceConfig.learning_rate and not ntk_gnn:
+            raise ConfigError(f"inference.learning_rate={cfg.inference.learning_rate:g} is the rate of training along inference.time, which is "
+                              "not set: add inference.time (e.g. inference.time=[1,10,100,inf]), or drop inference.learning_rate")
         return
+    if cfg.method != "gnn":
+        changed = [f"nugget.{key}={cfg.nugget[key]}" for key in ("min", "max", "num") if cfg.nugget[key] != getattr(NuggetConfig, key)]
+        if changed:
+            raise ConfigError(f"inference.time replaces the nugget grid, so {changed[0]} would be ignored: drop it, or inference.time")
     if cfg.method == "gnn":
         if cfg.gnn.regime != "ntk":
             raise ConfigError("inference.time is a GP kernel's training time, or the steps a GNN records with gnn.regime=ntk; "
