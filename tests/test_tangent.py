@@ -326,6 +326,34 @@ def test_low_rank_tangent_root_by_row_blocks_equals_the_whole(monkeypatch):
     assert TorchRoots().relu_tangent_root(q, p[:, :0], landmarks).shape == (500, 0)   # a tangent kernel of 0 stays 0
 
 
+def test_the_relu_and_the_weight_after_it_in_one_pass_keep_the_tangent_root_as_wide_as_the_nngp_root(monkeypatch):
+    """``relu_roots``: the ReLU's two roots from one pass, the tangent one of ``g' o P P^T + g`` (the
+    following weight's own term): the same products as the two steps one after the other, on every
+    landmark exactly, with ``r`` columns rather than ``2r``; by row blocks as whole; a zero ``P``
+    gives the root of ``g`` alone."""
+    from gnngp_cli import runtime
+    from gnngp_cli.kernels.roots import TorchRoots
+
+    g = torch.Generator().manual_seed(0)
+    q, p = torch.randn(60, 20, generator=g, dtype=torch.float64), torch.randn(60, 30, generator=g, dtype=torch.float64)
+    every = torch.arange(60)
+    roots = TorchRoots()
+    q1, p1 = roots.relu_roots(q, p, every, with_kernel=True)
+    relu_q = roots.relu_root(q, every)
+    theta = roots.relu_tangent_root(q, p, every)
+    assert q1.shape == (60, 60) and p1.shape == (60, 60)
+    torch.testing.assert_close(q1 @ q1.T, relu_q @ relu_q.T, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(p1 @ p1.T, theta @ theta.T + relu_q @ relu_q.T, rtol=1e-9, atol=1e-9)
+    _, zero = roots.relu_roots(q, p[:, :0], every, with_kernel=True)
+    torch.testing.assert_close(zero @ zero.T, relu_q @ relu_q.T, rtol=1e-9, atol=1e-9)
+    landmarks = torch.arange(0, 60, 4)
+    whole = roots.relu_roots(q, p, landmarks, with_kernel=True)
+    monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 100)
+    blocks = roots.relu_roots(q, p, landmarks, with_kernel=True)
+    for a, b in zip(blocks, whole):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
 def test_one_training_time_needs_no_validation_and_a_protocol_is_refused(tmp_path, mirror):
     from trust_helpers import run
 

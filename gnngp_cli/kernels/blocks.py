@@ -342,6 +342,23 @@ class ReLU(Block):
             return zero_like(out)
         return Kernel(k.nodes, matrix=relu_derivative_expectation(*self._block_moments(k, ctx)) * theta.dense(), cols=k.cols)
 
+    def fuses(self, following: Optional[Block], ctx: KernelContext, pairs: Optional[Pairs]) -> bool:
+        """Whether this ReLU and the weight ``following`` it run as one step
+        (:meth:`evaluate_with_weight`): low rank, with a tangent kernel, no pair set."""
+        return ctx.low_rank and ctx.tangent and pairs is None and type(following) is Weight
+
+    def evaluate_with_weight(self, k: Kernel, ctx: KernelContext, weight: "Weight") -> Kernel:
+        """Low rank with a tangent kernel, this ReLU then ``weight``: ``K <- s_w^2 g(K)`` and
+        ``Theta <- s_w^2 (g'(K) o Theta + g(K))``, the weight's own term factorised with the ReLU's
+        in one pass over ``Q Q[a]^T`` (``relu_roots``), so that ``P`` stays as wide as ``Q``
+        (``[s_w P, s_w Q]`` side by side doubled it at every layer; at Reddit's size that passed the
+        machine's memory). The same kernels as the two blocks one after the other, up to the
+        Nystrom step: one root of the sum instead of the roots of its terms side by side."""
+        q, p = ctx.roots.relu_roots(k.root, k.tangent.root, ctx.landmarks, with_kernel=True)
+        if is_constant(weight.factor, 1):
+            return Kernel(None, root=q, tangent=Kernel(None, root=p))
+        return Kernel(None, root=q * weight.factor, tangent=Kernel(None, root=p * weight.factor))
+
     def pair_support(self, pairs, ctx):
         return pairs.with_diagonal(ctx.num_nodes)
 
@@ -428,10 +445,18 @@ class Serial(Block):
         plan = self._plan(nodes, cols, ctx)
         root_in = k is None or k.pairs is None or isinstance(k.pairs, Kernel)
         pair_plan = self._pair_plan(root_in, ctx, pairs) if pairs is not None else [None] * len(self.blocks)
+        fused = False
         for i, (block, (rows, columns), out_pairs) in enumerate(zip(self.blocks, plan, pair_plan)):
+            if fused:   # the weight that the ReLU before it ran with
+                fused = False
+                continue
             if k is not None:  # the previous block's planned output is this block's support
                 need = plan[i - 1] if i else (block.support(rows, ctx), None if columns is None else block.support(columns, ctx))
                 k = k.restrict(*need)
+            following = self.blocks[i + 1] if i + 1 < len(self.blocks) else None
+            if isinstance(block, ReLU) and k is not None and block.fuses(following, ctx, out_pairs):
+                k, fused = block.evaluate_with_weight(k, ctx, following), True
+                continue
             k = block.evaluate(k, ctx, rows, columns, out_pairs)
         if self.name is not None:
             k = ctx.roots.layer_output(k, self.name)

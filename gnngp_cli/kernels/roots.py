@@ -3,7 +3,7 @@
 A block is written once; the root ``Q`` it transforms is held by a backing. :class:`TorchRoots`
 holds ``Q`` as one tensor in this process (``compute=local``); the row-block backing of
 :mod:`gnngp_cli.backends.rowblocks` holds it as a Dask array of row blocks spread over a cluster. Both
-implement the same six operations, which are all a block needs beyond ``c Q`` (a scalar
+implement the same seven operations, which are all a block needs beyond ``c Q`` (a scalar
 product, which both kinds of array have):
 
 | operation            | block        | formula                                       |
@@ -13,6 +13,7 @@ product, which both kinds of array have):
 | ``convolve``         | Conv         | ``A Q``                                       |
 | ``relu_root``        | ReLU         | ``chol(g(Q Q^T))`` on the landmarks (Nystrom) |
 | ``relu_tangent_root``| ReLU (NTK)   | ``chol(g'(Q Q^T) o P P^T)`` on the landmarks  |
+| ``relu_roots``       | ReLU, weight | both, in one pass, ``+ g`` for the weight     |
 | ``product_root``     | Product      | ``chol(Q1 Q1^T o Q2 Q2^T)`` on the landmarks  |
 
 and ``layer_output``, the check of a named layer's output (a backing that computes lazily also
@@ -20,7 +21,7 @@ materialises the layer there).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 import torch
 from torch import Tensor
@@ -47,20 +48,35 @@ def relu_tangent_cross(q: Tensor, p: Tensor, q_a: Tensor, p_a: Tensor) -> Tensor
     return relu_derivative_expectation(q @ q_a.T, var, var_a) * (p @ p_a.T)
 
 
+def relu_pair_rows(q: Tensor, p: Tensor, q_a: Tensor, p_a: Tensor, var_a: Tensor, with_kernel: bool) -> tuple[Tensor, Tensor]:
+    """Rows of ``g(K)`` and of ``g'(K) o Theta`` (plus ``g(K)`` with ``with_kernel``: the term of the
+    weight that follows) on the landmark columns, reading ``Q Q[a]^T`` once; ``P`` may have no
+    columns (a tangent kernel of 0)."""
+    var = (q * q).sum(1)
+    cross = q @ q_a.T
+    g = relu_expectation(cross, var, var_a)
+    if p.size(1) == 0:
+        return g, g.clone() if with_kernel else torch.zeros_like(g)
+    theta = relu_derivative_expectation(cross, var, var_a) * (p @ p_a.T)
+    return g, theta + g if with_kernel else theta
+
+
 def product_cross(q1: Tensor, q2: Tensor, q1_a: Tensor, q2_a: Tensor) -> Tensor:
     """``(Q1_b Q1_a^T) o (Q2_b Q2_a^T)``: rows ``b`` of the product kernel on the landmark columns ``a``."""
     return (q1 @ q1_a.T) * (q2 @ q2_a.T)
 
 
-def by_row_blocks(root: Tensor, landmarks: Tensor, label: str, rows: Callable[[int, int, Tensor, Tensor], Tensor]) -> Tensor:
-    """A Nystrom root on ``landmarks`` over every node of ``root``, by row blocks into one output:
-    ``rows(start, stop, is_landmark, index)`` gives the root's rows ``start:stop`` (``is_landmark``:
-    which of them are landmarks, ``index``: which landmarks; see :meth:`NystromFactor.apply`)."""
+def by_row_blocks(root: Tensor, landmarks: Tensor, label: str, rows: Callable[[int, int, Tensor, Tensor], Tensor],
+                  width: Optional[int] = None) -> Tensor:
+    """A Nystrom root on ``landmarks`` over every node of ``root``, by row blocks into one output
+    (``width`` columns; default one per landmark): ``rows(start, stop, is_landmark, index)`` gives
+    its rows ``start:stop`` (``is_landmark``: which of them are landmarks, ``index``: which
+    landmarks; see :meth:`NystromFactor.apply`)."""
     n, r = root.size(0), landmarks.numel()
     position = torch.full((n,), -1, dtype=torch.long, device=root.device)
     position[landmarks] = torch.arange(r, device=root.device)
-    out = root.new_empty(n, r)
-    blocks = list(runtime.row_blocks(n, r))
+    out = root.new_empty(n, r if width is None else width)
+    blocks = list(runtime.row_blocks(n, r if width is None else width))
     for i, (start, stop) in enumerate(blocks):
         with within(f"{label} row block {i + 1} of {len(blocks)}"):
             block = position[start:stop]
@@ -77,6 +93,7 @@ class RootBacking(Protocol):
     def convolve(self, adjacency: Any, root: Any) -> Any: ...
     def relu_root(self, root: Any, landmarks: Tensor) -> Any: ...
     def relu_tangent_root(self, root: Any, tangent: Any, landmarks: Tensor) -> Any: ...
+    def relu_roots(self, root: Any, tangent: Any, landmarks: Tensor, with_kernel: bool) -> tuple[Any, Any]: ...
     def product_root(self, first: Any, second: Any, landmarks: Tensor) -> Any: ...
     def layer_output(self, k: Kernel, name: str) -> Kernel: ...
 
@@ -125,6 +142,26 @@ class TorchRoots:
         factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
         return by_row_blocks(root, landmarks, "ReLU tangent", lambda start, stop, is_landmark, index: factor.apply(
             relu_tangent_cross(root[start:stop], tangent[start:stop], q_a, p_a), is_landmark, index))
+
+    def relu_roots(self, root: Tensor, tangent: Tensor, landmarks: Tensor, with_kernel: bool) -> tuple[Tensor, Tensor]:
+        """``relu_root`` and ``relu_tangent_root`` in one pass over ``Q Q[a]^T`` (the tangent root
+        of ``g'(Q Q^T) o P P^T + g(Q Q^T)`` with ``with_kernel``: a weight's own term, so that ``P``
+        stays as wide as ``Q``; see :meth:`~.blocks.ReLU.evaluate_with_weight`)."""
+        n, r = root.size(0), landmarks.numel()
+        q_a, p_a = root[landmarks], tangent[landmarks]
+        var_a = (q_a * q_a).sum(1)
+        if tangent.requires_grad or root.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
+            g, theta = relu_pair_rows(root, tangent, q_a, p_a, var_a, with_kernel)
+            return nystrom_root(g, landmarks, "activation"), nystrom_root(theta, landmarks, "activation (tangent)")
+        g_a, theta_a = relu_pair_rows(q_a, p_a, q_a, p_a, var_a, with_kernel)
+        factors = NystromFactor.of(g_a, "activation"), NystromFactor.of(theta_a, "activation (tangent)")
+
+        def rows(start, stop, is_landmark, index):
+            g, theta = relu_pair_rows(root[start:stop], tangent[start:stop], q_a, p_a, var_a, with_kernel)
+            return torch.cat([factors[0].apply(g, is_landmark, index), factors[1].apply(theta, is_landmark, index)], dim=1)
+
+        both = by_row_blocks(root, landmarks, "ReLU and its tangent", rows, width=2 * r)
+        return both[:, :r], both[:, r:]
 
     def product_root(self, first: Tensor, second: Tensor, landmarks: Tensor) -> Tensor:
         """The root of ``Q1 Q1^T o Q2 Q2^T`` (an entrywise product of kernels): its columns on the

@@ -28,7 +28,7 @@ from ...errors import KernelError
 from ...kernels.context import KernelContext
 from ...kernels.numerics import NystromFactor
 from ...kernels.relu import relu_expectation
-from ...kernels.roots import product_cross, relu_nystrom_rows, relu_tangent_cross
+from ...kernels.roots import product_cross, relu_nystrom_rows, relu_pair_rows, relu_tangent_cross
 from ...kernels.value import Kernel
 from .graph import ShardedGraph, task_block
 from .store import RootStore
@@ -76,6 +76,16 @@ def _relu_tangent_nystrom(qp_b: np.ndarray, start: int, width: int, q_a: torch.T
     qp = torch.from_numpy(np.ascontiguousarray(qp_b))
     cross = relu_tangent_cross(qp[:, :width], qp[:, width:], q_a, p_a)
     return factor.apply(cross, *_landmark_rows(landmarks, start, qp.size(0))).numpy()
+
+
+def _relu_pair_nystrom(qp_b: np.ndarray, start: int, width: int, q_a: torch.Tensor, p_a: torch.Tensor, var_a: torch.Tensor,
+                       factors: tuple, with_kernel: bool, landmarks: np.ndarray) -> np.ndarray:
+    """Rows of ``[chol(g(Q Q^T)), chol(g'(Q Q^T) o P P^T (+ g))]`` from rows of ``[Q, P]`` (``Q``: the
+    first ``width`` columns), ``Q Q[a]^T`` read once (see :func:`relu_pair_rows`)."""
+    qp = torch.from_numpy(np.ascontiguousarray(qp_b))
+    g, theta = relu_pair_rows(qp[:, :width], qp[:, width:], q_a, p_a, var_a, with_kernel)
+    rows = _landmark_rows(landmarks, start, qp.size(0))
+    return torch.cat([factors[0].apply(g, *rows), factors[1].apply(theta, *rows)], dim=1).numpy()
 
 
 def _product_nystrom(qq_b: np.ndarray, start: int, width: int, q1_a: torch.Tensor, q2_a: torch.Tensor, factor: NystromFactor,
@@ -132,6 +142,25 @@ class DaskRoots:
         p_a = torch.from_numpy(self.store.gather_rows(tangent, ids, "the ReLU's tangent input"))
         factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
         return map_rows(self.side_by_side([root, tangent]), _relu_tangent_nystrom, ids.size, root.shape[1], q_a, p_a, factor, ids)
+
+    def relu_roots(self, root, tangent, landmarks: torch.Tensor, with_kernel: bool):
+        """The ReLU's root and tangent root in one pass (see :meth:`gnngp_cli.kernels.roots.TorchRoots.relu_roots`):
+        ``Q[a]`` and ``P[a]`` gathered, both factors made here, each row block of ``[Q, P]`` maps to
+        its rows of ``[Q', P']``."""
+        root = self.store.written(root, "the ReLU's input")
+        ids = landmarks.numpy()
+        q_a = torch.from_numpy(self.store.gather_rows(root, ids, "the ReLU's input"))
+        if tangent.shape[1]:
+            tangent = self.store.written(tangent, "the ReLU's tangent input")
+            p_a = torch.from_numpy(self.store.gather_rows(tangent, ids, "the ReLU's tangent input"))
+        else:
+            p_a = q_a[:, :0]
+        var_a = (q_a * q_a).sum(1)
+        g_a, theta_a = relu_pair_rows(q_a, p_a, q_a, p_a, var_a, with_kernel)
+        factors = NystromFactor.of(g_a, "activation"), NystromFactor.of(theta_a, "activation (tangent)")
+        both = map_rows(self.side_by_side([root, tangent]) if tangent.shape[1] else root, _relu_pair_nystrom, 2 * ids.size, root.shape[1],
+                        q_a, p_a, var_a, factors, with_kernel, ids)
+        return both[:, :ids.size], both[:, ids.size:]
 
     def product_root(self, first, second, landmarks: torch.Tensor):
         """The root of ``Q1 Q1^T o Q2 Q2^T`` (see :meth:`gnngp_cli.kernels.roots.TorchRoots.product_root`):
