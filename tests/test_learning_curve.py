@@ -4,6 +4,7 @@ tangent kernel's mean at the same times, their curves in the rows, and the repor
 import json
 import math
 
+import pandas as pd
 import torch
 
 from gnngp_cli.gnn import GradientDescent
@@ -36,6 +37,8 @@ def test_a_wide_finite_gcn_follows_the_tangent_kernel_limit_and_a_narrow_one_les
         gaps[width] = [abs(a - b) for a, b in zip(theirs["test"], ours["test"][:4])]
     assert max(gaps[1024]) <= 0.06, gaps
     assert sum(gaps[1024]) < sum(gaps[4]), gaps
+    assert pd.isna(finite.get("ece")) and finite["uncertainty"] != "softmax"   # trained on the MSE: no softmax probabilities
+    assert json.loads(finite["extra"])["lr"] == 0.5
     status = write_report([tmp_path], tmp_path / "report")
     assert status == 0 and (tmp_path / "report" / "learning_curves.png").stat().st_size > 5000
     text = (tmp_path / "report" / "report.md").read_text()

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..data.graph import csr_order, normalized_adjacency
+from ..errors import ConfigError
 from ..metrics import score
 from ..progress import Progress
 from .models import GNN
@@ -86,6 +87,10 @@ class GNNResult:
     curve: Optional[dict] = None                             # gnn.regime=ntk: the metric on each split after each recorded step
 
 
+class TrainingDiverged(ConfigError):
+    """Gradient descent at too large a learning rate (a setting to change, told in one line)."""
+
+
 @dataclass(frozen=True)
 class GradientDescent:
     """``gnn.regime=ntk``: full-batch gradient descent with learning rate ``lr`` on the MSE loss
@@ -120,6 +125,13 @@ class GradientDescent:
                     param.zero_()
                     param.requires_grad_(False)
         return torch.optim.SGD(groups, lr=self.lr)
+
+    def check(self, step: int, loss: float, seen: list[float]) -> None:
+        """Stop a diverging run in one line: a loss that is not finite or 100 times the first."""
+        seen.append(loss)
+        if not math.isfinite(loss) or loss > 100 * seen[0]:
+            raise TrainingDiverged(f"gnn.regime=ntk diverged at step {step} (loss {loss:.3g}, {seen[0]:.3g} at step 1): the learning rate "
+                                   f"inference.learning_rate={self.lr:g} is above 2 / the tangent kernel's largest eigenvalue per node; lower it")
 
 
 def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, watch_factory,
@@ -174,6 +186,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
         return {k: score(name, out[m], y[m]) for k, m in masks.items()}
 
     best, best_state, history = None, None, []
+    history_loss: list[float] = []
     train_watch = watch_factory()
     bar = _progress(cfg.epochs, progress)
     lines = Progress(f"{entry.label} training", total=cfg.epochs, enabled=bar is None)  # no terminal: a log line every 30 s
@@ -187,6 +200,8 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
                 loss.backward()
                 optimizer.step()
                 epoch_loss = loss.item()
+                if descent is not None:
+                    descent.check(epoch + 1, epoch_loss, history_loss)
             else:
                 epoch_loss = 0.0
                 order = train_nodes[torch.randperm(train_nodes.numel(), generator=generator).to(train_nodes.device)]

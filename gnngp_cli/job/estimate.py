@@ -132,7 +132,7 @@ def gp_estimate(
         kernel = held + 3 * m * m * b + num_nodes * num_features * b + (2 * num_nodes * landmarks * b if input_nystrom else 0)
         work = max(kernel, root + n_train * m * b + EIGH_SQUARES * m * m * b)
         flops = low_rank_flops(num_nodes, edges, m, layers)
-        detail = f"{landmarks:,} landmarks" + (f", roots {branches} x as wide (an addition, a tangent kernel)" if branches > 1 else "")
+        detail = f"{landmarks:,} landmarks" + (f", roots {branches} x as wide (an addition, a product or a tangent kernel)" if branches > 1 else "")
     else:
         kernel = dense_factor(branches) * dense_elements * b
         inference = 3 * n_train * n_train * b + n_labelled * n_train * b

@@ -103,7 +103,7 @@ def gnn_rows(cfg: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[str
         train_seconds = sum(r.train_seconds for r in used)
         inference_seconds = sum(r.inference_seconds for r in used)
         columns: dict = {}
-        if info.task == "classification":
+        if info.task == "classification" and descent is None:   # trained on the MSE (gnn.regime=ntk): no softmax probabilities
             watch = Stopwatch(graph.device)
             with watch.measure():
                 passes = used[0].dropout_passes(int(g.mc_samples)) if uncertainty == "mc_dropout" else None
@@ -123,8 +123,8 @@ def gnn_rows(cfg: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[str
             **metrics, layers=g.layers, seed=seed,
             train_seconds=train_seconds, inference_seconds=inference_seconds,
             total_seconds=train_seconds + inference_seconds,
-            uncertainty=uncertainty if info.task == "classification" else "",
-            extra=json.dumps({"best_epoch": used[0].best_epoch, "epochs": g.epochs, "lr": g.lr, "hidden": g.hidden,
+            uncertainty=uncertainty if info.task == "classification" and descent is None else "",
+            extra=json.dumps({"best_epoch": used[0].best_epoch, "epochs": g.epochs, "lr": g.lr if descent is None else descent.lr, "hidden": g.hidden,
                               "batch_size": g.batch_size, "batch_norm": g.batch_norm,
                               **({"members": len(used)} if len(used) > 1 else {}),
                               **({"mc_samples": int(g.mc_samples)} if uncertainty == "mc_dropout" else {})}),
