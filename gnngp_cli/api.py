@@ -35,6 +35,7 @@ from .execute import run_job
 from .invariants import checked_rows
 from .job.gp import GPJob, GPRun
 from .job.loading import adopt_graph, load_graph
+from .kernels import KERNELS
 from .kernels.planner import exact_kernel
 from .metrics import Prediction as MetricInput
 from .metrics import Scores
@@ -172,6 +173,9 @@ class NodeGP:
         if training_times(self.config) is not None:
             raise ConfigError("NodeGP predicts the GP posterior (a mean and a variance at the chosen nugget); inference.time is for "
                               "gnngp run and its rows: drop inference.time here")
+        note = KERNELS[self.config.kernel.name].note
+        if note is not None and note(self.config.kernel):   # as gnngp run warns (e.g. GATGP from 4 layers)
+            log.warning(note(self.config.kernel))
         graph = _adopt(data, train, val, test, own, self.config)
         backend = LocalBackend(self.config, graph)
         with backend:

@@ -67,3 +67,13 @@ def test_yaml_inf_is_infinite_time():
     from gnngp_cli.config import training_times
 
     assert training_times(compose(["learning_curve=ntk"]))[-1] == math.inf
+
+
+def test_the_python_api_warns_as_gnngp_run_does(caplog, mirror):
+    """A kernel's note (GATGP from 4 layers) is logged by NodeGP.fit too."""
+    from gnngp_cli import NodeGP, load_dataset
+
+    data = load_dataset("cora", **{"data.mirror": mirror})
+    with caplog.at_level("WARNING", logger="gnngp"):
+        NodeGP(kernel="gatgp_x", kernel__layers=4, landmarks__count=50).fit(data)
+    assert any("GATGP with L=4" in r.getMessage() for r in caplog.records)

@@ -292,6 +292,7 @@ def test_bad_training_times_are_one_line(tmp_path, value, message):
     (["model=gcn", "gnn.regime=ntk"], "gnn.dropout=0.5 has no place there: set gnn.dropout=0"),
     (["model=sage", "gnn.regime=ntk", "gnn.dropout=0"], "gnn=sage has no place there: set gnn=gcn"),
     (["model=gcn", "gnn.regime=sgd"], "gnn.regime='sgd' is not valid"),
+    (["kernel=gatgp", "kernel.sigma_a=0"], "the kernel is zero on every node (mean variance 0)"),
     (["model=gcn", "gnn.regime=ntk", "gnn.dropout=0", "gnn.epochs=5", "gnn.hidden=32", "inference.learning_rate=100000"], "gnn.regime=ntk diverged at step"),
     (["kernel=gcngp", "inference.learning_rate=0.5"], "inference.learning_rate=0.5 is the rate of training along inference.time, which is not set"),
     (["kernel=gcngp", "inference.time=10", "nugget.num=11"], "inference.time replaces the nugget grid, so nugget.num=11 would be ignored"),

@@ -461,6 +461,9 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
         nuggets, uncertainty = times, []
     else:
         nuggets = grid * stats.scale if nugget is None else torch.tensor([nugget], dtype=grid.dtype, device=grid.device)
+    if not stats.scale > 0:   # before the grid: a nugget grid of a zero kernel is all zeros, and the cause is the kernel
+        raise KernelError("the kernel is zero on every node (mean variance 0); check the features and sigmas "
+                          "(a sigma of 0 before every path, e.g. kernel.sigma_w=0, zeroes it)")
     if times is None and not bool(torch.isfinite(nuggets).all() & (nuggets > 0).all()):
         raise KernelError(f"the nugget grid times the kernel's mean diagonal ({stats.scale:.3g}) leaves nuggets that are 0 or not finite "
                           f"in {str(grid.dtype).replace('torch.', '')}; narrow nugget.min and nugget.max toward 1e-3..10, or use dtype=float64")
