@@ -171,9 +171,6 @@ def _validate_times(cfg: Any) -> None:
         raise ConfigError("inference.time replaces the nugget that fit=mll fits; use fit=grid with inference.time")
     if cfg.likelihood.name != "gaussian":
         raise ConfigError(f"inference.time is gradient flow on the MSE loss (the Gaussian likelihood); drop likelihood={cfg.likelihood.name}")
-    if cfg.protocol.name != "none":
-        raise ConfigError(f"protocol={cfg.protocol.name} scores the posterior variance, and a time-t prediction has none yet; "
-                          "drop inference.time (the nugget's GP has a variance) or the protocol")
 
 
 def _validate_compute(cfg: Any) -> None:

@@ -63,6 +63,8 @@ for s in "${stages[@]}"; do case $s in
       workers="${GNNGP_GPU_TEST_WORKERS:-12}"; parallel=(-n "$workers")
       threads=$(( $(nproc) / workers )); [ "$threads" -ge 1 ] || threads=1
       env_threads=(OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads)   # no oversubscription of the cores
+    else
+      parallel=(-o "addopts=-m 'not paper'")   # pyproject's addopts ask for two xdist processes
     fi
     "$py" -c 'import pytest_timeout' 2>/dev/null && parallel+=(--timeout 150)
     stage tests "${GNNGP_GPU_TEST_TIMEOUT:-330}" env "${env_threads[@]}" GNNGP_DEVICE="${GNNGP_GPU_TEST_DEVICE:-cuda}" "$py" -m pytest -v \

@@ -16,6 +16,12 @@ def mirror_dir() -> Path | None:
     return None
 
 
+if os.environ.get("PYTEST_XDIST_WORKER"):   # one of several test processes (pytest -n): a thread each, not one per core each
+    import torch
+
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def mirror() -> Path:
     path = mirror_dir()

@@ -18,14 +18,22 @@ def _options(group: str) -> list[str]:
 
 
 @pytest.mark.parametrize("group", ["dataset", "model"])
-def test_every_option_of_every_registry_composes_and_validates(group):
-    names = _options(group)
+def test_every_option_of_every_registry_composes_validates_and_describes_each_key(group):
+    """Every option of the registries and of the CLI's choices composes and validates, and every key
+    of what it composes has a description (`gnngp run --help` lists them; fit and compute: test_help)."""
+    from gnngp_cli.cli_errors import group_options
+    from gnngp_cli.cli_help import config_key_lines
+
+    names = sorted({*_options(group), *group_options(group)})
     assert len(names) >= 10
+    undescribed = {}
     for name in names:
         cfg = compose([f"{group}={name}"])
         validate(cfg)
-        if group == "model":
+        if group == "model" and name in _options(group):
             assert (cfg.kernel if cfg.method == "gp" else cfg.gnn).name == name.removesuffix("_x")
+        undescribed[name] = [key for key, _, description in config_key_lines(cfg) if not description]
+    assert not {name: keys for name, keys in undescribed.items() if keys}, undescribed
 
 
 def test_kernel_and_gnn_are_spellings_of_the_one_method_choice():

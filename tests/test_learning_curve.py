@@ -5,6 +5,7 @@ import json
 import math
 
 import pandas as pd
+import pytest
 import torch
 
 from gnngp_cli.gnn import GradientDescent
@@ -18,6 +19,7 @@ def curve_of(row) -> dict:
     return json.loads(row["extra"])["curve"]
 
 
+@pytest.mark.paper  # slow (15-20 s): runs in CI with -m paper
 def test_a_wide_finite_gcn_follows_the_tangent_kernel_limit_and_a_narrow_one_less(tmp_path):
     """On a 1,500-node csbm graph, at learning rate 0.5: the width-1024 GCN's test accuracy after
     each recorded step is within 0.06 of GCNGP-NTK's mean at that time, and closer on average than

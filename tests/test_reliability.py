@@ -585,6 +585,7 @@ def test_a_stop_while_gnngp_imports_is_one_line(tmp_path, sig, name):
     assert [line for line in err.splitlines() if line.startswith("gnngp: error:")][0].startswith(f"gnngp: error: stopped by {name}")
 
 
+@pytest.mark.paper  # slow (15-20 s): runs in CI with -m paper
 def test_ctrl_c_at_the_terminal_stops_a_dask_run_in_one_line(tmp_path, mirror):
     """A terminal's Ctrl-C signals the process group: the worker processes too (each printed a
     KeyboardInterrupt traceback). They start with SIGINT ignored; the client stops them."""

@@ -89,12 +89,12 @@ def test_every_low_rank_kernel_on_a_small_csbm_gives_the_local_predictions(kerne
     assert_same_predictions(*local_and_rowblocks(overrides, client, rows=700))
 
 
-# 10^5 nodes in 4 row blocks: the kernels whose blocks differ in kind (GCN's chain, GCNII's re-read input,
-# GraphSAGE's addition) and GCN's tangent kernel; every kernel runs on PubMed, GCNGP-X also on chameleon (a
-# regression set: every kernel's regression path runs in the parity matrix), and at 3,000 nodes above (the
-# same block operations: 30 to 55 s a kernel at 10^5 nodes on this machine)
+# Every low-rank kernel on PubMed (GCNII's re-read input, GraphSAGE's addition, ... in several row blocks),
+# GCNGP-X also on chameleon (a regression set: every kernel's regression path runs in the parity matrix),
+# and GCN's chain and its tangent kernel at 10^5 nodes in 4 row blocks (GCNII and GraphSAGE there took 90 s
+# each in the two-process suite of 2026-11-28, and run the same block operations as on PubMed)
 LARGER = [("pubmed", kernel) for kernel in LOW_RANK] + [("chameleon", "gcngp_x")] + [
-    ("csbm_1e5", kernel) for kernel in ("gcngp_x", "gcn2gp_x", "sagegp_x", "gcngp_x+ntk")]
+    ("csbm_1e5", kernel) for kernel in ("gcngp_x", "gcngp_x+ntk")]
 VARIANTS = {"+ntk": ["kernel.limit=ntk"]}
 
 
@@ -388,14 +388,21 @@ def _nap(seconds: float) -> float:
     return seconds
 
 
+def _doze(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
 def test_the_time_summary_names_the_task_kinds_that_took_longest(client):
-    """Since the run's start only: the shared cluster ran other jobs before."""
+    """Since the run's start only: the shared cluster ran other jobs before (one of its own here,
+    whatever ran before it in this test process)."""
     import dask
 
     from gnngp_cli.backends.rowblocks.cluster import task_times, time_summary
 
+    dask.compute(dask.delayed(_doze, pure=True)(0.2))
     before = task_times(client)
-    assert before                                                           # the cluster ran other tests' jobs
+    assert any("doze" in kind for kind in before), before                  # what ran before this run
     dask.compute(dask.delayed(_nap, pure=True)(0.6), dask.delayed(_nap, pure=True)(0.7))
     line = time_summary(client, since=before)
     assert re.fullmatch(r"worker seconds by action: compute 1\.\d; longest task kinds: nap \(compute 1\.\d\)", line), line

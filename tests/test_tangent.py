@@ -178,6 +178,23 @@ def test_relu_derivative_expectation_is_the_probability_both_units_fire():
     assert float(relu_derivative_expectation_entries(cov[0, 0], cov[0, 0], cov[0, 0])) == 0.5
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+def test_both_relu_expectations_in_one_pass_equal_each_alone_bit_for_bit(dtype):
+    """The fused pass of the low-rank tangent step (one ``arccos``) changes no bit of ``g`` or
+    ``g'``: equal cosines of +-1 (a node and its copy or its negation), a zero row, row chunks."""
+    from gnngp_cli.kernels.relu import relu_derivative_expectation, relu_expectation, relu_expectations
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(300, 12, generator=g, dtype=torch.float64).to(dtype)
+    q[5], q[7], q[9] = 0, q[3], -q[3]
+    q_a = q[::7]
+    var, var_a = (q * q).sum(1), (q_a * q_a).sum(1)
+    cross = q @ q_a.T
+    both = relu_expectations(cross, var, var_a, chunk_rows=64)
+    assert torch.equal(both[0], relu_expectation(cross, var, var_a))
+    assert torch.equal(both[1], relu_derivative_expectation(cross, var, var_a))
+
+
 def test_tangent_kernel_gradient_is_finite_for_fitting():
     """fit=mll differentiates the tangent kernel: the diagonal's cosine of 1 gives no NaN."""
     ei, x = random_graph()
@@ -248,6 +265,61 @@ def test_short_training_stays_near_the_prior_mean_and_moves_along_the_kernel_gra
     torch.testing.assert_close(grid_at, torch.stack(at, 1))
 
 
+def _output_variance_by_its_linear_map(k, theta, train, phi_matrix):
+    """The variance over initialisation of the linearised network's output after training,
+    written as the linear map it is: ``f_t = f_0 + Theta[:, b] A (y - f_0[b])`` with
+    ``f_0 ~ N(0, K)``, so ``f_t - E f_t = L f_0`` with ``L = I - Theta[:, b] A E_b`` and the
+    variance ``diag L K L^T`` (``E_b`` picks the training rows)."""
+    n = k.size(0)
+    pick = torch.zeros(train.numel(), n, dtype=k.dtype)
+    pick[torch.arange(train.numel()), train] = 1.0
+    lin = torch.eye(n, dtype=k.dtype) - theta[:, train] @ phi_matrix @ pick
+    return torch.diagonal(lin @ k @ lin.T)
+
+
+@pytest.mark.parametrize("time", [0.0, 0.5, 20.0, math.inf])
+def test_the_output_variance_after_training_time_is_that_of_the_linearised_network(time):
+    """``Posterior.time_variance`` (exact and low rank, the tangent kernel ``Theta = P P^T`` beside
+    its NNGP ``K = Q Q^T``; and the NNGP alone, ``Theta = K``) against the variance of the linear
+    map the trained network's output is of its initial one: at ``t = 0`` the prior ``diag K``, at
+    ``t = inf`` on the NNGP the GP's noise-free posterior variance. The statistics add over row blocks."""
+    from gnngp_cli.job.inference import ExactPosterior, LowRankPosterior, TrainingStatistics, TrainingTimes, low_rank_statistics
+
+    g = torch.Generator().manual_seed(3)
+    n, rate = 40, 0.3
+    q, p = torch.randn(n, 30, generator=g, dtype=torch.float64), torch.randn(n, 35, generator=g, dtype=torch.float64)
+    p[:, :30] += q                                                  # Theta and K correlated, as a network's are
+    k, theta = q @ q.T, p @ p.T
+    train = torch.arange(0, n, 2)[:18]
+    y = torch.randn(18, 2, generator=g, dtype=torch.float64)
+    every = torch.arange(n)
+    times = TrainingTimes(torch.tensor(time, dtype=torch.float64), rate)
+
+    def phi_of(m):   # Theta[b, b]^-1 (I - exp(-rate t Theta[b, b])), by its eigendecomposition
+        w, v = torch.linalg.eigh(m)
+        return v @ torch.diag(times.filter(w)) @ v.T
+
+    expected = _output_variance_by_its_linear_map(k, theta, train, phi_of(theta[train][:, train]))
+    exact = ExactPosterior(TrainingStatistics("exact", theta[train][:, train], y, float((y * y).sum()), 18, float(theta.diagonal().sum()), n,
+                                              cross=k[train][:, train]))
+    torch.testing.assert_close(exact.time_variance(theta[:, train], k[:, train], every, times, k.diagonal()), expected, rtol=1e-7, atol=1e-7)
+    halves = [torch.arange(0, 20), torch.arange(20, n)]             # two row blocks' statistics, added
+    parts = [low_rank_statistics(p[h], torch.nonzero(torch.isin(h, train)).view(-1), y[torch.isin(train, h)], n, nngp=q[h]) for h in halves]
+    low = LowRankPosterior(parts[0] + parts[1])
+    torch.testing.assert_close(low.time_variance(p, q, every, times, None), expected, rtol=1e-7, atol=1e-7)
+
+    nngp_alone = _output_variance_by_its_linear_map(k, k, train, phi_of(k[train][:, train]))
+    exact_k = ExactPosterior(TrainingStatistics("exact", k[train][:, train], y, float((y * y).sum()), 18, float(k.diagonal().sum()), n))
+    torch.testing.assert_close(exact_k.time_variance(k[:, train], None, every, times, k.diagonal()), nngp_alone, rtol=1e-7, atol=1e-7)
+    if time == 0:
+        torch.testing.assert_close(expected, k.diagonal())
+    if time == math.inf:   # the NNGP trained to convergence: the GP posterior variance without a nugget
+        kbb = k[train][:, train]
+        gp = k.diagonal() - torch.einsum("ib,bc,ic->i", k[:, train], torch.linalg.inv(kbb), k[:, train])
+        torch.testing.assert_close(nngp_alone, gp, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(nngp_alone[train], torch.zeros(18, dtype=torch.float64), rtol=0, atol=1e-7)
+
+
 def test_cli_runs_the_tangent_kernel_along_training_time_and_records_it(tmp_path, mirror):
     """Through ``gnngp run`` on Cora: the tangent kernel's label and ``limit`` column; with a list
     of times, the time of the best validation accuracy (sorted: the earliest on ties) in the
@@ -260,7 +332,7 @@ def test_cli_runs_the_tangent_kernel_along_training_time_and_records_it(tmp_path
                                  "inference.time=[inf,1000,10]")
     assert code == 0 and not errors, err
     assert row["method"] == "GCNGP-NTK" and row["limit"] == "ntk" and row["time"] in (10.0, 1000.0, math.inf)
-    assert math.isnan(row["nugget"]) and math.isnan(row.get("nll", math.nan))
+    assert math.isnan(row["nugget"]) and math.isfinite(row["nll"]) and 0 < row["var_correct"] < row["var_wrong"]   # the trained network's spread
     assert json.loads(row["extra"])["times"] == [10.0, 1000.0, "inf"]
     from gnngp_cli.results import summary_line
 
@@ -356,7 +428,40 @@ def test_the_relu_and_the_weight_after_it_in_one_pass_keep_the_tangent_root_as_w
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
-def test_one_training_time_needs_no_validation_and_a_protocol_is_refused(tmp_path, mirror):
+def test_a_low_rank_tangent_layer_releases_each_input_root_once_its_output_is_made():
+    """Over every node, a convolution and a bias that alone hold their input drop its root ``Q``
+    before they convolve or extend the tangent root ``P`` (three roots alive at a time, not four),
+    and give the kernels of the usual evaluation."""
+    import weakref
+    from dataclasses import replace
+
+    from gnngp_cli.kernels.blocks import Bias, Conv, Serial
+    from gnngp_cli.kernels.roots import TorchRoots
+    from gnngp_cli.kernels.value import Kernel
+
+    ei, x = random_graph()
+    ctx, _ = context(x, ei)
+    alive = []
+
+    class Watching(TorchRoots):   # notes, at each product, whether the last input's root is still held
+        def convolve(self, adjacency, root):
+            alive.append(None if not refs else refs[-1]() is not None)
+            refs.append(weakref.ref(root))
+            return super().convolve(adjacency, root)
+
+    refs = []
+    ctx = replace(ctx, tangent=True, roots=Watching())
+    g = torch.Generator().manual_seed(0)
+    q, p = torch.randn(40, 7, generator=g, dtype=torch.float64), torch.randn(40, 9, generator=g, dtype=torch.float64)
+    layer = Serial(Conv(), Bias(0.3))
+    usual = layer.evaluate(Kernel(None, root=q.clone(), tangent=Kernel(None, root=p.clone())), ctx, None)
+    taken = layer.evaluate_taken([Kernel(None, root=q.clone(), tangent=Kernel(None, root=p.clone()))], ctx)
+    assert len(alive) == 4 and alive[1] is True and alive[3] is False, alive   # Q held at P's product as usual; gone, taken
+    torch.testing.assert_close(taken.root, usual.root)
+    torch.testing.assert_close(taken.tangent.root, usual.tangent.root)
+
+
+def test_one_training_time_needs_no_validation(tmp_path, mirror):
     from trust_helpers import run
 
     code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", "kernel.limit=ntk", f"data.mirror={mirror}",
@@ -365,9 +470,17 @@ def test_one_training_time_needs_no_validation_and_a_protocol_is_refused(tmp_pat
     code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", f"data.mirror={mirror}", "inference.time=[1,100]",
                                  "dataset.hide_val=true", run_dir=tmp_path / "list")
     assert code == 1 and "dataset.hide_val=true leaves no validation labels" in errors[0], errors
-    code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", "inference.time=100", "protocol=leave_out_classes",
-                                 run_dir=tmp_path / "protocol")
-    assert code == 1 and "protocol=leave_out_classes scores the posterior variance" in errors[0], errors
+
+
+def test_a_protocol_scores_the_trained_networks_output_variance(tmp_path, mirror):
+    """Left-out classes against the variance of the NTK network's output after training: the
+    nodes of classes it never saw are told apart by it (as by the GP's, docs/uncertainty.md)."""
+    from trust_helpers import run
+
+    code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", "kernel.limit=ntk", f"data.mirror={mirror}",
+                                 "inference.time=inf", "protocol=leave_out_classes")
+    assert code == 0 and not errors, err
+    assert row["auroc_variance"] > 0.6 and math.isfinite(row["ece"]), row.to_dict()
 
 
 def test_only_the_papers_presets_fill_its_tables():

@@ -311,6 +311,7 @@ def planted(monkeypatch, prep, error: str) -> torch.Tensor:
     return wrong
 
 
+@pytest.mark.paper  # 7 s alone, 40 s beside another test process: runs in CI with -m paper
 def test_gcn_tangent_kernel_passes_against_empirical_ntks_and_planted_errors_fail(monkeypatch):
     """One set of wide GCNs (their Jacobians in the NTK parameterisation): the analytic tangent
     kernel passes; with a dropped weight term or the wrong derivative kernel it fails."""
@@ -343,6 +344,8 @@ def test_every_tangent_kernel_passes_at_two_layers(kernel):
 
 
 def test_verify_ntk_of_a_network_without_parameters_is_one_line(tmp_path):
-    out = gnngp("verify", *COMPOSED, "kernel.limit=ntk", "verify.widths=[16,32]", "verify.seeds=2", f"hydra.run.dir={tmp_path}")
+    from trust_helpers import in_process
+
+    out = in_process("verify", *COMPOSED, "kernel.limit=ntk", "verify.widths=[16,32]", "verify.seeds=2", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and out.stderr.strip().startswith("gnngp: error: gnngp verify kernel.limit=ntk differentiates"), out.stderr
     assert len(out.stderr.strip().splitlines()) == 1

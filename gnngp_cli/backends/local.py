@@ -4,7 +4,7 @@ with ``device=cuda``). Exact kernels are evaluated on the node sets the predicti
 the labelled rows are one row group."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import torch
@@ -19,7 +19,7 @@ from ..job.rows import dataset_label
 from ..kernels import Architecture, BaseKernel, Kernel, KernelContext
 from ..kernels.architectures import KernelEntry
 from ..kernels.blocks import branch_count, graph_operators
-from ..kernels.planner import exact_kernel, pair_plan_fits
+from ..kernels.planner import exact_kernel, nngp_diagonal, pair_plan_fits
 from ..runtime import current_rss_bytes, memory_limit_bytes, peak_cuda_mb, peak_rss_mb
 
 
@@ -33,14 +33,22 @@ class LocalKernel:
     features: Tensor
     strategy: str
     diagonal: Tensor
+    nngp: Optional["LocalKernel"] = None   # a tangent kernel's NNGP kernel, read the same way (the covariance along training time)
 
 
-def local_kernel(kernel: Kernel, train: Tensor, diagonal: Tensor, low_rank: bool) -> LocalKernel:
+def local_kernel(kernel: Kernel, train: Tensor, diagonal: Tensor, low_rank: bool, nngp_diagonal: Optional[Tensor] = None,
+                 strategy: Optional[str] = None) -> LocalKernel:
     """``kernel`` (rows covering the labelled nodes, columns the training nodes ``train``) with
     the strategy that reads it: a root of rank at most the training set's size goes to the
     low-rank strategy (always for the Nystrom kernels), anything else to the exact one with
-    ``F = K[rows, train]``; ``diagonal``: ``diag K`` on every node."""
-    if kernel.root is not None and (low_rank or kernel.root.size(1) <= train.numel()):
+    ``F = K[rows, train]``; ``diagonal``: ``diag K`` on every node. A tangent kernel's ``nngp``
+    is read with the same strategy (``nngp_diagonal``: its diagonal on every node)."""
+    if kernel.nngp is not None:
+        theta = local_kernel(replace(kernel, nngp=None), train, diagonal, low_rank, strategy=strategy)
+        nngp = local_kernel(kernel.nngp, train, kernel.nngp.diagonal() if nngp_diagonal is None else nngp_diagonal, low_rank,
+                            strategy=theta.strategy)
+        return replace(theta, nngp=nngp)
+    if kernel.root is not None and strategy != "exact" and (low_rank or strategy == "low_rank" or kernel.root.size(1) <= train.numel()):
         return LocalKernel(kernel, kernel.root, "low_rank", diagonal)
     if kernel.root is not None:
         features = kernel.root @ kernel.root[kernel.positions(train)].T
@@ -57,9 +65,11 @@ def local_statistics(k: LocalKernel, train: Tensor, y_train: Tensor, per_class: 
     pos_train = k.kernel.positions(train)
     n = k.diagonal.numel()
     diagonal_sum = float(k.diagonal.mean()) * n   # the mean in the kernel's precision, as the nugget grid reads it
+    nngp = None if k.nngp is None else k.nngp.features
     if k.strategy == "low_rank":   # the root's rows may be the labelled nodes only (an exact root): diag K from every node
-        return low_rank_statistics(k.features, pos_train, y_train, n, diagonal_sum, per_class)
-    return TrainingStatistics("exact", k.features[pos_train], y_train, float((y_train * y_train).sum()), int(train.numel()), diagonal_sum, n)
+        return low_rank_statistics(k.features, pos_train, y_train, n, diagonal_sum, per_class, nngp)
+    return TrainingStatistics("exact", k.features[pos_train], y_train, float((y_train * y_train).sum()), int(train.numel()), diagonal_sum, n,
+                              cross=None if nngp is None else nngp[pos_train])
 
 
 def local_group(k: LocalKernel, nodes: dict[str, Tensor], y: Tensor, ood: Optional[Tensor] = None) -> RowGroup:
@@ -68,7 +78,9 @@ def local_group(k: LocalKernel, nodes: dict[str, Tensor], y: Tensor, ood: Option
     positions = {key: k.kernel.positions(nodes[key]) for key in SPLITS}
     prior = {key: k.diagonal[nodes[key]] for key in SPLITS} if k.strategy == "exact" else None
     flags = ood[nodes["test"]] if ood is not None and bool(ood.any()) else None
-    return RowGroup(k.features, positions, {key: y[nodes[key]] for key in SPLITS}, prior, flags)
+    nngp = None if k.nngp is None else local_group(k.nngp, nodes, y)
+    return RowGroup(k.features, positions, {key: y[nodes[key]] for key in SPLITS}, prior, flags,
+                    None if nngp is None else nngp.features, None if nngp is None else nngp.prior)
 
 
 class LocalBackend:
@@ -160,7 +172,7 @@ class LocalBackend:
             num_features=self.info.num_features, n_train=int(train.numel()), n_labelled=int(target.numel()),
             layers=int(self.cfg.kernel.layers), bytes_per_entry=torch.finfo(self.dtype).bits // 8,
             landmarks=None if landmarks is None else int(landmarks.numel()), dense_elements=int(dense),
-            branches=branch_count(arch.network),
+            branches=branch_count(arch.network, low_rank=landmarks is not None),
             input_nystrom=input_nystrom,
             root_width=((int(landmarks.numel()) if input_nystrom else self.info.num_features) + int(self.cfg.kernel.layers) + 1)
             * branch_count(arch.network) if linear else None,
@@ -178,6 +190,8 @@ class LocalBackend:
             self.check_exact_memory(arch, ctx, target, train)
             kernel, diagonal = exact_kernel(arch.network, ctx, target, train,
                                             before_square=lambda nodes: self.check_exact_memory(arch, ctx, nodes, None))
+            if kernel.nngp is not None:
+                return local_kernel(kernel, train, diagonal, False, nngp_diagonal(kernel, ctx))
         return local_kernel(kernel, train, diagonal, ctx.low_rank)
 
     def statistics(self, k: LocalKernel) -> TrainingStatistics:

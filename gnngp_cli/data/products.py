@@ -123,7 +123,7 @@ class TiledProduct:
             raise ValueError(f"A @ Q needs Q of {self.num_nodes} rows, got shape {tuple(dense.shape)}")
         _, product = _kernels()
         _threads()
-        q = dense.detach().contiguous().numpy()
+        q = dense.detach().numpy()   # a view's strides kept: each column slice is made contiguous below (no copy of the whole)
         out = np.empty(q.shape, dtype=q.dtype)
         step = max(1, SLICE_BYTES // q.itemsize)
         starts = range(0, q.shape[1], step)

@@ -137,6 +137,8 @@ class GPJob:
         base = BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d)
         arch = self.entry.architecture(kcfg, {k: v for k, v in choices[0].items() if k != "gamma"})
         ctx = backend.context(arch.adjacency, base, landmarks, kcfg.base.scale)
+        if training_times(cfg) is not None:   # a tangent kernel keeps its NNGP kernel: the covariance along training time reads both
+            ctx = replace(ctx, keep_nngp=True)
         estimate = self.with_grid(backend.estimate(arch, ctx, landmarks, self.mll), landmarks, int(train.numel()))
         log.info(estimate.line(arch.label, backend.where))
 

@@ -68,6 +68,8 @@ class TrainingStatistics:
     num_nodes: int
     class_grams: Optional[Tensor] = None   # low rank, per-class likelihoods: ``Q[b, c]^T Q[b, c]`` of each class's training rows (C x r x r)
     column_sum: Optional[Tensor] = None    # ... and ``Q[b]^T 1``
+    cross: Optional[Tensor] = None         # a tangent kernel's NNGP ``K`` on the training rows (the covariance along training time):
+                                           # exact ``K[b, b]``; low rank ``P[b]^T Q[b]`` (``Theta = P P^T``, ``K = Q Q^T``)
 
     @property
     def scale(self) -> float:
@@ -79,15 +81,17 @@ class TrainingStatistics:
         return replace(self, gram=self.gram + other.gram, rhs=self.rhs + other.rhs, yy=self.yy + other.yy,
                        n_train=self.n_train + other.n_train, diagonal_sum=self.diagonal_sum + other.diagonal_sum,
                        class_grams=None if self.class_grams is None else self.class_grams + other.class_grams,
-                       column_sum=None if self.column_sum is None else self.column_sum + other.column_sum)
+                       column_sum=None if self.column_sum is None else self.column_sum + other.column_sum,
+                       cross=None if self.cross is None else self.cross + other.cross)
 
 
 def low_rank_statistics(q: Tensor, train: Tensor, y_train: Tensor, num_nodes: int, diagonal_sum: Optional[float] = None,
-                        per_class: bool = False) -> TrainingStatistics:
+                        per_class: bool = False, nngp: Optional[Tensor] = None) -> TrainingStatistics:
     """The statistics of a root ``Q`` held on some rows (``train``: the training rows among them,
     ``y_train`` their targets); ``num_nodes``: the graph's node count; ``diagonal_sum``: the sum
     of ``diag K`` where the caller has it (default: over ``Q``'s rows, ``||Q||^2``); with
-    ``per_class`` (one-hot ``y_train``), each class's Gram matrix and ``Q[b]^T 1`` too."""
+    ``per_class`` (one-hot ``y_train``), each class's Gram matrix and ``Q[b]^T 1`` too; with
+    ``nngp`` (the NNGP kernel's root on the same rows, ``q`` a tangent kernel's), their cross Gram matrix."""
     q_train = q[train]
     if diagonal_sum is None:
         diagonal_sum = float((q * q).sum().double())
@@ -97,7 +101,8 @@ def low_rank_statistics(q: Tensor, train: Tensor, y_train: Tensor, num_nodes: in
         class_grams = torch.stack([q_train[own[:, c]].T @ q_train[own[:, c]] for c in range(y_train.size(1))])
         column_sum = q_train.sum(0)
     return TrainingStatistics("low_rank", q_train.T @ q_train, q_train.T @ y_train, float((y_train * y_train).sum()),
-                              int(train.numel()), diagonal_sum, num_nodes, class_grams, column_sum)
+                              int(train.numel()), diagonal_sum, num_nodes, class_grams, column_sum,
+                              None if nngp is None else q_train.T @ nngp[train])
 
 
 def gram_eigh(gram: Tensor) -> tuple[Tensor, Tensor]:
@@ -188,6 +193,12 @@ class Posterior:
         self.w, self.v = w.clamp_min(0), v
         self.coef = v.T @ stats.rhs
         self.yy, self.n_train = stats.yy, stats.n_train
+        self.cross = self.project_cross(stats.cross)
+
+    def project_cross(self, cross: Optional[Tensor]) -> Optional[Tensor]:
+        """The NNGP kernel's training block in the Gram matrix's eigenbasis, for the covariance
+        along training time (``None``: the NNGP is the kernel itself)."""
+        return None
 
     def grid_means(self, features: Tensor, pos: Tensor, nuggets: Tensor) -> Tensor:
         """Means at the rows ``pos`` of ``features`` for every nugget at once: ``len(pos) x G x outputs``."""
@@ -216,6 +227,27 @@ class Posterior:
         """Latent posterior variance at the rows ``pos`` (``prior``: ``diag K`` there, exact only)."""
         raise NotImplementedError
 
+    def time_variance(self, features: Tensor, nngp: Optional[Tensor], pos: Tensor, times: TrainingTimes, prior: Optional[Tensor]) -> Tensor:
+        """The variance at the rows ``pos`` of the infinitely wide network's output after training
+        time ``times`` (one time), over its random initialisation (Lee et al. 2019, eq. 16): with
+        ``A = Theta[b, b]^-1 (I - exp(-eta t Theta[b, b] / n_b)) = V phi_t(w) V^T``,
+
+            diag K[*, *] - 2 diag K[*, b] A Theta[b, *] + diag Theta[*, b] A K[b, b] A Theta[b, *].
+
+        ``features`` are the tangent kernel's rows, ``nngp`` the NNGP kernel's rows read the same
+        way (``None``: the kernel is the NNGP, whose last layer alone trains: ``Theta = K``);
+        ``prior``: ``diag K`` at ``pos`` (exact only). By row blocks, as :meth:`explained`."""
+        raise NotImplementedError
+
+    def _by_row_blocks(self, pos: Tensor, width: int, fn: Callable[[Tensor], Tensor], like: Tensor) -> Tensor:
+        """``fn(rows)`` per row of ``pos``, by row blocks past ``runtime.ROW_BLOCK_ENTRIES`` entries of ``width``."""
+        if pos.numel() * width <= runtime.ROW_BLOCK_ENTRIES:
+            return fn(pos)
+        out = like.new_empty(pos.numel())
+        for start, stop in runtime.row_blocks(pos.numel(), width):
+            out[start:stop] = fn(pos[start:stop])
+        return out
+
     def output_scale(self, eps: Tensor) -> float:
         """Maximum-likelihood output scale ``s^2 = y_b^T (K_bb + eps I)^-1 y_b / n_b``."""
         raise NotImplementedError
@@ -232,6 +264,22 @@ class ExactPosterior(Posterior):
     def variance(self, features, pos, eps, prior):
         return (prior - self.explained(features, pos, eps)).clamp_min(0)
 
+    def project_cross(self, cross):
+        return None if cross is None else self.v.T @ cross @ self.v   # V^T K[b, b] V
+
+    def time_variance(self, features, nngp, pos, times, prior):
+        phi = times.filter(self.w)
+
+        def rows(at: Tensor) -> Tensor:
+            proj = _rows(features, at) @ self.v
+            b = proj * phi                                     # Theta[*, b] A in the eigenbasis
+            if nngp is None:                                   # K = Theta: V^T K[b, b] V = diag(w)
+                return (proj * b).sum(1).mul(-2) + (b * b * self.w).sum(1)
+            h = _rows(nngp, at) @ self.v                       # K[*, b] V
+            return (h * b).sum(1).mul(-2) + ((b @ self.cross) * b).sum(1)
+
+        return (prior + self._by_row_blocks(pos, self.w.numel(), rows, features)).clamp_min(0)
+
     def output_scale(self, eps):
         return max(self.fitted(eps) / self.n_train, torch.finfo(torch.float64).tiny)
 
@@ -242,6 +290,23 @@ class LowRankPosterior(Posterior):
 
     def variance(self, features, pos, eps, prior):
         return (eps * self.explained(features, pos, eps)).clamp_min(0)
+
+    def project_cross(self, cross):
+        return None if cross is None else self.v.T @ cross   # V^T P[b]^T Q[b]
+
+    def time_variance(self, features, nngp, pos, times, prior):
+        """With ``Theta = P P^T`` and ``K = Q Q^T``, ``||Q[*] - P[*] V phi V^T P[b]^T Q[b]||^2`` per row
+        (for the NNGP, ``Q = P``: ``||P[*] V (1 - w phi)||^2``, which vanishes at ``t = inf`` where the
+        rank-``r`` kernel is pinned by at least ``r`` training nodes)."""
+        phi = times.filter(self.w)
+
+        def rows(at: Tensor) -> Tensor:
+            proj = _rows(features, at) @ self.v
+            if nngp is None:
+                return (proj * (1 - self.w * phi)).square().sum(1)
+            return (_rows(nngp, at) - (proj * phi) @ self.cross).square().sum(1)
+
+        return self._by_row_blocks(pos, self.w.numel() + (0 if nngp is None else nngp.size(1)), rows, features)
 
     def output_scale(self, eps):
         """By Woodbury ``(Q Q^T + eps I)^-1 = (I - Q (Q^T Q + eps I)^-1 Q^T) / eps``:
@@ -267,6 +332,8 @@ class RowGroup:
     targets: dict[str, Tensor]
     prior: Optional[dict[str, Tensor]] = None
     ood: Optional[Tensor] = None   # which test rows a protocol made out of distribution (aligned with positions["test"])
+    nngp: Optional[Tensor] = None  # a tangent kernel's NNGP rows, read as ``features`` are (the covariance along training time)
+    nngp_prior: Optional[dict[str, Tensor]] = None   # ... and their ``diag K`` per split (exact only)
 
     def in_distribution(self, key: str) -> Tensor:
         """A mask of the split's rows that are in distribution."""
@@ -278,6 +345,22 @@ class RowGroup:
     def labelled(self) -> Tensor:
         """Positions of every labelled row, in node order."""
         return torch.sort(torch.cat([self.positions[key] for key in SPLITS]))[0]
+
+    def variance(self, posterior: "Posterior", eps, key: Optional[str] = None) -> Tensor:
+        """The latent posterior variance of the split ``key``'s rows (``None``: every labelled row,
+        in node order) at the nugget ``eps``, or after the training time ``eps``
+        (:class:`TrainingTimes`; the prior is then the NNGP kernel's)."""
+        keys = SPLITS if key is None else (key,)
+        timed = isinstance(eps, TrainingTimes)
+        priors = (self.nngp_prior if self.nngp is not None else self.prior) if timed else self.prior
+        pos = torch.cat([self.positions[k] for k in keys])
+        prior = None if priors is None else torch.cat([priors[k] for k in keys])
+        if key is None:
+            order = torch.argsort(pos)
+            pos, prior = pos[order], None if prior is None else prior[order]
+        if timed:
+            return posterior.time_variance(self.features, self.nngp, pos, eps, prior)
+        return posterior.variance(self.features, pos, eps, prior)
 
 
 def validation_scores(group: RowGroup, posterior: Posterior, nuggets: Tensor, metric: Metric, split: str = "val") -> Scores:
@@ -315,10 +398,8 @@ def temperature_nll(group: RowGroup, posterior: Posterior, eps: Tensor, rule: Pr
     over the validation rows cost little)."""
     from ..probabilities import TEMPERATURES, nll_by_temperature
 
-    pos = group.positions["val"]
-    prior = group.prior["val"] if group.prior is not None else None
-    mean = posterior.mean(group.features, pos, eps)
-    variance = posterior.variance(group.features, pos, eps, prior).double() * rule.variance_scale
+    mean = posterior.mean(group.features, group.positions["val"], eps)
+    variance = group.variance(posterior, eps, "val").double() * rule.variance_scale
     return nll_by_temperature(mean, variance, group.targets["val"], rule.approx, rule.samples,   # the approximation the test rows get
                               TEMPERATURES if temperatures is None else temperatures)
 
@@ -338,10 +419,10 @@ def final_scores(group: RowGroup, posterior: Posterior, eps: Tensor, metric: Met
         pos = group.positions[key]
         mean = means[torch.searchsorted(labelled, pos)]
         if key == "test" and uncertainty:
-            prior = group.prior[key] if group.prior is not None else None
-            variance = posterior.variance(group.features, pos, eps, prior)
+            variance = group.variance(posterior, eps, key)
             probs = rule.probabilities(mean, variance) if rule is not None else None
-            prediction = Prediction(mean[:, None, :], group.targets[key], variance[:, None], eps, output_scale, probs, group.ood)
+            noise = 0.0 if isinstance(eps, TrainingTimes) else eps   # a network's output after training: no observation noise
+            prediction = Prediction(mean[:, None, :], group.targets[key], variance[:, None], noise, output_scale, probs, group.ood)
             for column in uncertainty:
                 scores.add(column.name, column, prediction)
         keep = group.in_distribution(key)
@@ -360,12 +441,7 @@ def labelled_means(group: RowGroup, posterior: Posterior, eps: Tensor) -> Tensor
 
 def labelled_variances(group: RowGroup, posterior: Posterior, eps: Tensor) -> Tensor:
     """Latent posterior variances of the group's labelled rows, in node order."""
-    labelled = group.labelled()
-    prior = None
-    if group.prior is not None:
-        pos = torch.cat([group.positions[key] for key in SPLITS])
-        prior = torch.cat([group.prior[key] for key in SPLITS])[torch.argsort(pos)]
-    return posterior.variance(group.features, labelled, eps, prior)
+    return group.variance(posterior, eps)
 
 
 def validation_curve(posterior: Posterior, stats: TrainingStatistics, reduce: "Reduce", nuggets: Tensor, metric: Metric,
@@ -455,10 +531,11 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
     (:class:`~.likelihoods.Likelihood`; default the Gaussian one) makes the posterior and,
     for classification, the class probabilities of the test columns and the temperature
     fitted on validation. With ``times`` (:class:`TrainingTimes`), the training time of the best
-    validation metric instead of the nugget (the smallest on ties: early stopping), and the
-    means alone (no variance: the uncertainty columns are left out)."""
+    validation metric instead of the nugget (the smallest on ties: early stopping); the
+    uncertainty columns then read the trained network's output variance over its initialisation
+    (:meth:`Posterior.time_variance`: no nugget, no output scale)."""
     if times is not None:
-        nuggets, uncertainty = times, []
+        nuggets = times
     else:
         nuggets = grid * stats.scale if nugget is None else torch.tensor([nugget], dtype=grid.dtype, device=grid.device)
     if not stats.scale > 0:   # before the grid: a nugget grid of a zero kernel is all zeros, and the cause is the kernel
@@ -485,11 +562,11 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
     if validation_only:
         return float(val_curve[best])
     eps = nuggets[best]
-    output_scale = posterior.output_scale(eps) if task == "regression" and times is None else math.nan
+    output_scale = (1.0 if times is not None else posterior.output_scale(eps)) if task == "regression" else math.nan
     rule = None
     if task == "classification" and uncertainty and likelihood is not None:
         rule = ProbabilityRule(likelihood.approximation(stats.num_nodes, stats.rhs.size(1)), likelihood.samples, 1.0,
-                               likelihood.variance_scale(posterior, eps, stats.rhs.size(1)))
+                               1.0 if times is not None else likelihood.variance_scale(posterior, eps, stats.rhs.size(1)))
         if likelihood.temperature:
             from ..probabilities import best_temperature
 

@@ -34,9 +34,9 @@ What a new block implements, and why:
   one (a nonlinearity) or becomes one from nothing (the input layer).
 - ``peak_elements``: only when the block holds a dense matrix larger than its output (the memory
   check reads it).
-- ``tangent_terms``: only when the block has parameters (a weight adds its own gradient's term
-  ``(self, KERNEL)``) or its tangent rule is not its own operation on ``Theta`` (the input layer:
-  none). A nonlinearity overrides ``tangent`` and ``tangent_on_pairs`` (the ReLU: ``g'(K) o Theta``).
+- ``tangent_terms``: only when the block has parameters (a weight adds its own gradient's term,
+  its output ``(None, OUTPUT)``; a mixed weight ``(Scale(b s_w), KERNEL)``) or its tangent rule is
+  not its own operation on ``Theta`` (the input layer: none). A nonlinearity overrides ``tangent`` and ``tangent_on_pairs`` (the ReLU: ``g'(K) o Theta``).
   :class:`Tangent` runs a network with these rules and outputs its neural tangent kernel.
 
 ``Serial`` and ``Add`` compose blocks; they plan each block's node and pair sets and run both
@@ -61,7 +61,7 @@ from .relu import relu_derivative_expectation, relu_derivative_expectation_entri
 from .value import Kernel, Nodes
 
 
-TANGENT, KERNEL = "tangent", "kernel"   # what a term of a tangent rule reads (Block.tangent_terms)
+TANGENT, KERNEL, OUTPUT = "tangent", "kernel", "output"   # what a term of a tangent rule reads (Block.tangent_terms)
 
 
 def union(sets: Sequence[Nodes]) -> Nodes:
@@ -101,24 +101,45 @@ class Block:
             theta = replace(theta, pairs=self.tangent_on_pairs(k, out, ctx, pairs))
         return replace(out, tangent=theta)
 
+    def evaluate_taken(self, box: list, ctx: KernelContext) -> Kernel:
+        """:meth:`evaluate` over every node without pairs, on an input that the list ``box`` alone
+        holds (emptied here). A low-rank tangent evaluation through a block whose tangent rule is
+        its own operation on ``Theta`` (a graph convolution, a bias, a scaling) releases the input's
+        root once the output's is made, before the tangent's: three ``N x r`` roots alive, not four
+        (the peak of a Reddit-sized tangent kernel). Any other block evaluates as usual."""
+        k = box.pop()
+        separable = (type(self).evaluate is Block.evaluate and type(self).tangent is Block.tangent
+                     and self.tangent_terms() == [(self, TANGENT)])
+        if not (ctx.tangent and separable and k.tangent is not None):
+            return self.evaluate(k, ctx, None)
+        theta_in = k.tangent
+        out = self(k, ctx, None)
+        del k   # the input's root goes, unless the output is it
+        theta = self(theta_in, ctx, None)
+        del theta_in
+        return replace(out, pairs=None, tangent=Kernel(theta.nodes, matrix=theta.matrix, root=theta.root))
+
     # The tangent kernel (see Tangent): ``Theta`` beside ``K``, on the same node and pair sets.
     def tangent_terms(self) -> list[tuple["Block", str]]:
         """The block's tangent rule, as terms summed: ``(f, TANGENT)`` is ``f`` applied to the
         incoming tangent kernel, ``(f, KERNEL)`` to the incoming NNGP kernel (the gradient of
-        the block's own parameters). The default, ``Theta <- f(Theta)``, is a block without
-        parameters (``A Theta A^T``, ``c^2 Theta``) or a bias (``Theta + s_b^2``: its gradient adds
-        what it adds to ``K``). A weight adds its NNGP term, an input layer has no terms (0)."""
+        the block's own parameters), ``(None, OUTPUT)`` the block's own output ``K`` (a weight's
+        gradient term, ``s_w^2 K_in``, is what the weight outputs: read, not computed again). The
+        default, ``Theta <- f(Theta)``, is a block without parameters (``A Theta A^T``, ``c^2 Theta``)
+        or a bias (``Theta + s_b^2``: its gradient adds what it adds to ``K``). A weight adds its
+        NNGP term, an input layer has no terms (0)."""
         return [(self, TANGENT)]
 
     def tangent(self, k: Kernel, out: Kernel, ctx: KernelContext, nodes: Nodes, cols: Nodes = None) -> Kernel:
         """``Theta`` on the node sets, by :meth:`tangent_terms` (``out``: this block's ``K``)."""
-        parts = [f(k.tangent if source == TANGENT else k, ctx, nodes, cols) for f, source in self.tangent_terms()]
+        parts = [out if source == OUTPUT else f(k.tangent if source == TANGENT else k, ctx, nodes, cols) for f, source in self.tangent_terms()]
         return sum_kernels(parts, ctx, cols) if parts else zero_like(out)
 
     def tangent_on_pairs(self, k: Optional[Kernel], out: Kernel, ctx: KernelContext, pairs: Pairs):
         """``Theta`` on ``pairs``, by :meth:`tangent_terms`, from the pair values ``k`` and its
         tangent carry."""
-        parts = [f.on_pairs(k.tangent.pairs if source == TANGENT else k.pairs, ctx, pairs) for f, source in self.tangent_terms()]
+        parts = [out.pairs if source == OUTPUT else f.on_pairs(k.tangent.pairs if source == TANGENT else k.pairs, ctx, pairs)
+                 for f, source in self.tangent_terms()]
         return _add_pair_values(parts, ctx, pairs) if parts else zero_like(out.pairs)
 
     def support(self, nodes: Nodes, ctx: KernelContext) -> Nodes:
@@ -208,8 +229,9 @@ class Weight(Scale):
         super().__init__(sigma_w)
 
     def tangent_terms(self):
-        """``Theta <- s_w^2 Theta + s_w^2 K``: the incoming tangent kernel, and the weight's own gradient."""
-        return [(self, TANGENT), (self, KERNEL)]
+        """``Theta <- s_w^2 Theta + s_w^2 K``: the incoming tangent kernel, and the weight's own
+        gradient, which is the weight's output."""
+        return [(self, TANGENT), (None, OUTPUT)]
 
 
 class MixedWeight(Scale):
@@ -357,6 +379,10 @@ class ReLU(Block):
         q, p = ctx.roots.relu_roots(k.root, k.tangent.root, ctx.landmarks, with_kernel=True)
         if is_constant(weight.factor, 1):
             return Kernel(None, root=q, tangent=Kernel(None, root=p))
+        if isinstance(q, Tensor) and not (q.requires_grad or p.requires_grad or isinstance(weight.factor, Tensor)):
+            q.mul_(weight.factor)   # fresh roots, scaled where they lie: two more N x r copies were the peak at Reddit's size
+            p.mul_(weight.factor)
+            return Kernel(None, root=q, tangent=Kernel(None, root=p))
         return Kernel(None, root=q * weight.factor, tangent=Kernel(None, root=p * weight.factor))
 
     def pair_support(self, pairs, ctx):
@@ -441,7 +467,16 @@ class Serial(Block):
         with within(self.name):   # progress lines say which layer a long step is in
             return self._evaluate(k, ctx, nodes, cols, pairs)
 
-    def _evaluate(self, k, ctx, nodes, cols, pairs):
+    def evaluate_taken(self, box, ctx):
+        """Over every node: each block's input handed on as its own (see :meth:`Block.evaluate_taken`)."""
+        if self.name is None:
+            return self._evaluate(None, ctx, None, None, None, box)
+        with within(self.name):
+            return self._evaluate(None, ctx, None, None, None, box)
+
+    def _evaluate(self, k, ctx, nodes, cols, pairs, box: Optional[list] = None):
+        if box:
+            k = box.pop()
         plan = self._plan(nodes, cols, ctx)
         root_in = k is None or k.pairs is None or isinstance(k.pairs, Kernel)
         pair_plan = self._pair_plan(root_in, ctx, pairs) if pairs is not None else [None] * len(self.blocks)
@@ -456,6 +491,10 @@ class Serial(Block):
             following = self.blocks[i + 1] if i + 1 < len(self.blocks) else None
             if isinstance(block, ReLU) and k is not None and block.fuses(following, ctx, out_pairs):
                 k, fused = block.evaluate_with_weight(k, ctx, following), True
+                continue
+            if k is not None and rows is None and out_pairs is None and k.nodes is None and k.root is not None:
+                taken, k = [k], None   # a root over every node that no one else holds: the block may release it
+                k = block.evaluate_taken(taken, ctx)
                 continue
             k = block.evaluate(k, ctx, rows, columns, out_pairs)
         if self.name is not None:
@@ -507,18 +546,18 @@ class Add(Block):
             return k.as_matrix()
         return k
 
-    def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
+    def _branch_outputs(self, k, ctx, nodes, cols, pairs, noun: str = "branch") -> list[Kernel]:
+        """Each branch evaluated on its own support of the input (formed once where every branch would form it)."""
         k = self._formed_once(k, ctx)
-
-        def branch_input(branch: Block) -> Optional[Kernel]:
-            if k is None:
-                return None
-            return k.restrict(branch.support(nodes, ctx), None if cols is None else branch.support(cols, ctx))
-
         parts = []
         for i, branch in enumerate(self.branches):
-            with within(f"branch {i + 1} of {len(self.branches)}"):
-                parts.append(branch.evaluate(branch_input(branch), ctx, nodes, cols, pairs))
+            branch_in = None if k is None else k.restrict(branch.support(nodes, ctx), None if cols is None else branch.support(cols, ctx))
+            with within(f"{noun} {i + 1} of {len(self.branches)}"):
+                parts.append(branch.evaluate(branch_in, ctx, nodes, cols, pairs))
+        return parts
+
+    def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
+        parts = self._branch_outputs(k, ctx, nodes, cols, pairs)
         out = replace(sum_kernels(parts, ctx, cols), pairs=_add_pair_values([p.pairs for p in parts], ctx, pairs) if pairs is not None else None)
         if not ctx.tangent:
             return out
@@ -556,13 +595,7 @@ class Product(Add):
     def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
         if len(self.branches) != 2:
             raise KernelError("internal: a product block has two branches")
-        k = self._formed_once(k, ctx)
-        parts = []
-        for i, branch in enumerate(self.branches):
-            branch_in = None if k is None else k.restrict(branch.support(nodes, ctx), None if cols is None else branch.support(cols, ctx))
-            with within(f"factor {i + 1} of 2"):
-                parts.append(branch.evaluate(branch_in, ctx, nodes, cols, pairs))
-        first, second = parts
+        first, second = self._branch_outputs(k, ctx, nodes, cols, pairs, "factor")
         out = multiply_kernels(first, second, ctx, cols)
         if pairs is not None:
             out = replace(out, pairs=_multiply_pair_values(first.pairs, second.pairs, ctx, pairs))
@@ -599,7 +632,8 @@ class Tangent(Block):
     (``W = s_w / sqrt(d) w``, ``w ~ N(0, 1)`` the trained parameter). ``network`` runs unchanged
     with ``ctx.tangent`` set: each block carries ``Theta`` beside ``K`` by its tangent rule
     (:meth:`Block.tangent_terms`; the ReLU's in :meth:`ReLU.tangent`), on the same node sets, pair
-    sets and landmarks, and this block outputs ``Theta`` (with its pair values)."""
+    sets and landmarks, and this block outputs ``Theta`` (with its pair values; with
+    ``ctx.keep_nngp``, with ``K`` as its ``nngp``)."""
 
     def __init__(self, network: Block):
         self.network = network
@@ -619,10 +653,10 @@ class Tangent(Block):
 
     def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
         inner = self._inner(ctx)
-        out = self.network.evaluate(k, inner, nodes, cols, pairs).tangent
+        both = self.network.evaluate(k, inner, nodes, cols, pairs)
         if inner is not ctx and ctx._input is None:
             ctx._input = inner._input   # the input layer's root, as the next evaluation on ``ctx`` would compute it
-        return out
+        return replace(both.tangent, nngp=replace(both, tangent=None)) if ctx.keep_nngp else both.tangent
 
     def pair_support(self, pairs, ctx):
         return self.network.pair_support(pairs, ctx)
@@ -652,7 +686,7 @@ def has_parameters(block: Block) -> bool:
         return any(has_parameters(child) for child in children(block))
     if isinstance(block, Bias):
         return not is_constant(block.sigma_b, 0)
-    return any(source == KERNEL for _, source in block.tangent_terms())
+    return any(source in (KERNEL, OUTPUT) for _, source in block.tangent_terms())
 
 
 def _add_pair_values(parts: list, ctx: KernelContext, pairs: Pairs):
@@ -696,15 +730,16 @@ def check_variances(values: Tensor) -> None:
         raise KernelError(f"the kernel has a negative variance ({float(values.min()):.3g}) before an activation; it is not positive semi-definite")
 
 
-def branch_count(block: Block) -> int:
+def branch_count(block: Block, low_rank: bool = False) -> int:
     """The most branches of an independent addition in ``block``: a low-rank root is that many
-    roots side by side there (1 without an :class:`Add`); a tangent kernel's root ``P`` sits
-    beside ``Q``, up to twice its width after a weight (``[s_w P, s_w Q]``), and a convolution
-    holds its output beside it: 4 roots' worth (measured on Reddit's size: an estimate from 3 was
-    21 GB, and the run passed 23 GB). The memory estimates read it."""
+    roots side by side there (1 without an :class:`Add`). A tangent kernel's ``Theta`` sits beside
+    ``K``: 4 dense blocks' worth in exact mode; low rank (``low_rank``), ``P`` beside ``Q``, each step
+    releasing its input's root once its output is made (:meth:`Block.evaluate_taken`), 2 roots'
+    worth (measured on Reddit's size, 2026-11-28: 10.6 GB against the NNGP's 8.2; 4 counted while
+    the step held four roots, 17.1 GB). The memory estimates read it."""
     if isinstance(block, Tangent):
-        return 4 * branch_count(block.network)
-    inner = max([1, *(branch_count(b) for b in children(block))])
+        return (2 if low_rank else 4) * branch_count(block.network, low_rank)
+    inner = max([1, *(branch_count(b, low_rank) for b in children(block))])
     if isinstance(block, Product):   # both factors' roots and their two N x r products beside the root it builds
         return max(4, inner)
     return max(len(block.branches), inner) if isinstance(block, Add) else inner

@@ -29,6 +29,7 @@ class KernelContext:
     dense_input: bool = False  # exact mode: a linear C0 as the cached matrix X X^T, not the root X (fitting evaluates it every step)
     on_layer: Optional[Callable[[str], None]] = None  # told each named layer as it completes (progress lines)
     tangent: bool = False  # carry the neural tangent kernel beside the NNGP (set by blocks.Tangent for its network)
+    keep_nngp: bool = False  # a tangent kernel's output keeps the NNGP kernel beside it (Kernel.nngp: the covariance along training time)
     _input: Optional[Kernel] = None
     _statistics: dict = field(default_factory=dict)
     _derived: dict = field(default_factory=dict)

@@ -9,13 +9,14 @@ activation needs on its rows.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 from torch import Tensor
 
 from .blocks import Block
 from .context import KernelContext
-from .pairs import Pairs, PatternTooLarge
+from .pairs import Pairs, PairValues, PatternTooLarge
 from .value import Kernel
 
 
@@ -24,6 +25,11 @@ def _diagonal(k: Kernel, ctx: KernelContext) -> Tensor:
     if isinstance(k.pairs, Kernel):
         return (k.pairs.root * k.pairs.root).sum(1)
     return k.pairs.values
+
+
+def nngp_diagonal(kernel: Kernel, ctx: KernelContext) -> Tensor:
+    """``diag K`` on every node of the NNGP kernel that :func:`exact_kernel` keeps beside a tangent kernel."""
+    return _diagonal(kernel.nngp, ctx)
 
 
 def pair_diagonal(network: Block, ctx: KernelContext) -> Tensor:
@@ -56,7 +62,9 @@ def exact_kernel(
     (the diagonal, and the activations' variances). When ``rows`` are every node, or the pair
     evaluation would exceed the pair limit (a deep network, or a small graph where it costs
     more; found while planning, before any block runs), one square evaluation over every node
-    gives both, after ``before_square(nodes)`` (e.g. a memory check that raises).
+    gives both, after ``before_square(nodes)`` (e.g. a memory check that raises). A tangent
+    kernel's ``nngp`` (``ctx.keep_nngp``) comes restricted alike, its diagonal on every node as
+    its pair values (:func:`nngp_diagonal`).
     """
     if rows.numel() < ctx.num_nodes:
         try:
@@ -67,4 +75,7 @@ def exact_kernel(
     everything = ctx.every_node
     before_square(everything)
     full = network(None, ctx, everything)
-    return full.restrict(rows, cols), full.diagonal()
+    kernel = full.restrict(rows, cols)
+    if full.nngp is not None:   # the NNGP kernel kept beside a tangent kernel: its diagonal as the pair evaluation gives it
+        kernel = replace(kernel, nngp=replace(kernel.nngp, pairs=PairValues(Pairs.diagonal(everything), full.nngp.diagonal())))
+    return kernel, full.diagonal()

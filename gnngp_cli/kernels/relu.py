@@ -79,3 +79,24 @@ def relu_derivative_expectation(cov: Tensor, var_rows: Tensor, var_cols: Tensor,
         stop = min(start + chunk_rows, cov.size(0))
         out[start:stop] = relu_derivative_expectation_entries(cov[start:stop], var_rows[start:stop, None], var_cols[None, :])
     return out
+
+
+def relu_expectations(cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> tuple[Tensor, Tensor]:
+    """``g(K)`` and ``g'(K)`` of one block in one elementwise pass (the cosine and its ``arccos``
+    taken once), equal bit for bit to :func:`relu_expectation` and :func:`relu_derivative_expectation`;
+    without a gradient (the low-rank tangent step at scale; a fit goes through those two)."""
+    g, dg = torch.empty_like(cov), torch.empty_like(cov)
+    with torch.no_grad():
+        for start in range(0, cov.size(0), chunk_rows):
+            stop = min(start + chunk_rows, cov.size(0))
+            sd_x, sd_y = sqrt_positive(var_rows[start:stop, None]), sqrt_positive(var_cols[None, :])
+            cos = (cov[start:stop] * _inverse(sd_x)).mul_(_inverse(sd_y)).clamp_(-1, 1)
+            t = torch.arccos(cos)
+            out = torch.sin(t)
+            out += (math.pi - t).mul_(cos)
+            g[start:stop] = out.mul_(sd_x).mul_(sd_y).div_(2 * math.pi)
+            inner = cos.abs() < 1 - ROUND_OFF_COSINE * torch.finfo(cos.dtype).eps   # g' snaps the cosine there (see its entries)
+            t = torch.where(inner, t, torch.where(cos > 0, cos.new_zeros(()), cos.new_full((), math.pi)))
+            nonzero = (sd_x > 0) & (sd_y > 0)
+            dg[start:stop] = torch.where(nonzero, (math.pi - t) / (2 * math.pi), 0)
+    return g, dg

@@ -21,7 +21,7 @@ materialises the layer there).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Protocol
 
 import torch
 from torch import Tensor
@@ -29,7 +29,7 @@ from torch import Tensor
 from .. import runtime
 from ..progress import within
 from .numerics import NystromFactor, check_kernel, nystrom_root
-from .relu import relu_derivative_expectation, relu_expectation
+from .relu import relu_derivative_expectation, relu_expectation, relu_expectations
 from .value import Kernel
 
 
@@ -54,10 +54,14 @@ def relu_pair_rows(q: Tensor, p: Tensor, q_a: Tensor, p_a: Tensor, var_a: Tensor
     columns (a tangent kernel of 0)."""
     var = (q * q).sum(1)
     cross = q @ q_a.T
-    g = relu_expectation(cross, var, var_a)
     if p.size(1) == 0:
+        g = relu_expectation(cross, var, var_a)
         return g, g.clone() if with_kernel else torch.zeros_like(g)
-    theta = relu_derivative_expectation(cross, var, var_a) * (p @ p_a.T)
+    if torch.is_grad_enabled() and (q.requires_grad or p.requires_grad):
+        g, dg = relu_expectation(cross, var, var_a), relu_derivative_expectation(cross, var, var_a)
+    else:   # one pass over the cosines for both
+        g, dg = relu_expectations(cross, var, var_a)
+    theta = dg.mul_(p @ p_a.T) if not dg.requires_grad else dg * (p @ p_a.T)
     return g, theta + g if with_kernel else theta
 
 
@@ -66,23 +70,26 @@ def product_cross(q1: Tensor, q2: Tensor, q1_a: Tensor, q2_a: Tensor) -> Tensor:
     return (q1 @ q1_a.T) * (q2 @ q2_a.T)
 
 
-def by_row_blocks(root: Tensor, landmarks: Tensor, label: str, rows: Callable[[int, int, Tensor, Tensor], Tensor],
-                  width: Optional[int] = None) -> Tensor:
+def by_row_blocks(root: Tensor, landmarks: Tensor, label: str, rows: Callable[[int, int, Tensor, Tensor], Any],
+                  outputs: int = 1) -> Any:
     """A Nystrom root on ``landmarks`` over every node of ``root``, by row blocks into one output
-    (``width`` columns; default one per landmark): ``rows(start, stop, is_landmark, index)`` gives
-    its rows ``start:stop`` (``is_landmark``: which of them are landmarks, ``index``: which
-    landmarks; see :meth:`NystromFactor.apply`)."""
+    of a column per landmark: ``rows(start, stop, is_landmark, index)`` gives its rows
+    ``start:stop`` (``is_landmark``: which of them are landmarks, ``index``: which landmarks; see
+    :meth:`NystromFactor.apply`). With ``outputs`` > 1, that many roots at once (``rows`` gives a
+    tuple), each its own contiguous tensor (a column slice of one would be copied by what reads it)."""
     n, r = root.size(0), landmarks.numel()
     position = torch.full((n,), -1, dtype=torch.long, device=root.device)
     position[landmarks] = torch.arange(r, device=root.device)
-    out = root.new_empty(n, r if width is None else width)
-    blocks = list(runtime.row_blocks(n, r if width is None else width))
+    outs = [root.new_empty(n, r) for _ in range(outputs)]
+    blocks = list(runtime.row_blocks(n, r * outputs))
     for i, (start, stop) in enumerate(blocks):
         with within(f"{label} row block {i + 1} of {len(blocks)}"):
             block = position[start:stop]
             is_landmark = block >= 0
-            out[start:stop] = rows(start, stop, is_landmark, block[is_landmark])
-    return out
+            parts = rows(start, stop, is_landmark, block[is_landmark])
+            for out, part in zip(outs, parts if outputs > 1 else (parts,)):
+                out[start:stop] = part
+    return tuple(outs) if outputs > 1 else outs[0]
 
 
 class RootBacking(Protocol):
@@ -158,10 +165,9 @@ class TorchRoots:
 
         def rows(start, stop, is_landmark, index):
             g, theta = relu_pair_rows(root[start:stop], tangent[start:stop], q_a, p_a, var_a, with_kernel)
-            return torch.cat([factors[0].apply(g, is_landmark, index), factors[1].apply(theta, is_landmark, index)], dim=1)
+            return factors[0].apply(g, is_landmark, index), factors[1].apply(theta, is_landmark, index)
 
-        both = by_row_blocks(root, landmarks, "ReLU and its tangent", rows, width=2 * r)
-        return both[:, :r], both[:, r:]
+        return by_row_blocks(root, landmarks, "ReLU and its tangent", rows, outputs=2)
 
     def product_root(self, first: Tensor, second: Tensor, landmarks: Tensor) -> Tensor:
         """The root of ``Q1 Q1^T o Q2 Q2^T`` (an entrywise product of kernels): its columns on the

@@ -25,7 +25,9 @@ class Kernel:
     pair set that covers the diagonal of every node: a :class:`~.pairs.PairValues`, or a
     full-node root :class:`Kernel` while the network is linear. ``tangent``, in a tangent-kernel
     evaluation (see :class:`~.blocks.Tangent`), is the neural tangent kernel ``Theta`` of the same
-    network on the same nodes, a :class:`Kernel` with its own ``pairs``."""
+    network on the same nodes, a :class:`Kernel` with its own ``pairs``. ``nngp``, on the tangent
+    kernel a :class:`~.blocks.Tangent` block outputs when ``ctx.keep_nngp`` is set, is the NNGP
+    kernel ``K`` of the same network on the same nodes (the covariance along training time reads both)."""
 
     nodes: Nodes
     matrix: Optional[Tensor] = None
@@ -33,6 +35,7 @@ class Kernel:
     cols: Nodes = None
     pairs: Any = None
     tangent: Optional["Kernel"] = None
+    nngp: Optional["Kernel"] = None
 
     @property
     def size(self) -> int:
@@ -52,7 +55,9 @@ class Kernel:
 
     def restrict(self, nodes: Nodes, cols: Nodes = None) -> "Kernel":
         """This kernel on the rows ``nodes`` and the columns ``cols`` (``None``: square),
-        each a subset of what it holds (``pairs`` are kept whole; ``tangent`` is restricted alike)."""
+        each a subset of what it holds (``pairs`` are kept whole; ``tangent`` and ``nngp`` are restricted alike)."""
+        if self.nngp is not None:
+            return replace(replace(self, nngp=None).restrict(nodes, cols), nngp=self.nngp.restrict(nodes, cols))
         tangent = None if self.tangent is None else self.tangent.restrict(nodes, cols)
         if cols is not None and nodes is not None and cols.numel() == nodes.numel():
             cols = None  # columns are a subset of the rows: equal sizes mean equal sets

@@ -16,6 +16,7 @@ import json
 import logging
 import operator
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -182,25 +183,39 @@ def root_store(cfg: Any) -> RootStore:
     return RootStore(Path(cfg.compute.roots_dir) if cfg.compute.roots_dir else Path(cfg.data.root or default_root()) / "roots")
 
 
-def _statistics(q_b: np.ndarray, y_b: np.ndarray, mask_b: np.ndarray, task: str, num_classes: int, num_nodes: int,
-                per_class: bool = False) -> TrainingStatistics:
-    """One row block's share of the training statistics (``per_class``: each class's Gram matrix too)."""
-    q = torch.from_numpy(np.ascontiguousarray(q_b))
+@dataclass
+class WrittenKernel:
+    """An evaluated kernel as row-block files: its root, and a tangent kernel's NNGP root beside
+    it (``nngp``; the covariance along training time reads both)."""
+
+    root: Any
+    nngp: Any = None
+
+
+def _tensor(block: Optional[np.ndarray]) -> Optional[torch.Tensor]:
+    return None if block is None else torch.from_numpy(np.ascontiguousarray(block))
+
+
+def _statistics(q_b: np.ndarray, nngp_b: Optional[np.ndarray], y_b: np.ndarray, mask_b: np.ndarray, task: str, num_classes: int,
+                num_nodes: int, per_class: bool = False) -> TrainingStatistics:
+    """One row block's share of the training statistics (``per_class``: each class's Gram matrix
+    too; ``nngp_b``: the NNGP root's rows, for the cross Gram matrix)."""
+    q = _tensor(q_b)
     train = torch.from_numpy(np.nonzero(np.asarray(mask_b) & TRAIN)[0])
     y_train = regression_targets(torch.from_numpy(np.asarray(y_b))[train], task, num_classes, q.dtype)
-    return low_rank_statistics(q, train, y_train, num_nodes, per_class=per_class)
+    return low_rank_statistics(q, train, y_train, num_nodes, per_class=per_class, nngp=_tensor(nngp_b))
 
 
 def _add(*parts: TrainingStatistics) -> TrainingStatistics:
     return functools.reduce(operator.add, parts)
 
 
-def _on_group(fn: Callable[[RowGroup], Any], q_b: np.ndarray, y_b: np.ndarray, mask_b: np.ndarray) -> Any:
+def _on_group(fn: Callable[[RowGroup], Any], q_b: np.ndarray, nngp_b: Optional[np.ndarray], y_b: np.ndarray, mask_b: np.ndarray) -> Any:
     """``fn`` on one row block's labelled rows."""
     mask = np.asarray(mask_b)
     y = torch.from_numpy(np.asarray(y_b))
     positions = {key: torch.from_numpy(np.nonzero(mask & BITS[key])[0]) for key in SPLITS}
-    return fn(RowGroup(torch.from_numpy(np.ascontiguousarray(q_b)), positions, {key: y[positions[key]] for key in SPLITS}))
+    return fn(RowGroup(_tensor(q_b), positions, {key: y[positions[key]] for key in SPLITS}, nngp=_tensor(nngp_b)))
 
 
 class DaskBackend:
@@ -297,31 +312,39 @@ class DaskBackend:
             self._told = True
         return estimate
 
-    def evaluate(self, arch: Architecture, ctx: Any) -> Any:
-        """The root ``Q`` written to row-block files (the statistics and each scoring read it)."""
+    def evaluate(self, arch: Architecture, ctx: Any) -> WrittenKernel:
+        """The root ``Q`` written to row-block files (the statistics and each scoring read it),
+        and a tangent kernel's NNGP root where the evaluation keeps it (``ctx.keep_nngp``)."""
         self.store.clear()   # the last evaluation's roots: kept till now for its means (tests)
-        return self.store.written(arch.network(None, ctx, None).root, "the kernel")
+        kernel = arch.network(None, ctx, None)
+        nngp = None if kernel.nngp is None else self.store.written(kernel.nngp.root, "the NNGP kernel")
+        return WrittenKernel(self.store.written(kernel.root, "the kernel"), nngp)
 
-    def _blocks(self, root: Any) -> list:
-        if root.numblocks[1] != 1:
-            root = root.rechunk({1: -1})
-        return list(zip(root.to_delayed().ravel(), self.labels.to_delayed().ravel(), self.masks.to_delayed().ravel()))
+    def _blocks(self, k: WrittenKernel) -> list:
+        def delayed(root: Any) -> list:
+            if root.numblocks[1] != 1:
+                root = root.rechunk({1: -1})
+            return list(root.to_delayed().ravel())
 
-    def statistics(self, root: Any) -> TrainingStatistics:
+        roots = delayed(k.root)
+        nngp = delayed(k.nngp) if k.nngp is not None else [None] * len(roots)
+        return list(zip(roots, nngp, self.labels.to_delayed().ravel(), self.masks.to_delayed().ravel()))
+
+    def statistics(self, k: WrittenKernel) -> TrainingStatistics:
         import dask
 
         info = self.info
-        parts = [dask.delayed(_statistics, pure=True)(q, y, m, info.task, info.num_classes, info.num_nodes,
-                                                         self.cfg.likelihood.name == "dirichlet") for q, y, m in self._blocks(root)]
+        parts = [dask.delayed(_statistics, pure=True)(q, n, y, m, info.task, info.num_classes, info.num_nodes,
+                                                         self.cfg.likelihood.name == "dirichlet") for q, n, y, m in self._blocks(k)]
         return tree_reduce(parts, _add).compute()
 
-    def reduce(self, root: Any, fn: Callable[[RowGroup], Any], combine: Callable[..., Any]) -> Any:
+    def reduce(self, k: WrittenKernel, fn: Callable[[RowGroup], Any], combine: Callable[..., Any]) -> Any:
         """``fn`` on each row block's labelled rows (on the workers; ``fn`` is sent once), the
         results combined in a tree."""
         import dask
 
         shared = dask.delayed(fn, pure=True)
-        return tree_reduce([dask.delayed(_on_group, pure=True)(shared, q, y, m) for q, y, m in self._blocks(root)], combine).compute()
+        return tree_reduce([dask.delayed(_on_group, pure=True)(shared, q, n, y, m) for q, n, y, m in self._blocks(k)], combine).compute()
 
     def columns(self) -> dict:
         """The row's columns; and, in the log, where the workers' time went in this run."""

@@ -121,10 +121,15 @@ class DaskRoots:
     def convolve(self, adjacency, root):
         return adjacency.matmul(root)
 
+    def _at_landmarks(self, root, ids: np.ndarray, what: str) -> tuple[Any, torch.Tensor]:
+        """``root`` written to row-block files (read again: each block maps to its rows) and its
+        landmark rows ``root[ids]`` gathered into this process; ``what`` names it in errors."""
+        root = self.store.written(root, what)
+        return root, torch.from_numpy(self.store.gather_rows(root, ids, what))
+
     def relu_root(self, root, landmarks: torch.Tensor):
-        root = self.store.written(root, "the ReLU's input")
         ids = landmarks.numpy()
-        q_a = torch.from_numpy(self.store.gather_rows(root, ids, "the ReLU's input"))
+        root, q_a = self._at_landmarks(root, ids, "the ReLU's input")
         var_a = (q_a * q_a).sum(1)
         factor = NystromFactor.of(relu_expectation(q_a @ q_a.T, var_a, var_a), "activation")
         return map_rows(root, _relu_nystrom, ids.size, q_a, var_a, factor, ids)
@@ -135,11 +140,9 @@ class DaskRoots:
         maps to its rows of the root."""
         if tangent.shape[1] == 0:
             return tangent
-        root = self.store.written(root, "the ReLU's input")
-        tangent = self.store.written(tangent, "the ReLU's tangent input")
         ids = landmarks.numpy()
-        q_a = torch.from_numpy(self.store.gather_rows(root, ids, "the ReLU's input"))
-        p_a = torch.from_numpy(self.store.gather_rows(tangent, ids, "the ReLU's tangent input"))
+        root, q_a = self._at_landmarks(root, ids, "the ReLU's input")
+        tangent, p_a = self._at_landmarks(tangent, ids, "the ReLU's tangent input")
         factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
         return map_rows(self.side_by_side([root, tangent]), _relu_tangent_nystrom, ids.size, root.shape[1], q_a, p_a, factor, ids)
 
@@ -147,12 +150,10 @@ class DaskRoots:
         """The ReLU's root and tangent root in one pass (see :meth:`gnngp_cli.kernels.roots.TorchRoots.relu_roots`):
         ``Q[a]`` and ``P[a]`` gathered, both factors made here, each row block of ``[Q, P]`` maps to
         its rows of ``[Q', P']``."""
-        root = self.store.written(root, "the ReLU's input")
         ids = landmarks.numpy()
-        q_a = torch.from_numpy(self.store.gather_rows(root, ids, "the ReLU's input"))
+        root, q_a = self._at_landmarks(root, ids, "the ReLU's input")
         if tangent.shape[1]:
-            tangent = self.store.written(tangent, "the ReLU's tangent input")
-            p_a = torch.from_numpy(self.store.gather_rows(tangent, ids, "the ReLU's tangent input"))
+            tangent, p_a = self._at_landmarks(tangent, ids, "the ReLU's tangent input")
         else:
             p_a = q_a[:, :0]
         var_a = (q_a * q_a).sum(1)
@@ -166,11 +167,9 @@ class DaskRoots:
         """The root of ``Q1 Q1^T o Q2 Q2^T`` (see :meth:`gnngp_cli.kernels.roots.TorchRoots.product_root`):
         ``Q1[a]`` and ``Q2[a]`` gathered, ``C[a, a]`` factorised here, each row block of ``[Q1, Q2]``
         maps to its rows of the root."""
-        first = self.store.written(first, "a product's first factor")
-        second = self.store.written(second, "a product's second factor")
         ids = landmarks.numpy()
-        q1_a = torch.from_numpy(self.store.gather_rows(first, ids, "a product's first factor"))
-        q2_a = torch.from_numpy(self.store.gather_rows(second, ids, "a product's second factor"))
+        first, q1_a = self._at_landmarks(first, ids, "a product's first factor")
+        second, q2_a = self._at_landmarks(second, ids, "a product's second factor")
         factor = NystromFactor.of(product_cross(q1_a, q2_a, q1_a, q2_a), "product")
         return map_rows(self.side_by_side([first, second]), _product_nystrom, ids.size, first.shape[1], q1_a, q2_a, factor, ids)
 
