@@ -23,6 +23,7 @@ one line each.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -78,6 +79,13 @@ class Prediction:
 State = dict[str, Tensor]
 
 
+def _never(task: str, classes: int) -> bool:
+    """A metric that is no task's default: every metric's functions are module-level, so a
+    :class:`Metric` pickles as it is (Dask sends it to its workers; a lambda made it fall back
+    to cloudpickle, and the failed first try once surfaced as an error in a test)."""
+    return False
+
+
 @dataclass(frozen=True)
 class Metric:
     """One metric (see the module docstring). ``partial(prediction) -> state``; a state's
@@ -93,7 +101,7 @@ class Metric:
     classes: Optional[int] = None
     gather: tuple[str, ...] = ()
     merge: Optional[Callable[[State, State], State]] = None
-    default: Callable[[str, int], bool] = lambda task, classes: False
+    default: Callable[[str, int], bool] = _never
     requires: str = ""
     probabilistic: bool = False   # reads class probabilities at the chosen nugget (``Prediction.probs``): one column
 
@@ -116,7 +124,7 @@ METRICS: dict[str, Metric] = {}
 
 def register_metric(name: str, tasks: tuple[str, ...], partial: Callable[[Prediction], State], compute: Callable[[State], Tensor], *,
                     kind: str = "score", classes: Optional[int] = None, gather: tuple[str, ...] = (),
-                    merge: Optional[Callable[[State, State], State]] = None, default: Callable[[str, int], bool] = lambda task, classes: False,
+                    merge: Optional[Callable[[State, State], State]] = None, default: Callable[[str, int], bool] = _never,
                     requires: str = "", probabilistic: bool = False) -> Metric:
     """Add a metric (``dataset.metric=name`` for a ``score`` metric; a result column for an ``uncertainty`` one)."""
     if kind not in ("score", "uncertainty"):
@@ -178,8 +186,15 @@ def _accuracy(p: Prediction) -> State:
     return {"correct": (p.mean.argmax(dim=2) == p.y[:, None]).double().sum(0), "count": p.count}
 
 
-register_metric("accuracy", ("classification",), _accuracy, lambda s: _ratio(s["correct"], s["count"]),
-                default=lambda task, classes: task == "classification" and classes != 2, requires="a classification task")
+def _accuracy_value(s: State) -> Tensor:
+    return _ratio(s["correct"], s["count"])
+
+
+def _many_classes(task: str, classes: int) -> bool:
+    return task == "classification" and classes != 2
+
+
+register_metric("accuracy", ("classification",), _accuracy, _accuracy_value, default=_many_classes, requires="a classification task")
 
 
 def positive_score(mean: Tensor) -> Tensor:
@@ -207,8 +222,12 @@ def _roc_auc(s: State) -> Tensor:
     return torch.stack([binary_auroc(column, positive, thresholds=None) for column in _unit(s["scores"]).T]).double()
 
 
+def _two_classes(task: str, classes: int) -> bool:
+    return task == "classification" and classes == 2
+
+
 register_metric("roc_auc", ("classification",), _roc_auc_state, _roc_auc, classes=2, gather=("scores", "positive"),
-                default=lambda task, classes: task == "classification" and classes == 2, requires="a two-class task")
+                default=_two_classes, requires="a two-class task")
 
 
 def _r2_state(p: Prediction) -> State:
@@ -238,7 +257,11 @@ def _r2(s: State) -> Tensor:
     return 1 - s["sse"] / s["m2"]
 
 
-register_metric("r2", ("regression",), _r2_state, _r2, merge=_r2_merge, default=lambda task, classes: task == "regression",
+def _regression(task: str, classes: int) -> bool:
+    return task == "regression"
+
+
+register_metric("r2", ("regression",), _r2_state, _r2, merge=_r2_merge, default=_regression,
                 requires="a regression task")
 
 
@@ -255,12 +278,10 @@ def _coverage(p: Prediction) -> State:
     return {"total": (err <= Z95 ** 2 * p.predictive_variance()).double().sum(0), "count": p.count}
 
 
-def _variance_where(correct: bool) -> Callable[[Prediction], State]:
-    def partial(p: Prediction) -> State:
-        right = p.mean.argmax(dim=2) == p.y[:, None]
-        chosen = (right if correct else ~right) & p.in_distribution()[:, None]
-        return {"total": (p.spread() * chosen).sum(0), "count": chosen.double().sum(0)}
-    return partial
+def _variance_where(correct: bool, p: Prediction) -> State:
+    right = p.mean.argmax(dim=2) == p.y[:, None]
+    chosen = (right if correct else ~right) & p.in_distribution()[:, None]
+    return {"total": (p.spread() * chosen).sum(0), "count": chosen.double().sum(0)}
 
 
 def _mean_of(s: State) -> Tensor:
@@ -269,8 +290,8 @@ def _mean_of(s: State) -> Tensor:
 
 register_metric("nlpd", ("regression",), _nlpd, _mean_of, kind="uncertainty")         # test negative log predictive density
 register_metric("coverage95", ("regression",), _coverage, _mean_of, kind="uncertainty")   # share of test targets in the 95% interval
-register_metric("var_correct", ("classification",), _variance_where(True), _mean_of, kind="uncertainty")   # mean latent variance, right
-register_metric("var_wrong", ("classification",), _variance_where(False), _mean_of, kind="uncertainty")    # ... and wrong predictions
+register_metric("var_correct", ("classification",), functools.partial(_variance_where, True), _mean_of, kind="uncertainty")   # mean latent variance, right
+register_metric("var_wrong", ("classification",), functools.partial(_variance_where, False), _mean_of, kind="uncertainty")    # ... and wrong predictions
 
 
 # --- uncertainty from class probabilities (classification; see gnngp_cli.probabilities) ----------
@@ -304,21 +325,20 @@ def _brier(s: State) -> Tensor:
     return ((s["probs"] - one_hot) ** 2).sum(1).mean().view(1)
 
 
-def _calibration_error(norm: str) -> Callable[[State], Tensor]:
-    def compute(s: State) -> Tensor:
-        if s["y"].numel() == 0:
-            return torch.full((1,), math.nan, dtype=torch.float64)
-        from torchmetrics.functional.classification import multiclass_calibration_error
+def _calibration_error(norm: str, s: State) -> Tensor:
+    if s["y"].numel() == 0:
+        return torch.full((1,), math.nan, dtype=torch.float64)
+    from torchmetrics.functional.classification import multiclass_calibration_error
 
-        probs = s["probs"]
-        if probs.size(1) < 2:   # one class (a graph whose training nodes hold one): its probability 1 beside an empty class
-            probs = torch.cat([probs, torch.zeros_like(probs)], dim=1)
-        value = multiclass_calibration_error(probs, s["y"], num_classes=probs.size(1), n_bins=ECE_BINS, norm=norm)
-        return value.double().view(1)
-    return compute
+    probs = s["probs"]
+    if probs.size(1) < 2:   # one class (a graph whose training nodes hold one): its probability 1 beside an empty class
+        probs = torch.cat([probs, torch.zeros_like(probs)], dim=1)
+    value = multiclass_calibration_error(probs, s["y"], num_classes=probs.size(1), n_bins=ECE_BINS, norm=norm)
+    return value.double().view(1)
 
 
-for _name, _compute in (("nll", _nll), ("brier", _brier), ("ece", _calibration_error("l1")), ("mce", _calibration_error("max"))):
+for _name, _compute in (("nll", _nll), ("brier", _brier), ("ece", functools.partial(_calibration_error, "l1")),
+                       ("mce", functools.partial(_calibration_error, "max"))):
     register_metric(_name, ("classification",), _calibration_state, _compute, kind="uncertainty", gather=("probs", "y"), probabilistic=True)
 
 UNCERTAINTY_SCORES = ("variance", "entropy", "maxprob")   # higher: more uncertain (maxprob scores 1 - max p)
@@ -336,14 +356,9 @@ def uncertainty_score(p: Prediction, name: str) -> Tensor:
     return entropy(p.probs.double()) if name == "entropy" else 1 - p.probs.double().amax(1)
 
 
-def _detection_state(score: str) -> Callable[[Prediction], State]:
-    def partial(p: Prediction) -> State:
-        if p.ood is not None:
-            positive = p.ood
-        else:
-            positive = p.mean[:, 0, :].argmax(1) != p.y
-        return {"scores": uncertainty_score(p, score).double(), "positive": positive.to(torch.int8)}
-    return partial
+def _detection_state(score: str, p: Prediction) -> State:
+    positive = p.ood if p.ood is not None else p.mean[:, 0, :].argmax(1) != p.y
+    return {"scores": uncertainty_score(p, score).double(), "positive": positive.to(torch.int8)}
 
 
 def _unit(scores: Tensor) -> Tensor:
@@ -353,22 +368,21 @@ def _unit(scores: Tensor) -> Tensor:
     return (scores - low) / torch.where(high > low, high - low, torch.ones_like(high))
 
 
-def _detection(kind: str) -> Callable[[State], Tensor]:
-    def compute(s: State) -> Tensor:
-        positive = s["positive"].long()
-        n1 = int(positive.sum())
-        if n1 == 0 or n1 == positive.numel() or not bool(torch.isfinite(s["scores"]).all()):
-            return torch.full((1,), math.nan, dtype=torch.float64)
-        from torchmetrics.functional.classification import binary_auroc, binary_average_precision
+def _detection(kind: str, s: State) -> Tensor:
+    positive = s["positive"].long()
+    n1 = int(positive.sum())
+    if n1 == 0 or n1 == positive.numel() or not bool(torch.isfinite(s["scores"]).all()):
+        return torch.full((1,), math.nan, dtype=torch.float64)
+    from torchmetrics.functional.classification import binary_auroc, binary_average_precision
 
-        fn = binary_auroc if kind == "auroc" else binary_average_precision
-        return fn(_unit(s["scores"]), positive, thresholds=None).double().view(1)
-    return compute
+    fn = binary_auroc if kind == "auroc" else binary_average_precision
+    return fn(_unit(s["scores"]), positive, thresholds=None).double().view(1)
 
 
 for _score in UNCERTAINTY_SCORES:
     for _kind in ("auroc", "aupr"):
-        register_metric(f"{_kind}_{_score}", ("classification",), _detection_state(_score), _detection(_kind), kind="uncertainty",
+        register_metric(f"{_kind}_{_score}", ("classification",), functools.partial(_detection_state, _score), functools.partial(_detection, _kind),
+                        kind="uncertainty",
                         gather=("scores", "positive"), probabilistic=True)
 
 

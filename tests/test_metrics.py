@@ -68,3 +68,16 @@ def test_an_empty_split_is_nan_not_an_error():
     for name, metric in METRICS.items():
         p = prediction_for(metric)
         assert bool(torch.isnan(metric.value(rows(p, torch.arange(0)))).all()), name
+
+
+def test_every_metric_pickles_as_it_is():
+    """Dask sends the metrics to its workers: module-level functions (and partials of them) pickle
+    with plain pickle; a lambda or a closure made distributed fall back to cloudpickle, and its
+    failed first try once surfaced in a test as an unraisable error."""
+    import pickle
+
+    from gnngp_cli.metrics import METRICS
+
+    for name, metric in METRICS.items():
+        again = pickle.loads(pickle.dumps(metric))
+        assert again.name == name and again.default("classification", 3) == metric.default("classification", 3)
