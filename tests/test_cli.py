@@ -151,6 +151,7 @@ def test_version_and_unknown_command():
     assert unknown.returncode == 2 and "run, partition, report, verify" in unknown.stderr
 
 
+@pytest.mark.paper  # six processes with -X importtime (25 s): runs in CI with -m paper
 def test_help_cfg_report_and_config_errors_import_neither_torch_geometric_nor_ogb(tmp_path):
     for args in (["run", "--help"], ["run", "--cfg", "job"], ["run", "dataset=coraa"], ["run", "runs=two"],
                  ["report", str(tmp_path), "--out", str(tmp_path / "r")], ["run", f"hydra.run.dir={tmp_path / 'csbm'}"]):

@@ -16,12 +16,14 @@ def sweep(tmp_path, *args, status=0):
     return pd.read_csv(tmp_path / "summary.csv"), out
 
 
+@pytest.mark.paper  # a sweep of processes (16 s): runs in CI with -m paper
 def test_two_job_sweep_writes_a_summary(tmp_path):
     summary, out = sweep(tmp_path, "kernel=gcngp,gcngp_x")
     assert summary["method"].tolist() == ["GCNGP", "GCNGP-X"] and (summary["status"] == "ok").all()
     assert "sweep summary (2 rows, 0 failed)" in out.stderr + out.stdout
 
 
+@pytest.mark.paper  # a sweep of processes (17 s): runs in CI with -m paper
 def test_a_failing_job_is_a_row_and_the_others_survive(tmp_path):
     summary, out = sweep(tmp_path, "kernel.layers=2,0", status=1)   # written first, then exit 1
     assert summary["status"].tolist() == ["ok", "error"]

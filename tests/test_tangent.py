@@ -453,9 +453,9 @@ def test_a_low_rank_tangent_layer_releases_each_input_root_once_its_output_is_ma
     ctx = replace(ctx, tangent=True, roots=Watching())
     g = torch.Generator().manual_seed(0)
     q, p = torch.randn(40, 7, generator=g, dtype=torch.float64), torch.randn(40, 9, generator=g, dtype=torch.float64)
-    layer = Serial(Conv(), Bias(0.3))
-    usual = layer.evaluate(Kernel(None, root=q.clone(), tangent=Kernel(None, root=p.clone())), ctx, None)
-    taken = layer.evaluate_taken([Kernel(None, root=q.clone(), tangent=Kernel(None, root=p.clone()))], ctx)
+    held = Kernel(None, root=q.clone(), tangent=Kernel(None, root=p.clone()))   # held here: each block through Block.evaluate
+    usual = Bias(0.3).evaluate(Conv().evaluate(held, ctx, None), ctx, None)
+    taken = Serial(Conv(), Bias(0.3)).evaluate_taken([Kernel(None, root=q.clone(), tangent=Kernel(None, root=p.clone()))], ctx)
     assert len(alive) == 4 and alive[1] is True and alive[3] is False, alive   # Q held at P's product as usual; gone, taken
     torch.testing.assert_close(taken.root, usual.root)
     torch.testing.assert_close(taken.tangent.root, usual.tangent.root)

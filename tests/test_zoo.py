@@ -15,7 +15,7 @@ from gnngp_cli.job.loading import load_graph
 from gnngp_cli.kernels import KERNELS
 
 @pytest.mark.parametrize("dataset", ["citeseer"])   # the harder graph (isolated nodes); Cora's GCNGP-X: the reproduction job
-@pytest.mark.parametrize("kernel", ["gcngp", "gcn2gp", "gingp", "sagegp"])
+@pytest.mark.parametrize("kernel", ["gcngp", *(pytest.param(k, marks=pytest.mark.paper) for k in ("gcn2gp", "gingp", "sagegp"))])   # 8-18 s each
 def test_low_rank_twin_stays_close_and_citeseer_is_finite(dataset, kernel, data_overrides):
     exact = run([f"dataset={dataset}", f"kernel={kernel}", *data_overrides])[0]
     low = run([f"dataset={dataset}", f"kernel={kernel}_x", *data_overrides])[0]

@@ -736,9 +736,11 @@ def branch_count(block: Block, low_rank: bool = False) -> int:
     ``K``: 4 dense blocks' worth in exact mode; low rank (``low_rank``), ``P`` beside ``Q``, each step
     releasing its input's root once its output is made (:meth:`Block.evaluate_taken`), 2 roots'
     worth (measured on Reddit's size, 2026-11-28: 10.6 GB against the NNGP's 8.2; 4 counted while
-    the step held four roots, 17.1 GB). The memory estimates read it."""
+    the step held four roots, 17.1 GB); a network with an addition or a product keeps 4 (their
+    branches share the input, which no step releases). The memory estimates read it."""
     if isinstance(block, Tangent):
-        return (2 if low_rank else 4) * branch_count(block.network, low_rank)
+        inner = branch_count(block.network, low_rank)
+        return (2 if low_rank and inner == 1 else 4) * inner
     inner = max([1, *(branch_count(b, low_rank) for b in children(block))])
     if isinstance(block, Product):   # both factors' roots and their two N x r products beside the root it builds
         return max(4, inner)

@@ -77,5 +77,5 @@ def exact_kernel(
     full = network(None, ctx, everything)
     kernel = full.restrict(rows, cols)
     if full.nngp is not None:   # the NNGP kernel kept beside a tangent kernel: its diagonal as the pair evaluation gives it
-        kernel = replace(kernel, nngp=replace(kernel.nngp, pairs=PairValues(Pairs.diagonal(everything), full.nngp.diagonal())))
-    return kernel, full.diagonal()
+        kernel = replace(kernel, nngp=replace(kernel.nngp, pairs=PairValues(Pairs.diagonal(everything), full.nngp.diagonal().clone())))
+    return kernel, full.diagonal().clone()   # copies: a view of the diagonal would keep the square block alive
