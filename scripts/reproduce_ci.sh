@@ -8,7 +8,7 @@ set -euo pipefail
 out="${1:-outputs/reproduce_ci}"
 rm -rf "$out"
 mkdir -p "$out"
-common=(progress=false hydra/launcher=joblib hydra.launcher.n_jobs=2)   # two jobs at a time (CI's two cores)
+common=(progress=false)
 start=$(date +%s)
 gnngp run -m experiment=table4 dataset=cora,citeseer,pubmed,chameleon,squirrel model=gcngp,gcngp_x,rbf,rbf_x,ggp,ggp_x \
   "${common[@]}" hydra.sweep.dir="$out/table4_gp"
