@@ -214,14 +214,12 @@ class Posterior:
         """``||F[pos] V (w + eps)^-1/2||^2`` per row; by row blocks past ``runtime.ROW_BLOCK_ENTRIES``
         (the variance of every node of a Reddit-sized GCNGP-X held three ``N x r`` temporaries)."""
         inv = 1.0 / (self.w + eps)
-        if pos.numel() * self.w.numel() <= runtime.ROW_BLOCK_ENTRIES:
-            proj = _rows(features, pos) @ self.v
+
+        def rows(at: Tensor) -> Tensor:
+            proj = _rows(features, at) @ self.v
             return (proj * proj * inv).sum(1)
-        out = features.new_empty(pos.numel())
-        for start, stop in runtime.row_blocks(pos.numel(), self.w.numel()):
-            proj = features[pos[start:stop]] @ self.v
-            out[start:stop] = (proj * proj * inv).sum(1)
-        return out
+
+        return self._by_row_blocks(pos, self.w.numel(), rows, features)
 
     def variance(self, features: Tensor, pos: Tensor, eps: Tensor, prior: Optional[Tensor]) -> Tensor:
         """Latent posterior variance at the rows ``pos`` (``prior``: ``diag K`` there, exact only)."""
