@@ -41,7 +41,15 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
     backend option in ``compute``."""
     from hydra.core.config_store import ConfigStore
 
+    # ${pid:} in run and sweep dirs: two runs started in the same microsecond still differ
+    OmegaConf.register_new_resolver("pid", os.getpid, replace=True, use_cache=True)
     cs = ConfigStore.instance()
+    # storing every option makes and validates about 60 structured configs (0.6 s, most of a
+    # compose): done again only when a registry entry or a compute option is not the one stored
+    # (entries are frozen: a changed one is a new object)
+    key = tuple(tuple((name, id(entry)) for name, entry in table.items()) for table in (KERNELS, GNNS, DATASETS, PRESETS, compute))
+    if _REGISTERED.get(id(cs)) == key:
+        return
     cs.store(name="base_config", node=RunConfig)
     for name, entry in KERNELS.items():
         for low_rank in (False, True):
@@ -61,9 +69,10 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
         cs.store(group="protocol", name=name, node=ProtocolConfig(name=name))
     for name, options in compute.items():
         cs.store(group="compute", name=name, node=options)
+    _REGISTERED[id(cs)] = key
 
-    # ${pid:} in run and sweep dirs: two runs started in the same microsecond still differ
-    OmegaConf.register_new_resolver("pid", os.getpid, replace=True, use_cache=True)
+
+_REGISTERED: dict = {}   # the config store's id -> the registries' entries it holds (register_configs)
 
 
 def method_overrides(overrides: Sequence[str]) -> list[str]:

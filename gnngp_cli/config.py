@@ -24,7 +24,7 @@ from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
 from .metrics import score_metrics
-from .schema import DEVICES, DTYPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
+from .schema import DEVICES, DTYPES, GNN_PROPAGATION, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
 
 
 def check_results_file(name: str) -> None:
@@ -319,6 +319,7 @@ def _validate_gnn(g: Any) -> None:
     if graph_layers == 0 and g.batch_size:
         raise ConfigError(f"gnn={g.name} trains full batch only; set gnn.batch_size=null")
     _choice(g.regime, GNN_REGIMES, "gnn.regime")
+    _choice(g.propagation, GNN_PROPAGATION, "gnn.propagation")
     if g.regime == "ntk":
         standard = {"gnn": (g.name == "gcn", "gnn=gcn"), "gnn.dropout": (g.dropout == 0, "gnn.dropout=0"),
                     "gnn.batch_norm": (not g.batch_norm, "gnn.batch_norm=false"), "gnn.batch_size": (not g.batch_size, "gnn.batch_size=null"),

@@ -31,6 +31,10 @@ APPROXIMATIONS = ("mc", "probit")
 TEMPERATURES = torch.logspace(-3, 2, 61, dtype=torch.float64)   # the grid a temperature is fitted on
 SAMPLE_SEED = 0
 CHUNK_ENTRIES = 1 << 24   # rows x samples x classes drawn at once
+# the smallest exponent taken: exp of a shifted draw below it is (much) less than round-off beside
+# the largest class's exp(0) = 1, and a subnormal result of exp takes the CPU's slow path (at
+# T = 1e-3 about 20x the time of a normal one, 2-core CPU, 2026-11-28)
+EXP_FLOOR = math.log(torch.finfo(torch.float64).tiny) + 8.0
 
 
 def draws(samples: int, classes: int, device=None) -> Tensor:
@@ -47,6 +51,21 @@ def _spread(mean: Tensor, variance: Optional[Tensor]) -> Tensor:
     return variance[:, None].expand_as(mean) if variance.dim() == 1 else variance
 
 
+def _shifted_draws(mean: Tensor, var: Tensor, samples: int):
+    """``(start, g)`` per chunk of rows: the draws ``f = mean + sqrt(var) z`` of the rows from
+    ``start`` as ``C x rows x S``, each draw less its largest class (``softmax(f / T)`` is then
+    ``exp(g / T)`` over its sum, without overflow, for every ``T > 0``). Classes first: a softmax
+    over a last dimension of a few classes ran about 8x slower per entry than the same
+    operations on whole ``rows x S`` slabs (2-core CPU, 2026-11-28)."""
+    n, c = mean.shape
+    z = draws(samples, c, mean.device).T.contiguous()   # C x S
+    step = max(1, CHUNK_ENTRIES // max(samples * c, 1))
+    for start in range(0, n, step):
+        mu, sd = mean[start:start + step].T, var[start:start + step].sqrt().T   # C x rows
+        g = mu[:, :, None] + sd[:, :, None] * z[:, None, :]
+        yield start, g.sub_(g.amax(0, keepdim=True))
+
+
 def class_probabilities(mean: Tensor, variance: Optional[Tensor], approx: str = "mc", samples: int = 256,
                         temperature: float = 1.0) -> Tensor:
     """``E[softmax(f / T)]`` for ``f ~ N(mean, variance)`` per node (``mean``: ``n x C``;
@@ -56,26 +75,38 @@ def class_probabilities(mean: Tensor, variance: Optional[Tensor], approx: str = 
     var = _spread(mean, variance)
     if variance is None or approx == "probit":   # f / T ~ N(mean / T, var / T^2)
         return torch.softmax(mean / temperature / torch.sqrt(1 + math.pi * var / (8 * temperature ** 2)), dim=1)
-    n, c = mean.shape
-    z = draws(samples, c, mean.device)
-    out = mean.new_empty(n, c)
-    step = max(1, CHUNK_ENTRIES // max(samples * c, 1))
-    for start in range(0, n, step):
-        mu, sd = mean[start:start + step], var[start:start + step].sqrt()
-        f = (mu[:, None, :] + sd[:, None, :] * z[None]) / temperature
-        out[start:start + step] = torch.softmax(f, dim=2).mean(1)
+    out = mean.new_empty(mean.shape)
+    for start, g in _shifted_draws(mean, var, samples):
+        e = g.div_(temperature).clamp_(min=EXP_FLOOR).exp_()
+        out[start:start + g.size(1)] = (e / e.sum(0)).mean(2).T
     return out
 
 
 def nll_by_temperature(mean: Tensor, variance: Optional[Tensor], y: Tensor, approx: str, samples: int,
                        temperatures: Tensor = TEMPERATURES) -> Tensor:
-    """The summed negative log likelihood of the labels ``y`` at each temperature (float64)."""
+    """The summed negative log likelihood of the labels ``y`` at each temperature (float64).
+    Monte Carlo: the shifted draws are made once for every temperature, and each temperature
+    needs only the sum over classes and the label's own entry (61 temperatures on 500 validation
+    rows of 7 classes: 0.13 s against 1.24 s with a softmax of every draw per temperature, 2-core
+    CPU, 2026-11-28; most of the difference was subnormal results of exp, see EXP_FLOOR)."""
     out = torch.zeros(temperatures.numel(), dtype=torch.float64, device=mean.device)
     if y.numel() == 0:
         return out
-    for i, t in enumerate(temperatures.tolist()):
-        p = class_probabilities(mean, variance, approx, samples, t)
-        out[i] = -torch.log(p[torch.arange(y.numel(), device=y.device), y].clamp_min(1e-300)).sum()
+    if variance is None or approx == "probit":
+        for i, t in enumerate(temperatures.tolist()):
+            p = class_probabilities(mean, variance, approx, samples, t)
+            out[i] = -torch.log(p[torch.arange(y.numel(), device=y.device), y].clamp_min(1e-300)).sum()
+        return out
+    mean = mean.double()
+    var = _spread(mean, variance)
+    for start, g in _shifted_draws(mean, var, samples):
+        rows = g.size(1)
+        own = g[y[start:start + rows], torch.arange(rows, device=g.device)]   # rows x S: the label's shifted draw
+        buffer = torch.empty_like(g)
+        for i, t in enumerate(temperatures.tolist()):
+            total = torch.mul(g, 1 / t, out=buffer).clamp_(min=EXP_FLOOR).exp_().sum(0)
+            p = (own / t).clamp_(min=EXP_FLOOR).exp_().div_(total).mean(1)
+            out[i] -= torch.log(p.clamp_min(1e-300)).sum()
     return out
 
 

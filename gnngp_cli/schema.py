@@ -25,6 +25,7 @@ LIKELIHOODS = ("gaussian", "dirichlet")   # likelihood=<name>: one-hot regressio
 PROTOCOLS = ("none", "misclassification", "leave_out_classes", "feature_shift", "structural_shift")   # protocol=<name>
 GNN_UNCERTAINTY = ("softmax", "temperature", "ensemble", "mc_dropout")   # gnn.uncertainty: a GNN's class probabilities
 GNN_REGIMES = ("standard", "ntk")   # gnn.regime: how a GNN trains
+GNN_PROPAGATION = ("sparse", "edges")   # gnn.propagation: how a layer reads its neighbours
 SQRT_TENTH = math.sqrt(0.1)   # the paper's bias (kernels) and learning rate (GNNs) on regression sets
 
 
@@ -107,6 +108,7 @@ class GNNConfig:
     uncertainty: str = "softmax"        # class probabilities: softmax, temperature (scaled on validation), ensemble (of gnn.members models), mc_dropout (gnn.mc_samples passes)
     members: int = 5                    # gnn.uncertainty=ensemble: models trained with seeds seed, seed + 1000, ...
     mc_samples: int = 20                # gnn.uncertainty=mc_dropout: forward passes with dropout on
+    propagation: str = "sparse"         # sparse: one cached sparse-matrix product per layer where the layer allows (GCN, GCNII, GIN, GraphSAGE; full batch and inference); edges: PyG's edge-wise messages
     regime: str = "standard"            # standard (Adam on the cross-entropy, the paper's) or ntk: full-batch gradient descent on the MSE in the NTK parameterisation, learning rate inference.learning_rate (gnn=gcn: the finite network of kernel=gcngp kernel.limit=ntk)
 
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env python
 """Benchmark: GCN training against the GCNGP kernels, every pair in the same process and run.
 
-For each mirrored dataset: GCN (100 epochs, one seed, full batch) and the ``gcngp`` and
-``gcngp_x`` kernels, each timed as its method time (device-synchronised wall seconds:
-training + inference for GCN, kernel + inference for the GPs; data loading excluded). A GP
-run takes seconds, so it is repeated (``--repeats``, default 3) and its median is used; GCN
-runs once (its 100 epochs average out). Writes a CSV with the times and the ratios GCN/GP. Targets: ``gcngp`` >= 30x faster than GCN on Cora,
-CiteSeer and PubMed; ``gcngp_x`` >= 30x on chameleon and squirrel.
+For each mirrored dataset: GCN (100 epochs, one seed, full batch) on the fast path
+(``gnn.propagation=sparse``: one cached sparse-matrix product per layer, the default) and on
+PyG's edge-wise messages (``gnn.propagation=edges``, the path of the tables before 2026-11-28),
+and the ``gcngp`` and ``gcngp_x`` kernels, each timed as its method time (device-synchronised
+wall seconds: training + inference for GCN, kernel + inference for the GPs; data loading
+excluded). A GP run takes seconds, so it is repeated (``--repeats``, default 3) and its median
+is used; each GCN runs once (its 100 epochs average out). Writes a CSV with the times and the
+ratios fast GCN / GP. Target (issue 27): ``gcngp`` or ``gcngp_x`` at least 10x faster than the
+fast GCN on every dataset.
 
     python scripts/bench_vs_gnn.py --out outputs/bench/bench_vs_gnn.csv
 """
@@ -25,7 +28,7 @@ from gnngp_cli.execute import run_job
 from gnngp_cli.job.loading import load_graph
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon", "squirrel"]
-TARGETS = {"cora": "gcngp", "citeseer": "gcngp", "pubmed": "gcngp", "chameleon": "gcngp_x", "squirrel": "gcngp_x"}
+TARGET = 10.0   # the faster kernel at least this many times faster than the fast GCN
 
 
 def main() -> None:
@@ -41,17 +44,19 @@ def main() -> None:
         gcn_cfg = compose([f"dataset={name}", "gnn=gcn", "progress=false"])
         prep = load_graph(gcn_cfg)  # loaded once; every method below uses the same data in this process
         gcn = run_job(gcn_cfg, prep)[0]
-        row = {"dataset": name, "gcn_seconds": gcn["total_seconds"], "gcn_test": gcn["test"]}
+        edges = run_job(compose([f"dataset={name}", "gnn=gcn", "gnn.propagation=edges", "progress=false"]), prep)[0]
+        row = {"dataset": name, "gcn_seconds": gcn["total_seconds"], "gcn_test": gcn["test"],
+               "gcn_edges_seconds": edges["total_seconds"], "gcn_edges_test": edges["test"]}
         for kernel in ("gcngp", "gcngp_x"):
             runs = [run_job(compose([f"dataset={name}", f"kernel={kernel}"]), prep)[0] for _ in range(max(args.repeats, 1))]
             gp = runs[0]
             row[f"{kernel}_seconds"] = statistics.median(r["total_seconds"] for r in runs)
             row[f"{kernel}_test"] = gp["test"]
             row[f"ratio_{kernel}"] = gcn["total_seconds"] / row[f"{kernel}_seconds"]
-        target = TARGETS.get(name)
-        row["target"] = f"{target} >= 30x: {'PASS' if row[f'ratio_{target}'] >= 30 else 'FAIL'}" if target else ""
+        best = max(row["ratio_gcngp"], row["ratio_gcngp_x"])
+        row["target"] = f"faster kernel >= {TARGET:g}x the fast GCN: {'PASS' if best >= TARGET else 'FAIL'}"
         rows.append(row)
-        print(f"{name}: GCN {row['gcn_seconds']:.2f} s, gcngp {row['gcngp_seconds']:.3f} s ({row['ratio_gcngp']:.0f}x), "
+        print(f"{name}: GCN {row['gcn_seconds']:.2f} s (edge-wise {row['gcn_edges_seconds']:.2f} s), gcngp {row['gcngp_seconds']:.3f} s ({row['ratio_gcngp']:.0f}x), "
               f"gcngp_x {row['gcngp_x_seconds']:.3f} s ({row['ratio_gcngp_x']:.0f}x)", file=sys.stderr)
     table = pd.DataFrame(rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

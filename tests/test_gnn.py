@@ -40,6 +40,42 @@ def test_mini_batch_training_on_regression_with_batch_norm(data_overrides):
     assert row["metric"] == "r2" and row["test"] > 0.2
 
 
+@pytest.mark.parametrize("model", ["gcn", "gcn2", "gin", "sage"])
+def test_the_cached_sparse_operator_gives_the_edge_wise_outputs_and_gradients(model):
+    """gnn.propagation=sparse (one sparse product per layer) and edges (PyG's messages): the
+    same network's outputs and gradients on a random graph with duplicate-free symmetric edges."""
+    from gnngp_cli.api import compose
+    from gnngp_cli.gnn import GNNS
+    from gnngp_cli.gnn.training import Graph as Edges
+
+    g = torch.Generator().manual_seed(0)
+    n = 40
+    pairs = torch.randint(0, n, (2, 120), generator=g)
+    pairs = pairs[:, pairs[0] != pairs[1]]
+    edge_index = torch.unique(torch.cat([pairs, pairs.flip(0)], dim=1), dim=1)
+    cfg = compose([f"gnn={model}", "gnn.dropout=0", "gnn.hidden=16", "gnn.layers=2"]).gnn
+    torch.manual_seed(0)
+    net = GNNS[model].model(cfg, 6, 3)
+    graph = Edges.build(edge_index, n, net.normalised_graph)
+    x = torch.randn(n, 6, generator=g)
+    outputs, grads = {}, {}
+    for name, (adjacency, weight) in {"edges": (graph.edge_index, graph.edge_weight), "sparse": (graph.operator(x.dtype), None)}.items():
+        net.zero_grad()
+        out = net(x, adjacency, weight)
+        out.square().sum().backward()
+        outputs[name], grads[name] = out.detach(), [p.grad.clone() for p in net.parameters()]
+    assert torch.allclose(outputs["sparse"], outputs["edges"], atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(grads["sparse"], grads["edges"]))
+
+
+def test_gat_keeps_edge_wise_messages_and_a_bad_propagation_is_one_line():
+    from gnngp_cli.gnn import GNNS
+
+    assert not GNNS["gat"].model.reads_operator and GNNS["gcn"].model.reads_operator
+    with pytest.raises(ConfigError, match="gnn.propagation='dense' is not valid"):
+        run(["gnn=gcn", "gnn.propagation=dense"])
+
+
 def test_neighbour_sampler_respects_fanouts_and_keeps_seeds_first():
     ei = torch.tensor([[1, 2, 3, 4, 5, 0, 0, 0], [0, 0, 0, 0, 0, 1, 2, 3]])
     graph = Graph.build(ei, 6, normalised=False)

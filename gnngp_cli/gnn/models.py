@@ -17,6 +17,7 @@ class GNN(nn.Module):
     A subclass builds its layers in ``__init__`` and overrides the steps it changes."""
 
     normalised_graph = False   # gcn-style: reads the symmetric-normalised adjacency with unit self-loops
+    reads_operator = True      # its layers take the adjacency as one sparse matrix (gnn.propagation=sparse)
 
     def __init__(self, cfg: Any, in_dim: int, out_dim: int):
         super().__init__()
@@ -141,6 +142,8 @@ class GAT(GNN):
     (softmax over LeakyReLU(0.2) scores); hidden layers concatenate ``heads`` heads, the output
     layer has one; dropout on the input features, on the attention weights and (as every GNN's
     ``post``) after each hidden layer."""
+
+    reads_operator = False     # attention weighs each edge: edge-wise messages
 
     def __init__(self, cfg, in_dim, out_dim):
         super().__init__(cfg, in_dim, out_dim)

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..data.graph import csr_order, normalized_adjacency
+from ..data.graph import csr_order, normalized_adjacency, sparse_beta_quiet
 from ..errors import ConfigError
 from ..metrics import score
 from ..progress import Progress
@@ -31,6 +31,18 @@ class Graph:
     crow: Tensor = None
     col: Tensor = None
     weight: Optional[Tensor] = None
+    _operator: Optional[Tensor] = None
+
+    def operator(self, dtype: torch.dtype) -> Tensor:
+        """The adjacency as one cached sparse CSR matrix over targets (``adj_t``: row = target,
+        column = source; the normalised weights, or ones): what a PyG layer reads on the fast
+        path, one sparse-dense product per layer in place of gathering an edges x features
+        message matrix and scattering it back."""
+        if self._operator is None or self._operator.dtype != dtype:
+            values = self.weight if self.weight is not None else torch.ones(self.col.numel(), device=self.col.device)
+            with sparse_beta_quiet():
+                self._operator = torch.sparse_csr_tensor(self.crow, self.col, values.to(dtype), (self.num_nodes, self.num_nodes))
+        return self._operator
 
     @classmethod
     def build(cls, edge_index: Tensor, num_nodes: int, normalised: bool) -> "Graph":
@@ -146,6 +158,9 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     model = entry.model(cfg, data.num_features, out_dim).to(device)
     graph = Graph.build(data.edge_index, data.num_nodes, model.normalised_graph)
     x, y = data.x.float(), data.y
+    # the whole graph's layers read one cached sparse operator where the model's layers take one (gnn.propagation=sparse)
+    fast = cfg.propagation == "sparse" and getattr(model, "reads_operator", False)
+    adjacency, adjacency_weight = (graph.operator(x.dtype), None) if fast else (graph.edge_index, graph.edge_weight)
     target = y.float().view(-1, 1) if regression else y
     if descent is None:
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -158,7 +173,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
         recorded = set(descent.record)
         curve: dict[str, list] = {"t": [], "train": [], "val": [], "test": []}
         with torch.no_grad():   # centred: the output at initialisation subtracted, so training starts at the prior mean 0 as the
-            start = model(x, graph.edge_index, graph.edge_weight)   # NTK-GP's mean does (else a draw of the NNGP prior stays in every prediction)
+            start = model(x, adjacency, adjacency_weight)   # NTK-GP's mean does (else a draw of the NNGP prior stays in every prediction)
     ood = getattr(data, "ood_mask", None)   # a protocol's OOD test nodes: the test metric reads the others
     masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask if ood is None else data.test_mask & ~ood}
     fanouts = list(cfg.fanouts) if cfg.fanouts is not None else list(entry.fanouts or [-1] * model.graph_layers)
@@ -173,12 +188,12 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     def predict() -> Tensor:
         model.eval()
         with torch.no_grad():
-            if not cfg.batch_size:
+            if not cfg.batch_size or fast:   # one sparse product per layer holds no more than the layer's outputs
                 return forward()
             return layerwise_inference(model, x, graph, cfg.batch_size)
 
     def forward() -> Tensor:
-        out = model(x, graph.edge_index, graph.edge_weight)
+        out = model(x, adjacency, adjacency_weight)
         return out if descent is None else out - start
 
     def scores(out: Tensor) -> dict[str, float]:
@@ -246,7 +261,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
             if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
                 module.eval()   # ... batch norm on its trained running statistics
         with torch.no_grad():
-            return torch.stack([model(x, graph.edge_index, graph.edge_weight) for _ in range(k)])
+            return torch.stack([model(x, adjacency, adjacency_weight) for _ in range(k)])
 
     return GNNResult(final, best[0], train_watch.seconds, inference_watch.seconds, history, outputs,
                      None if cfg.batch_size else dropout_passes, curve if descent is not None else None)
