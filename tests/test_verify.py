@@ -330,15 +330,17 @@ def test_gcn_tangent_kernel_passes_against_empirical_ntks_and_planted_errors_fai
     assert not verdicts["dropped weight term"].passed and not verdicts["g' = 1/2"].passed, verdicts
 
 
-# H2GCN's seven readouts make its Jacobian the costliest (161 s at the defaults, a PASS); half the widths here
-NTK_SMALLER = {"h2gcngp": ["verify.widths=[64,128,256,512]"]}
+# Half the default widths: an empirical NTK's Jacobian costs about width^2 per hidden layer, and these
+# six took 20 to 200 s each at the defaults beside another test process (H2GCN's seven readouts:
+# 161 s alone, a PASS); each passes at half (2026-11-28), the GCN check above keeps the defaults
+NTK_SMALLER = ["verify.widths=[64,128,256,512]"]
 
 
 @pytest.mark.paper
 @pytest.mark.parametrize("kernel", [name for name, entry in sorted(KERNELS.items()) if entry.network is not None and entry.network.trains
                                     and name not in ("ggp", "rbf", "gcngp")])   # gcngp: in the fast suite above
 def test_every_tangent_kernel_passes_at_two_layers(kernel):
-    cfg, prep = prepared(f"kernel={kernel}", "kernel.limit=ntk", *NTK_SMALLER.get(kernel, []))
+    cfg, prep = prepared(f"kernel={kernel}", "kernel.limit=ntk", *NTK_SMALLER)
     result = check_with(cfg, prep, prep.kernel)
     assert result.verdict.passed, (kernel, result.verdict.reason)
 
