@@ -46,9 +46,11 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
     cs = ConfigStore.instance()
     # storing every option makes and validates about 60 structured configs (0.6 s, most of a
     # compose): done again only when a registry entry or a compute option is not the one stored
-    # (entries are frozen: a changed one is a new object)
-    key = tuple(tuple((name, id(entry)) for name, entry in table.items()) for table in (KERNELS, GNNS, DATASETS, PRESETS, compute))
-    if _REGISTERED.get(id(cs)) == key:
+    # (entries are frozen: a changed one is a new object; the entries themselves are kept and
+    # compared by identity, so a freed entry's address reused by a new one is not mistaken for it)
+    held = [(name, entry) for table in (KERNELS, GNNS, DATASETS, PRESETS, compute) for name, entry in table.items()]
+    stored = _REGISTERED.get(id(cs))
+    if stored is not None and len(stored) == len(held) and all(a == c and b is d for (a, b), (c, d) in zip(stored, held)):
         return
     cs.store(name="base_config", node=RunConfig)
     for name, entry in KERNELS.items():
@@ -69,7 +71,7 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
         cs.store(group="protocol", name=name, node=ProtocolConfig(name=name))
     for name, options in compute.items():
         cs.store(group="compute", name=name, node=options)
-    _REGISTERED[id(cs)] = key
+    _REGISTERED[id(cs)] = held
 
 
 _REGISTERED: dict = {}   # the config store's id -> the registries' entries it holds (register_configs)

@@ -22,9 +22,10 @@ from .data.products import ORDERS, PRODUCTS
 from .data.registry import DATASETS, SPLIT_READS, SPLIT_WORDS
 from .errors import ConfigError
 from .gnn import GNNS
+from .gnn.registry import gnn_defaults
 from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
 from .metrics import score_metrics
-from .schema import DEVICES, DTYPES, GNN_PROPAGATION, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
+from .schema import DEVICES, DTYPES, GNN_PROPAGATION, GNN_RECIPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
 
 
 def check_results_file(name: str) -> None:
@@ -304,15 +305,29 @@ def _validate_fit(cfg: Any) -> None:
                           f"{fix}set kernel.gamma_search=false to keep kernel.base.gamma, or use fit=grid")
 
 
+RECIPE_NETWORKS = {"platonov2023": ("gcn", "sage")}   # the networks a recipe other than the paper's defines
+
+
 def _validate_gnn(g: Any) -> None:
     _choice(g.name, GNNS, "gnn.name")
+    _choice(g.recipe, GNN_RECIPES, "gnn.recipe")
     for key in ("layers", "hidden", "epochs"):
         if g[key] is not None and g[key] < 1:
             raise ConfigError(f"gnn.{key}={g[key]} must be at least 1")
     if g.lr is not None and not 0 < g.lr <= LR_MAX:
         raise ConfigError(f"gnn.lr={g.lr:g} must be positive and at most {LR_MAX:g} (e.g. gnn.lr=0.01)")
-    if not 0 <= g.dropout < 1 or g.weight_decay < 0:
+    if (g.dropout is not None and not 0 <= g.dropout < 1) or g.weight_decay < 0:
         raise ConfigError("gnn.dropout must lie in [0, 1) and gnn.weight_decay must be >= 0")
+    if g.recipe != "paper":
+        networks = RECIPE_NETWORKS[g.recipe]
+        if g.name not in networks:
+            raise ConfigError(f"gnn.recipe={g.recipe} defines the networks {', '.join(networks)}, not gnn={g.name}; "
+                              f"use gnn={' or gnn='.join(networks)}, or gnn.recipe=paper")
+        for key, fine, fix in (("batch_size", not g.batch_size, "null"), ("propagation", g.propagation == "sparse", "sparse"),
+                               ("regime", g.regime == "standard", "standard")):
+            if not fine:
+                raise ConfigError(f"gnn.recipe={g.recipe} trains full batch on the sparse operator with AdamW (its protocol); "
+                                  f"gnn.{key}={g[key]} has no place there: set gnn.{key}={fix}, or gnn.recipe=paper")
     if g.batch_size is not None and g.batch_size < 0:
         raise ConfigError(f"gnn.batch_size={g.batch_size} must be at least 1 (0 or null: full batch)")
     graph_layers = GNNS[g.name].graph_layers(g.layers)
@@ -320,16 +335,19 @@ def _validate_gnn(g: Any) -> None:
         raise ConfigError(f"gnn={g.name} trains full batch only; set gnn.batch_size=null")
     _choice(g.regime, GNN_REGIMES, "gnn.regime")
     _choice(g.propagation, GNN_PROPAGATION, "gnn.propagation")
+    common = gnn_defaults(GNNS[g.name], g.recipe)["*"]   # what a null hidden or dropout becomes
+    hidden = g.hidden if g.hidden is not None else common["hidden"]
+    dropout = g.dropout if g.dropout is not None else common["dropout"]
     if g.regime == "ntk":
-        standard = {"gnn": (g.name == "gcn", "gnn=gcn"), "gnn.dropout": (g.dropout == 0, "gnn.dropout=0"),
+        standard = {"gnn": (g.name == "gcn", "gnn=gcn"), "gnn.dropout": (dropout == 0, "gnn.dropout=0"),
                     "gnn.batch_norm": (not g.batch_norm, "gnn.batch_norm=false"), "gnn.batch_size": (not g.batch_size, "gnn.batch_size=null"),
                     "gnn.weight_decay": (g.weight_decay == 0, "gnn.weight_decay=0"), "gnn.uncertainty": (g.uncertainty == "softmax", "gnn.uncertainty=softmax")}
         for key, (fine, fix) in standard.items():
             if not fine:
                 raise ConfigError(f"gnn.regime=ntk trains the finite network of kernel=gcngp kernel.limit=ntk (full batch, plain gradient descent); "
-                                  f"{key}={g[key.removeprefix('gnn.')] if key != 'gnn' else g.name} has no place there: set {fix}")
-    if "heads" in g and (g.heads < 1 or (g.layers > 1 and g.hidden % g.heads)):
-        raise ConfigError(f"gnn.heads={g.heads} must be at least 1 and divide gnn.hidden={g.hidden} (each head has hidden / heads features)")
+                                  f"{key}={(dropout if key == 'gnn.dropout' else g[key.removeprefix('gnn.')]) if key != 'gnn' else g.name} has no place there: set {fix}")
+    if "heads" in g and (g.heads < 1 or (g.layers > 1 and hidden % g.heads)):
+        raise ConfigError(f"gnn.heads={g.heads} must be at least 1 and divide gnn.hidden={hidden} (each head has hidden / heads features)")
     if g.get("hops") is not None and g.hops < 0:
         raise ConfigError(f"gnn.hops={g.hops} must be at least 0")
     if g.fanouts is not None and len(g.fanouts) != graph_layers:
@@ -339,7 +357,7 @@ def _validate_gnn(g: Any) -> None:
         raise ConfigError(f"gnn.members={g.members}: an ensemble needs at least 2 models (e.g. 5)")
     if g.uncertainty == "mc_dropout" and g.mc_samples < 2:
         raise ConfigError(f"gnn.mc_samples={g.mc_samples}: MC dropout needs at least 2 passes (e.g. 20)")
-    if g.uncertainty == "mc_dropout" and g.dropout == 0:
+    if g.uncertainty == "mc_dropout" and dropout == 0:
         raise ConfigError("gnn.uncertainty=mc_dropout needs a positive gnn.dropout (e.g. 0.5): with none, every pass is the same")
 
 
@@ -449,8 +467,11 @@ def method_defaults(table: Mapping[str, Mapping[str, Any]], dataset: str, task: 
 def resolve_method_defaults(cfg: Any, task: str) -> None:
     """Fill the method's ``null`` settings with its defaults for the loaded dataset (its task
     is known only then, e.g. for a custom graph). Explicit values are kept."""
-    node, entry = (cfg.gnn, GNNS[cfg.gnn.name]) if cfg.method == "gnn" else (cfg.kernel, KERNELS[cfg.kernel.name])
-    for key, value in method_defaults(entry.defaults, str(cfg.dataset.name).lower(), task).items():
+    if cfg.method == "gnn":
+        node, table = cfg.gnn, gnn_defaults(GNNS[cfg.gnn.name], cfg.gnn.recipe)
+    else:
+        node, table = cfg.kernel, KERNELS[cfg.kernel.name].defaults
+    for key, value in method_defaults(table, str(cfg.dataset.name).lower(), task).items():
         if key in node and node[key] is None:
             node[key] = value
 

@@ -26,6 +26,7 @@ PROTOCOLS = ("none", "misclassification", "leave_out_classes", "feature_shift", 
 GNN_UNCERTAINTY = ("softmax", "temperature", "ensemble", "mc_dropout")   # gnn.uncertainty: a GNN's class probabilities
 GNN_REGIMES = ("standard", "ntk")   # gnn.regime: how a GNN trains
 GNN_PROPAGATION = ("sparse", "edges")   # gnn.propagation: how a layer reads its neighbours
+GNN_RECIPES = ("paper", "platonov2023")   # gnn.recipe: the architecture and training protocol of a GNN baseline
 SQRT_TENTH = math.sqrt(0.1)   # the paper's bias (kernels) and learning rate (GNNs) on regression sets
 
 
@@ -97,11 +98,12 @@ class GNNConfig:
 
     name: str = MISSING                 # the GNN (set by gnn=<name>)
     layers: int = II("depth")           # graph layers (default: depth)
-    hidden: int = 256                   # hidden units per layer
-    dropout: float = 0.5                # dropout probability
-    lr: Optional[float] = None          # null: 0.01, sqrt(0.1) on regression sets
-    weight_decay: float = 0.0           # Adam's weight decay
-    epochs: Optional[int] = None        # null: 100 (200 on crocodile, 10 on reddit)
+    recipe: str = "paper"               # paper: the GNNGP paper's networks and training; platonov2023: Platonov et al. (ICLR 2023)'s residual networks with layer norm (gcn, sage)
+    hidden: Optional[int] = None        # hidden units per layer; null: 256 (512 with gnn.recipe=platonov2023)
+    dropout: Optional[float] = None     # dropout probability; null: 0.5 (0.2 with gnn.recipe=platonov2023)
+    lr: Optional[float] = None          # null: 0.01, sqrt(0.1) on regression sets (3e-5 with gnn.recipe=platonov2023)
+    weight_decay: float = 0.0           # Adam's weight decay (AdamW's with gnn.recipe=platonov2023)
+    epochs: Optional[int] = None        # null: 100 (200 on crocodile, 10 on reddit; 1000 steps with gnn.recipe=platonov2023)
     batch_norm: Optional[bool] = None   # null: on for chameleon, squirrel, crocodile, arxiv
     batch_size: Optional[int] = None    # null: full batch (10240 on reddit); 0: full batch
     fanouts: Optional[list[int]] = None  # mini-batch neighbours per graph layer; -1 = all

@@ -100,3 +100,63 @@ def test_neighbour_sampler_respects_fanouts_and_keeps_seeds_first():
 def test_gnn_config_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):
         run(overrides)
+
+
+# --- gnn.recipe=platonov2023: Platonov et al. (ICLR 2023)'s residual networks -----------------------
+
+@pytest.mark.parametrize("kind", ["gcn", "sage"])
+def test_the_platonov_network_is_their_residual_network_written_densely(kind):
+    """ResidualNetwork against an independent dense transcription of their model.py and
+    modules.py: h = GELU(W_in x); h += FF(step(LayerNorm(h))) per layer; out = W_out LayerNorm(h)."""
+    from gnngp_cli.api import compose
+    from gnngp_cli.gnn.residual import ResidualNetwork
+    from gnngp_cli.gnn.training import Graph as Edges
+
+    g = torch.Generator().manual_seed(1)
+    n = 25
+    pairs = torch.randint(0, n, (2, 60), generator=g)
+    pairs = pairs[:, pairs[0] != pairs[1]]
+    edge_index = torch.unique(torch.cat([pairs, pairs.flip(0)], dim=1), dim=1)
+    cfg = compose([f"gnn={kind}", "gnn.recipe=platonov2023", "gnn.layers=3", "gnn.hidden=16", "gnn.dropout=0"]).gnn
+    torch.manual_seed(0)
+    net = ResidualNetwork(cfg, 5, 3).eval()
+    graph = Edges.build(edge_index, n, net.normalised_graph)
+    x = torch.randn(n, 5, generator=g)
+    a = torch.zeros(n, n)
+    a[edge_index[1], edge_index[0]] = 1.0
+    if kind == "gcn":   # D^-1/2 (A + I) D^-1/2, their degrees counting the self-loop
+        a = a + torch.eye(n)
+        d = a.sum(1).rsqrt()
+        step = lambda h: (d[:, None] * a * d[None, :]) @ h
+    else:               # [h, mean of the neighbours' h], 0 for an isolated node
+        step = lambda h: torch.cat([h, (a @ h) / a.sum(1, keepdim=True).clamp_min(1)], dim=1)
+    gelu = torch.nn.functional.gelu
+    h = gelu(x @ net.input.weight.T + net.input.bias)
+    for norm, block in zip(net.norms, net.blocks):
+        u = step(torch.nn.functional.layer_norm(h, (16,), norm.weight, norm.bias))
+        u = gelu(u @ block.linear_1.weight.T + block.linear_1.bias) @ block.linear_2.weight.T + block.linear_2.bias
+        h = h + u
+    expected = torch.nn.functional.layer_norm(h, (16,), net.output_norm.weight, net.output_norm.bias) @ net.output.weight.T + net.output.bias
+    with torch.no_grad():
+        assert torch.allclose(net(x, graph.operator(x.dtype)), expected, atol=1e-5)
+
+
+def test_the_platonov_recipe_trains_with_its_defaults_on_minesweeper(data_overrides):
+    row = run(["dataset=minesweeper", "gnn=gcn", "gnn.recipe=platonov2023", "gnn.layers=1", "gnn.hidden=32", "gnn.epochs=20",
+               "progress=false", *data_overrides])[0]
+    settings = json.loads(row["extra"])
+    assert settings["recipe"] == "platonov2023" and settings["lr"] == pytest.approx(3e-5) and settings["dropout"] == pytest.approx(0.2)
+    assert settings["hidden"] == 32 and settings["batch_norm"] is False and row["metric"] == "roc_auc" and 0 < row["test"] <= 1
+    default = run(["gnn=gcn", "gnn.recipe=platonov2023", "gnn.epochs=2", "progress=false"])[0]
+    assert json.loads(default["extra"])["hidden"] == 512
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["gnn=gat", "gnn.recipe=platonov2023"], "gnn.recipe=platonov2023 defines the networks gcn, sage, not gnn=gat"),
+    (["gnn=gcn", "gnn.recipe=platonov2023", "gnn.batch_size=64"], "gnn.batch_size=64 has no place there"),
+    (["gnn=sage", "gnn.recipe=platonov2023", "gnn.propagation=edges"], "gnn.propagation=edges has no place there"),
+    (["gnn=gcn", "gnn.recipe=platonov"], "gnn.recipe='platonov' is not valid"),
+])
+def test_a_recipe_outside_its_networks_or_protocol_is_one_line(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        run(overrides)

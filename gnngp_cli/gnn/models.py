@@ -17,7 +17,7 @@ class GNN(nn.Module):
     A subclass builds its layers in ``__init__`` and overrides the steps it changes."""
 
     normalised_graph = False   # gcn-style: reads the symmetric-normalised adjacency with unit self-loops
-    reads_operator = True      # its layers take the adjacency as one sparse matrix (gnn.propagation=sparse)
+    reads_operator = False     # True: its layers take the adjacency as one sparse CSR matrix (gnn.propagation=sparse) as edge_index, edge_weight None
 
     def __init__(self, cfg: Any, in_dim: int, out_dim: int):
         super().__init__()
@@ -59,6 +59,8 @@ class GNN(nn.Module):
 class GCN(GNN):
     """``GCNConv`` layers on the same normalised adjacency as the kernels."""
 
+    reads_operator = True
+
     normalised_graph = True
 
     def __init__(self, cfg, in_dim, out_dim):
@@ -75,6 +77,8 @@ class GCN(GNN):
 class SAGE(GNN):
     """``SAGEConv`` layers, mean aggregation."""
 
+    reads_operator = True
+
     def __init__(self, cfg, in_dim, out_dim):
         super().__init__(cfg, in_dim, out_dim)
         from torch_geometric.nn import SAGEConv
@@ -86,6 +90,8 @@ class SAGE(GNN):
 class GIN(GNN):
     """One ``GINConv`` aggregation (eps = 0) followed by an L-layer MLP: the network whose
     kernel is GINGP."""
+
+    reads_operator = True
 
     def __init__(self, cfg, in_dim, out_dim):
         super().__init__(cfg, in_dim, out_dim)
@@ -109,6 +115,8 @@ class GCN2Config(GNNConfig):
 @register_gnn("gcn2", "GCNII", config=GCN2Config)
 class GCN2(GNN):
     """Linear, ``GCN2Conv`` layers (initial residual alpha, identity mapping theta), linear."""
+
+    reads_operator = True
 
     normalised_graph = True
 
@@ -142,8 +150,6 @@ class GAT(GNN):
     (softmax over LeakyReLU(0.2) scores); hidden layers concatenate ``heads`` heads, the output
     layer has one; dropout on the input features, on the attention weights and (as every GNN's
     ``post``) after each hidden layer."""
-
-    reads_operator = False     # attention weighs each edge: edge-wise messages
 
     def __init__(self, cfg, in_dim, out_dim):
         super().__init__(cfg, in_dim, out_dim)

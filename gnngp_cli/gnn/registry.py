@@ -8,12 +8,26 @@ from ..schema import SQRT_TENTH, GNNConfig
 
 # The paper's training settings for every GNN, per task or dataset (see config.method_defaults).
 TRAINING_DEFAULTS = {
-    "*": {"lr": 0.01, "epochs": 100, "batch_norm": False},
+    "*": {"lr": 0.01, "epochs": 100, "batch_norm": False, "hidden": 256, "dropout": 0.5},
     "regression": {"lr": SQRT_TENTH, "batch_norm": True},
     "arxiv": {"batch_norm": True},
     "crocodile": {"epochs": 200},
     "reddit": {"epochs": 10, "batch_size": 10240},   # mini-batch training, as in the paper
 }
+
+# gnn.recipe=platonov2023: the settings of Platonov et al. (ICLR 2023)'s train.py for every dataset
+# (hidden 512, dropout 0.2, AdamW at lr 3e-5 without weight decay, 1000 full-batch steps, no batch norm)
+RECIPE_DEFAULTS = {
+    "platonov2023": {"*": {"lr": 3e-5, "epochs": 1000, "batch_norm": False, "hidden": 512, "dropout": 0.2, "batch_size": 0}},
+}
+
+
+def gnn_defaults(entry: "GNNEntry", recipe: str) -> Mapping[str, Mapping[str, Any]]:
+    """The training defaults a GNN's ``null`` settings take: its entry's table, or its recipe's;
+    a table without ``hidden`` or ``dropout`` for every dataset takes the paper's."""
+    table = entry.defaults if recipe == "paper" else RECIPE_DEFAULTS[recipe]
+    shape = {key: TRAINING_DEFAULTS["*"][key] for key in ("hidden", "dropout")}
+    return {**table, "*": {**shape, **table.get("*", {})}}
 
 
 @dataclass(frozen=True)

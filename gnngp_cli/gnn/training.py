@@ -18,6 +18,7 @@ from ..errors import ConfigError
 from ..metrics import score
 from ..progress import Progress
 from .models import GNN
+from .residual import ResidualNetwork
 from .registry import GNNS
 
 
@@ -155,7 +156,8 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     regression = data.task == "regression"
     out_dim = 1 if regression else data.num_classes
     entry = GNNS[cfg.name]
-    model = entry.model(cfg, data.num_features, out_dim).to(device)
+    network = ResidualNetwork if cfg.recipe == "platonov2023" else entry.model
+    model = network(cfg, data.num_features, out_dim).to(device)
     graph = Graph.build(data.edge_index, data.num_nodes, model.normalised_graph)
     x, y = data.x.float(), data.y
     # the whole graph's layers read one cached sparse operator where the model's layers take one (gnn.propagation=sparse)
@@ -163,7 +165,10 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     adjacency, adjacency_weight = (graph.operator(x.dtype), None) if fast else (graph.edge_index, graph.edge_weight)
     target = y.float().view(-1, 1) if regression else y
     if descent is None:
-        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        if isinstance(model, ResidualNetwork):
+            optimizer = torch.optim.AdamW(model.parameter_groups(cfg.weight_decay), lr=cfg.lr)
+        else:
+            optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         recorded = None
     else:
         optimizer = descent.optimizer(model, generator)
