@@ -8,8 +8,9 @@ seeds once before the first run); the depth with the best mean validation metric
 
 Each run is 1000 full-batch steps of a hidden-512 residual network with an evaluation at every
 step: minutes per run on a 2-core CPU at depth 5 (about 50 runs per network and dataset), seconds
-on a GPU (``device=cuda``). Writes ``<out>.csv`` (one row per depth and split) and ``<out>.md``
-(the table).
+on a GPU (``device=cuda``). Writes ``<out>.csv`` (one row per depth and split, as each run ends) and
+``<out>.md`` (the table); run again, it runs only what ``<out>.csv`` lacks, so the sweep can be
+spread over sessions (``--fresh`` starts over).
 
     python scripts/bench_platonov.py --datasets minesweeper tolokers --out outputs/bench/platonov [--layers 1 2 3 4 5] [--splits 0 ... 9]
 """
@@ -60,24 +61,31 @@ def main() -> None:
     parser.add_argument("--splits", nargs="*", type=int, default=list(range(10)))
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", default="outputs/bench/platonov")
+    parser.add_argument("--fresh", action="store_true", help="start over: ignore the runs already in <out>.csv")
     args = parser.parse_args()
-    rows = []
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # a sweep stopped part way (or spread over sessions) goes on where it stopped: runs already in
+    # <out>.csv are kept and not run again (--fresh starts over)
+    csv = out.with_suffix(".csv")
+    rows = [] if args.fresh or not csv.exists() else pd.read_csv(csv).to_dict("records")
+    done = {(r["dataset"], r["gnn"], int(r["layers"]), int(r["split"])) for r in rows}
     for dataset in args.datasets:
         for split in args.splits:
+            todo = [(gnn, layers) for gnn in args.gnns for layers in args.layers if (dataset, gnn, layers, split) not in done]
+            if not todo:
+                continue
             base = [f"dataset={dataset}", f"dataset.split_index={split}", f"seed={split}", f"device={args.device}", "progress=false"]
             prep = load_graph(compose(base))
-            for gnn in args.gnns:
-                for layers in args.layers:
-                    start = time.perf_counter()
-                    row = run_job(compose([*base, f"gnn={gnn}", "gnn.recipe=platonov2023", f"gnn.layers={layers}"]), prep)[0]
-                    rows.append({"dataset": dataset, "gnn": gnn, "layers": layers, "split": split, "metric": row["metric"],
-                                 "val": row["val"], "test": row["test"], "seconds": row["total_seconds"],
-                                 "wall_seconds": time.perf_counter() - start, "device": row["device"]})
-                    print(f"{dataset} split {split} {gnn} L={layers}: test {row['metric']} {row['test']:.4f} (val {row['val']:.4f}) "
-                          f"in {row['total_seconds']:.1f} s on {row['device']}", file=sys.stderr, flush=True)
-                    pd.DataFrame(rows).to_csv(out.with_suffix(".csv"), index=False)   # kept as it grows: a stopped sweep keeps its runs
+            for gnn, layers in todo:
+                start = time.perf_counter()
+                row = run_job(compose([*base, f"gnn={gnn}", "gnn.recipe=platonov2023", f"gnn.layers={layers}"]), prep)[0]
+                rows.append({"dataset": dataset, "gnn": gnn, "layers": layers, "split": split, "metric": row["metric"],
+                             "val": row["val"], "test": row["test"], "seconds": row["total_seconds"],
+                             "wall_seconds": time.perf_counter() - start, "device": row["device"]})
+                print(f"{dataset} split {split} {gnn} L={layers}: test {row['metric']} {row['test']:.4f} (val {row['val']:.4f}) "
+                      f"in {row['total_seconds']:.1f} s on {row['device']}", file=sys.stderr, flush=True)
+                pd.DataFrame(rows).to_csv(csv, index=False)   # kept as it grows: a stopped sweep keeps its runs
     table = summarise(pd.DataFrame(rows))
     lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
     lines += ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |" for row in table.itertuples(index=False)]

@@ -122,6 +122,25 @@ def test_square_fallback_is_announced_before_computing():
     assert seen == [x.size(0)]
 
 
+def test_a_network_that_reads_no_graph_is_one_rectangle_even_over_every_node():
+    """Every node labelled (squirrel): a graph network's rows need their neighbours', so one square;
+    an RBF kernel's rows need nothing else, so ``K[every node, training]`` directly, and the same."""
+    from gnngp_cli.kernels.blocks import reads_graph
+
+    ei, x = random_graph()
+    ctx, adj = context(x, ei, base=BaseKernel("rbf", gamma=0.5))
+    rows, cols = torch.arange(x.size(0)), torch.tensor([1, 2, 3])
+    squares = []
+    k, diagonal = exact_kernel(rbf(), ctx, rows, cols, before_square=lambda nodes: squares.append(1))
+    ref = dense_reference("rbf", 1, x, dense_adj(adj), BaseKernel("rbf", gamma=0.5))
+    assert squares == [] and k.matrix.shape == (x.size(0), 3)
+    torch.testing.assert_close(k.dense(), ref[:, cols])
+    torch.testing.assert_close(diagonal, torch.diagonal(ref))
+    exact_kernel(gcn(2, 1.0, 0.1), ctx, rows, cols, before_square=lambda nodes: squares.append(1))
+    assert squares == [1]
+    assert not reads_graph(rbf()) and all(reads_graph(PLANNED[arch](2)) for arch in PLANNED if arch != "rbf")
+
+
 PLANNED = {**ARCHS, "gprgp": lambda L: gprgp(L, 1.0, 0.1, (1.0, -1.0, 1.0)), "h2gcn": lambda L: h2gcn(2, 1.0, 0.1)}
 
 
@@ -142,8 +161,8 @@ def test_the_plan_the_estimate_reads_agrees_with_the_evaluation(arch):
 
 
 def test_gamma_search_reuses_the_base_statistic_on_every_node(monkeypatch):
-    """Each gamma of a search on a graph whose nodes are all labelled (the square evaluation)
-    reads the cached pairwise statistic instead of recomputing it."""
+    """Each gamma of a search on a graph whose nodes are all labelled (one rectangle over every
+    node and the training columns) reads the cached pairwise statistic instead of recomputing it."""
     ei, x = random_graph()
     ctx, adj = context(x, ei, base=BaseKernel("rbf", gamma=0.1))
     rows, cols, gammas = torch.arange(x.size(0)), torch.tensor([1, 2, 3]), (0.1, 0.5, 2.0)

@@ -87,6 +87,8 @@ class Block:
     kernel ``k`` (held on the support of the rows and of the columns) to the output kernel
     on the rows ``nodes`` and the columns ``cols`` (a subset of the rows; ``None``: square)."""
 
+    propagates = False   # reads the graph (a convolution, a filter): a node's output depends on its neighbours'
+
     def evaluate(self, k: Optional[Kernel], ctx: KernelContext, nodes: Nodes, cols: Nodes = None,
                  pairs: Optional[Pairs] = None) -> Kernel:
         """``__call__`` on the node sets and, with ``pairs``, ``on_pairs`` on the pair values
@@ -272,6 +274,8 @@ class Bias(Block):
 class Conv(Block):
     """``X <- A X``: ``K <- A K A^T``; low rank ``Q <- A Q``. ``A`` is the context's adjacency
     (:meth:`operator` names another, e.g. H2GCN's hop operators)."""
+
+    propagates = True
 
     def operator(self, adjacency: Adjacency) -> Adjacency:
         """The sparse operator this convolution applies, given the graph's normalised adjacency."""
@@ -677,6 +681,12 @@ def children(block: Block) -> list[Block]:
     if isinstance(block, Tangent):
         return [block.network]
     return []
+
+
+def reads_graph(block: Block) -> bool:
+    """Whether any block in ``block`` reads the graph: if none does (an RBF kernel, an MLP's), a
+    node's kernel row depends on no other node's, and every labelled row is one rectangle."""
+    return block.propagates or any(reads_graph(child) for child in children(block))
 
 
 def has_parameters(block: Block) -> bool:

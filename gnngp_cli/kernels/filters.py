@@ -61,6 +61,8 @@ def filter_grid(value: Any) -> list[tuple[float, ...]]:
 class Poly(Block):
     """``X <- sum_k g_k A^k X``: ``K <- P K P^T`` with ``P = sum_k g_k A^k``; low rank ``Q <- P Q``."""
 
+    propagates = True
+
     def __init__(self, coefficients: Sequence[float]):
         coefficients = filter_coefficients(list(coefficients))
         last = max(i for i, g in enumerate(coefficients) if g != 0)

@@ -14,7 +14,7 @@ from typing import Callable
 
 from torch import Tensor
 
-from .blocks import Block
+from .blocks import Block, reads_graph
 from .context import KernelContext
 from .pairs import Pairs, PairValues, PatternTooLarge
 from .value import Kernel
@@ -62,11 +62,13 @@ def exact_kernel(
     (the diagonal, and the activations' variances). When ``rows`` are every node, or the pair
     evaluation would exceed the pair limit (a deep network, or a small graph where it costs
     more; found while planning, before any block runs), one square evaluation over every node
-    gives both, after ``before_square(nodes)`` (e.g. a memory check that raises). A tangent
+    gives both, after ``before_square(nodes)`` (e.g. a memory check that raises). A network that
+    reads no graph (RBF) is always the rectangle (squirrel, every node labelled: half the square's
+    entries, 5,201 x 2,496 against 5,201 x 5,201, for each gamma of the search). A tangent
     kernel's ``nngp`` (``ctx.keep_nngp``) comes restricted alike, its diagonal on every node as
     its pair values (:func:`nngp_diagonal`).
     """
-    if rows.numel() < ctx.num_nodes:
+    if rows.numel() < ctx.num_nodes or not reads_graph(network):
         try:
             kernel = network.evaluate(None, ctx, rows, cols, Pairs.diagonal(ctx.every_node))
             return kernel, _diagonal(kernel, ctx)
