@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from gnngp_cli.api import compose
+from gnngp_cli.errors import GnngpError
 from gnngp_cli.execute import run_job
 from gnngp_cli.job.loading import load_graph
 
@@ -36,28 +37,39 @@ def main() -> None:
     parser.add_argument("--out", default="outputs/bench/bench_vs_gnn.csv")
     parser.add_argument("--datasets", nargs="*", default=DATASETS)
     parser.add_argument("--repeats", type=int, default=3, help="GP runs per kernel; the median time is used")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="overrides for every run, e.g. experiment.stand_in=csbm (arxiv) or data.root=... data.verify=false (bench_reddit.py's files)")
+    parser.add_argument("--no-edges", action="store_true",
+                        help="skip the edge-wise GCN (at Reddit's size its E x hidden message matrix is about 117 GB)")
     args = parser.parse_args()
     if not os.environ.get("GNNGP_DATA_MIRROR"):
         print("note: GNNGP_DATA_MIRROR is unset; datasets must already be in the cache", file=sys.stderr)
     rows = []
     for name in args.datasets:
-        gcn_cfg = compose([f"dataset={name}", "gnn=gcn", "progress=false"])
+        common = [f"dataset={name}", "progress=false", *args.set]
+        gcn_cfg = compose([*common, "gnn=gcn"])
         prep = load_graph(gcn_cfg)  # loaded once; every method below uses the same data in this process
         gcn = run_job(gcn_cfg, prep)[0]
-        edges = run_job(compose([f"dataset={name}", "gnn=gcn", "gnn.propagation=edges", "progress=false"]), prep)[0]
-        row = {"dataset": name, "gcn_seconds": gcn["total_seconds"], "gcn_test": gcn["test"],
-               "gcn_edges_seconds": edges["total_seconds"], "gcn_edges_test": edges["test"]}
+        row = {"dataset": name, "gcn_seconds": gcn["total_seconds"], "gcn_test": gcn["test"], "gcn_edges_seconds": None, "gcn_edges_test": None}
+        if not args.no_edges:
+            edges = run_job(compose([*common, "gnn=gcn", "gnn.propagation=edges"]), prep)[0]
+            row.update(gcn_edges_seconds=edges["total_seconds"], gcn_edges_test=edges["test"])
         for kernel in ("gcngp", "gcngp_x"):
-            runs = [run_job(compose([f"dataset={name}", f"kernel={kernel}"]), prep)[0] for _ in range(max(args.repeats, 1))]
-            gp = runs[0]
-            row[f"{kernel}_seconds"] = statistics.median(r["total_seconds"] for r in runs)
-            row[f"{kernel}_test"] = gp["test"]
+            try:
+                runs = [run_job(compose([*common, f"kernel={kernel}"]), prep)[0] for _ in range(max(args.repeats, 1))]
+            except GnngpError as err:
+                runs = [{"status": "error", "error": str(err)}]
+            ok = [r for r in runs if r["status"] == "ok"]
+            if not ok:   # refused before any work (e.g. the exact kernel's dense blocks on arxiv or Reddit)
+                row.update({f"{kernel}_seconds": None, f"{kernel}_test": None, f"ratio_{kernel}": None, f"{kernel}_error": runs[0].get("error")})
+                continue
+            row[f"{kernel}_seconds"] = statistics.median(r["total_seconds"] for r in ok)
+            row[f"{kernel}_test"] = ok[0]["test"]
             row[f"ratio_{kernel}"] = gcn["total_seconds"] / row[f"{kernel}_seconds"]
-        best = max(row["ratio_gcngp"], row["ratio_gcngp_x"])
+        best = max((row[f"ratio_{k}"] for k in ("gcngp", "gcngp_x") if row[f"ratio_{k}"] is not None), default=0.0)
         row["target"] = f"faster kernel >= {TARGET:g}x the fast GCN: {'PASS' if best >= TARGET else 'FAIL'}"
         rows.append(row)
-        print(f"{name}: GCN {row['gcn_seconds']:.2f} s (edge-wise {row['gcn_edges_seconds']:.2f} s), gcngp {row['gcngp_seconds']:.3f} s ({row['ratio_gcngp']:.0f}x), "
-              f"gcngp_x {row['gcngp_x_seconds']:.3f} s ({row['ratio_gcngp_x']:.0f}x)", file=sys.stderr)
+        print(f"{name}: GCN {row['gcn_seconds']:.2f} s (test {row['gcn_test']:.4f}); best kernel ratio {best:.1f}x; {row}", file=sys.stderr, flush=True)
     table = pd.DataFrame(rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out, index=False)
