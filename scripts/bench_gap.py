@@ -60,15 +60,21 @@ THEIRS = {("minesweeper", "GCN"): (89.75, 0.52), ("minesweeper", "GraphSAGE"): (
 OURS_GCN = {"chameleon_filtered": (39.57, 1.84)}
 
 
+def per_variant(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and variant (with its family): the mean validation metric, the test mean and
+    std over the splits run, their count and the mean seconds."""
+    rows = rows.assign(family=rows["variant"].map(lambda v: VARIANTS[v][0]))
+    return (rows.groupby(["dataset", "family", "variant"], sort=False)
+            .agg(metric=("metric", "first"), val=("val", "mean"), mean=("test", "mean"), std=("test", "std"),
+                 splits=("test", "size"), seconds=("seconds", "mean"))
+            .reset_index())
+
+
 def summarise(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Per dataset and family: the variant with the best mean validation metric, its test mean
     +- std; per dataset the best family (by test mean, as a results table is read, and by
     validation) against the strong GCN."""
-    rows = rows.assign(family=rows["variant"].map(lambda v: VARIANTS[v][0]))
-    by_variant = (rows.groupby(["dataset", "family", "variant"], sort=False)
-                  .agg(metric=("metric", "first"), val=("val", "mean"), mean=("test", "mean"), std=("test", "std"),
-                       splits=("test", "size"), seconds=("seconds", "mean"))
-                  .reset_index())
+    by_variant = per_variant(rows)
     table = by_variant.loc[by_variant.groupby(["dataset", "family"], sort=False)["val"].idxmax()].reset_index(drop=True)
     checks = []
     for dataset, group in table.groupby("dataset", sort=False):

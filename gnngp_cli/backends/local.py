@@ -18,8 +18,8 @@ from ..job.loading import LoadedGraph, reuse
 from ..job.rows import dataset_label
 from ..kernels import Architecture, BaseKernel, Kernel, KernelContext
 from ..kernels.architectures import KernelEntry
-from ..kernels.blocks import branch_count, graph_operators, reads_graph
-from ..kernels.planner import exact_kernel, nngp_diagonal, pair_plan_fits
+from ..kernels.blocks import branch_count, graph_operators
+from ..kernels.planner import exact_kernel, nngp_diagonal, pair_plan_fits, square_first
 from ..runtime import current_rss_bytes, memory_limit_bytes, peak_cuda_mb, peak_rss_mb
 
 
@@ -164,7 +164,7 @@ class LocalBackend:
         linear = arch.network.root_form(False, ctx)   # no activation: its kernel stays a root of its input's width, no dense block
         input_nystrom = landmarks is not None and not (ctx.base.is_linear and landmarks.numel() >= self.info.num_features)
         if landmarks is None and not linear:
-            square = (target.numel() >= self.info.num_nodes and reads_graph(arch.network)) or not pair_plan_fits(arch.network, ctx)
+            square = square_first(arch.network, ctx, target) or not pair_plan_fits(arch.network, ctx)
             nodes = ctx.every_node if square else target
             dense = arch.network.peak_elements(nodes, ctx, None if square else train)
         return gp_estimate(

@@ -40,6 +40,13 @@ def pair_diagonal(network: Block, ctx: KernelContext) -> Tensor:
     return _diagonal(network.evaluate(None, ctx, none, None, Pairs.diagonal(ctx.every_node)), ctx)
 
 
+def square_first(network: Block, ctx: KernelContext, rows: Tensor) -> bool:
+    """Whether :func:`exact_kernel` goes straight to the square over every node: the rows are
+    every node and the network reads the graph (a network that reads none is one rectangle
+    whatever its rows). The memory estimate reads the same rule, with :func:`pair_plan_fits`."""
+    return rows.numel() >= ctx.num_nodes and reads_graph(network)
+
+
 def pair_plan_fits(network: Block, ctx: KernelContext) -> bool:
     """Whether the pair evaluation of every node's diagonal stays within ``ctx.pair_limit``
     (else :func:`exact_kernel` evaluates one square block over every node): the plan only, no
@@ -68,7 +75,7 @@ def exact_kernel(
     kernel's ``nngp`` (``ctx.keep_nngp``) comes restricted alike, its diagonal on every node as
     its pair values (:func:`nngp_diagonal`).
     """
-    if rows.numel() < ctx.num_nodes or not reads_graph(network):
+    if not square_first(network, ctx, rows):
         try:
             kernel = network.evaluate(None, ctx, rows, cols, Pairs.diagonal(ctx.every_node))
             return kernel, _diagonal(kernel, ctx)
