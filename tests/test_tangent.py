@@ -428,6 +428,53 @@ def test_the_relu_and_the_weight_after_it_in_one_pass_keep_the_tangent_root_as_w
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
+def test_a_low_rank_tangent_kernel_computes_each_root_once_and_no_nngp_root_that_nothing_reads():
+    """Low rank over every node: after a first layer ``Theta = K`` (its weight's own term), one
+    root for both (``A X`` once; the ReLU reads ``Q Q[a]^T`` once for both products); past the
+    last block that reads ``K`` (a GCN's last weight), ``Theta`` alone goes on. A 2-layer GCN's
+    tangent kernel convolves two roots, not four, and three when ``K`` is kept beside it; the
+    kernels equal the exact ones, and those of a tangent root that is an equal copy."""
+    from dataclasses import replace
+
+    from gnngp_cli import runtime
+    from gnngp_cli.kernels.roots import TorchRoots
+
+    ei, x = random_graph()
+    every = torch.arange(x.size(0))
+    products = []
+
+    class Counting(TorchRoots):
+        def convolve(self, adjacency, root):
+            products.append(root.shape[1])
+            return super().convolve(adjacency, root)
+
+    ctx = replace(context(x, ei, landmarks=every)[0], roots=Counting())
+    theta = Tangent(gcn(2, 1.1, 0.0))(None, ctx, None).root
+    assert products == [x.size(1), x.size(0)], products   # A X (Theta = K), then A P: no A Q after the last ReLU
+    full = Tangent(gcn(2, 1.1, 0.0))(None, context(x, ei)[0], every).dense()
+    torch.testing.assert_close(theta @ theta.T, full, rtol=1e-9, atol=1e-9 * float(full.abs().max()))
+    products.clear()
+    kept = Tangent(gcn(2, 1.1, 0.0))(None, replace(context(x, ei, landmarks=every)[0], roots=Counting(), keep_nngp=True), None)
+    assert len(products) == 3, products
+    nngp = gcn(2, 1.1, 0.0)(None, context(x, ei)[0], every).dense()
+    torch.testing.assert_close(kept.root @ kept.root.T, full, rtol=1e-9, atol=1e-9 * float(full.abs().max()))
+    torch.testing.assert_close(kept.nngp.root @ kept.nngp.root.T, nngp, rtol=1e-9, atol=1e-9 * float(nngp.abs().max()))
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(300, 20, generator=g, dtype=torch.float64)
+    landmarks = torch.arange(0, 300, 7)
+    roots = TorchRoots()
+    for blocks in (False, True):
+        with pytest.MonkeyPatch.context() as patch:
+            if blocks:
+                patch.setattr(runtime, "ROW_BLOCK_ENTRIES", 1000)
+            for shared, copy in zip(roots.relu_roots(q, q, landmarks, with_kernel=True), roots.relu_roots(q, q.clone(), landmarks, with_kernel=True)):
+                torch.testing.assert_close(shared, copy, rtol=1e-12, atol=1e-12)
+            alone = roots.relu_roots(q, q, landmarks, with_kernel=True, kernel_root=False)
+            assert alone[0] is None
+            torch.testing.assert_close(alone[1], copy, rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(roots.relu_tangent_root(q, q, landmarks), roots.relu_tangent_root(q, q.clone(), landmarks), rtol=1e-12, atol=1e-12)
+
+
 def test_a_low_rank_tangent_layer_releases_each_input_root_once_its_output_is_made():
     """Over every node, a convolution and a bias that alone hold their input drop its root ``Q``
     before they convolve or extend the tangent root ``P`` (three roots alive at a time, not four),

@@ -110,12 +110,12 @@ class Block:
         root once the output's is made, before the tangent's: three ``N x r`` roots alive, not four
         (the peak of a Reddit-sized tangent kernel). Any other block evaluates as usual."""
         k = box.pop()
-        separable = (type(self).evaluate is Block.evaluate and type(self).tangent is Block.tangent
-                     and self.tangent_terms() == [(self, TANGENT)])
-        if not (ctx.tangent and separable and k.tangent is not None):
+        if not (ctx.tangent and separable(self) and k.tangent is not None):
             return self.evaluate(k, ctx, None)
         theta_in = k.tangent
         out = self(k, ctx, None)
+        if same_value(theta_in, k):   # Theta = K: its image is the output, computed once
+            return replace(out, pairs=None, tangent=Kernel(out.nodes, matrix=out.matrix, root=out.root))
         del k   # the input's root goes, unless the output is it
         theta = self(theta_in, ctx, None)
         del theta_in
@@ -134,7 +134,8 @@ class Block:
 
     def tangent(self, k: Kernel, out: Kernel, ctx: KernelContext, nodes: Nodes, cols: Nodes = None) -> Kernel:
         """``Theta`` on the node sets, by :meth:`tangent_terms` (``out``: this block's ``K``)."""
-        parts = [out if source == OUTPUT else f(k.tangent if source == TANGENT else k, ctx, nodes, cols) for f, source in self.tangent_terms()]
+        parts = [out if source == OUTPUT or (f is self and source == TANGENT and same_value(k.tangent, k))   # Theta = K: f(Theta) is the output
+                 else f(k.tangent if source == TANGENT else k, ctx, nodes, cols) for f, source in self.tangent_terms()]
         return sum_kernels(parts, ctx, cols) if parts else zero_like(out)
 
     def tangent_on_pairs(self, k: Optional[Kernel], out: Kernel, ctx: KernelContext, pairs: Pairs):
@@ -373,14 +374,18 @@ class ReLU(Block):
         (:meth:`evaluate_with_weight`): low rank, with a tangent kernel, no pair set."""
         return ctx.low_rank and ctx.tangent and pairs is None and type(following) is Weight
 
-    def evaluate_with_weight(self, k: Kernel, ctx: KernelContext, weight: "Weight") -> Kernel:
+    def evaluate_with_weight(self, k: Kernel, ctx: KernelContext, weight: "Weight", kernel: bool = True) -> Kernel:
         """Low rank with a tangent kernel, this ReLU then ``weight``: ``K <- s_w^2 g(K)`` and
         ``Theta <- s_w^2 (g'(K) o Theta + g(K))``, the weight's own term factorised with the ReLU's
         in one pass over ``Q Q[a]^T`` (``relu_roots``), so that ``P`` stays as wide as ``Q``
         (``[s_w P, s_w Q]`` side by side doubled it at every layer; at Reddit's size that passed the
         machine's memory). The same kernels as the two blocks one after the other, up to the
-        Nystrom step: one root of the sum instead of the roots of its terms side by side."""
-        q, p = ctx.roots.relu_roots(k.root, k.tangent.root, ctx.landmarks, with_kernel=True)
+        Nystrom step: one root of the sum instead of the roots of its terms side by side. Without
+        ``kernel`` (no block after the weight reads ``K``), ``Theta``'s root alone: the output
+        carries no ``K`` (see :meth:`Serial._evaluate`)."""
+        q, p = ctx.roots.relu_roots(k.root, k.tangent.root, ctx.landmarks, with_kernel=True, kernel_root=kernel)
+        if q is None:
+            return Kernel(None, tangent=Kernel(None, root=p if is_constant(weight.factor, 1) else p * weight.factor))
         if is_constant(weight.factor, 1):
             return Kernel(None, root=q, tangent=Kernel(None, root=p))
         if isinstance(q, Tensor) and not (q.requires_grad or p.requires_grad or isinstance(weight.factor, Tensor)):
@@ -489,18 +494,25 @@ class Serial(Block):
             if fused:   # the weight that the ReLU before it ran with
                 fused = False
                 continue
+            if k is not None and tangent_only(k):   # no block from here on reads K: each maps Theta as its own kernel
+                theta, k = [k.tangent], None
+                k = Kernel(None, tangent=block.evaluate_taken(theta, replace(ctx, tangent=False, last_kernel_reader=None)))
+                continue
             if k is not None:  # the previous block's planned output is this block's support
                 need = plan[i - 1] if i else (block.support(rows, ctx), None if columns is None else block.support(columns, ctx))
                 k = k.restrict(*need)
             following = self.blocks[i + 1] if i + 1 < len(self.blocks) else None
             if isinstance(block, ReLU) and k is not None and block.fuses(following, ctx, out_pairs):
-                k, fused = block.evaluate_with_weight(k, ctx, following), True
+                last = following is ctx.last_kernel_reader
+                k, fused = block.evaluate_with_weight(k, ctx, following, kernel=not last), True
                 continue
             if k is not None and rows is None and out_pairs is None and k.nodes is None and k.root is not None:
                 taken, k = [k], None   # a root over every node that no one else holds: the block may release it
                 k = block.evaluate_taken(taken, ctx)
-                continue
-            k = block.evaluate(k, ctx, rows, columns, out_pairs)
+            else:
+                k = block.evaluate(k, ctx, rows, columns, out_pairs)
+            if block is ctx.last_kernel_reader and k.nodes is None and k.root is not None and k.pairs is None:
+                k = Kernel(None, tangent=k.tangent)   # K read by no block after this one: released, Theta goes on alone
         if self.name is not None:
             k = ctx.roots.layer_output(k, self.name)
             if ctx.on_layer is not None:
@@ -642,9 +654,14 @@ class Tangent(Block):
     def __init__(self, network: Block):
         self.network = network
 
-    @staticmethod
-    def _inner(ctx: KernelContext) -> KernelContext:
-        return ctx if ctx.tangent else replace(ctx, tangent=True)
+    def _inner(self, ctx: KernelContext, nodes: Nodes, pairs: Optional[Pairs]) -> KernelContext:
+        """The network's context: with the tangent kernel and, low rank over every node when ``K``
+        is not kept beside ``Theta``, the last block that reads ``K`` (after it, ``Theta`` alone:
+        a GCN's last ReLU factorises and convolves one root, not two)."""
+        if ctx.tangent:
+            return ctx
+        drops = ctx.low_rank and nodes is None and pairs is None and not ctx.keep_nngp
+        return replace(ctx, tangent=True, last_kernel_reader=last_kernel_reader(self.network) if drops else None)
 
     def support(self, nodes, ctx):
         return self.network.support(nodes, ctx)
@@ -656,7 +673,7 @@ class Tangent(Block):
         return self.evaluate(k, ctx, nodes, cols)
 
     def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
-        inner = self._inner(ctx)
+        inner = self._inner(ctx, nodes, pairs)
         both = self.network.evaluate(k, inner, nodes, cols, pairs)
         if inner is not ctx and ctx._input is None:
             ctx._input = inner._input   # the input layer's root, as the next evaluation on ``ctx`` would compute it
@@ -681,6 +698,41 @@ def children(block: Block) -> list[Block]:
     if isinstance(block, Tangent):
         return [block.network]
     return []
+
+
+def separable(block: Block) -> bool:
+    """Whether ``block``'s tangent rule is its own operation on ``Theta`` and reads no ``K`` (a
+    convolution, a bias, a scaling without parameters; a serial of such)."""
+    if isinstance(block, Serial):
+        return all(separable(b) for b in block.blocks)
+    return (type(block).evaluate is Block.evaluate and type(block).tangent is Block.tangent
+            and block.tangent_terms() == [(block, TANGENT)])
+
+
+def last_kernel_reader(network: Block) -> Optional[Block]:
+    """The last block, in the order of the network's serial compositions, that is not
+    :func:`separable`: the blocks after it read only ``Theta``, so a tangent kernel that does not
+    keep ``K`` needs no ``K`` past it."""
+    leaves: list[Block] = []
+
+    def walk(block: Block) -> None:
+        if isinstance(block, Serial):
+            for b in block.blocks:
+                walk(b)
+        else:
+            leaves.append(block)
+
+    def occurrences(block: Block, of: Block) -> int:
+        return (block is of) + sum(occurrences(child, of) for child in children(block))
+
+    walk(network)
+    last = next((b for b in reversed(leaves) if not separable(b)), None)
+    return last if last is not None and occurrences(network, last) == 1 else None   # a block used twice: K is kept
+
+
+def tangent_only(k: Kernel) -> bool:
+    """Whether ``k`` carries ``Theta`` alone (past :func:`last_kernel_reader`)."""
+    return k.root is None and k.matrix is None and k.tangent is not None
 
 
 def reads_graph(block: Block) -> bool:
@@ -709,7 +761,12 @@ def _add_pair_values(parts: list, ctx: KernelContext, pairs: Pairs):
 
 def sum_kernels(parts: list[Kernel], ctx: KernelContext, cols: Nodes) -> Kernel:
     """The sum of kernels on the same node sets: roots side by side while every part is a
-    root, else the matrices summed (what each part carries beside is dropped)."""
+    root, else the matrices summed (what each part carries beside is dropped). Roots with no
+    columns (a tangent kernel of 0) add nothing and are left out, so that a first weight's
+    ``Theta = 0 + K`` is ``K``'s own root, which the blocks after it then compute once
+    (see :func:`same_value`)."""
+    if len(parts) > 1:
+        parts = [p for p in parts if not is_zero(p)] or parts[:1]
     if len(parts) == 1:
         return Kernel(parts[0].nodes, matrix=parts[0].matrix, root=parts[0].root, cols=cols)
     if all(p.root is not None for p in parts):
@@ -718,6 +775,15 @@ def sum_kernels(parts: list[Kernel], ctx: KernelContext, cols: Nodes) -> Kernel:
     for p in parts[1:]:
         total = total + p.dense()
     return Kernel(parts[0].nodes, matrix=total, cols=cols)
+
+
+def same_value(theta: Kernel, k: Kernel) -> bool:
+    """Whether the tangent kernel ``theta`` is the NNGP kernel ``k`` itself (the same root or
+    matrix object on the same nodes: after a first layer, ``Theta = K``), so that a block without
+    parameters maps both to one output instead of computing it twice."""
+    stored = k.root if k.root is not None else k.matrix
+    return (stored is not None and (theta.root if k.root is not None else theta.matrix) is stored
+            and theta.nodes is k.nodes and theta.cols is k.cols)
 
 
 def zero_like(value):

@@ -3,7 +3,7 @@ landmarks (low rank), and caches that a search over base-kernel parameters share
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch import Tensor
@@ -30,6 +30,7 @@ class KernelContext:
     on_layer: Optional[Callable[[str], None]] = None  # told each named layer as it completes (progress lines)
     tangent: bool = False  # carry the neural tangent kernel beside the NNGP (set by blocks.Tangent for its network)
     keep_nngp: bool = False  # a tangent kernel's output keeps the NNGP kernel beside it (Kernel.nngp: the covariance along training time)
+    last_kernel_reader: Any = None  # set by blocks.Tangent over every node (low rank, K not kept): the block after which no block reads K, so only Theta goes on
     _input: Optional[Kernel] = None
     _statistics: dict = field(default_factory=dict)
     _derived: dict = field(default_factory=dict)

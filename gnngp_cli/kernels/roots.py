@@ -21,7 +21,7 @@ materialises the layer there).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 import torch
 from torch import Tensor
@@ -41,27 +41,32 @@ def relu_nystrom_rows(q: Tensor, q_a: Tensor, var_a: Tensor, factor: NystromFact
     return factor.apply(relu_expectation(q @ q_a.T, var, var_a), is_landmark, index)
 
 
-def relu_tangent_cross(q: Tensor, p: Tensor, q_a: Tensor, p_a: Tensor) -> Tensor:
+def relu_tangent_cross(q: Tensor, p: Optional[Tensor], q_a: Tensor, p_a: Optional[Tensor]) -> Tensor:
     """``g'(Q_b Q_a^T) o (P_b P_a^T)``: rows ``b`` of the ReLU's tangent kernel on the landmark
-    columns ``a``, from rows of the NNGP root ``Q`` and of the tangent root ``P``."""
+    columns ``a``, from rows of the NNGP root ``Q`` and of the tangent root ``P`` (``None``: ``P``
+    is ``Q``, as after a first layer, whose tangent kernel is its NNGP kernel)."""
     var, var_a = (q * q).sum(1), (q_a * q_a).sum(1)
-    return relu_derivative_expectation(q @ q_a.T, var, var_a) * (p @ p_a.T)
+    cross = q @ q_a.T
+    return relu_derivative_expectation(cross, var, var_a) * (cross if p is None else p @ p_a.T)
 
 
-def relu_pair_rows(q: Tensor, p: Tensor, q_a: Tensor, p_a: Tensor, var_a: Tensor, with_kernel: bool) -> tuple[Tensor, Tensor]:
+def relu_pair_rows(q: Tensor, p: Optional[Tensor], q_a: Tensor, p_a: Optional[Tensor], var_a: Tensor,
+                   with_kernel: bool) -> tuple[Tensor, Tensor]:
     """Rows of ``g(K)`` and of ``g'(K) o Theta`` (plus ``g(K)`` with ``with_kernel``: the term of the
     weight that follows) on the landmark columns, reading ``Q Q[a]^T`` once; ``P`` may have no
-    columns (a tangent kernel of 0)."""
+    columns (a tangent kernel of 0), or be ``None``: ``P`` is ``Q`` (``Theta = K``, after a first
+    layer), and ``P P[a]^T`` is that same product."""
     var = (q * q).sum(1)
     cross = q @ q_a.T
-    if p.size(1) == 0:
+    if p is not None and p.size(1) == 0:
         g = relu_expectation(cross, var, var_a)
         return g, g.clone() if with_kernel else torch.zeros_like(g)
-    if torch.is_grad_enabled() and (q.requires_grad or p.requires_grad):
+    if torch.is_grad_enabled() and (q.requires_grad or (p is not None and p.requires_grad)):
         g, dg = relu_expectation(cross, var, var_a), relu_derivative_expectation(cross, var, var_a)
     else:   # one pass over the cosines for both
         g, dg = relu_expectations(cross, var, var_a)
-    theta = dg.mul_(p @ p_a.T) if not dg.requires_grad else dg * (p @ p_a.T)
+    tangent_cross = cross if p is None else p @ p_a.T
+    theta = dg.mul_(tangent_cross) if not dg.requires_grad else dg * tangent_cross
     return g, theta + g if with_kernel else theta
 
 
@@ -100,7 +105,7 @@ class RootBacking(Protocol):
     def convolve(self, adjacency: Any, root: Any) -> Any: ...
     def relu_root(self, root: Any, landmarks: Tensor) -> Any: ...
     def relu_tangent_root(self, root: Any, tangent: Any, landmarks: Tensor) -> Any: ...
-    def relu_roots(self, root: Any, tangent: Any, landmarks: Tensor, with_kernel: bool) -> tuple[Any, Any]: ...
+    def relu_roots(self, root: Any, tangent: Any, landmarks: Tensor, with_kernel: bool, kernel_root: bool = True) -> tuple[Any, Any]: ...
     def product_root(self, first: Any, second: Any, landmarks: Tensor) -> Any: ...
     def layer_output(self, k: Kernel, name: str) -> Kernel: ...
 
@@ -143,30 +148,39 @@ class TorchRoots:
         if tangent.size(1) == 0:
             return tangent
         n, r = root.size(0), landmarks.numel()
+        same = tangent is root   # Theta = K: P P^T is Q Q^T, computed once
         if tangent.requires_grad or root.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
-            return nystrom_root(relu_tangent_cross(root, tangent, root[landmarks], tangent[landmarks]), landmarks, "activation (tangent)")
-        q_a, p_a = root[landmarks], tangent[landmarks]
+            return nystrom_root(relu_tangent_cross(root, None if same else tangent, root[landmarks], None if same else tangent[landmarks]),
+                                landmarks, "activation (tangent)")
+        q_a, p_a = root[landmarks], None if same else tangent[landmarks]
         factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
         return by_row_blocks(root, landmarks, "ReLU tangent", lambda start, stop, is_landmark, index: factor.apply(
-            relu_tangent_cross(root[start:stop], tangent[start:stop], q_a, p_a), is_landmark, index))
+            relu_tangent_cross(root[start:stop], None if same else tangent[start:stop], q_a, p_a), is_landmark, index))
 
-    def relu_roots(self, root: Tensor, tangent: Tensor, landmarks: Tensor, with_kernel: bool) -> tuple[Tensor, Tensor]:
+    def relu_roots(self, root: Tensor, tangent: Tensor, landmarks: Tensor, with_kernel: bool,
+                   kernel_root: bool = True) -> tuple[Optional[Tensor], Tensor]:
         """``relu_root`` and ``relu_tangent_root`` in one pass over ``Q Q[a]^T`` (the tangent root
         of ``g'(Q Q^T) o P P^T + g(Q Q^T)`` with ``with_kernel``: a weight's own term, so that ``P``
-        stays as wide as ``Q``; see :meth:`~.blocks.ReLU.evaluate_with_weight`)."""
+        stays as wide as ``Q``; see :meth:`~.blocks.ReLU.evaluate_with_weight`). Without
+        ``kernel_root``, the tangent root alone (``None`` for ``g``'s)."""
         n, r = root.size(0), landmarks.numel()
-        q_a, p_a = root[landmarks], tangent[landmarks]
+        same = tangent is root   # Theta = K (after a first layer): P P[a]^T is Q Q[a]^T, computed once
+        q_a, p_a = root[landmarks], None if same else tangent[landmarks]
         var_a = (q_a * q_a).sum(1)
         if tangent.requires_grad or root.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
-            g, theta = relu_pair_rows(root, tangent, q_a, p_a, var_a, with_kernel)
-            return nystrom_root(g, landmarks, "activation"), nystrom_root(theta, landmarks, "activation (tangent)")
+            g, theta = relu_pair_rows(root, None if same else tangent, q_a, p_a, var_a, with_kernel)
+            return (nystrom_root(g, landmarks, "activation") if kernel_root else None), nystrom_root(theta, landmarks, "activation (tangent)")
         g_a, theta_a = relu_pair_rows(q_a, p_a, q_a, p_a, var_a, with_kernel)
-        factors = NystromFactor.of(g_a, "activation"), NystromFactor.of(theta_a, "activation (tangent)")
+        factors = NystromFactor.of(g_a, "activation") if kernel_root else None, NystromFactor.of(theta_a, "activation (tangent)")
 
         def rows(start, stop, is_landmark, index):
-            g, theta = relu_pair_rows(root[start:stop], tangent[start:stop], q_a, p_a, var_a, with_kernel)
+            g, theta = relu_pair_rows(root[start:stop], None if same else tangent[start:stop], q_a, p_a, var_a, with_kernel)
+            if not kernel_root:
+                return factors[1].apply(theta, is_landmark, index)
             return factors[0].apply(g, is_landmark, index), factors[1].apply(theta, is_landmark, index)
 
+        if not kernel_root:
+            return None, by_row_blocks(root, landmarks, "ReLU's tangent", rows)
         return by_row_blocks(root, landmarks, "ReLU and its tangent", rows, outputs=2)
 
     def product_root(self, first: Tensor, second: Tensor, landmarks: Tensor) -> Tensor:
@@ -182,7 +196,8 @@ class TorchRoots:
 
     def layer_output(self, k: Kernel, name: str) -> Kernel:
         """A named layer's output (and its tangent kernel), checked to be a valid covariance."""
-        check_kernel(k, name)
+        if k.root is not None or k.matrix is not None:   # past the last block that reads K, Theta alone
+            check_kernel(k, name)
         if k.tangent is not None:
             check_kernel(k.tangent, f"{name} (tangent kernel)")
         return k

@@ -72,19 +72,22 @@ def _relu_nystrom(q_b: np.ndarray, start: int, q_a: torch.Tensor, var_a: torch.T
 def _relu_tangent_nystrom(qp_b: np.ndarray, start: int, width: int, q_a: torch.Tensor, p_a: torch.Tensor, factor: NystromFactor,
                           landmarks: np.ndarray) -> np.ndarray:
     """Rows of ``chol(g'(Q Q^T) o P P^T)`` from rows of ``[Q, P]`` (``Q``: the first ``width``
-    columns): ``C[b, a] = g'(Q_b Q[a]^T) o P_b P[a]^T``, then the factor."""
+    columns; ``p_a`` None: ``P`` is ``Q``): ``C[b, a] = g'(Q_b Q[a]^T) o P_b P[a]^T``, then the factor."""
     qp = torch.from_numpy(np.ascontiguousarray(qp_b))
-    cross = relu_tangent_cross(qp[:, :width], qp[:, width:], q_a, p_a)
+    cross = relu_tangent_cross(qp[:, :width], None if p_a is None else qp[:, width:], q_a, p_a)
     return factor.apply(cross, *_landmark_rows(landmarks, start, qp.size(0))).numpy()
 
 
 def _relu_pair_nystrom(qp_b: np.ndarray, start: int, width: int, q_a: torch.Tensor, p_a: torch.Tensor, var_a: torch.Tensor,
                        factors: tuple, with_kernel: bool, landmarks: np.ndarray) -> np.ndarray:
     """Rows of ``[chol(g(Q Q^T)), chol(g'(Q Q^T) o P P^T (+ g))]`` from rows of ``[Q, P]`` (``Q``: the
-    first ``width`` columns), ``Q Q[a]^T`` read once (see :func:`relu_pair_rows`)."""
+    first ``width`` columns; ``p_a`` None: ``P`` is ``Q``, the rows are ``Q``'s alone), ``Q Q[a]^T`` read
+    once (see :func:`relu_pair_rows`)."""
     qp = torch.from_numpy(np.ascontiguousarray(qp_b))
-    g, theta = relu_pair_rows(qp[:, :width], qp[:, width:], q_a, p_a, var_a, with_kernel)
+    g, theta = relu_pair_rows(qp[:, :width], None if p_a is None else qp[:, width:], q_a, p_a, var_a, with_kernel)
     rows = _landmark_rows(landmarks, start, qp.size(0))
+    if factors[0] is None:   # the tangent root alone (no block after reads K)
+        return factors[1].apply(theta, *rows).numpy()
     return torch.cat([factors[0].apply(g, *rows), factors[1].apply(theta, *rows)], dim=1).numpy()
 
 
@@ -141,27 +144,32 @@ class DaskRoots:
         if tangent.shape[1] == 0:
             return tangent
         ids = landmarks.numpy()
+        same = tangent is root   # Theta = K: one root written and read
         root, q_a = self._at_landmarks(root, ids, "the ReLU's input")
-        tangent, p_a = self._at_landmarks(tangent, ids, "the ReLU's tangent input")
+        tangent, p_a = (root, None) if same else self._at_landmarks(tangent, ids, "the ReLU's tangent input")
         factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
-        return map_rows(self.side_by_side([root, tangent]), _relu_tangent_nystrom, ids.size, root.shape[1], q_a, p_a, factor, ids)
+        rows = root if same else self.side_by_side([root, tangent])
+        return map_rows(rows, _relu_tangent_nystrom, ids.size, root.shape[1], q_a, p_a, factor, ids)
 
-    def relu_roots(self, root, tangent, landmarks: torch.Tensor, with_kernel: bool):
+    def relu_roots(self, root, tangent, landmarks: torch.Tensor, with_kernel: bool, kernel_root: bool = True):
         """The ReLU's root and tangent root in one pass (see :meth:`gnngp_cli.kernels.roots.TorchRoots.relu_roots`):
         ``Q[a]`` and ``P[a]`` gathered, both factors made here, each row block of ``[Q, P]`` maps to
-        its rows of ``[Q', P']``."""
+        its rows of ``[Q', P']`` (of ``P'`` alone without ``kernel_root``: ``None`` for ``Q'``)."""
         ids = landmarks.numpy()
+        same = tangent is root   # Theta = K (after a first layer): one root written and read, P P[a]^T is Q Q[a]^T
         root, q_a = self._at_landmarks(root, ids, "the ReLU's input")
-        if tangent.shape[1]:
+        if same:
+            p_a = None
+        elif tangent.shape[1]:
             tangent, p_a = self._at_landmarks(tangent, ids, "the ReLU's tangent input")
         else:
             p_a = q_a[:, :0]
         var_a = (q_a * q_a).sum(1)
         g_a, theta_a = relu_pair_rows(q_a, p_a, q_a, p_a, var_a, with_kernel)
-        factors = NystromFactor.of(g_a, "activation"), NystromFactor.of(theta_a, "activation (tangent)")
-        both = map_rows(self.side_by_side([root, tangent]) if tangent.shape[1] else root, _relu_pair_nystrom, 2 * ids.size, root.shape[1],
-                        q_a, p_a, var_a, factors, with_kernel, ids)
-        return both[:, :ids.size], both[:, ids.size:]
+        factors = NystromFactor.of(g_a, "activation") if kernel_root else None, NystromFactor.of(theta_a, "activation (tangent)")
+        both = map_rows(self.side_by_side([root, tangent]) if not same and tangent.shape[1] else root, _relu_pair_nystrom,
+                        (2 if kernel_root else 1) * ids.size, root.shape[1], q_a, p_a, var_a, factors, with_kernel, ids)
+        return (both[:, :ids.size], both[:, ids.size:]) if kernel_root else (None, both)
 
     def product_root(self, first, second, landmarks: torch.Tensor):
         """The root of ``Q1 Q1^T o Q2 Q2^T`` (see :meth:`gnngp_cli.kernels.roots.TorchRoots.product_root`):
@@ -177,7 +185,7 @@ class DaskRoots:
         tangent = k.tangent
         if tangent is not None and tangent.root.shape[1]:
             tangent = replace(tangent, root=self.store.written(tangent.root, f"{name} (tangent kernel)"))
-        return replace(k, root=self.store.written(k.root, name), tangent=tangent)
+        return replace(k, root=None if k.root is None else self.store.written(k.root, name), tangent=tangent)
 
 
 @dataclass
