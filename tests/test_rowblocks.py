@@ -568,3 +568,36 @@ def test_a_streamed_partition_refuses_a_node_order(tmp_path):
 def test_tiled_product_is_refused_on_dask():
     with pytest.raises(ConfigError, match="compute.product=tiled applies to compute=local"):
         run(["dataset=cora", "kernel=gcngp_x", "compute=dask", "compute.product=tiled"])
+
+
+def test_two_jobs_that_find_no_shards_partition_them_once(tmp_path, mirror, monkeypatch):
+    """Two jobs (threads here; processes take the same ``flock``) that both find a dataset's cached
+    shards missing: one writes them while the other waits, then reads what was written, instead of
+    rewriting files the first is reading (a shard read short failed a CI run)."""
+    from gnngp_cli.backends.rowblocks import backend
+
+    calls = []
+    write = backend.partition
+
+    def slow_partition(*args, **kwargs):
+        calls.append(threading.get_ident())
+        time.sleep(0.3)   # the other job arrives while this one writes
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(backend, "partition", slow_partition)
+    cfg = compose(["dataset=cora", "kernel=gcngp_x", "compute=dask", f"data.mirror={mirror}", f"data.root={tmp_path}"])
+    graphs, errors = [], []
+
+    def job():
+        try:
+            graphs.append(backend.sharded_graph(cfg, DataStore.of(cfg.data)))
+        except Exception as err:   # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=job) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(calls) == 1 and len(graphs) == 2
+    assert graphs[0].meta == graphs[1].meta

@@ -25,6 +25,7 @@ import torch
 from omegaconf import OmegaConf
 
 from ...data import DataStore, load_dataset
+from ...data.files import locked
 from ...data.products import cached_order
 from ...data.registry import DATASETS
 from ...data.shards import TEST, TRAIN, VAL, ShardMeta, changed_files, read_meta, shards_match, write_data
@@ -122,8 +123,15 @@ def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
                     f" and {len(changed) - 1} more" if len(changed) > 1 else "", name)
         meta = None
     if meta is None:
-        log.info("partitioning %s into row blocks of %d nodes: %s", name, cfg.partition.rows, root)
-        meta = partition(cfg, store, root, cfg.partition.rows)
+        # one writer at a time (two jobs, or two test processes, that both found no shards wrote the
+        # same files, one truncating them while the other read): whoever waited finds them written
+        with locked(root):
+            meta = shards_match(root, source)
+            if meta is not None and store.verify and changed_files(root, meta):
+                meta = None
+            if meta is None:
+                log.info("partitioning %s into row blocks of %d nodes: %s", name, cfg.partition.rows, root)
+                meta = partition(cfg, store, root, cfg.partition.rows)
     log_source_rows(meta)
     return ShardedGraph(root, meta)
 
