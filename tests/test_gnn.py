@@ -87,6 +87,12 @@ def test_a_sampled_mini_batch_as_one_sparse_operator_gives_the_edge_wise_outputs
     shuffled = torch.randperm(ei.size(1), generator=g)   # another edge order: sorted before it is read
     cases = {"edges": (ei, ew), "sparse": (sampled_operator(ei, ew, nodes.numel(), x.dtype), None),
              "sorted": (sampled_operator(ei[:, shuffled], None if ew is None else ew[shuffled], nodes.numel(), x.dtype), None)}
+    for name in ("sparse", "sorted"):   # a valid CSR tensor: within each row, the columns sorted and distinct
+        operator = cases[name][0]
+        crow, col = operator.crow_indices(), operator.col_indices()
+        for r in range(nodes.numel()):
+            row = col[crow[r]:crow[r + 1]]
+            assert bool((row[1:] > row[:-1]).all()), (name, r)
     outputs, grads = {}, {}
     for name, (adjacency, weight) in cases.items():
         net.zero_grad()

@@ -601,3 +601,19 @@ def test_two_jobs_that_find_no_shards_partition_them_once(tmp_path, mirror, monk
         t.join()
     assert not errors and len(calls) == 1 and len(graphs) == 2
     assert graphs[0].meta == graphs[1].meta
+
+
+def test_a_root_written_twice_is_read_back_both_times(tmp_path):
+    """A root that is both K's and Theta's (after a first layer) is written once: asked again, the
+    store gives the array read from its files, not the lazy graph that would compute it again."""
+    import dask.array as da
+
+    from gnngp_cli.backends.rowblocks.store import RootStore
+
+    store = RootStore(tmp_path / "roots")
+    q = da.from_array(np.arange(40.0).reshape(20, 2), chunks=(10, 2)) * 2.0
+    first = store.written(q, "layer 1")
+    assert store.written(q, "layer 1 (tangent kernel)") is first and first.name != q.name
+    assert store.written(first, "again") is first
+    np.testing.assert_array_equal(first.compute(), np.arange(40.0).reshape(20, 2) * 2.0)
+    store.close()

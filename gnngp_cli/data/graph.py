@@ -230,12 +230,12 @@ class Adjacency:
     def _csr_form(self) -> Tensor:
         """``A`` in CSR (built, or rebuilt from the tiled layout, on first use)."""
         if self._csr is None:
-            self._csr = self._tiled_csr() if self._coo is None else _csr(self.edge_index, self.edge_weight, (self.num_nodes, self.num_nodes))
+            self._csr = self._tiled_csr() if self._coo is None else coo_to_csr(self.edge_index, self.edge_weight, (self.num_nodes, self.num_nodes))
         return self._csr
 
     def _tiled_csr(self) -> Tensor:
         row, col, weight = self._tiled.coo()
-        return _csr(torch.stack([row, col]), weight, (self.num_nodes, self.num_nodes))
+        return coo_to_csr(torch.stack([row, col]), weight, (self.num_nodes, self.num_nodes))
 
     def _tiled_for(self, dense: Tensor) -> bool:
         """Whether ``A @ dense`` takes the tiled product (see :meth:`matmul`)."""
@@ -272,7 +272,7 @@ class Adjacency:
         if self._permuted is None:
             pos = positions(self.order)
             row, col = self.edge_index
-            self._permuted = _csr(torch.stack([pos[row], pos[col]]), self.edge_weight, (self.num_nodes, self.num_nodes))
+            self._permuted = coo_to_csr(torch.stack([pos[row], pos[col]]), self.edge_weight, (self.num_nodes, self.num_nodes))
         order = self.order.to(dense.device)
         if dense.requires_grad:   # fit=mll: a differentiable scatter back through the order
             out = torch.sparse.mm(self._permuted, dense[order])
@@ -304,7 +304,7 @@ class Adjacency:
         r, c, w = pos_row[r[keep]], pos_col[c[keep]], self.edge_weight[keep]
         if bool((c < 0).any()):
             raise ValueError("column set misses neighbours of the requested rows")
-        return _csr(torch.stack([r, c]), w, (rows.numel(), cols.numel()))
+        return coo_to_csr(torch.stack([r, c]), w, (rows.numel(), cols.numel()))
 
 
 def row_pointers(rows: Tensor, num_rows: int) -> Tensor:
@@ -321,7 +321,7 @@ def csr_order(row: Tensor, col: Tensor, shape: tuple[int, int]) -> tuple[Tensor,
     return row_pointers(row, shape[0]), order
 
 
-def _csr(index: Tensor, weight: Tensor, shape: tuple[int, int]) -> Tensor:
+def coo_to_csr(index: Tensor, weight: Tensor, shape: tuple[int, int]) -> Tensor:
     """A CSR matrix from coalesced-or-not COO entries, built without COO coalescing. Entries
     already in row-major order (a normalised adjacency: :func:`coalesce` sorts them) are not
     sorted again, and the matrix shares their column and weight arrays instead of copying them."""

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..data.graph import csr_order, normalized_adjacency, row_pointers, sparse_beta_quiet
+from ..data.graph import coo_to_csr, csr_order, normalized_adjacency, sparse_beta_quiet
 from ..errors import ConfigError
 from ..metrics import score
 from ..progress import Progress
@@ -91,19 +91,10 @@ class Graph:
 def sampled_operator(edge_index: Tensor, weight: Optional[Tensor], num_nodes: int, dtype: torch.dtype) -> Tensor:
     """A sampled computation graph as one sparse CSR matrix over targets: the fast path of a
     mini-batch (at Reddit's size with every neighbour, the edge-wise messages of one batch would be
-    a 117 GB matrix). :meth:`Graph.sample` lists the edges hop by hop, each hop by target in the
-    order the targets were numbered, so they come grouped by row and the row pointers are counts;
-    any other order is sorted first."""
-    target, source = edge_index[1], edge_index[0]
-    values = (weight if weight is not None else torch.ones(source.numel(), device=source.device)).to(dtype)
-    shape = (num_nodes, num_nodes)
-    if target.numel() > 1 and bool((target[1:] < target[:-1]).any()):
-        crow, order = csr_order(target, source, shape)
-        source, values = source[order], values[order]
-    else:
-        crow = row_pointers(target, num_nodes)
-    with sparse_beta_quiet():
-        return torch.sparse_csr_tensor(crow, source, values, shape)
+    a 117 GB matrix). :func:`~gnngp_cli.data.graph.coo_to_csr` puts the edges in row-major order
+    (the sampler's come grouped by target, but not by source within a target), as a CSR tensor must be."""
+    values = (weight if weight is not None else torch.ones(edge_index.size(1), device=edge_index.device)).to(dtype)
+    return coo_to_csr(edge_index.flip(0), values, (num_nodes, num_nodes))
 
 
 @dataclass

@@ -135,6 +135,7 @@ class RootStore:
                                "set compute.roots_dir to a writable folder that every worker sees") from None
         sweep_dead_runs(base)
         self.paths: dict[str, str] = {}   # array name -> its folder
+        self.read_back: dict[str, Any] = {}   # name of an array written -> the array read from its files
 
     def check_room(self, need_gib: float) -> None:
         """Refuse, before any kernel work, a folder with less free space than ``need_gib``
@@ -153,6 +154,8 @@ class RootStore:
         import dask
         import dask.array as da
 
+        if q.name in self.read_back:   # written before (a root that is both K's and Theta's): its files, not its graph again
+            return self.read_back[q.name]
         if q.name in self.paths:
             return q
         if q.ndim == 2 and q.numblocks[1] != 1:
@@ -169,6 +172,7 @@ class RootStore:
                   for path, rows in zip(paths, q.chunks[0])]
         out = da.concatenate(blocks, axis=0)
         self.paths[out.name] = str(folder)
+        self.read_back[q.name] = out
         return out
 
     def folder_of(self, q, what: str) -> tuple[str, Any]:
@@ -199,7 +203,9 @@ class RootStore:
         for folder in set(self.paths.values()):
             shutil.rmtree(folder, ignore_errors=True)
         self.paths.clear()
+        self.read_back.clear()
 
     def close(self) -> None:
         self.paths.clear()
+        self.read_back.clear()
         shutil.rmtree(self.folder, ignore_errors=True)
