@@ -193,6 +193,15 @@ class NodeGP:
         """The chosen nugget (relative to the kernel's mean diagonal, as the row's ``nugget``)."""
         return self._fitted().result.nugget
 
+    @property
+    def validation_curve(self) -> dict[str, list[float]]:
+        """The validation metric at each nugget the fit scored: ``{"nugget": [...], "val": [...]}``,
+        the nuggets relative to the kernel's mean diagonal (as :attr:`nugget`, which is the curve's
+        best, the smallest on ties); with ``fit=mll``, the one fitted nugget. A plateau of ties
+        shows how finely validation can tell nuggets apart."""
+        result = self._fitted().result
+        return {"nugget": result.grid.tolist(), "val": result.val_curve.tolist()}
+
     # -- prediction --------------------------------------------------------------------------
     def predict(self, nodes: Nodes = None) -> Prediction:
         """The posterior at ``nodes`` (a boolean mask or node indices; default: every node)."""

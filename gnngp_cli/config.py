@@ -435,15 +435,17 @@ DTYPE_RANGE = {"float32": (1.1754943508222875e-38, 3.4028234663852886e38), "floa
 
 
 def _grid(grid: Any, what: str, dtype: str = "float64") -> None:
-    """A log-spaced grid: finite, positive, increasing, and every value a normal number of
+    """A log-spaced grid: finite, positive, increasing (or one value: ``min == max`` with
+    ``num=1``), and every value a normal number of
     ``dtype`` (a nugget of 1e-300 is 0 in float32, and 1e-320 is 0 in float64's arithmetic once
     it is scaled by the kernel's diagonal: it would pick a value outside the grid)."""
     if not (math.isfinite(grid.min) and math.isfinite(grid.max)):
         raise ConfigError(f"{what}.min={grid.min} and {what}.max={grid.max} must be finite numbers")
     if grid.min <= 0:
         raise ConfigError(f"{what}.min={grid.min} must be positive (the grid is log-spaced)")
-    if grid.min >= grid.max:
-        raise ConfigError(f"{what}.min={grid.min} must be below {what}.max={grid.max}")
+    if grid.min > grid.max or (grid.min == grid.max and grid.num != 1):
+        raise ConfigError(f"{what}.min={grid.min} must be below {what}.max={grid.max} "
+                          f"(or equal to it with {what}.num=1, for that one value)")
     if grid.num < 1:
         raise ConfigError(f"{what}.num={grid.num} must be at least 1")
     tiny, huge = DTYPE_RANGE.get(str(dtype), DTYPE_RANGE["float64"])

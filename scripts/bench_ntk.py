@@ -9,7 +9,12 @@ run's seconds are written (the first pays PyTorch's one-time start-up, the same 
 configuration). Rows are appended to ``--out`` as each finishes; ``scripts/docs_benchmarks.py``
 makes the docs page from it (kind ``ntk``).
 
-    python scripts/bench_ntk.py --out scripts/results/ntk.csv
+``--ties FILE`` writes, for each GCNGP and GATGP cell (those set beside their numbers), its validation plateau: every
+nugget of the grid that ties the best validation metric, with the test metric a run gives at
+that one nugget (``nugget.min = nugget.max``, ``num=1``). When validation cannot tell a range of
+nuggets apart, this says how much the test number could move within it.
+
+    python scripts/bench_ntk.py --out scripts/results/ntk.csv [--extra nugget.num=401] [--ties ties.csv]
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gnngp_cli.api import compose, run
+from gnngp_cli.api import NodeGP, compose, load_dataset, run
 from gnngp_cli.errors import GnngpError
 
 DATASETS = ["cora", "citeseer", "pubmed"]
@@ -32,6 +37,7 @@ REFERENCE = {("gcn", "cora", "nngp"): 0.828, ("gcn", "cora", "ntk"): 0.825, ("gc
              ("gcn", "citeseer", "ntk"): 0.719, ("gcn", "pubmed", "nngp"): 0.796, ("gcn", "pubmed", "ntk"): 0.794,
              ("gat", "cora", "nngp"): 0.794, ("gat", "cora", "ntk"): 0.790, ("gat", "citeseer", "nngp"): 0.712,
              ("gat", "citeseer", "ntk"): 0.713}
+REFERENCED = ("gcngp", "gatgp")   # the kernels set beside their own numbers (the others get GCN's reference row only as context)
 REFERENCE_SECONDS = {("gcngp", "pubmed"): 115.0, ("gatgp", "cora"): 104.0, ("gatgp", "citeseer"): 140.0}
 KEEP = ["dataset", "method", "kernel", "limit", "metric", "test", "val", "nugget", "landmarks", "kernel_seconds", "inference_seconds",
         "total_seconds", "peak_rss_mb", "reference_test", "reference_seconds", "overrides", "status", "error"]
@@ -47,12 +53,33 @@ def measure(dataset: str, kernel: str, limit: str, extra: list[str]) -> dict:
     return row
 
 
+def plateau(dataset: str, kernel: str, limit: str, extra: list[str]) -> list[dict]:
+    """The nuggets of the cell's grid that tie its best validation metric, each with the test
+    metric of a run at that one nugget (the first of them is the one the cell chose)."""
+    settings = dict(o.split("=", 1) for o in extra)
+    grid = int(settings.get("nugget.num", 101))
+    curve = NodeGP(kernel=kernel, **{"kernel.limit": limit, "progress": False, **settings}).fit(load_dataset(dataset)).validation_curve
+    best = max(curve["val"])
+    tied = [n for n, v in zip(curve["nugget"], curve["val"]) if v == best]
+    rest = [o for o in extra if not o.startswith("nugget.")]
+    rows = []
+    for i, nugget in enumerate(tied):
+        one = [f"dataset={dataset}", f"kernel={kernel}", f"kernel.limit={limit}", "progress=false", *rest,
+               f"nugget.min={nugget!r}", f"nugget.max={nugget!r}", "nugget.num=1"]
+        row = run(cfg=compose(one))[0]
+        rows.append({"dataset": dataset, "method": row["method"], "kernel": kernel, "limit": limit, "grid": grid, "nugget": nugget,
+                     "val": row["val"], "test": row["test"], "chosen": i == 0, "tied": len(tied),
+                     "reference_test": REFERENCE.get(("gat" if kernel.startswith("gatgp") else "gcn", dataset, limit))})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=DATASETS)
     parser.add_argument("--kernels", nargs="+", default=KERNELS)
     parser.add_argument("--extra", nargs="*", default=[], help="overrides added to every run, e.g. nugget.num=401")
     parser.add_argument("--out", type=Path, default=Path("scripts/results/ntk.csv"))
+    parser.add_argument("--ties", type=Path, default=None, help="also write each referenced cell's validation plateau here")
     args = parser.parse_args(argv)
     if not os.environ.get("GNNGP_DATA_MIRROR"):
         print("set GNNGP_DATA_MIRROR to the offline mirror (../shared/datasets)", file=sys.stderr)
@@ -69,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{dataset} {kernel} {limit}: {row['error']}", flush=True)
                 frame = pd.DataFrame([row]).reindex(columns=KEEP)
                 frame.to_csv(args.out, mode="a", header=not args.out.exists(), index=False)
+                if args.ties is not None and row.get("status") == "ok" and kernel in REFERENCED:
+                    tied = pd.DataFrame(plateau(dataset, kernel, limit, args.extra))
+                    tied.to_csv(args.ties, mode="a", header=not args.ties.exists(), index=False)
+                    print(f"  {len(tied)} nuggets tie on validation; test {tied['test'].min():.4f}-{tied['test'].max():.4f}", flush=True)
     return 0
 
 

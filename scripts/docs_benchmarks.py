@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Callable
@@ -552,16 +553,35 @@ def _uncertainty_goals(rows: pd.DataFrame) -> list[str]:
     return lines + detail
 
 
+def nugget_grid(overrides: object) -> int:
+    """The nugget grid's size a row ran with: ``nugget.num=N`` in its overrides, else the default 101."""
+    found = re.search(r"nugget\.num=(\d+)", str(overrides))
+    return int(found.group(1)) if found else 101
+
+
 def ntk(page: Page) -> None:
-    rows = pd.concat([page.csv(s["file"]) for s in page.entry["sources"]], ignore_index=True)
-    errors = rows[rows["status"] != "ok"]
-    rows = rows[rows["status"] == "ok"].copy()
+    files = [s["file"] for s in page.entry["sources"]]
+    rows = pd.concat([page.csv(f) for f in files if not f.endswith("ties.csv")], ignore_index=True)
+    ties = pd.concat([page.csv(f) for f in files if f.endswith("ties.csv")], ignore_index=True) if any(
+        f.endswith("ties.csv") for f in files) else None
+    rows["grid"] = rows["overrides"].map(nugget_grid)
     rows["seconds"] = rows["kernel_seconds"] + rows["inference_seconds"]
+    for grid, at in rows.groupby("grid", sort=True):
+        page.add(f"## The nugget chosen from {grid} grid values{' (the default)' if grid == 101 else f' (nugget.num={grid})'}")
+        ntk_grid(page, at, grid)
+    if ties is not None:
+        ntk_ties(page, ties)
+
+
+def ntk_grid(page: Page, rows: pd.DataFrame, grid: int) -> None:
+    """One nugget grid's table, the cells not run, and the issue's goals computed from its rows."""
+    errors = rows[rows["status"] != "ok"]
+    rows = rows[rows["status"] == "ok"]
     datasets = list(dict.fromkeys(rows["dataset"]))
-    page.add("Test accuracy on the public splits, 2 layers, each kernel's defaults (the nugget chosen on validation from "
-             "the 101-value grid); seconds: kernel + inference of the second of two runs in one process, data loading "
-             "apart. The reference columns are infinite-width-gnns's own GNNGP and GNTK beside GCNGP, and its GAT-GP and "
-             "GAT-NTK beside GATGP (their results files).")
+    page.add(f"Test accuracy on the public splits, 2 layers, each kernel's defaults (the nugget chosen on validation from "
+             f"{grid} log-spaced values, 1e-3 to 10 times the mean diagonal); seconds: kernel + inference of the second of two "
+             "runs in one process, data loading apart. The reference columns are infinite-width-gnns's own GNNGP and GNTK "
+             "beside GCNGP, and its GAT-GP and GAT-NTK beside GATGP (their results files).")
     body = []
     for dataset in datasets:
         for kernel in dict.fromkeys(rows[rows["dataset"] == dataset]["kernel"]):
@@ -589,7 +609,24 @@ def ntk(page: Page) -> None:
                 took = float(mine["seconds"].iloc[0])
                 lines.append(f"- {dataset} time: {label} {took:.2f} s on this machine against the {reference:.0f} s they report on "
                              f"theirs, {reference / took:.0f}x (goal at least 50x): **{'met' if reference / took >= 50 else 'missed'}**.")
-    page.add("## The goals, as computed from these rows\n\n" + "\n".join(lines))
+    page.add(f"### The goals, as computed from these rows ({grid} nuggets)\n\n" + "\n".join(lines))
+
+
+def ntk_ties(page: Page, ties: pd.DataFrame) -> None:
+    """Each referenced cell's validation plateau: how far its test number can move among nuggets validation cannot tell apart."""
+    page.add("## Where validation cannot choose")
+    page.add("For GCNGP and GATGP (the kernels set beside infinite-width-gnns's numbers), the nuggets of its grid that tie the best validation accuracy, and the "
+             "test accuracy of a run at each one (`nugget.min` = `nugget.max`, `nugget.num=1`; `scripts/bench_ntk.py --ties`). "
+             "The cell's own number is the first (smallest) of them. A range of test values here is a difference that "
+             "validation does not see. The reference is infinite-width-gnns's, beside GCNGP and GATGP.")
+    body = []
+    for (dataset, method, grid), group in ties.groupby(["dataset", "method", "grid"], sort=False):
+        chosen = group[group["chosen"].astype(bool)].iloc[0]
+        body.append([dataset, method, str(grid), str(len(group)), f"{group['nugget'].min():.3g}-{group['nugget'].max():.3g}",
+                     f"{chosen['val']:.3f}", f"{chosen['test']:.3f}", f"{group['test'].min():.3f}-{group['test'].max():.3f}",
+                     number(chosen["reference_test"] if chosen["kernel"] in ("gcngp", "gatgp") else math.nan, 3)])
+    page.add(table(["dataset", "kernel", "grid", "tied", "nuggets", "val", "test (chosen)", "test (tied)", "theirs"], body,
+                   right=(2, 3, 5, 6, 8)))
 
 
 def gap(page: Page) -> None:

@@ -137,3 +137,18 @@ def test_the_python_api_page_runs(mirror, tmp_path, monkeypatch):
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, str(DOCS), "exec"), namespace)   # noqa: S102 - the docs' own examples
+
+
+def test_the_validation_curve_is_the_grid_the_fit_scored_and_one_nugget_is_a_grid_of_one(cora):
+    gp = NodeGP(kernel="gcngp").fit(cora)
+    curve = gp.validation_curve
+    assert len(curve["nugget"]) == len(curve["val"]) == 101
+    assert curve["nugget"][0] == pytest.approx(1e-3) and curve["nugget"][-1] == pytest.approx(10.0)
+    best = max(curve["val"])
+    tied = [n for n, v in zip(curve["nugget"], curve["val"]) if v == best]
+    assert gp.nugget == pytest.approx(tied[0], rel=1e-6) and gp.row["val"] == best   # the first of the ties
+    # nugget.min = nugget.max with num=1: that one nugget, as the grid's own value at it scores
+    one = NodeGP(kernel="gcngp", nugget={"min": tied[-1], "max": tied[-1], "num": 1}).fit(cora)
+    assert one.validation_curve["nugget"] == [pytest.approx(tied[-1], rel=1e-6)] and one.row["val"] == best
+    with pytest.raises(ConfigError, match="or equal to it with nugget.num=1"):
+        NodeGP(kernel="gcngp", nugget={"min": 0.5, "max": 0.5, "num": 3})

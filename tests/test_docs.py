@@ -182,15 +182,30 @@ def test_uncertainty_tables_hold_the_csv_values(pages, generator):
     assert "## The goals, as computed from these rows" in pages["uncertainty"]
 
 
-def test_ntk_table_holds_the_csv_values(pages):
-    rows = pd.read_csv(RESULTS / "ntk.csv")
-    table = {(r["dataset"], r["kernel"]): r for r in tables(pages["ntk"])[0]}
-    for r in rows[rows["status"] == "ok"].itertuples():
-        cell = table[(r.dataset, r.method.removesuffix("-NTK"))]
-        assert cell["NTK" if r.limit == "ntk" else "NNGP"] == f"{r.test:.3f}"
-    for r in rows[rows["status"] != "ok"].itertuples():
-        assert f"- {r.dataset}, {r.kernel}, {r.limit}: {r.error}" in pages["ntk"]
-    assert "## The goals, as computed from these rows" in pages["ntk"]
+def test_ntk_tables_hold_the_csv_values(pages):
+    found = tables(pages["ntk"])
+    for i, (name, grid) in enumerate((("ntk.csv", 101), ("ntk_grid401.csv", 401))):
+        rows = pd.read_csv(RESULTS / name)
+        table = {(r["dataset"], r["kernel"]): r for r in found[i]}
+        for r in rows[rows["status"] == "ok"].itertuples():
+            cell = table[(r.dataset, r.method.removesuffix("-NTK"))]
+            assert cell["NTK" if r.limit == "ntk" else "NNGP"] == f"{r.test:.3f}"
+        for r in rows[rows["status"] != "ok"].itertuples():
+            assert f"- {r.dataset}, {r.kernel}, {r.limit}: {r.error}" in pages["ntk"]
+        assert f"### The goals, as computed from these rows ({grid} nuggets)" in pages["ntk"]
+    ties = pd.read_csv(RESULTS / "ntk_ties.csv")
+    shown = {(r["dataset"], r["kernel"], r["grid"]): r for r in found[2]}
+    for (dataset, method, grid), group in ties.groupby(["dataset", "method", "grid"]):
+        cell = shown[(dataset, method, str(grid))]
+        assert cell["tied"] == str(len(group)) and cell["test (chosen)"] == f"{group[group['chosen']]['test'].iloc[0]:.3f}"
+        assert cell["test (tied)"] == f"{group['test'].min():.3f}-{group['test'].max():.3f}"
+    for name in ("ntk.csv", "ntk_grid401.csv"):   # the plateau's first nugget is the cell's own choice, and its test the cell's
+        rows = pd.read_csv(RESULTS / name)
+        grid = 401 if "401" in name else 101
+        for r in rows[rows["status"] == "ok"].itertuples():
+            mine = ties[(ties["dataset"] == r.dataset) & (ties["method"] == r.method) & (ties["grid"] == grid) & ties["chosen"]]
+            if not mine.empty:
+                assert mine["test"].iloc[0] == r.test and mine["nugget"].iloc[0] == pytest.approx(r.nugget, rel=1e-5)
 
 
 def test_fit_mll_tables_hold_the_csv_values(pages):

@@ -104,6 +104,54 @@ def test_a_sampled_mini_batch_as_one_sparse_operator_gives_the_edge_wise_outputs
         assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(grads[name], grads["edges"])), name
 
 
+def test_an_operator_carries_its_transpose_and_its_backward_is_one_product_with_it(monkeypatch):
+    """operator(): A and A^T as CSR matrices; product(): A @ X whose gradient in X is A^T @ dY,
+    computed as one sparse product with the cached transpose (torch's own backward would build
+    A^T again); mean_product(): the mean over each row's entries; a graph without gradient is a plain product."""
+    from gnngp_cli.gnn import operator as op
+
+    g = torch.Generator().manual_seed(0)
+    n = 30
+    flat = torch.randperm(n * n, generator=g)[:120]           # distinct entries, in no order
+    target, source, weight = flat // n, flat % n, torch.rand(120, generator=g, dtype=torch.float64)
+    a = op.operator(target, source, weight, n, torch.float64)
+    dense = torch.zeros(n, n, dtype=torch.float64).index_put_((target, source), weight)
+    transpose = getattr(a, op.TRANSPOSE)
+    assert torch.equal(a.to_dense(), dense) and transpose._matrix is None   # built when a backward pass needs it
+    calls = []
+    mm = torch.sparse.mm
+    monkeypatch.setattr(op.torch.sparse, "mm", lambda m, x: calls.append(m) or mm(m, x))
+    x = torch.randn(n, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    dy = torch.randn(n, 4, generator=g, dtype=torch.float64)
+    y = op.product(a, x)
+    y.backward(dy)
+    torch.testing.assert_close(y, dense @ x, rtol=0, atol=1e-12)
+    torch.testing.assert_close(x.grad, dense.T @ dy, rtol=0, atol=1e-12)
+    assert torch.equal(transpose.matrix().to_dense(), dense.T)
+    assert calls == [a, transpose.matrix()]                   # the backward read the cached transpose
+    counts = (dense != 0).sum(1, keepdim=True).clamp_min(1)
+    torch.testing.assert_close(op.mean_product(a, x), dense @ x / counts, rtol=0, atol=1e-12)
+    with torch.no_grad():
+        assert torch.equal(op.product(a, x), y)
+
+
+@pytest.mark.parametrize("model", ["gcn", "gcn2", "gin", "sage"])
+def test_each_layer_that_reads_the_operator_aggregates_with_the_cached_transpose(model, monkeypatch):
+    from gnngp_cli.gnn import operator as op
+
+    g = torch.Generator().manual_seed(0)
+    net, graph = random_network(model, 40, 120, g)
+    adjacency = graph.operator(torch.float32)
+    read = []
+    product = op.product
+    monkeypatch.setattr(op, "product", lambda a, x: read.append(a) or product(a, x))
+    monkeypatch.setitem(op.AGGREGATIONS, "sum", op.product)
+    monkeypatch.setitem(op.AGGREGATIONS, "add", op.product)
+    net(torch.randn(40, 6, generator=g), adjacency).sum().backward()
+    assert read and all(a is adjacency for a in read)
+    assert len(read) == (1 if model == "gin" else 2)          # one product a layer (GIN: one aggregation)
+
+
 def test_gat_keeps_edge_wise_messages_and_a_bad_propagation_is_one_line():
     from gnngp_cli.gnn import GNNS
 

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..schema import GNNConfig
+from .operator import reading_operator
 from .registry import register_gnn
 
 
@@ -66,6 +67,7 @@ class GCN(GNN):
     def __init__(self, cfg, in_dim, out_dim):
         super().__init__(cfg, in_dim, out_dim)
         from torch_geometric.nn import GCNConv
+        GCNConv = reading_operator(GCNConv)
 
         self.convs.extend(GCNConv(self.dims[l], self.dims[l + 1], normalize=False) for l in range(cfg.layers))
 
@@ -82,6 +84,7 @@ class SAGE(GNN):
     def __init__(self, cfg, in_dim, out_dim):
         super().__init__(cfg, in_dim, out_dim)
         from torch_geometric.nn import SAGEConv
+        SAGEConv = reading_operator(SAGEConv)
 
         self.convs.extend(SAGEConv(self.dims[l], self.dims[l + 1], aggr="mean") for l in range(cfg.layers))
 
@@ -96,6 +99,7 @@ class GIN(GNN):
     def __init__(self, cfg, in_dim, out_dim):
         super().__init__(cfg, in_dim, out_dim)
         from torch_geometric.nn import GINConv
+        GINConv = reading_operator(GINConv)
 
         mlp: list[nn.Module] = []
         for l in range(cfg.layers):
@@ -123,6 +127,7 @@ class GCN2(GNN):
     def __init__(self, cfg, in_dim, out_dim):
         super().__init__(cfg, in_dim, out_dim)
         from torch_geometric.nn import GCN2Conv
+        GCN2Conv = reading_operator(GCN2Conv)
 
         self.pre = nn.Linear(in_dim, cfg.hidden)
         self.convs.extend(GCN2Conv(cfg.hidden, cfg.alpha, cfg.theta, layer=l + 1, normalize=False) for l in range(cfg.layers))

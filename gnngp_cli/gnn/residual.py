@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .operator import mean_product, product
+
 
 class FeedForward(nn.Module):
     def __init__(self, in_dim: int, dim: int, dropout: float):
@@ -60,9 +62,8 @@ class ResidualNetwork(nn.Module):
     def step(self, h: Tensor, adjacency: Tensor) -> Tensor:
         """The graph step of one module: ``A h`` (gcn) or ``[h, mean of the neighbours' h]`` (sage)."""
         if self.kind == "gcn":
-            return torch.sparse.mm(adjacency, h)
-        degree = (adjacency.crow_indices()[1:] - adjacency.crow_indices()[:-1]).clamp_min(1).to(h.dtype)
-        return torch.cat([h, torch.sparse.mm(adjacency, h) / degree[:, None]], dim=1)
+            return product(adjacency, h)
+        return torch.cat([h, mean_product(adjacency, h)], dim=1)
 
     def forward(self, x: Tensor, adjacency: Tensor, edge_weight: Optional[Tensor] = None) -> Tensor:
         h = F.gelu(F.dropout(self.input(x), self.dropout, self.training))

@@ -13,11 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..data.graph import coo_to_csr, csr_order, normalized_adjacency, sparse_beta_quiet
+from ..data.graph import csr_order, normalized_adjacency
 from ..errors import ConfigError
 from ..metrics import score
 from ..progress import Progress
 from .models import GNN
+from .operator import operator
 from .residual import ResidualNetwork
 from .registry import GNNS
 
@@ -36,13 +37,13 @@ class Graph:
 
     def operator(self, dtype: torch.dtype) -> Tensor:
         """The adjacency as one cached sparse CSR matrix over targets (``adj_t``: row = target,
-        column = source; the normalised weights, or ones): what a PyG layer reads on the fast
-        path, one sparse-dense product per layer in place of gathering an edges x features
-        message matrix and scattering it back."""
+        column = source; the normalised weights, or ones) that carries its transpose
+        (:func:`~gnngp_cli.gnn.operator.operator`): what a PyG layer reads on the fast path, one
+        sparse-dense product per layer in place of gathering an edges x features message matrix
+        and scattering it back, and one more in the backward pass."""
         if self._operator is None or self._operator.dtype != dtype:
-            values = self.weight if self.weight is not None else torch.ones(self.col.numel(), device=self.col.device)
-            with sparse_beta_quiet():
-                self._operator = torch.sparse_csr_tensor(self.crow, self.col, values.to(dtype), (self.num_nodes, self.num_nodes))
+            target = torch.repeat_interleave(torch.arange(self.num_nodes, device=self.col.device), self.crow[1:] - self.crow[:-1])
+            self._operator = operator(target, self.col, self.weight, self.num_nodes, dtype)
         return self._operator
 
     @classmethod
@@ -89,12 +90,10 @@ class Graph:
 
 
 def sampled_operator(edge_index: Tensor, weight: Optional[Tensor], num_nodes: int, dtype: torch.dtype) -> Tensor:
-    """A sampled computation graph as one sparse CSR matrix over targets: the fast path of a
-    mini-batch (at Reddit's size with every neighbour, the edge-wise messages of one batch would be
-    a 117 GB matrix). :func:`~gnngp_cli.data.graph.coo_to_csr` puts the edges in row-major order
-    (the sampler's come grouped by target, but not by source within a target), as a CSR tensor must be."""
-    values = (weight if weight is not None else torch.ones(edge_index.size(1), device=edge_index.device)).to(dtype)
-    return coo_to_csr(edge_index.flip(0), values, (num_nodes, num_nodes))
+    """A sampled computation graph as one sparse CSR matrix over targets, with its transpose
+    (:func:`~gnngp_cli.gnn.operator.operator`): the fast path of a mini-batch (at Reddit's size
+    with every neighbour, the edge-wise messages of one batch would be a 117 GB matrix)."""
+    return operator(edge_index[1], edge_index[0], weight, num_nodes, dtype)
 
 
 @dataclass

@@ -508,6 +508,7 @@ class GPResult:
     reduce: Reduce = field(repr=False)
     rule: Optional[ProbabilityRule] = None   # classification: how class probabilities were read (the fitted temperature)
     curve: Optional[dict] = None             # inference.time with several times: the metric on each split at each (time_curve)
+    grid: Optional[Tensor] = None            # the nuggets val_curve scored, relative to the mean diagonal (float64, CPU); None for times
 
     def means(self) -> Tensor:
         """Posterior means of the labelled nodes, in node order."""
@@ -590,4 +591,5 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
         columns["reliability"] = reliability_bins(state["probs"], state["y"])
     nugget_value = math.nan if times is not None else float(nuggets[best] / stats.scale)
     curve = time_curve(posterior, stats, reduce, times, metric, val_curve) if times is not None and times.numel() > 1 else None
-    return GPResult(nugget_value, eps, metrics, columns, val_curve, posterior, reduce, rule, curve)
+    scored = None if times is not None else (nuggets / stats.scale).double().cpu()
+    return GPResult(nugget_value, eps, metrics, columns, val_curve, posterior, reduce, rule, curve, scored)
