@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{dataset} {row['method']}: test {row['test']:.4f} in {row['kernel_seconds'] + row['inference_seconds']:.2f} s",
                           flush=True)
                 except GnngpError as err:   # e.g. an exact kernel refused for memory: a row that says why
-                    row = {"status": "error", "dataset": dataset, "kernel": kernel, "limit": limit, "error": str(err).splitlines()[0]}
+                    row = {"status": "error", "dataset": dataset, "kernel": kernel, "limit": limit, "error": str(err).splitlines()[0],
+                           "overrides": " ".join([f"kernel={kernel}", f"kernel.limit={limit}", "progress=false", *args.extra])}
                     print(f"{dataset} {kernel} {limit}: {row['error']}", flush=True)
                 frame = pd.DataFrame([row]).reindex(columns=KEEP)
                 frame.to_csv(args.out, mode="a", header=not args.out.exists(), index=False)

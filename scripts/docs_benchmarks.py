@@ -561,10 +561,14 @@ def nugget_grid(overrides: object) -> int:
 
 def ntk(page: Page) -> None:
     files = [s["file"] for s in page.entry["sources"]]
-    rows = pd.concat([page.csv(f) for f in files if not f.endswith("ties.csv")], ignore_index=True)
+    frames = []
+    for f in files:
+        if not f.endswith("ties.csv"):   # a file is one grid: its refused cells have no overrides to read it from
+            frame = page.csv(f)
+            frames.append(frame.assign(grid=int(frame["overrides"].dropna().map(nugget_grid).max())))
+    rows = pd.concat(frames, ignore_index=True)
     ties = pd.concat([page.csv(f) for f in files if f.endswith("ties.csv")], ignore_index=True) if any(
         f.endswith("ties.csv") for f in files) else None
-    rows["grid"] = rows["overrides"].map(nugget_grid)
     rows["seconds"] = rows["kernel_seconds"] + rows["inference_seconds"]
     for grid, at in rows.groupby("grid", sort=True):
         page.add(f"## The nugget chosen from {grid} grid values{' (the default)' if grid == 101 else f' (nugget.num={grid})'}")

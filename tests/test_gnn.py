@@ -149,6 +149,7 @@ def test_each_layer_that_reads_the_operator_aggregates_with_the_cached_transpose
     monkeypatch.setitem(op.AGGREGATIONS, "add", op.product)
     net(torch.randn(40, 6, generator=g), adjacency).sum().backward()
     assert read and all(a is adjacency for a in read)
+    assert (getattr(adjacency, op.TRANSPOSE)._matrix is not None) == (model != "gin")   # GIN's input is not trained through
     assert len(read) == (1 if model == "gin" else 2)          # one product a layer (GIN: one aggregation)
 
 
