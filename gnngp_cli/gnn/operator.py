@@ -26,27 +26,33 @@ TRANSPOSE = "gnngp_transpose"   # the attribute of an operator that holds its tr
 
 
 class Transpose:
-    """``A^T`` of an operator, built on the first backward pass that reads it and kept: a
-    full-batch run builds it once, an inference (no gradient) never."""
+    """``A^T`` of a CSR operator, built from ``A``'s own arrays on the first backward pass that
+    reads it and kept: a full-batch run builds it once, an inference (no gradient) never, and
+    nothing is held for it before (the arrays are ``A``'s)."""
 
-    def __init__(self, target: Tensor, source: Tensor, values: Tensor, num_nodes: int):
-        self._entries: Optional[tuple] = (target, source, values, num_nodes)
+    def __init__(self, a: Tensor):
+        self._csr: Optional[tuple] = (a.crow_indices(), a.col_indices(), a.values(), a.size(0), a.size(1))
         self._matrix: Optional[Tensor] = None
 
     def matrix(self) -> Tensor:
         if self._matrix is None:
-            target, source, values, n = self._entries
-            self._matrix, self._entries = coo_to_csr(torch.stack([source, target]), values, (n, n)), None
+            crow, col, values, rows, cols = self._csr
+            row = torch.repeat_interleave(torch.arange(rows, device=crow.device), crow[1:] - crow[:-1])
+            self._matrix, self._csr = coo_to_csr(torch.stack([col, row]), values, (cols, rows)), None
         return self._matrix
+
+
+def carrying_transpose(a: Tensor) -> Tensor:
+    """``a`` (a CSR matrix over targets) with its :class:`Transpose`, for :func:`product`'s backward."""
+    setattr(a, TRANSPOSE, Transpose(a))
+    return a
 
 
 def operator(target: Tensor, source: Tensor, weight: Optional[Tensor], num_nodes: int, dtype: torch.dtype) -> Tensor:
     """``A`` with ``A[target, source] = weight`` (ones when ``None``), as a CSR matrix that
-    carries its :class:`Transpose` for :func:`product`'s backward."""
+    carries its :class:`Transpose`."""
     values = (weight if weight is not None else torch.ones(target.numel(), device=target.device)).to(dtype)
-    a = coo_to_csr(torch.stack([target, source]), values, (num_nodes, num_nodes))
-    setattr(a, TRANSPOSE, Transpose(target, source, values, num_nodes))
-    return a
+    return carrying_transpose(coo_to_csr(torch.stack([target, source]), values, (num_nodes, num_nodes)))
 
 
 class _Product(torch.autograd.Function):

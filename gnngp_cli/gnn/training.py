@@ -13,12 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..data.graph import csr_order, normalized_adjacency
+from ..data.graph import csr_order, normalized_adjacency, sparse_beta_quiet
 from ..errors import ConfigError
 from ..metrics import score
 from ..progress import Progress
 from .models import GNN
-from .operator import operator
+from .operator import carrying_transpose, operator
 from .residual import ResidualNetwork
 from .registry import GNNS
 
@@ -42,8 +42,10 @@ class Graph:
         sparse-dense product per layer in place of gathering an edges x features message matrix
         and scattering it back, and one more in the backward pass."""
         if self._operator is None or self._operator.dtype != dtype:
-            target = torch.repeat_interleave(torch.arange(self.num_nodes, device=self.col.device), self.crow[1:] - self.crow[:-1])
-            self._operator = operator(target, self.col, self.weight, self.num_nodes, dtype)
+            values = self.weight if self.weight is not None else torch.ones(self.col.numel(), device=self.col.device)
+            with sparse_beta_quiet():
+                self._operator = carrying_transpose(
+                    torch.sparse_csr_tensor(self.crow, self.col, values.to(dtype), (self.num_nodes, self.num_nodes)))
         return self._operator
 
     @classmethod
