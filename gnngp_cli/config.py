@@ -448,6 +448,9 @@ def _grid(grid: Any, what: str, dtype: str = "float64") -> None:
                           f"(or equal to it with {what}.num=1, for that one value)")
     if grid.num < 1:
         raise ConfigError(f"{what}.num={grid.num} must be at least 1")
+    if grid.num == 1 and grid.min != grid.max:
+        raise ConfigError(f"{what}.num=1 is one value, but {what}.min={grid.min} and {what}.max={grid.max} differ; "
+                          f"set both to that value, or {what}.num >= 2 for a grid between them")
     tiny, huge = DTYPE_RANGE.get(str(dtype), DTYPE_RANGE["float64"])
     if grid.min < tiny * 1e6:
         raise ConfigError(f"{what}.min={grid.min:g} underflows in dtype={dtype} (its smallest normal number is {tiny:.3g}, and the grid is "

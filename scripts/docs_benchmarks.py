@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from gnngp_cli.schema import NuggetConfig
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "scripts" / "results"
 OUT = ROOT / "docs" / "benchmarks"
@@ -553,10 +555,16 @@ def _uncertainty_goals(rows: pd.DataFrame) -> list[str]:
     return lines + detail
 
 
+def nugget_setting(overrides: object, key: str) -> float:
+    """A nugget grid's setting (``num``, ``min`` or ``max``) a row ran with: from its overrides,
+    else the schema's default (:class:`gnngp_cli.schema.NuggetConfig`)."""
+    found = re.search(rf"nugget\.{key}=([0-9.eE+-]+)", str(overrides))
+    return float(found.group(1)) if found else float(getattr(NuggetConfig, key))
+
+
 def nugget_grid(overrides: object) -> int:
     """The nugget grid's size a row ran with: ``nugget.num=N`` in its overrides, else the default 101."""
-    found = re.search(r"nugget\.num=(\d+)", str(overrides))
-    return int(found.group(1)) if found else 101
+    return int(nugget_setting(overrides, "num"))
 
 
 def ntk(page: Page) -> None:
@@ -565,7 +573,9 @@ def ntk(page: Page) -> None:
     for f in files:
         if not f.endswith("ties.csv"):   # a file is one grid: its refused cells have no overrides to read it from
             frame = page.csv(f)
-            frames.append(frame.assign(grid=int(frame["overrides"].dropna().map(nugget_grid).max())))
+            given = frame["overrides"].dropna()
+            frames.append(frame.assign(grid=int(given.map(nugget_grid).max()), low=float(given.map(lambda o: nugget_setting(o, "min")).min()),
+                                       high=float(given.map(lambda o: nugget_setting(o, "max")).max())))
     rows = pd.concat(frames, ignore_index=True)
     ties = pd.concat([page.csv(f) for f in files if f.endswith("ties.csv")], ignore_index=True) if any(
         f.endswith("ties.csv") for f in files) else None
@@ -583,7 +593,7 @@ def ntk_grid(page: Page, rows: pd.DataFrame, grid: int) -> None:
     rows = rows[rows["status"] == "ok"]
     datasets = list(dict.fromkeys(rows["dataset"]))
     page.add(f"Test accuracy on the public splits, 2 layers, each kernel's defaults (the nugget chosen on validation from "
-             f"{grid} log-spaced values, 1e-3 to 10 times the mean diagonal); seconds: kernel + inference of the second of two "
+             f"{grid} log-spaced values, {rows['low'].min():g} to {rows['high'].max():g} times the mean diagonal); seconds: kernel + inference of the second of two "
              "runs in one process, data loading apart. The reference columns are infinite-width-gnns's own GNNGP and GNTK "
              "beside GCNGP, and its GAT-GP and GAT-NTK beside GATGP (their results files).")
     body = []

@@ -152,3 +152,5 @@ def test_the_validation_curve_is_the_grid_the_fit_scored_and_one_nugget_is_a_gri
     assert one.validation_curve["nugget"] == [pytest.approx(tied[-1], rel=1e-6)] and one.row["val"] == best
     with pytest.raises(ConfigError, match="or equal to it with nugget.num=1"):
         NodeGP(kernel="gcngp", nugget={"min": 0.5, "max": 0.5, "num": 3})
+    with pytest.raises(ConfigError, match="nugget.num=1 is one value, but nugget.min=0.1 and nugget.max=1.0 differ"):
+        NodeGP(kernel="gcngp", nugget={"min": 0.1, "max": 1.0, "num": 1})
