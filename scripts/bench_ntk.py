@@ -14,7 +14,13 @@ nugget of the grid that ties the best validation metric, with the test metric a 
 that one nugget (``nugget.min = nugget.max``, ``num=1``). When validation cannot tell a range of
 nuggets apart, this says how much the test number could move within it.
 
+``--gnns gcn gat --gnn-out FILE`` also trains the finite networks the kernels are limits of (the GCN
+beside GCNGP, PyG's ``GATConv`` beside GATGP), each dataset's after its kernels in the same
+process, with their defaults (100 epochs, full batch), and writes their test accuracy and seconds
+(training + inference, data loading apart; a warm-up of one epoch first).
+
     python scripts/bench_ntk.py --out scripts/results/ntk.csv [--extra nugget.num=401] [--ties ties.csv]
+                                [--gnns gcn gat --gnn-out scripts/results/ntk_gnn.csv]
 """
 from __future__ import annotations
 
@@ -53,6 +59,20 @@ def measure(dataset: str, kernel: str, limit: str, extra: list[str]) -> dict:
     return row
 
 
+GNN_KEEP = ["dataset", "gnn", "method", "test", "val", "layers", "train_seconds", "inference_seconds", "total_seconds", "peak_rss_mb",
+            "overrides", "status", "error"]
+
+
+def train_gnn(dataset: str, gnn: str, extra: list[str]) -> dict:
+    """The finite network, trained with its defaults (a one-epoch warm-up first, for PyTorch's
+    one-time costs and the layer's first call)."""
+    overrides = [f"dataset={dataset}", f"gnn={gnn}", "progress=false", *extra]
+    run(cfg=compose([*overrides, "gnn.epochs=1"]))
+    row = run(cfg=compose(overrides))[0]
+    row.update(gnn=gnn, overrides=" ".join(overrides[1:]))
+    return row
+
+
 def plateau(dataset: str, kernel: str, limit: str, extra: list[str]) -> list[dict]:
     """The nuggets of the cell's grid that tie its best validation metric, each with the test
     metric of a run at that one nugget (the first of them is the one the cell chose)."""
@@ -80,7 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extra", nargs="*", default=[], help="overrides added to every run, e.g. nugget.num=401")
     parser.add_argument("--out", type=Path, default=Path("scripts/results/ntk.csv"))
     parser.add_argument("--ties", type=Path, default=None, help="also write each referenced cell's validation plateau here")
+    parser.add_argument("--gnns", nargs="*", default=[], help="finite networks to train beside the kernels, e.g. gcn gat")
+    parser.add_argument("--gnn-out", type=Path, default=None, help="where --gnns writes its rows")
+    parser.add_argument("--gnn-set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the --gnns runs only")
     args = parser.parse_args(argv)
+    if args.gnns and args.gnn_out is None:
+        parser.error("--gnns writes its rows to --gnn-out FILE; give one")
     if not os.environ.get("GNNGP_DATA_MIRROR"):
         print("set GNNGP_DATA_MIRROR to the offline mirror (../shared/datasets)", file=sys.stderr)
         return 2
@@ -101,6 +126,15 @@ def main(argv: list[str] | None = None) -> int:
                     tied = pd.DataFrame(plateau(dataset, kernel, limit, args.extra))
                     tied.to_csv(args.ties, mode="a", header=not args.ties.exists(), index=False)
                     print(f"  {len(tied)} nuggets tie on validation; test {tied['test'].min():.4f}-{tied['test'].max():.4f}", flush=True)
+        for gnn in args.gnns:
+            try:
+                row = train_gnn(dataset, gnn, args.gnn_set)
+                print(f"{dataset} {row['method']}: test {row['test']:.4f} in {row['total_seconds']:.2f} s", flush=True)
+            except GnngpError as err:
+                row = {"status": "error", "dataset": dataset, "gnn": gnn, "error": str(err).splitlines()[0],
+                       "overrides": " ".join([f"gnn={gnn}", "progress=false", *args.gnn_set])}
+                print(f"{dataset} gnn={gnn}: {row['error']}", flush=True)
+            pd.DataFrame([row]).reindex(columns=GNN_KEEP).to_csv(args.gnn_out, mode="a", header=not args.gnn_out.exists(), index=False)
     return 0
 
 

@@ -571,7 +571,7 @@ def ntk(page: Page) -> None:
     files = [s["file"] for s in page.entry["sources"]]
     frames = []
     for f in files:
-        if not f.endswith("ties.csv"):   # a file is one grid: its refused cells have no overrides to read it from
+        if not f.endswith(("ties.csv", "gnn.csv")):   # a file is one grid: its refused cells have no overrides to read it from
             frame = page.csv(f)
             given = frame["overrides"].dropna()
             frames.append(frame.assign(grid=int(given.map(nugget_grid).max()), low=float(given.map(lambda o: nugget_setting(o, "min")).min()),
@@ -585,6 +585,39 @@ def ntk(page: Page) -> None:
         ntk_grid(page, at, grid)
     if ties is not None:
         ntk_ties(page, ties)
+    for f in files:
+        if f.endswith("gnn.csv"):
+            ntk_gnns(page, page.csv(f), frames[0].assign(seconds=frames[0]["kernel_seconds"] + frames[0]["inference_seconds"]))
+
+
+GNN_KERNEL = {"gcn": "gcngp", "gat": "gatgp"}   # the finite network and the kernel that is its infinite-width limit
+
+
+def ntk_gnns(page: Page, gnns: pd.DataFrame, kernels: pd.DataFrame) -> None:
+    """The finite networks (GCN, GAT) trained in the same process as the first grid's kernels, and how many times
+    faster each limit is (kernel + inference seconds against training + inference seconds)."""
+    page.add("## The finite networks, trained in the same process")
+    page.add("Each kernel's finite network, trained with the package's defaults (100 epochs, full batch, the sparse fast path "
+             "for the GCN and PyG's `GATConv` messages for the GAT; one seed), after that dataset's kernels of the first "
+             "table in the same process (`scripts/bench_ntk.py --gnns gcn gat`; a one-epoch warm-up first). Seconds: "
+             "training + inference, data loading apart; the kernels' seconds are those of the first table. "
+             "The last column: the network's seconds over its kernel's, NNGP and NTK. Where the exact kernel is refused "
+             "for memory (PubMed's GATGP, above), its low-rank twin stands beside the network.")
+    body = []
+    for r in gnns.itertuples():
+        if r.status != "ok":
+            body.append([r.dataset, str(r.gnn), "", r.error, "", "", "", ""])
+            continue
+        ok = kernels[(kernels["dataset"] == r.dataset) & (kernels["status"] == "ok")]
+        name = GNN_KERNEL.get(r.gnn, "")
+        if not (ok["kernel"] == name).any():   # the exact kernel refused for memory (PubMed's GATGP): its low-rank twin
+            name += "_x"
+        cell = ok[ok["kernel"] == name].set_index("limit")
+        times = [float(cell["seconds"].get(limit, math.nan)) for limit in ("nngp", "ntk")]
+        body.append([r.dataset, r.method, f"{r.test:.3f}", seconds(r.total_seconds),
+                     str(cell["method"].get("nngp", "")), *[number(cell["test"].get(limit, math.nan), 3) for limit in ("nngp", "ntk")],
+                     " / ".join("-" if math.isnan(t) else f"{r.total_seconds / t:.0f}x" for t in times)])
+    page.add(table(["dataset", "network", "test", "seconds", "its kernel", "NNGP", "NTK", "x (NNGP / NTK)"], body, right=(2, 3, 5, 6, 7)))
 
 
 def ntk_grid(page: Page, rows: pd.DataFrame, grid: int) -> None:

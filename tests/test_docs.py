@@ -207,6 +207,15 @@ def test_ntk_tables_hold_the_csv_values(pages):
             mine = ties[(ties["dataset"] == r.dataset) & (ties["method"] == r.method) & (ties["grid"] == grid) & ties["chosen"]]
             if not mine.empty:
                 assert mine["test"].iloc[0] == r.test and mine["nugget"].iloc[0] == pytest.approx(r.nugget, rel=1e-5)
+    gnns, kernels = pd.read_csv(RESULTS / "ntk_gnn.csv"), pd.read_csv(RESULTS / "ntk.csv")   # the finite networks, same process
+    shown = {(r["dataset"], r["network"]): r for r in found[3]}
+    for r in gnns.itertuples():
+        cell = shown[(r.dataset, r.method)]
+        assert cell["test"] == f"{r.test:.3f}"
+        kernel = kernels[(kernels["dataset"] == r.dataset) & (kernels["kernel"] == {"gcn": "gcngp", "gat": "gatgp"}[r.gnn])
+                         & (kernels["limit"] == "nngp")].iloc[0]
+        if kernel.status == "ok":   # PubMed's exact GATGP is refused for memory: no ratio
+            assert cell["x (NNGP / NTK)"].startswith(f"{r.total_seconds / (kernel.kernel_seconds + kernel.inference_seconds):.0f}x")
 
 
 def test_fit_mll_tables_hold_the_csv_values(pages):

@@ -140,7 +140,8 @@ def test_every_kernel_metric_and_fit_gives_the_local_row_on_every_backend(method
 
 @pytest.mark.parametrize("method, metric, fit", TANGENT_CASES, ids=["-".join(c) for c in TANGENT_CASES])
 def test_every_tangent_kernel_gives_the_local_row_on_every_backend(method, metric, fit, cache, tmp_path):
-    compare_backends([*overrides_of(method, metric, fit, cache), "kernel.limit=ntk"], metric, fit, tmp_path)
+    # a low-rank tangent kernel runs on every backend (issue 25): a refusal there fails the test
+    compare_backends([*overrides_of(method, metric, fit, cache), "kernel.limit=ntk"], metric, fit, tmp_path, must_run=method.endswith("_x"))
 
 
 # along training time the uncertainty columns read the trained network's variance, from the NNGP root kept beside the tangent
@@ -152,10 +153,12 @@ TIME_CASES = [("gcngp_x", "accuracy"), ("gcngp_x", "r2"), ("gatgp_x", "accuracy"
 @pytest.mark.parametrize("method, metric", TIME_CASES, ids=["-".join(c) for c in TIME_CASES])
 def test_the_tangent_kernel_along_training_time_gives_the_local_row_on_every_backend(method, metric, cache, tmp_path):
     overrides = [o for o in overrides_of(method, metric, "grid", cache) if not o.startswith("nugget.")]
-    compare_backends([*overrides, "kernel.limit=ntk", "inference.time=[1,30]"], metric, "grid", tmp_path)
+    compare_backends([*overrides, "kernel.limit=ntk", "inference.time=[1,30]"], metric, "grid", tmp_path, must_run=True)
 
 
-def compare_backends(overrides: list[str], metric: str, fit: str, tmp_path) -> None:
+def compare_backends(overrides: list[str], metric: str, fit: str, tmp_path, must_run: bool = False) -> None:
+    """The row of every other backend equals the local one; a backend may refuse a combination
+    it does not support (one line, before any work), unless ``must_run``."""
     cfg = compose(overrides)
     local = run(cfg=copy.deepcopy(cfg))[0]                                  # every combination runs locally
     assert local["status"] == "ok" and local["metric"] == metric and local["fit"] == fit, local
@@ -165,6 +168,8 @@ def compare_backends(overrides: list[str], metric: str, fit: str, tmp_path) -> N
         try:
             row = run(cfg=on_backend(cfg, backend, tmp_path / "roots"))[0]
         except ConfigError as refusal:                                     # declared unsupported: one line, before any work
+            if must_run:
+                raise
             message = str(refusal)
             assert "\n" not in message and f"compute={backend}" in message, message
             REFUSED.setdefault(message, json.dumps([*overrides, f"compute={backend}", *(f"compute.{k}={v}" for k, v in CLUSTER.items()),

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from ..errors import ConfigError, ResourceError
 from ..job.backend import GraphInfo
-from ..job.estimate import Estimate, dense_factor, gp_estimate
+from ..job.estimate import Estimate, dense_factor, gp_estimate, size_text
 from ..job.inference import SPLITS, RowGroup, TrainingStatistics, low_rank_statistics, regression_targets
 from ..job.loading import LoadedGraph, reuse
 from ..job.rows import dataset_label
@@ -145,8 +145,10 @@ class LocalBackend:
         need = arch.network.peak_elements(target, ctx, train) * torch.finfo(self.dtype).bits // 8 * dense_factor(branch_count(arch.network))
         limit = memory_limit_bytes(self.cfg.max_memory_gb, ctx.features.device)
         if need > limit:
+            square = "" if train is not None else (f" to fit it on its {int(target.numel()):,} training nodes" if fitting
+                                                   else f" to evaluate it over all {int(target.numel()):,} nodes at once")
             raise ResourceError(
-                f"the exact {arch.label} kernel on {self.cfg.dataset.name} needs about {need / 2**30:.1f} GiB but the limit is {limit / 2**30:.1f} GiB "
+                f"the exact {arch.label} kernel on {self.cfg.dataset.name} needs about {size_text(need)}{square} but the limit is {size_text(limit)} "
                 f"(max_memory_gb; default half of the free memory); use the low-rank kernel (kernel={arch.name}_x)"
                 + (" or dtype=float32" if self.dtype == torch.float64 else "") + ", or raise max_memory_gb if the memory is yours"
             )
