@@ -106,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.gnns and args.gnn_out is None:
         parser.error("--gnns writes its rows to --gnn-out FILE; give one")
+    from gnngp_cli.gnn import GNNS   # checked before the first kernel runs, not after a dataset's kernels
+
+    unknown = [g for g in args.gnns if g not in GNNS]
+    if unknown:
+        parser.error(f"--gnns {' '.join(unknown)}: not a GNN; use some of {', '.join(sorted(GNNS))}")
     if not os.environ.get("GNNGP_DATA_MIRROR"):
         print("set GNNGP_DATA_MIRROR to the offline mirror (../shared/datasets)", file=sys.stderr)
         return 2

@@ -586,38 +586,49 @@ def ntk(page: Page) -> None:
     if ties is not None:
         ntk_ties(page, ties)
     for f in files:
-        if f.endswith("gnn.csv"):
-            ntk_gnns(page, page.csv(f), frames[0].assign(seconds=frames[0]["kernel_seconds"] + frames[0]["inference_seconds"]))
+        if f.endswith("_gnn.csv"):   # the finite networks, beside the kernels of the file their process wrote (ntk_gnn.csv: ntk.csv)
+            kernels = page.csv(f.replace("_gnn.csv", ".csv"))
+            ntk_gnns(page, page.csv(f), kernels.assign(seconds=kernels["kernel_seconds"] + kernels["inference_seconds"]))
 
 
-GNN_KERNEL = {"gcn": "gcngp", "gat": "gatgp"}   # the finite network and the kernel that is its infinite-width limit
+GNN_KERNEL = {"gcn": "gcngp", "gat": "gatgp", "gcn2": "gcn2gp", "gin": "gingp", "sage": "sagegp"}   # a network and its limit
+
+
+def gnn_kernel(kernels: pd.DataFrame, dataset: str, gnn: str) -> pd.DataFrame:
+    """The rows (indexed by limit) of the kernel that is ``gnn``'s infinite-width limit on ``dataset``: the exact one,
+    or its low-rank twin where the exact one was refused at both limits (for memory); empty if neither ran."""
+    ok = kernels[(kernels["dataset"] == dataset) & (kernels["status"] == "ok")]
+    name = GNN_KERNEL.get(gnn, "")
+    for kernel in (name, name + "_x"):
+        if (ok["kernel"] == kernel).any():
+            return ok[ok["kernel"] == kernel].set_index("limit")
+    return ok.iloc[:0].set_index("limit")
 
 
 def ntk_gnns(page: Page, gnns: pd.DataFrame, kernels: pd.DataFrame) -> None:
-    """The finite networks (GCN, GAT) trained in the same process as the first grid's kernels, and how many times
+    """The finite networks (``bench_ntk.py --gnns``) trained in the same process as ``kernels``, and how many times
     faster each limit is (kernel + inference seconds against training + inference seconds)."""
     page.add("## The finite networks, trained in the same process")
     page.add("Each kernel's finite network, trained with the package's defaults (100 epochs, full batch, the sparse fast path "
              "for the GCN and PyG's `GATConv` messages for the GAT; one seed), after that dataset's kernels of the first "
-             "table in the same process (`scripts/bench_ntk.py --gnns gcn gat`; a one-epoch warm-up first). Seconds: "
+             "table in the same process (`scripts/bench_ntk.py --gnns`; a one-epoch warm-up first). Seconds: "
              "training + inference, data loading apart; the kernels' seconds are those of the first table. "
              "The last column: the network's seconds over its kernel's, NNGP and NTK. Where the exact kernel is refused "
-             "for memory (PubMed's GATGP, above), its low-rank twin stands beside the network.")
-    body = []
+             "for memory (listed under the first table), its low-rank twin stands beside the network.")
+    body, errors = [], []
     for r in gnns.itertuples():
         if r.status != "ok":
-            body.append([r.dataset, str(r.gnn), "", r.error, "", "", "", ""])
+            errors.append(f"- {r.dataset}, gnn={r.gnn}: {r.error}")
             continue
-        ok = kernels[(kernels["dataset"] == r.dataset) & (kernels["status"] == "ok")]
-        name = GNN_KERNEL.get(r.gnn, "")
-        if not (ok["kernel"] == name).any():   # the exact kernel refused for memory (PubMed's GATGP): its low-rank twin
-            name += "_x"
-        cell = ok[ok["kernel"] == name].set_index("limit")
+        cell = gnn_kernel(kernels, r.dataset, r.gnn)
         times = [float(cell["seconds"].get(limit, math.nan)) for limit in ("nngp", "ntk")]
-        body.append([r.dataset, r.method, f"{r.test:.3f}", seconds(r.total_seconds),
-                     str(cell["method"].get("nngp", "")), *[number(cell["test"].get(limit, math.nan), 3) for limit in ("nngp", "ntk")],
+        label = str(cell["method"].iloc[0]).removesuffix("-NTK") if not cell.empty else "-"
+        body.append([r.dataset, r.method, f"{r.test:.3f}", seconds(r.total_seconds), label,
+                     *[number(cell["test"].get(limit, math.nan), 3) for limit in ("nngp", "ntk")],
                      " / ".join("-" if math.isnan(t) else f"{r.total_seconds / t:.0f}x" for t in times)])
     page.add(table(["dataset", "network", "test", "seconds", "its kernel", "NNGP", "NTK", "x (NNGP / NTK)"], body, right=(2, 3, 5, 6, 7)))
+    if errors:
+        page.add("Networks not trained, and why:\n\n" + "\n".join(errors))
 
 
 def ntk_grid(page: Page, rows: pd.DataFrame, grid: int) -> None:

@@ -32,6 +32,18 @@ def test_cora_through_the_mirror_reproduces_the_paper(tmp_path, data_overrides):
     assert abs(row["test"] - 0.8280) <= 0.002 and row["n_nodes"] == 2708
 
 
+def test_an_exact_kernel_refused_at_its_square_over_every_node_says_so(tmp_path, data_overrides):
+    """GATGP on PubMed: its blocks on the labelled and training nodes fit in 20 GiB, but the plan
+    squares over every node (its product's pairs exceed the pair limit); that square is refused
+    before it is computed, and the message says that it is the square that does not fit."""
+    out = in_process("run", "dataset=pubmed", "kernel=gatgp", "max_memory_gb=20", *data_overrides, f"hydra.run.dir={tmp_path}")
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert out.returncode == 1 and errors == [
+        "gnngp: error: the exact GATGP kernel on pubmed needs about 46.3 GiB to evaluate it over all 19,717 nodes at once but the "
+        "limit is 20.0 GiB (max_memory_gb; default half of the free memory); use the low-rank kernel (kernel=gatgp_x), "
+        "or raise max_memory_gb if the memory is yours"], out.stderr
+
+
 @pytest.mark.paper  # slow: runs in CI with -m paper
 def test_rerun_into_the_same_dir_appends_and_keeps_rows(tmp_path):
     for _ in range(2):
@@ -49,6 +61,8 @@ def test_rerun_into_the_same_dir_appends_and_keeps_rows(tmp_path):
         (["kernel=gcngp_x", "landmarks.count=100000"], "gnngp: error: landmarks.count=100000 exceeds the 300 training nodes"),
         (["dataset=custom"], "gnngp: error: dataset=custom needs dataset.path=<dir>"),
         (["max_memory_gb=0.000001"], "gnngp: error: the exact GCNGP kernel on csbm needs about"),
+        (["max_memory_gb=0.000001", "fit=mll"],
+         "gnngp: error: the exact GCNGP kernel on csbm needs about 91.9 MiB to fit it on its 300 training nodes but the limit is 1.0 KiB"),
         (["fit=mll", "kernel=ggp", "kernel.base.name=linear"], "gnngp: error: fit=mll needs a kernel with a trainable parameter"),
         (["fit=mll", "fit.learn=[nugget,sigma_b]"], "gnngp: error: fit=mll learns sigma_b on a log scale"),
     ],

@@ -157,8 +157,10 @@ def grid_bytes(num: int, bytes_per_entry: int, chunk_entries: int) -> float:
 
 
 def size_text(num_bytes: float) -> str:
-    """``9.6 GiB``, ``4.1 MiB``: sizes a reader can compare."""
-    return f"{num_bytes / 2**30:.1f} GiB" if num_bytes >= 2**30 else f"{num_bytes / 2**20:.1f} MiB"
+    """``9.6 GiB``, ``4.1 MiB``, ``1.0 KiB``: sizes a reader can compare."""
+    if num_bytes >= 2**30:
+        return f"{num_bytes / 2**30:.1f} GiB"
+    return f"{num_bytes / 2**20:.1f} MiB" if num_bytes >= 2**20 else f"{num_bytes / 2**10:.1f} KiB"
 
 
 def rowblock_estimate(
