@@ -347,11 +347,13 @@ def test_every_tangent_kernel_passes_at_two_layers(kernel):
     assert result.verdict.passed, (kernel, result.verdict.reason)
 
 
-@pytest.mark.paper  # 25 s alone at the default widths (at 64..256 the derivative plant, 6% of the kernel's norm, passed: too narrow to see)
-def test_gat_tangent_kernel_fails_with_half_the_product_rule_or_the_wrong_derivative_kernel(monkeypatch):
+@pytest.mark.paper  # a few seconds at widths 64..256
+def test_gat_tangent_kernel_fails_with_half_the_product_rule(monkeypatch):
     """GAT's attention multiplies a score by its message: its tangent kernel needs both terms of
-    the product rule. With one of them, or with the LeakyReLU's derivative kernel replaced by its
-    diagonal value, the empirical NTKs of wide GATs reject it, while the right kernel passes."""
+    the product rule. With one of them the empirical NTKs of wide GATs reject it, while the right
+    kernel passes. (The wrong derivative kernel is planted in the GCN's test above: the LeakyReLU
+    reads the same ``relu_derivative_expectation``; in GAT its diagonal value 1/2 moves the kernel
+    by 6% of its norm, which only the default widths, up to 1024, tell from noise.)"""
     from dataclasses import replace
 
     from gnngp_cli.kernels import blocks
@@ -359,7 +361,7 @@ def test_gat_tangent_kernel_fails_with_half_the_product_rule_or_the_wrong_deriva
     from gnngp_cli.verify.statistics import summarise
     from gnngp_cli.verify.task import prepare_check
 
-    cfg, prep = prepared("kernel=gatgp", "kernel.limit=ntk")
+    cfg, prep = prepared("kernel=gatgp", "kernel.limit=ntk", *NTK_SMALLER)
     evaluate = blocks.Product.evaluate
 
     def half_the_rule(self, k, ctx, nodes, cols=None, pairs=None):
@@ -369,21 +371,18 @@ def test_gat_tangent_kernel_fails_with_half_the_product_rule_or_the_wrong_deriva
         first, second = self._branch_outputs(k, ctx, nodes, cols, pairs, "factor")
         return replace(out, tangent=blocks.multiply_kernels(first.tangent, second, ctx, cols))   # Theta_1 o K2 alone
 
-    wrong = {}
-    for name, target, value in (("Theta_1 o K2 alone", blocks.Product, ("evaluate", half_the_rule)),
-                                ("g' = 1/2", blocks, ("relu_derivative_expectation", lambda cov, var_rows, var_cols: torch.full_like(cov, 0.5)))):
-        monkeypatch.setattr(target, *value)
-        wrong[name] = prepare_check(cfg).kernel
-        monkeypatch.undo()
-        assert not torch.allclose(wrong[name], prep.kernel), name      # the plant changed the kernel
+    monkeypatch.setattr(blocks.Product, "evaluate", half_the_rule)
+    wrong = prepare_check(cfg).kernel
+    monkeypatch.undo()
+    assert not torch.allclose(wrong, prep.kernel)                      # the plant changed the kernel
     v = cfg.verify
     samples = sample_deviations(prep.check, torch.zeros_like(prep.kernel), list(v.widths), v.seeds, cfg.seed)
     verdicts = {}
-    for name, kernel in [("right", prep.kernel), *wrong.items()]:
+    for name, kernel in (("right", prep.kernel), ("Theta_1 o K2 alone", wrong)):
         deviations = {width: rows - kernel.reshape(-1) for width, rows in samples.items()}
         verdicts[name] = summarise(deviations, float(torch.linalg.norm(kernel)), v.bootstrap, v.level, torch.Generator().manual_seed(cfg.seed))[1]
     assert verdicts["right"].passed, verdicts["right"]
-    assert not any(verdicts[name].passed for name in wrong), verdicts
+    assert not verdicts["Theta_1 o K2 alone"].passed, verdicts
 
 
 def test_verify_ntk_of_a_network_without_parameters_is_one_line(tmp_path):
