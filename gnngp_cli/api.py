@@ -25,19 +25,19 @@ from omegaconf import DictConfig
 
 from .backends import compute_options
 from .backends.local import LocalBackend
-from .cli_errors import check_group_choices, one_line, spellings
+from .cli.messages import check_group_choices, one_line, spellings
 from .compose import compose as compose_config
 from .config import needs_validation, training_times, validate
 from .data.container import GraphData
-from .data.graph import make_undirected
+from .graph.operators import make_undirected
 from .errors import ConfigError, DatasetError, GnngpError, ResourceError
-from .execute import run_job
-from .invariants import checked_rows
-from .job.gp import GPJob, GPRun
+from .cli.execute import run_job
+from .results.invariants import checked_rows
+from .job.gp_job import GPJob, GPRun
 from .job.loading import adopt_graph, load_graph
 from .kernels import KERNELS
 from .kernels.planner import exact_kernel
-from .metrics import Prediction as MetricInput
+from .metrics import MetricInput
 from .metrics import Scores
 
 log = logging.getLogger("gnngp")
@@ -136,7 +136,7 @@ class Prediction:
 
 class NodeGP:
     """A GP with a GNN kernel on the nodes of one graph, fitted as ``gnngp run`` fits it: the
-    same composed and validated config, the same job (:class:`~gnngp_cli.job.gp.GPJob`: landmarks,
+    same composed and validated config, the same job (:class:`~gnngp_cli.job.gp_job.GPJob`: landmarks,
     the candidates chosen on validation, ``fit=mll``, the nugget chosen on the validation nodes),
     on this process's device (``compute=local``).
 

@@ -22,7 +22,7 @@ from typing import Mapping, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from .data.registry import DATASETS, PRESETS
+from .data.datasets import DATASETS, PRESETS
 from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import KERNELS

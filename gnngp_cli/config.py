@@ -18,11 +18,12 @@ from typing import Any, Mapping, Optional
 
 from omegaconf import OmegaConf
 
-from .data.products import ORDERS, PRODUCTS
-from .data.registry import DATASETS, SPLIT_READS, SPLIT_WORDS
+from .graph.orders import ORDERS
+from .graph.sparse_product import PRODUCTS
+from .data.datasets import DATASETS, SPLIT_READS, SPLIT_WORDS
 from .errors import ConfigError
 from .gnn import GNNS
-from .gnn.registry import gnn_defaults
+from .gnn.baselines import gnn_defaults
 from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
 from .metrics import score_metrics
 from .schema import DEVICES, DTYPES, GNN_PROPAGATION, GNN_RECIPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS

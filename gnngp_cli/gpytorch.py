@@ -9,7 +9,7 @@ and base ``gamma`` are registered GPyTorch parameters (``raw_sigma_w`` ... with 
 constraints, ``alpha`` in ``Interval(0, 1)``), so an ``ExactGP`` with ``ScaleKernel`` and a
 ``GaussianLikelihood`` trains them with ``ExactMarginalLogLikelihood``.
 
-Correspondence with ``fit=mll`` (:mod:`gnngp_cli.job.fit`): ``ScaleKernel.outputscale = s^2`` and
+Correspondence with ``fit=mll`` (:mod:`gnngp_cli.gp.mll`): ``ScaleKernel.outputscale = s^2`` and
 ``GaussianLikelihood.noise = s^2 nu``. GPyTorch's objective divides by ``n``; with the ``C``
 one-hot columns as a ``C x n`` target (independent outputs, shared kernel) it returns one value
 per column, and their mean is ``fit=mll``'s objective ``log p(Y) / (n C)``.
@@ -31,9 +31,9 @@ except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError('gnngp_cli.gpytorch needs GPyTorch: pip install -e ".[gpytorch]"') from err
 
 from .config import finite_numbers, method_defaults, validate_kernel
-from .data.graph import Adjacency
+from .graph.operators import Adjacency
 from .errors import ConfigError
-from .job.fit import architecture_values, kernel_parameters, plan_parameters, training_kernel
+from .gp.mll import architecture_values, kernel_parameters, plan_parameters, training_kernel
 from .kernels import BASE_KERNELS, KERNELS, BaseKernel, KernelContext
 from .kernels.architectures import KERNEL_COMMON
 

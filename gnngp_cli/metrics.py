@@ -1,6 +1,6 @@
 """The metrics: one registry entry each, computed the same way on every backend.
 
-A metric reads a :class:`Prediction` of a group of nodes (posterior means, one column per
+A metric reads a :class:`MetricInput` of a group of nodes (posterior means, one column per
 nugget of a grid; latent variances at the chosen nugget; the targets) and turns it into a
 *state*: tensors that row groups reduce, added (counts, sums) or concatenated (the scores an
 ROC curve ranks). The value comes from the whole state, once. So the same entry serves the
@@ -37,7 +37,7 @@ Z95 = 1.959963984540054   # the 97.5% quantile of the standard normal: 95% centr
 
 
 @dataclass(frozen=True)
-class Prediction:
+class MetricInput:
     """What a metric reads of a group of ``n`` nodes: ``mean`` (``n x G x outputs``, a column
     per nugget), ``y`` (``n`` class ids or values) and, at the chosen nugget, the latent
     ``variance`` (``n x G``), the absolute nugget ``noise`` and the output scale ``s^2``
@@ -95,7 +95,7 @@ class Metric:
 
     name: str
     tasks: tuple[str, ...]
-    partial: Callable[[Prediction], State]
+    partial: Callable[[MetricInput], State]
     compute: Callable[[State], Tensor]
     kind: str = "score"
     classes: Optional[int] = None
@@ -103,7 +103,7 @@ class Metric:
     merge: Optional[Callable[[State, State], State]] = None
     default: Callable[[str, int], bool] = _never
     requires: str = ""
-    probabilistic: bool = False   # reads class probabilities at the chosen nugget (``Prediction.probs``): one column
+    probabilistic: bool = False   # reads class probabilities at the chosen nugget (``MetricInput.probs``): one column
 
     def applies(self, task: str, num_classes: int) -> bool:
         return task in self.tasks and (self.classes is None or num_classes == self.classes)
@@ -114,7 +114,7 @@ class Metric:
             return self.merge(a, b)
         return {key: torch.cat([a[key], b[key]]) if key in self.gather else a[key] + b[key] for key in a}
 
-    def value(self, prediction: Prediction) -> Tensor:
+    def value(self, prediction: MetricInput) -> Tensor:
         """The metric of one prediction, per column (a state of one group)."""
         return self.compute(self.partial(prediction))
 
@@ -122,7 +122,7 @@ class Metric:
 METRICS: dict[str, Metric] = {}
 
 
-def register_metric(name: str, tasks: tuple[str, ...], partial: Callable[[Prediction], State], compute: Callable[[State], Tensor], *,
+def register_metric(name: str, tasks: tuple[str, ...], partial: Callable[[MetricInput], State], compute: Callable[[State], Tensor], *,
                     kind: str = "score", classes: Optional[int] = None, gather: tuple[str, ...] = (),
                     merge: Optional[Callable[[State, State], State]] = None, default: Callable[[str, int], bool] = _never,
                     requires: str = "", probabilistic: bool = False) -> Metric:
@@ -172,7 +172,7 @@ def resolve_metric(requested: Optional[str], task: str, num_classes: int, datase
 
 def score(name: str, outputs: Tensor, y: Tensor) -> float:
     """Metric ``name`` of one prediction ``outputs`` (``n x outputs``) of the targets ``y``."""
-    return float(METRICS[name].value(Prediction(outputs.reshape(outputs.size(0), 1, -1), y))[0])
+    return float(METRICS[name].value(MetricInput(outputs.reshape(outputs.size(0), 1, -1), y))[0])
 
 
 def _ratio(total: Tensor, count: Tensor) -> Tensor:
@@ -182,7 +182,7 @@ def _ratio(total: Tensor, count: Tensor) -> Tensor:
 
 # --- score metrics ---------------------------------------------------------------------------
 
-def _accuracy(p: Prediction) -> State:
+def _accuracy(p: MetricInput) -> State:
     return {"correct": (p.mean.argmax(dim=2) == p.y[:, None]).double().sum(0), "count": p.count}
 
 
@@ -204,7 +204,7 @@ def positive_score(mean: Tensor) -> Tensor:
     return mean[..., 1] - mean[..., 0]
 
 
-def _roc_auc_state(p: Prediction) -> State:
+def _roc_auc_state(p: MetricInput) -> State:
     return {"scores": positive_score(p.mean).double(), "positive": (p.y == 1).to(torch.int8)}
 
 
@@ -230,7 +230,7 @@ register_metric("roc_auc", ("classification",), _roc_auc_state, _roc_auc, classe
                 default=_two_classes, requires="a two-class task")
 
 
-def _r2_state(p: Prediction) -> State:
+def _r2_state(p: MetricInput) -> State:
     y = p.y.double()
     empty = y.numel() == 0
     mean = y.mean() if not empty else y.new_zeros(())
@@ -267,18 +267,18 @@ register_metric("r2", ("regression",), _r2_state, _r2, merge=_r2_merge, default=
 
 # --- uncertainty: columns of the test nodes at the chosen nugget ---------------------------------
 
-def _nlpd(p: Prediction) -> State:
+def _nlpd(p: MetricInput) -> State:
     var = p.predictive_variance()
     err = (p.value() - p.y.double()[:, None]) ** 2
     return {"total": (0.5 * (torch.log(2 * math.pi * var) + err / var)).sum(0), "count": p.count}
 
 
-def _coverage(p: Prediction) -> State:
+def _coverage(p: MetricInput) -> State:
     err = (p.value() - p.y.double()[:, None]) ** 2
     return {"total": (err <= Z95 ** 2 * p.predictive_variance()).double().sum(0), "count": p.count}
 
 
-def _variance_where(correct: bool, p: Prediction) -> State:
+def _variance_where(correct: bool, p: MetricInput) -> State:
     right = p.mean.argmax(dim=2) == p.y[:, None]
     chosen = (right if correct else ~right) & p.in_distribution()[:, None]
     return {"total": (p.spread() * chosen).sum(0), "count": chosen.double().sum(0)}
@@ -294,7 +294,7 @@ register_metric("var_correct", ("classification",), functools.partial(_variance_
 register_metric("var_wrong", ("classification",), functools.partial(_variance_where, False), _mean_of, kind="uncertainty")    # ... and wrong predictions
 
 
-# --- uncertainty from class probabilities (classification; see gnngp_cli.probabilities) ----------
+# --- uncertainty from class probabilities (classification; see gnngp_cli.gp.probabilities) ----------
 # Calibration reads the in-distribution test rows; detection (AUROC, AUPR) tells the
 # out-of-distribution test rows of a protocol from the others, or, without one, the wrong
 # predictions from the right ones (misclassification detection). The arithmetic is torchmetrics'.
@@ -302,7 +302,7 @@ register_metric("var_wrong", ("classification",), functools.partial(_variance_wh
 ECE_BINS = 15   # equal-width confidence bins of ECE and MCE (the common choice)
 
 
-def _calibration_state(p: Prediction) -> State:
+def _calibration_state(p: MetricInput) -> State:
     keep = p.in_distribution()
     if p.probs is None:   # a method without class probabilities (a GNN regression): nothing to score
         return {"probs": torch.zeros(0, 1, dtype=torch.float64), "y": torch.zeros(0, dtype=torch.long)}
@@ -344,19 +344,22 @@ for _name, _compute in (("nll", _nll), ("brier", _brier), ("ece", functools.part
 UNCERTAINTY_SCORES = ("variance", "entropy", "maxprob")   # higher: more uncertain (maxprob scores 1 - max p)
 
 
-def uncertainty_score(p: Prediction, name: str) -> Tensor:
+def entropy(p: Tensor) -> Tensor:
+    """The entropy of each row of class probabilities."""
+    return -(p * torch.log(p.clamp_min(1e-300))).sum(-1)
+
+
+def uncertainty_score(p: MetricInput, name: str) -> Tensor:
     """One score per row (higher: more uncertain): the latent ``variance`` (NaN where the
     method has none), the ``entropy`` of the class probabilities, or ``1 - max p``."""
     if name == "variance":
         return p.spread()[:, 0] if p.variance is not None else torch.full((p.y.numel(),), math.nan, dtype=torch.float64)
     if p.probs is None:
         return torch.full((p.y.numel(),), math.nan, dtype=torch.float64)
-    from .probabilities import entropy
-
     return entropy(p.probs.double()) if name == "entropy" else 1 - p.probs.double().amax(1)
 
 
-def _detection_state(score: str, p: Prediction) -> State:
+def _detection_state(score: str, p: MetricInput) -> State:
     positive = p.ood if p.ood is not None else p.mean[:, 0, :].argmax(1) != p.y
     return {"scores": uncertainty_score(p, score).double(), "positive": positive.to(torch.int8)}
 
@@ -393,7 +396,7 @@ class Scores:
     states: dict[str, State] = field(default_factory=dict)
     metrics: dict[str, Metric] = field(default_factory=dict)   # label -> its metric (sent along to workers)
 
-    def add(self, label: str, metric: Metric, prediction: Prediction) -> None:
+    def add(self, label: str, metric: Metric, prediction: MetricInput) -> None:
         self.states[label] = metric.partial(prediction)
         self.metrics[label] = metric
 

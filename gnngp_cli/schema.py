@@ -130,7 +130,7 @@ class NuggetConfig(GridConfig):
 
 @dataclass
 class FitConfig:
-    """How GP hyperparameters are chosen (see gnngp_cli/job/fit.py)."""
+    """How GP hyperparameters are chosen (see gnngp_cli/gp/mll.py)."""
 
     method: str = "grid"                # grid: the nugget on the validation grid (the paper); mll: maximise the log marginal likelihood
     optimizer: str = "adam"             # mll: adam or lbfgs
@@ -145,7 +145,7 @@ class FitConfig:
 
 @dataclass
 class LikelihoodConfig:
-    """How a GP classifies (``likelihood=gaussian|dirichlet``; see gnngp_cli/job/likelihoods.py)."""
+    """How a GP classifies (``likelihood=gaussian|dirichlet``; see gnngp_cli/gp/likelihoods.py)."""
 
     name: str = "gaussian"              # gaussian: regress one-hot labels (the paper); dirichlet: Milios et al. 2018's Dirichlet-based GP classification
     alpha: Optional[float] = None       # dirichlet: the pseudo-count alpha_eps every class gets; null: the value of alpha_grid of the lowest validation NLL
@@ -157,7 +157,7 @@ class LikelihoodConfig:
 
 @dataclass
 class InferenceConfig:
-    """Predictions along training time (gnngp_cli/job/inference.py, TrainingTimes)."""
+    """Predictions along training time (gnngp_cli/gp/inference.py, TrainingTimes)."""
 
     time: Any = None                    # null: the GP posterior at the nugget chosen on validation; a training time t, inf (kernel regression), or a list of times, the best on validation chosen (early stopping)
     learning_rate: float = 1.0          # inference.time: eta of the full-batch gradient flow on the MSE loss 1/(2 n_train) sum ||f - y||^2
@@ -241,7 +241,7 @@ class PartitionConfig:
 
 @dataclass
 class LoggerConfig:
-    """Where ``logger=mlflow|tensorboard`` records each job (:mod:`gnngp_cli.tracking`). A
+    """Where ``logger=mlflow|tensorboard`` records each job (:mod:`gnngp_cli.cli.tracking`). A
     relative folder is read from the working directory, as ``hydra.run.dir`` is."""
 
     name: str = MISSING                 # mlflow or tensorboard (set by logger=<name>)

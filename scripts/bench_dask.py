@@ -97,8 +97,8 @@ def compare_local(args) -> None:
 
     from gnngp_cli.api import compose
     from gnngp_cli.backends.local import LocalBackend
-    from gnngp_cli.backends.rowblocks.backend import DaskBackend
-    from gnngp_cli.job.gp import GPJob
+    from gnngp_cli.backends.rowblocks.dask_backend import DaskBackend
+    from gnngp_cli.job.gp_job import GPJob
     from gnngp_cli.job.loading import load_graph
 
     rows = []

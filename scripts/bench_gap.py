@@ -93,7 +93,7 @@ def summarise(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 def main() -> None:
     from gnngp_cli.api import compose   # here, not above: scripts/docs_benchmarks.py reads summarise without torch
-    from gnngp_cli.execute import run_job
+    from gnngp_cli.cli.execute import run_job
     from gnngp_cli.job.loading import load_graph
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

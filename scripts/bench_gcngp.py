@@ -27,7 +27,7 @@ TARGETS = {("pubmed", "gcngp", None): (15.0, 3 * 1024), ("csbm", "gcngp_x", 1_00
 
 def run_case(dataset: str, kernel: str, extra: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "gnngp_cli.cli", "run", f"dataset={dataset}", f"kernel={kernel}", f"hydra.run.dir={tmp}", *extra]
+        cmd = [sys.executable, "-m", "gnngp_cli.cli.main", "run", f"dataset={dataset}", f"kernel={kernel}", f"hydra.run.dir={tmp}", *extra]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0 or not Path(tmp, "results.csv").is_file():
             return {"dataset": dataset, "kernel": kernel, "status": "error", "error": (out.stderr.strip().splitlines() or ["?"])[-1]}

@@ -26,7 +26,7 @@ import pandas as pd
 from gnngp_cli.api import compose
 from gnngp_cli.data.heterophily import HETEROPHILY_NAMES
 from gnngp_cli.errors import DatasetUnavailable, GnngpError
-from gnngp_cli.execute import run_job
+from gnngp_cli.cli.execute import run_job
 from gnngp_cli.job.loading import load_graph
 
 GNNS = ["gcn", "sage"]

@@ -70,7 +70,7 @@ def _reset_peak() -> None:
 def one_dataset(dataset: str, kernels: list[str], stand_in: bool) -> list[dict]:
     """Run in a child process: every kernel on one dataset."""
     from gnngp_cli.api import compose
-    from gnngp_cli.execute import run_job
+    from gnngp_cli.cli.execute import run_job
     from gnngp_cli.job.loading import load_graph
 
     rows = []

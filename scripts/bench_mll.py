@@ -16,7 +16,7 @@ import statistics
 import sys
 
 from gnngp_cli.api import compose
-from gnngp_cli.execute import run_job
+from gnngp_cli.cli.execute import run_job
 from gnngp_cli.job.loading import load_graph
 
 BAR = 20.0

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from gnngp_cli.api import compose
-from gnngp_cli.execute import run_job
+from gnngp_cli.cli.execute import run_job
 from gnngp_cli.job.loading import load_graph
 
 # their reported test metric (x100): mean, std over 10 splits, at their best depth

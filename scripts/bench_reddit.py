@@ -89,8 +89,8 @@ def timed_run(root: Path, overrides: list[str]) -> dict:
 def phases(root: Path, overrides: list[str]) -> list[tuple[str, float, float]]:
     """``(phase, seconds, peak GB)`` of one in-process run, phase by phase."""
     from gnngp_cli.api import compose, run
-    from gnngp_cli.data import graph
-    from gnngp_cli.job import gp, loading
+    from gnngp_cli.graph import operators as graph
+    from gnngp_cli.job import gp_job as gp, loading
     from gnngp_cli.kernels import blocks
 
     state = {"phase": "start", "since": time.perf_counter()}

@@ -12,7 +12,7 @@ Methods, each on the same ``Q`` (``max_err``: largest difference from ``torch``)
 
 - ``torch``: today's product, ``torch.sparse.mm`` on the CSR matrix (MKL), by row blocks;
 - ``colblock``: the same product on column slices of 64, each slice contiguous;
-- ``tiled``: :class:`gnngp_cli.data.products.TiledProduct` (128-column slices, 4 MiB source tiles);
+- ``tiled``: :class:`gnngp_cli.graph.sparse_product.TiledProduct` (128-column slices, 4 MiB source tiles);
 - with ``--orders``: ``tiled`` and ``torch`` under ``data.order=rcm`` and ``metis``
   (the order's own seconds in ``order_s``).
 
@@ -92,8 +92,8 @@ def traffic(method: str, nnz: int, nodes: int, width: int, tiles: int) -> float:
 
 
 def main() -> None:
-    from gnngp_cli.data.graph import Adjacency
-    from gnngp_cli.data.products import node_order
+    from gnngp_cli.graph.operators import Adjacency
+    from gnngp_cli.graph.orders import node_order
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--graph", choices=("random", "communities"), default="random")

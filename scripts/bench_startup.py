@@ -62,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     python = sys.executable
-    gnngp = [python, "-m", "gnngp_cli.cli"]
+    gnngp = [python, "-m", "gnngp_cli.cli.main"]
     tmp = Path(tempfile.mkdtemp(prefix="gnngp-bench-startup-"))
     base, helps, runs, computes = [], [], [], []
     cpu = {"base": [], "help": [], "run": []}

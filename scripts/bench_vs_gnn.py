@@ -31,7 +31,7 @@ import pandas as pd
 
 from gnngp_cli.api import compose
 from gnngp_cli.errors import GnngpError
-from gnngp_cli.execute import run_job
+from gnngp_cli.cli.execute import run_job
 from gnngp_cli.job.loading import load_graph
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon", "squirrel"]

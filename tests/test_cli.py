@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from trust_helpers import in_process
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main"]
 
 
 def gnngp(*args, cwd=None, env=None):
@@ -169,7 +169,7 @@ def test_version_and_unknown_command():
 def test_help_cfg_report_and_config_errors_import_neither_torch_geometric_nor_ogb(tmp_path):
     for args in (["run", "--help"], ["run", "--cfg", "job"], ["run", "dataset=coraa"], ["run", "runs=two"],
                  ["report", str(tmp_path), "--out", str(tmp_path / "r")], ["run", f"hydra.run.dir={tmp_path / 'csbm'}"]):
-        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "gnngp_cli.cli", *args], capture_output=True, text=True, timeout=600)
+        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "gnngp_cli.cli.main", *args], capture_output=True, text=True, timeout=600)
         modules = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
         assert "torch_geometric" not in modules and "ogb" not in modules, args
 
@@ -195,7 +195,7 @@ def test_a_stand_in_says_so_beside_the_dataset_name(tmp_path, monkeypatch, caplo
 
     from gnngp_cli.api import compose
     from gnngp_cli.data import DATASETS
-    from gnngp_cli.execute import execute
+    from gnngp_cli.cli.execute import execute
 
     monkeypatch.setitem(DATASETS, "arxiv", replace(DATASETS["arxiv"], stand_in=(2000, 8000, 16, 5, 0.54, 0.18)))
     monkeypatch.delenv("GNNGP_DATA_MIRROR", raising=False)

@@ -21,8 +21,8 @@ def _options(group: str) -> list[str]:
 def test_every_option_of_every_registry_composes_validates_and_describes_each_key(group):
     """Every option of the registries and of the CLI's choices composes and validates, and every key
     of what it composes has a description (`gnngp run --help` lists them; fit and compute: test_help)."""
-    from gnngp_cli.cli_errors import group_options
-    from gnngp_cli.cli_help import config_key_lines
+    from gnngp_cli.cli.messages import group_options
+    from gnngp_cli.cli.help import config_key_lines
 
     names = sorted({*_options(group), *group_options(group)})
     assert len(names) >= 10

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gnngp_cli.api import compose, run
-from gnngp_cli.cli_errors import group_options
+from gnngp_cli.cli.messages import group_options
 from gnngp_cli.config import validate
 from gnngp_cli.errors import ConfigError
 from gnngp_cli.runtime import resolve_device, start_job

@@ -8,9 +8,9 @@ import torch
 
 from gnngp_cli.api import compose, run
 from gnngp_cli.config import resolve_method_defaults
-from gnngp_cli.data.graph import Adjacency
+from gnngp_cli.graph.operators import Adjacency
 from gnngp_cli.errors import ConfigError, KernelError
-from gnngp_cli.job.fit import log_marginal_likelihood, plan_parameters, training_kernel
+from gnngp_cli.gp.mll import log_marginal_likelihood, plan_parameters, training_kernel
 from gnngp_cli.kernels import (
     Add, BaseKernel, Bias, Conv, Input, Kernel, KernelContext, MixedWeight, ReLU, Scale, Serial, Weight,
 )
@@ -187,8 +187,8 @@ def test_fit_mll_without_validation_labels_writes_fitted_values():
 @pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
 @pytest.mark.parametrize("kernel", ["gcngp", "gcngp_x"])
 def test_fit_mll_increases_the_objective_and_adam_and_lbfgs_agree(kernel):
-    from gnngp_cli.job.fit import fit_hyperparameters
-    from gnngp_cli.job.inference import regression_targets
+    from gnngp_cli.gp.mll import fit_hyperparameters
+    from gnngp_cli.gp.inference import regression_targets
     from gnngp_cli.job.loading import load_graph
     from gnngp_cli.kernels import KERNELS
 
@@ -268,7 +268,7 @@ def test_a_nystrom_factor_with_an_eigenvalue_of_zero_has_a_finite_gradient():
 
 def test_a_gradient_that_is_not_finite_is_a_one_line_error_naming_the_parameter(monkeypatch):
     """Adam would turn the parameters into NaN and fail a step later, blaming fit.lr."""
-    import gnngp_cli.job.fit as fit
+    import gnngp_cli.gp.mll as fit
 
     objective = fit.log_marginal_likelihood
 
@@ -285,7 +285,7 @@ def test_a_gradient_that_is_not_finite_is_a_one_line_error_naming_the_parameter(
 def test_a_job_on_data_loaded_for_another_job_gets_its_own_method_defaults():
     """The benchmarks load a dataset once and run several configs on it (scripts/bench_mll.py
     failed: the second config's sigma_b stayed null)."""
-    from gnngp_cli.execute import run_job
+    from gnngp_cli.cli.execute import run_job
     from gnngp_cli.job.loading import load_graph
 
     common = ["dataset.num_nodes=300", "kernel=gcngp"]

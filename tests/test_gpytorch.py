@@ -6,12 +6,12 @@ import torch
 gpytorch = pytest.importorskip("gpytorch")
 
 from gnngp_cli.api import compose  # noqa: E402
-from gnngp_cli.job.fit import log_marginal_likelihood, training_kernel  # noqa: E402
-from gnngp_cli.job.inference import regression_targets  # noqa: E402
+from gnngp_cli.gp.mll import log_marginal_likelihood, training_kernel  # noqa: E402
+from gnngp_cli.gp.inference import regression_targets  # noqa: E402
 from gnngp_cli.job.loading import load_graph  # noqa: E402
 from gnngp_cli.gpytorch import GNNGPKernel  # noqa: E402
 from gnngp_cli.kernels import KERNELS, BaseKernel, KernelContext  # noqa: E402
-from gnngp_cli.data.graph import Adjacency  # noqa: E402
+from gnngp_cli.graph.operators import Adjacency  # noqa: E402
 
 
 class NodeGP(gpytorch.models.ExactGP):

@@ -63,7 +63,7 @@ def test_edge_helpers_equal_pyg_coalesce_and_to_undirected():
     from torch_geometric.utils import coalesce as pyg_coalesce
     from torch_geometric.utils import to_undirected
 
-    from gnngp_cli.data.graph import coalesce, make_undirected
+    from gnngp_cli.graph.operators import coalesce, make_undirected
 
     g = torch.Generator().manual_seed(0)
     n = 50
@@ -82,7 +82,7 @@ def test_the_convolution_by_row_blocks_equals_the_one_product(monkeypatch):
     import torch
 
     from gnngp_cli import runtime
-    from gnngp_cli.data.graph import Adjacency
+    from gnngp_cli.graph.operators import Adjacency
 
     g = torch.Generator().manual_seed(2)
     edges = torch.randint(0, 300, (2, 2000), generator=g)
@@ -101,7 +101,7 @@ def test_a_large_adjacency_holds_only_its_csr_form_and_rebuilds_its_edge_list(mo
     import torch
 
     from gnngp_cli import runtime
-    from gnngp_cli.data.graph import Adjacency
+    from gnngp_cli.graph.operators import Adjacency
 
     g = torch.Generator().manual_seed(3)
     edges = torch.randint(0, 200, (2, 900), generator=g)

@@ -13,7 +13,7 @@ import torch
 
 from gnngp_cli.data import Adjacency, DataStore
 from gnngp_cli.data.heterophily import HETEROPHILY_NAMES, load_heterophily
-from gnngp_cli.data.graph import h2gcn_operators, two_hop_edges
+from gnngp_cli.graph.operators import h2gcn_operators, two_hop_edges
 from gnngp_cli.errors import ConfigError, DatasetError
 from gnngp_cli.kernels import BaseKernel, KernelContext
 from gnngp_cli.kernels.architectures import composed, gprgp, h2gcn
@@ -21,9 +21,9 @@ from gnngp_cli.kernels.blocks import Input, ReLU, Serial, Weight
 from gnngp_cli.kernels.planner import exact_kernel, pair_diagonal
 from gnngp_cli.kernels.filters import HopConv, Poly
 from gnngp_cli.kernels.pairs import PatternTooLarge
-from gnngp_cli.metrics import METRICS, Prediction, resolve_metric
+from gnngp_cli.metrics import METRICS, MetricInput, resolve_metric
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main"]
 
 
 def gnngp(*args, env=None):
@@ -224,7 +224,7 @@ def roc_auc_curve(scores: torch.Tensor, positive: torch.Tensor) -> list[float]:
     """The registry's roc_auc of each column of ``scores`` (two-class outputs ``[0, score]``)."""
     scores = scores.reshape(scores.size(0), -1)
     mean = torch.stack([torch.zeros_like(scores), scores], dim=2)
-    return METRICS["roc_auc"].value(Prediction(mean, positive.long())).tolist()
+    return METRICS["roc_auc"].value(MetricInput(mean, positive.long())).tolist()
 
 
 @pytest.mark.parametrize("scores, labels, expected", [

@@ -283,7 +283,7 @@ def test_the_relu_root_by_row_blocks_equals_the_whole_one(monkeypatch):
     blocks into one output, so its temporaries are a block's; the root is the same."""
     import torch
 
-    from gnngp_cli.kernels import roots
+    from gnngp_cli.kernels import torch_roots as roots
 
     g = torch.Generator().manual_seed(0)
     q = torch.randn(1000, 40, generator=g, dtype=torch.float64)

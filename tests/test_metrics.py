@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from gnngp_cli.metrics import METRICS, Prediction, Scores, merge_scores
+from gnngp_cli.metrics import METRICS, MetricInput, Scores, merge_scores
 
 
-def prediction_for(metric, n: int = 90, columns: int = 4, seed: int = 0) -> Prediction:
+def prediction_for(metric, n: int = 90, columns: int = 4, seed: int = 0) -> MetricInput:
     """A random prediction of a task the metric fits (``columns`` nuggets), with variances."""
     g = torch.Generator().manual_seed(seed)
     classes = metric.classes or (3 if "classification" in metric.tasks else 1)
@@ -23,12 +23,12 @@ def prediction_for(metric, n: int = 90, columns: int = 4, seed: int = 0) -> Pred
     if metric.probabilistic:   # class probabilities at one nugget, a third of the rows out of distribution
         mean, variance = mean[:, :1], variance[:, :1]
         ood = torch.rand(n, generator=g) < 0.33
-        return Prediction(mean, y, variance, noise=0.2, output_scale=1.5, probs=torch.softmax(mean[:, 0], 1), ood=ood)
-    return Prediction(mean, y, variance, noise=0.2, output_scale=1.5)
+        return MetricInput(mean, y, variance, noise=0.2, output_scale=1.5, probs=torch.softmax(mean[:, 0], 1), ood=ood)
+    return MetricInput(mean, y, variance, noise=0.2, output_scale=1.5)
 
 
-def rows(p: Prediction, index: torch.Tensor) -> Prediction:
-    return Prediction(p.mean[index], p.y[index], p.variance[index], p.noise, p.output_scale,
+def rows(p: MetricInput, index: torch.Tensor) -> MetricInput:
+    return MetricInput(p.mean[index], p.y[index], p.variance[index], p.noise, p.output_scale,
                       None if p.probs is None else p.probs[index], None if p.ood is None else p.ood[index])
 
 

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from gnngp_cli.job.fit import FitResult
-from gnngp_cli.results import summary_line
+from gnngp_cli.gp.mll import FitResult
+from gnngp_cli.results.writing import summary_line
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main"]
 
 
 def gnngp(*args, env=None):

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from gnngp_cli.api import compose, run
 from gnngp_cli.backends import BACKENDS
-from gnngp_cli.cli import main
+from gnngp_cli.cli.main import main
 from gnngp_cli.data import DATASETS, generate_csbm, register_dataset
 from gnngp_cli.errors import ConfigError
 from gnngp_cli.kernels import KERNELS

@@ -4,9 +4,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnngp_cli.data import products
-from gnngp_cli.data.graph import Adjacency
-from gnngp_cli.data.products import TiledProduct, cached_order, check_order, node_order, resolve_product
+from gnngp_cli.graph import sparse_product as products
+from gnngp_cli.graph.operators import Adjacency
+from gnngp_cli.data.order_cache import cached_order
+from gnngp_cli.graph.orders import check_order, node_order
+from gnngp_cli.graph.sparse_product import TiledProduct, resolve_product
 from gnngp_cli.errors import ConfigError
 
 from trust_helpers import run

@@ -33,7 +33,7 @@ def test_quiet_when_disabled_or_short(caplog):
 
 def gnngp(*args):
     env = {**os.environ, "GNNGP_PROGRESS_SECONDS": "0.001"}   # stderr is a pipe here, as in CI or SLURM
-    return subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "run", *args], capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run([sys.executable, "-m", "gnngp_cli.cli.main", "run", *args], capture_output=True, text=True, env=env, timeout=600)
 
 
 def test_gnn_epochs_log_loss_and_validation_metric_without_a_terminal(tmp_path):
@@ -94,8 +94,8 @@ def test_an_h2gcn_kernel_on_a_small_graph_reports_each_path_of_its_readout(tmp_p
     path being computed, and no two lines of the stage come closer than the interval."""
     from gnngp_cli import progress as progress_module
     from gnngp_cli.api import compose
-    from gnngp_cli.data.graph import Adjacency
-    from gnngp_cli.execute import run_job
+    from gnngp_cli.graph.operators import Adjacency
+    from gnngp_cli.cli.execute import run_job
 
     interval = 0.05
     monkeypatch.setattr(progress_module, "INTERVAL", interval)

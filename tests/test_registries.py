@@ -12,13 +12,13 @@ from torch_geometric.data import Data
 
 from gnngp_cli.api import compose
 from gnngp_cli.errors import ConfigError
-from gnngp_cli.cli import main
+from gnngp_cli.cli.main import main
 from gnngp_cli.data import DATASETS, register_dataset
 from gnngp_cli.gnn import GNN, GNNS, register_gnn
 from gnngp_cli.kernels import KERNELS, Conv, Input, ReLU, Serial, Weight, register_kernel
 from gnngp_cli.kernels.architectures import Parameter
 from gnngp_cli.kernels.networks import WideNetwork
-from gnngp_cli.metrics import METRICS, Prediction, register_metric
+from gnngp_cli.metrics import METRICS, MetricInput, register_metric
 from gnngp_cli.schema import DatasetConfig, GNNConfig, KernelConfig
 
 
@@ -59,7 +59,7 @@ class SGCNetwork(WideNetwork):
         return h
 
 
-def balanced_accuracy_state(p: Prediction) -> dict:
+def balanced_accuracy_state(p: MetricInput) -> dict:
     """Per nugget column, the right predictions of each class and each class's count (they add up over row groups)."""
     one_hot = torch.nn.functional.one_hot(p.y, p.mean.size(2)).double()
     right = (p.mean.argmax(dim=2) == p.y[:, None]).double()

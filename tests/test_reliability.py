@@ -23,8 +23,8 @@ from gnngp_cli.api import compose
 from gnngp_cli.data import DataStore, load_dataset
 from gnngp_cli.data.cache import PROCESSED
 from gnngp_cli.errors import ConfigError
-from gnngp_cli.results import ResultsNotWritten, append_rows
-from gnngp_cli.rowfile import check_row, read_rows
+from gnngp_cli.results.writing import ResultsNotWritten, append_rows
+from gnngp_cli.results.rowfile import check_row, read_rows
 
 from trust_helpers import in_process, run, split_masks, write_graph
 
@@ -268,7 +268,7 @@ def test_a_grid_scored_by_chunks_chooses_what_one_pass_chooses(monkeypatch, data
     """The same job with chunks of 128 nuggets (ROW_BLOCK_ENTRIES shrunk) and in one pass."""
     from gnngp_cli import runtime
     from gnngp_cli.backends import LocalBackend
-    from gnngp_cli.job.gp import GPJob
+    from gnngp_cli.job.gp_job import GPJob
 
     def first(cfg):
         backend = LocalBackend(cfg)

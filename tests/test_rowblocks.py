@@ -20,12 +20,12 @@ import torch
 
 from gnngp_cli.api import compose, run
 from gnngp_cli.backends.local import LocalBackend
-from gnngp_cli.backends.rowblocks.backend import DaskBackend
+from gnngp_cli.backends.rowblocks.dask_backend import DaskBackend
 from gnngp_cli.data import DataStore
 from gnngp_cli.data import papers100m
 from gnngp_cli.data.shards import load_part, read_meta, write_data
 from gnngp_cli.errors import ComputeError, ConfigError, DatasetError, ResourceError
-from gnngp_cli.job.gp import GPJob
+from gnngp_cli.job.gp_job import GPJob
 
 distributed = pytest.importorskip("distributed")
 
@@ -118,8 +118,8 @@ def blocked_toy(tmp_path: Path, edge_index: torch.Tensor, x: torch.Tensor):
     ``(graph, store, folder of X's files, X read from them)``."""
     from torch_geometric.data import Data
 
-    from gnngp_cli.backends.rowblocks.graph import ShardedGraph
-    from gnngp_cli.backends.rowblocks.store import RootStore
+    from gnngp_cli.backends.rowblocks.sharded_graph import ShardedGraph
+    from gnngp_cli.backends.rowblocks.root_files import RootStore
 
     n = x.size(0)
     data = Data(x=x, y=torch.zeros(n, dtype=torch.long), edge_index=edge_index,
@@ -134,9 +134,9 @@ def blocked_toy(tmp_path: Path, edge_index: torch.Tensor, x: torch.Tensor):
 
 def test_the_blocked_product_reads_only_the_row_blocks_its_columns_touch(tmp_path, monkeypatch):
     """A graph of two disconnected halves: each output block reads only the source blocks of its own half."""
-    from gnngp_cli.data.graph import Adjacency
-    from gnngp_cli.backends.rowblocks import graph as blocked
-    from gnngp_cli.backends.rowblocks.store import read_block
+    from gnngp_cli.graph.operators import Adjacency
+    from gnngp_cli.backends.rowblocks import sharded_graph as blocked
+    from gnngp_cli.backends.rowblocks.root_files import read_block
 
     n = 40
     left = torch.tensor([[i, i + 1] for i in range(0, 19)] + [[i + 1, i] for i in range(0, 19)]).T
@@ -157,7 +157,7 @@ def test_the_blocked_product_reads_only_the_row_blocks_its_columns_touch(tmp_pat
 @pytest.mark.parametrize("kind", ["sym", "row"])
 def test_the_blocked_product_over_many_source_blocks_equals_the_whole_product(tmp_path, kind):
     """Every output block touches most of the 12 source blocks, as on a random graph."""
-    from gnngp_cli.data.graph import Adjacency
+    from gnngp_cli.graph.operators import Adjacency
 
     n = 120
     g = torch.Generator().manual_seed(3)
@@ -178,7 +178,7 @@ def test_the_roots_of_a_killed_run_on_this_host_are_removed_by_the_next(tmp_path
     import json
     import socket
 
-    from gnngp_cli.backends.rowblocks.store import MARK, OWNER, RootStore
+    from gnngp_cli.backends.rowblocks.root_files import MARK, OWNER, RootStore
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     here = socket.gethostname()
@@ -210,7 +210,7 @@ def test_the_free_space_check_counts_the_last_runs_files_as_free(tmp_path):
     """A second run (the next seed) is checked after the first run's files are cleared."""
     import dask.array as da
 
-    from gnngp_cli.backends.rowblocks.store import RootStore
+    from gnngp_cli.backends.rowblocks.root_files import RootStore
 
     store = RootStore(tmp_path)
     store.written(da.ones((40, 3), chunks=(10, 3)), "a root")
@@ -222,7 +222,7 @@ def test_the_free_space_check_counts_the_last_runs_files_as_free(tmp_path):
 def test_gathered_rows_keep_the_order_asked_for(tmp_path):
     import dask.array as da
 
-    from gnngp_cli.backends.rowblocks.store import RootStore
+    from gnngp_cli.backends.rowblocks.root_files import RootStore
 
     x = np.arange(60.0).reshape(20, 3)
     store = RootStore(tmp_path)
@@ -235,7 +235,7 @@ def test_a_non_finite_root_is_one_line_naming_what(tmp_path):
     import dask.array as da
 
     from gnngp_cli.errors import KernelError
-    from gnngp_cli.backends.rowblocks.store import RootStore
+    from gnngp_cli.backends.rowblocks.root_files import RootStore
 
     store = RootStore(tmp_path)
     with pytest.raises(KernelError, match=r"^input layer: the kernel has NaN or infinite entries; lower the sigmas"):
@@ -574,7 +574,7 @@ def test_two_jobs_that_find_no_shards_partition_them_once(tmp_path, mirror, monk
     """Two jobs (threads here; processes take the same ``flock``) that both find a dataset's cached
     shards missing: one writes them while the other waits, then reads what was written, instead of
     rewriting files the first is reading (a shard read short failed a CI run)."""
-    from gnngp_cli.backends.rowblocks import backend
+    from gnngp_cli.backends.rowblocks import dask_backend as backend
 
     calls = []
     write = backend.partition
@@ -608,7 +608,7 @@ def test_a_root_written_twice_is_read_back_both_times(tmp_path):
     store gives the array read from its files, not the lazy graph that would compute it again."""
     import dask.array as da
 
-    from gnngp_cli.backends.rowblocks.store import RootStore
+    from gnngp_cli.backends.rowblocks.root_files import RootStore
 
     store = RootStore(tmp_path / "roots")
     q = da.from_array(np.arange(40.0).reshape(20, 2), chunks=(10, 2)) * 2.0

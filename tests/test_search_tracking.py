@@ -13,10 +13,10 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from gnngp_cli import sweep as sweep_module
-from gnngp_cli import tracking
+from gnngp_cli.cli import sweep as sweep_module
+from gnngp_cli.cli import tracking
 from gnngp_cli.compose import config_dir
-from gnngp_cli.execute import TrialFailed, objective
+from gnngp_cli.cli.execute import TrialFailed, objective
 from trust_helpers import in_process
 
 
@@ -71,7 +71,7 @@ def test_every_logger_preset_composes_to_its_callback(option, tmp_path):
     pytest.importorskip("mlflow" if option == "mlflow" else "tensorboard")
     key = "tracking_uri" if option == "mlflow" else "save_dir"
     cfg = composed(f"logger={option}", f"logger.{key}={tmp_path / option}")
-    assert cfg.logger.name == option and cfg.hydra.callbacks.summary._target_ == "gnngp_cli.sweep.SweepSummary"
+    assert cfg.logger.name == option and cfg.hydra.callbacks.summary._target_ == "gnngp_cli.cli.sweep.SweepSummary"
     from hydra.utils import instantiate
 
     callback = instantiate(cfg.hydra.callbacks.tracking)   # as Hydra does before the first job: the store opens
@@ -132,16 +132,16 @@ def test_a_search_without_multirun_is_one_line(tmp_path):
 
 
 def test_search_and_logger_are_not_settings_of_a_row():
-    from gnngp_cli.resume import job_overrides
+    from gnngp_cli.results.resume import job_overrides
 
     assert job_overrides(["hparams_search=optuna", "depth=3", "logger=mlflow", "logger.tracking_uri=/x", "model=gcngp_x"]) == \
         '["depth=3", "model=gcngp_x"]'
 
 
 def test_starting_gnngp_run_imports_neither_mlflow_nor_optuna():
-    code = ("import sys; from gnngp_cli.cli import main\n"
+    code = ("import sys; from gnngp_cli.cli.main import main\n"
             "main(['run', '--help'])\n"
-            "from gnngp_cli import tracking; tracking.check_extras(['-m', 'logger=mlflow', 'hparams_search=optuna'])\n"
+            "from gnngp_cli.cli import tracking; tracking.check_extras(['-m', 'logger=mlflow', 'hparams_search=optuna'])\n"
             "print(sorted(m for m in ('mlflow', 'optuna', 'tensorboard', 'torch.utils.tensorboard') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -167,7 +167,7 @@ def test_the_objective_is_the_mean_validation_metric_and_a_failure_is_a_failed_t
 def test_a_resumed_job_gives_the_value_of_the_rows_it_kept(tmp_path, data_overrides):
     """resume=true in a search: a job whose runs are all there is skipped, and still gives its value."""
     from gnngp_cli.api import compose
-    from gnngp_cli.execute import execute
+    from gnngp_cli.cli.execute import execute
 
     overrides = ["dataset=cora", "kernel=gcngp_x", "landmarks.count=40", "runs=2", "resume=true"]
     cfg = compose([*overrides, *data_overrides])

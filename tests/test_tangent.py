@@ -243,7 +243,7 @@ def test_a_kernel_without_trained_parameters_is_refused_with_the_ntk(name):
 def _posteriors(seed: int = 0):
     """An exact and a low-rank posterior of the same kernel ``K = Q Q^T`` (40 nodes, 15 of them
     training nodes, two outputs), with the prediction features of each."""
-    from gnngp_cli.job.inference import ExactPosterior, LowRankPosterior, TrainingStatistics, low_rank_statistics
+    from gnngp_cli.gp.inference import ExactPosterior, LowRankPosterior, TrainingStatistics, low_rank_statistics
 
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(40, 25, generator=g, dtype=torch.float64)
@@ -256,7 +256,7 @@ def _posteriors(seed: int = 0):
 
 
 def test_infinite_training_time_is_kernel_regression_and_equals_the_gp_mean_at_zero_nugget():
-    from gnngp_cli.job.inference import TrainingTimes
+    from gnngp_cli.gp.inference import TrainingTimes
 
     k, q, train, y, exact, low = _posteriors()
     every = torch.arange(40)
@@ -272,7 +272,7 @@ def test_infinite_training_time_is_kernel_regression_and_equals_the_gp_mean_at_z
 def test_short_training_stays_near_the_prior_mean_and_moves_along_the_kernel_gradient():
     """``f_0 = 0`` (the prior mean), ``f_t ~ rate t Theta[*, b] y`` for small ``t`` (one gradient
     step), the training error falls with ``t``, and exact and low rank agree at every time."""
-    from gnngp_cli.job.inference import TrainingTimes
+    from gnngp_cli.gp.inference import TrainingTimes
 
     k, q, train, y, exact, low = _posteriors(1)
     every = torch.arange(40)
@@ -309,7 +309,7 @@ def test_the_output_variance_after_training_time_is_that_of_the_linearised_netwo
     its NNGP ``K = Q Q^T``; and the NNGP alone, ``Theta = K``) against the variance of the linear
     map the trained network's output is of its initial one: at ``t = 0`` the prior ``diag K``, at
     ``t = inf`` on the NNGP the GP's noise-free posterior variance. The statistics add over row blocks."""
-    from gnngp_cli.job.inference import ExactPosterior, LowRankPosterior, TrainingStatistics, TrainingTimes, low_rank_statistics
+    from gnngp_cli.gp.inference import ExactPosterior, LowRankPosterior, TrainingStatistics, TrainingTimes, low_rank_statistics
 
     g = torch.Generator().manual_seed(3)
     n, rate = 40, 0.3
@@ -360,7 +360,7 @@ def test_cli_runs_the_tangent_kernel_along_training_time_and_records_it(tmp_path
     assert row["method"] == "GCNGP-NTK" and row["limit"] == "ntk" and row["time"] in (10.0, 1000.0, math.inf)
     assert math.isnan(row["nugget"]) and math.isfinite(row["nll"]) and 0 < row["var_correct"] < row["var_wrong"]   # the trained network's spread
     assert json.loads(row["extra"])["times"] == [10.0, 1000.0, "inf"]
-    from gnngp_cli.results import summary_line
+    from gnngp_cli.results.writing import summary_line
 
     assert f"training time {row['time']:.3g})" in summary_line(row.to_dict())
     code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp_x", f"data.mirror={mirror}", run_dir=tmp_path / "nngp")
@@ -415,7 +415,7 @@ def test_nodegp_refuses_training_times(mirror, tmp_path):
 def test_low_rank_tangent_root_by_row_blocks_equals_the_whole(monkeypatch):
     """Past ``runtime.ROW_BLOCK_ENTRIES`` the ReLU's tangent root goes by row blocks (as on Dask)."""
     from gnngp_cli import runtime
-    from gnngp_cli.kernels.roots import TorchRoots
+    from gnngp_cli.kernels.torch_roots import TorchRoots
 
     g = torch.Generator().manual_seed(0)
     q, p = torch.randn(500, 20, generator=g, dtype=torch.float64), torch.randn(500, 30, generator=g, dtype=torch.float64)
@@ -432,7 +432,7 @@ def test_the_relu_and_the_weight_after_it_in_one_pass_keep_the_tangent_root_as_w
     landmark exactly, with ``r`` columns rather than ``2r``; by row blocks as whole; a zero ``P``
     gives the root of ``g`` alone."""
     from gnngp_cli import runtime
-    from gnngp_cli.kernels.roots import TorchRoots
+    from gnngp_cli.kernels.torch_roots import TorchRoots
 
     g = torch.Generator().manual_seed(0)
     q, p = torch.randn(60, 20, generator=g, dtype=torch.float64), torch.randn(60, 30, generator=g, dtype=torch.float64)
@@ -463,7 +463,7 @@ def test_a_low_rank_tangent_kernel_computes_each_root_once_and_no_nngp_root_that
     from dataclasses import replace
 
     from gnngp_cli import runtime
-    from gnngp_cli.kernels.roots import TorchRoots
+    from gnngp_cli.kernels.torch_roots import TorchRoots
 
     ei, x = random_graph()
     every = torch.arange(x.size(0))
@@ -509,7 +509,7 @@ def test_a_low_rank_tangent_layer_releases_each_input_root_once_its_output_is_ma
     from dataclasses import replace
 
     from gnngp_cli.kernels.blocks import Bias, Conv, Serial
-    from gnngp_cli.kernels.roots import TorchRoots
+    from gnngp_cli.kernels.torch_roots import TorchRoots
     from gnngp_cli.kernels.value import Kernel
 
     ei, x = random_graph()

@@ -10,8 +10,8 @@ import torch
 from gnngp_cli.api import compose
 from gnngp_cli.config import validate
 from gnngp_cli.errors import ConfigError
-from gnngp_cli.invariants import checked_rows
-from gnngp_cli.metrics import METRICS, Prediction
+from gnngp_cli.results.invariants import checked_rows
+from gnngp_cli.metrics import METRICS, MetricInput
 
 from trust_helpers import run, split_masks, write_graph
 
@@ -53,8 +53,8 @@ def test_r2_of_constant_targets_is_nan_whatever_the_rounding_of_their_mean(value
     """The mean of n copies of 0.1 in float32 is not 0.1: sum (y - mean)^2 was 4e-16, not 0, and
     R^2 came out as -1.8e14 (on CUDA, whose reductions round differently, also for 2.5)."""
     y = torch.full((n,), value, dtype=torch.float32)
-    assert math.isnan(METRICS["r2"].value(Prediction(torch.zeros(n, 2, 1), y))[0])
-    assert METRICS["r2"].value(Prediction(torch.zeros(n, 1, 1), y + torch.arange(n) * 1e-3))[0] < 0
+    assert math.isnan(METRICS["r2"].value(MetricInput(torch.zeros(n, 2, 1), y))[0])
+    assert METRICS["r2"].value(MetricInput(torch.zeros(n, 1, 1), y + torch.arange(n) * 1e-3))[0] < 0
 
 
 def test_a_row_whose_metric_is_nan_becomes_an_error_row_with_the_reason(tmp_path):

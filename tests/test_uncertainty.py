@@ -11,12 +11,13 @@ from trust_helpers import run
 from gnngp_cli.api import compose
 from gnngp_cli.backends.local import LocalBackend
 from gnngp_cli.data.protocols import centrality
-from gnngp_cli.job.gp import GPJob
-from gnngp_cli.job.inference import ExactPosterior, LowRankPosterior, TrainingStatistics, low_rank_statistics
-from gnngp_cli.job.likelihoods import DirichletPosterior, dirichlet_targets
+from gnngp_cli.job.gp_job import GPJob
+from gnngp_cli.gp.inference import ExactPosterior, LowRankPosterior, TrainingStatistics, low_rank_statistics
+from gnngp_cli.gp.likelihoods import DirichletPosterior, dirichlet_targets
 from gnngp_cli.job.loading import load_graph
-from gnngp_cli.metrics import METRICS, Prediction
-from gnngp_cli.probabilities import class_probabilities, entropy
+from gnngp_cli.metrics import METRICS, MetricInput
+from gnngp_cli.gp.probabilities import class_probabilities
+from gnngp_cli.metrics import entropy
 
 CSBM = ["dataset=csbm", "dataset.num_nodes=400", "dataset.num_classes=4", "dataset.train_ratio=0.3", "dataset.val_ratio=0.2"]
 
@@ -120,7 +121,7 @@ def test_monte_carlo_probabilities_do_not_depend_on_the_rows_computed_together()
 def _prediction(probs, y, ood=None, variance=None):
     probs = torch.tensor(probs, dtype=torch.float64)
     y = torch.tensor(y)
-    return Prediction(torch.log(probs)[:, None, :], y, variance, probs=probs, ood=ood)
+    return MetricInput(torch.log(probs)[:, None, :], y, variance, probs=probs, ood=ood)
 
 
 def test_nll_brier_ece_mce_by_hand():
@@ -215,7 +216,7 @@ def test_dirichlet_exact_equals_low_rank_with_every_training_node_a_landmark_on_
 @pytest.mark.paper   # a Dask cluster: with the slow tests
 def test_dirichlet_on_dask_gives_the_local_row(cache):
     distributed = pytest.importorskip("distributed")
-    from gnngp_cli.backends.rowblocks.backend import DaskBackend
+    from gnngp_cli.backends.rowblocks.dask_backend import DaskBackend
 
     common = [*CSBM, "kernel=gcngp_x", "likelihood=dirichlet", "landmarks.count=40", "dtype=float64", "partition.rows=150",
               "protocol=misclassification", f"data.root={cache}"]
@@ -236,7 +237,7 @@ def test_dirichlet_on_dask_gives_the_local_row(cache):
 
 @pytest.mark.paper   # five GCN trainings: with the slow tests
 def test_the_four_gcn_baselines_from_one_training(cache):
-    from gnngp_cli.job.gnn import run_gnn
+    from gnngp_cli.job.gnn_job import run_gnn
 
     cfg = compose([*CSBM, "gnn=gcn", "gnn.epochs=20", "gnn.hidden=16", "gnn.members=3", "gnn.mc_samples=5", "protocol=feature_shift",
                    "progress=false", f"data.root={cache}"])

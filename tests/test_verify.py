@@ -226,7 +226,7 @@ def test_sigma_w_off_by_one_percent_fails_with_wider_networks():
 
 # --- the command, the scale of the base kernel, and the GCNII flag ---
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main"]
 
 
 def gnngp(*args):
@@ -315,7 +315,7 @@ def planted(monkeypatch, prep, error: str) -> torch.Tensor:
 def test_gcn_tangent_kernel_passes_against_empirical_ntks_and_planted_errors_fail(monkeypatch):
     """One set of wide GCNs (their Jacobians in the NTK parameterisation): the analytic tangent
     kernel passes; with a dropped weight term or the wrong derivative kernel it fails."""
-    from gnngp_cli.verify.check import sample_deviations
+    from gnngp_cli.verify.wide_check import sample_deviations
     from gnngp_cli.verify.statistics import summarise
 
     cfg, prep = prepared("kernel.limit=ntk")
@@ -357,7 +357,7 @@ def test_gat_tangent_kernel_fails_with_half_the_product_rule(monkeypatch):
     from dataclasses import replace
 
     from gnngp_cli.kernels import blocks
-    from gnngp_cli.verify.check import sample_deviations
+    from gnngp_cli.verify.wide_check import sample_deviations
     from gnngp_cli.verify.statistics import summarise
     from gnngp_cli.verify.task import prepare_check
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli", "run"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main", "run"]
 
 
 def write_graph(folder: Path, n: int = 60, labels=None, features=None, masks=None, seed: int = 0) -> Path:
@@ -38,7 +38,7 @@ def in_process(*args) -> SimpleNamespace:
     """The ``gnngp`` command's ``main`` in this process (the installed command's code, without a
     Python start-up per call): ``returncode``, ``stdout``, ``stderr``. An exception that escapes
     (a traceback a user would see) fails the test."""
-    from gnngp_cli.cli import main
+    from gnngp_cli.cli.main import main
 
     stdout, stderr, code = io.StringIO(), io.StringIO(), 0
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):

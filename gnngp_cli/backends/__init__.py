@@ -1,5 +1,5 @@
 """The compute backends of a GP job (``compute=<name>``), each implementing
-:class:`gnngp_cli.job.backend.Backend`:
+:class:`gnngp_cli.job.backend_interface.Backend`:
 
 - ``local``: tensors of this process, on the CPU or a GPU (:mod:`.local`);
 - ``dask``, ``slurm``: low-rank kernels on row blocks of a Dask cluster, local, at
@@ -19,7 +19,7 @@ from .local import LocalBackend
 
 
 def _rowblocks(cfg: Any) -> Any:
-    from .rowblocks.backend import DaskBackend
+    from .rowblocks.dask_backend import DaskBackend
 
     return DaskBackend(cfg)
 

@@ -11,11 +11,11 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError, ResourceError
-from ..job.backend import GraphInfo
+from ..job.backend_interface import GraphInfo
 from ..job.estimate import Estimate, dense_factor, gp_estimate, size_text
-from ..job.inference import SPLITS, RowGroup, TrainingStatistics, low_rank_statistics, regression_targets
+from ..gp.inference import SPLITS, RowGroup, TrainingStatistics, low_rank_statistics, regression_targets
 from ..job.loading import LoadedGraph, reuse
-from ..job.rows import dataset_label
+from ..results.rows import dataset_label
 from ..kernels import Architecture, BaseKernel, Kernel, KernelContext
 from ..kernels.architectures import KernelEntry
 from ..kernels.blocks import branch_count, graph_operators

@@ -15,8 +15,8 @@ import torch
 from ..errors import DatasetError, DatasetUnavailable
 from ..progress import Progress
 from .container import GraphData
-from .graph import Adjacency, make_undirected, normalized_adjacency
-from .registry import DATASETS, PRESETS, display_name, register_dataset, register_preset
+from ..graph.operators import Adjacency, make_undirected, normalized_adjacency
+from .datasets import DATASETS, PRESETS, display_name, register_dataset, register_preset
 from .store import MIRROR_ENV, DataStore
 from .synthetic import edge_homophily, generate_csbm
 from . import custom, heterophily, papers100m, public, wikipedia  # noqa: F401,E402 - each registers its datasets

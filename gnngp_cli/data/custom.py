@@ -22,9 +22,9 @@ import torch
 
 from ..schema import DatasetConfig
 from ..errors import DatasetError
-from .graph import make_undirected
+from ..graph.operators import make_undirected
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
-from .registry import register_dataset
+from .datasets import register_dataset
 from .wikipedia import random_split, read_edge_csv
 
 MASKS = ("train_mask", "val_mask", "test_mask")

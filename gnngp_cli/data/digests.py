@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from ..errors import DatasetError
-from .registry import DATASETS
+from .datasets import DATASETS
 
 
 FORMAT_ONLY = ("Reddit", "ogbn_arxiv")

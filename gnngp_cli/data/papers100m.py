@@ -24,8 +24,8 @@ import torch
 from ..schema import DatasetConfig
 from ..errors import DatasetError
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
-from .graph import make_undirected
-from .registry import register_dataset
+from ..graph.operators import make_undirected
+from .datasets import register_dataset
 from .shards import ShardMeta, ShardWriter, block_dir
 from .store import DataStore
 

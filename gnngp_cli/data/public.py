@@ -24,8 +24,8 @@ from ..errors import DatasetError
 from .cache import cached_tensors
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .files import atomic_write
-from .graph import make_undirected
-from .registry import register_dataset
+from ..graph.operators import make_undirected
+from .datasets import register_dataset
 from .safe_pickle import UnsafePickle, load_restricted
 from .store import DataStore
 
@@ -140,7 +140,7 @@ def read_reddit(raw: Path) -> dict[str, torch.Tensor]:
     neither file may hold a pickle."""
     import scipy.sparse as sp
 
-    from .graph import coalesce_keys
+    from ..graph.operators import coalesce_keys
 
     try:
         with np.load(raw / "reddit_data.npz", allow_pickle=False) as z:

@@ -7,7 +7,7 @@ nothing else:
 - ``x.npy`` (float32, ``R x d``; float64 for float64 features), ``y.npy`` (int64 classes or float64 targets), ``mask.npy``
   (uint8: bit 0 train, bit 1 validation, bit 2 test);
 - the rows of ``I + A`` (undirected, duplicates merged, the unit self-loop added on top of any
-  in the edge list, as :func:`~gnngp_cli.data.graph.normalized_adjacency`): ``rows.npy`` (row
+  in the edge list, as :func:`~gnngp_cli.graph.operators.normalized_adjacency`): ``rows.npy`` (row
   within the block), ``cols.npy`` (column within its source block), ``weights.npy`` (float64),
   sorted by source block, and ``split.npy``: the entries of source block ``j`` are
   ``split[j]:split[j+1]``, so the product with ``Q``'s row block ``j`` reads one slice;
@@ -39,7 +39,7 @@ import torch
 
 from ..errors import DatasetError
 from .digests import sha256
-from .products import positions
+from ..graph.orders import positions
 
 FORMAT = "gnngp-shards"
 VERSION = 3   # 2: whether the graph is a stand-in, its fixed splits, its loader's warnings; 3: every block file's sha256

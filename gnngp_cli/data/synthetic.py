@@ -16,8 +16,8 @@ import torch
 from ..schema import DatasetConfig
 from ..errors import DatasetError
 from .container import GraphData as Data
-from .graph import coalesce
-from .registry import register_dataset, register_preset
+from ..graph.operators import coalesce
+from .datasets import register_dataset, register_preset
 from .wikipedia import random_split
 
 

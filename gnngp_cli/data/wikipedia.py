@@ -17,8 +17,8 @@ from ..schema import DatasetConfig
 from ..errors import DatasetError
 from .cache import cached_tensors
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
-from .graph import make_undirected
-from .registry import register_dataset
+from ..graph.operators import make_undirected
+from .datasets import register_dataset
 from .store import DataStore
 
 MUSAE_URL = "https://raw.githubusercontent.com/benedekrozemberczki/MUSAE/master/input"

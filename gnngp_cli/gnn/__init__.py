@@ -8,9 +8,9 @@ neighbourhoods (a uniform sampler in plain PyTorch over the CSR adjacency) and t
 layer by layer over all nodes. The test metric is read at the epoch with the best validation
 metric.
 """
-from .registry import GNNS, TRAINING_DEFAULTS, GNNEntry, register_gnn
+from .baselines import GNNS, TRAINING_DEFAULTS, GNNEntry, register_gnn
 from .models import GAT, GCN, GIN, GNN, SAGE, GCN2
-from .heterophily import GPRGNN, H2GCN
+from .heterophily_networks import GPRGNN, H2GCN
 from .training import Graph, GNNResult, GradientDescent, layerwise_inference, train_gnn
 
 __all__ = ["GNNS", "TRAINING_DEFAULTS", "GNNEntry", "register_gnn", "GNN", "GAT", "GCN", "GIN", "SAGE", "GCN2", "GPRGNN", "H2GCN",

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from ..schema import GNNConfig
 from .operator import reading_operator
-from .registry import register_gnn
+from .baselines import register_gnn
 
 
 class GNN(nn.Module):

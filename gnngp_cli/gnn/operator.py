@@ -20,7 +20,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from ..data.graph import coo_to_csr
+from ..graph.operators import coo_to_csr
 
 TRANSPOSE = "gnngp_transpose"   # the attribute of an operator that holds its transpose
 

@@ -13,14 +13,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..data.graph import csr_order, normalized_adjacency, sparse_beta_quiet
+from ..graph.operators import csr_order, normalized_adjacency, sparse_beta_quiet
 from ..errors import ConfigError
 from ..metrics import score
 from ..progress import Progress
 from .models import GNN
 from .operator import carrying_transpose, operator
 from .residual import ResidualNetwork
-from .registry import GNNS
+from .baselines import GNNS
 
 
 @dataclass

@@ -150,7 +150,7 @@ GRID_CHUNK_TEMPORARIES = 2    # per entry of a chunk's largest product: the weig
 def grid_bytes(num: int, bytes_per_entry: int, chunk_entries: int) -> float:
     """What a nugget grid of ``num`` values holds in the process: the grid and the scaled nuggets
     (working dtype), the validation curve (float64), and a chunk's products
-    (``chunk_entries``: rows x chunk x outputs, :func:`~gnngp_cli.job.inference.grid_chunk`).
+    (``chunk_entries``: rows x chunk x outputs, :func:`~gnngp_cli.gp.inference.grid_chunk`).
     Measured on a 60-node csbm (float64, peak RSS 0.26 GB with the default grid): 10^7 values
     0.59 GB peak (estimated 0.95), 10^8 values 3.06 and 3.55 GB (estimated 3.9)."""
     return num * (2 * bytes_per_entry + GRID_VALUE_BYTES) + GRID_CHUNK_TEMPORARIES * chunk_entries * bytes_per_entry
@@ -169,7 +169,7 @@ def rowblock_estimate(
 ) -> Estimate:
     """The estimate for a GP run on row blocks of a Dask cluster (``compute=dask``): ``gb`` is
     what the run writes to ``compute.roots_dir`` at its peak, the roots of one evaluation as
-    row-block files (see :mod:`gnngp_cli.backends.rowblocks.store`): each layer's convolution operand and
+    row-block files (see :mod:`gnngp_cli.backends.rowblocks.root_files`): each layer's convolution operand and
     output, ``N x (min(d, m) + layers + 1)`` for the first layer and ``N x (m + layers + 1)``
     after it. The workers hold one task's blocks each (``task_bytes``, told, not added).
     ``branches``: at an independent addition the roots are that many side by side."""

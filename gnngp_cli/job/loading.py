@@ -8,11 +8,12 @@ import torch
 
 from ..config import needs_validation, resolve_method_defaults, validate
 from ..data import Adjacency, DataStore, check_graph, load_dataset
-from ..data.products import cached_order, resolve_product
+from ..data.order_cache import cached_order
+from ..graph.sparse_product import resolve_product
 from ..data.protocols import apply_protocol
 from ..metrics import resolve_metric
 from ..runtime import Stopwatch, resolve_device, start_job
-from .backend import GraphInfo
+from .backend_interface import GraphInfo
 
 
 @dataclass

@@ -157,7 +157,7 @@ def register_kernel(name: str, label: str, config: type, adjacency: str = "sym",
     return add
 
 
-Value = Union[float, Any]  # a number, or a 0-dimensional tensor being fitted (see gnngp_cli.job.fit)
+Value = Union[float, Any]  # a number, or a 0-dimensional tensor being fitted (see gnngp_cli.gp.mll)
 
 
 def at_layer(value: Union[Value, Sequence[Value]], layer: int) -> Value:
@@ -370,7 +370,7 @@ def gprgp(layers: int, sigma_w: float, sigma_b: float, coefficients: Sequence[fl
 def h2gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
     """H2GCN with ``L`` rounds: ego embedding ``r0 = relu(X W + b)``, rounds
     ``r_k = [A1 r_(k-1), A2 r_(k-1)]``, a linear readout of ``[r0, r1, ..., r_L]``. ``A1``, ``A2``:
-    the normalised 1-hop and exact 2-hop operators (``Adjacency.operator``, :mod:`gnngp_cli.data.graph`). The
+    the normalised 1-hop and exact 2-hop operators (``Adjacency.operator``, :mod:`gnngp_cli.graph.operators`). The
     concatenation holds one block per path of hops (``r2 = [A1 A1 r0, A2 A1 r0, A1 A2 r0,
     A2 A2 r0]``), each read out by its own weights (``N(0, s_w^2 / width)``; one readout matrix
     over the whole concatenation, as the paper writes it, divides the kernel by the number of

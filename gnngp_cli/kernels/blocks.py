@@ -51,7 +51,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..data.graph import Adjacency
+from ..graph.operators import Adjacency
 from ..errors import KernelError
 from ..progress import within
 from .context import KernelContext
@@ -205,7 +205,7 @@ class Input(Block):
 class Scale(Block):
     """``X <- c X``: ``K <- c^2 K``; low rank ``Q <- c Q``. A weight ``X W`` with
     ``W ~ N(0, s_w^2 / d)`` is ``Scale(s_w)``. Parameters may be 0-dimensional tensors (fitted
-    by marginal likelihood; see :mod:`gnngp_cli.job.fit`), as in :class:`Bias` and :class:`MixedWeight`."""
+    by marginal likelihood; see :mod:`gnngp_cli.gp.mll`), as in :class:`Bias` and :class:`MixedWeight`."""
 
     factor: float
 

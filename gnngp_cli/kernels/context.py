@@ -8,10 +8,10 @@ from typing import Any, Callable, Optional
 import torch
 from torch import Tensor
 
-from ..data.graph import Adjacency, sparse_beta_quiet
+from ..graph.operators import Adjacency, sparse_beta_quiet
 from .base import BaseKernel
 from .numerics import nystrom_root
-from .roots import LOCAL_ROOTS, RootBacking
+from .torch_roots import LOCAL_ROOTS, RootBacking
 from .value import Kernel, Nodes
 
 

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from ..data.graph import Adjacency, sparse_beta_quiet
+from ..graph.operators import Adjacency, sparse_beta_quiet
 from ..errors import ConfigError, KernelError
 from ..progress import within
 from .blocks import Block, Conv, node_count
@@ -161,7 +161,7 @@ class Poly(Block):
 
 class HopConv(Conv):
     """``X <- A_i X`` with H2GCN's normalised 1-hop (``hop=1``) or exact 2-hop (``hop=2``)
-    operator (the adjacency's ``operator("hop1")``, see :mod:`gnngp_cli.data.graph`):
+    operator (the adjacency's ``operator("hop1")``, see :mod:`gnngp_cli.graph.operators`):
     ``K <- A_i K A_i^T``; low rank ``Q <- A_i Q`` (on row blocks too: the operator is then
     sharded like the adjacency)."""
 

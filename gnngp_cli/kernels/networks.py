@@ -10,7 +10,7 @@ kernel's blocks. Every weight matrix is drawn ``N(0, s^2 / fan_in)`` and every b
 ``N(0, s_b^2)``, fresh for each sample (:meth:`WideNetwork.redraw`). PyTorch Geometric is
 imported when a network is built, not with the kernels.
 
-A network reads its graph (the check's subgraph, :class:`gnngp_cli.verify.graph.CheckGraph`)
+A network reads its graph (the check's subgraph, :class:`gnngp_cli.verify.subgraph.CheckGraph`)
 through ``adj_t``, ``loops_t``, ``dense()`` and ``hop_operators()``.
 
 The input ``X`` is ``sqrt(D) Phi`` for a feature map with ``Phi Phi^T = C0`` (see
@@ -33,7 +33,7 @@ def _draw(param: Optional[Tensor], std: float, generator: torch.Generator, train
     """``param ~ N(0, std^2)``. A trained parameter (every weight and bias of the kernel's
     network; not a feature map that stands for the input covariance) keeps ``std`` as
     ``param.ntk_std``: in the NTK parameterisation ``param = std w`` with ``w ~ N(0, 1)`` trained,
-    so its gradient in ``w`` is its gradient times ``std`` (:func:`gnngp_cli.verify.check.empirical_ntk`)."""
+    so its gradient in ``w`` is its gradient times ``std`` (:func:`gnngp_cli.verify.wide_check.empirical_ntk`)."""
     if param is not None:
         with torch.no_grad():
             param.copy_(torch.randn(param.shape, generator=generator, dtype=param.dtype) * std)

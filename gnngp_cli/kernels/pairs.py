@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..data.graph import row_pointers, sparse_beta_quiet
+from ..graph.operators import row_pointers, sparse_beta_quiet
 
 
 class PatternTooLarge(Exception):

@@ -23,7 +23,7 @@ from typing import Iterable, Optional
 
 from . import layouts
 from . import curves as learning
-from .check import check_paper, checked
+from .paper_check import check_paper, checked
 from .figures import FIGURE3_NOTE, correlation_map, figure1, figure2, figure3, figure4
 from .reading import paper_values, preset_runs, read_results
 from .runs import frame as runs_frame

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from omegaconf import OmegaConf
 
 from ..compose import config_dir
-from ..data.registry import DATASETS
+from ..data.datasets import DATASETS
 from ..gnn import GNNS
 from ..kernels import KERNELS
 from ..kernels.architectures import kernel_label

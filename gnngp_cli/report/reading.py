@@ -10,7 +10,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from ..rowfile import NotAResultsFile, read_rows
+from ..results.rowfile import NotAResultsFile, read_rows
 from .settings import annotate
 
 KEY = ["dataset", "stand_in", "n_nodes", "method", "layers", "landmark_fraction", "seed", "split_index", "settings", "group"]
@@ -29,7 +29,7 @@ def known_deviations() -> pd.DataFrame:
 def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     """Every row of every results.csv / summary.csv below ``folders``; reruns deduplicated (the
     latest of the same dataset, stand-in, method, depth, landmark fraction, seed, split and settings).
-    Each row is checked as it is read (:mod:`gnngp_cli.rowfile`): malformed rows are left out,
+    Each row is checked as it is read (:mod:`gnngp_cli.results.rowfile`): malformed rows are left out,
     and a file that is not a regular file (a FIFO would block) or cannot be read is skipped,
     each with a warning naming the file."""
     frames = []

@@ -25,7 +25,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from ..config import method_defaults
-from ..data.registry import DATASETS
+from ..data.datasets import DATASETS
 from ..gnn import GNNS
 from ..kernels.architectures import KERNELS, LIMITS, kernel_label
 from ..schema import KernelConfig, NuggetConfig

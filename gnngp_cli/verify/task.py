@@ -21,9 +21,9 @@ from torch import Tensor
 from ..errors import ConfigError
 from ..job.loading import load_graph
 from ..kernels import KERNELS, BaseKernel
-from .check import NETWORK_DTYPE, BaseSpec, Check, CheckResult, analytic_kernel, run_check
+from .wide_check import NETWORK_DTYPE, BaseSpec, Check, CheckResult, analytic_kernel, run_check
 from .features import check_base
-from .graph import CheckGraph, induced_subgraph, restrict
+from .subgraph import CheckGraph, induced_subgraph, restrict
 
 
 @dataclass

@@ -7,7 +7,7 @@
   self-loops that GCN and the kernels use.
 - ``h2gcn`` (Zhu et al., NeurIPS 2020): ego embedding ``r0 = relu(X W_e)``, ``L`` rounds
   ``r_k = [A1 r_(k-1), A2 r_(k-1)]`` with the normalised 1-hop and exact 2-hop operators of
-  :mod:`gnngp_cli.data.graph`, and a linear classifier on ``dropout([r0, r1, ..., r_L])``.
+  :mod:`gnngp_cli.graph.operators`, and a linear classifier on ``dropout([r0, r1, ..., r_L])``.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..data.graph import Adjacency, h2gcn_operators
+from ..graph.operators import Adjacency, h2gcn_operators
 from ..schema import GNNConfig
-from .registry import register_gnn
+from .baselines import register_gnn
 
 
 @dataclass

@@ -10,7 +10,7 @@ by ``s_in``, and adds the result into ``b``'s rows, which the end scales by ``s_
 A task holds one output block, one source's rows and their product, whatever the graph; no
 partial product is stored or sent between workers.
 
-Other operators on the graph (H2GCN's ``hop1`` and ``hop2``, see :mod:`gnngp_cli.data.graph`)
+Other operators on the graph (H2GCN's ``hop1`` and ``hop2``, see :mod:`gnngp_cli.graph.operators`)
 are sharded the same way by :meth:`ShardedGraph.operator`, one task per row block, from the
 shards of ``I + A``: their binary entries and degrees in the same layout under
 ``<shards>/operators/<name>``, written once and normalised by the product as ``sym`` is (a row
@@ -34,11 +34,11 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from ...data.graph import OPERATORS
+from ...graph.operators import OPERATORS
 from ...data.shards import (TRAIN, ShardMeta, block_dir, block_files, differing_files, file_digests, load_part, read_ids, save_edges,
                             stored_meta_digest)
 from ...errors import ComputeError
-from .store import RootStore, block_path, read_block
+from .root_files import RootStore, block_path, read_block
 
 log = logging.getLogger("gnngp")
 

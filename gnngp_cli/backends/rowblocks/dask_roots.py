@@ -2,7 +2,7 @@
 
 The blocks of :mod:`gnngp_cli.kernels.blocks` are the same objects as in the local path; only
 the context differs. :class:`RowBlockContext` holds the features as a Dask array and
-:class:`DaskRoots` implements the root operations of :mod:`gnngp_cli.kernels.roots` on row
+:class:`DaskRoots` implements the root operations of :mod:`gnngp_cli.kernels.torch_roots` on row
 blocks:
 
 - ``c Q``, ``[Q, s_b 1]``, ``[Q1, Q2]``: row-local, one task per row block;
@@ -28,10 +28,10 @@ from ...errors import KernelError
 from ...kernels.context import KernelContext
 from ...kernels.numerics import NystromFactor
 from ...kernels.relu import relu_expectation
-from ...kernels.roots import product_cross, relu_nystrom_rows, relu_pair_rows, relu_tangent_cross
+from ...kernels.torch_roots import product_cross, relu_nystrom_rows, relu_pair_rows, relu_tangent_cross
 from ...kernels.value import Kernel
-from .graph import ShardedGraph, task_block
-from .store import RootStore
+from .sharded_graph import ShardedGraph, task_block
+from .root_files import RootStore
 
 
 def map_rows(q, fn, width: int, *shared: Any):
@@ -138,7 +138,7 @@ class DaskRoots:
         return map_rows(root, _relu_nystrom, ids.size, q_a, var_a, factor, ids)
 
     def relu_tangent_root(self, root, tangent, landmarks: torch.Tensor):
-        """The ReLU's tangent root (see :meth:`gnngp_cli.kernels.roots.TorchRoots.relu_tangent_root`):
+        """The ReLU's tangent root (see :meth:`gnngp_cli.kernels.torch_roots.TorchRoots.relu_tangent_root`):
         ``Q[a]`` and ``P[a]`` gathered, ``C[a, a]`` factorised here, each row block of ``[Q, P]``
         maps to its rows of the root."""
         if tangent.shape[1] == 0:
@@ -152,7 +152,7 @@ class DaskRoots:
         return map_rows(rows, _relu_tangent_nystrom, ids.size, root.shape[1], q_a, p_a, factor, ids)
 
     def relu_roots(self, root, tangent, landmarks: torch.Tensor, with_kernel: bool, kernel_root: bool = True):
-        """The ReLU's root and tangent root in one pass (see :meth:`gnngp_cli.kernels.roots.TorchRoots.relu_roots`):
+        """The ReLU's root and tangent root in one pass (see :meth:`gnngp_cli.kernels.torch_roots.TorchRoots.relu_roots`):
         ``Q[a]`` and ``P[a]`` gathered, both factors made here, each row block of ``[Q, P]`` maps to
         its rows of ``[Q', P']`` (of ``P'`` alone without ``kernel_root``: ``None`` for ``Q'``)."""
         ids = landmarks.numpy()
@@ -172,7 +172,7 @@ class DaskRoots:
         return (both[:, :ids.size], both[:, ids.size:]) if kernel_root else (None, both)
 
     def product_root(self, first, second, landmarks: torch.Tensor):
-        """The root of ``Q1 Q1^T o Q2 Q2^T`` (see :meth:`gnngp_cli.kernels.roots.TorchRoots.product_root`):
+        """The root of ``Q1 Q1^T o Q2 Q2^T`` (see :meth:`gnngp_cli.kernels.torch_roots.TorchRoots.product_root`):
         ``Q1[a]`` and ``Q2[a]`` gathered, ``C[a, a]`` factorised here, each row block of ``[Q1, Q2]``
         maps to its rows of the root."""
         ids = landmarks.numpy()
@@ -205,7 +205,7 @@ class BlockAdjacency:
 
     def operator(self, name: str) -> "BlockAdjacency":
         """Another operator on the graph (H2GCN's ``hop1``, ``hop2``), sharded alike and
-        normalised symmetrically, as :meth:`gnngp_cli.data.graph.Adjacency.operator` is."""
+        normalised symmetrically, as :meth:`gnngp_cli.graph.operators.Adjacency.operator` is."""
         return BlockAdjacency(self.graph, "sym", self.store, self.graph.operator(name, self.store))
 
     def matmul(self, q):

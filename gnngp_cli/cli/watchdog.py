@@ -27,7 +27,7 @@ def mark_launcher() -> None:
 
 def watch_launcher() -> bool:
     """In a worker process: exit when the launching process dies. Returns whether it watches."""
-    from .data.files import process_alive
+    from ..data.files import process_alive
 
     try:
         launcher = int(os.environ.get(PID_ENV, ""))

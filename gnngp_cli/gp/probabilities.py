@@ -117,11 +117,6 @@ def best_temperature(nll: Tensor, temperatures: Tensor = TEMPERATURES) -> float:
     return float(temperatures[int(torch.argmin(nll.nan_to_num(nan=math.inf)))])
 
 
-def entropy(p: Tensor) -> Tensor:
-    """The entropy of each row of class probabilities."""
-    return -(p * torch.log(p.clamp_min(1e-300))).sum(-1)
-
-
 def reliability_bins(probs: Tensor, y: Tensor, bins: int = 15) -> dict[str, list]:
     """A reliability diagram's data: per equal-width confidence bin, the node count, the mean
     confidence and the accuracy (``None`` in empty bins), of the rows ``probs`` with labels ``y``."""

@@ -35,7 +35,8 @@ from torch import Tensor
 from .. import runtime
 from ..errors import ConfigError
 from ..progress import Progress, within
-from .products import TiledProduct, positions, tiled_unavailable, tiles_pay
+from .orders import positions
+from .sparse_product import TiledProduct, tiled_unavailable, tiles_pay
 
 _TOLD: list = []   # the tiled product's unavailability, once told
 

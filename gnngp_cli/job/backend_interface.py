@@ -32,7 +32,7 @@ import torch
 from ..kernels import Architecture, BaseKernel, KernelContext
 from ..kernels.architectures import KernelEntry
 from .estimate import Estimate
-from .inference import RowGroup, TrainingStatistics
+from ..gp.inference import RowGroup, TrainingStatistics
 
 T = TypeVar("T")
 

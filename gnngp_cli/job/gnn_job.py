@@ -6,7 +6,7 @@ class probabilities of ``gnn.uncertainty``:
 
 - ``softmax``: the trained model's softmax;
 - ``temperature``: the softmax of ``logits / T``, ``T`` of the lowest validation NLL (Guo et al.,
-  2017; the GP's temperature grid, :mod:`gnngp_cli.probabilities`);
+  2017; the GP's temperature grid, :mod:`gnngp_cli.gp.probabilities`);
 - ``ensemble``: the mean softmax of ``gnn.members`` models trained with seeds ``seed``,
   ``seed + 1000``, ... (Lakshminarayanan et al., 2017); its variance across members is the
   ``variance`` score; its seconds are every member's;
@@ -26,11 +26,11 @@ from torch import Tensor
 from ..config import check_steps, training_times
 from ..errors import ConfigError
 from ..gnn import GradientDescent, train_gnn
-from ..metrics import Prediction, Scores, score, uncertainty_metrics
-from ..probabilities import best_temperature, class_probabilities, nll_by_temperature, reliability_bins
+from ..metrics import MetricInput, Scores, score, uncertainty_metrics
+from ..gp.probabilities import best_temperature, class_probabilities, nll_by_temperature, reliability_bins
 from ..runtime import Stopwatch, peak_cuda_mb, peak_rss_mb
 from .loading import LoadedGraph, reuse
-from .rows import base_row, graph_columns, with_extra
+from ..results.rows import base_row, graph_columns, with_extra
 
 ENSEMBLE_SEED_STEP = 1000   # member m of an ensemble trains with seed + 1000 m
 
@@ -56,7 +56,7 @@ def uncertainty_columns(data: Any, probs: Tensor, variance: Optional[Tensor]) ->
     ood = getattr(data, "ood_mask", None)
     flags = ood[test] if ood is not None and bool(ood.any()) else None
     logp = torch.log(probs[test].clamp_min(1e-300))
-    prediction = Prediction(logp[:, None, :], data.y[test], None if variance is None else variance[test][:, None, :],
+    prediction = MetricInput(logp[:, None, :], data.y[test], None if variance is None else variance[test][:, None, :],
                             probs=probs[test], ood=flags)
     scores = Scores()
     for metric in uncertainty_metrics("classification", int(data.num_classes)):

@@ -48,13 +48,13 @@ def check_output_dir(argv: list[str]) -> None:
 
 def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") -> None:
     """Run a Hydra app; every mistake in the overrides is one line ``gnngp: error: ...`` and
-    exit status 1 (see :mod:`gnngp_cli.cli_errors`). A sweep with failed jobs exits 1 after its
+    exit status 1 (see :mod:`gnngp_cli.cli.messages`). A sweep with failed jobs exits 1 after its
     summary is written."""
     import os
 
-    from .cli_errors import check_group_choices, one_line, spellings
-    from .compose import method_overrides
-    from .errors import GnngpError
+    from .messages import check_group_choices, one_line, spellings
+    from ..compose import method_overrides
+    from ..errors import GnngpError
     from .watchdog import mark_launcher
 
     spelled = spellings(argv)
@@ -64,7 +64,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     except GnngpError as err:
         _fail(str(err))
     if ("--help" in argv or "-h" in argv) and prog in ("gnngp run", "gnngp verify"):
-        from .cli_help import run_help
+        from .help import run_help
 
         run_help([a for a in argv if a not in ("--help", "-h")], config_name)
         return
@@ -80,8 +80,8 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     from omegaconf.errors import OmegaConfBaseException
 
     from . import sweep
-    from .backends import compute_options
-    from .compose import config_dir, register_configs
+    from ..backends import compute_options
+    from ..compose import config_dir, register_configs
 
     mark_launcher()
     register_configs(compute_options())
@@ -113,7 +113,7 @@ def _fail(message: str) -> None:
 
 def _run_task(cfg) -> float:
     """One job; its value for a sweeper (``hparams_search=...``) is the mean validation metric
-    (:func:`~gnngp_cli.execute.objective`); a failed job of a search raises, a failed trial."""
+    (:func:`~gnngp_cli.cli.execute.objective`); a failed job of a search raises, a failed trial."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -131,10 +131,10 @@ def _run_task(cfg) -> float:
 def _partition_task(cfg) -> None:
     import time
 
-    from .backends.rowblocks.backend import partition
-    from .config import validate
-    from .data import DataStore
-    from .errors import ConfigError, GnngpError
+    from ..backends.rowblocks.dask_backend import partition
+    from ..config import validate
+    from ..data import DataStore
+    from ..errors import ConfigError, GnngpError
 
     try:
         validate(cfg)
@@ -153,9 +153,9 @@ def _partition_task(cfg) -> None:
 def _verify_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from .config import validate
-    from .errors import GnngpError
-    from .verify.task import verify
+    from ..config import validate
+    from ..errors import GnngpError
+    from ..verify.task import verify
 
     try:
         validate(cfg)
@@ -172,7 +172,7 @@ def _verify_task(cfg) -> None:
 def _report(argv: list[str]) -> None:
     import argparse
 
-    from .report import write_report
+    from ..report import write_report
 
     parser = argparse.ArgumentParser(prog="gnngp report", description="Tables of your runs, and the GNNGP paper's tables and figures "
                                      "from the runs of its presets, from the results.csv / summary.csv files under the folders given (only those).")
@@ -203,7 +203,7 @@ def _report(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .stops import stop_signal, stopped_by_signals
+    from ..stops import stop_signal, stopped_by_signals
 
     try:
         with stopped_by_signals():
@@ -226,7 +226,7 @@ def _main(argv: list[str] | None) -> None:
         print(USAGE)
         return
     if argv[0] in ("-V", "--version", "version"):
-        from .version import __version__
+        from ..version import __version__
 
         print(f"gnngp {__version__}")
         return

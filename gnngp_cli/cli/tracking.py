@@ -1,7 +1,7 @@
 """Hydra's own search and tracking: the extras they need, and the loggers as Hydra callbacks.
 
 ``hparams_search=<preset>`` (``gnngp_cli/conf/hparams_search``) runs Hydra's Optuna sweeper; a
-job's value for it is the mean validation metric (:func:`gnngp_cli.execute.objective`).
+job's value for it is the mean validation metric (:func:`gnngp_cli.cli.execute.objective`).
 ``logger=mlflow`` and ``logger=tensorboard`` (``gnngp_cli/conf/logger``) add a callback of this
 module to ``hydra.callbacks``; when a job ends (``on_job_end``: a run, or each job of a sweep or
 a search) it records, read back from the job's results file:
@@ -37,7 +37,7 @@ from typing import Any, Optional, Sequence
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from .errors import ConfigError, GnngpError
+from ..errors import ConfigError, GnngpError
 
 log = logging.getLogger("gnngp")
 
@@ -82,7 +82,7 @@ def require(what: str, key: str) -> None:
 
 def group_options(group: str) -> list[str]:
     """The presets of ``hparams_search`` or ``logger``: the YAML files of its config folder."""
-    from .compose import config_dir
+    from ..compose import config_dir
 
     return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
 
@@ -174,11 +174,11 @@ def row_numbers(row: dict[str, str]) -> dict[str, float]:
 
 def job_record(config: DictConfig, job_return: Any) -> JobRecord:
     """The record of a job that ended: its config and overrides, and its rows read back from its
-    results file (:mod:`gnngp_cli.rowfile`)."""
+    results file (:mod:`gnngp_cli.results.rowfile`)."""
     from hydra.types import RunMode
 
-    from .resume import job_overrides
-    from .rowfile import NotAResultsFile, read_rows
+    from ..results.resume import job_overrides
+    from ..results.rowfile import NotAResultsFile, read_rows
 
     hydra = config.hydra
     output_dir = Path(hydra.runtime.output_dir)

@@ -12,18 +12,18 @@ from typing import Any, Callable, Collection, Optional, Sequence
 import torch
 from omegaconf import DictConfig
 
-from .backends import LocalBackend, backend_for
-from .config import check_results_file, needs_validation, validate
-from .errors import ConfigError, GnngpError, ResourceError
-from .invariants import checked_rows
-from .job.gnn import run_gnn
-from .job.gp import planned_runs as gp_planned_runs
-from .job.gp import run_gp
-from .job.loading import LoadedGraph, load_graph
-from .job.rows import console_row, console_summary, error_row
-from .results import ResultsNotWritten, append_rows, summary_line
-from .resume import Resume, job_overrides, resume_state, set_aside
-from .stops import stop_signal, stopped_by_signals
+from ..backends import LocalBackend, backend_for
+from ..config import check_results_file, needs_validation, validate
+from ..errors import ConfigError, GnngpError, ResourceError
+from ..results.invariants import checked_rows
+from ..job.gnn_job import run_gnn
+from ..job.gp_job import planned_runs as gp_planned_runs
+from ..job.gp_job import run_gp
+from ..job.loading import LoadedGraph, load_graph
+from ..results.rows import console_row, console_summary, error_row
+from ..results.writing import ResultsNotWritten, append_rows, summary_line
+from ..results.resume import Resume, job_overrides, resume_state, set_aside
+from ..stops import stop_signal, stopped_by_signals
 
 OnRow = Callable[[dict], None]
 
@@ -115,8 +115,8 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
     stopped job keeps its finished runs; Ctrl-C and SIGTERM end it with one line saying how many).
     A :class:`GnngpError` becomes one console line and an error row; in a single run the
     process then exits 1. Every row records the job's overrides; a row whose metric is not a
-    number is an error row (:mod:`~gnngp_cli.invariants`). With ``resume=true`` the runs the
-    results file already holds are not run again (:mod:`~gnngp_cli.resume`). Returns the job's
+    number is an error row (:mod:`~gnngp_cli.results.invariants`). With ``resume=true`` the runs the
+    results file already holds are not run again (:mod:`~gnngp_cli.results.resume`). Returns the job's
     rows: those kept from before, then this job's (a sweeper's value, :func:`objective`)."""
     try:
         check_results_file(cfg.results_file)

@@ -26,24 +26,24 @@ from omegaconf import OmegaConf
 
 from ...data import DataStore, load_dataset
 from ...data.files import locked
-from ...data.products import cached_order
-from ...data.registry import DATASETS
+from ...data.order_cache import cached_order
+from ...data.datasets import DATASETS
 from ...data.shards import TEST, TRAIN, VAL, ShardMeta, changed_files, read_meta, shards_match, write_data
 from ...data.store import default_root
 from ...errors import ConfigError, DatasetError, ResourceError
-from ...job.backend import GraphInfo
+from ...job.backend_interface import GraphInfo
 from ...job.estimate import Estimate, rowblock_estimate
-from ...job.inference import SPLITS, RowGroup, TrainingStatistics, low_rank_statistics, regression_targets
-from ...job.rows import dataset_label
+from ...gp.inference import SPLITS, RowGroup, TrainingStatistics, low_rank_statistics, regression_targets
+from ...results.rows import dataset_label
 from ...kernels import Architecture, BaseKernel
 from ...kernels.architectures import KernelEntry
 from ...kernels.blocks import Block, branch_count
 from ...runtime import Stopwatch, peak_rss_mb
 from ...stops import stopped_by_signals
 from .cluster import dask_client, peak_worker_mb, task_times, time_summary, worker_memory_limits
-from .graph import ShardedGraph, tree_reduce
-from .roots import BlockAdjacency, DaskRoots, RowBlockContext
-from .store import RootStore
+from .sharded_graph import ShardedGraph, tree_reduce
+from .dask_roots import BlockAdjacency, DaskRoots, RowBlockContext
+from .root_files import RootStore
 
 log = logging.getLogger("gnngp")
 

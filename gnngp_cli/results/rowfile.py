@@ -1,6 +1,6 @@
 """Results files as text: the columns gnngp writes, every row read back checked against them.
 
-A row is what :mod:`gnngp_cli.results` writes: a ``status`` of ``ok`` or ``error``; an ``ok`` row
+A row is what :mod:`gnngp_cli.results.writing` writes: a ``status`` of ``ok`` or ``error``; an ``ok`` row
 names its dataset and method and has a number for its test metric; an ``error`` row says why. Integer columns hold integers, number columns numbers (or nothing).
 No field holds a line break or a NUL byte (gnngp writes none: error texts are one line), so a
 row that does came from damage: a cut file, an unterminated quote that swallowed the next row,

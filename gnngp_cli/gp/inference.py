@@ -35,7 +35,7 @@ from torch import Tensor
 from .. import runtime
 from ..errors import KernelError
 from ..kernels.numerics import psd_tolerance, symmetric_eigh
-from ..metrics import Metric, Prediction, Scores, merge_scores
+from ..metrics import Metric, MetricInput, Scores, merge_scores
 
 SPLITS = ("train", "val", "test")
 
@@ -365,13 +365,13 @@ def validation_scores(group: RowGroup, posterior: Posterior, nuggets: Tensor, me
     """The state of ``metric`` on the validation rows (or ``split``'s), one column per nugget."""
     scores = Scores()
     pos = group.positions[split]
-    scores.add(split, metric, Prediction(posterior.grid_means(group.features, pos, nuggets), group.targets[split]))
+    scores.add(split, metric, MetricInput(posterior.grid_means(group.features, pos, nuggets), group.targets[split]))
     return scores
 
 
 @dataclass(frozen=True)
 class ProbabilityRule:
-    """How a classification's test rows get class probabilities (:mod:`gnngp_cli.probabilities`):
+    """How a classification's test rows get class probabilities (:mod:`gnngp_cli.gp.probabilities`):
     the approximation, its samples, the temperature, and the factor on the latent variance."""
 
     approx: str = "mc"
@@ -380,7 +380,7 @@ class ProbabilityRule:
     variance_scale: float = 1.0
 
     def probabilities(self, mean: Tensor, variance: Tensor, temperature: Optional[float] = None) -> Tensor:
-        from ..probabilities import class_probabilities
+        from .probabilities import class_probabilities
 
         t = self.temperature if temperature is None else temperature
         return class_probabilities(mean, variance.double() * self.variance_scale, self.approx, self.samples, t)
@@ -391,10 +391,10 @@ ONE = torch.ones(1, dtype=torch.float64)   # the temperature 1 alone
 
 def temperature_nll(group: RowGroup, posterior: Posterior, eps: Tensor, rule: ProbabilityRule, temperatures: Optional[Tensor] = None) -> Tensor:
     """The summed validation NLL at each temperature (default: of
-    :data:`~gnngp_cli.probabilities.TEMPERATURES`), by the rule's approximation: the one the test
+    :data:`~gnngp_cli.gp.probabilities.TEMPERATURES`), by the rule's approximation: the one the test
     rows get (``likelihood.probabilities=auto`` keeps Monte Carlo to graphs where its 61 passes
     over the validation rows cost little)."""
-    from ..probabilities import TEMPERATURES, nll_by_temperature
+    from .probabilities import TEMPERATURES, nll_by_temperature
 
     mean = posterior.mean(group.features, group.positions["val"], eps)
     variance = group.variance(posterior, eps, "val").double() * rule.variance_scale
@@ -420,15 +420,15 @@ def final_scores(group: RowGroup, posterior: Posterior, eps: Tensor, metric: Met
             variance = group.variance(posterior, eps, key)
             probs = rule.probabilities(mean, variance) if rule is not None else None
             noise = 0.0 if isinstance(eps, TrainingTimes) else eps   # a network's output after training: no observation noise
-            prediction = Prediction(mean[:, None, :], group.targets[key], variance[:, None], noise, output_scale, probs, group.ood)
+            prediction = MetricInput(mean[:, None, :], group.targets[key], variance[:, None], noise, output_scale, probs, group.ood)
             for column in uncertainty:
                 scores.add(column.name, column, prediction)
         keep = group.in_distribution(key)
-        scores.add(key, metric, Prediction(mean[keep][:, None, :], group.targets[key][keep]))
+        scores.add(key, metric, MetricInput(mean[keep][:, None, :], group.targets[key][keep]))
         if key == "test" and group.ood is not None:   # the metric on the OOD test rows, where their labels are classes the GP predicts
             y_ood = group.targets[key][group.ood]
             if bool((y_ood < mean.size(1)).all()):
-                scores.add("test_ood", metric, Prediction(mean[group.ood][:, None, :], y_ood))
+                scores.add("test_ood", metric, MetricInput(mean[group.ood][:, None, :], y_ood))
     return scores
 
 
@@ -567,7 +567,7 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
         rule = ProbabilityRule(likelihood.approximation(stats.num_nodes, stats.rhs.size(1)), likelihood.samples, 1.0,
                                1.0 if times is not None else likelihood.variance_scale(posterior, eps, stats.rhs.size(1)))
         if likelihood.temperature:
-            from ..probabilities import best_temperature
+            from .probabilities import best_temperature
 
             rule = replace(rule, temperature=best_temperature(reduce(partial(temperature_nll, posterior=posterior, eps=eps, rule=rule), add_tensors)))
     final = reduce(partial(final_scores, posterior=posterior, eps=eps, metric=metric, uncertainty=uncertainty, output_scale=output_scale,
@@ -585,7 +585,7 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
     if "test_ood" in final.states:
         columns["test_ood"] = float(final.value("test_ood")[0])
     if rule is not None and "ece" in final.states:   # the reliability diagram's bins, from the rows ECE read
-        from ..probabilities import reliability_bins
+        from .probabilities import reliability_bins
 
         state = final.states["ece"]
         columns["reliability"] = reliability_bins(state["probs"], state["y"])

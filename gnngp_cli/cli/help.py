@@ -22,7 +22,7 @@ def _defaults_list(config_name: str) -> dict[str, tuple[str, str]]:
     (and the configs it names): the comment beside each entry describes its group."""
     import re
 
-    from .compose import config_dir
+    from ..compose import config_dir
 
     entries: dict[str, tuple[str, str]] = {}
     text = (config_dir() / f"{config_name}.yaml").read_text()
@@ -45,8 +45,8 @@ def config_groups(config_name: str = "config") -> dict[str, tuple[list[str], str
     description is the comment beside it in the config's defaults list."""
     from hydra.core.config_store import ConfigStore
 
-    from .backends import compute_options
-    from .compose import config_dir, register_configs
+    from ..backends import compute_options
+    from ..compose import config_dir, register_configs
 
     if "model" not in ConfigStore.instance().repo:   # the registries' options (a composed config has stored them)
         register_configs(compute_options())
@@ -88,7 +88,7 @@ def config_key_lines(cfg) -> list[tuple[str, str, str]]:
 
     from omegaconf import DictConfig, OmegaConf
 
-    from .schema import field_descriptions
+    from ..schema import field_descriptions
 
     lines: list[tuple[str, str, str]] = []
 
@@ -116,9 +116,9 @@ def run_help(overrides: list[str], config_name: str = "config") -> None:
 
     from omegaconf import OmegaConf
 
-    from .backends import compute_options
-    from .cli_errors import one_line
-    from .compose import compose, config_dir
+    from ..backends import compute_options
+    from .messages import one_line
+    from ..compose import compose, config_dir
 
     app = OmegaConf.load(config_dir() / f"{config_name}.yaml").hydra.help
     chosen = [o for o in overrides if not o.startswith(("hydra.", "hydra/", "-"))]

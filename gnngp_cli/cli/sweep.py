@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from .data.files import atomic_write
-from .resume import job_overrides
+from ..data.files import atomic_write
+from ..results.resume import job_overrides
 
 log = logging.getLogger("gnngp")
 
@@ -35,7 +35,7 @@ def collect(sweep_dir: Path, results_file: str = "results.csv") -> tuple[list[st
     a job folder without results (it died before writing) becomes an error row; a results
     file with malformed rows gives its good rows, an error row naming the file, and a warning.
     Never raises on a bad file."""
-    from .rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows
+    from ..results.rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows
 
     header, rows = [], []
     for job in sorted((p for p in sweep_dir.iterdir() if p.is_dir() and (p / ".hydra").is_dir()), key=_job_order):
@@ -60,7 +60,7 @@ def _job_order(path: Path):
 
 
 def _overrides(job: Path) -> str:
-    """The job's overrides, recorded as in its result rows (:func:`~gnngp_cli.resume.job_overrides`)."""
+    """The job's overrides, recorded as in its result rows (:func:`~gnngp_cli.results.resume.job_overrides`)."""
     try:
         return job_overrides([line.strip("- \n") for line in (job / ".hydra" / "overrides.yaml").read_text().splitlines()])
     except OSError:
@@ -79,7 +79,7 @@ class SweepSummary(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
             return
-        from .rowfile import to_frame, to_text   # here, not at the top: Hydra imports this callback for every command
+        from ..results.rowfile import to_frame, to_text   # here, not at the top: Hydra imports this callback for every command
 
         header, rows = collect(sweep_dir, config.get("results_file", "results.csv"))
         path = sweep_dir / "summary.csv"

@@ -15,7 +15,7 @@ import dataclasses
 import difflib
 from typing import Iterable, Optional, Sequence
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 GROUP_KEYS = ("dataset", "model", "kernel", "gnn", "experiment", "fit", "compute")
 
@@ -30,13 +30,13 @@ def group_options(key: str) -> list[str]:
     """Valid values of a group option as the user spells it: ``dataset``, ``kernel`` (kernels
     and their ``_x`` twins), ``gnn`` (GNNs and ``none``), ``model`` (both) or ``experiment``
     (the presets)."""
-    from .data.registry import DATASETS, PRESETS
-    from .gnn import GNNS
-    from .kernels.architectures import KERNELS
+    from ..data.datasets import DATASETS, PRESETS
+    from ..gnn import GNNS
+    from ..kernels.architectures import KERNELS
 
-    from .backends import BACKENDS
-    from .compose import config_dir
-    from .schema import FIT_METHODS
+    from ..backends import BACKENDS
+    from ..compose import config_dir
+    from ..schema import FIT_METHODS
 
     kernels = [name + suffix for name in KERNELS for suffix in ("", "_x")]
     return {

@@ -31,13 +31,13 @@ from ..kernels import KERNELS, BaseKernel
 from ..metrics import METRICS, resolve_metric, uncertainty_metrics
 from ..progress import Progress
 from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
-from .backend import Backend
-from .fit import FitResult, check_learn, fit_hyperparameters, plan_parameters
+from .backend_interface import Backend
+from ..gp.mll import FitResult, check_learn, fit_hyperparameters, plan_parameters
 from .estimate import Estimate, grid_bytes, size_text
-from .inference import GRID_CHUNK_MIN, GPResult, TrainingTimes, best_index, chunk_rows, grid_chunk, log_grid, predict
+from ..gp.inference import GRID_CHUNK_MIN, GPResult, TrainingTimes, best_index, chunk_rows, grid_chunk, log_grid, predict
 from .landmarks import choose_landmarks
-from .likelihoods import likelihood_of
-from .rows import base_row, graph_columns, run_settings, with_extra
+from ..gp.likelihoods import likelihood_of
+from ..results.rows import base_row, graph_columns, run_settings, with_extra
 
 log = logging.getLogger("gnngp")
 

@@ -21,7 +21,7 @@ from ..errors import ConfigError
 from ..kernels import KERNELS, BaseKernel, Block, KernelContext
 from ..kernels.networks import WideNetwork
 from .features import feature_map, is_random, span_coordinates
-from .graph import CheckGraph
+from .subgraph import CheckGraph
 from .statistics import Verdict, WidthSummary, summarise
 
 

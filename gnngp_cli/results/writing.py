@@ -2,7 +2,7 @@
 
 Writers of the same file take turns (an inter-process ``flock``), each reading, appending and
 renaming under the lock, so concurrent runs sharing a run dir keep every row. The rows already
-there are read back and checked (:mod:`gnngp_cli.rowfile`: types, status, required fields);
+there are read back and checked (:mod:`gnngp_cli.results.rowfile`: types, status, required fields);
 a file with any malformed row is moved aside whole, and the new rows start a fresh file, with
 one warning naming both. The rows kept are written back as they were read (integers stay
 integers). Rows that cannot be written to their target go to a fallback file, named in the error.
@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
-from .data.files import atomic_write, locked
-from .errors import GnngpError
+from ..data.files import atomic_write, locked
+from ..errors import GnngpError
 from .rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows, to_text
 
 __all__ = ["COLUMNS", "ResultsNotWritten", "append_rows", "summary_line"]

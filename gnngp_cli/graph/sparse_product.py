@@ -1,4 +1,4 @@
-"""The graph product ``A Q`` on the CPU, cache-tiled, and node orders that give it locality.
+"""The graph product ``A Q`` on the CPU, cache-tiled.
 
 Almost all of a low-rank kernel's time on a large graph is ``A Q``: a sparse ``N x N``
 adjacency times a dense ``N x r`` root (Reddit: 114.6M entries, ``r = 3,184``). torch's CSR
@@ -16,11 +16,7 @@ Each output row is the sum of its entries in tile order, then in column order wi
 same terms as torch's, summed in another order, so the two agree to float round-off. The
 kernel is compiled by numba (``cache=True``: once per machine) and runs on numba's threads,
 as many as torch's.
-
-An *order* (``data.order=rcm|metis``) renumbers the nodes so that neighbours sit close
-(:func:`node_order`): the product then runs on ``P A P^T`` and maps back (``A Q = P^T (P A P^T)
-(P Q)``), reading each slice of ``Q`` through the order and writing each slice of the result
-back through it, so landmarks, rows and results stay in the graph's own ids.
+The product runs on the order of :mod:`.orders` when the job has one.
 """
 from __future__ import annotations
 
@@ -28,7 +24,6 @@ import importlib.util
 import math
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -37,19 +32,16 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from ..progress import Progress, within
-from .cache import tensor_digest
-from .files import atomic_write
 
 PRODUCTS = ("auto", "torch", "tiled")   # auto: tiled on the CPU for large products, torch's elsewhere
-ORDERS = ("none", "rcm", "metis")
 SLICE_BYTES = 512          # a slice's row segment: 128 float32 or 64 float64 columns (eight cache lines)
 TILE_BYTES = 4 << 20       # a source tile's slice of Q (8,192 nodes), held in the last-level cache (32 MiB here)
 
 
 def _kernels():
-    """The numba kernels (:mod:`.tiled_kernels`), imported on first use: importing numba costs
+    """The numba kernels (:mod:`.tiles`), imported on first use: importing numba costs
     about 0.3 s, which the command line and the small graphs (torch's product) never pay."""
-    from . import tiled_kernels
+    from . import tiles as tiled_kernels
 
     return tiled_kernels.layout, tiled_kernels.product
 
@@ -80,7 +72,7 @@ def numba_available() -> bool:
 
 @dataclass
 class TiledProduct:
-    """``A`` laid out by source tiles (see :mod:`.tiled_kernels`): for tile ``t`` (columns
+    """``A`` laid out by source tiles (see :mod:`.tiles`): for tile ``t`` (columns
     ``[t S, (t+1) S)``), the rows with entries there, ``rows[tile_start[t]:tile_start[t+1]]``,
     and their entries ``entry[k]:entry[k+1]`` (``local``: column minus ``t S``; ``weight``).
     Built once per adjacency from its CSR arrays by a counting sort; with ``order``, of
@@ -188,84 +180,3 @@ def resolve_product(name: str, device: torch.device | str, dtype: torch.dtype) -
     if name == "auto":   # the adjacency decides per product (size, density: Adjacency.matmul)
         return "auto" if possible and numba_available() else "torch"
     return name
-
-
-def node_order(edge_index: Tensor, num_nodes: int, method: str, seed: int = 0) -> Optional[Tensor]:
-    """A renumbering of the nodes (position -> node id) that puts neighbours close:
-    ``rcm``, reverse Cuthill-McKee (scipy) on the symmetrised graph; ``metis``, METIS k-way
-    parts of about 4,096 nodes (pymetis), nodes sorted by part then id. ``none``: ``None``."""
-    if method not in ORDERS:
-        raise ConfigError(f"unknown data.order {method!r}; use one of {', '.join(ORDERS)}")
-    if method == "none":
-        return None
-    if num_nodes < 3:   # nothing to order (and METIS cannot split fewer nodes)
-        return torch.arange(num_nodes, dtype=torch.int64)
-    import scipy.sparse as sp
-
-    row, col = edge_index.cpu().numpy()
-    keep = row != col
-    ones = np.ones(int(keep.sum()), dtype=np.int8)
-    graph = sp.csr_matrix((ones, (row[keep], col[keep])), shape=(num_nodes, num_nodes))
-    graph = (graph + graph.T).tocsr()
-    if method == "rcm":
-        from scipy.sparse.csgraph import reverse_cuthill_mckee
-
-        return torch.from_numpy(reverse_cuthill_mckee(graph, symmetric_mode=True).astype(np.int64))
-    try:
-        import pymetis
-    except ImportError as err:
-        raise ConfigError("data.order=metis needs pymetis, which is not installed; pip install pymetis, or use data.order=rcm") from err
-    parts = max(2, math.ceil(num_nodes / 4096))
-    options = pymetis.Options(seed=seed)
-    _, membership = pymetis.part_graph(parts, xadj=graph.indptr, adjncy=graph.indices, options=options)
-    membership = np.asarray(membership, dtype=np.int64)
-    return torch.from_numpy(np.lexsort((np.arange(num_nodes), membership)).astype(np.int64))
-
-
-def positions(order: Tensor) -> Tensor:
-    """The inverse of an order: each node id's position (``positions(order)[order[k]] == k``)."""
-    pos = torch.empty_like(order)
-    pos[order] = torch.arange(order.numel(), dtype=order.dtype, device=order.device)
-    return pos
-
-
-def check_order(order: Tensor, num_nodes: int) -> Optional[str]:
-    """Why ``order`` is not a permutation of ``0..num_nodes-1`` (``None``: it is)."""
-    if order.dim() != 1 or order.numel() != num_nodes or order.dtype != torch.int64:
-        return f"holds {tuple(order.shape)} {order.dtype} ids, not {num_nodes} int64 node ids"
-    if num_nodes and (int(order.min()) < 0 or int(order.max()) >= num_nodes):
-        return "holds ids outside the graph"
-    if num_nodes and not bool((torch.bincount(order, minlength=num_nodes) == 1).all()):
-        return "names some node twice"
-    return None
-
-
-def cached_order(edge_index: Tensor, num_nodes: int, method: str, folder: Path) -> Optional[Tensor]:
-    """:func:`node_order` of this graph, computed once and kept in ``folder`` under a name made of
-    the method and a digest of the edge list (another graph, or the same dataset edited, gets its
-    own file). The file is untrusted on reading: ``torch.load(weights_only=True)``, and a file
-    that does not hold a permutation of the graph's nodes is computed again, with a warning."""
-    if method == "none":
-        return None
-    digest = tensor_digest(edge_index.cpu())
-    path = folder / f"order-{method}-{num_nodes}-{digest[:24]}.pt"
-    if path.is_file():
-        try:
-            stored = torch.load(path, map_location="cpu", weights_only=True)
-            order = stored.get("order") if isinstance(stored, dict) else None
-            problem = "holds no order" if not isinstance(order, Tensor) else check_order(order, num_nodes)
-        except Exception as err:  # noqa: BLE001 - any failure means: do not trust it, compute again
-            problem, order = f"could not be loaded safely ({type(err).__name__})", None
-        if problem is None and stored.get("edges") != digest:
-            problem = "was not computed for this graph's edges"
-        if problem is None:
-            return order
-        print(f"gnngp: warning: node order file {path} {problem}; computing the order again", file=sys.stderr)
-    with Progress(f"ordering the {num_nodes:,} nodes by {method}"):
-        order = node_order(edge_index, num_nodes, method)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda f: torch.save({"order": order, "edges": digest}, f), binary=True)
-    except (OSError, RuntimeError) as err:
-        print(f"gnngp: warning: could not keep the node order in {path} ({err}); it is computed again on every run", file=sys.stderr)
-    return order

@@ -1,4 +1,4 @@
-"""The numba kernels of :class:`gnngp_cli.data.products.TiledProduct` (compiled once per
+"""The numba kernels of :class:`gnngp_cli.graph.sparse_product.TiledProduct` (compiled once per
 machine, ``cache=True``); imported only when a tiled product runs.
 
 The layout: the entries of ``A`` grouped by source tile ``t`` (columns ``[t S, (t+1) S)``), and

@@ -1,0 +1,45 @@
+"""A graph's node order (:mod:`gnngp_cli.graph.orders`), computed once and kept in the data cache."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ..graph.orders import check_order, node_order
+from ..progress import Progress
+from .cache import tensor_digest
+from .files import atomic_write
+
+
+def cached_order(edge_index: Tensor, num_nodes: int, method: str, folder: Path) -> Optional[Tensor]:
+    """:func:`node_order` of this graph, computed once and kept in ``folder`` under a name made of
+    the method and a digest of the edge list (another graph, or the same dataset edited, gets its
+    own file). The file is untrusted on reading: ``torch.load(weights_only=True)``, and a file
+    that does not hold a permutation of the graph's nodes is computed again, with a warning."""
+    if method == "none":
+        return None
+    digest = tensor_digest(edge_index.cpu())
+    path = folder / f"order-{method}-{num_nodes}-{digest[:24]}.pt"
+    if path.is_file():
+        try:
+            stored = torch.load(path, map_location="cpu", weights_only=True)
+            order = stored.get("order") if isinstance(stored, dict) else None
+            problem = "holds no order" if not isinstance(order, Tensor) else check_order(order, num_nodes)
+        except Exception as err:  # noqa: BLE001 - any failure means: do not trust it, compute again
+            problem, order = f"could not be loaded safely ({type(err).__name__})", None
+        if problem is None and stored.get("edges") != digest:
+            problem = "was not computed for this graph's edges"
+        if problem is None:
+            return order
+        print(f"gnngp: warning: node order file {path} {problem}; computing the order again", file=sys.stderr)
+    with Progress(f"ordering the {num_nodes:,} nodes by {method}"):
+        order = node_order(edge_index, num_nodes, method)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda f: torch.save({"order": order, "edges": digest}, f), binary=True)
+    except (OSError, RuntimeError) as err:
+        print(f"gnngp: warning: could not keep the node order in {path} ({err}); it is computed again on every run", file=sys.stderr)
+    return order
