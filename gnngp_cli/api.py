@@ -27,7 +27,7 @@ from .backends import compute_options
 from .backends.local import LocalBackend
 from .cli.messages import check_group_choices, one_line, spellings
 from .compose import compose as compose_config
-from .config import needs_validation, training_times, validate
+from .config import needs_validation, parse, training_times, validate
 from .data.container import GraphData
 from .graph.operators import make_undirected
 from .errors import ConfigError, DatasetError, GnngpError, ResourceError
@@ -177,10 +177,11 @@ class NodeGP:
         if note is not None and note(self.config.kernel):   # as gnngp run warns (e.g. GATGP from 4 layers)
             log.warning(note(self.config.kernel))
         graph = _adopt(data, train, val, test, own, self.config)
-        backend = LocalBackend(self.config, graph)
+        spec = parse(self.config)   # the job's spec, once (the graph's task written in by _adopt)
+        backend = LocalBackend(spec, graph)
         with backend:
             self._backend = backend
-            self._run = next(GPJob(self.config, backend).runs())
+            self._run = next(GPJob(spec, backend).runs())
         return self
 
     @property

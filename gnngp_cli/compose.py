@@ -26,13 +26,19 @@ from .data.datasets import DATASETS, PRESETS
 from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import KERNELS
-from .schema import FIT_METHODS, LIKELIHOODS, PROTOCOLS, ComputeConfig, FitConfig, LikelihoodConfig, ProtocolConfig, RunConfig
+from .gp.likelihoods import LIKELIHOODS
+from .schema import FIT_METHODS, PROTOCOLS, ComputeConfig, FitConfig, LikelihoodConfig, ProtocolConfig, RunConfig
 
 
 def config_dir() -> Path:
     """The configs shipped inside the package (``gnngp_cli/conf``). A user's own config folder
     is added with Hydra's search path: ``hydra.searchpath=[file:///path/to/my_conf]``."""
     return Path(__file__).resolve().parent / "conf"
+
+
+def read_yaml(path: Path) -> dict:
+    """A YAML config file (an experiment preset) as plain Python, uncomposed."""
+    return OmegaConf.to_container(OmegaConf.load(path))
 
 
 def register_configs(compute: Mapping[str, ComputeConfig]) -> None:

@@ -1,11 +1,12 @@
-"""Checks of a composed config against the registries, before any work, and the method
-defaults that depend on the dataset.
+"""The spec parser: checks of a composed config against the registries, before any work; the
+job's spec made from it once (:func:`parse`); and the method defaults that depend on the dataset.
 
 A wrong key or a wrong type fails when Hydra composes the config (:mod:`gnngp_cli.compose`); an
 impossible value (``layers < 1``, a negative sigma, a nugget grid with ``min >= max``...) fails
-in :func:`validate`, before any data is loaded, as a one-line :class:`ConfigError`. A method
-setting left ``null`` takes the method's default for the dataset
-(:func:`resolve_method_defaults`, once the data is loaded and its task known). The schemas are
+in :func:`validate`, before any data is loaded, as a one-line :class:`ConfigError`. The checked
+config becomes the job's frozen spec (:func:`parse`), which is what everything below the job
+reads. A method setting left ``null`` takes the method's default for the dataset
+(:func:`with_method_defaults`, a new spec once the data is loaded and its task known). The schemas are
 in :mod:`gnngp_cli.schema`; what a value may be comes from the registry entries (a kernel's
 parameter ranges, a dataset's split kind, the metrics).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+from dataclasses import asdict, fields
 from typing import Any, Mapping, Optional
 
 from omegaconf import OmegaConf
@@ -23,10 +25,13 @@ from .graph.sparse_product import PRODUCTS
 from .data.datasets import DATASETS, SPLIT_READS, SPLIT_WORDS
 from .errors import ConfigError
 from .gnn import GNNS
+from .gp.likelihoods import LIKELIHOODS
 from .gnn.baselines import gnn_defaults
 from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
+from .kernels.architectures import KERNEL_COMMON
 from .metrics import score_metrics
-from .schema import DEVICES, DTYPES, GNN_PROPAGATION, GNN_RECIPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, LIKELIHOODS, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
+from .schema import KernelConfig, RunConfig, freeze, revised
+from .schema import DEVICES, DTYPES, GNN_PROPAGATION, GNN_RECIPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
 
 
 def check_results_file(name: str) -> None:
@@ -47,15 +52,18 @@ def _choice(value: str, allowed, what: str) -> None:
 
 
 def validate(cfg: Any) -> None:
-    """Reject impossible values before any work starts (one-line :class:`ConfigError`)."""
+    """Reject impossible values before any work starts (one-line :class:`ConfigError`). A spec
+    (:func:`parse`) was checked when it was made."""
+    if isinstance(cfg, RunConfig) and cfg.frozen:
+        return
     if cfg.dataset is None:
         raise ConfigError("no dataset chosen; use dataset=<name>")
     _choice(str(cfg.dataset.name).lower(), DATASETS, "dataset")
     if cfg.dataset.task is not None:
         _choice(cfg.dataset.task, TASKS, "dataset.task")
     for key in ("train_ratio", "val_ratio"):
-        if not 0 <= cfg.dataset[key] <= 1:
-            raise ConfigError(f"dataset.{key}={cfg.dataset[key]} must lie in [0, 1]")
+        if not 0 <= getattr(cfg.dataset, key) <= 1:
+            raise ConfigError(f"dataset.{key}={getattr(cfg.dataset, key)} must lie in [0, 1]")
     finite_numbers(cfg)
     if OmegaConf.is_config(cfg) and "depth" in cfg and not 1 <= cfg.depth <= MAX_LAYERS:   # named as typed, not as kernel.layers
         raise ConfigError(f"depth={cfg.depth} must be from 1 to {MAX_LAYERS:,} (the layers of the kernel and of the GNN)")
@@ -66,9 +74,9 @@ def validate(cfg: Any) -> None:
     entry = DATASETS[str(cfg.dataset.name).lower()]
     reads = SPLIT_READS[entry.split] + (("split_seed",) if cfg.experiment.stand_in and entry.stand_in else ())   # a stand-in's generator seed
     for key in ("split_index", "split_seed", "train_ratio", "val_ratio"):   # a split setting this dataset's split never reads
-        if key not in reads and cfg.dataset[key] != getattr(entry.config, key):
+        if key not in reads and getattr(cfg.dataset, key) != getattr(entry.config, key):
             readers = ", ".join(name for name, e in DATASETS.items() if key in SPLIT_READS[e.split])
-            raise ConfigError(f"dataset.{key}={cfg.dataset[key]} does not apply to {entry.name}, whose split is {SPLIT_WORDS[entry.split]}; "
+            raise ConfigError(f"dataset.{key}={getattr(cfg.dataset, key)} does not apply to {entry.name}, whose split is {SPLIT_WORDS[entry.split]}; "
                               f"drop it (it applies to {readers})")
     if cfg.get("splits") is not None:
         _choice(str(cfg.splits), ("all",), "splits")
@@ -160,7 +168,7 @@ def _validate_times(cfg: Any) -> None:
                               "not set: add inference.time (e.g. inference.time=[1,10,100,inf]), or drop inference.learning_rate")
         return
     if cfg.method != "gnn":
-        changed = [f"nugget.{key}={cfg.nugget[key]}" for key in ("min", "max", "num") if cfg.nugget[key] != getattr(NuggetConfig, key)]
+        changed = [f"nugget.{key}={getattr(cfg.nugget, key)}" for key in ("min", "max", "num") if getattr(cfg.nugget, key) != getattr(NuggetConfig, key)]
         if changed:
             raise ConfigError(f"inference.time replaces the nugget grid, so {changed[0]} would be ignored: drop it, or inference.time")
     if cfg.method == "gnn":
@@ -218,7 +226,7 @@ def validate_kernel(k: Any) -> None:
         raise ConfigError(f"kernel.gamma_search=true searches the base kernel's gamma, but kernel.base.name={k.base.name} has none; "
                           f"use kernel.gamma_search=false, or a base kernel with a gamma ({readers})")
     _grid(k.gamma_grid, "kernel.gamma_grid")   # gammas are float64 (the base kernel's parameter)
-    KERNELS[k.name].validate(k)   # its parameters' ranges, its candidates
+    KERNELS[k.name].validate(OmegaConf.to_object(k) if OmegaConf.is_config(k) else k)   # its parameters' ranges, its candidates: on the typed options
 
 
 def needs_validation(cfg: Any) -> bool:
@@ -313,8 +321,8 @@ def _validate_gnn(g: Any) -> None:
     _choice(g.name, GNNS, "gnn.name")
     _choice(g.recipe, GNN_RECIPES, "gnn.recipe")
     for key in ("layers", "hidden", "epochs"):
-        if g[key] is not None and g[key] < 1:
-            raise ConfigError(f"gnn.{key}={g[key]} must be at least 1")
+        if getattr(g, key) is not None and getattr(g, key) < 1:
+            raise ConfigError(f"gnn.{key}={getattr(g, key)} must be at least 1")
     if g.lr is not None and not 0 < g.lr <= LR_MAX:
         raise ConfigError(f"gnn.lr={g.lr:g} must be positive and at most {LR_MAX:g} (e.g. gnn.lr=0.01)")
     if (g.dropout is not None and not 0 <= g.dropout < 1) or g.weight_decay < 0:
@@ -328,7 +336,7 @@ def _validate_gnn(g: Any) -> None:
                                ("regime", g.regime == "standard", "standard")):
             if not fine:
                 raise ConfigError(f"gnn.recipe={g.recipe} trains full batch on the sparse operator with AdamW (its protocol); "
-                                  f"gnn.{key}={g[key]} has no place there: set gnn.{key}={fix}, or gnn.recipe=paper")
+                                  f"gnn.{key}={getattr(g, key)} has no place there: set gnn.{key}={fix}, or gnn.recipe=paper")
     if g.batch_size is not None and g.batch_size < 0:
         raise ConfigError(f"gnn.batch_size={g.batch_size} must be at least 1 (0 or null: full batch)")
     graph_layers = GNNS[g.name].graph_layers(g.layers)
@@ -346,11 +354,9 @@ def _validate_gnn(g: Any) -> None:
         for key, (fine, fix) in standard.items():
             if not fine:
                 raise ConfigError(f"gnn.regime=ntk trains the finite network of kernel=gcngp kernel.limit=ntk (full batch, plain gradient descent); "
-                                  f"{key}={(dropout if key == 'gnn.dropout' else g[key.removeprefix('gnn.')]) if key != 'gnn' else g.name} has no place there: set {fix}")
-    if "heads" in g and (g.heads < 1 or (g.layers > 1 and hidden % g.heads)):
-        raise ConfigError(f"gnn.heads={g.heads} must be at least 1 and divide gnn.hidden={hidden} (each head has hidden / heads features)")
-    if g.get("hops") is not None and g.hops < 0:
-        raise ConfigError(f"gnn.hops={g.hops} must be at least 0")
+                                  f"{key}={(dropout if key == 'gnn.dropout' else getattr(g, key.removeprefix('gnn.'))) if key != 'gnn' else g.name} has no place there: set {fix}")
+    if GNNS[g.name].check is not None:   # the entry's own options (GAT's heads, GPR-GNN's hops)
+        GNNS[g.name].check(g, hidden)
     if g.fanouts is not None and len(g.fanouts) != graph_layers:
         raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")
     _choice(g.uncertainty, GNN_UNCERTAINTY, "gnn.uncertainty")
@@ -470,14 +476,61 @@ def method_defaults(table: Mapping[str, Mapping[str, Any]], dataset: str, task: 
     return out
 
 
-def resolve_method_defaults(cfg: Any, task: str) -> None:
-    """Fill the method's ``null`` settings with its defaults for the loaded dataset (its task
-    is known only then, e.g. for a custom graph). Explicit values are kept."""
-    if cfg.method == "gnn":
-        node, table = cfg.gnn, gnn_defaults(GNNS[cfg.gnn.name], cfg.gnn.recipe)
-    else:
-        node, table = cfg.kernel, KERNELS[cfg.kernel.name].defaults
-    for key, value in method_defaults(table, str(cfg.dataset.name).lower(), task).items():
-        if key in node and node[key] is None:
-            node[key] = value
+def parse(cfg: Any) -> RunConfig:
+    """The job's spec: the composed config, checked (:func:`validate`), as a frozen instance of
+    its schema dataclasses (:mod:`gnngp_cli.schema`). Made once per job, by the job's entry (the
+    command line, the Python API, ``gnngp verify``); a spec given again is returned as it is."""
+    if isinstance(cfg, RunConfig):
+        return cfg if cfg.frozen else freeze(cfg)
+    validate(cfg)
+    return freeze(OmegaConf.to_object(cfg))
 
+
+def with_method_defaults(spec: RunConfig, task: str) -> RunConfig:
+    """The spec with the method's ``null`` settings given their defaults for the loaded dataset
+    (its task is known only then, e.g. for a custom graph); explicit values are kept. A new
+    spec: nothing is written back."""
+    if spec.method == "gnn":
+        name, node, table = "gnn", spec.gnn, gnn_defaults(GNNS[spec.gnn.name], spec.gnn.recipe)
+    else:
+        name, node, table = "kernel", spec.kernel, KERNELS[spec.kernel.name].defaults
+    names = {f.name for f in fields(node)}
+    filled = {key: value for key, value in method_defaults(table, str(spec.dataset.name).lower(), task).items()
+              if key in names and getattr(node, key) is None}
+    return revised(spec, **{name: revised(node, **filled)}) if filled else spec
+
+
+
+def kernel_spec(architecture: str, task: str = "classification", **settings: Any) -> KernelConfig:
+    """The frozen kernel spec of ``kernel=<architecture>`` as a run parses it (its entry's config and its
+    defaults for ``task``, at two layers) with ``settings`` applied: ``layers``, ``adjacency``,
+    the architecture's own parameters (``sigma_w``, ``alpha``, ``coefficients``...), ``base``
+    (the base kernel's name), ``gamma``, ``c``, ``d``."""
+    if architecture not in KERNELS:
+        raise ConfigError(f"architecture '{architecture}' is not known; use one of {', '.join(KERNELS)}")
+    entry = KERNELS[architecture]
+    defaults = entry.config(name=architecture)
+    own = [f.name for f in fields(defaults) if f.name not in KERNEL_COMMON]
+    base = asdict(defaults.base)
+    base.update({key: settings.pop(key) for key in ("gamma", "c", "d") if key in settings})
+    if "base" in settings:
+        base["name"] = settings.pop("base")
+    cfg = {"name": architecture, "low_rank": False, "layers": 2, "adjacency": None, "base": base, "gamma_search": False,
+           "gamma_grid": asdict(defaults.gamma_grid),
+           **{key: getattr(defaults, key) for key in own}}
+    for key, value in method_defaults(entry.defaults, "*", task).items():
+        if cfg.get(key) is None:
+            cfg[key] = value
+    unknown = set(settings) - set(cfg)
+    if unknown:
+        raise ConfigError(f"GNNGPKernel('{architecture}') got unknown settings {sorted(unknown)}; "
+                          f"use some of {sorted(set(cfg) - {'name', 'base', 'low_rank', 'gamma_search'})} and base, gamma, c, d")
+    cfg.update(settings)
+    try:
+        out = OmegaConf.structured(type(defaults))   # typed: a value of the wrong type is refused as on the command line
+        out.merge_with(cfg)
+    except Exception as err:  # noqa: BLE001 - OmegaConf's validation errors, in one line
+        raise ConfigError(f"GNNGPKernel('{architecture}'): {str(err).splitlines()[0]}") from None
+    finite_numbers(out, "kernel")
+    validate_kernel(out)
+    return freeze(OmegaConf.to_object(out))

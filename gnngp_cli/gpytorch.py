@@ -16,11 +16,9 @@ per column, and their mean is ``fit=mll``'s objective ``log p(Y) / (n C)``.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Optional, Sequence
 
 import torch
-from omegaconf import OmegaConf
 from torch import Tensor
 
 try:
@@ -30,47 +28,12 @@ try:
 except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError('gnngp_cli.gpytorch needs GPyTorch: pip install -e ".[gpytorch]"') from err
 
-from .config import finite_numbers, method_defaults, validate_kernel
+from .config import kernel_spec
 from .graph.operators import Adjacency
 from .errors import ConfigError
 from .gp.mll import architecture_values, kernel_parameters, plan_parameters, training_kernel
 from .kernels import BASE_KERNELS, KERNELS, BaseKernel, KernelContext
-from .kernels.architectures import KERNEL_COMMON
-
-
-def kernel_config(architecture: str, task: str = "classification", **settings: Any):
-    """A kernel config as ``kernel=<architecture>`` composes it (its entry's config and its
-    defaults for ``task``, at two layers) with ``settings`` applied: ``layers``, ``adjacency``,
-    the architecture's own parameters (``sigma_w``, ``alpha``, ``coefficients``...), ``base``
-    (the base kernel's name), ``gamma``, ``c``, ``d``."""
-    if architecture not in KERNELS:
-        raise ConfigError(f"architecture '{architecture}' is not known; use one of {', '.join(KERNELS)}")
-    entry = KERNELS[architecture]
-    defaults = entry.config(name=architecture)
-    own = [f.name for f in dataclasses.fields(defaults) if f.name not in KERNEL_COMMON]
-    base = dataclasses.asdict(defaults.base)
-    base.update({key: settings.pop(key) for key in ("gamma", "c", "d") if key in settings})
-    if "base" in settings:
-        base["name"] = settings.pop("base")
-    cfg = {"name": architecture, "low_rank": False, "layers": 2, "adjacency": None, "base": base, "gamma_search": False,
-           "gamma_grid": dataclasses.asdict(defaults.gamma_grid),
-           **{key: getattr(defaults, key) for key in own}}
-    for key, value in method_defaults(entry.defaults, "*", task).items():
-        if cfg.get(key) is None:
-            cfg[key] = value
-    unknown = set(settings) - set(cfg)
-    if unknown:
-        raise ConfigError(f"GNNGPKernel('{architecture}') got unknown settings {sorted(unknown)}; "
-                          f"use some of {sorted(set(cfg) - {'name', 'base', 'low_rank', 'gamma_search'})} and base, gamma, c, d")
-    cfg.update(settings)
-    try:
-        out = OmegaConf.structured(type(defaults))   # typed: a value of the wrong type is refused as on the command line
-        out.merge_with(cfg)
-    except Exception as err:  # noqa: BLE001 - OmegaConf's validation errors, in one line
-        raise ConfigError(f"GNNGPKernel('{architecture}'): {str(err).splitlines()[0]}") from None
-    finite_numbers(out, "kernel")
-    validate_kernel(out)
-    return out
+from .schema import FitConfig, freeze
 
 
 INTEGER_IDS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)   # node ids; bool, float, complex are not
@@ -130,18 +93,18 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
         if dtype not in (torch.float32, torch.float64):
             raise ConfigError(f"GNNGPKernel: dtype={dtype} is not a float dtype; use torch.float64 (the default) or torch.float32")
         landmarks = check_graph_inputs(data, landmarks)
-        self.config = kernel_config(architecture, getattr(data, "task", "classification"), **settings)
+        self.config = kernel_spec(architecture, getattr(data, "task", "classification"), **settings)
         entry = KERNELS[architecture]
         base_names = BASE_KERNELS.get(self.config.base.name, ())
         self.base_names = base_names
         if learn is None:  # every parameter with a positive value (output scale and noise belong to ScaleKernel and the likelihood)
             base = self.config.base
-            learn = [p.name for p in kernel_parameters(self.config) if (base[p.name] if p.name in base_names else self.config[p.name]) > 0]
+            learn = [p.name for p in kernel_parameters(self.config) if getattr(base if p.name in base_names else self.config, p.name) > 0]
             if not learn:
                 raise ConfigError(f"GNNGPKernel('{architecture}') with base '{base.name}' has no parameter to learn; "
                                   "use positive sigmas or a base kernel with gamma (base='rbf')")
-        fit_cfg = OmegaConf.create({"learn": list(learn), "per_layer": per_layer, "nugget": 1.0, "output_scale": 1.0})
-        fitted, self.held = plan_parameters(self.config, fit_cfg)
+        fit = freeze(FitConfig(method="mll", learn=list(learn), per_layer=per_layer, nugget=1.0, output_scale=1.0))
+        fitted, self.held = plan_parameters(self.config, fit)
         self.fitted = [p for p in fitted if p.name not in ("nugget", "output_scale")]
         self._build = lambda values: entry.architecture(self.config, values)
         arch = self._build({})

@@ -1,15 +1,20 @@
-"""Config schemas: the typed dataclasses Hydra composes and checks, and nothing else.
+"""Config schemas: the typed dataclasses Hydra composes and checks, and the specs they become.
 
 The bottom of the package's layers: the registries (datasets, kernels, GNNs, metrics) import
 these schemas and subclass them beside their code; this module imports none of them. Which
 options exist (``dataset=cora``, ``model=gcngp_x``, ``compute=dask``) is the registries' say,
 stored into Hydra's ConfigStore by :mod:`gnngp_cli.compose`; which values are possible is
 checked by :mod:`gnngp_cli.config` before any work.
+
+Once checked, a job's composed config is parsed once (:func:`gnngp_cli.config.parse`) into an
+instance of these same dataclasses, frozen (:func:`freeze`): the job's *spec*. Below the job
+layer nothing reads the config; kernels, data, GNNs, the GP's algebra and the backends read
+their spec's typed fields. A changed spec is a new one (:func:`revised`), never an edit.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import FrozenInstanceError, dataclass, field, fields, is_dataclass, replace
 from functools import lru_cache
 from typing import Any, Optional
 
@@ -21,7 +26,6 @@ TASKS = ("classification", "regression")
 METHODS = ("gp", "gnn")
 FIT_METHODS = ("grid", "mll")   # fit=<method>: the nugget grid on validation, or the marginal likelihood
 OPTIMIZERS = ("adam", "lbfgs")   # fit=mll
-LIKELIHOODS = ("gaussian", "dirichlet")   # likelihood=<name>: one-hot regression (the paper's), or Dirichlet-based GP classification
 PROTOCOLS = ("none", "misclassification", "leave_out_classes", "feature_shift", "structural_shift")   # protocol=<name>
 GNN_UNCERTAINTY = ("softmax", "temperature", "ensemble", "mc_dropout")   # gnn.uncertainty: a GNN's class probabilities
 GNN_REGIMES = ("standard", "ntk")   # gnn.regime: how a GNN trains
@@ -30,8 +34,55 @@ GNN_RECIPES = ("paper", "platonov2023")   # gnn.recipe: the architecture and tra
 SQRT_TENTH = math.sqrt(0.1)   # the paper's bias (kernels) and learning rate (GNNs) on regression sets
 
 
+class Options:
+    """The base of every config dataclass. Hydra composes and checks the dataclasses as configs;
+    an instance that :func:`freeze` made is a spec: typed, and an assignment to it raises
+    ``FrozenInstanceError``. (The dataclasses themselves stay unfrozen: OmegaConf makes a frozen
+    dataclass's config read-only, and Hydra could then apply no override.)"""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_frozen_", False):
+            raise FrozenInstanceError(f"cannot assign to {type(self).__name__}.{name}: a spec is frozen; make a new one with schema.revised")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if self.__dict__.get("_frozen_", False):
+            raise FrozenInstanceError(f"cannot delete {type(self).__name__}.{name}: a spec is frozen")
+        object.__delattr__(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """An option that only some entries declare (an architecture's ``sigma_w``, a dataset's
+        ``path``): its value, or ``default`` where this entry has no such field."""
+        return getattr(self, name, default)
+
+    @property
+    def frozen(self) -> bool:
+        return bool(self.__dict__.get("_frozen_", False))
+
+
+def freeze(options: Any) -> Any:
+    """``options`` (a dataclass instance of the schemas, and every one inside it) frozen in place
+    and returned: a spec."""
+    if isinstance(options, Options):
+        for f in fields(options):
+            freeze(getattr(options, f.name))
+        object.__setattr__(options, "_frozen_", True)
+    elif isinstance(options, (list, tuple)):
+        for value in options:
+            freeze(value)
+    elif isinstance(options, dict):
+        for value in options.values():
+            freeze(value)
+    return options
+
+
+def revised(spec: Any, **changes: Any) -> Any:
+    """A new spec: ``spec`` with ``changes`` (``dataclasses.replace``), frozen."""
+    return freeze(replace(spec, **changes))
+
+
 @dataclass
-class DataConfig:
+class DataConfig(Options):
     root: Optional[str] = None          # writable cache; default $GNNGP_DATA_ROOT or ~/.cache/gnngp
     mirror: Optional[str] = None        # read-only offline mirror (<Name>/raw/...); env GNNGP_DATA_MIRROR
     download: bool = True               # fetch a dataset that is in neither the cache nor the mirror (false: fail instead)
@@ -41,7 +92,7 @@ class DataConfig:
 
 
 @dataclass
-class DatasetConfig:
+class DatasetConfig(Options):
     """What every dataset has; a dataset with settings of its own subclasses it."""
 
     name: str = MISSING                 # the dataset (set by dataset=<name>)
@@ -60,7 +111,7 @@ class DatasetConfig:
 
 
 @dataclass
-class BaseKernelConfig:
+class BaseKernelConfig(Options):
     name: str = "linear"                # the input covariance C0: linear, polynomial or rbf
     gamma: float = 1.0                  # rbf: exp(-gamma |x - x'|^2 / d), d the feature count
     c: float = 0.0                      # polynomial: (x.x' + c)^d
@@ -69,7 +120,7 @@ class BaseKernelConfig:
 
 
 @dataclass
-class GridConfig:
+class GridConfig(Options):
     """A log-spaced grid: ``num`` values from ``min`` to ``max``."""
 
     min: float = 1e-2                   # the grid's smallest value
@@ -78,7 +129,7 @@ class GridConfig:
 
 
 @dataclass
-class KernelConfig:
+class KernelConfig(Options):
     """What every GP kernel has; each architecture subclasses it with its own parameters."""
 
     name: str = MISSING                 # the kernel (set by kernel=<name>)
@@ -92,7 +143,7 @@ class KernelConfig:
 
 
 @dataclass
-class GNNConfig:
+class GNNConfig(Options):
     """What every GNN baseline has; a GNN with settings of its own subclasses it. ``null``
     settings take the defaults of :data:`gnngp_cli.gnn.TRAINING_DEFAULTS` for the dataset."""
 
@@ -115,7 +166,7 @@ class GNNConfig:
 
 
 @dataclass
-class LandmarksConfig:
+class LandmarksConfig(Options):
     fraction: float = II("dataset.landmark_fraction")   # each training node is a landmark w.p. 1/fraction
     count: Optional[int] = II("dataset.landmark_count")  # or exactly this many training nodes
 
@@ -129,7 +180,7 @@ class NuggetConfig(GridConfig):
 
 
 @dataclass
-class FitConfig:
+class FitConfig(Options):
     """How GP hyperparameters are chosen (see gnngp_cli/gp/mll.py)."""
 
     method: str = "grid"                # grid: the nugget on the validation grid (the paper); mll: maximise the log marginal likelihood
@@ -144,7 +195,7 @@ class FitConfig:
 
 
 @dataclass
-class LikelihoodConfig:
+class LikelihoodConfig(Options):
     """How a GP classifies (``likelihood=gaussian|dirichlet``; see gnngp_cli/gp/likelihoods.py)."""
 
     name: str = "gaussian"              # gaussian: regress one-hot labels (the paper); dirichlet: Milios et al. 2018's Dirichlet-based GP classification
@@ -156,7 +207,7 @@ class LikelihoodConfig:
 
 
 @dataclass
-class InferenceConfig:
+class InferenceConfig(Options):
     """Predictions along training time (gnngp_cli/gp/inference.py, TrainingTimes)."""
 
     time: Any = None                    # null: the GP posterior at the nugget chosen on validation; a training time t, inf (kernel regression), or a list of times, the best on validation chosen (early stopping)
@@ -164,7 +215,7 @@ class InferenceConfig:
 
 
 @dataclass
-class ProtocolConfig:
+class ProtocolConfig(Options):
     """An uncertainty protocol (``protocol=<name>``; see gnngp_cli/data/protocols.py): the
     splits and the test nodes out of distribution, made from ``protocol.seed``."""
 
@@ -179,7 +230,7 @@ class ProtocolConfig:
 
 
 @dataclass
-class VerifyConfig:
+class VerifyConfig(Options):
     widths: list[int] = field(default_factory=lambda: [128, 256, 512, 1024])   # hidden widths of the random networks
     seeds: int = 16                     # independent random networks per width
     num_nodes: int = 40                 # nodes of the induced subgraph of the dataset
@@ -189,7 +240,7 @@ class VerifyConfig:
 
 
 @dataclass
-class TableConfig:
+class TableConfig(Options):
     """How ``gnngp report`` lays out a paper table from its experiment's sweep."""
 
     title: str = ""                     # the table's title in the report
@@ -197,7 +248,7 @@ class TableConfig:
 
 
 @dataclass
-class ExperimentConfig:
+class ExperimentConfig(Options):
     name: Optional[str] = None          # set by experiment=<preset>
     stand_in: Optional[str] = None      # csbm: replace absent large datasets by a csbm graph of the same size
     table: Optional[TableConfig] = None  # the paper table this experiment's sweep fills (gnngp report)
@@ -205,7 +256,7 @@ class ExperimentConfig:
 
 
 @dataclass
-class ComputeConfig:
+class ComputeConfig(Options):
     """Where a GP job computes (``compute=local|dask|slurm``). ``local``: this process (today's
     path). ``dask`` and ``slurm``: every low-rank (``_x``) kernel and its GP on row blocks of a
     Dask cluster (see :mod:`gnngp_cli.backends.rowblocks`): a ``LocalCluster`` here, the scheduler at
@@ -234,13 +285,13 @@ class ComputeConfig:
 
 
 @dataclass
-class PartitionConfig:
+class PartitionConfig(Options):
     rows: int = 100_000                 # nodes per row block
     out: Optional[str] = None           # gnngp partition: the folder to write (out=<dir>)
 
 
 @dataclass
-class LoggerConfig:
+class LoggerConfig(Options):
     """Where ``logger=mlflow|tensorboard`` records each job (:mod:`gnngp_cli.cli.tracking`). A
     relative folder is read from the working directory, as ``hydra.run.dir`` is."""
 
@@ -251,7 +302,7 @@ class LoggerConfig:
 
 
 @dataclass
-class RunConfig:
+class RunConfig(Options):
     dataset: Any = None                 # a DatasetConfig subclass, chosen by dataset=<name>
     method: str = "gp"                  # gp: the GP kernel; gnn: the GNN (set by model=/kernel=/gnn=)
     depth: int = 2                      # layers of the kernel and of the GNN (kernel.layers, gnn.layers)

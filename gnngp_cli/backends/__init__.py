@@ -18,16 +18,16 @@ from ..schema import ComputeConfig
 from .local import LocalBackend
 
 
-def _rowblocks(cfg: Any) -> Any:
+def _rowblocks(spec: Any) -> Any:
     from .rowblocks.dask_backend import DaskBackend
 
-    return DaskBackend(cfg)
+    return DaskBackend(spec)
 
 
 @dataclass(frozen=True)
 class BackendEntry:
     name: str
-    make: Callable[[Any], Any]       # cfg -> a backend for one job
+    make: Callable[[Any], Any]       # spec -> a backend for one job
     options: ComputeConfig           # the compute=<name> option
     external: bool = False           # needs a system beyond this machine (a SLURM scheduler): the parity tests leave it out
 
@@ -49,9 +49,9 @@ def compute_options() -> dict[str, ComputeConfig]:
     return {name: entry.options for name, entry in BACKENDS.items()}
 
 
-def backend_for(cfg: Any) -> Any:
-    """The backend of ``cfg.compute.backend`` for one job."""
-    name = cfg.compute.backend
+def backend_for(spec: Any) -> Any:
+    """The backend of ``spec.compute.backend`` for one job."""
+    name = spec.compute.backend
     if name not in BACKENDS:
         raise ConfigError(f"compute.backend={name!r} is not a backend; use one of {', '.join(BACKENDS)}")
-    return BACKENDS[name].make(cfg)
+    return BACKENDS[name].make(spec)

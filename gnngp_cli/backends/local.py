@@ -10,10 +10,12 @@ from typing import Any, Callable, Optional
 import torch
 from torch import Tensor
 
+from ..config import parse
 from ..errors import ConfigError, ResourceError
 from ..job.backend_interface import GraphInfo
 from ..job.estimate import Estimate, dense_factor, gp_estimate, size_text
 from ..gp.inference import SPLITS, RowGroup, TrainingStatistics, low_rank_statistics, regression_targets
+from ..gp.likelihoods import LIKELIHOODS
 from ..job.loading import LoadedGraph, reuse
 from ..results.rows import dataset_label
 from ..kernels import Architecture, BaseKernel, Kernel, KernelContext
@@ -91,17 +93,17 @@ class LocalBackend:
     name = "local"
     supports_fit = True
 
-    def __init__(self, cfg: Any, graph: Optional[LoadedGraph] = None):
-        self.cfg = cfg
+    def __init__(self, spec: Any, graph: Optional[LoadedGraph] = None):
+        self.spec = parse(spec)
         self.graph = graph
         self._owned = graph is None
 
-    def refuse(self, cfg: Any, entry: KernelEntry) -> None:
+    def refuse(self, spec: Any, entry: KernelEntry) -> None:
         if not entry.runs_on(self.name):
             raise ConfigError(f"kernel={entry.name} does not run with compute={self.name}; use compute={' or compute='.join(entry.backends)}")
 
     def __enter__(self) -> "LocalBackend":
-        self.graph = reuse(self.cfg, self.graph)
+        self.graph = reuse(self.spec, self.graph)
         self.graph.keep_edges = not self._owned   # data loaded for this job alone: its edge list goes once A is built
         self.info: GraphInfo = self.graph.info()
         self.load_seconds, self.dtype, self.device = self.graph.load_seconds, self.graph.dtype, self.graph.device
@@ -116,8 +118,8 @@ class LocalBackend:
 
     @property
     def where(self) -> str:
-        split = f" (split {int(self.cfg.dataset.split_index)})" if self.cfg.get("splits") == "all" else ""   # each split's lines say which
-        return dataset_label(self.cfg.dataset.name, self.info.stand_in) + split
+        split = f" (split {int(self.spec.dataset.split_index)})" if self.spec.get("splits") == "all" else ""   # each split's lines say which
+        return dataset_label(self.spec.dataset.name, self.info.stand_in) + split
 
     def _nodes(self, split: Optional[str] = None) -> Tensor:
         d = self.data
@@ -143,12 +145,12 @@ class LocalBackend:
         if not fitting and arch.network.root_form(False, ctx):
             return
         need = arch.network.peak_elements(target, ctx, train) * torch.finfo(self.dtype).bits // 8 * dense_factor(branch_count(arch.network))
-        limit = memory_limit_bytes(self.cfg.max_memory_gb, ctx.features.device)
+        limit = memory_limit_bytes(self.spec.max_memory_gb, ctx.features.device)
         if need > limit:
             square = "" if train is not None else (f" to fit it on its {int(target.numel()):,} training nodes" if fitting
                                                    else f" to evaluate it over all {int(target.numel()):,} nodes at once")
             raise ResourceError(
-                f"the exact {arch.label} kernel on {self.cfg.dataset.name} needs about {size_text(need)}{square} but the limit is {size_text(limit)} "
+                f"the exact {arch.label} kernel on {self.spec.dataset.name} needs about {size_text(need)}{square} but the limit is {size_text(limit)} "
                 f"(max_memory_gb; default half of the free memory); use the low-rank kernel (kernel={arch.name}_x)"
                 + (" or dtype=float32" if self.dtype == torch.float64 else "") + ", or raise max_memory_gb if the memory is yours"
             )
@@ -172,11 +174,11 @@ class LocalBackend:
         return gp_estimate(
             rss_now=current_rss_bytes(), peak_now=peak_rss_mb() * 2**20, num_nodes=self.info.num_nodes, num_edges=self.info.num_edges,
             num_features=self.info.num_features, n_train=int(train.numel()), n_labelled=int(target.numel()),
-            layers=int(self.cfg.kernel.layers), bytes_per_entry=torch.finfo(self.dtype).bits // 8,
+            layers=int(self.spec.kernel.layers), bytes_per_entry=torch.finfo(self.dtype).bits // 8,
             landmarks=None if landmarks is None else int(landmarks.numel()), dense_elements=int(dense),
             branches=branch_count(arch.network, low_rank=landmarks is not None),
             input_nystrom=input_nystrom,
-            root_width=((int(landmarks.numel()) if input_nystrom else self.info.num_features) + int(self.cfg.kernel.layers) + 1)
+            root_width=((int(landmarks.numel()) if input_nystrom else self.info.num_features) + int(self.spec.kernel.layers) + 1)
             * branch_count(arch.network) if linear else None,
         )
 
@@ -199,7 +201,7 @@ class LocalBackend:
     def statistics(self, k: LocalKernel) -> TrainingStatistics:
         train = self.train_ids()
         return local_statistics(k, train, regression_targets(self.data.y[train], self.info.task, self.info.num_classes, k.features.dtype),
-                                self.cfg.likelihood.name == "dirichlet")
+                                LIKELIHOODS[self.spec.likelihood.name].per_class)
 
     def reduce(self, k: LocalKernel, fn: Callable[[RowGroup], Any], combine: Callable[..., Any]) -> Any:
         """``fn`` on one row group: every labelled node."""

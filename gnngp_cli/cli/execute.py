@@ -2,7 +2,6 @@
 ``splits=all``, and its rows written as its runs finish (and error rows for what failed)."""
 from __future__ import annotations
 
-import copy
 import logging
 import os
 import sys
@@ -13,7 +12,7 @@ import torch
 from omegaconf import DictConfig
 
 from ..backends import LocalBackend, backend_for
-from ..config import check_results_file, needs_validation, validate
+from ..config import check_results_file, needs_validation, parse
 from ..errors import ConfigError, GnngpError, ResourceError
 from ..results.invariants import checked_rows
 from ..job.gnn_job import run_gnn
@@ -23,6 +22,7 @@ from ..job.loading import LoadedGraph, load_graph
 from ..results.rows import console_row, console_summary, error_row
 from ..results.writing import ResultsNotWritten, append_rows, summary_line
 from ..results.resume import Resume, job_overrides, resume_state, set_aside
+from ..schema import RunConfig, revised
 from ..stops import stop_signal, stopped_by_signals
 
 OnRow = Callable[[dict], None]
@@ -65,17 +65,17 @@ def objective(rows: Sequence[dict], searched: bool = False) -> float:
     return float("nan")
 
 
-def run_once(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRow] = None,
+def run_once(spec: RunConfig, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRow] = None,
              skip: Collection[int] = ()) -> tuple[list[dict], Optional[int]]:
     """One job on one split (the runs in ``skip`` left out): its rows, and how many fixed
     splits its dataset has."""
-    if cfg.method == "gnn":
-        if cfg.compute.backend != "local":
-            raise ConfigError(f"compute={cfg.compute.backend} runs GP kernels; GNN baselines run with compute=local")
-        graph = graph or load_graph(cfg)
-        return run_gnn(cfg, graph, on_row, skip), graph.info().num_splits
-    backend = LocalBackend(cfg, graph) if graph is not None else backend_for(cfg)
-    rows = run_gp(cfg, backend, on_row, skip)
+    if spec.method == "gnn":
+        if spec.compute.backend != "local":
+            raise ConfigError(f"compute={spec.compute.backend} runs GP kernels; GNN baselines run with compute=local")
+        graph = graph or load_graph(spec)
+        return run_gnn(spec, graph, on_row, skip), graph.info().num_splits
+    backend = LocalBackend(spec, graph) if graph is not None else backend_for(spec)
+    rows = run_gp(spec, backend, on_row, skip)
     return rows, backend.info.num_splits
 
 
@@ -84,29 +84,29 @@ def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRo
     every fixed split with ``splits=all`` (rows then carry ``split_index`` and ``split_count``;
     the console summary gives the mean and std over them). ``graph``: data already loaded
     (``compute=local``). Each row goes to ``on_row`` as its run finishes; the runs ``resume``
-    holds are not run again."""
-    validate(cfg)
-    every = cfg.get("splits") == "all"
+    holds are not run again. ``cfg``, the composed config, is parsed here into the job's spec
+    (:func:`~gnngp_cli.config.parse`), once: all below reads the spec."""
+    spec = parse(cfg)
+    every = spec.splits == "all"
     done = resume.done if resume is not None else set()
-    planned = planned_runs(cfg)
+    planned = planned_runs(spec)
 
     def skip(split: Optional[int]) -> set[int]:
         return {r for r in range(planned) if (split, r) in done}
 
-    first = int(cfg.dataset.split_index) if every else None
+    first = int(spec.dataset.split_index) if every else None
     count = resume.split_count if resume is not None else None
     rows: list[dict] = []
     if len(skip(first)) < planned or (every and count is None):
-        rows, count = run_once(cfg, graph, on_row, skip(first))
+        rows, count = run_once(spec, graph, on_row, skip(first))
     if not every:
         return rows
     if count is None:
-        raise ConfigError(f"splits=all needs a dataset with fixed splits; {cfg.dataset.name} has none: use runs=N or dataset.split_seed")
+        raise ConfigError(f"splits=all needs a dataset with fixed splits; {spec.dataset.name} has none: use runs=N or dataset.split_seed")
     for index in range(count):
         if index != first and len(skip(index)) < planned:
-            split_cfg = copy.deepcopy(cfg)
-            split_cfg.dataset.split_index = index
-            rows += run_once(split_cfg, None, on_row, skip(index))[0]
+            split_spec = revised(spec, dataset=revised(spec.dataset, split_index=index))
+            rows += run_once(split_spec, None, on_row, skip(index))[0]
     return rows
 
 

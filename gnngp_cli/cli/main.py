@@ -132,36 +132,36 @@ def _partition_task(cfg) -> None:
     import time
 
     from ..backends.rowblocks.dask_backend import partition
-    from ..config import validate
+    from ..config import parse
     from ..data import DataStore
     from ..errors import ConfigError, GnngpError
 
     try:
-        validate(cfg)
-        if not cfg.partition.out:
+        spec = parse(cfg)
+        if not spec.partition.out:
             raise ConfigError("gnngp partition needs the folder to write: out=<dir>")
-        store = DataStore.of(cfg.data)
+        store = DataStore.of(spec.data)
         start = time.perf_counter()
-        meta = partition(cfg, store, Path(cfg.partition.out), cfg.partition.rows)
+        meta = partition(spec, store, Path(spec.partition.out), spec.partition.rows)
     except GnngpError as err:
         print(f"gnngp: error: {err}", file=sys.stderr)
         raise SystemExit(1)
     print(f"wrote {meta.num_blocks} row blocks of {meta.rows} nodes ({meta.num_nodes} nodes, {meta.num_edges} edges) "
-          f"to {cfg.partition.out} in {time.perf_counter() - start:.1f} s; run with compute=dask compute.shards={cfg.partition.out}")
+          f"to {spec.partition.out} in {time.perf_counter() - start:.1f} s; run with compute=dask compute.shards={spec.partition.out}")
 
 
 def _verify_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from ..config import validate
+    from ..config import parse
     from ..errors import GnngpError
     from ..verify.task import verify
 
     try:
-        validate(cfg)
-        if cfg.kernel.low_rank:
+        spec = parse(cfg)
+        if spec.kernel.low_rank:
             print("gnngp: note: the check compares networks with the exact kernel; the _x twin is ignored", file=sys.stderr)
-        result = verify(cfg, Path(HydraConfig.get().runtime.output_dir))
+        result = verify(spec, Path(HydraConfig.get().runtime.output_dir))
     except GnngpError as err:
         print(f"gnngp: error: {err}", file=sys.stderr)
         raise SystemExit(1)

@@ -43,20 +43,20 @@ def stand_in(name: str, kind: str, seed: int) -> GraphData:
     return data
 
 
-def load_dataset(cfg: Any, store: DataStore, stand_in_kind: Optional[str] = None, validation: bool = True) -> GraphData:
-    """Load ``cfg.name`` (a :class:`~gnngp_cli.config.DatasetConfig`), preprocess and check it.
+def load_dataset(options: Any, store: DataStore, stand_in_kind: Optional[str] = None, validation: bool = True) -> GraphData:
+    """Load ``options.name`` (a :class:`~gnngp_cli.config.DatasetConfig`), preprocess and check it.
     With ``stand_in_kind="csbm"``, an absent large dataset is replaced by a csbm stand-in.
     ``validation=False``: the job reads no validation labels (``fit=mll``), so they may be absent."""
-    name = str(cfg.name).lower()
+    name = str(options.name).lower()
     try:
         with _stdout_to_log():  # PyG's "Processing... Done!" and OGB's prints go to the job's log, as log lines
-            data = _load(name, cfg, store)
+            data = _load(name, options, store)
     except DatasetUnavailable:
         if stand_in_kind is None or name not in DATASETS or DATASETS[name].stand_in is None:
             raise
-        data = stand_in(name, stand_in_kind, cfg.split_seed)
+        data = stand_in(name, stand_in_kind, options.split_seed)
     data.name = name
-    preprocess_features(data, cfg.center, cfg.scale)
+    preprocess_features(data, options.center, options.scale)
     check_graph(data, validation)
     return data
 
@@ -94,14 +94,14 @@ def _stdout_to_log():
         stream.flush()
 
 
-def _load(name: str, cfg: Any, store: DataStore) -> GraphData:
+def _load(name: str, options: Any, store: DataStore) -> GraphData:
     if name not in DATASETS:
         close = difflib.get_close_matches(name, DATASETS, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise DatasetError(f"unknown dataset '{cfg.name}'{hint}; choose one of {', '.join(DATASETS)}")
-    data = DATASETS[name].load(cfg, store)
-    if cfg.task and name != "custom" and cfg.task != data.task:
-        raise DatasetError(f"dataset.task={cfg.task} does not fit {name}, a {data.task} dataset; remove the override")
+        raise DatasetError(f"unknown dataset '{options.name}'{hint}; choose one of {', '.join(DATASETS)}")
+    data = DATASETS[name].load(options, store)
+    if options.task and name != "custom" and options.task != data.task:
+        raise DatasetError(f"dataset.task={options.task} does not fit {name}, a {data.task} dataset; remove the override")
     return data
 
 

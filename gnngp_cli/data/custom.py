@@ -180,5 +180,5 @@ class CustomConfig(DatasetConfig):
     path: Optional[str] = None          # the folder with edges.csv, features.npy|npz, labels.npy|csv
 
 
-register_dataset("custom", "Custom", lambda cfg, store: load_custom(cfg.path, cfg.task, cfg.train_ratio, cfg.val_ratio, cfg.split_seed),
+register_dataset("custom", "Custom", lambda options, store: load_custom(options.path, options.task, options.train_ratio, options.val_ratio, options.split_seed),
                  CustomConfig(), split="random")

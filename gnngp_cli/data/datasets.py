@@ -1,7 +1,7 @@
 """The dataset registry: one entry per dataset, declared beside its loader.
 
 An entry holds the dataset's display name (tables and figures), its loader
-``load(cfg, store) -> Data``, its typed config with the dataset's defaults (which become the
+``load(options, store) -> Data``, its typed config with the dataset's defaults (which become the
 ``dataset=<name>`` option), its kind of split and the published digests of its raw files.
 Presets are further config options of a registered dataset (e.g. ``csbm_1e6``, the csbm graph
 at 10^6 nodes). Nothing here imports a loader: each loader module registers its datasets, and
@@ -30,7 +30,7 @@ class DatasetEntry:
     load: Callable[[Any, Any], Any]
     config: Any                           # a DatasetConfig (subclass) instance: the defaults
     stand_in: Optional[tuple] = None      # (nodes, edges, features, classes, train, val) of a csbm stand-in
-    partition: Optional[Callable[..., Any]] = None   # partition(cfg, store, out, rows, source): row blocks streamed from raw files
+    partition: Optional[Callable[..., Any]] = None   # partition(options, store, out, rows, source): row blocks streamed from raw files
     split: str = "public"                 # one of SPLIT_KINDS
     digests: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # <Name>/raw/<file> -> accepted digests (see .digests)
 
@@ -42,7 +42,7 @@ PRESETS: dict[str, Any] = {}              # option name -> config of a registere
 def register_dataset(name: str, display: str, load: Callable[[Any, Any], Any], config: Any,
                      stand_in: Optional[tuple] = None, partition: Optional[Callable[..., Any]] = None, *,
                      split: str = "public", digests: Optional[Mapping[str, tuple[str, ...]]] = None) -> None:
-    """Add ``dataset=name``: ``load(cfg, store)`` returns its PyG ``Data``. ``partition(cfg,
+    """Add ``dataset=name``: ``load(options, store)`` returns its PyG ``Data``. ``partition(options,
     store, out, rows, source)``, when given, writes its row blocks (:mod:`.shards`) straight from
     the raw files, for graphs too large to load in one process (``compute=dask``). ``split``: its
     kind of split (:data:`SPLIT_KINDS`); ``digests``: the published digests of its raw files."""

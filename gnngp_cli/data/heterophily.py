@@ -102,8 +102,8 @@ LANDMARKS = {"roman_empire": 300, "amazon_ratings": 300, "minesweeper": 300, "to
 
 
 def _suite(name: str):
-    def load(cfg, store: DataStore) -> Data:
-        return load_heterophily(name, store, cfg.split_index)
+    def load(options, store: DataStore) -> Data:
+        return load_heterophily(name, store, options.split_index)
     return load
 
 

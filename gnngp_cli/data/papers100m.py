@@ -128,7 +128,7 @@ def _split_ids(root: Path, key: str) -> Iterator[np.ndarray]:
         raise DatasetError(f"raw file {path} is corrupt or truncated ({err}); delete it and fetch it again") from err
 
 
-def partition(cfg: Any, store: DataStore, out: Path, rows: int, source: str) -> ShardMeta:
+def partition(options: Any, store: DataStore, out: Path, rows: int, source: str) -> ShardMeta:
     """Stream the raw files into row blocks of ``rows`` nodes (see the module docstring)."""
     root = folder(store)
     features = NpyMember(root / "raw" / "data.npz", "node_feat")
@@ -176,7 +176,7 @@ def partition(cfg: Any, store: DataStore, out: Path, rows: int, source: str) -> 
     return writer.finish("papers100m", int(features.shape[1]), num_classes, "classification", "ogb time", source)
 
 
-def load(cfg: Any, store: DataStore) -> Data:
+def load(options: Any, store: DataStore) -> Data:
     """The whole graph in this process (small graphs in this format; the real one needs compute=dask)."""
     root = folder(store)
     x = np.concatenate(list(NpyMember(root / "raw" / "data.npz", "node_feat").rows(CHUNK)))

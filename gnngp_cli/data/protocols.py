@@ -46,18 +46,18 @@ def _refuse_regression(data: Any, name: str, dataset: str) -> None:
                           "use protocol=none (its uncertainty is the nlpd and coverage95 columns)")
 
 
-def protocol_key(pcfg: Any) -> str:
+def protocol_key(protocol: Any) -> str:
     """What a protocol's draws depend on, as one string (a graph records the one applied to it)."""
     keys = ("name", "seed", "left_out", "share", "perturbation", "strength", "ordering", "shares")
-    return json.dumps({k: (list(pcfg[k]) if k == "shares" else pcfg[k]) for k in keys}, sort_keys=True)
+    return json.dumps({k: (list(getattr(protocol, k)) if k == "shares" else getattr(protocol, k)) for k in keys}, sort_keys=True)
 
 
-def apply_protocol(data: Any, pcfg: Any, dataset: str) -> Any:
-    """``data`` with ``pcfg``'s protocol applied (see the module docstring), as a shallow copy
+def apply_protocol(data: Any, protocol: Any, dataset: str) -> Any:
+    """``data`` with ``protocol``'s protocol applied (see the module docstring), as a shallow copy
     (the caller's graph is left as it was); ``data.ood_mask`` is set (all false for ``none`` and
     ``misclassification``). A graph that already went through this protocol (the Python API's
     ``load_dataset(..., protocol=...)`` then ``NodeGP.fit``) is returned as it is; through another, refused."""
-    name, key = str(pcfg.name), protocol_key(pcfg)
+    name, key = str(protocol.name), protocol_key(protocol)
     applied = getattr(data, "protocol_key", None)
     if applied is not None:
         if applied == key or name == "none":
@@ -71,26 +71,26 @@ def apply_protocol(data: Any, pcfg: Any, dataset: str) -> Any:
     data.protocol_key = key
     _refuse_regression(data, name, dataset)
     if name == "leave_out_classes":
-        leave_out_classes(data, pcfg, dataset)
+        leave_out_classes(data, protocol, dataset)
     elif name == "feature_shift":
-        feature_shift(data, pcfg, dataset)
+        feature_shift(data, protocol, dataset)
     elif name == "structural_shift":
-        structural_shift(data, pcfg, dataset)
+        structural_shift(data, protocol, dataset)
     data.protocol = name
     return data
 
 
-def leave_out_classes(data: Any, pcfg: Any, dataset: str) -> None:
+def leave_out_classes(data: Any, protocol: Any, dataset: str) -> None:
     classes = int(data.num_classes)
     if classes < 3:
         raise ConfigError(f"protocol=leave_out_classes needs at least 3 classes (one left out, two kept), and {dataset} has {classes}; "
                           "use protocol=feature_shift, structural_shift or misclassification")
-    count = pcfg.left_out if pcfg.left_out is not None else max(1, classes // 3)
+    count = protocol.left_out if protocol.left_out is not None else max(1, classes // 3)
     if not 1 <= count <= classes - 2:
         raise ConfigError(f"protocol.left_out={count} must leave out at least 1 of {dataset}'s {classes} classes and keep at least 2; "
                           f"use 1 to {classes - 2}")
     device = data.y.device
-    left = torch.randperm(classes, generator=_generator(pcfg.seed))[:count].to(device)
+    left = torch.randperm(classes, generator=_generator(protocol.seed))[:count].to(device)
     out = torch.isin(data.y, left)
     if not bool((data.test_mask & out).any()):
         raise ConfigError(f"protocol=leave_out_classes left out classes {sorted(left.tolist())} of {dataset}, which have no test node, so "
@@ -121,17 +121,17 @@ def _draw_share(nodes: Tensor, share: float, seed: int, what: str, dataset: str)
     return nodes[torch.randperm(nodes.numel(), generator=_generator(seed))[:count].to(nodes.device)]
 
 
-def feature_shift(data: Any, pcfg: Any, dataset: str) -> None:
-    if pcfg.perturbation not in PERTURBATIONS:
-        raise ConfigError(f"protocol.perturbation={pcfg.perturbation!r} is not one; use {' or '.join(PERTURBATIONS)}")
+def feature_shift(data: Any, protocol: Any, dataset: str) -> None:
+    if protocol.perturbation not in PERTURBATIONS:
+        raise ConfigError(f"protocol.perturbation={protocol.perturbation!r} is not one; use {' or '.join(PERTURBATIONS)}")
     test = data.test_mask.nonzero().view(-1)
-    shifted = _draw_share(test, float(pcfg.share), pcfg.seed, "perturbed nodes", dataset)
+    shifted = _draw_share(test, float(protocol.share), protocol.seed, "perturbed nodes", dataset)
     x = data.x.clone()
-    gen = _generator(int(pcfg.seed) + 1)
-    if pcfg.perturbation == "noise":
+    gen = _generator(int(protocol.seed) + 1)
+    if protocol.perturbation == "noise":
         std = x.float().std(0, keepdim=True)
         noise = torch.randn(shifted.numel(), x.size(1), generator=gen).to(x.device, torch.float32)
-        x[shifted] = (x[shifted].float() + float(pcfg.strength) * std * noise).to(x.dtype)
+        x[shifted] = (x[shifted].float() + float(protocol.strength) * std * noise).to(x.dtype)
     else:   # another node's features (never the node's own)
         n = int(data.num_nodes)
         offset = torch.randint(1, n, (shifted.numel(),), generator=gen).to(x.device)
@@ -160,12 +160,12 @@ def centrality(edge_index: Tensor, num_nodes: int, ordering: str = "pagerank", d
     return rank
 
 
-def structural_shift(data: Any, pcfg: Any, dataset: str) -> None:
-    if pcfg.ordering not in ORDERINGS:
-        raise ConfigError(f"protocol.ordering={pcfg.ordering!r} is not one; use {' or '.join(ORDERINGS)}")
-    shares = [float(s) for s in pcfg.shares]
+def structural_shift(data: Any, protocol: Any, dataset: str) -> None:
+    if protocol.ordering not in ORDERINGS:
+        raise ConfigError(f"protocol.ordering={protocol.ordering!r} is not one; use {' or '.join(ORDERINGS)}")
+    shares = [float(s) for s in protocol.shares]
     n = int(data.num_nodes)
-    rank = centrality(data.edge_index, n, pcfg.ordering)
+    rank = centrality(data.edge_index, n, protocol.ordering)
     order = torch.argsort(-rank, stable=True).to(data.y.device)   # the most central first, ties by node id
     counts = [int(round(s * n)) for s in shares]
     core = order[: sum(counts)]
@@ -174,7 +174,7 @@ def structural_shift(data: Any, pcfg: Any, dataset: str) -> None:
         raise ConfigError(f"protocol.shares={shares} of {dataset}'s {n} nodes leave a split or the OOD periphery empty; "
                           "use shares that sum below 1, e.g. [0.3, 0.1, 0.1]")
     core = torch.sort(core)[0]   # by id, then the seeded draw: the split depends on the seed and the core's members only
-    core = core[torch.randperm(core.numel(), generator=_generator(pcfg.seed)).to(core.device)]
+    core = core[torch.randperm(core.numel(), generator=_generator(protocol.seed)).to(core.device)]
     masks = []
     start = 0
     for count in counts:

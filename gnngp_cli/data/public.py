@@ -240,20 +240,20 @@ def load_arxiv(name: str, store: DataStore) -> Data:
 
 
 def _planetoid(name: str):
-    def load(cfg, store: DataStore) -> Data:
+    def load(options, store: DataStore) -> Data:
         data = load_planetoid(name, store)
         data.split = "planetoid public"
         return data
     return load
 
 
-def _arxiv(cfg, store: DataStore) -> Data:
+def _arxiv(options, store: DataStore) -> Data:
     data = load_arxiv("arxiv", store)
     data.split = "ogb time"
     return data
 
 
-def _reddit(cfg, store: DataStore) -> Data:
+def _reddit(options, store: DataStore) -> Data:
     data = load_reddit("reddit", store)
     data.split = "pyg reddit"
     return data

@@ -84,9 +84,9 @@ class CSBMConfig(DatasetConfig):
     snr: float = 0.3                    # the class means' separation against the features' noise
 
 
-def _csbm(cfg, store) -> Data:
-    return generate_csbm(cfg.num_nodes, cfg.avg_degree, cfg.num_classes, cfg.homophily, cfg.num_features, cfg.snr,
-                         cfg.split_seed, cfg.train_ratio, cfg.val_ratio)
+def _csbm(options, store) -> Data:
+    return generate_csbm(options.num_nodes, options.avg_degree, options.num_classes, options.homophily, options.num_features, options.snr,
+                         options.split_seed, options.train_ratio, options.val_ratio)
 
 
 register_dataset("csbm", "csbm", _csbm, CSBMConfig(), split="random")

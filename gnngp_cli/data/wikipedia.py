@@ -179,8 +179,8 @@ def load_wikipedia(name: str, store: DataStore, split_index: int = 0, split_seed
 
 
 def _wikipedia(name: str):
-    def load(cfg, store: DataStore) -> Data:
-        return load_wikipedia(name, store, cfg.split_index, cfg.split_seed)
+    def load(options, store: DataStore) -> Data:
+        return load_wikipedia(name, store, options.split_index, options.split_seed)
     return load
 
 

@@ -42,6 +42,7 @@ class GNNEntry:
     fanouts: Optional[list] = None
     graph_layers: Callable[[int], int] = lambda layers: layers
     defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: TRAINING_DEFAULTS)
+    check: Optional[Callable[[Any, int], None]] = None   # check(options, hidden): the entry's own options (a one-line ConfigError)
 
 
 GNNS: dict[str, GNNEntry] = {}
@@ -49,9 +50,10 @@ GNNS: dict[str, GNNEntry] = {}
 
 def register_gnn(name: str, label: str, config: type = GNNConfig, fanouts: Optional[list] = None,
                  graph_layers: Callable[[int], int] = lambda layers: layers,
-                 defaults: Optional[Mapping[str, Mapping[str, Any]]] = None):
-    """Class decorator: add a :class:`GNN` subclass as ``gnn=name``."""
+                 defaults: Optional[Mapping[str, Mapping[str, Any]]] = None, check: Optional[Callable[[Any, int], None]] = None):
+    """Class decorator: add a :class:`GNN` subclass as ``gnn=name``; ``check(options, hidden)``
+    refuses impossible values of its own options (``hidden``: the hidden width, its default filled)."""
     def add(model: type) -> type:
-        GNNS[name] = GNNEntry(name, label, model, config, fanouts, graph_layers, defaults or TRAINING_DEFAULTS)
+        GNNS[name] = GNNEntry(name, label, model, config, fanouts, graph_layers, defaults or TRAINING_DEFAULTS, check)
         return model
     return add

@@ -12,13 +12,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..graph.operators import Adjacency, h2gcn_operators
+from ..errors import ConfigError
 from ..schema import GNNConfig
 from .baselines import register_gnn
 
@@ -29,14 +30,19 @@ class GPRGNNConfig(GNNConfig):
     hops: int = 10                      # propagation steps K
 
 
-@register_gnn("gprgnn", "GPRGNN", config=GPRGNNConfig, graph_layers=lambda layers: 0)
+def _check_hops(options: Any, hidden: int) -> None:
+    if options.hops < 0:
+        raise ConfigError(f"gnn.hops={options.hops} must be at least 0")
+
+
+@register_gnn("gprgnn", "GPRGNN", config=GPRGNNConfig, graph_layers=lambda layers: 0, check=_check_hops)
 class GPRGNN(nn.Module):
     normalised_graph = True
     graph_layers = 0  # full batch only: no per-layer neighbour sampling
 
-    def __init__(self, cfg, in_dim: int, out_dim: int):
+    def __init__(self, options, in_dim: int, out_dim: int):
         super().__init__()
-        hidden, layers, dropout, alpha, hops = cfg.hidden, cfg.layers, cfg.dropout, cfg.alpha, cfg.hops
+        hidden, layers, dropout, alpha, hops = options.hidden, options.layers, options.dropout, options.alpha, options.hops
         dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
         self.lins = nn.ModuleList(nn.Linear(dims[l], dims[l + 1]) for l in range(layers))
         self.dropout = dropout
@@ -70,9 +76,9 @@ class H2GCN(nn.Module):
     normalised_graph = False
     graph_layers = 0  # full batch only: no per-layer neighbour sampling
 
-    def __init__(self, cfg, in_dim: int, out_dim: int):
+    def __init__(self, options, in_dim: int, out_dim: int):
         super().__init__()
-        hidden, layers, dropout = cfg.hidden, cfg.layers, cfg.dropout
+        hidden, layers, dropout = options.hidden, options.layers, options.dropout
         self.embed = nn.Linear(in_dim, hidden, bias=False)
         self.rounds = layers
         self.dropout = dropout

@@ -7,6 +7,7 @@ from typing import Any, Optional
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..errors import ConfigError
 from ..schema import GNNConfig
 from .operator import reading_operator
 from .baselines import register_gnn
@@ -20,16 +21,16 @@ class GNN(nn.Module):
     normalised_graph = False   # gcn-style: reads the symmetric-normalised adjacency with unit self-loops
     reads_operator = False     # True: its layers take the adjacency as one sparse CSR matrix (gnn.propagation=sparse) as edge_index, edge_weight None
 
-    def __init__(self, cfg: Any, in_dim: int, out_dim: int):
+    def __init__(self, options: Any, in_dim: int, out_dim: int):
         super().__init__()
-        self.dropout = cfg.dropout
-        self.dims = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
+        self.dropout = options.dropout
+        self.dims = [in_dim] + [options.hidden] * (options.layers - 1) + [out_dim]
         self.convs = nn.ModuleList()
-        self.norms = nn.ModuleList(self._norm(cfg) for _ in range(cfg.layers - 1))
+        self.norms = nn.ModuleList(self._norm(options) for _ in range(options.layers - 1))
 
     @staticmethod
-    def _norm(cfg: Any) -> nn.Module:
-        return nn.BatchNorm1d(cfg.hidden) if cfg.batch_norm else nn.Identity()
+    def _norm(options: Any) -> nn.Module:
+        return nn.BatchNorm1d(options.hidden) if options.batch_norm else nn.Identity()
 
     @property
     def graph_layers(self) -> int:
@@ -64,12 +65,12 @@ class GCN(GNN):
 
     normalised_graph = True
 
-    def __init__(self, cfg, in_dim, out_dim):
-        super().__init__(cfg, in_dim, out_dim)
+    def __init__(self, options, in_dim, out_dim):
+        super().__init__(options, in_dim, out_dim)
         from torch_geometric.nn import GCNConv
         GCNConv = reading_operator(GCNConv)
 
-        self.convs.extend(GCNConv(self.dims[l], self.dims[l + 1], normalize=False) for l in range(cfg.layers))
+        self.convs.extend(GCNConv(self.dims[l], self.dims[l + 1], normalize=False) for l in range(options.layers))
 
     def conv(self, l, h, x0, edge_index, edge_weight):
         return self.convs[l](h, edge_index, edge_weight)
@@ -81,12 +82,12 @@ class SAGE(GNN):
 
     reads_operator = True
 
-    def __init__(self, cfg, in_dim, out_dim):
-        super().__init__(cfg, in_dim, out_dim)
+    def __init__(self, options, in_dim, out_dim):
+        super().__init__(options, in_dim, out_dim)
         from torch_geometric.nn import SAGEConv
         SAGEConv = reading_operator(SAGEConv)
 
-        self.convs.extend(SAGEConv(self.dims[l], self.dims[l + 1], aggr="mean") for l in range(cfg.layers))
+        self.convs.extend(SAGEConv(self.dims[l], self.dims[l + 1], aggr="mean") for l in range(options.layers))
 
 
 @register_gnn("gin", "GIN", fanouts=[25], graph_layers=lambda layers: 1)
@@ -96,16 +97,16 @@ class GIN(GNN):
 
     reads_operator = True
 
-    def __init__(self, cfg, in_dim, out_dim):
-        super().__init__(cfg, in_dim, out_dim)
+    def __init__(self, options, in_dim, out_dim):
+        super().__init__(options, in_dim, out_dim)
         from torch_geometric.nn import GINConv
         GINConv = reading_operator(GINConv)
 
         mlp: list[nn.Module] = []
-        for l in range(cfg.layers):
+        for l in range(options.layers):
             mlp.append(nn.Linear(self.dims[l], self.dims[l + 1]))
-            if l < cfg.layers - 1:
-                mlp += [self._norm(cfg), nn.ReLU(), nn.Dropout(cfg.dropout)]
+            if l < options.layers - 1:
+                mlp += [self._norm(options), nn.ReLU(), nn.Dropout(options.dropout)]
         self.convs.append(GINConv(nn.Sequential(*mlp), eps=0.0))
         self.norms = nn.ModuleList()
 
@@ -124,15 +125,15 @@ class GCN2(GNN):
 
     normalised_graph = True
 
-    def __init__(self, cfg, in_dim, out_dim):
-        super().__init__(cfg, in_dim, out_dim)
+    def __init__(self, options, in_dim, out_dim):
+        super().__init__(options, in_dim, out_dim)
         from torch_geometric.nn import GCN2Conv
         GCN2Conv = reading_operator(GCN2Conv)
 
-        self.pre = nn.Linear(in_dim, cfg.hidden)
-        self.convs.extend(GCN2Conv(cfg.hidden, cfg.alpha, cfg.theta, layer=l + 1, normalize=False) for l in range(cfg.layers))
-        self.head = nn.Linear(cfg.hidden, out_dim)
-        self.norms = nn.ModuleList(self._norm(cfg) for _ in range(cfg.layers))
+        self.pre = nn.Linear(in_dim, options.hidden)
+        self.convs.extend(GCN2Conv(options.hidden, options.alpha, options.theta, layer=l + 1, normalize=False) for l in range(options.layers))
+        self.head = nn.Linear(options.hidden, out_dim)
+        self.norms = nn.ModuleList(self._norm(options) for _ in range(options.layers))
 
     def start(self, x):
         return F.relu(self.pre(F.dropout(x, self.dropout, self.training)))
@@ -149,20 +150,25 @@ class GATConfig(GNNConfig):
     heads: int = 8                      # attention heads of each hidden layer, hidden / heads features each (the output layer has one)
 
 
-@register_gnn("gat", "GAT", config=GATConfig, fanouts=[25, 10])
+def _check_heads(options: Any, hidden: int) -> None:
+    if options.heads < 1 or (options.layers > 1 and hidden % options.heads):
+        raise ConfigError(f"gnn.heads={options.heads} must be at least 1 and divide gnn.hidden={hidden} (each head has hidden / heads features)")
+
+
+@register_gnn("gat", "GAT", config=GATConfig, fanouts=[25, 10], check=_check_heads)
 class GAT(GNN):
     """``GATConv`` layers (Velickovic et al. 2018): each node attends to its neighbours and itself
     (softmax over LeakyReLU(0.2) scores); hidden layers concatenate ``heads`` heads, the output
     layer has one; dropout on the input features, on the attention weights and (as every GNN's
     ``post``) after each hidden layer."""
 
-    def __init__(self, cfg, in_dim, out_dim):
-        super().__init__(cfg, in_dim, out_dim)
+    def __init__(self, options, in_dim, out_dim):
+        super().__init__(options, in_dim, out_dim)
         from torch_geometric.nn import GATConv
 
-        last = cfg.layers - 1
-        self.convs.extend(GATConv(self.dims[l], self.dims[l + 1] if l == last else self.dims[l + 1] // cfg.heads,
-                                  heads=1 if l == last else cfg.heads, dropout=cfg.dropout) for l in range(cfg.layers))
+        last = options.layers - 1
+        self.convs.extend(GATConv(self.dims[l], self.dims[l + 1] if l == last else self.dims[l + 1] // options.heads,
+                                  heads=1 if l == last else options.heads, dropout=options.dropout) for l in range(options.layers))
 
     def conv(self, l, h, x0, edge_index, edge_weight):
         if l == 0:   # later layers read post's output, dropped out already

@@ -48,14 +48,14 @@ class ResidualNetwork(nn.Module):
     reads_operator = True
     graph_layers = 0   # full batch only
 
-    def __init__(self, cfg: Any, in_dim: int, out_dim: int):
+    def __init__(self, options: Any, in_dim: int, out_dim: int):
         super().__init__()
-        self.kind, dim, self.dropout = cfg.name, cfg.hidden, cfg.dropout
+        self.kind, dim, self.dropout = options.name, options.hidden, options.dropout
         self.normalised_graph = self.kind == "gcn"
         self.input = nn.Linear(in_dim, dim)
-        self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in range(cfg.layers))
+        self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in range(options.layers))
         width = 2 * dim if self.kind == "sage" else dim
-        self.blocks = nn.ModuleList(FeedForward(width, dim, cfg.dropout) for _ in range(cfg.layers))
+        self.blocks = nn.ModuleList(FeedForward(width, dim, options.dropout) for _ in range(options.layers))
         self.output_norm = nn.LayerNorm(dim)
         self.output = nn.Linear(dim, out_dim)
 

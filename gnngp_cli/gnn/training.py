@@ -157,7 +157,7 @@ class GradientDescent:
                                    f"inference.learning_rate={self.lr:g} is above 2 / the tangent kernel's largest eigenvalue per node; lower it")
 
 
-def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, watch_factory,
+def train_gnn(options: Any, data, device: torch.device, seed: int, progress: bool, watch_factory,
               descent: Optional[GradientDescent] = None) -> GNNResult:
     """Train one model (seed ``seed``) and report train/val/test at the best validation epoch;
     with ``descent`` (``gnn.regime=ntk``), by that gradient descent, recording its learning curve."""
@@ -165,20 +165,20 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     generator = torch.Generator().manual_seed(seed)
     regression = data.task == "regression"
     out_dim = 1 if regression else data.num_classes
-    entry = GNNS[cfg.name]
-    network = ResidualNetwork if cfg.recipe == "platonov2023" else entry.model
-    model = network(cfg, data.num_features, out_dim).to(device)
+    entry = GNNS[options.name]
+    network = ResidualNetwork if options.recipe == "platonov2023" else entry.model
+    model = network(options, data.num_features, out_dim).to(device)
     graph = Graph.build(data.edge_index, data.num_nodes, model.normalised_graph)
     x, y = data.x.float(), data.y
     # the whole graph's layers read one cached sparse operator where the model's layers take one (gnn.propagation=sparse)
-    fast = cfg.propagation == "sparse" and getattr(model, "reads_operator", False)
+    fast = options.propagation == "sparse" and getattr(model, "reads_operator", False)
     adjacency, adjacency_weight = (graph.operator(x.dtype), None) if fast else (graph.edge_index, graph.edge_weight)
     target = y.float().view(-1, 1) if regression else y
     if descent is None:
         if isinstance(model, ResidualNetwork):
-            optimizer = torch.optim.AdamW(model.parameter_groups(cfg.weight_decay), lr=cfg.lr)
+            optimizer = torch.optim.AdamW(model.parameter_groups(options.weight_decay), lr=options.lr)
         else:
-            optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+            optimizer = torch.optim.Adam(model.parameters(), lr=options.lr, weight_decay=options.weight_decay)
         recorded = None
     else:
         optimizer = descent.optimizer(model, generator)
@@ -191,7 +191,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
             start = model(x, adjacency, adjacency_weight)   # NTK-GP's mean does (else a draw of the NNGP prior stays in every prediction)
     ood = getattr(data, "ood_mask", None)   # a protocol's OOD test nodes: the test metric reads the others
     masks = {"train": data.train_mask, "val": data.val_mask, "test": data.test_mask if ood is None else data.test_mask & ~ood}
-    fanouts = list(cfg.fanouts) if cfg.fanouts is not None else list(entry.fanouts or [-1] * model.graph_layers)
+    fanouts = list(options.fanouts) if options.fanouts is not None else list(entry.fanouts or [-1] * model.graph_layers)
     fanouts = fanouts[: model.graph_layers]
     train_nodes = data.train_mask.nonzero().view(-1)
 
@@ -203,9 +203,9 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     def predict() -> Tensor:
         model.eval()
         with torch.no_grad():
-            if not cfg.batch_size or fast:   # one sparse product per layer holds no more than the layer's outputs
+            if not options.batch_size or fast:   # one sparse product per layer holds no more than the layer's outputs
                 return forward()
-            return layerwise_inference(model, x, graph, cfg.batch_size)
+            return layerwise_inference(model, x, graph, options.batch_size)
 
     def forward() -> Tensor:
         out = model(x, adjacency, adjacency_weight)
@@ -218,12 +218,12 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
     best, best_state, history = None, None, []
     history_loss: list[float] = []
     train_watch = watch_factory()
-    bar = _progress(cfg.epochs, progress)
-    lines = Progress(f"{entry.label} training", total=cfg.epochs, enabled=bar is None)  # no terminal: a log line every 30 s
+    bar = _progress(options.epochs, progress)
+    lines = Progress(f"{entry.label} training", total=options.epochs, enabled=bar is None)  # no terminal: a log line every 30 s
     with train_watch.measure(), lines:
-        for epoch in range(cfg.epochs):
+        for epoch in range(options.epochs):
             model.train()
-            if not cfg.batch_size:
+            if not options.batch_size:
                 optimizer.zero_grad()
                 out = forward()
                 loss = loss_of(out[data.train_mask], target[data.train_mask])
@@ -235,8 +235,8 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
             else:
                 epoch_loss = 0.0
                 order = train_nodes[torch.randperm(train_nodes.numel(), generator=generator).to(train_nodes.device)]
-                for start in range(0, order.numel(), cfg.batch_size):
-                    seeds = order[start:start + cfg.batch_size]
+                for start in range(0, order.numel(), options.batch_size):
+                    seeds = order[start:start + options.batch_size]
                     nodes, ei, ew = graph.sample(seeds, fanouts, generator)
                     optimizer.zero_grad()
                     if fast:   # the sampled graph as one sparse operator, as the whole graph's
@@ -282,7 +282,7 @@ def train_gnn(cfg: Any, data, device: torch.device, seed: int, progress: bool, w
             return torch.stack([model(x, adjacency, adjacency_weight) for _ in range(k)])
 
     return GNNResult(final, best[0], train_watch.seconds, inference_watch.seconds, history, outputs,
-                     None if cfg.batch_size else dropout_passes, curve if descent is not None else None)
+                     None if options.batch_size else dropout_passes, curve if descent is not None else None)
 
 
 def layerwise_inference(model: GNN, x: Tensor, graph: Graph, batch_size: int) -> Tensor:

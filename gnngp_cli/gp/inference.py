@@ -580,8 +580,8 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
         columns["time"] = float(eps.times)
     if rule is not None:
         columns["temperature"] = rule.temperature
-    if likelihood is not None and likelihood.name == "dirichlet":
-        columns["alpha"] = likelihood.alpha
+    if likelihood is not None:
+        columns.update(likelihood.columns())
     if "test_ood" in final.states:
         columns["test_ood"] = float(final.value("test_ood")[0])
     if rule is not None and "ece" in final.states:   # the reliability diagram's bins, from the rows ECE read

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -41,17 +41,41 @@ from .inference import ExactPosterior, LowRankPosterior, Posterior, TrainingStat
 MC_ENTRIES = 1 << 28   # likelihood.probabilities=auto: Monte Carlo up to this many nodes x classes x samples (Cora: 4.9e6; Reddit: 2.4e9)
 
 
+LIKELIHOODS: dict[str, type["Likelihood"]] = {}   # likelihood=<name>: each registered class, by its name
+
+
+def register_likelihood(cls: type["Likelihood"]) -> type["Likelihood"]:
+    """Register a likelihood class under its ``name`` (a ``likelihood=`` option); a decorator."""
+    LIKELIHOODS[cls.name] = cls
+    return cls
+
+
 @dataclass(frozen=True)
 class Likelihood:
-    """A job's likelihood: ``name``; the Dirichlet pseudo-counts tried (``alphas``: the one of
-    the lowest validation NLL is kept); the probability rule (``approx``, ``samples``); whether a
-    temperature is fitted on validation."""
+    """A job's likelihood: how the targets become the posterior, and the posterior class
+    probabilities. Each kind is a registered subclass (:func:`register_likelihood`); what they
+    share: the probability rule (``approx``, ``samples``) and whether a temperature is fitted on
+    validation (``temperature``)."""
 
-    name: str = "gaussian"
-    alphas: tuple[float, ...] = (0.01,)
+    name: ClassVar[str] = ""
+    classifies: ClassVar[bool] = False   # only for classification tasks (a regression's uncertainty is its nlpd and coverage)
+    per_class: ClassVar[bool] = False    # the posterior needs per-class statistics (each class its own noise)
     approx: str = "auto"
     samples: int = 256
     temperature: bool = True
+    temperature_by_default: ClassVar[bool] = True   # likelihood.temperature=null fits a temperature
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> "Likelihood":
+        """The likelihood of a job's ``likelihood`` spec (:class:`~gnngp_cli.schema.LikelihoodConfig`)."""
+        kind = LIKELIHOODS[str(spec.name)]
+        return kind(**kind.options(spec))
+
+    @classmethod
+    def options(cls, spec: Any) -> dict:
+        """This kind's fields from the spec (``temperature: null``: this kind's default)."""
+        temperature = spec.temperature if spec.temperature is not None else cls.temperature_by_default
+        return dict(approx=str(spec.probabilities), samples=int(spec.samples), temperature=bool(temperature))
 
     def approximation(self, num_nodes: int, classes: int) -> str:
         """``mc`` or ``probit``: ``auto`` is ``mc`` while the draws of every node stay within
@@ -60,41 +84,70 @@ class Likelihood:
             return self.approx
         return "mc" if num_nodes * classes * self.samples <= MC_ENTRIES else "probit"
 
+    def candidates(self) -> list["Likelihood"]:
+        """One likelihood per value chosen on validation (``[self]`` when there is no choice)."""
+        return [self]
+
+    def posterior(self, stats: TrainingStatistics) -> Posterior:
+        raise NotImplementedError
+
+    def variance_scale(self, posterior: Posterior, eps: Tensor, outputs: int) -> float:
+        """What multiplies the posterior's latent variance to give the probabilities' Gaussian."""
+        raise NotImplementedError
+
+    def columns(self) -> dict:
+        """This likelihood's own result columns (the chosen value of what it chooses)."""
+        return {}
+
+
+@register_likelihood
+@dataclass(frozen=True)
+class GaussianLikelihood(Likelihood):
+    """One-hot targets regressed with one nugget (the paper's): the posterior of :mod:`.inference` as it is."""
+
+    name: ClassVar[str] = "gaussian"
+
+    def posterior(self, stats: TrainingStatistics) -> Posterior:
+        return posterior_for(stats)
+
+    def variance_scale(self, posterior: Posterior, eps: Tensor, outputs: int) -> float:
+        """The output scale of one one-hot column."""
+        return posterior.output_scale(eps) / max(outputs, 1)
+
+
+@register_likelihood
+@dataclass(frozen=True)
+class DirichletLikelihood(Likelihood):
+    """Dirichlet-based GP classification (the module docstring); ``alphas``: the pseudo-counts
+    tried, the one of the lowest validation NLL kept."""
+
+    name: ClassVar[str] = "dirichlet"
+    classifies: ClassVar[bool] = True
+    per_class: ClassVar[bool] = True
+    temperature_by_default: ClassVar[bool] = False
+    alphas: tuple[float, ...] = (0.01,)
+
+    @classmethod
+    def options(cls, spec: Any) -> dict:
+        alphas = (float(spec.alpha),) if spec.alpha is not None else tuple(float(a) for a in spec.alpha_grid)
+        return {**super().options(spec), "alphas": alphas}
+
     @property
     def alpha(self) -> float:
         return self.alphas[0]
 
     def candidates(self) -> list["Likelihood"]:
-        """One likelihood per value to choose among (``[self]`` when there is no choice)."""
-        if self.name != "dirichlet" or len(self.alphas) == 1:
-            return [self]
-        return [replace(self, alphas=(a,)) for a in self.alphas]
-
-    @property
-    def per_class(self) -> bool:
-        """Whether the posterior needs per-class statistics (each class its own noise)."""
-        return self.name == "dirichlet"
+        return [self] if len(self.alphas) == 1 else [replace(self, alphas=(a,)) for a in self.alphas]
 
     def posterior(self, stats: TrainingStatistics) -> Posterior:
-        if self.name == "dirichlet":
-            return DirichletPosterior(stats, self.alpha)
-        return posterior_for(stats)
+        return DirichletPosterior(stats, self.alpha)
 
     def variance_scale(self, posterior: Posterior, eps: Tensor, outputs: int) -> float:
-        """What multiplies the posterior's latent variance to give the probabilities' Gaussian:
-        the output scale of one one-hot column (gaussian), 1 (dirichlet: already the model's)."""
-        if self.name == "dirichlet":
-            return 1.0
-        return posterior.output_scale(eps) / max(outputs, 1)
+        """1: the latent variance is already the model's."""
+        return 1.0
 
-
-def likelihood_of(cfg: Any) -> Likelihood:
-    """The job's :class:`Likelihood` from ``cfg.likelihood`` (``temperature: null``: fitted for
-    ``gaussian``, not for ``dirichlet``)."""
-    lk = cfg.likelihood
-    temperature = lk.temperature if lk.temperature is not None else lk.name == "gaussian"
-    alphas = (float(lk.alpha),) if lk.alpha is not None else tuple(float(a) for a in lk.alpha_grid)
-    return Likelihood(str(lk.name), alphas, str(lk.probabilities), int(lk.samples), bool(temperature))
+    def columns(self) -> dict:
+        return {"alpha": self.alpha}
 
 
 def dirichlet_targets(labels: Tensor, num_classes: int, alpha: float, dtype=torch.float64) -> tuple[Tensor, Tensor]:

@@ -51,23 +51,23 @@ log = logging.getLogger("gnngp")
 GP_PARAMETERS = ("nugget", "output_scale")
 
 
-def kernel_parameters(kcfg: Any) -> list[Parameter]:
+def kernel_parameters(kernel_spec: Any) -> list[Parameter]:
     """The parameters of a kernel config that ``fit=mll`` may learn: its entry's learnable
     ones that the configuration uses, then its base kernel's (``gamma``, ``c``)."""
-    own = KERNELS[kcfg.name].learnable(kcfg)
-    return own + [Parameter(name, per_layer=False) for name in BASE_KERNELS.get(kcfg.base.name, ())]
+    own = KERNELS[kernel_spec.name].learnable(kernel_spec)
+    return own + [Parameter(name, per_layer=False) for name in BASE_KERNELS.get(kernel_spec.base.name, ())]
 
 
-def _configured(kcfg: Any, name: str) -> Any:
-    return kcfg.base[name] if name in BASE_KERNELS.get(kcfg.base.name, ()) else kcfg[name]
+def _configured(kernel_spec: Any, name: str) -> Any:
+    return getattr(kernel_spec.base, name) if name in BASE_KERNELS.get(kernel_spec.base.name, ()) else getattr(kernel_spec, name)
 
 
-def check_learn(kcfg: Any, fcfg: Any) -> None:
+def check_learn(kernel_spec: Any, fit_spec: Any) -> None:
     """``fit.learn`` names only what this kernel can learn (one line otherwise), before any work."""
-    available = [p.name for p in kernel_parameters(kcfg)]
-    for name in fcfg.learn or []:
+    available = [p.name for p in kernel_parameters(kernel_spec)]
+    for name in fit_spec.learn or []:
         if name not in GP_PARAMETERS and name not in available:
-            raise ConfigError(f"fit.learn names '{name}', which kernel={kcfg.name} (base {kcfg.base.name}) cannot learn; "
+            raise ConfigError(f"fit.learn names '{name}', which kernel={kernel_spec.name} (base {kernel_spec.base.name}) cannot learn; "
                               f"use some of {', '.join([*GP_PARAMETERS, *available])}")
 
 
@@ -88,39 +88,39 @@ class Hyperparameter:
         return raw.exp() if self.transform == "log" else torch.sigmoid(raw)
 
 
-def plan_parameters(kcfg: Any, fcfg: Any) -> tuple[list[Hyperparameter], dict[str, float]]:
+def plan_parameters(kernel_spec: Any, fit_spec: Any) -> tuple[list[Hyperparameter], dict[str, float]]:
     """``(fitted, held)``: the parameters ``fit=mll`` learns and those it holds at their
     configured value. By default (``fit.learn`` null) it learns the nugget, the output scale
     and every kernel parameter whose configured value is positive (``sigma_b = 0`` means a
     network without bias, and stays so); ``fit.learn`` names them explicitly."""
-    specs = {p.name: p for p in kernel_parameters(kcfg)}
+    specs = {p.name: p for p in kernel_parameters(kernel_spec)}
     available = list(specs)
-    configured = {name: float(_configured(kcfg, name)) for name in available}
-    check_learn(kcfg, fcfg)
-    if fcfg.learn is None:
+    configured = {name: float(_configured(kernel_spec, name)) for name in available}
+    check_learn(kernel_spec, fit_spec)
+    if fit_spec.learn is None:
         learn = list(GP_PARAMETERS) + [n for n in available if configured[n] > 0]
     else:
-        learn = list(fcfg.learn)
+        learn = list(fit_spec.learn)
     if not any(n not in GP_PARAMETERS for n in learn):
         fix = ("name one in fit.learn or give it a positive value" if available else
                "use fit=grid, a kernel with sigmas (e.g. kernel=gcngp), or a base kernel with a parameter (kernel.base.name=rbf or polynomial)")
         raise ConfigError(
-            f"fit=mll needs a kernel with a trainable parameter, but kernel={kcfg.name} (base {kcfg.base.name}) has "
+            f"fit=mll needs a kernel with a trainable parameter, but kernel={kernel_spec.name} (base {kernel_spec.base.name}) has "
             + (f"only {', '.join(f'{n}={configured[n]:g}' for n in available)}, none of them learned" if available else "none")
             + f"; {fix}")
     fitted, held = [], {n: configured[n] for n in available if n not in learn}
     for name in learn:
         spec = specs.get(name, Parameter(name, per_layer=False))
-        key = f"fit.{name}" if name in GP_PARAMETERS else (f"kernel.base.{name}" if name in BASE_KERNELS.get(kcfg.base.name, ()) else f"kernel.{name}")
-        value = configured.get(name, fcfg[name] if name in GP_PARAMETERS else None)
+        key = f"fit.{name}" if name in GP_PARAMETERS else (f"kernel.base.{name}" if name in BASE_KERNELS.get(kernel_spec.base.name, ()) else f"kernel.{name}")
+        value = configured.get(name, getattr(fit_spec, name) if name in GP_PARAMETERS else None)
         if value is not None and not value > 0:
             raise ConfigError(f"fit=mll learns {name} on a log scale, so its initial value {key}={value:g} must be positive; "
                               f"set {key} to a positive value" + ("" if name in GP_PARAMETERS else f" or leave {name} out of fit.learn"))
         transform = spec.transform
         if transform == "logit" and not value < spec.upper:
             raise ConfigError(f"fit=mll learns {name} in (0, {spec.upper:g}), so its initial value {key}={value:g} must be below {spec.upper:g}")
-        if spec.per_layer and fcfg.per_layer:
-            fitted += [Hyperparameter(f"{name}_{l}", key, value, transform) for l in range(1, kcfg.layers + 1)]
+        if spec.per_layer and fit_spec.per_layer:
+            fitted += [Hyperparameter(f"{name}_{l}", key, value, transform) for l in range(1, kernel_spec.layers + 1)]
         else:
             fitted.append(Hyperparameter(name, key, value if value is not None else math.nan, transform))
     return fitted, held
@@ -290,17 +290,17 @@ class FitResult:
 
 
 def fit_hyperparameters(
-    kcfg: Any, fcfg: Any, build: Callable[[dict], Block], ctx: KernelContext, y_train: Tensor,
+    kernel_spec: Any, fit_spec: Any, build: Callable[[dict], Block], ctx: KernelContext, y_train: Tensor,
     train: Tensor, progress: bool = True,
 ) -> FitResult:
     """Maximise :func:`log_marginal_likelihood` over the planned parameters with Adam or
     L-BFGS (``fit.optimizer``, ``fit.steps``, ``fit.lr``); returns the best step's values.
     ``build(values)`` gives the network for architecture values (see :meth:`Hyperparameters.network_values`)."""
-    fitted, held = plan_parameters(kcfg, fcfg)
+    fitted, held = plan_parameters(kernel_spec, fit_spec)
     ctx = replace(ctx, dense_input=True)  # X X^T once, not a root product every step
     dtype, device = ctx.features.dtype, ctx.features.device
-    architecture = tuple(p.name for p in KERNELS[kcfg.name].learnable(kcfg))
-    params = Hyperparameters(fitted, held, kcfg.layers, dtype, device, architecture)
+    architecture = tuple(p.name for p in KERNELS[kernel_spec.name].learnable(kernel_spec))
+    params = Hyperparameters(fitted, held, kernel_spec.layers, dtype, device, architecture)
     y = y_train.to(device)
     fits_base = any(n in params.raw for n in BASE_KERNELS.get(ctx.base.name, ()))
 
@@ -314,22 +314,22 @@ def fit_hyperparameters(
         diag_mean = float(k0.diagonal().mean())
         if not diag_mean > 0:
             raise KernelError("fit=mll: the kernel is zero on every training node; check the features and sigmas")
-        params.start("nugget", fcfg.nugget * diag_mean)
-        if fcfg.output_scale is None:   # argmax over s^2: tr(Y^T (K + nu I)^-1 Y) / (n C)
+        params.start("nugget", fit_spec.nugget * diag_mean)
+        if fit_spec.output_scale is None:   # argmax over s^2: tr(Y^T (K + nu I)^-1 Y) / (n C)
             quad, _ = quadratic_and_logdet(k0, y, params.value("nugget"), ctx.low_rank)
             params.start("output_scale", max(float(quad) / y.numel(), 1e-8))
         else:
-            params.start("output_scale", fcfg.output_scale)
+            params.start("output_scale", fit_spec.output_scale)
 
     def objective() -> Tensor:
         return log_marginal_likelihood(kernel_now(), y, params.value("nugget"), params.value("output_scale"), ctx.low_rank)
 
-    if fcfg.optimizer == "adam":
-        optimiser = torch.optim.Adam(params.parameters(), lr=fcfg.lr)
+    if fit_spec.optimizer == "adam":
+        optimiser = torch.optim.Adam(params.parameters(), lr=fit_spec.lr)
     else:
-        optimiser = torch.optim.LBFGS(params.parameters(), lr=fcfg.lr, max_iter=1, history_size=20, line_search_fn="strong_wolfe")
+        optimiser = torch.optim.LBFGS(params.parameters(), lr=fit_spec.lr, max_iter=1, history_size=20, line_search_fn="strong_wolfe")
     best_value, best_raw, trace = -math.inf, None, []
-    bar = _progress_bar(fcfg.steps, progress)
+    bar = _progress_bar(fit_spec.steps, progress)
     step = 0
 
     def closure() -> Tensor:
@@ -339,23 +339,23 @@ def fit_hyperparameters(
         except KernelError as err:
             if step == 0:
                 raise
-            raise KernelError(f"fit=mll diverged at step {step}: {err}; use a smaller fit.lr (now {fcfg.lr:g})") from err
+            raise KernelError(f"fit=mll diverged at step {step}: {err}; use a smaller fit.lr (now {fit_spec.lr:g})") from err
         if not bool(torch.isfinite(value)):
-            raise KernelError(f"fit=mll diverged at step {step}: the log marginal likelihood is {float(value)}; use a smaller fit.lr (now {fcfg.lr:g})"
-                              + (" or fit.optimizer=adam" if fcfg.optimizer == "lbfgs" else ""))
+            raise KernelError(f"fit=mll diverged at step {step}: the log marginal likelihood is {float(value)}; use a smaller fit.lr (now {fit_spec.lr:g})"
+                              + (" or fit.optimizer=adam" if fit_spec.optimizer == "lbfgs" else ""))
         (-value).backward()
         bad = [name for name, raw in params.raw.items() if raw.grad is not None and not bool(torch.isfinite(raw.grad))]
         if bad:   # Adam would turn the parameters into NaN and fail a step later, blaming fit.lr
             raise KernelError(f"fit=mll: the gradient of {', '.join(bad)} is not finite at step {step} (objective {float(value.detach()):.5g}); "
-                              f"use a smaller fit.lr (now {fcfg.lr:g}), dtype=float64, or fewer landmarks")
+                              f"use a smaller fit.lr (now {fit_spec.lr:g}), dtype=float64, or fewer landmarks")
         nonlocal best_value, best_raw
         if float(value.detach()) > best_value:
             best_value, best_raw = float(value.detach()), {k: v.detach().clone() for k, v in params.raw.items()}
         return -value
 
     try:
-        for step in range(fcfg.steps + 1):
-            if step == fcfg.steps:  # the final values are scored too
+        for step in range(fit_spec.steps + 1):
+            if step == fit_spec.steps:  # the final values are scored too
                 closure()
                 break
             loss = float(optimiser.step(closure).detach())
@@ -363,16 +363,16 @@ def fit_hyperparameters(
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(mll=f"{-loss:.5f}")
-            elif fcfg.log_every and (step + 1) % fcfg.log_every == 0:
-                log.info("fit=mll step %d/%d: log marginal likelihood / (n C) %.5f", step + 1, fcfg.steps, -loss)
+            elif fit_spec.log_every and (step + 1) % fit_spec.log_every == 0:
+                log.info("fit=mll step %d/%d: log marginal likelihood / (n C) %.5f", step + 1, fit_spec.steps, -loss)
     finally:
         if bar is not None:
             bar.close()
     with torch.no_grad():
         for name, raw in best_raw.items():
             params.raw[name].copy_(raw)
-    return FitResult(values=params.snapshot(), held=dict(params.held), objective=best_value, trace=trace, steps=fcfg.steps,
-                     seconds=time.perf_counter() - start, layers=kcfg.layers, architecture=architecture)
+    return FitResult(values=params.snapshot(), held=dict(params.held), objective=best_value, trace=trace, steps=fit_spec.steps,
+                     seconds=time.perf_counter() - start, layers=kernel_spec.layers, architecture=architecture)
 
 
 def _progress_bar(total: int, enabled: bool):

@@ -32,8 +32,8 @@ TEMPERATURES = torch.logspace(-3, 2, 61, dtype=torch.float64)   # the grid a tem
 SAMPLE_SEED = 0
 CHUNK_ENTRIES = 1 << 24   # rows x samples x classes drawn at once
 # the smallest exponent taken: exp of a shifted draw below it is (much) less than round-off beside
-# the largest class's exp(0) = 1, and a subnormal result of exp takes the CPU's slow path (at
-# T = 1e-3 about 20x the time of a normal one, 2-core CPU, 2026-11-28)
+# the largest class's exp(0) = 1, and a subnormal result of exp takes the CPU's slow path (many
+# times the time of a normal one at small temperatures)
 EXP_FLOOR = math.log(torch.finfo(torch.float64).tiny) + 8.0
 
 
@@ -55,8 +55,8 @@ def _shifted_draws(mean: Tensor, var: Tensor, samples: int):
     """``(start, g)`` per chunk of rows: the draws ``f = mean + sqrt(var) z`` of the rows from
     ``start`` as ``C x rows x S``, each draw less its largest class (``softmax(f / T)`` is then
     ``exp(g / T)`` over its sum, without overflow, for every ``T > 0``). Classes first: a softmax
-    over a last dimension of a few classes ran about 8x slower per entry than the same
-    operations on whole ``rows x S`` slabs (2-core CPU, 2026-11-28)."""
+    over a last dimension of a few classes is several times slower per entry than the same
+    operations on whole ``rows x S`` slabs."""
     n, c = mean.shape
     z = draws(samples, c, mean.device).T.contiguous()   # C x S
     step = max(1, CHUNK_ENTRIES // max(samples * c, 1))
@@ -86,9 +86,8 @@ def nll_by_temperature(mean: Tensor, variance: Optional[Tensor], y: Tensor, appr
                        temperatures: Tensor = TEMPERATURES) -> Tensor:
     """The summed negative log likelihood of the labels ``y`` at each temperature (float64).
     Monte Carlo: the shifted draws are made once for every temperature, and each temperature
-    needs only the sum over classes and the label's own entry (61 temperatures on 500 validation
-    rows of 7 classes: 0.13 s against 1.24 s with a softmax of every draw per temperature, 2-core
-    CPU, 2026-11-28; most of the difference was subnormal results of exp, see EXP_FLOOR)."""
+    needs only the sum over classes and the label's own entry, instead of a softmax of every draw
+    per temperature (kept clear of subnormal results of exp, see EXP_FLOOR)."""
     out = torch.zeros(temperatures.numel(), dtype=torch.float64, device=mean.device)
     if y.numel() == 0:
         return out

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import sys
 from dataclasses import dataclass
 from typing import Optional
 
@@ -31,7 +30,8 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError
-from ..progress import Progress, within
+from ..progress import within
+from .orders import positions
 
 PRODUCTS = ("auto", "torch", "tiled")   # auto: tiled on the CPU for large products, torch's elsewhere
 SLICE_BYTES = 512          # a slice's row segment: 128 float32 or 64 float64 columns (eight cache lines)
@@ -147,9 +147,8 @@ class TiledProduct:
 def tiles_pay(num_entries: int, num_nodes: int) -> bool:
     """Whether ``auto`` takes the tiled product: when a row has, on average, an entry in every
     source tile, so that a tile's pass sweeps the result's rows in order. Below that a tile
-    touches scattered rows of the result, each a memory access of its own: measured on the
-    2-core machine (``Q`` 256-500 columns), 232,965 nodes with 30 entries a row (29 tiles):
-    tiled 0.64 s, torch's 1.27 s; 10^6 nodes with 11 a row (123 tiles): tiled 9.0 s, torch's 4.4 s."""
+    touches scattered rows of the result, each a memory access of its own, and torch's product
+    is faster (``scripts/bench_spmm.py``; the graph-product benchmark page)."""
     tiles = max(1, math.ceil(num_nodes / max(1, TILE_BYTES // SLICE_BYTES)))
     return num_entries >= num_nodes * tiles
 

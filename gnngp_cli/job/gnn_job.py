@@ -23,7 +23,7 @@ from typing import Any, Callable, Collection, Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..config import check_steps, training_times
+from ..config import check_steps, parse, training_times, with_method_defaults
 from ..errors import ConfigError
 from ..gnn import GradientDescent, train_gnn
 from ..metrics import MetricInput, Scores, score, uncertainty_metrics
@@ -74,27 +74,27 @@ def uncertainty_columns(data: Any, probs: Tensor, variance: Optional[Tensor]) ->
     return out
 
 
-def gradient_descent(cfg: Any) -> Optional[GradientDescent]:
+def gradient_descent(spec: Any) -> Optional[GradientDescent]:
     """``gnn.regime=ntk``: gradient descent at ``inference.learning_rate``, recording the steps of
     ``inference.time`` (or about 30 log-spaced ones); ``None`` for the standard training."""
-    if cfg.gnn.regime != "ntk":
+    if spec.gnn.regime != "ntk":
         return None
-    times = training_times(cfg)
-    check_steps(times or [], cfg.gnn.epochs)
-    record = [int(t) for t in times] if times else GradientDescent.default_record(cfg.gnn.epochs)
-    return GradientDescent(float(cfg.inference.learning_rate), record)
+    times = training_times(spec)
+    check_steps(times or [], spec.gnn.epochs)
+    record = [int(t) for t in times] if times else GradientDescent.default_record(spec.gnn.epochs)
+    return GradientDescent(float(spec.inference.learning_rate), record)
 
 
-def gnn_rows(cfg: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[str]) -> list[dict]:
+def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[str]) -> list[dict]:
     """The rows of one run (seed ``seed + run``), one per way of reading class probabilities in
     ``uncertainties`` (classification; else the one row), from one training: the ensemble's
     first member is the model the others read. Each row's seconds are its own method's: the
     members it trained, and its inference (MC dropout's passes, the temperature's fit)."""
-    g, info = cfg.gnn, graph.info()
-    seed = cfg.seed + run
+    g, info = spec.gnn, graph.info()
+    seed = spec.seed + run
     members = int(g.members) if "ensemble" in uncertainties else 1
-    descent = gradient_descent(cfg)
-    results = [train_gnn(g, graph.data, graph.device, seed + ENSEMBLE_SEED_STEP * m, cfg.progress, lambda: Stopwatch(graph.device), descent)
+    descent = gradient_descent(spec)
+    results = [train_gnn(g, graph.data, graph.device, seed + ENSEMBLE_SEED_STEP * m, spec.progress, lambda: Stopwatch(graph.device), descent)
                for m in range(members)]
     rows = []
     for uncertainty in (uncertainties if info.task == "classification" else ["softmax"]):
@@ -117,7 +117,7 @@ def gnn_rows(cfg: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[str
                 for key in ("train", "val", "test"):
                     mask = graph.data[f"{key}_mask"] if key != "test" or ood is None else graph.data.test_mask & ~ood
                     metrics[key] = score(graph.data.metric, logp[mask], graph.data.y[mask])
-        row = base_row(cfg)
+        row = base_row(spec)
         row.update(
             metric=graph.data.metric,
             **metrics, layers=g.layers, seed=seed,
@@ -135,7 +135,7 @@ def gnn_rows(cfg: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[str
             with_extra(row, reliability=columns["reliability"])
         if used[0].curve is not None:   # gnn.regime=ntk: the learning curve (gnngp report draws it beside the NTK's)
             with_extra(row, regime="ntk", learning_rate=descent.lr, curve=used[0].curve)
-        row.update(graph_columns(info, graph.load_seconds, cfg, run))
+        row.update(graph_columns(info, graph.load_seconds, spec, run))
         row.update(device=str(graph.device), peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(graph.device), compute_backend="local", workers=1)
         if info.warnings:  # e.g. a single training class: the row says so
             with_extra(row, warnings=list(info.warnings))
@@ -143,29 +143,31 @@ def gnn_rows(cfg: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[str
     return rows
 
 
-def run_gnn(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[Callable[[dict], Any]] = None,
+def run_gnn(spec: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[Callable[[dict], Any]] = None,
             skip: Collection[int] = (), uncertainties: Optional[Sequence[str]] = None) -> list[dict]:
     """All runs of a GNN job (seeds ``seed .. seed+runs-1``) but those in ``skip``; one row per
     run (per item of ``uncertainties``, default ``[gnn.uncertainty]``), each handed to ``on_row``
     as it finishes."""
-    graph = reuse(cfg, graph)
+    spec = parse(spec)
+    graph = reuse(spec, graph)
     info = graph.info()
-    g = cfg.gnn
+    spec = with_method_defaults(spec, info.task)
+    g = spec.gnn
     wanted = list(uncertainties) if uncertainties is not None else [str(g.uncertainty)]
     if wanted != ["softmax"] and info.task != "classification":
-        raise ConfigError(f"gnn.uncertainty={','.join(wanted)} gives class probabilities, and {cfg.dataset.name} is a regression task; "
+        raise ConfigError(f"gnn.uncertainty={','.join(wanted)} gives class probabilities, and {spec.dataset.name} is a regression task; "
                           "use gnn.uncertainty=softmax (the default)")
     if "mc_dropout" in wanted and g.batch_size:
         raise ConfigError(f"gnn.uncertainty=mc_dropout makes full-batch passes, and gnn.batch_size={g.batch_size} trains in mini-batches "
-                          f"on {cfg.dataset.name}; use gnn.batch_size=0 if the graph fits, or gnn.uncertainty=ensemble")
+                          f"on {spec.dataset.name}; use gnn.batch_size=0 if the graph fits, or gnn.uncertainty=ensemble")
     rows = []
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
-        for run in range(cfg.runs):
+        for run in range(spec.runs):
             if run in skip:
                 continue
-            for row in gnn_rows(cfg, graph, run, wanted):
+            for row in gnn_rows(spec, graph, run, wanted):
                 rows.append(row)
                 if on_row is not None:
                     on_row(row)

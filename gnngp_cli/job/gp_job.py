@@ -25,7 +25,7 @@ from typing import Any, Callable, Collection, Iterator, Optional
 
 import torch
 
-from ..config import resolve_method_defaults, training_times
+from ..config import parse, training_times, with_method_defaults
 from ..errors import ConfigError, ResourceError
 from ..kernels import KERNELS, BaseKernel
 from ..metrics import METRICS, resolve_metric, uncertainty_metrics
@@ -36,7 +36,7 @@ from ..gp.mll import FitResult, check_learn, fit_hyperparameters, plan_parameter
 from .estimate import Estimate, grid_bytes, size_text
 from ..gp.inference import GRID_CHUNK_MIN, GPResult, TrainingTimes, best_index, chunk_rows, grid_chunk, log_grid, predict
 from .landmarks import choose_landmarks
-from ..gp.likelihoods import likelihood_of
+from ..gp.likelihoods import Likelihood
 from ..results.rows import base_row, graph_columns, run_settings, with_extra
 
 log = logging.getLogger("gnngp")
@@ -44,12 +44,12 @@ log = logging.getLogger("gnngp")
 NOUNS = {"gamma": "gamma", "coefficients": "filter"}   # how progress lines name a candidate
 
 
-def candidates(kcfg: Any, mll: bool) -> list[dict]:
+def candidates(kspec: Any, mll: bool) -> list[dict]:
     """Every combination of the values chosen among (see the module docstring), the last
     named varying fastest; ``[{}]`` when nothing is chosen."""
-    axes = dict(KERNELS[kcfg.name].candidates(kcfg))
-    if kcfg.gamma_search and not mll:  # fit=mll learns gamma instead (when the base kernel has one)
-        axes["gamma"] = log_grid(kcfg.gamma_grid.min, kcfg.gamma_grid.max, kcfg.gamma_grid.num).tolist()
+    axes = dict(KERNELS[kspec.name].candidates(kspec))
+    if kspec.gamma_search and not mll:  # fit=mll learns gamma instead (when the base kernel has one)
+        axes["gamma"] = log_grid(kspec.gamma_grid.min, kspec.gamma_grid.max, kspec.gamma_grid.num).tolist()
     return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
 
 
@@ -62,15 +62,15 @@ def shown(choice: dict) -> str:
     return ", ".join(f"{k}={plain(v)}" for k, v in choice.items())
 
 
-def deterministic(cfg: Any) -> bool:
+def deterministic(spec: Any) -> bool:
     """A GP job without randomness: an exact kernel, or every training node a landmark."""
-    lm = cfg.landmarks
-    return not cfg.kernel.low_rank or (lm.count is None and lm.fraction == 1)
+    lm = spec.landmarks
+    return not spec.kernel.low_rank or (lm.count is None and lm.fraction == 1)
 
 
-def planned_runs(cfg: Any) -> int:
+def planned_runs(spec: Any) -> int:
     """How many runs a GP job makes: ``runs``, or one for a deterministic kernel unless ``repeat_deterministic``."""
-    return 1 if deterministic(cfg) and not cfg.repeat_deterministic else int(cfg.runs)
+    return 1 if deterministic(spec) and not spec.repeat_deterministic else int(spec.runs)
 
 
 @dataclass
@@ -100,25 +100,25 @@ class Evaluated:
 class GPJob:
     """The runs of one GP job on an open backend (see the module docstring)."""
 
-    def __init__(self, cfg: Any, backend: Backend):
-        self.cfg, self.backend = cfg, backend
+    def __init__(self, spec: Any, backend: Backend):
         info = backend.info
-        resolve_method_defaults(cfg, info.task)
-        self.kcfg = cfg.kernel
-        self.entry = KERNELS[self.kcfg.name]
-        self.metric = METRICS[info.metric or resolve_metric(cfg.dataset.get("metric"), info.task, info.num_classes, str(cfg.dataset.name).lower())]
+        self.spec = spec = with_method_defaults(parse(spec), info.task)
+        self.backend = backend
+        self.kspec = spec.kernel
+        self.entry = KERNELS[self.kspec.name]
+        self.metric = METRICS[info.metric or resolve_metric(spec.dataset.get("metric"), info.task, info.num_classes, str(spec.dataset.name).lower())]
         self.uncertainty = uncertainty_metrics(info.task, info.num_classes)
-        self.likelihood = likelihood_of(cfg)
-        if self.likelihood.name != "gaussian" and info.task != "classification":
-            raise ConfigError(f"likelihood={self.likelihood.name} classifies, and {cfg.dataset.name} is a regression task; use likelihood=gaussian "
+        self.likelihood = Likelihood.from_spec(spec.likelihood)
+        if self.likelihood.classifies and info.task != "classification":
+            raise ConfigError(f"likelihood={self.likelihood.name} classifies, and {spec.dataset.name} is a regression task; use likelihood=gaussian "
                               "(a regression's uncertainty is the nlpd and coverage95 columns)")
-        self.mll = cfg.fit.method == "mll"
+        self.mll = spec.fit.method == "mll"
         if self.mll:   # what the fit learns, checked once the dataset's defaults are filled in, before any kernel work
-            plan_parameters(self.kcfg, cfg.fit)
+            plan_parameters(self.kspec, spec.fit)
 
     @property
     def count(self) -> int:
-        return planned_runs(self.cfg)
+        return planned_runs(self.spec)
 
     def runs(self, skip: Collection[int] = ()) -> Iterator[GPRun]:
         """Each run in turn, but those in ``skip`` (finished before: ``resume``)."""
@@ -127,17 +127,17 @@ class GPJob:
                 yield self.run(index)
 
     def run(self, index: int) -> GPRun:
-        cfg, kcfg, backend = self.cfg, self.kcfg, self.backend
-        seed = cfg.seed + index
+        spec, kspec, backend = self.spec, self.kspec, self.backend
+        seed = spec.seed + index
         train = backend.train_ids()
         landmarks = None
-        if kcfg.low_rank:   # sorted: a backend whose training ids come in another order (shards in a data.order) draws the same set
-            landmarks = torch.sort(choose_landmarks(train, cfg.landmarks.fraction, cfg.landmarks.count, seed, cfg.dataset.name))[0]
-        choices = candidates(kcfg, self.mll)
-        base = BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d)
-        arch = self.entry.architecture(kcfg, {k: v for k, v in choices[0].items() if k != "gamma"})
-        ctx = backend.context(arch.adjacency, base, landmarks, kcfg.base.scale)
-        if training_times(cfg) is not None:   # a tangent kernel keeps its NNGP kernel: the covariance along training time reads both
+        if kspec.low_rank:   # sorted: a backend whose training ids come in another order (shards in a data.order) draws the same set
+            landmarks = torch.sort(choose_landmarks(train, spec.landmarks.fraction, spec.landmarks.count, seed, spec.dataset.name))[0]
+        choices = candidates(kspec, self.mll)
+        base = BaseKernel(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d)
+        arch = self.entry.architecture(kspec, {k: v for k, v in choices[0].items() if k != "gamma"})
+        ctx = backend.context(arch.adjacency, base, landmarks, kspec.base.scale)
+        if training_times(spec) is not None:   # a tangent kernel keeps its NNGP kernel: the covariance along training time reads both
             ctx = replace(ctx, keep_nngp=True)
         estimate = self.with_grid(backend.estimate(arch, ctx, landmarks, self.mll), landmarks, int(train.numel()))
         log.info(estimate.line(arch.label, backend.where))
@@ -148,12 +148,12 @@ class GPJob:
             choices = [chosen]
             base = fitted.base(base)
 
-        layers = int(kcfg.layers)
+        layers = int(kspec.layers)
         evaluations = len(choices) + (1 if len(choices) > 1 else 0)   # each candidate on validation, then the chosen one
         progress = Progress(f"{arch.label} on {backend.where}", total=evaluations * (layers + 1))
         done = {"evaluation": 0, "layers": 0, "candidate": ""}
 
-        def tell(label: str) -> None:   # a kernel's named layers may be more than kcfg.layers (GPRGP): clamped
+        def tell(label: str) -> None:   # a kernel's named layers may be more than kspec.layers (GPRGP): clamped
             progress.step(done["evaluation"] * (layers + 1) + min(done["layers"], layers), label + done["candidate"])
 
         def on_layer(name: str) -> None:
@@ -162,12 +162,12 @@ class GPJob:
 
         ctx = replace(ctx, on_layer=on_layer)
         kernel_watch, inference_watch = Stopwatch(ctx.device), Stopwatch(ctx.device)
-        grid = log_grid(cfg.nugget.min, cfg.nugget.max, cfg.nugget.num, dtype=backend.dtype, device=ctx.device)
+        grid = log_grid(spec.nugget.min, spec.nugget.max, spec.nugget.num, dtype=backend.dtype, device=ctx.device)
 
         def evaluate(choice: dict, validation_only: bool):
             nonlocal ctx
             values = {**(fitted.network_values() if fitted is not None else {}), **{k: v for k, v in choice.items() if k != "gamma"}}
-            arch = self.entry.architecture(kcfg, values)
+            arch = self.entry.architecture(kspec, values)
             ctx = ctx.with_base(base.with_values({"gamma": choice["gamma"]}) if "gamma" in choice else base)
             done["layers"] = 0
             tell("kernel starting")
@@ -201,15 +201,15 @@ class GPJob:
         would not fit in this process's memory limit is refused here, before any kernel work."""
         if self.mll:   # the fitted nugget: one value
             return estimate
-        info, num = self.backend.info, int(self.cfg.nugget.num)
+        info, num = self.backend.info, int(self.spec.nugget.num)
         rank = int(landmarks.numel()) if landmarks is not None else n_train   # the root's width is about the landmarks' count
         outputs = info.num_classes if info.task == "classification" else 1
         chunk = min(num, grid_chunk(rank, info.num_nodes, n_train, outputs))
         b = torch.finfo(self.backend.dtype).bits // 8
         need = grid_bytes(num, b, chunk * chunk_rows(rank, info.num_nodes, n_train) * outputs) if num > GRID_CHUNK_MIN else 0.0
-        limit = memory_limit_bytes(self.cfg.max_memory_gb, torch.device("cpu"))
+        limit = memory_limit_bytes(self.spec.max_memory_gb, torch.device("cpu"))
         if self.likelihood.per_class and info.task == "classification":   # a posterior per class, two alive while alpha is chosen
-            alive = 2 if len(self.likelihood.alphas) > 1 else 1
+            alive = 2 if len(self.likelihood.candidates()) > 1 else 1
             per_class = info.num_classes * rank * rank * b * (3 * alive + (1 if landmarks is not None else 0))
             if current_rss_bytes() + per_class > limit:
                 raise ResourceError(f"likelihood=dirichlet holds a posterior per class ({info.num_classes} of rank {rank:,}): about "
@@ -230,8 +230,8 @@ class GPJob:
         fits = []
         for choice in choices:
             def build(values: dict, choice: dict = choice):
-                return self.entry.architecture(self.kcfg, {**values, **choice}).network
-            result = fit_hyperparameters(self.kcfg, self.cfg.fit, build, ctx, y_train, train, self.cfg.progress)
+                return self.entry.architecture(self.kspec, {**values, **choice}).network
+            result = fit_hyperparameters(self.kspec, self.spec.fit, build, ctx, y_train, train, self.spec.progress)
             log.info(result.summary() + (f" ({shown(choice)})" if choice else ""))
             fits.append(result)
         best = best_index([f.objective for f in fits])
@@ -247,23 +247,23 @@ class GPJob:
         statistics and row groups: the fitted nugget, or the grid's best on validation."""
         backend = self.backend
         stats = backend.statistics(kernel)
-        times = training_times(self.cfg)
+        times = training_times(self.spec)
         if times is not None:   # inference.time: the learning rate per training node (the MSE loss is their mean)
-            times = TrainingTimes(torch.tensor(times, dtype=torch.float64), float(self.cfg.inference.learning_rate) / max(stats.n_train, 1))
+            times = TrainingTimes(torch.tensor(times, dtype=torch.float64), float(self.spec.inference.learning_rate) / max(stats.n_train, 1))
         return predict(stats, partial(backend.reduce, kernel), grid, self.metric, self.uncertainty, backend.info.task,
                        None if fitted is None else fitted.nugget, validation_only, self.likelihood, times)
 
     def finish(self, index, seed, choice, landmarks, estimate, fitted, result: GPResult, kernel_watch, inference_watch) -> GPRun:
-        cfg, kcfg, backend = self.cfg, self.kcfg, self.backend
+        spec, kspec, backend = self.spec, self.kspec, self.backend
         recorded = {k: plain(v) for k, v in choice.items()}
-        row = base_row(cfg)
+        row = base_row(spec)
         row.update(
-            metric=self.metric.name, **result.metrics, nugget=result.nugget, layers=kcfg.layers,
-            sigma_w=kcfg.get("sigma_w"), sigma_b=kcfg.get("sigma_b"),
-            landmark_fraction=cfg.landmarks.fraction if kcfg.low_rank and cfg.landmarks.count is None else None,
+            metric=self.metric.name, **result.metrics, nugget=result.nugget, layers=kspec.layers,
+            sigma_w=kspec.get("sigma_w"), sigma_b=kspec.get("sigma_b"),
+            landmark_fraction=spec.landmarks.fraction if kspec.low_rank and spec.landmarks.count is None else None,
             estimated_gb=round(estimate.gb, 3), kernel_seconds=kernel_watch.seconds, inference_seconds=inference_watch.seconds,
             landmarks=int(landmarks.numel()) if landmarks is not None else 0, seed=seed,
-            extra=json.dumps({**recorded, **run_settings(cfg, fitted.values if fitted is not None else ())}), fit=cfg.fit.method,
+            extra=json.dumps({**recorded, **run_settings(spec, fitted.values if fitted is not None else ())}), fit=spec.fit.method,
             likelihood=self.likelihood.name if backend.info.task == "classification" else "",
             **{k: v for k, v in result.uncertainty.items() if k != "reliability"},
         )
@@ -276,7 +276,7 @@ class GPJob:
         if fitted is not None:
             row.update(fit_seconds=fitted.seconds, **fitted.row())
         row["total_seconds"] = row["kernel_seconds"] + row["inference_seconds"] + row.get("fit_seconds", 0.0)
-        row.update(graph_columns(backend.info, backend.load_seconds, cfg, index))
+        row.update(graph_columns(backend.info, backend.load_seconds, spec, index))
         columns = backend.columns()
         with_extra(row, **columns.pop("extra", {}))
         row.update(columns)
@@ -285,23 +285,24 @@ class GPJob:
         return GPRun(row, choice, result, fitted)
 
 
-def run_gp(cfg: Any, backend: Backend, on_row: Optional[Callable[[dict], Any]] = None, skip: Collection[int] = ()) -> list[dict]:
+def run_gp(spec: Any, backend: Backend, on_row: Optional[Callable[[dict], Any]] = None, skip: Collection[int] = ()) -> list[dict]:
     """All runs of a GP job on ``backend``; one row per run (one run only for a deterministic
     kernel when ``repeat_deterministic`` is false), each handed to ``on_row`` as it finishes
     (so a stopped job keeps its finished runs); the runs in ``skip`` are not run. Unsupported
     combinations are refused, in one line, before the backend loads anything."""
-    entry = KERNELS[cfg.kernel.name]
-    backend.refuse(cfg, entry)
-    if cfg.fit.method == "mll":
+    spec = parse(spec)
+    entry = KERNELS[spec.kernel.name]
+    backend.refuse(spec, entry)
+    if spec.fit.method == "mll":
         if not backend.supports_fit:
             raise ConfigError(f"fit=mll needs gradients through the kernel on every node, which compute={backend.name} does not compute; "
                               f"use fit=grid with compute={backend.name}, or fit=mll with compute=local")
-        check_learn(cfg.kernel, cfg.fit)
-    if entry.note is not None and entry.note(cfg.kernel):
-        log.warning(entry.note(cfg.kernel))
+        check_learn(spec.kernel, spec.fit)
+    if entry.note is not None and entry.note(spec.kernel):
+        log.warning(entry.note(spec.kernel))
     rows = []
     with backend:
-        for run in GPJob(cfg, backend).runs(skip):
+        for run in GPJob(spec, backend).runs(skip):
             rows.append(run.row)
             if on_row is not None:
                 on_row(run.row)

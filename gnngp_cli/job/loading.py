@@ -6,13 +6,14 @@ from typing import Any, Optional
 
 import torch
 
-from ..config import needs_validation, resolve_method_defaults, validate
+from ..config import needs_validation, parse
 from ..data import Adjacency, DataStore, check_graph, load_dataset
 from ..data.order_cache import cached_order
 from ..graph.sparse_product import resolve_product
 from ..data.protocols import apply_protocol
 from ..metrics import resolve_metric
 from ..runtime import Stopwatch, resolve_device, start_job
+from ..schema import RunConfig
 from .backend_interface import GraphInfo
 
 
@@ -53,53 +54,50 @@ class LoadedGraph:
         return self._adjacencies[kind]
 
 
-def load_graph(cfg: Any) -> LoadedGraph:
-    """Validate, pick the device, and load the dataset (timed apart from the method); the
-    method's ``null`` settings take their defaults for the dataset, and its metric is resolved."""
-    validate(cfg)
-    device = resolve_device(cfg.device)
+def load_graph(spec: Any) -> LoadedGraph:
+    """Pick the device and load the dataset of a job's spec (or of a composed config, parsed
+    here), timed apart from the method; the dataset's metric is resolved."""
+    spec = parse(spec)
+    device = resolve_device(spec.device)
     start_job(device)
-    store = DataStore.of(cfg.data)
+    store = DataStore.of(spec.data)
     watch = Stopwatch(device)
     with watch.measure():
-        data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in, validation=needs_validation(cfg)).to(device)
-    return prepared(cfg, data, device, watch.seconds)
+        data = load_dataset(spec.dataset, store, spec.experiment.stand_in, validation=needs_validation(spec)).to(device)
+    return prepared(spec, data, device, watch.seconds)
 
 
-def adopt_graph(cfg: Any, data: Any) -> LoadedGraph:
+def adopt_graph(spec: Any, data: Any) -> LoadedGraph:
     """A graph the caller holds (the Python API: a PyG ``Data`` of their own, or one
     :func:`load_graph` loaded before) as a job's loaded graph: validated as every loader's graph
     is (:func:`~gnngp_cli.data.check_graph`), moved to the job's device."""
-    validate(cfg)
-    device = resolve_device(cfg.device)
+    spec = parse(spec)
+    device = resolve_device(spec.device)
     start_job(device)
-    check_graph(data, validation=needs_validation(cfg))
-    return prepared(cfg, data.to(device), device, 0.0)
+    check_graph(data, validation=needs_validation(spec))
+    return prepared(spec, data.to(device), device, 0.0)
 
 
-def prepared(cfg: Any, data: Any, device: torch.device, load_seconds: float) -> LoadedGraph:
-    """``data`` on ``device`` for ``cfg``'s job: the validation labels hidden with
-    ``dataset.hide_val``, the method's ``null`` settings given the dataset's defaults, its metric resolved."""
-    resolve_method_defaults(cfg, data.task)
+def prepared(spec: RunConfig, data: Any, device: torch.device, load_seconds: float) -> LoadedGraph:
+    """``data`` on ``device`` for the job of ``spec``: the validation labels hidden with
+    ``dataset.hide_val``, its metric resolved."""
     if getattr(data, "metric", None) is None or getattr(data, "protocol_key", None) is None:   # a graph a protocol made keeps its metric
-        data.metric = resolve_metric(cfg.dataset.get("metric"), data.task, data.num_classes, str(cfg.dataset.name).lower())
-    data = apply_protocol(data, cfg.protocol, str(cfg.dataset.name).lower())   # after the metric: a protocol may keep fewer classes
-    if cfg.dataset.hide_val:  # no validation labels at all (fit=mll); after a protocol, which may draw new splits
+        data.metric = resolve_metric(spec.dataset.metric, data.task, data.num_classes, str(spec.dataset.name).lower())
+    data = apply_protocol(data, spec.protocol, str(spec.dataset.name).lower())   # after the metric: a protocol may keep fewer classes
+    if spec.dataset.hide_val:  # no validation labels at all (fit=mll); after a protocol, which may draw new splits
         data.val_mask = torch.zeros_like(data.val_mask)
-    dtype = getattr(torch, cfg.dtype)
-    product = resolve_product(cfg.compute.product, device, dtype)
+    dtype = getattr(torch, spec.dtype)
+    product = resolve_product(spec.compute.product, device, dtype)
     order = None
-    if cfg.method == "gp":   # the kernels' product; a GNN's layers keep PyG's own
-        order = cached_order(data.edge_index, int(data.num_nodes), cfg.data.order, DataStore.of(cfg.data).root / "orders")
+    if spec.method == "gp":   # the kernels' product; a GNN's layers keep PyG's own
+        order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, DataStore.of(spec.data).root / "orders")
     return LoadedGraph(data, device, dtype, load_seconds, int(data.edge_index.size(1)), product=product,
                        order=None if order is None else order.to(device))
 
 
-def reuse(cfg: Any, graph: Optional[LoadedGraph]) -> LoadedGraph:
+def reuse(spec: RunConfig, graph: Optional[LoadedGraph]) -> LoadedGraph:
     """``graph`` (data loaded for another job on the same dataset, as the benchmarks share it)
-    for this job's config, validated and with its method defaults filled; else :func:`load_graph`."""
+    for this job's spec; else :func:`load_graph`."""
     if graph is None:
-        return load_graph(cfg)
-    validate(cfg)
-    resolve_method_defaults(cfg, graph.data.task)
+        return load_graph(spec)
     return graph

@@ -71,13 +71,13 @@ class KernelEntry:
       defaults), ``label`` (``GCNGP``; the low-rank twin adds ``-X``), its ``adjacency``
       normalisation and ``defaults`` per task or dataset (see :func:`~gnngp_cli.config.method_defaults`);
     - ``parameters``: the numeric arguments, with their ranges, and which ``fit=mll`` learns
-      (``used(cfg)`` narrows them to those a configuration reads, as ``composed`` does);
+      (``used(options)`` narrows them to those a configuration reads, as ``composed`` does);
     - ``choices``: the arguments chosen on validation (``fit=grid``) or by the marginal likelihood
-      (``fit=mll``) among candidates, ``name -> candidates(cfg)``;
+      (``fit=mll``) among candidates, ``name -> candidates(options)``;
     - ``network``: the wide random network whose limit the kernel is (``gnngp verify``);
     - ``gnn``: the GNN baseline of the same architecture (tables pair them);
     - ``backends``: the compute backends that run it (``None``: every one);
-    - ``note(cfg)``: a warning for some settings; ``check(cfg)``: a check beyond the ranges."""
+    - ``note(options)``: a warning for some settings; ``check(options)``: a check beyond the ranges."""
 
     name: str
     label: str
@@ -94,43 +94,43 @@ class KernelEntry:
     backends: Optional[tuple[str, ...]] = None
     note: Optional[Callable[[Any], Optional[str]]] = None
 
-    def validate(self, cfg: Any) -> None:
+    def validate(self, options: Any) -> None:
         for p in self.parameters:
-            p.check(cfg.get(p.name))
+            p.check(options.get(p.name))
         for name, candidates in self.choices.items():
-            candidates(cfg)       # a malformed candidate list is a one-line ConfigError
+            candidates(options)       # a malformed candidate list is a one-line ConfigError
         if self.check is not None:
-            self.check(cfg)
+            self.check(options)
 
-    def arguments(self, cfg: Any) -> dict:
+    def arguments(self, options: Any) -> dict:
         """The builder's arguments as configured: ``layers`` and the architecture's own config fields."""
         own = [f.name for f in fields(self.config) if f.name not in KERNEL_COMMON]
-        return {"layers": cfg.layers, **{key: cfg[key] for key in own}}
+        return {"layers": options.layers, **{key: getattr(options, key) for key in own}}
 
-    def learnable(self, cfg: Any) -> list[Parameter]:
+    def learnable(self, options: Any) -> list[Parameter]:
         """The parameters ``fit=mll`` may learn for this configuration."""
-        used = None if self.used is None else set(self.used(cfg))
+        used = None if self.used is None else set(self.used(options))
         return [p for p in self.parameters if p.learnable and (used is None or p.name in used)]
 
-    def candidates(self, cfg: Any) -> dict[str, list]:
+    def candidates(self, options: Any) -> dict[str, list]:
         """The candidates of each argument chosen on validation (or by the marginal likelihood)."""
-        return {name: candidates(cfg) for name, candidates in self.choices.items()}
+        return {name: candidates(options) for name, candidates in self.choices.items()}
 
-    def architecture(self, cfg: Any, values: Optional[Mapping[str, Any]] = None) -> Architecture:
-        """The blocks of the kernel configured by ``cfg`` (method defaults already resolved);
+    def architecture(self, options: Any, values: Optional[Mapping[str, Any]] = None) -> Architecture:
+        """The blocks of the kernel configured by ``options`` (method defaults already resolved);
         ``values`` replace configured arguments (fitted ones, one candidate of each choice; an
         argument chosen among candidates and not given takes the first)."""
         values = dict(values or {})
         for name, candidates in self.choices.items():
-            values.setdefault(name, candidates(cfg)[0])
-        network = self.build(**{**self.arguments(cfg), **values})
-        limit = cfg.get("limit", "nngp")
+            values.setdefault(name, candidates(options)[0])
+        network = self.build(**{**self.arguments(options), **values})
+        limit = options.get("limit", "nngp")
         if limit == "ntk":
             if not has_parameters(network):
                 raise ConfigError(f"kernel={self.name} has no trained parameters (no weight, no bias), so its tangent kernel is 0; "
                                   "use kernel.limit=nngp, or a kernel with weights")
             network = Tangent(network)
-        return Architecture(self.name, kernel_label(self.name, cfg.low_rank, limit), network, cfg.adjacency or self.adjacency)
+        return Architecture(self.name, kernel_label(self.name, options.low_rank, limit), network, options.adjacency or self.adjacency)
 
     def runs_on(self, backend: str) -> bool:
         return self.backends is None or backend in self.backends
@@ -208,9 +208,9 @@ class ComposedConfig(KernelConfig):
     hidden: Any = field(default_factory=lambda: ["conv"])                            # blocks of layers 2..L
 
 
-def _gcn2_note(cfg: Any) -> Optional[str]:
-    if cfg.layers >= 3:
-        return (f"GCNIIGP with L={cfg.layers} is the paper's kernel recursion, not the wide-network limit of GCNII: from L=3 on the "
+def _gcn2_note(options: Any) -> Optional[str]:
+    if options.layers >= 3:
+        return (f"GCNIIGP with L={options.layers} is the paper's kernel recursion, not the wide-network limit of GCNII: from L=3 on the "
                 "identity mapping passes rectified, non-Gaussian features to the next ReLU (gnngp verify kernel=gcn2gp "
                 "kernel.layers=3 fails)")
     return None
@@ -295,9 +295,9 @@ def attention(sigma_a: float) -> Block:
     return Add(Product(Weight(sigma_a), Conv()), Serial(Product(Weight(sigma_a), Scale(1.0)), Conv()))
 
 
-def _gat_note(cfg: Any) -> Optional[str]:
-    if cfg.layers >= 4:
-        return (f"GATGP with L={cfg.layers}: each linear-attention layer multiplies the kernel by itself (K o A K A^T), so the spread "
+def _gat_note(options: Any) -> Optional[str]:
+    if options.layers >= 4:
+        return (f"GATGP with L={options.layers}: each linear-attention layer multiplies the kernel by itself (K o A K A^T), so the spread "
                 "of the nodes' variances grows like a power 2^L; measured on Cora, 0.799 at L=2, 0.782 at L=3, 0.52 at L=4, "
                 "and at L=5 the float32 kernel overflows. Linear attention is a shallow model: use kernel.layers=2 or 3")
     return None
@@ -342,15 +342,22 @@ class GPRGPConfig(KernelConfig):
     coefficients: Any = None            # a filter [g0, g1, ...], or a list of filters chosen on validation; null: GPR_FILTER_GRID
 
 
-def filters(cfg: Any) -> list[tuple[float, ...]]:
+def plain(value: Any) -> Any:
+    """A value of the options as plain Python: mappings as dicts, sequences (but strings) as lists."""
+    if isinstance(value, Mapping):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [plain(item) for item in value]
+    return value
+
+
+def filters(options: Any) -> list[tuple[float, ...]]:
     """The filters a GPRGP kernel chooses from: ``kernel.coefficients`` (one filter or a list
     of them), else :data:`GPR_FILTER_GRID`."""
-    from omegaconf import OmegaConf
-
-    value = cfg.get("coefficients")
+    value = options.get("coefficients")
     if value is None:
         return list(GPR_FILTER_GRID)
-    return filter_grid(OmegaConf.to_container(value) if OmegaConf.is_config(value) else value)
+    return filter_grid(plain(value))
 
 
 @register_kernel("gprgp", "GPRGP", GPRGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b"),
@@ -431,9 +438,9 @@ def _spec_words(spec: Any) -> Iterable[str]:
             yield from _spec_words(item)
 
 
-def _composed_uses(cfg: Any) -> list[str]:
+def _composed_uses(options: Any) -> list[str]:
     """The sigmas a composed kernel's blocks read: ``sigma_w`` (``weight``, ``mixed``), ``sigma_b`` (``bias``)."""
-    words = set(_spec_words([cfg.first, cfg.hidden]))
+    words = set(_spec_words([options.first, options.hidden]))
     return [name for name, used in (("sigma_w", bool(words & {"weight", "mixed"})), ("sigma_b", "bias" in words)) if used]
 
 
@@ -442,11 +449,6 @@ def _composed_uses(cfg: Any) -> list[str]:
 def composed(layers: int, first: Any, hidden: Any, sigma_w: float, sigma_b: float) -> Block:
     """An architecture written in config: ``first`` (list of blocks) once, then ``hidden``
     (list of blocks) ``L-1`` times."""
-    from omegaconf import OmegaConf
-
-    def plain(spec: Any) -> Any:
-        return OmegaConf.to_container(spec) if OmegaConf.is_config(spec) else spec
-
     first, hidden = plain(first), plain(hidden)
 
     def layer_params(l: int) -> dict:

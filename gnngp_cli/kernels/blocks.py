@@ -811,9 +811,9 @@ def branch_count(block: Block, low_rank: bool = False) -> int:
     roots side by side there (1 without an :class:`Add`). A tangent kernel's ``Theta`` sits beside
     ``K``: 4 dense blocks' worth in exact mode; low rank (``low_rank``), ``P`` beside ``Q``, each step
     releasing its input's root once its output is made (:meth:`Block.evaluate_taken`), 2 roots'
-    worth (measured on Reddit's size, 2026-11-28: 10.6 GB against the NNGP's 8.2; 4 counted while
-    the step held four roots, 17.1 GB); a network with an addition or a product keeps 4 (their
-    branches share the input, which no step releases). The memory estimates read it."""
+    worth (the measurements: docs/benchmarks, the tangent-kernel page); a network with an addition
+    or a product keeps 4 (their branches share the input, which no step releases). The memory
+    estimates read it."""
     if isinstance(block, Tangent):
         inner = branch_count(block.network, low_rank)
         return (2 if low_rank and inner == 1 else 4) * inner

@@ -9,9 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from omegaconf import OmegaConf
 
-from ..compose import config_dir
+from ..compose import config_dir, read_yaml
 from ..data.datasets import DATASETS
 from ..gnn import GNNS
 from ..kernels import KERNELS
@@ -42,7 +41,7 @@ def _values(value: Any) -> tuple[str, ...]:
 @lru_cache(maxsize=None)
 def experiment(name: str) -> Experiment:
     """The experiment ``name`` as its YAML sweeps it (an experiment it lists in ``defaults`` first)."""
-    raw = OmegaConf.to_container(OmegaConf.load(config_dir() / "experiment" / f"{name}.yaml"))
+    raw = read_yaml(config_dir() / "experiment" / f"{name}.yaml")
     merged: dict = {}
     for parent in raw.get("defaults", []) or []:
         if isinstance(parent, str) and (config_dir() / "experiment" / f"{parent}.yaml").is_file():
@@ -70,7 +69,7 @@ def names() -> list[str]:
 
 @lru_cache(maxsize=None)
 def _is_paper(path: Path) -> bool:
-    return bool((OmegaConf.to_container(OmegaConf.load(path)).get("experiment") or {}).get("paper"))
+    return bool((read_yaml(path).get("experiment") or {}).get("paper"))
 
 
 def tables() -> list[Experiment]:

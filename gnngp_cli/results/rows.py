@@ -21,37 +21,37 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def method_names(cfg: Any) -> tuple[str, str]:
+def method_names(spec: Any) -> tuple[str, str]:
     """``(label, config name)`` of the job's method, e.g. ``("GCNGP-X", "gcngp_x")`` or ``("GCN", "gcn")``."""
-    if cfg.method == "gnn":
-        return GNNS[cfg.gnn.name].label if cfg.gnn.name in GNNS else cfg.gnn.name, cfg.gnn.name
-    if cfg.kernel is not None:
-        return kernel_label(cfg.kernel.name, cfg.kernel.low_rank, cfg.kernel.get("limit", "nngp")), cfg.kernel.name + ("_x" if cfg.kernel.low_rank else "")
+    if spec.method == "gnn":
+        return GNNS[spec.gnn.name].label if spec.gnn.name in GNNS else spec.gnn.name, spec.gnn.name
+    if spec.kernel is not None:
+        return kernel_label(spec.kernel.name, spec.kernel.low_rank, spec.kernel.get("limit", "nngp")), spec.kernel.name + ("_x" if spec.kernel.low_rank else "")
     return "?", "?"
 
 
-def base_row(cfg: Any) -> dict:
+def base_row(spec: Any) -> dict:
     """The columns every row has; ``kernel`` is the GP kernel's config name (empty for a GNN)
     and ``device`` the device the job resolved to (``cuda`` for ``device=auto`` with a GPU)."""
-    label, name = method_names(cfg)
+    label, name = method_names(spec)
     try:
-        device = str(resolve_device(cfg.device))
+        device = str(resolve_device(spec.device))
     except GnngpError:
-        device = str(cfg.device)
+        device = str(spec.device)
     return {
-        "status": "ok", "dataset": str(cfg.dataset.name).lower(), "method": label, "kernel": name if cfg.method != "gnn" else "",
-        "device": device, "dtype": cfg.dtype, "version": __version__,
-        "protocol": "" if cfg.protocol.name == "none" else str(cfg.protocol.name),
-        "limit": str(cfg.kernel.get("limit", "nngp")) if cfg.method != "gnn" and cfg.kernel is not None else "",
+        "status": "ok", "dataset": str(spec.dataset.name).lower(), "method": label, "kernel": name if spec.method != "gnn" else "",
+        "device": device, "dtype": spec.dtype, "version": __version__,
+        "protocol": "" if spec.protocol.name == "none" else str(spec.protocol.name),
+        "limit": str(spec.kernel.get("limit", "nngp")) if spec.method != "gnn" and spec.kernel is not None else "",
     }
 
 
-def graph_columns(info: Any, load_seconds: float, cfg: Any, run: int) -> dict:
+def graph_columns(info: Any, load_seconds: float, spec: Any, run: int) -> dict:
     """The columns a row takes from the graph it ran on (:class:`~.backend.GraphInfo`); with
     ``splits=all``, the split's index and how many fixed splits there are (``resume`` reads them)."""
-    every = {"split_index": int(cfg.dataset.split_index or 0), "split_count": int(info.num_splits or 0)} if cfg.get("splits") == "all" else {}
+    every = {"split_index": int(spec.dataset.split_index or 0), "split_count": int(info.num_splits or 0)} if spec.get("splits") == "all" else {}
     return dict(task=info.task, run=run, n_nodes=int(info.num_nodes), n_edges=int(info.num_edges), load_seconds=load_seconds,
-                split=info.split, stand_in=info.stand_in, experiment=cfg.experiment.name or "", timestamp=now(), **every)
+                split=info.split, stand_in=info.stand_in, experiment=spec.experiment.name or "", timestamp=now(), **every)
 
 
 def with_extra(row: dict, **entries: Any) -> dict:
@@ -60,22 +60,22 @@ def with_extra(row: dict, **entries: Any) -> dict:
     return row
 
 
-def run_settings(cfg: Any, fitted: Iterable[str] = ()) -> dict:
+def run_settings(spec: Any, fitted: Iterable[str] = ()) -> dict:
     """What a GP row records beside its columns so the report can tell a preset's runs from
     others: the nugget grid and the kernel's own numeric parameters (``sigma_w1``, ``alpha``...),
     except what ``fit=mll`` fitted instead (``fitted``: their names; the grid's nuggets are then
     not used either): those are in the row's ``fitted_*`` columns."""
-    entry = KERNELS[cfg.kernel.name]
+    entry = KERNELS[spec.kernel.name]
     fitted = {name.rpartition("_")[0] if name.rpartition("_")[2].isdigit() else name for name in fitted}   # sigma_w_2 (one per layer) is sigma_w
-    params = {k: v for k, v in entry.arguments(cfg.kernel).items()
+    params = {k: v for k, v in entry.arguments(spec.kernel).items()
               if k != "layers" and k not in fitted and isinstance(v, (int, float)) and not isinstance(v, bool)}
-    times = training_times(cfg)
+    times = training_times(spec)
     if times is not None:   # inference.time: the times (and the rate) replace the nugget grid
-        grid = {"times": [t if math.isfinite(t) else "inf" for t in times], "learning_rate": float(cfg.inference.learning_rate)}   # strict JSON
-    elif cfg.fit.method == "mll":
+        grid = {"times": [t if math.isfinite(t) else "inf" for t in times], "learning_rate": float(spec.inference.learning_rate)}   # strict JSON
+    elif spec.fit.method == "mll":
         grid = {}
     else:
-        grid = {"nugget_grid": [float(cfg.nugget.min), float(cfg.nugget.max), int(cfg.nugget.num)]}
+        grid = {"nugget_grid": [float(spec.nugget.min), float(spec.nugget.max), int(spec.nugget.num)]}
     return {**grid, **params}
 
 
@@ -84,9 +84,9 @@ def dataset_label(name: str, stand_in: str) -> str:
     return f"{str(name).lower()} ({stand_in.split(' (')[0]})" if stand_in else str(name).lower()
 
 
-def error_row(cfg: Any, err: BaseException) -> dict:
+def error_row(spec: Any, err: BaseException) -> dict:
     try:
-        row = {**base_row(cfg), "experiment": str(cfg.experiment.name or "")}   # a preset's failed cell names its preset
+        row = {**base_row(spec), "experiment": str(spec.experiment.name or "")}   # a preset's failed cell names its preset
     except Exception:  # noqa: BLE001 - the config itself may be what is broken
         row = {"status": "error", "version": __version__}
     row.update(status="error", error=f"{type(err).__name__}: {err}".replace("\n", " "), timestamp=now())

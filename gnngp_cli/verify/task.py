@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from omegaconf import OmegaConf
 from torch import Tensor
 
+from ..config import parse, with_method_defaults
 from ..errors import ConfigError
 from ..job.loading import load_graph
 from ..kernels import KERNELS, BaseKernel
+from ..kernels.architectures import plain
+from ..schema import RunConfig, revised
 from .wide_check import NETWORK_DTYPE, BaseSpec, Check, CheckResult, analytic_kernel, run_check
 from .features import check_base
 from .subgraph import CheckGraph, induced_subgraph, restrict
@@ -40,84 +42,90 @@ class CheckSetup:
 VERIFY_DEFAULTS = {"sigma_b": 0.5, "sigma_w1": 0.5, "coefficients": [1.0, -1.0, 1.0]}
 
 
-def check_network(kcfg: Any) -> None:
+def check_network(kernel: Any) -> None:
     """Refuse, before any work, a kernel without a network, with a normalisation its network's
     layers cannot express, or with several candidates of a value the run would choose."""
-    entry = KERNELS[kcfg.name]
+    entry = KERNELS[kernel.name]
     if entry.network is None:
-        raise ConfigError(f"gnngp verify has no network for kernel={kcfg.name}: its registry entry names none (network=...); "
+        raise ConfigError(f"gnngp verify has no network for kernel={kernel.name}: its registry entry names none (network=...); "
                           f"use one of {', '.join(name for name, e in KERNELS.items() if e.network is not None)}")
-    if kcfg.get("limit", "nngp") == "ntk" and not entry.network.trains:
-        raise ConfigError(f"gnngp verify kernel.limit=ntk differentiates the network's parameters, and the kernel={kcfg.name} network draws "
+    if kernel.get("limit", "nngp") == "ntk" and not entry.network.trains:
+        raise ConfigError(f"gnngp verify kernel.limit=ntk differentiates the network's parameters, and the kernel={kernel.name} network draws "
                           "its weights as it runs (its tangent kernel is checked against a dense recursion in the tests); use kernel.limit=nngp")
     needed = entry.network.adjacency
-    if needed is not None and (kcfg.adjacency or entry.adjacency) != needed:
-        raise ConfigError(f"the {kcfg.name} network's aggregation (mean over the neighbours and the node) is the {needed}-normalised "
+    if needed is not None and (kernel.adjacency or entry.adjacency) != needed:
+        raise ConfigError(f"the {kernel.name} network's aggregation (mean over the neighbours and the node) is the {needed}-normalised "
                           f"adjacency; use kernel.adjacency={needed} with gnngp verify")
-    for name, candidates in entry.candidates(kcfg).items():
+    for name, candidates in entry.candidates(kernel).items():
         if len(candidates) > 1:
             raise ConfigError(f"gnngp verify checks one network, but kernel.{name} gives {len(candidates)} candidates (a run chooses among "
                               f"them on validation); give one, e.g. kernel.{name}={list(candidates[0])}")
 
 
-def _plain(value: Any) -> Any:
-    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+def verify_spec(spec: Any) -> RunConfig:
+    """The check's spec: the run's (a composed config is parsed here, :func:`~gnngp_cli.config.parse`),
+    its kernel's ``null`` settings given :data:`VERIFY_DEFAULTS`."""
+    spec = parse(spec)
+    kernel = spec.kernel
+    filled = {key: value for key, value in VERIFY_DEFAULTS.items() if hasattr(kernel, key) and getattr(kernel, key) is None}
+    return revised(spec, kernel=revised(kernel, **filled)) if filled else spec
 
 
-def prepare_check(cfg: Any) -> CheckSetup:
+def prepare_check(spec: Any) -> CheckSetup:
     """The subgraph, the analytic kernel (the package's blocks) and the network family."""
-    kcfg = cfg.kernel
-    for key, value in VERIFY_DEFAULTS.items():
-        if key in kcfg and kcfg[key] is None:
-            kcfg[key] = value
-    check_base(kcfg.base.name, kcfg.base.d)
-    check_network(kcfg)
-    entry = KERNELS[kcfg.name]
-    data = load_graph(cfg).data.cpu()   # also resolves the method's other defaults for the dataset
-    arch = entry.architecture(kcfg)
-    v = cfg.verify
-    nodes = induced_subgraph(data.edge_index, data.num_nodes, v.num_nodes, cfg.seed)
+    spec = verify_spec(spec)
+    check_base(spec.kernel.base.name, spec.kernel.base.d)
+    check_network(spec.kernel)
+    graph = load_graph(spec)
+    data = graph.data.cpu()
+    spec = with_method_defaults(spec, data.task)   # the method's other defaults for the dataset
+    kspec = spec.kernel
+    entry = KERNELS[kspec.name]
+    arch = entry.architecture(kspec)
+    v = spec.verify
+    nodes = induced_subgraph(data.edge_index, data.num_nodes, v.num_nodes, spec.seed)
     edge_index = restrict(data.edge_index, nodes, data.num_nodes)
     x = data.x[nodes].double()
-    if kcfg.base.scale != 1:
-        x = x * math.sqrt(kcfg.base.scale)
+    if kspec.base.scale != 1:
+        x = x * math.sqrt(kspec.base.scale)
     if v.unit_norm:
         mean_norm = float(x.norm(dim=1).mean())
         x = x / mean_norm if mean_norm > 0 else x
     graph = CheckGraph.build(edge_index, v.num_nodes, arch.adjacency, NETWORK_DTYPE)
-    base = BaseKernel(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d)
+    base = BaseKernel(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d)
     kernel = analytic_kernel(arch.network, x, graph.edge_index, arch.adjacency, base)
-    params = {key: _plain(value) for key, value in entry.arguments(kcfg).items()}   # the same arguments the kernel's builder reads
-    params.update({name: list(candidates[0]) for name, candidates in entry.candidates(kcfg).items()})
-    limit = str(kcfg.get("limit", "nngp"))
-    check = Check(x, graph, kcfg.name, params, BaseSpec(kcfg.base.name, kcfg.base.gamma, kcfg.base.c, kcfg.base.d), limit)
-    depth = f", L={kcfg.layers}" if "layers" in inspect.signature(entry.network.__init__).parameters else ""
+    params = {key: plain(value) for key, value in entry.arguments(kspec).items()}   # the same arguments the kernel's builder reads
+    params.update({name: list(candidates[0]) for name, candidates in entry.candidates(kspec).items()})
+    limit = str(kspec.get("limit", "nngp"))
+    check = Check(x, graph, kspec.name, params, BaseSpec(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d), limit)
+    depth = f", L={kspec.layers}" if "layers" in inspect.signature(entry.network.__init__).parameters else ""
     what = "empirical tangent kernels of " if limit == "ntk" else ""
     description = (f"{what}{v.seeds} random networks per width ({entry.network.layers_text}{depth}) on a {v.num_nodes}-node induced "
-                   f"subgraph of {str(cfg.dataset.name).lower()} ({graph.edge_index.size(1) // 2} edges, {x.size(1)} features), {kcfg.base.name} C0")
+                   f"subgraph of {str(spec.dataset.name).lower()} ({graph.edge_index.size(1) // 2} edges, {x.size(1)} features), {kspec.base.name} C0")
     return CheckSetup(check, kernel, arch.label, description)
 
 
-def result_table(cfg: Any, label: str, result: CheckResult) -> pd.DataFrame:
+def result_table(spec: Any, label: str, result: CheckResult) -> pd.DataFrame:
     """One row per width: the error, its bootstrap interval, the noise, and the verdict columns."""
     v = result.verdict
     return pd.DataFrame([{
-        "kernel": cfg.kernel.name, "method": label, "layers": cfg.kernel.layers, "dataset": str(cfg.dataset.name).lower(),
-        "num_nodes": cfg.verify.num_nodes, "width": r.width, "samples": r.seeds, "relative_error": r.relative_error,
+        "kernel": spec.kernel.name, "method": label, "layers": spec.kernel.layers, "dataset": str(spec.dataset.name).lower(),
+        "num_nodes": spec.verify.num_nodes, "width": r.width, "samples": r.seeds, "relative_error": r.relative_error,
         "error_low": r.error_low, "error_high": r.error_high, "noise": r.noise, "noise_ratio": r.noise_ratio,
         "slope": v.slope, "slope_low": v.slope_low, "slope_high": v.slope_high, "p_value": v.p_value,
         "level": v.level, "verdict": v.label, "seconds": result.seconds,
     } for r in result.widths])
 
 
-def verify(cfg: Any, out_dir: Path) -> CheckResult:
+def verify(spec: Any, out_dir: Path) -> CheckResult:
     """Run the check, print the table and verdict, write ``verify.csv``."""
-    v = cfg.verify
-    prepared = prepare_check(cfg)
+    spec = parse(spec)
+    v = spec.verify
+    prepared = prepare_check(spec)
     print(f"{prepared.label}: {prepared.description}", flush=True)
-    result = run_check(prepared.check, prepared.kernel, sorted(v.widths), v.seeds, cfg.seed, v.bootstrap, v.level,
+    result = run_check(prepared.check, prepared.kernel, sorted(v.widths), v.seeds, spec.seed, v.bootstrap, v.level,
                        progress=lambda width: print(f"  sampling width {width}", file=sys.stderr, flush=True))
-    table = result_table(cfg, prepared.label, result)
+    table = result_table(spec, prepared.label, result)
     out = out_dir / "verify.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out, index=False)

@@ -16,14 +16,14 @@ import json
 import logging
 import operator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 
+from ...config import parse
 from ...data import DataStore, load_dataset
 from ...data.files import locked
 from ...data.order_cache import cached_order
@@ -34,6 +34,7 @@ from ...errors import ConfigError, DatasetError, ResourceError
 from ...job.backend_interface import GraphInfo
 from ...job.estimate import Estimate, rowblock_estimate
 from ...gp.inference import SPLITS, RowGroup, TrainingStatistics, low_rank_statistics, regression_targets
+from ...gp.likelihoods import LIKELIHOODS
 from ...results.rows import dataset_label
 from ...kernels import Architecture, BaseKernel
 from ...kernels.architectures import KernelEntry
@@ -55,12 +56,12 @@ BITS = {"train": TRAIN, "val": VAL, "test": TEST}
 RUN_SETTINGS = ("metric", "landmark_fraction", "landmark_count", "large", "hide_val")
 
 
-def dataset_source(cfg: Any) -> str:
+def dataset_source(spec: Any) -> str:
     """What the shards are written from, as a key: the dataset settings that make the graph
     (its features, labels, split), without :data:`RUN_SETTINGS`, and the stand-in setting."""
-    settings = {k: v for k, v in OmegaConf.to_container(cfg.dataset, resolve=True).items() if k not in RUN_SETTINGS}
-    order = f"|order={cfg.data.order}" if cfg.data.order != "none" else ""   # shards written before data.order keep their key
-    return json.dumps(settings, sort_keys=True) + f"|stand_in={cfg.experiment.stand_in}" + order
+    settings = {k: v for k, v in asdict(spec.dataset).items() if k not in RUN_SETTINGS}
+    order = f"|order={spec.data.order}" if spec.data.order != "none" else ""   # shards written before data.order keep their key
+    return json.dumps(settings, sort_keys=True) + f"|stand_in={spec.experiment.stand_in}" + order
 
 
 def _differences(written: str, wanted: str) -> str:
@@ -77,33 +78,35 @@ def _differences(written: str, wanted: str) -> str:
     return "; ".join(f"{k}={a.get(k)!s}, not {b.get(k)!s}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
 
 
-def partition(cfg: Any, store: DataStore, out: Path, rows: int) -> ShardMeta:
-    """Write ``cfg.dataset`` as row blocks of ``rows`` nodes into ``out``: streamed from the raw
+def partition(spec: Any, store: DataStore, out: Path, rows: int) -> ShardMeta:
+    """Write ``spec.dataset`` as row blocks of ``rows`` nodes into ``out``: streamed from the raw
     files when the dataset's entry can (papers100M), else from the graph loaded in this process."""
-    name = str(cfg.dataset.name).lower()
+    spec = parse(spec)
+    name = str(spec.dataset.name).lower()
     entry = DATASETS.get(name)
-    source = dataset_source(cfg)
+    source = dataset_source(spec)
     if entry is not None and entry.partition is not None:
-        if cfg.data.order != "none":
-            raise ConfigError(f"data.order={cfg.data.order} numbers the nodes of a graph loaded in one process; {name} is partitioned "
+        if spec.data.order != "none":
+            raise ConfigError(f"data.order={spec.data.order} numbers the nodes of a graph loaded in one process; {name} is partitioned "
                               "streaming from its raw files: drop data.order")
-        return entry.partition(cfg.dataset, store, out, rows, source)
-    data = load_dataset(cfg.dataset, store, cfg.experiment.stand_in)
-    order = cached_order(data.edge_index, int(data.num_nodes), cfg.data.order, store.root / "orders")
-    return write_data(data, out, rows, name, source, order, cfg.data.order)
+        return entry.partition(spec.dataset, store, out, rows, source)
+    data = load_dataset(spec.dataset, store, spec.experiment.stand_in)
+    order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders")
+    return write_data(data, out, rows, name, source, order, spec.data.order)
 
 
-def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
+def sharded_graph(spec: Any, store: DataStore) -> ShardedGraph:
     """The shards of the job's dataset: ``compute.shards``, or partitioned once into the data
     cache (``<data root>/shards/<dataset>-r<rows>-<config hash>``) and reused."""
-    name = str(cfg.dataset.name).lower()
-    if cfg.compute.shards:
-        root = Path(cfg.compute.shards)
+    spec = parse(spec)
+    name = str(spec.dataset.name).lower()
+    if spec.compute.shards:
+        root = Path(spec.compute.shards)
         meta = read_meta(root)
         if meta.dataset != name:
             raise DatasetError(f"compute.shards={root} holds {meta.dataset}, not {name}; point compute.shards at the shards of {name} or drop it")
-        if meta.source != dataset_source(cfg):
-            raise DatasetError(f"compute.shards={root} holds {name} written with {_differences(meta.source, dataset_source(cfg))} "
+        if meta.source != dataset_source(spec):
+            raise DatasetError(f"compute.shards={root} holds {name} written with {_differences(meta.source, dataset_source(spec))} "
                                f"(this job's setting second); partition it again with this job's settings (gnngp partition ... out=<dir>) "
                                f"or drop compute.shards")
         changed = changed_files(root, meta) if store.verify else []
@@ -113,9 +116,9 @@ def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
                                "write the shards again with gnngp partition (or data.verify=false to use them as they are)")
         log_source_rows(meta)
         return ShardedGraph(root, meta)
-    source = dataset_source(cfg)
+    source = dataset_source(spec)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    root = store.root / "shards" / f"{name}-r{cfg.partition.rows}-{digest}"
+    root = store.root / "shards" / f"{name}-r{spec.partition.rows}-{digest}"
     meta = shards_match(root, source)
     changed = changed_files(root, meta) if meta is not None and store.verify else []
     if changed:
@@ -130,8 +133,8 @@ def sharded_graph(cfg: Any, store: DataStore) -> ShardedGraph:
             if meta is not None and store.verify and changed_files(root, meta):
                 meta = None
             if meta is None:
-                log.info("partitioning %s into row blocks of %d nodes: %s", name, cfg.partition.rows, root)
-                meta = partition(cfg, store, root, cfg.partition.rows)
+                log.info("partitioning %s into row blocks of %d nodes: %s", name, spec.partition.rows, root)
+                meta = partition(spec, store, root, spec.partition.rows)
     log_source_rows(meta)
     return ShardedGraph(root, meta)
 
@@ -186,9 +189,9 @@ def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmar
             f"a larger compute.memory_limit (at least {need / TASK_SHARE * 1.1 / 2**30:.2f} GiB a worker for these blocks)")
 
 
-def root_store(cfg: Any) -> RootStore:
+def root_store(spec: Any) -> RootStore:
     """The run's folder for its roots' files: under ``compute.roots_dir``, else ``<data.root>/roots``."""
-    return RootStore(Path(cfg.compute.roots_dir) if cfg.compute.roots_dir else Path(cfg.data.root or default_root()) / "roots")
+    return RootStore(Path(spec.compute.roots_dir) if spec.compute.roots_dir else Path(spec.data.root or default_root()) / "roots")
 
 
 @dataclass
@@ -233,44 +236,44 @@ class DaskBackend:
 
     supports_fit = False
 
-    def __init__(self, cfg: Any, client: Any = None, cluster: bool = True):
-        self.cfg = cfg
-        self.name = cfg.compute.backend
+    def __init__(self, spec: Any, client: Any = None, cluster: bool = True):
+        self.spec = spec = parse(spec)
+        self.name = spec.compute.backend
         self.client, self._start_cluster = client, cluster and client is None
         self._stack = ExitStack()
 
-    def refuse(self, cfg: Any, entry: KernelEntry) -> None:
-        if cfg.device == "cuda":
+    def refuse(self, spec: Any, entry: KernelEntry) -> None:
+        if spec.device == "cuda":
             raise ConfigError(f"compute={self.name} computes on its workers' CPUs; device=cuda runs with compute=local (or use device=cpu)")
-        if cfg.max_memory_gb is not None:
+        if spec.max_memory_gb is not None:
             raise ConfigError(f"max_memory_gb limits the exact kernels of compute=local; compute={self.name} sizes each task by "
                               "compute.memory_limit: drop max_memory_gb, or use compute=local")
-        if not cfg.kernel.low_rank:
-            raise ConfigError(f"exact kernels are not distributed: kernel={cfg.kernel.name} with compute={self.name}; use its low-rank twin "
-                              f"kernel={cfg.kernel.name}_x (Nystrom, with landmarks) or compute=local")
+        if not spec.kernel.low_rank:
+            raise ConfigError(f"exact kernels are not distributed: kernel={spec.kernel.name} with compute={self.name}; use its low-rank twin "
+                              f"kernel={spec.kernel.name}_x (Nystrom, with landmarks) or compute=local")
         if not entry.runs_on(self.name):
             raise ConfigError(f"kernel={entry.name}_x does not run with compute={self.name}; use compute={' or compute='.join(entry.backends)}")
 
     def __enter__(self) -> "DaskBackend":
-        cfg = self.cfg
+        spec = self.spec
         try:
-            store = DataStore.of(cfg.data)
-            self.store = root_store(cfg)   # a roots_dir that cannot be written stops the job before partitioning
+            store = DataStore.of(spec.data)
+            self.store = root_store(spec)   # a roots_dir that cannot be written stops the job before partitioning
             self._stack.callback(self.store.close)
             self._stack.enter_context(stopped_by_signals())   # SIGTERM clears the roots as Ctrl-C does
             watch = Stopwatch(torch.device("cpu"))
             with watch.measure():
-                self.graph = sharded_graph(cfg, store)
+                self.graph = sharded_graph(spec, store)
             self.load_seconds = watch.seconds
             if self._start_cluster:
-                self.client = self._stack.enter_context(dask_client(cfg.compute))
+                self.client = self._stack.enter_context(dask_client(spec.compute))
         except BaseException:
             self._stack.close()
             raise
         meta = self.graph.meta
         self.info = GraphInfo(meta.dataset, meta.task, meta.num_classes, meta.num_nodes, meta.num_edges, meta.num_features, meta.split,
                               meta.stand_in, meta.num_splits, tuple(meta.warnings))
-        self.dtype = getattr(torch, cfg.dtype)
+        self.dtype = getattr(torch, spec.dtype)
         # asked of the scheduler now: the client's cached scheduler_info() once gave 0 workers of 3 (a CI run)
         self.workers = len(self.client.nthreads()) if self.client is not None else 1
         self.labels, self.masks = self.graph.labels(), self.graph.masks()
@@ -284,8 +287,8 @@ class DaskBackend:
 
     @property
     def where(self) -> str:
-        split = f"split {int(self.cfg.dataset.split_index)}, " if self.cfg.get("splits") == "all" else ""   # each split's lines say which
-        return f"{dataset_label(self.cfg.dataset.name, self.info.stand_in)} ({split}compute={self.name}, {self.workers} workers)"
+        split = f"split {int(self.spec.dataset.split_index)}, " if self.spec.get("splits") == "all" else ""   # each split's lines say which
+        return f"{dataset_label(self.spec.dataset.name, self.info.stand_in)} ({split}compute={self.name}, {self.workers} workers)"
 
     def train_ids(self) -> torch.Tensor:
         if self._train is None:
@@ -307,7 +310,7 @@ class DaskBackend:
     def estimate(self, arch: Architecture, ctx: Any, landmarks: Optional[torch.Tensor], fit: bool) -> Estimate:
         """The run's root files at their peak (what ``compute.roots_dir`` must hold), after
         refusing a worker too small for one row block's task and a folder without room."""
-        m, layers = int(landmarks.numel()), int(self.cfg.kernel.layers)
+        m, layers = int(landmarks.numel()), int(self.spec.kernel.layers)
         check_block_memory(self.client, self.graph, arch.network, m, layers, self.dtype)
         meta = self.graph.meta
         estimate = rowblock_estimate(
@@ -344,7 +347,7 @@ class DaskBackend:
 
         info = self.info
         parts = [dask.delayed(_statistics, pure=True)(q, n, y, m, info.task, info.num_classes, info.num_nodes,
-                                                         self.cfg.likelihood.name == "dirichlet") for q, n, y, m in self._blocks(k)]
+                                                         LIKELIHOODS[self.spec.likelihood.name].per_class) for q, n, y, m in self._blocks(k)]
         return tree_reduce(parts, _add).compute()
 
     def reduce(self, k: WrittenKernel, fn: Callable[[RowGroup], Any], combine: Callable[..., Any]) -> Any:
