@@ -237,6 +237,7 @@ class VerifyConfig(Options):
     unit_norm: bool = True              # divide the features by their mean row norm
     level: float = 0.01                 # FAIL when the test's p-value (or the slope interval) says so at this level
     bootstrap: int = 2000               # bootstrap resamples for the intervals
+    oracle: bool = False                # sample the kernel's hand-written PyTorch Geometric network (gcngp, gatgp) instead of the one its blocks' own layers make
 
 
 @dataclass

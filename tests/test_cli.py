@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from trust_helpers import in_process
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
 
 
 def gnngp(*args, cwd=None, env=None):
@@ -169,7 +169,7 @@ def test_version_and_unknown_command():
 def test_help_cfg_report_and_config_errors_import_neither_torch_geometric_nor_ogb(tmp_path):
     for args in (["run", "--help"], ["run", "--cfg", "job"], ["run", "dataset=coraa"], ["run", "runs=two"],
                  ["report", str(tmp_path), "--out", str(tmp_path / "r")], ["run", f"hydra.run.dir={tmp_path / 'csbm'}"]):
-        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "gnngp_cli.cli.main", *args], capture_output=True, text=True, timeout=600)
+        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "gnngp_cli.cli", *args], capture_output=True, text=True, timeout=600)
         modules = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
         assert "torch_geometric" not in modules and "ogb" not in modules, args
 

@@ -1,8 +1,9 @@
 """Configs: every group composes into the typed schema; impossible values fail early."""
 import pytest
+from omegaconf import OmegaConf
 
 from gnngp_cli.api import compose, run
-from gnngp_cli.config import resolve_method_defaults, validate
+from gnngp_cli.config import parse, validate, with_method_defaults
 from gnngp_cli.errors import ConfigError
 
 
@@ -56,8 +57,10 @@ def test_each_kernel_has_only_its_own_parameters():
 def test_method_defaults_are_resolved_for_the_dataset_and_kept_when_set():
     def resolved(*overrides, task):
         cfg = compose(list(overrides))
-        resolve_method_defaults(cfg, task)
-        return cfg
+        before = OmegaConf.to_yaml(cfg)
+        spec = with_method_defaults(parse(cfg), task)
+        assert OmegaConf.to_yaml(cfg) == before   # a new spec: nothing is written back into the config
+        return spec
 
     assert resolved("dataset=chameleon", "kernel=gcngp_x", task="regression").kernel.sigma_b == pytest.approx(0.1 ** 0.5)
     assert resolved("dataset=cora", task="classification").kernel.sigma_b == 0.0
@@ -121,3 +124,21 @@ def test_split_settings_a_dataset_reads_are_accepted():
                       ["dataset=csbm", "dataset.train_ratio=0.3", "dataset.split_seed=1"], ["dataset=arxiv", "experiment.stand_in=csbm", "dataset.split_seed=1"]):
         validate(compose(overrides))
 
+
+def test_a_spec_is_typed_frozen_and_parsed_once():
+    """parse() makes the job's spec from the composed config: the schema's own dataclasses (an
+    architecture's subclass for the kernel), frozen; a spec given again is the same object."""
+    import dataclasses
+
+    from gnngp_cli.kernels.architectures import GATGPConfig
+    from gnngp_cli.schema import RunConfig, revised
+
+    spec = parse(compose(["dataset=cora", "kernel=gatgp_x", "kernel.layers=3"]))
+    assert isinstance(spec, RunConfig) and isinstance(spec.kernel, GATGPConfig)
+    assert spec.kernel.layers == 3 and spec.kernel.low_rank and spec.kernel.sigma_b is None
+    assert parse(spec) is spec
+    for node, key in ((spec, "seed"), (spec.kernel, "layers"), (spec.kernel.base, "gamma"), (spec.dataset, "split_index")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(node, key, 1)
+    changed = revised(spec, kernel=revised(spec.kernel, layers=2))
+    assert changed.kernel.layers == 2 and spec.kernel.layers == 3 and changed.frozen and changed.kernel.frozen

@@ -13,7 +13,7 @@ import pytest
 
 from gnngp_cli.job.estimate import EIGH_SQUARES, gp_estimate
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
 
 
 def measured(tmp_path, *args) -> tuple[float, float, str]:

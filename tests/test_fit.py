@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gnngp_cli.api import compose, run
-from gnngp_cli.config import resolve_method_defaults
+from gnngp_cli.config import parse, with_method_defaults
 from gnngp_cli.graph.operators import Adjacency
 from gnngp_cli.errors import ConfigError, KernelError
 from gnngp_cli.gp.mll import log_marginal_likelihood, plan_parameters, training_kernel
@@ -132,10 +132,8 @@ def test_objective_gradient_through_the_network_matches_finite_differences():
 
 
 def resolved(overrides):
-    """The composed config with the method defaults of a classification set (as a run resolves them)."""
-    cfg = compose(overrides)
-    resolve_method_defaults(cfg, "classification")
-    return cfg
+    """The job's spec with the method defaults of a classification set (as a run resolves them)."""
+    return with_method_defaults(parse(compose(overrides)), "classification")
 
 
 def test_parameters_follow_the_architecture_and_fit_learn():

@@ -10,7 +10,7 @@ from gnngp_cli.api import compose
 from gnngp_cli.cli.help import config_groups, config_key_lines
 from gnngp_cli.schema import field_descriptions
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
 
 
 def gnngp(*args):

@@ -23,7 +23,7 @@ from gnngp_cli.kernels.filters import HopConv, Poly
 from gnngp_cli.kernels.pairs import PatternTooLarge
 from gnngp_cli.metrics import METRICS, MetricInput, resolve_metric
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
 
 
 def gnngp(*args, env=None):

@@ -9,7 +9,7 @@ import pytest
 from gnngp_cli.gp.mll import FitResult
 from gnngp_cli.results.writing import summary_line
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
 
 
 def gnngp(*args, env=None):

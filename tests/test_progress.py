@@ -33,7 +33,7 @@ def test_quiet_when_disabled_or_short(caplog):
 
 def gnngp(*args):
     env = {**os.environ, "GNNGP_PROGRESS_SECONDS": "0.001"}   # stderr is a pipe here, as in CI or SLURM
-    return subprocess.run([sys.executable, "-m", "gnngp_cli.cli.main", "run", *args], capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "run", *args], capture_output=True, text=True, env=env, timeout=600)
 
 
 def test_gnn_epochs_log_loss_and_validation_metric_without_a_terminal(tmp_path):

@@ -17,7 +17,6 @@ from gnngp_cli.data import DATASETS, register_dataset
 from gnngp_cli.gnn import GNN, GNNS, register_gnn
 from gnngp_cli.kernels import KERNELS, Conv, Input, ReLU, Serial, Weight, register_kernel
 from gnngp_cli.kernels.architectures import Parameter
-from gnngp_cli.kernels.networks import WideNetwork
 from gnngp_cli.metrics import METRICS, MetricInput, register_metric
 from gnngp_cli.schema import DatasetConfig, GNNConfig, KernelConfig
 
@@ -32,31 +31,6 @@ def sgc(layers: int, sigma_w: float, hops: int):
     """SGC-like: ``K <- s_w^2 A^hops C0 (A^hops)^T`` then ``L-1`` ReLU layers without graph."""
     first = Serial(Input(), Weight(sigma_w), *[Conv() for _ in range(hops)], name="layer 1")
     return Serial(first, *[Serial(ReLU(), Weight(sigma_w), name=f"layer {l}") for l in range(2, layers + 1)])
-
-
-class SGCNetwork(WideNetwork):
-    """Its wide network: ``X_1 = A^hops X W_1``, ``X_l = relu(X_(l-1)) W_l``, ``W ~ N(0, s_w^2 / fan_in)``."""
-
-    layers_text = "A^hops, then an MLP"
-
-    def __init__(self, in_dim, width, layers, sigma_w, hops, **_):
-        super().__init__()
-        dims = [in_dim] + [width] * layers
-        self.lins = torch.nn.ModuleList(torch.nn.Linear(dims[l], dims[l + 1], bias=False) for l in range(layers))
-        self.sigma_w, self.hops = sigma_w, hops
-
-    def redraw(self, generator):
-        with torch.no_grad():
-            for lin in self.lins:
-                lin.weight.copy_(torch.randn(lin.weight.shape, generator=generator) * self.sigma_w / math.sqrt(lin.weight.size(1)))
-
-    def forward(self, x, graph):
-        h, a = x, graph.dense().to(x.dtype)
-        for _ in range(self.hops):
-            h = a @ h
-        for l, lin in enumerate(self.lins):
-            h = lin(torch.relu(h) if l else h)
-        return h
 
 
 def balanced_accuracy_state(p: MetricInput) -> dict:
@@ -113,8 +87,7 @@ class MLP(GNN):
 
 @pytest.fixture(scope="module")
 def toys():
-    register_kernel("sgcgp", "SGCGP", SGCConfig, parameters=(Parameter("sigma_w"), Parameter("hops", learnable=False)),
-                    network=SGCNetwork)(sgc)
+    register_kernel("sgcgp", "SGCGP", SGCConfig, parameters=(Parameter("sigma_w"), Parameter("hops", learnable=False)))(sgc)
     register_dataset("ring", "Ring", ring, RingConfig(), split="seeded")
     register_gnn("mlp", "MLP", config=MLPConfig, defaults={"*": {"lr": 0.05, "epochs": 30, "batch_norm": False}})(MLP)
     register_metric("balanced_accuracy", ("classification",), balanced_accuracy_state, balanced_accuracy)
@@ -161,11 +134,11 @@ def test_toy_kernel_fits_its_parameters_by_marginal_likelihood(toys, tmp_path, m
     assert "fitted_hops" not in row.index                                   # declared not learnable
 
 
-def test_toy_kernel_passes_gnngp_verify_with_its_own_network(toys, tmp_path, monkeypatch, capsys):
+def test_toy_kernel_passes_gnngp_verify_with_the_network_its_blocks_make(toys, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["gnngp"])
     main(["verify", "dataset=ring", "kernel=sgcgp", "verify.widths=[64,128,256,512]", "verify.seeds=8", f"hydra.run.dir={tmp_path}"])
     out = capsys.readouterr().out
-    assert "SGCGP: 8 random networks per width (A^hops, then an MLP, L=2)" in out and "verdict: PASS" in out
+    assert "SGCGP: 8 random networks per width (its blocks' own layers, L=2)" in out and "verdict: PASS" in out
     assert set(pd.read_csv(tmp_path / "verify.csv")["verdict"]) == {"PASS"}
 
 

@@ -180,11 +180,11 @@ NOT_CORA = "citeseer,pubmed,arxiv,reddit,chameleon,squirrel,crocodile"
 
 def test_report_command_line(tmp_path):
     runs = results(tmp_path, [row("cora", m, v, fraction=1.0 if m.endswith("-X") else None) for m, v in CORA_DETERMINISTIC.items()])
-    out = subprocess.run([sys.executable, "-m", "gnngp_cli.cli.main", "report", str(runs), "--out", str(tmp_path / "r"), "--check-paper", "0.002",
+    out = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(runs), "--out", str(tmp_path / "r"), "--check-paper", "0.002",
                           "--exclude", NOT_CORA], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "6 deterministic cells checked, 0 unexplained deviations, 0 without a result" in out.stdout
-    missing = subprocess.run([sys.executable, "-m", "gnngp_cli.cli.main", "report", str(tmp_path / "nope")], capture_output=True, text=True)
+    missing = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(tmp_path / "nope")], capture_output=True, text=True)
     assert missing.returncode == 1 and missing.stderr.startswith("gnngp: error:")
 
 
@@ -310,10 +310,10 @@ def test_every_split_of_a_job_is_kept_and_averaged(tmp_path):
 
 
 def test_report_reads_only_the_folders_it_is_given(tmp_path):
-    none = subprocess.run([sys.executable, "-m", "gnngp_cli.cli.main", "report"], capture_output=True, text=True, cwd=tmp_path)
+    none = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report"], capture_output=True, text=True, cwd=tmp_path)
     assert none.returncode == 2 and none.stderr.count("\n") == 1 and "give the folders to read" in none.stderr
     runs = results(tmp_path, [row("cora", "GCNGP", 0.828)])
-    typo = subprocess.run([sys.executable, "-m", "gnngp_cli.cli.main", "report", str(runs), str(tmp_path / "mulitrun")], capture_output=True, text=True)
+    typo = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(runs), str(tmp_path / "mulitrun")], capture_output=True, text=True)
     assert typo.returncode == 1 and "mulitrun: not a folder" in typo.stderr and typo.stderr.count("\n") == 1
 
 

@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 import pytest
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main", "run", "-m"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli", "run", "-m"]
 
 
 def sweep(tmp_path, *args, status=0):
@@ -55,7 +55,7 @@ def test_launchers_run_the_sweep(tmp_path, launcher):
 
 def test_the_ready_slurm_launcher_config_composes():
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")  # the launchers extra
-    out = subprocess.run([sys.executable, "-m", "gnngp_cli.cli.main", "run", "hydra/launcher=slurm", "--cfg", "hydra", "-p", "hydra.launcher"],
+    out = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "run", "hydra/launcher=slurm", "--cfg", "hydra", "-p", "hydra.launcher"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "partition: gpu" in out.stdout and "gpus_per_task: 1" in out.stdout and "SlurmLauncher" in out.stdout

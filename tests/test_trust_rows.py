@@ -19,7 +19,7 @@ from gnngp_cli.data.files import remove_stale_temporaries
 from gnngp_cli.results.writing import ResultsNotWritten, append_rows
 
 OK = {"status": "ok", "dataset": "cora", "method": "GCNGP", "metric": "accuracy", "test": 0.5, "timestamp": "2026-11-27T00:00:00+00:00"}
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main", "run"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli", "run"]
 SMALL = ["dataset.num_nodes=200", "kernel=gcngp_x"]
 
 

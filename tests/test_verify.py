@@ -42,59 +42,92 @@ def check_with(cfg, prep, kernel):
 
 # --- the networks and their inputs are what they claim, independently of the kernel blocks ---
 
+def drawn(net):
+    """The derived network's draws in composition order: weights (as ``X W``), mixed weights, biases, the feature map."""
+    from gnngp_cli.kernels.layers import BiasLayer, MixedWeightLayer, WeightLayer
+
+    modules = list(net.body.modules())
+    weights = [m.linear.weight.T for m in modules if isinstance(m, WeightLayer)]
+    mixed = [m.linear.weight.T for m in modules if isinstance(m, MixedWeightLayer)]
+    biases = [m.bias for m in modules if isinstance(m, BiasLayer)]
+    return weights, mixed, biases, net.feature_map.weight.T
+
+
 @pytest.mark.parametrize("kernel", ["gcngp", "gingp", "sagegp", "ggp", "gcn2gp", "gprgp", "h2gcngp", "gatgp", "composed"])
-def test_each_network_computes_its_layer_formula(kernel):
-    """The PyG stack (or the plain-torch composed network) equals its formula written out with
-    the dense normalised adjacency."""
+def test_each_derived_network_computes_its_layer_formula(kernel):
+    """The network the blocks' own layers make equals the architecture's formula written out by
+    hand with the check graph's dense normalised adjacency (PyG's), from the same draws."""
     _, prep = prepared(f"kernel={kernel}", *(COMPOSED[1:] if kernel == "composed" else []))
     graph, check = prep.check.graph, prep.check
     a = graph.dense()
     x = check.inputs(0, torch.Generator()).float()
     net = wide_network(kernel, x.size(1), 8, check.params, torch.float32)
     net.redraw(torch.Generator().manual_seed(0))
+    w, m, b, w0 = drawn(net)
+    relu = torch.relu
     with torch.no_grad():
         out = net(x, graph)
         if kernel == "gcngp":
-            c = net.convs
-            ref = a @ (torch.relu(a @ x @ c[0].lin.weight.T + c[0].bias) @ c[1].lin.weight.T) + c[1].bias
-        elif kernel == "gingp":
-            ref = net.conv.nn(a @ x)
-        elif kernel == "sagegp":
-            c = net.convs
-            h = torch.relu(x @ c[0].lin_r.weight.T + a @ x @ c[0].lin_l.weight.T)
-            ref = h @ c[1].lin_r.weight.T + a @ h @ c[1].lin_l.weight.T
-        elif kernel == "ggp":
-            ref = a @ x @ net.readout.weight.T
+            ref = a @ relu(a @ x @ w[0] + b[0]) @ w[1] + b[1]
+        elif kernel == "gingp":                                  # one aggregation, then the MLP
+            ref = relu(a @ x @ w[0] + b[0]) @ w[1] + b[1]
+        elif kernel == "sagegp":                                 # the node's own weight beside the neighbours'
+            h = relu(x @ w[0] + a @ x @ w[1])
+            ref = h @ w[2] + a @ h @ w[3]
+        elif kernel == "ggp":                                    # the input's feature map, aggregated
+            ref = a @ x @ w0
         elif kernel == "gprgp":                                  # the MLP, then the default check's filter I - A + A^2
-            h = net.lins[1](torch.relu(net.lins[0](x)))
+            h = relu(x @ w[0] + b[0]) @ w[1] + b[1]
             ref = h - a @ h + a @ (a @ h)
         elif kernel == "h2gcngp":                                # ego, then each path of hops read out by its own weights
             a1, a2 = graph.hop_operators()
-            r0 = torch.relu(net.ego(x))
+            r0 = relu(x @ w[0] + b[0])
             r = {(): r0, (1,): a1 @ r0, (2,): a2 @ r0}
-            r.update({(1, 1): a1 @ r[(1,)], (1, 2): a2 @ r[(1,)], (2, 1): a1 @ r[(2,)], (2, 2): a2 @ r[(2,)]})
-            assert net.paths == list(r)
-            ref = sum(readout(r[path]) for path, readout in zip(net.paths, net.readouts))
-        elif kernel == "gcn2gp":
-            x0 = x @ net.pre.weight.T
-            h = a @ torch.relu(x0) @ net.first.lin.weight.T
+            r.update({(1, 1): a1 @ r[(1,)], (2, 1): a2 @ r[(1,)], (1, 2): a1 @ r[(2,)], (2, 2): a2 @ r[(2,)]})
+            from gnngp_cli.kernels.filters import hop_paths
+            ref = sum(r[tuple(reversed(path))] @ readout for path, readout in zip(hop_paths(2), w[1:]))
+        elif kernel == "gcn2gp":                                 # X0 = X W0; the initial residual reads the same X0
+            x0 = x @ w0
+            h = a @ relu(x0) @ w[0]
             beta = math.log(0.5 / 1 + 1)
-            ref = (0.9 * a @ torch.relu(h) + 0.1 * x0) @ ((1 - beta) * torch.eye(8) + beta * net.convs[0].weight1)
+            ref = (0.9 * a @ relu(h) + 0.1 * x0) @ ((1 - beta) * torch.eye(8) + beta * m[0])
         elif kernel == "gatgp":                                  # linear attention, a head per feature, LeakyReLU between
             def attend(h, l):
-                h = h @ net.lins[l].weight.T
-                return (h @ net.targets[l].weight.T) * (a @ h) + a @ ((h @ net.sources[l].weight.T) * h) + net.biases[l]
+                h = h @ w[3 * l]
+                return (h @ w[3 * l + 1]) * (a @ h) + a @ ((h @ w[3 * l + 2]) * h) + b[l]
             ref = attend(torch.nn.functional.leaky_relu(attend(x, 0), 0.2), 1)
-        else:  # replay the same draws by hand
-            g = torch.Generator().manual_seed(0)
-            x0 = x @ (torch.randn(x.size(1), 8, generator=g) / math.sqrt(x.size(1)))
-            h = x0 @ (torch.randn(8, 8, generator=g) / math.sqrt(8))
-            h = a @ h + 0.5 * torch.randn(1, 8, generator=g)
-            h = 0.9 * (a @ torch.relu(h)) + 0.4 * x0
-            h = 0.7 * h + 0.6 * (h @ (torch.randn(8, 8, generator=g) / math.sqrt(8)))
-            h = h - 0.5 * (a @ h)                                  # {poly: [1, -0.5]}: (I - A/2) H, no draw
-            ref = h + 0.3 * torch.randn(1, 8, generator=g)
+        else:  # composed: [input, weight, conv, bias], then [{add: [[relu, conv, {scale: 0.9}], [input, {scale: 0.4}]]}, {mixed: [0.7, 0.6]}, {poly: [1, -0.5]}, {bias: 0.3}]
+            h = a @ (x @ w[0]) + b[0]
+            h = 0.9 * (a @ relu(h)) + 0.4 * (x @ w0)
+            h = 0.7 * h + 0.6 * (h @ m[0])
+            h = h - 0.5 * (a @ h)
+            ref = h + b[1]
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", ["gcngp", "gatgp"])
+def test_the_derived_network_and_the_pyg_oracle_are_the_same_random_function(kernel):
+    """The network the blocks make and the hand-written oracle (PyG's GCNConv; the plain-torch
+    linear-attention GAT) compute the same function from the same weights: each oracle weight
+    copied into the derived network in composition order gives the oracle's output."""
+    from gnngp_cli.verify.oracles import ORACLES
+
+    _, prep = prepared(f"kernel={kernel}")
+    check = prep.check
+    x = check.inputs(0, torch.Generator()).float()
+    derived = wide_network(kernel, x.size(1), 8, check.params, torch.float32)
+    oracle = ORACLES[kernel](in_dim=x.size(1), width=8, **check.params)
+    oracle.redraw(torch.Generator().manual_seed(3))
+    w, _, b, _ = drawn(derived)
+    if kernel == "gcngp":
+        weights, biases = [c.lin.weight.T for c in oracle.convs], [c.bias for c in oracle.convs]
+    else:
+        weights = [t for l in range(len(oracle.lins)) for t in (oracle.lins[l].weight.T, oracle.targets[l].weight.T, oracle.sources[l].weight.T)]
+        biases = list(oracle.biases)
+    with torch.no_grad():
+        for mine, theirs in zip(w + b, weights + biases):
+            mine.copy_(theirs)
+        torch.testing.assert_close(derived(x, check.graph), oracle(x, check.graph), rtol=1e-5, atol=1e-5)
 
 
 def test_adjacency_of_the_networks_is_pyg_normalisation_not_the_packages():
@@ -224,9 +257,27 @@ def test_sigma_w_off_by_one_percent_fails_with_wider_networks():
     assert right.verdict.passed and not wrong.verdict.passed, (right.verdict, wrong.verdict)
 
 
+@pytest.mark.paper  # about 8 s alone
+def test_relu_expectation_off_by_one_percent_fails_against_the_derived_network(monkeypatch):
+    """A planted error in one block's kernel map: the ReLU expectation 1% too large (the GCN kernel
+    then moves by about 0.4% of its norm). The network the same blocks make reads none of the
+    kernel maps (its ReLU is torch's), so the check rejects the planted kernel; the right one passes."""
+    from gnngp_cli.kernels import blocks
+
+    cfg, prep = prepared()
+    right = check_with(cfg, prep, prep.kernel)
+    expectation = blocks.relu_expectation
+    monkeypatch.setattr(blocks, "relu_expectation", lambda *args, **kwargs: 1.01 * expectation(*args, **kwargs))
+    planted = prepare_check(cfg).kernel
+    monkeypatch.undo()
+    assert 0.002 < float(torch.linalg.norm(planted - prep.kernel) / torch.linalg.norm(prep.kernel)) < 0.01
+    wrong = check_with(cfg, prep, planted)
+    assert right.verdict.passed and not wrong.verdict.passed, (right.verdict, wrong.verdict)
+
+
 # --- the command, the scale of the base kernel, and the GCNII flag ---
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
 
 
 def gnngp(*args):
@@ -241,7 +292,7 @@ def test_verify_command_prints_verdict_and_writes_csv(tmp_path):
     for column in ("relative_error", "error_low", "error_high", "noise", "slope", "slope_low", "slope_high", "p_value", "verdict"):
         assert column in table.columns
     assert (table["verdict"] == "PASS").all() and (table["error_low"] <= table["error_high"]).all()
-    assert "verdict: PASS" in out.stdout and "slope of log error" in out.stdout and "SAGEConv" in out.stdout
+    assert "verdict: PASS" in out.stdout and "slope of log error" in out.stdout and "its blocks' own layers" in out.stdout
 
 
 def test_verify_command_exits_1_on_fail(tmp_path):
@@ -255,7 +306,7 @@ def test_verify_command_exits_1_on_fail(tmp_path):
     (["kernel=ggp", "kernel.base.d=2.5"], "gnngp: error: gnngp verify builds the polynomial base kernel from explicit features"),
     (["verify.widths=[512]"], "gnngp: error: verify.widths=[512] must hold at least two"),
     (["verify.num_nodes=100000"], "gnngp: error: verify.num_nodes=100000 exceeds the 3000 nodes"),
-    (["kernel=sagegp", "kernel.adjacency=sym"], "gnngp: error: the sagegp network's aggregation (mean over the neighbours and the node) is the row-normalised"),
+    (["kernel=sagegp", "verify.oracle=true"], "gnngp: error: verify.oracle=true samples a hand-written network, and kernel=sagegp has none"),
 ])
 def test_verify_bad_input_is_one_line(tmp_path, args, message):
     from trust_helpers import in_process
@@ -339,8 +390,7 @@ NTK_SMALLER = ["verify.widths=[64,128,256]"]
 
 
 @pytest.mark.paper
-@pytest.mark.parametrize("kernel", [name for name, entry in sorted(KERNELS.items()) if entry.network is not None and entry.network.trains
-                                    and name not in ("ggp", "rbf", "gcngp")])   # gcngp: the test above, at the default widths
+@pytest.mark.parametrize("kernel", [name for name in sorted(KERNELS) if name not in ("ggp", "rbf", "gcngp")])   # ggp, rbf: no parameter; gcngp: the test above
 def test_every_tangent_kernel_passes_at_two_layers(kernel):
     cfg, prep = prepared(f"kernel={kernel}", "kernel.limit=ntk", *NTK_SMALLER)
     result = check_with(cfg, prep, prep.kernel)
@@ -388,6 +438,6 @@ def test_gat_tangent_kernel_fails_with_half_the_product_rule(monkeypatch):
 def test_verify_ntk_of_a_network_without_parameters_is_one_line(tmp_path):
     from trust_helpers import in_process
 
-    out = in_process("verify", *COMPOSED, "kernel.limit=ntk", "verify.widths=[16,32]", "verify.seeds=2", f"hydra.run.dir={tmp_path}")
-    assert out.returncode == 1 and out.stderr.strip().startswith("gnngp: error: gnngp verify kernel.limit=ntk differentiates"), out.stderr
+    out = in_process("verify", "kernel=ggp", "kernel.limit=ntk", "verify.widths=[16,32]", "verify.seeds=2", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 1 and out.stderr.strip().startswith("gnngp: error: kernel=ggp has no trained parameters"), out.stderr
     assert len(out.stderr.strip().splitlines()) == 1

@@ -10,7 +10,7 @@ from gnngp_cli.api import compose, run
 from gnngp_cli.data import Adjacency
 from gnngp_cli.kernels import BaseKernel, KernelContext
 from gnngp_cli.kernels.architectures import gcn
-from gnngp_cli.config import resolve_method_defaults
+from gnngp_cli.config import parse, with_method_defaults
 from gnngp_cli.job.loading import load_graph
 from gnngp_cli.kernels import KERNELS
 
@@ -42,8 +42,7 @@ def test_kernel_composed_in_config_equals_the_builtin_gcn():
     nodes = prep.data.test_mask.nonzero().view(-1)[:200]
     kernels = []
     for choice in (["kernel=gcngp"], composed):
-        cfg = compose([*choice, *overrides])
-        resolve_method_defaults(cfg, "classification")
+        cfg = with_method_defaults(parse(compose([*choice, *overrides])), "classification")
         arch = KERNELS[cfg.kernel.name].architecture(cfg.kernel)
         adj = Adjacency.from_graph(prep.data.edge_index, prep.data.num_nodes, arch.adjacency, torch.float64, prep.device)
         kernels.append(arch.network(None, KernelContext(prep.data.x.double(), adj, BaseKernel()), nodes).dense())

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli.main", "run"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli", "run"]
 
 
 def write_graph(folder: Path, n: int = 60, labels=None, features=None, masks=None, seed: int = 0) -> Path:

@@ -6,17 +6,16 @@ registry of them: one entry per kernel, carrying everything the tool needs of it
 from __future__ import annotations
 
 import math
+
+import torch
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from ..errors import ConfigError
 from ..schema import SQRT_TENTH, BaseKernelConfig, KernelConfig
 from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, Product, ReLU, Scale, Serial, Tangent, Weight, has_parameters, is_constant
-from .filters import HopConv, Poly, filter_coefficients, filter_grid
-from .networks import (
-    ComposedNetwork, FeatureNetwork, GATNetwork, GCN2Network, GCNNetwork, GGPNetwork, GINNetwork, GPRNetwork, H2GCNNetwork, SAGENetwork,
-    hop_paths,
-)
+from .filters import HopConv, Poly, filter_coefficients, filter_grid, hop_paths
+from .layers import ActivationLayer, BlockNetwork
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,8 @@ class KernelEntry:
       (``used(options)`` narrows them to those a configuration reads, as ``composed`` does);
     - ``choices``: the arguments chosen on validation (``fit=grid``) or by the marginal likelihood
       (``fit=mll``) among candidates, ``name -> candidates(options)``;
-    - ``network``: the wide random network whose limit the kernel is (``gnngp verify``);
+    - its wide random network, whose limit the kernel is (``gnngp verify``), is not listed: the
+      blocks' own layers make it (:meth:`network`);
     - ``gnn``: the GNN baseline of the same architecture (tables pair them);
     - ``backends``: the compute backends that run it (``None``: every one);
     - ``note(options)``: a warning for some settings; ``check(options)``: a check beyond the ranges."""
@@ -89,10 +89,15 @@ class KernelEntry:
     parameters: tuple[Parameter, ...] = ()
     used: Optional[Callable[[Any], Iterable[str]]] = None
     choices: Mapping[str, Callable[[Any], list]] = field(default_factory=dict)
-    network: Optional[type] = None
     gnn: Optional[str] = None
     backends: Optional[tuple[str, ...]] = None
     note: Optional[Callable[[Any], Optional[str]]] = None
+
+    def network(self, arguments: Mapping[str, Any], in_dim: int, width: int) -> BlockNetwork:
+        """The random network of width ``width`` whose infinite-width kernel this entry's kernel
+        is: its blocks' own layers (:mod:`.layers`), built with ``arguments`` (those of
+        :meth:`arguments` and a chosen candidate of each choice)."""
+        return BlockNetwork(self.build(**arguments), in_dim, width)
 
     def validate(self, options: Any) -> None:
         for p in self.parameters:
@@ -144,7 +149,7 @@ def register_kernel(name: str, label: str, config: type, adjacency: str = "sym",
                     defaults: Optional[Mapping[str, Mapping[str, Any]]] = None,
                     check: Optional[Callable[[Any], None]] = None, *, parameters: Sequence[Parameter] = (),
                     used: Optional[Callable[[Any], Iterable[str]]] = None, choices: Optional[Mapping[str, Callable[[Any], list]]] = None,
-                    network: Optional[type] = None, gnn: Optional[str] = None, backends: Optional[Sequence[str]] = None,
+                    gnn: Optional[str] = None, backends: Optional[Sequence[str]] = None,
                     note: Optional[Callable[[Any], Optional[str]]] = None):
     """Decorator: add the builder ``build(layers, **arguments) -> Block`` (its arguments are
     the fields of ``config``) to the zoo as ``kernel=name`` (and its low-rank twin
@@ -152,7 +157,7 @@ def register_kernel(name: str, label: str, config: type, adjacency: str = "sym",
     CLI choices, fitting, verify, labels, report names) is read from the entry."""
     def add(build: Callable[..., Block]) -> Callable[..., Block]:
         KERNELS[name] = KernelEntry(name, label, build, config, adjacency, dict(defaults or {}), check, tuple(parameters), used,
-                                    dict(choices or {}), network, gnn, None if backends is None else tuple(backends), note)
+                                    dict(choices or {}), gnn, None if backends is None else tuple(backends), note)
         return build
     return add
 
@@ -216,8 +221,7 @@ def _gcn2_note(options: Any) -> Optional[str]:
     return None
 
 
-@register_kernel("gcngp", "GCNGP", GCNGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b"),
-                 network=GCNNetwork, gnn="gcn")
+@register_kernel("gcngp", "GCNGP", GCNGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b"), gnn="gcn")
 def gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
     """GCN ``X <- A relu(X) W + b`` (no activation before the first layer):
     ``K <- s_w^2 A C0 A^T + s_b^2``, then ``L-1`` times ``K <- s_w^2 A g(K) A^T + s_b^2``."""
@@ -227,7 +231,7 @@ def gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
     return Serial(first, *hidden)
 
 
-@register_kernel("gcn2gp", "GCNIIGP", GCN2GPConfig, network=GCN2Network, gnn="gcn2", note=_gcn2_note,
+@register_kernel("gcn2gp", "GCNIIGP", GCN2GPConfig, gnn="gcn2", note=_gcn2_note,
                  parameters=(Parameter("sigma_w"), Parameter("alpha", upper=1.0, per_layer=False), Parameter("theta", learnable=False)))
 def gcn2(layers: int, sigma_w: float, alpha: float = 0.1, theta: float = 0.5) -> Block:
     """GCNII without bias, ``X <- ((1-alpha) A relu(X) + alpha X0)((1-beta_l) I + beta_l W)``,
@@ -242,8 +246,7 @@ def gcn2(layers: int, sigma_w: float, alpha: float = 0.1, theta: float = 0.5) ->
     return Serial(first, *hidden)
 
 
-@register_kernel("gingp", "GINGP", GCNGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b"),
-                 network=GINNetwork, gnn="gin")
+@register_kernel("gingp", "GINGP", GCNGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b"), gnn="gin")
 def gin(layers: int, sigma_w: float, sigma_b: float) -> Block:
     """GIN (eps = 0): aggregation then an MLP: ``K <- s_w^2 A C0 A^T + s_b^2``, then ``L-1``
     times ``K <- s_w^2 g(K) + s_b^2``."""
@@ -254,7 +257,7 @@ def gin(layers: int, sigma_w: float, sigma_b: float) -> Block:
 
 
 @register_kernel("sagegp", "GraphSAGEGP", SAGEGPConfig, adjacency="row", parameters=sigmas("sigma_w1", "sigma_w2"),
-                 defaults={"*": {"sigma_w1": 0.0}, "reddit": {"sigma_w1": SQRT_TENTH}}, network=SAGENetwork, gnn="sage")
+                 defaults={"*": {"sigma_w1": 0.0}, "reddit": {"sigma_w1": SQRT_TENTH}}, gnn="sage")
 def sage(layers: int, sigma_w1: float, sigma_w2: float) -> Block:
     """GraphSAGE, mean aggregation, ``X <- relu(X) W1 + A relu(X) W2``:
     ``K <- s_w1^2 C0 + s_w2^2 A C0 A^T``, then ``L-1`` times ``K <- s_w1^2 g(K) + s_w2^2 A g(K) A^T``."""
@@ -281,7 +284,19 @@ def leaky_relu(slope: float) -> Block:
     :class:`Add` sums (the sum's kernel and tangent rule are exact here by that identity, not by independence)."""
     if is_constant(slope, 0):
         return ReLU()
-    return Add(Serial(ReLU(), Scale(1 - slope)), Scale(math.sqrt(slope)))
+    return LeakyReLU(slope)
+
+
+class LeakyReLU(Add):
+    """``X <- LeakyReLU(X)``: its kernel maps are those of the sum in :func:`leaky_relu` (exact by
+    the identity there, not by independence), its finite layer the activation itself."""
+
+    def __init__(self, slope: float):
+        super().__init__(Serial(ReLU(), Scale(1 - slope)), Scale(math.sqrt(slope)))
+        self.slope = slope
+
+    def layer(self, shape):
+        return ActivationLayer(lambda h: torch.nn.functional.leaky_relu(h, float(self.slope)), shape)
 
 
 def attention(sigma_a: float) -> Block:
@@ -304,8 +319,7 @@ def _gat_note(options: Any) -> Optional[str]:
 
 
 @register_kernel("gatgp", "GATGP", GATGPConfig, adjacency="row", defaults=BIAS_DEFAULTS,
-                 parameters=(*sigmas("sigma_w", "sigma_b", "sigma_a"), Parameter("slope", upper=1.0, learnable=False)),
-                 network=GATNetwork, gnn="gat", note=_gat_note)
+                 parameters=(*sigmas("sigma_w", "sigma_b", "sigma_a"), Parameter("slope", upper=1.0, learnable=False)), gnn="gat", note=_gat_note)
 def gat(layers: int, sigma_w: float, sigma_b: float, sigma_a: float, slope: float = 0.2) -> Block:
     """GAT with linear attention (Cobanoglu 2023's infinite-width GAT; PyG's ``GATConv`` with the
     softmax left out): ``X <- att_A(phi(X) W) + b``, ``phi`` a LeakyReLU (none before the first
@@ -318,13 +332,13 @@ def gat(layers: int, sigma_w: float, sigma_b: float, sigma_a: float, slope: floa
     return Serial(layer(1, Input()), *[layer(l, leaky_relu(slope)) for l in range(2, layers + 1)])
 
 
-@register_kernel("ggp", "GGP", GGPConfig, adjacency="row", network=GGPNetwork)
+@register_kernel("ggp", "GGP", GGPConfig, adjacency="row")
 def ggp(layers: int = 1) -> Block:
     """GGP baseline: ``K = A C0 A^T`` (polynomial ``C0`` by default)."""
     return Serial(Input(), Conv(), name="layer 1")
 
 
-@register_kernel("rbf", "RBF", RBFConfig, network=FeatureNetwork)
+@register_kernel("rbf", "RBF", RBFConfig)
 def rbf(layers: int = 1) -> Block:
     """No graph: ``K = C0`` (an RBF ``C0`` by default)."""
     return Serial(Input(), name="input")
@@ -361,7 +375,7 @@ def filters(options: Any) -> list[tuple[float, ...]]:
 
 
 @register_kernel("gprgp", "GPRGP", GPRGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b"),
-                 choices={"coefficients": filters}, network=GPRNetwork, gnn="gprgnn")
+                 choices={"coefficients": filters}, gnn="gprgnn")
 def gprgp(layers: int, sigma_w: float, sigma_b: float, coefficients: Sequence[float]) -> Block:
     """GPR-GNN: an MLP ``H = relu(X W1 + b1) W2 + b2`` (``L`` layers), then the filter
     ``Z = sum_k g_k A^k H``: ``K <- s_w^2 C0 + s_b^2``, ``L-1`` times ``K <- s_w^2 g(K) + s_b^2``,
@@ -372,8 +386,7 @@ def gprgp(layers: int, sigma_w: float, sigma_b: float, coefficients: Sequence[fl
     return Serial(first, *hidden, Serial(Poly(filter_coefficients(list(coefficients), "kernel.coefficients")), name="propagation"))
 
 
-@register_kernel("h2gcngp", "H2GCNGP", GCNGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b", per_layer=False),
-                 network=H2GCNNetwork, gnn="h2gcn")
+@register_kernel("h2gcngp", "H2GCNGP", GCNGPConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b", per_layer=False), gnn="h2gcn")
 def h2gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
     """H2GCN with ``L`` rounds: ego embedding ``r0 = relu(X W + b)``, rounds
     ``r_k = [A1 r_(k-1), A2 r_(k-1)]``, a linear readout of ``[r0, r1, ..., r_L]``. ``A1``, ``A2``:
@@ -445,7 +458,7 @@ def _composed_uses(options: Any) -> list[str]:
 
 
 @register_kernel("composed", "ComposedGP", ComposedConfig, defaults=BIAS_DEFAULTS, parameters=sigmas("sigma_w", "sigma_b"),
-                 used=_composed_uses, network=ComposedNetwork)
+                 used=_composed_uses)
 def composed(layers: int, first: Any, hidden: Any, sigma_w: float, sigma_b: float) -> Block:
     """An architecture written in config: ``first`` (list of blocks) once, then ``hidden``
     (list of blocks) ``L-1`` times."""

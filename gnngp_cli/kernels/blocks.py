@@ -46,14 +46,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 from torch import Tensor
 
 from ..graph.operators import Adjacency
-from ..errors import KernelError
+from ..errors import ConfigError, KernelError
 from ..progress import within
+from . import layers
 from .context import KernelContext
 from .numerics import psd_tolerance
 from .pairs import Pairs, PairValues, base_on_pairs, conv_terms, root_on_pairs
@@ -88,6 +89,11 @@ class Block:
     on the rows ``nodes`` and the columns ``cols`` (a subset of the rows; ``None``: square)."""
 
     propagates = False   # reads the graph (a convolution, a filter): a node's output depends on its neighbours'
+
+    def layer(self, shape: "layers.Shape") -> "layers.Layer":
+        """This block's network operation at a finite width (:mod:`.layers`): the layer of the
+        wide random network whose infinite-width kernel this block's kernel map is."""
+        raise ConfigError(f"the block {type(self).__name__} has no finite layer, so its composition has no network to check")
 
     def evaluate(self, k: Optional[Kernel], ctx: KernelContext, nodes: Nodes, cols: Nodes = None,
                  pairs: Optional[Pairs] = None) -> Kernel:
@@ -200,6 +206,9 @@ class Input(Block):
     def tangent_terms(self):
         return []   # no parameters before the input layer: Theta = 0
 
+    def layer(self, shape):
+        return layers.InputLayer(shape)
+
 
 @dataclass
 class Scale(Block):
@@ -224,6 +233,9 @@ class Scale(Block):
             return Kernel(None, root=k.root * self.factor)
         return PairValues(k.pairs, k.values * self.factor ** 2)
 
+    def layer(self, shape):
+        return layers.ScaleLayer(self.factor, shape)
+
 
 class Weight(Scale):
     """``X <- X W``, ``W_ij ~ N(0, sigma_w^2 / d)``: ``K <- sigma_w^2 K``; low rank ``sigma_w Q``."""
@@ -235,6 +247,9 @@ class Weight(Scale):
         """``Theta <- s_w^2 Theta + s_w^2 K``: the incoming tangent kernel, and the weight's own
         gradient, which is the weight's output."""
         return [(self, TANGENT), (None, OUTPUT)]
+
+    def layer(self, shape):
+        return layers.WeightLayer(self.factor, shape)
 
 
 class MixedWeight(Scale):
@@ -248,6 +263,9 @@ class MixedWeight(Scale):
     def tangent_terms(self):
         """``Theta <- (a^2 + b^2 s_w^2) Theta + b^2 s_w^2 K`` (the identity part has no parameter)."""
         return [(Scale(self.factor), TANGENT), (Scale(self.b * self.sigma_w), KERNEL)]
+
+    def layer(self, shape):
+        return layers.MixedWeightLayer(self.a, self.b, self.sigma_w, shape)
 
 
 @dataclass
@@ -271,6 +289,9 @@ class Bias(Block):
             return self(k, ctx, None)
         return k if is_constant(self.sigma_b, 0) else PairValues(k.pairs, k.values + self.sigma_b ** 2)
 
+    def layer(self, shape):
+        return layers.BiasLayer(self.sigma_b, shape)
+
 
 class Conv(Block):
     """``X <- A X``: ``K <- A K A^T``; low rank ``Q <- A Q``. ``A`` is the context's adjacency
@@ -281,6 +302,13 @@ class Conv(Block):
     def operator(self, adjacency: Adjacency) -> Adjacency:
         """The sparse operator this convolution applies, given the graph's normalised adjacency."""
         return adjacency
+
+    def dense_operator(self, graph: Any) -> Tensor:
+        """The same operator on a small graph, dense (the check graph's, :mod:`.layers`)."""
+        return graph.dense()
+
+    def layer(self, shape):
+        return layers.OperatorLayer(self.dense_operator, shape)
 
     def support(self, nodes, ctx):
         return None if nodes is None else self.operator(ctx.adjacency).neighbours(nodes)
@@ -321,6 +349,9 @@ class Conv(Block):
 
 class ReLU(Block):
     """``X <- relu(X)``: ``K <- g(K)``; low rank ``Q <- chol(g(Q Q^T))`` on the landmarks."""
+
+    def layer(self, shape):
+        return layers.ActivationLayer(torch.relu, shape)
 
     def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
         """As every block's; with a tangent kernel, ``K``'s block and pair moments are read once
@@ -431,6 +462,9 @@ class Serial(Block):
         self.blocks = [b for b in blocks if b is not None]
         self.name = name
 
+    def layer(self, shape):
+        return layers.SerialLayer(self.blocks, shape)
+
     def _plan(self, nodes: Nodes, cols: Nodes, ctx: KernelContext) -> list[tuple[Nodes, Nodes]]:
         """The rows and columns each block must output, first block first."""
         wanted = [(nodes, cols)]
@@ -538,6 +572,9 @@ class Add(Block):
     def __init__(self, *branches: Block):
         self.branches = branches
 
+    def layer(self, shape):
+        return layers.SumLayer(self.branches, shape)
+
     def support(self, nodes, ctx):
         return union([b.support(nodes, ctx) for b in self.branches])
 
@@ -601,6 +638,9 @@ class Product(Add):
     ``Q1 Q1^T o Q2 Q2^T`` on the landmarks. Its tangent kernel follows the product rule,
     ``Theta <- Theta_1 o K2 + K1 o Theta_2``."""
 
+    def layer(self, shape):
+        return layers.ProductLayer(self.branches, shape)
+
     def peak_elements(self, nodes, ctx, cols=None):
         held = node_count(nodes, ctx) * node_count(nodes if cols is None else cols, ctx)
         return super().peak_elements(nodes, ctx, cols) + 2 * held   # both factors beside the product
@@ -653,6 +693,9 @@ class Tangent(Block):
 
     def __init__(self, network: Block):
         self.network = network
+
+    def layer(self, shape):
+        return self.network.layer(shape)   # the network it differentiates
 
     def _inner(self, ctx: KernelContext, nodes: Nodes, pairs: Optional[Pairs]) -> KernelContext:
         """The network's context: with the tangent kernel and, low rank over every node when ``K``

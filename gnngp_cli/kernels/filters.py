@@ -25,6 +25,7 @@ from torch import Tensor
 from ..graph.operators import Adjacency, sparse_beta_quiet
 from ..errors import ConfigError, KernelError
 from ..progress import within
+from . import layers
 from .blocks import Block, Conv, node_count
 from .context import KernelContext
 from .value import Kernel, Nodes, _find
@@ -71,6 +72,9 @@ class Poly(Block):
     @property
     def degree(self) -> int:
         return len(self.coefficients) - 1
+
+    def layer(self, shape):
+        return layers.OperatorLayer(layers.polynomial(self.coefficients), shape)
 
     def hops(self, nodes: Tensor, ctx: KernelContext) -> list[Tensor]:
         """``[N_0 = nodes, N_1, ..., N_K]``: each the 1-hop neighbourhood of the one before."""
@@ -172,3 +176,17 @@ class HopConv(Conv):
 
     def operator(self, adjacency: Adjacency) -> Adjacency:
         return adjacency.operator(f"hop{self.hop}")
+
+    def dense_operator(self, graph: Any) -> Tensor:
+        return graph.hop_operators()[self.hop - 1]
+
+
+def hop_paths(rounds: int) -> list[tuple[int, ...]]:
+    """H2GCN's blocks as paths of hops: ``()`` (the ego embedding), then every sequence of 1- and
+    2-hop steps of length ``1 .. rounds`` (``2^(rounds+1) - 1`` paths in all)."""
+    paths: list[tuple[int, ...]] = [()]
+    frontier: list[tuple[int, ...]] = [()]
+    for _ in range(rounds):
+        frontier = [path + (hop,) for path in frontier for hop in (1, 2)]
+        paths += frontier
+    return paths

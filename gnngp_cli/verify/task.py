@@ -7,7 +7,6 @@ the networks read these features after ``kernel.base.scale``.
 """
 from __future__ import annotations
 
-import inspect
 import math
 import sys
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from ..job.loading import load_graph
 from ..kernels import KERNELS, BaseKernel
 from ..kernels.architectures import plain
 from ..schema import RunConfig, revised
+from .oracles import ORACLES
 from .wide_check import NETWORK_DTYPE, BaseSpec, Check, CheckResult, analytic_kernel, run_check
 from .features import check_base
 from .subgraph import CheckGraph, induced_subgraph, restrict
@@ -42,20 +42,13 @@ class CheckSetup:
 VERIFY_DEFAULTS = {"sigma_b": 0.5, "sigma_w1": 0.5, "coefficients": [1.0, -1.0, 1.0]}
 
 
-def check_network(kernel: Any) -> None:
-    """Refuse, before any work, a kernel without a network, with a normalisation its network's
-    layers cannot express, or with several candidates of a value the run would choose."""
+def check_network(kernel: Any, oracle: bool = False) -> None:
+    """Refuse, before any work, an oracle the kernel has none of, or several candidates of a value
+    the run would choose."""
     entry = KERNELS[kernel.name]
-    if entry.network is None:
-        raise ConfigError(f"gnngp verify has no network for kernel={kernel.name}: its registry entry names none (network=...); "
-                          f"use one of {', '.join(name for name, e in KERNELS.items() if e.network is not None)}")
-    if kernel.get("limit", "nngp") == "ntk" and not entry.network.trains:
-        raise ConfigError(f"gnngp verify kernel.limit=ntk differentiates the network's parameters, and the kernel={kernel.name} network draws "
-                          "its weights as it runs (its tangent kernel is checked against a dense recursion in the tests); use kernel.limit=nngp")
-    needed = entry.network.adjacency
-    if needed is not None and (kernel.adjacency or entry.adjacency) != needed:
-        raise ConfigError(f"the {kernel.name} network's aggregation (mean over the neighbours and the node) is the {needed}-normalised "
-                          f"adjacency; use kernel.adjacency={needed} with gnngp verify")
+    if oracle and kernel.name not in ORACLES:
+        raise ConfigError(f"verify.oracle=true samples a hand-written network, and kernel={kernel.name} has none; "
+                          f"use verify.oracle=false (its blocks' own network), or kernel={' or kernel='.join(ORACLES)}")
     for name, candidates in entry.candidates(kernel).items():
         if len(candidates) > 1:
             raise ConfigError(f"gnngp verify checks one network, but kernel.{name} gives {len(candidates)} candidates (a run chooses among "
@@ -75,7 +68,7 @@ def prepare_check(spec: Any) -> CheckSetup:
     """The subgraph, the analytic kernel (the package's blocks) and the network family."""
     spec = verify_spec(spec)
     check_base(spec.kernel.base.name, spec.kernel.base.d)
-    check_network(spec.kernel)
+    check_network(spec.kernel, spec.verify.oracle)
     graph = load_graph(spec)
     data = graph.data.cpu()
     spec = with_method_defaults(spec, data.task)   # the method's other defaults for the dataset
@@ -97,10 +90,10 @@ def prepare_check(spec: Any) -> CheckSetup:
     params = {key: plain(value) for key, value in entry.arguments(kspec).items()}   # the same arguments the kernel's builder reads
     params.update({name: list(candidates[0]) for name, candidates in entry.candidates(kspec).items()})
     limit = str(kspec.get("limit", "nngp"))
-    check = Check(x, graph, kspec.name, params, BaseSpec(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d), limit)
-    depth = f", L={kspec.layers}" if "layers" in inspect.signature(entry.network.__init__).parameters else ""
+    check = Check(x, graph, kspec.name, params, BaseSpec(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d), limit, v.oracle)
+    made = ORACLES[kspec.name].layers_text if v.oracle else "its blocks' own layers"
     what = "empirical tangent kernels of " if limit == "ntk" else ""
-    description = (f"{what}{v.seeds} random networks per width ({entry.network.layers_text}{depth}) on a {v.num_nodes}-node induced "
+    description = (f"{what}{v.seeds} random networks per width ({made}, L={kspec.layers}) on a {v.num_nodes}-node induced "
                    f"subgraph of {str(spec.dataset.name).lower()} ({graph.edge_index.size(1) // 2} edges, {x.size(1)} features), {kspec.base.name} C0")
     return CheckSetup(check, kernel, arch.label, description)
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..data import Adjacency
 from ..errors import ConfigError
 from ..kernels import KERNELS, BaseKernel, Block, KernelContext
-from ..kernels.networks import WideNetwork
+from .oracles import ORACLES
 from .features import feature_map, is_random, span_coordinates
 from .subgraph import CheckGraph
 from .statistics import Verdict, WidthSummary, summarise
@@ -49,6 +49,7 @@ class Check:
     params: dict
     base: BaseSpec = field(default_factory=BaseSpec)
     limit: str = "nngp"   # nngp: the output covariance f f^T / w; ntk: the empirical tangent kernel J J^T
+    oracle: bool = False  # sample the kernel's hand-written network (verify.oracles) instead of its blocks' own layers
 
     def inputs(self, width: int, generator: torch.Generator) -> Tensor:
         """The network input ``sqrt(D) Phi`` in span coordinates (``Phi Phi^T = C0``)."""
@@ -64,14 +65,18 @@ class CheckResult:
     seconds: float
 
 
-def wide_network(kernel: str, in_dim: int, width: int, params: dict, dtype: torch.dtype) -> WideNetwork:
-    """The wide network of kernel ``kernel`` (its registry entry's ``network``), built from the
-    kernel config's arguments ``params``."""
-    network = KERNELS[kernel].network if kernel in KERNELS else None
-    if network is None:
-        raise ConfigError(f"gnngp verify has no network for kernel={kernel}: its registry entry names none (network=...); "
-                          f"use one of {', '.join(name for name, e in KERNELS.items() if e.network is not None)}")
-    return network(in_dim=in_dim, width=width, **params).to(dtype)
+def wide_network(kernel: str, in_dim: int, width: int, params: dict, dtype: torch.dtype, oracle: bool = False) -> nn.Module:
+    """The wide network of kernel ``kernel``, built from the kernel config's arguments ``params``:
+    the one its blocks' layers make (:meth:`~gnngp_cli.kernels.architectures.KernelEntry.network`),
+    or with ``oracle`` its hand-written network (:data:`~.oracles.ORACLES`)."""
+    if kernel not in KERNELS:
+        raise ConfigError(f"gnngp verify: kernel={kernel} is not registered; use one of {', '.join(KERNELS)}")
+    if oracle:
+        if kernel not in ORACLES:
+            raise ConfigError(f"verify.oracle=true samples a hand-written network, and kernel={kernel} has none; "
+                              f"use verify.oracle=false (its blocks' own network), or kernel={' or kernel='.join(ORACLES)}")
+        return ORACLES[kernel](in_dim=in_dim, width=width, **params).to(dtype)
+    return KERNELS[kernel].network(params, in_dim, width).to(dtype)
 
 
 def unit_seed(seed: int, width: int, sample: int) -> int:
@@ -79,12 +84,12 @@ def unit_seed(seed: int, width: int, sample: int) -> int:
     return (seed * 1_000_003 + width * 7_919 + sample * 104_729) % (2**63 - 1)
 
 
-def empirical_ntk(network: WideNetwork, x: Tensor, graph: CheckGraph, generator: torch.Generator) -> Tensor:
+def empirical_ntk(network: nn.Module, x: Tensor, graph: CheckGraph, generator: torch.Generator) -> Tensor:
     """The empirical tangent kernel ``J J^T`` of one random network (float64, ``n x n``): ``J`` the
     Jacobian of the output's random projection ``f v / sqrt(w)`` (``v ~ N(0, I)``; its mean over
     ``v`` is the tangent kernel averaged over the ``w`` output units) with respect to every trained
     parameter in the NTK parameterisation: each parameter's gradient times the standard deviation
-    it was drawn with (``ntk_std``, :func:`gnngp_cli.kernels.networks._draw`). One backward pass per
+    it was drawn with (``ntk_std``, :func:`gnngp_cli.kernels.layers.draw`). One backward pass per
     node; the Jacobian is held per parameter (``n`` rows)."""
     trained = [(p, float(p.ntk_std)) for p in network.parameters() if getattr(p, "ntk_std", None)]
     out = network(x, graph)
@@ -118,7 +123,7 @@ def sample_deviations(check: Check, kernel: Tensor, widths: list[int], seeds: in
             x = fixed if fixed is not None else check.inputs(width, generator)
             if network is None or x.size(1) != in_dim:
                 in_dim = x.size(1)
-                network = wide_network(check.network, in_dim, width, check.params, NETWORK_DTYPE)
+                network = wide_network(check.network, in_dim, width, check.params, NETWORK_DTYPE, check.oracle)
             network.redraw(generator)
             if check.limit == "ntk":
                 sample = empirical_ntk(network, x.to(NETWORK_DTYPE), check.graph, generator)
