@@ -195,6 +195,13 @@ class Posterior:
         self.yy, self.n_train = stats.yy, stats.n_train
         self.cross = self.project_cross(stats.cross)
 
+    @staticmethod
+    def quadratic_and_logdet(values: Tensor, y: Tensor, nu: Tensor) -> tuple[Tensor, Tensor]:
+        """``(tr(Y^T (K_bb + nu I)^-1 Y), log|K_bb + nu I|)`` in float64 at one nugget ``nu``,
+        differentiably (the marginal likelihood's solve, :mod:`.mll`): ``values`` is what this
+        strategy reads of the training rows (``K_bb``, or the root ``Q_b``)."""
+        raise NotImplementedError
+
     def project_cross(self, cross: Optional[Tensor]) -> Optional[Tensor]:
         """The NNGP kernel's training block in the Gram matrix's eigenbasis, for the covariance
         along training time (``None``: the NNGP is the kernel itself)."""
@@ -259,6 +266,19 @@ class ExactPosterior(Posterior):
     """Exact: ``F = K[*, b]``, ``K[b, b] = V w V^T``, ``coef = V^T y_b``;
     variance ``diag K[*, *] - diag F (K[b, b] + eps I)^-1 F^T``."""
 
+    @staticmethod
+    def quadratic_and_logdet(values, y, nu):
+        """``K_bb + nu I = L L^T`` (Cholesky): ``|L^-1 Y|^2`` and ``2 sum log diag L``."""
+        n = y.size(0)
+        y = y.to(device=values.device, dtype=torch.float64)
+        k = values.double()
+        k = (k + k.T) / 2 + nu * torch.eye(n, dtype=k.dtype, device=k.device)
+        chol, info = torch.linalg.cholesky_ex(k)
+        if int(info):
+            raise KernelError("K_bb + nu I is not positive definite")
+        alpha = torch.linalg.solve_triangular(chol, y, upper=False)
+        return (alpha * alpha).sum(), 2 * torch.log(torch.diagonal(chol)).sum()
+
     def variance(self, features, pos, eps, prior):
         return (prior - self.explained(features, pos, eps)).clamp_min(0)
 
@@ -286,6 +306,21 @@ class LowRankPosterior(Posterior):
     """Low rank (``K = Q Q^T``): ``F = Q``, ``Q[b]^T Q[b] = V w V^T``, ``coef = V^T Q[b]^T y_b``;
     variance ``eps diag Q[*] (Q[b]^T Q[b] + eps I)^-1 Q[*]^T``."""
 
+    @staticmethod
+    def quadratic_and_logdet(values, y, nu):
+        """Woodbury and the determinant lemma on ``Q_b^T Q_b + nu I = L L^T`` (``r x r``):
+        ``(|Y|^2 - |L^-1 Q_b^T Y|^2) / nu`` and ``(n - r) log nu + 2 sum log diag L``."""
+        n = y.size(0)
+        y = y.to(device=values.device, dtype=torch.float64)
+        q = values.double()
+        r = q.size(1)
+        m = q.T @ q + nu * torch.eye(r, dtype=q.dtype, device=q.device)
+        chol, info = torch.linalg.cholesky_ex(m)
+        if int(info):
+            raise KernelError("Q_b^T Q_b + nu I is not positive definite")
+        projected = torch.linalg.solve_triangular(chol, q.T @ y, upper=False)   # L^-1 Q_b^T Y
+        return ((y * y).sum() - (projected * projected).sum()) / nu, (n - r) * torch.log(nu) + 2 * torch.log(torch.diagonal(chol)).sum()
+
     def variance(self, features, pos, eps, prior):
         return (eps * self.explained(features, pos, eps)).clamp_min(0)
 
@@ -311,6 +346,13 @@ class LowRankPosterior(Posterior):
         ``(y^T y - sum coef^2 / (w + eps)) / eps``."""
         quad = (self.yy - self.fitted(eps)) / float(eps)
         return max(quad / self.n_train, torch.finfo(torch.float64).tiny)
+
+
+def strategy_of(kernel: Any, n_train: int, low_rank: bool) -> type[Posterior]:
+    """The strategy of a kernel held on the training rows: low rank for a root of a low-rank
+    kernel, or of fewer columns than rows (Woodbury is then the cheaper solve); else exact."""
+    root = getattr(kernel, "root", None)
+    return LowRankPosterior if root is not None and (low_rank or root.size(1) < n_train) else ExactPosterior
 
 
 def posterior_for(stats: TrainingStatistics) -> Posterior:

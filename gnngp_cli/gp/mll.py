@@ -45,6 +45,7 @@ from ..errors import ConfigError, KernelError
 from ..kernels import BASE_KERNELS, KERNELS, BaseKernel, Kernel, KernelContext
 from ..kernels.architectures import Parameter
 from ..kernels.blocks import Block
+from .inference import LowRankPosterior, strategy_of
 
 log = logging.getLogger("gnngp")
 
@@ -203,34 +204,13 @@ def log_marginal_likelihood(kernel: Kernel, y: Tensor, nugget: "Tensor | float",
 
 
 def quadratic_and_logdet(kernel: Kernel, y: Tensor, nugget: "Tensor | float", low_rank: bool) -> tuple[Tensor, Tensor]:
-    """``(tr(Y^T (K_bb + nu I)^-1 Y), log|K_bb + nu I|)`` in float64. A root ``Q_b`` goes through
-    Woodbury and the determinant lemma when the kernel is low rank or ``Q_b`` has fewer columns
-    than rows; else ``K_bb + nu I`` is factorised. Raises :class:`KernelError` when it is not
-    positive definite."""
-    values = kernel.root if kernel.root is not None else kernel.matrix
-    n = y.size(0)
-    nu = _float64(nugget, values.device)
-    y = y.to(device=values.device, dtype=torch.float64)
-    if kernel.root is not None and (low_rank or kernel.root.size(1) < n):
-        q = kernel.root.double()
-        r = q.size(1)
-        m = q.T @ q + nu * torch.eye(r, dtype=q.dtype, device=q.device)
-        chol, info = torch.linalg.cholesky_ex(m)
-        if int(info):
-            raise KernelError("Q_b^T Q_b + nu I is not positive definite")
-        projected = torch.linalg.solve_triangular(chol, q.T @ y, upper=False)   # L^-1 Q_b^T Y
-        quad = ((y * y).sum() - (projected * projected).sum()) / nu
-        logdet = (n - r) * torch.log(nu) + 2 * torch.log(torch.diagonal(chol)).sum()
-    else:
-        k = kernel.dense().double()
-        k = (k + k.T) / 2 + nu * torch.eye(n, dtype=k.dtype, device=k.device)
-        chol, info = torch.linalg.cholesky_ex(k)
-        if int(info):
-            raise KernelError("K_bb + nu I is not positive definite")
-        alpha = torch.linalg.solve_triangular(chol, y, upper=False)
-        quad = (alpha * alpha).sum()
-        logdet = 2 * torch.log(torch.diagonal(chol)).sum()
-    return quad, logdet
+    """``(tr(Y^T (K_bb + nu I)^-1 Y), log|K_bb + nu I|)`` in float64, by the posterior strategy's
+    own solve (:func:`~.inference.strategy_of`): a root ``Q_b`` through Woodbury and the
+    determinant lemma when the kernel is low rank or ``Q_b`` has fewer columns than rows, else
+    ``K_bb + nu I`` factorised. Raises :class:`KernelError` when it is not positive definite."""
+    strategy = strategy_of(kernel, y.size(0), low_rank)
+    values = kernel.root if strategy is LowRankPosterior else kernel.dense()
+    return strategy.quadratic_and_logdet(values, y, _float64(nugget, values.device))
 
 
 def training_kernel(network: Block, ctx: KernelContext, train: Tensor) -> Kernel:
