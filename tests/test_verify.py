@@ -205,7 +205,9 @@ def test_slope_is_minus_one_half_for_pure_noise_and_flat_for_a_wrong_mean():
 
 # H2GCN sums seven paths' readouts on one random ego layer: its Monte-Carlo noise at width 128 is as large as its
 # error, so 16 networks a width leave the error's fall to chance; 32 show it (slope -0.61 with 32 up to width 2048)
-MORE_SEEDS = {"h2gcngp": ["verify.seeds=32"]}
+# The composed network (every block, the initial residual's X0 read through the shared feature map) at the defaults'
+# 16 seeds draws p = 0.0086 with seed 0, and 0.66 with seed 1; with 32, p = 0.22 and 0.21 (a draw, not a bias)
+MORE_SEEDS = {"h2gcngp": ["verify.seeds=32"], "composed": ["verify.seeds=32"]}
 
 
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
