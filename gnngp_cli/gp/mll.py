@@ -17,7 +17,7 @@ with ``Q_b`` of ``r`` columns, use Woodbury and the matrix determinant lemma wit
 
 The objective reported (``fit_mll``) is ``log p(Y) / (n C)``: GPyTorch's
 ``ExactMarginalLogLikelihood`` (divided by ``n``) averaged over the ``C`` outputs, with
-GPyTorch's output scale ``s^2`` and likelihood noise ``s^2 nu`` (see :mod:`.gpytorch`).
+GPyTorch's output scale ``s^2`` and likelihood noise ``s^2 nu`` (see :mod:`gnngp_cli.gpytorch`).
 
 What is fitted is read from the kernel's registry entry (its learnable ``parameters``, those a
 configuration uses) and from the base kernel (``gamma`` of rbf and laplacian, ``c`` of the

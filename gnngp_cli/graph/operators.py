@@ -205,8 +205,8 @@ class Adjacency:
         temporary the size of its result (3 GB for a Reddit-sized GCNGP-X root), now a block's.
 
         With ``product="tiled"``, or ``"auto"`` on the CPU past ``ROW_BLOCK_ENTRIES`` output
-        entries on a graph dense enough (:func:`~.products.tiles_pay`), the cache-tiled product
-        of :mod:`.products` instead (about 2.2x faster on a Reddit-sized graph); its layout
+        entries on a graph dense enough (:func:`~.sparse_product.tiles_pay`), the cache-tiled product
+        of :mod:`.sparse_product` instead (about 2.2x faster on a Reddit-sized graph); its layout
         replaces the CSR arrays, which are rebuilt if something else asks for them. Under an
         ``order``, the product runs on ``P A P^T``."""
         if self._tiled_for(dense):

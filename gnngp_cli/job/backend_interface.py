@@ -1,7 +1,7 @@
 """The backend interface: what a GP job asks of the place where it computes.
 
 A backend holds the graph (a tensor on a device, or row blocks on a Dask cluster), evaluates
-kernels there and reduces what inference needs; the job (:mod:`.gp`) does everything else, once
+kernels there and reduces what inference needs; the job (:mod:`.gp_job`) does everything else, once
 for every backend: landmarks, the choices made on validation, the fit, the posterior, the
 metrics and the rows. A backend never re-implements the job.
 
@@ -16,8 +16,8 @@ metrics and the rows. A backend never re-implements the job.
 | ``context``     | the :class:`~gnngp_cli.kernels.KernelContext` the kernel's blocks read           |
 | ``estimate``    | the run's peak memory and time class, after refusing what would not fit           |
 | ``evaluate``    | the kernel, held as the backend holds it (opaque to the job)                     |
-| ``statistics``  | :class:`~.inference.TrainingStatistics` of an evaluated kernel                   |
-| ``reduce``      | ``fn(group)`` over :class:`~.inference.RowGroup` s of labelled rows, combined    |
+| ``statistics``  | :class:`~gnngp_cli.gp.inference.TrainingStatistics` of an evaluated kernel                   |
+| ``reduce``      | ``fn(group)`` over :class:`~gnngp_cli.gp.inference.RowGroup` s of labelled rows, combined    |
 | ``columns``     | the result row's columns of this backend (device, workers, peak memory ...)      |
 
 A backend is registered by name in :mod:`gnngp_cli.backends` (``compute=<name>``).

@@ -6,13 +6,13 @@ One job is one kernel on one dataset, ``runs`` seeds. Each run (:meth:`GPJob.run
 2. the candidates chosen among: the kernel entry's ``choices`` (GPRGP's filters) and, with
    ``kernel.gamma_search`` under ``fit=grid``, the base kernel's gamma grid;
 3. with ``fit=mll``, the hyperparameters fitted on the training nodes for each candidate
-   (:mod:`.fit`), and the candidate of the highest marginal likelihood kept;
+   (:mod:`gnngp_cli.gp.mll`), and the candidate of the highest marginal likelihood kept;
 4. for each candidate, the kernel (the backend evaluates it), the posterior from the reduced
    statistics and the validation metric over the nugget grid; the best candidate and nugget
    (the first on ties), then the train/val/test metrics and the test columns at them;
 5. one result row: the same columns whatever the backend, plus the backend's own.
 
-The backend (:mod:`.backend`) is handed in; this module never asks which one it is.
+The backend (:mod:`.backend_interface`) is handed in; this module never asks which one it is.
 """
 from __future__ import annotations
 
@@ -243,7 +243,7 @@ class GPJob:
         return fitted, choices[best]
 
     def infer(self, kernel: Any, grid: torch.Tensor, fitted: Optional[FitResult], validation_only: bool):
-        """The posterior of an evaluated kernel (:func:`~.inference.predict`) from the backend's
+        """The posterior of an evaluated kernel (:func:`~gnngp_cli.gp.inference.predict`) from the backend's
         statistics and row groups: the fitted nugget, or the grid's best on validation."""
         backend = self.backend
         stats = backend.statistics(kernel)

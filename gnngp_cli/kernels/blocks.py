@@ -8,7 +8,7 @@ node sets the same network runs on a pair set that holds the diagonal of every n
 :mod:`.pairs`); each kernel value carries those pair values, so a ReLU on a rectangular block
 reads its rows' variances from its input. In low-rank mode the root is the recursive Nystrom
 factor ``Q`` over all nodes, and the activation re-factorises it on the landmark nodes, so no
-N x N matrix is ever formed. The root's operations go through ``ctx.roots`` (see :mod:`.roots`),
+N x N matrix is ever formed. The root's operations go through ``ctx.roots`` (see :mod:`.torch_roots`),
 so the same blocks run on a tensor in this process or on row blocks of a Dask cluster.
 
 | block                | network          | kernel               | low rank                   |

@@ -14,7 +14,7 @@ and error rows are expected and never fatal.
 - :mod:`.settings`: which rows were run with a preset's own settings, and each row's group;
 - :mod:`.runs`: the tables of the user's own runs;
 - :mod:`.tables`, :mod:`.figures`: the tables and the figures;
-- :mod:`.check`: the check against the paper.
+- :mod:`.paper_check`: the check against the paper.
 """
 from __future__ import annotations
 

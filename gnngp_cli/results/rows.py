@@ -47,7 +47,7 @@ def base_row(spec: Any) -> dict:
 
 
 def graph_columns(info: Any, load_seconds: float, spec: Any, run: int) -> dict:
-    """The columns a row takes from the graph it ran on (:class:`~.backend.GraphInfo`); with
+    """The columns a row takes from the graph it ran on (:class:`~gnngp_cli.job.backend_interface.GraphInfo`); with
     ``splits=all``, the split's index and how many fixed splits there are (``resume`` reads them)."""
     every = {"split_index": int(spec.dataset.split_index or 0), "split_count": int(info.num_splits or 0)} if spec.get("splits") == "all" else {}
     return dict(task=info.task, run=run, n_nodes=int(info.num_nodes), n_edges=int(info.num_edges), load_seconds=load_seconds,

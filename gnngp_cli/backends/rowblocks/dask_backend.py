@@ -1,8 +1,8 @@
 """``compute=dask`` (and ``compute=slurm``): low-rank kernels on row blocks of a Dask cluster.
 
 The backend holds the graph's shards (partitioned once into the data cache, or
-``compute.shards``), a cluster (:mod:`.cluster`) and the run's roots folder (:mod:`.store`).
-The kernel's blocks are the local path's, on a :class:`~.roots.RowBlockContext`; the
+``compute.shards``), a cluster (:mod:`.cluster`) and the run's roots folder (:mod:`.root_files`).
+The kernel's blocks are the local path's, on a :class:`~.dask_roots.RowBlockContext`; the
 statistics inference needs are reduced over row blocks in a tree; each labelled row block is a
 row group that the job's own functions score on a worker. Nothing of ``N`` rows reaches the
 client. What it does not run is refused before any work: exact kernels (no low-rank root to

@@ -6,8 +6,8 @@ the context differs. :class:`RowBlockContext` holds the features as a Dask array
 blocks:
 
 - ``c Q``, ``[Q, s_b 1]``, ``[Q1, Q2]``: row-local, one task per row block;
-- ``A Q``: ``Q`` written to row-block files (:mod:`.store`), then the blocked sparse-dense
-  product of :meth:`~.graph.ShardedGraph.convolve` reads from them;
+- ``A Q``: ``Q`` written to row-block files (:mod:`.root_files`), then the blocked sparse-dense
+  product of :meth:`~.sharded_graph.ShardedGraph.convolve` reads from them;
 - the Nystrom steps (input layer, ReLU and a product of kernels): the landmark rows ``Q[a]`` (``Na x r``, small) are
   gathered to the client, ``C[a, a] = V D V^T`` is factorised there
   (:class:`~gnngp_cli.kernels.numerics.NystromFactor`, the same numerics as the local root),

@@ -4,7 +4,7 @@ A root that a later step reads again (a layer's output, the operand of ``A Q``, 
 is written once, one ``.npy`` file per row block, into a folder that every worker sees (the
 run's folder under ``compute.roots_dir``), and read back from there: whole blocks by row-local
 tasks, and only the rows it needs by each output block of ``A Q``
-(:meth:`~.graph.ShardedGraph.convolve`, memory-mapped). Writing replaces a file atomically, so a
+(:meth:`~.sharded_graph.ShardedGraph.convolve`, memory-mapped). Writing replaces a file atomically, so a
 task recomputed after a lost worker writes the same bytes again and no reader sees half a file.
 
 Why files, and not roots persisted in the workers' memory: on a random graph every output block

@@ -3,7 +3,7 @@ the blocked sparse-dense product ``A Q``.
 
 ``A Q`` is one task per output row block ``b``: for each row block ``j`` of ``Q`` that ``b``'s
 columns touch (its edges are sorted by source block), it reads from ``Q_j``'s file only the rows
-those edges name (memory-mapped, see :mod:`.store`), multiplies them by ``(I + A)[b, j]`` scaled
+those edges name (memory-mapped, see :mod:`.root_files`), multiplies them by ``(I + A)[b, j]`` scaled
 by ``s_in``, and adds the result into ``b``'s rows, which the end scales by ``s_out``:
 ``s_in = s_out = D^-1/2`` (symmetric) or ``s_in = 1, s_out = D^-1`` (row normalisation).
 
@@ -161,7 +161,7 @@ class ShardedGraph:
 
     def convolve(self, sources: str, kind: str, width: int, dtype: Any, edges: Optional[Path] = None):
         """``A Q`` by row blocks (see the module docstring), ``Q`` (``N x width``) read from its
-        row-block files in the folder ``sources`` (:mod:`.store`); ``kind`` is ``sym`` or ``row``;
+        row-block files in the folder ``sources`` (:mod:`.root_files`); ``kind`` is ``sym`` or ``row``;
         ``edges``: the folder of another operator's shards (:meth:`operator`)."""
         import dask
         import dask.array as da
