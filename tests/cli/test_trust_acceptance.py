@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trust_helpers import GNNGP, run, split_masks, write_graph
+from helpers import GNNGP, run, split_masks, write_graph
 
 
 def test_overlapping_validation_and_test_masks_are_an_error(tmp_path):

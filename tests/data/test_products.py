@@ -9,7 +9,7 @@ from gnngp_cli.data.graph import Adjacency
 from gnngp_cli.data.products import TiledProduct, cached_order, check_order, node_order, resolve_product
 from gnngp_cli.errors import ConfigError
 
-from trust_helpers import run
+from helpers import run
 
 
 def random_edges(n: int, e: int, seed: int = 0) -> torch.Tensor:

@@ -9,7 +9,7 @@ import pytest
 
 from gnngp_cli.api import compose
 from gnngp_cli.report import paper_values, read_results, write_report
-from trust_helpers import in_process
+from helpers import in_process
 
 
 def results(tmp_path, rows, name="job"):
@@ -321,7 +321,7 @@ def test_report_reads_only_the_folders_it_is_given(tmp_path):
 def test_report_of_real_grid_mll_and_dask_runs_on_cora(tmp_path, mirror):
     """The CLI end to end: a Table 4 preset's grid runs on Cora, the same preset with fit=mll and
     with compute=dask: apart in Your runs, only the grid rows in the paper cells, the check passes."""
-    from trust_helpers import in_process
+    from helpers import in_process
 
     common = [f"data.mirror={mirror}", f"data.root={tmp_path / 'cache'}", "experiment=table4", "dataset=cora"]
     assert in_process("run", "-m", *common, "model=gcngp,gcngp_x,rbf,rbf_x,ggp,ggp_x", f"hydra.sweep.dir={tmp_path / 'runs' / 'grid'}").returncode == 0

@@ -14,7 +14,7 @@ from gnngp_cli.config import validate
 from gnngp_cli.data import DataStore, load_dataset
 from gnngp_cli.errors import ConfigError, DatasetError
 
-from trust_helpers import GNNGP, run, split_masks, write_graph
+from helpers import GNNGP, run, split_masks, write_graph
 
 ROOT = os.geteuid() == 0   # permission bits do not stop root: those variants are skipped
 

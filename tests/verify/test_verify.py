@@ -258,7 +258,7 @@ def test_verify_command_exits_1_on_fail(tmp_path):
     (["kernel=sagegp", "kernel.adjacency=sym"], "gnngp: error: the sagegp network's aggregation (mean over the neighbours and the node) is the row-normalised"),
 ])
 def test_verify_bad_input_is_one_line(tmp_path, args, message):
-    from trust_helpers import in_process
+    from helpers import in_process
 
     small = [] if any(a.startswith("verify.") for a in args) else ["verify.widths=[16,32]", "verify.seeds=2"]
     out = in_process("verify", *args, *small, f"hydra.run.dir={tmp_path}")
@@ -386,7 +386,7 @@ def test_gat_tangent_kernel_fails_with_half_the_product_rule(monkeypatch):
 
 
 def test_verify_ntk_of_a_network_without_parameters_is_one_line(tmp_path):
-    from trust_helpers import in_process
+    from helpers import in_process
 
     out = in_process("verify", *COMPOSED, "kernel.limit=ntk", "verify.widths=[16,32]", "verify.seeds=2", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and out.stderr.strip().startswith("gnngp: error: gnngp verify kernel.limit=ntk differentiates"), out.stderr

@@ -5,7 +5,7 @@ import sys
 
 import pandas as pd
 import pytest
-from trust_helpers import in_process
+from helpers import in_process
 
 GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
 

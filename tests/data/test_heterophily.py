@@ -380,7 +380,7 @@ def test_bad_input_is_one_line(tmp_path, args, message):
     mirror = tmp_path / "mirror"
     write_suite_file(mirror, "tolokers", classes=2)
     write_suite_file(mirror, "chameleon_filtered", classes=5)
-    from trust_helpers import in_process
+    from helpers import in_process
 
     out = in_process("run", *args, f"data.mirror={mirror}", f"data.root={tmp_path / 'cache'}", "data.download=false", "data.verify=false",
                      f"hydra.run.dir={tmp_path / 'out'}")
