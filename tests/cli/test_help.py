@@ -1,21 +1,11 @@
 """`gnngp run --help` and `gnngp verify --help`: every config group with its options, and every key
 of the composed config on one line with what it is (the schemas' field comments, one place)."""
-import os
-import subprocess
-import sys
-
 import pytest
+from helpers import in_process
 
 from gnngp_cli.api import compose
 from gnngp_cli.cli.help import config_groups, config_key_lines
 from gnngp_cli.schema import field_descriptions
-
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
-
-
-def gnngp(*args):
-    return subprocess.run([*GNNGP, *args], capture_output=True, text=True, env=dict(os.environ), timeout=600)
-
 
 def undescribed(overrides, config_name="config"):
     from gnngp_cli.backends import compute_options
@@ -53,7 +43,7 @@ def test_a_description_is_the_comment_beside_the_field_or_above_it():
 
 
 def test_run_help_lists_every_group_with_its_options_and_every_key_on_one_line():
-    out = gnngp("run", "--help")
+    out = in_process("run", "--help")
     assert out.returncode == 0, out.stderr
     text = out.stdout
     groups = config_groups()
@@ -70,13 +60,13 @@ def test_run_help_lists_every_group_with_its_options_and_every_key_on_one_line()
 
 
 def test_help_shows_the_keys_of_the_chosen_method():
-    out = gnngp("run", "kernel=gprgp", "--help")
+    out = in_process("run", "kernel=gprgp", "--help")
     assert out.returncode == 0, out.stderr
     assert "kernel.coefficients=null" in out.stdout and "[gprgp]" in out.stdout
 
 
 def test_verify_help_lists_the_verify_keys_with_descriptions():
-    out = gnngp("verify", "--help")
+    out = in_process("verify", "--help")
     assert out.returncode == 0 and out.stdout.startswith("gnngp verify:"), out.stdout[:200]
     line = next(line for line in out.stdout.splitlines() if line.strip().startswith("verify.widths="))
     assert "widths of the random networks" in line

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from trust_helpers import run
+from helpers import run
 
 from gnngp_cli.api import compose
 from gnngp_cli.backends.local import LocalBackend

@@ -26,7 +26,7 @@ from gnngp_cli.errors import ConfigError
 from gnngp_cli.results.writing import ResultsNotWritten, append_rows
 from gnngp_cli.results.rowfile import check_row, read_rows
 
-from trust_helpers import in_process, run, split_masks, write_graph
+from helpers import in_process, run, split_masks, write_graph
 
 
 def load(name, mirror, root):

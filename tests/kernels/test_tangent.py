@@ -352,7 +352,7 @@ def test_cli_runs_the_tangent_kernel_along_training_time_and_records_it(tmp_path
     ``time`` column, no nugget, the times in ``extra``, and the console line naming the time."""
     import json
 
-    from trust_helpers import run
+    from helpers import run
 
     code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", "kernel.limit=ntk", f"data.mirror={mirror}",
                                  "inference.time=[inf,1000,10]")
@@ -375,7 +375,7 @@ def test_cli_runs_the_tangent_kernel_along_training_time_and_records_it(tmp_path
     ("[]", "inference.time=[] holds no time"),
 ])
 def test_bad_training_times_are_one_line(tmp_path, value, message):
-    from trust_helpers import run
+    from helpers import run
 
     code, err, row, errors = run(tmp_path, "kernel=gcngp", f"inference.time={value}")
     assert code == 1 and len(errors) == 1 and errors[0].startswith(f"gnngp: error: {message}"), errors
@@ -398,7 +398,7 @@ def test_bad_training_times_are_one_line(tmp_path, value, message):
     (["kernel=gcngp", "kernel.limit=ntkk"], "kernel.limit='ntkk' is not valid"),
 ])
 def test_refused_combinations_are_one_line(tmp_path, overrides, message):
-    from trust_helpers import run
+    from helpers import run
 
     code, err, row, errors = run(tmp_path, *overrides)
     assert code == 1 and len(errors) == 1 and message in errors[0], errors
@@ -535,7 +535,7 @@ def test_a_low_rank_tangent_layer_releases_each_input_root_once_its_output_is_ma
 
 
 def test_one_training_time_needs_no_validation(tmp_path, mirror):
-    from trust_helpers import run
+    from helpers import run
 
     code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", "kernel.limit=ntk", f"data.mirror={mirror}",
                                  "inference.time=100", "dataset.hide_val=true")
@@ -548,7 +548,7 @@ def test_one_training_time_needs_no_validation(tmp_path, mirror):
 def test_a_protocol_scores_the_trained_networks_output_variance(tmp_path, mirror):
     """Left-out classes against the variance of the NTK network's output after training: the
     nodes of classes it never saw are told apart by it (as by the GP's, docs/uncertainty.md)."""
-    from trust_helpers import run
+    from helpers import run
 
     code, err, row, errors = run(tmp_path, "dataset=cora", "kernel=gcngp", "kernel.limit=ntk", f"data.mirror={mirror}",
                                  "inference.time=inf", "protocol=leave_out_classes")
@@ -565,7 +565,7 @@ def test_only_the_papers_presets_fill_its_tables():
 
 
 def test_a_limit_in_capitals_gets_its_spelling(tmp_path):
-    from trust_helpers import run
+    from helpers import run
 
     code, err, row, errors = run(tmp_path, "kernel=gcngp", "kernel.limit=NTK")
     assert code == 1 and "did you mean 'ntk'?" in errors[0], errors

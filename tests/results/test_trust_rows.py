@@ -17,14 +17,15 @@ import pytest
 from gnngp_cli.data import DataStore
 from gnngp_cli.data.files import remove_stale_temporaries
 from gnngp_cli.results.writing import ResultsNotWritten, append_rows
+from helpers import gnngp_popen, in_process
 
 OK = {"status": "ok", "dataset": "cora", "method": "GCNGP", "metric": "accuracy", "test": 0.5, "timestamp": "2026-11-27T00:00:00+00:00"}
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli", "run"]
 SMALL = ["dataset.num_nodes=200", "kernel=gcngp_x"]
 
 
 def gnngp(*args, cwd=None):
-    return subprocess.Popen([*GNNGP, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+    """``gnngp run ARGS`` started in a fresh process, left running (runs at once, side by side)."""
+    return gnngp_popen("run", *args, cwd=cwd)
 
 
 def _append_many(path: str, writer: int, count: int) -> None:
@@ -94,8 +95,8 @@ def test_rows_for_an_unwritable_target_go_to_a_named_fallback(tmp_path):
 
 def test_cli_with_an_unwritable_results_file_names_the_fallback_in_one_line(tmp_path):
     (tmp_path / "results.csv").mkdir()
-    run = gnngp(*SMALL, f"hydra.run.dir={tmp_path}")
-    _, err = run.communicate(timeout=600)
+    run = in_process("run", *SMALL, f"hydra.run.dir={tmp_path}")
+    err = run.stderr
     assert run.returncode == 1 and "Traceback" not in err
     lines = [line for line in err.splitlines() if line.startswith("gnngp: error:")]
     assert len(lines) == 1 and "rows were written to" in lines[0]
@@ -105,8 +106,8 @@ def test_cli_with_an_unwritable_results_file_names_the_fallback_in_one_line(tmp_
 
 @pytest.mark.parametrize("name", ["../escape.csv", "/tmp/abs.csv", "sub/results.csv"])
 def test_results_file_is_confined_to_the_run_dir(tmp_path, name):
-    run = gnngp(f"results_file={name}", f"hydra.run.dir={tmp_path}")
-    _, err = run.communicate(timeout=600)
+    run = in_process("run", f"results_file={name}", f"hydra.run.dir={tmp_path}")
+    err = run.stderr
     assert run.returncode == 1 and "Traceback" not in err
     assert f"gnngp: error: results_file='{name}' must be a file name inside the run dir" in err
     assert not (tmp_path.parent / "escape.csv").exists()
@@ -115,7 +116,7 @@ def test_results_file_is_confined_to_the_run_dir(tmp_path, name):
 @pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
 def test_resume_reruns_a_job_whose_overrides_changed(tmp_path):
     def sweep(*args):
-        out = subprocess.run([*GNNGP, "-m", *args, f"hydra.sweep.dir={tmp_path}"], capture_output=True, text=True, timeout=600)
+        out = in_process("run", "-m", *args, f"hydra.sweep.dir={tmp_path}")
         assert out.returncode == 0, out.stderr
         return pd.read_csv(tmp_path / "summary.csv"), out.stdout + out.stderr
 

@@ -11,7 +11,7 @@ from gnngp_cli.graph.orders import check_order, node_order
 from gnngp_cli.graph.sparse_product import TiledProduct, resolve_product
 from gnngp_cli.errors import ConfigError
 
-from trust_helpers import run
+from helpers import run
 
 
 def random_edges(n: int, e: int, seed: int = 0) -> torch.Tensor:

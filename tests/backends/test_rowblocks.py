@@ -26,6 +26,7 @@ from gnngp_cli.data import papers100m
 from gnngp_cli.data.shards import load_part, read_meta, write_data
 from gnngp_cli.errors import ComputeError, ConfigError, DatasetError, ResourceError
 from gnngp_cli.job.gp_job import GPJob
+from helpers import in_process
 
 distributed = pytest.importorskip("distributed")
 
@@ -350,10 +351,8 @@ def test_papers100m_on_row_blocks_gives_the_local_predictions(tmp_path, client):
 
 
 def test_cli_partition_writes_the_shards_a_run_reads(tmp_path, data_overrides):
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     out = tmp_path / "shards"
-    done = subprocess.run([sys.executable, "-m", "gnngp_cli", "partition", "dataset=cora", f"out={out}", "partition.rows=1000", *data_overrides,
-                           f"hydra.run.dir={tmp_path / 'h'}"], capture_output=True, text=True, env=env)
+    done = in_process("partition", "dataset=cora", f"out={out}", "partition.rows=1000", *data_overrides, f"hydra.run.dir={tmp_path / 'h'}")
     assert done.returncode == 0, done.stderr
     meta = read_meta(out)
     assert (meta.num_nodes, meta.rows, meta.num_blocks, meta.num_features) == (2708, 1000, 3, 1433)
@@ -365,13 +364,15 @@ def test_cli_partition_writes_the_shards_a_run_reads(tmp_path, data_overrides):
         run([*dask, "dataset.center=true"])                   # the shards' features are not this job's: refused, never used
 
 
-def test_a_dask_run_tells_its_estimate_and_progress_in_the_log(tmp_path, cache):
+def test_a_dask_run_tells_its_estimate_and_progress_in_the_log(tmp_path, cache, monkeypatch):
     """As a local run: the estimate line before computing (and in the row), and progress lines
     by layer and for the posterior where there is no terminal; then where the workers' time went."""
-    env = {**os.environ, "GNNGP_PROGRESS_SECONDS": "0.01", "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "kernel=gcngp_x", "dataset.num_nodes=3000", "landmarks.count=64",
-                           "compute=dask", "compute.workers=2", "compute.processes=false", "compute.dashboard=:0", "partition.rows=1000",
-                           f"data.root={cache}", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, env=env, timeout=600)
+    from gnngp_cli import progress
+
+    monkeypatch.setattr(progress, "INTERVAL", 0.01)   # what GNNGP_PROGRESS_SECONDS=0.01 sets when gnngp starts
+    done = in_process("run", "kernel=gcngp_x", "dataset.num_nodes=3000", "landmarks.count=64",
+                      "compute=dask", "compute.workers=2", "compute.processes=false", "compute.dashboard=:0", "partition.rows=1000",
+                      f"data.root={cache}", f"hydra.run.dir={tmp_path}")
     assert done.returncode == 0, done.stderr
     text = done.stdout + done.stderr
     assert "GCNGP-X on csbm (compute=dask, 2 workers): ~" in text and "64 landmarks, roots of 3,000 x 67" in text
@@ -468,7 +469,7 @@ def test_worker_memory_below_one_row_block_asks_for_smaller_blocks(cache):
         run([*common, "compute.memory_limit=1MB"])      # blocks small enough would be under 1,000 rows: more memory is the fix
 
 
-def test_cli_error_for_an_exact_kernel_on_dask_is_one_line(tmp_path):
+def test_cli_error_for_an_exact_kernel_on_dask_is_one_line(tmp_path):   # end to end: a backend's refusal from the command
     done = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "kernel=gcngp", "compute=dask", f"hydra.run.dir={tmp_path}"],
                           capture_output=True, text=True)
     assert done.returncode == 1

@@ -6,12 +6,18 @@ row holding an exception.
 
 The matrix is built from the registries (KERNELS, BACKENDS, METRICS): a new kernel, metric or
 backend joins it without editing this file. Each metric is scored on the first of the small
-graphs below whose task it fits (many classes, two classes, regression)."""
+graphs below whose task it fits (many classes, two classes, regression).
+
+The fast suite runs a slice of it: every kernel, exact and low-rank (so every block type), on
+every backend with accuracy and fit=grid, and its tangent kernel; every other metric and fit=mll
+with GCNGP and GCNGP-X; one training-time case. The rest of the matrix is marked ``paper`` (CI
+runs it with ``-m paper``); the two together are the whole matrix, each case once."""
 from __future__ import annotations
 
 import copy
 import json
 import math
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -28,7 +34,6 @@ from gnngp_cli.metrics import score_metrics
 from gnngp_cli.schema import DatasetConfig
 
 pytest.importorskip("distributed")
-pytestmark = pytest.mark.xdist_group("parity")   # one test process, in file order: the refusal check reads what the matrix met
 
 
 @pytest.fixture(autouse=True)
@@ -93,7 +98,6 @@ CLUSTER = {"workers": 2, "processes": False, "dashboard": ":0"}   # compute.*: a
 ROWS = 60                                                          # partition.rows: 3 row blocks
 COMPARED = ("metric", "train", "val", "test", "nugget", "layers", "landmarks", "nlpd", "coverage95", "var_correct", "var_wrong",
             "nll", "brier", "temperature", "time", "ece")
-REFUSED: dict[str, str] = {}   # a refusal's message -> one of its overrides, checked once through the CLI
 
 
 def overrides_of(method: str, metric: str, fit: str, cache) -> list[str]:
@@ -104,6 +108,17 @@ def overrides_of(method: str, metric: str, fit: str, cache) -> list[str]:
     lighter = ["kernel.coefficients=[[1.0,1.0],[1.0,-1.0]]"] if method.startswith("gprgp") else []
     return [f"dataset={graph_for(METRICS[metric])}", f"kernel={method}", f"fit={fit}", f"dataset.metric={metric}", f"data.root={cache}",
             *COMMON, *lighter]
+
+
+_COMPOSED: dict[tuple, object] = {}   # the configs composed in this process: the matrix's tests and the refusal check share cases
+
+
+def composed(overrides: list[str]):
+    """``compose(overrides)``, once a process for each case (a Hydra composition is about 0.2 s)."""
+    key = tuple(overrides)
+    if key not in _COMPOSED:
+        _COMPOSED[key] = compose(overrides)
+    return copy.deepcopy(_COMPOSED[key])
 
 
 def same(a, b) -> bool:
@@ -133,12 +148,23 @@ def on_backend(cfg, backend: str, roots) -> object:
 TANGENT_CASES = [(method, "accuracy", "grid") for method in METHODS if method.removesuffix("_x") not in ("ggp", "rbf")]
 
 
-@pytest.mark.parametrize("method, metric, fit", CASES, ids=["-".join(c) for c in CASES])
+def in_the_slice(method: str, metric: str, fit: str) -> bool:
+    """The fast suite's slice of the matrix: every kernel (each block type) with accuracy and fit=grid, on every backend;
+    every metric and fit=mll with GCNGP and GCNGP-X."""
+    return (metric, fit) == ("accuracy", "grid") or method in ("gcngp", "gcngp_x")
+
+
+def sliced(cases: list[tuple], fast=in_the_slice) -> list:
+    """``cases`` as parameters, those outside the fast suite's slice marked ``paper``."""
+    return [pytest.param(*case, id="-".join(case), marks=() if fast(*case) else pytest.mark.paper) for case in cases]
+
+
+@pytest.mark.parametrize("method, metric, fit", sliced(CASES))
 def test_every_kernel_metric_and_fit_gives_the_local_row_on_every_backend(method, metric, fit, cache, tmp_path):
     compare_backends(overrides_of(method, metric, fit, cache), metric, fit, tmp_path)
 
 
-@pytest.mark.parametrize("method, metric, fit", TANGENT_CASES, ids=["-".join(c) for c in TANGENT_CASES])
+@pytest.mark.parametrize("method, metric, fit", sliced(TANGENT_CASES))
 def test_every_tangent_kernel_gives_the_local_row_on_every_backend(method, metric, fit, cache, tmp_path):
     # a low-rank tangent kernel runs on every backend (issue 25): a refusal there fails the test
     compare_backends([*overrides_of(method, metric, fit, cache), "kernel.limit=ntk"], metric, fit, tmp_path, must_run=method.endswith("_x"))
@@ -148,9 +174,10 @@ def test_every_tangent_kernel_gives_the_local_row_on_every_backend(method, metri
 # root (two roots a row block, one more statistic): a classification and a regression, at finite times (a low-rank variance
 # vanishes at t = inf, docs/kernels.md)
 TIME_CASES = [("gcngp_x", "accuracy"), ("gcngp_x", "r2"), ("gatgp_x", "accuracy")]
+TIME_SLICE = TIME_CASES[:1]   # in the fast suite; the others with -m paper
 
 
-@pytest.mark.parametrize("method, metric", TIME_CASES, ids=["-".join(c) for c in TIME_CASES])
+@pytest.mark.parametrize("method, metric", sliced(TIME_CASES, fast=lambda *case: case in TIME_SLICE))
 def test_the_tangent_kernel_along_training_time_gives_the_local_row_on_every_backend(method, metric, cache, tmp_path):
     overrides = [o for o in overrides_of(method, metric, "grid", cache) if not o.startswith("nugget.")]
     compare_backends([*overrides, "kernel.limit=ntk", "inference.time=[1,30]"], metric, "grid", tmp_path, must_run=True)
@@ -159,7 +186,7 @@ def test_the_tangent_kernel_along_training_time_gives_the_local_row_on_every_bac
 def compare_backends(overrides: list[str], metric: str, fit: str, tmp_path, must_run: bool = False) -> None:
     """The row of every other backend equals the local one; a backend may refuse a combination
     it does not support (one line, before any work), unless ``must_run``."""
-    cfg = compose(overrides)
+    cfg = composed(overrides)
     local = run(cfg=copy.deepcopy(cfg))[0]                                  # every combination runs locally
     assert local["status"] == "ok" and local["metric"] == metric and local["fit"] == fit, local
     if fit == "mll":
@@ -172,8 +199,6 @@ def compare_backends(overrides: list[str], metric: str, fit: str, tmp_path, must
                 raise
             message = str(refusal)
             assert "\n" not in message and f"compute={backend}" in message, message
-            REFUSED.setdefault(message, json.dumps([*overrides, f"compute={backend}", *(f"compute.{k}={v}" for k, v in CLUSTER.items()),
-                                                    f"partition.rows={ROWS}", f"compute.roots_dir={tmp_path / 'roots'}"]))
             continue
         assert row["status"] == "ok" and row["compute_backend"] == backend and row["workers"] == 2, row
         differing = [key for key in COMPARED if not same(local.get(key), row.get(key))]
@@ -189,13 +214,72 @@ def compare_backends(overrides: list[str], metric: str, fit: str, tmp_path, must
             assert bins[1] is not None and bins[0]["count"] == bins[1]["count"]
 
 
-def test_each_refusal_is_one_line_from_the_cli_and_an_error_row(tmp_path, capsys):
-    """Run after the matrix (pytest keeps file order): every distinct refusal it met, through ``gnngp run``."""
-    if not REFUSED:
-        pytest.skip("the matrix met no refusal (run it first)")
-    for i, (message, overrides) in enumerate(REFUSED.items()):
+class _Stopped(Exception):
+    """Raised where a backend that did not refuse a job would start its work."""
+
+
+class _StopBeforeWork:
+    """A backend that decides as the real one does (``refuse``, ``supports_fit``, ...) and stops where it would start work."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def __enter__(self):
+        raise _Stopped
+
+    def __exit__(self, *exc):
+        return False
+
+
+def matrix_cases(fast: bool) -> list[tuple[list[str], tuple]]:
+    """Every case of the matrix in the fast suite's slice (``fast``), or every other: (its overrides beyond
+    :func:`overrides_of`, its (method, metric, fit)), as the three tests above run them."""
+    cases = [([], case, in_the_slice(*case)) for case in CASES]
+    cases += [(["kernel.limit=ntk"], case, in_the_slice(*case)) for case in TANGENT_CASES]
+    cases += [(["kernel.limit=ntk", "inference.time=[1,30]"], (method, metric, "grid"), (method, metric) in TIME_SLICE)
+              for method, metric in TIME_CASES]
+    return [(extra, case) for extra, case, in_slice in cases if in_slice == fast]
+
+
+def refusals(fast: bool, cache, roots) -> dict[str, list[str]]:
+    """Every distinct refusal the matrix's cases (the slice, or the rest) meet on the other backends: a refusal's message ->
+    the command line of one case that meets it. Each case runs as the matrix runs it, up to where the backend would start
+    its work (a refusal comes before that, in one line)."""
+    found: dict[str, list[str]] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for backend in OTHER_BACKENDS:
+            entry = BACKENDS[backend]
+            patch.setitem(BACKENDS, backend, replace(entry, make=lambda cfg, make=entry.make: _StopBeforeWork(make(cfg))))
+        for extra, (method, metric, fit) in matrix_cases(fast):
+            overrides = [*overrides_of(method, metric, fit, cache), *extra]
+            if "inference.time=[1,30]" in extra:   # as the training-time test runs it: without the nugget grid
+                overrides = [o for o in overrides if not o.startswith("nugget.")]
+            cfg = composed(overrides)
+            for backend in OTHER_BACKENDS:
+                try:
+                    run(cfg=on_backend(cfg, backend, roots))
+                except _Stopped:
+                    continue
+                except ConfigError as refusal:
+                    found.setdefault(str(refusal), [*overrides, f"compute={backend}", *(f"compute.{k}={v}" for k, v in CLUSTER.items()),
+                                                     f"partition.rows={ROWS}", f"compute.roots_dir={roots}"])
+    return found
+
+
+@pytest.mark.parametrize("fast", [True, pytest.param(False, marks=pytest.mark.paper)], ids=["slice", "rest"])
+def test_each_refusal_is_one_line_from_the_cli_and_an_error_row(fast, cache, tmp_path, capsys):
+    """Every distinct refusal the matrix meets (in its fast slice, or in the rest), through ``gnngp run``: one line,
+    exit status 1, and an error row holding it. The refusals are found here, from the matrix's own cases."""
+    found = refusals(fast, cache, tmp_path / "roots")
+    if fast:   # exact kernels and fit=mll on row blocks: without a refusal this test would check nothing
+        assert found, "the matrix's slice met no refusal: if every backend now runs every case, this test has nothing left to check"
+    for i, (message, overrides) in enumerate(found.items()):
+        assert "\n" not in message, message
         with pytest.raises(SystemExit) as code:
-            main(["run", *json.loads(overrides), f"hydra.run.dir={tmp_path / str(i)}"])
+            main(["run", *overrides, f"hydra.run.dir={tmp_path / str(i)}"])
         err = capsys.readouterr().err.strip().splitlines()
         assert code.value.code == 1 and err == [f"gnngp: error: {message}"], err
         row = pd.read_csv(tmp_path / str(i) / "results.csv").iloc[0]

@@ -1,6 +1,10 @@
-"""Small graphs written in the custom format, and the CLI as a user runs it (trust tests)."""
+"""Shared test helpers: the ``gnngp`` command in a fresh process (:func:`gnngp`, the end-to-end
+tests) or in this one (:func:`in_process`, everything else: no torch import per call), and small
+graphs written in the custom format."""
 import contextlib
 import io
+import os
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -9,7 +13,38 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli", "run"]
+GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]   # the installed command's code, as ``gnngp`` runs it
+
+
+def gnngp(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProcess:
+    """``gnngp ARGS`` in a fresh process, as a user runs it (``env``: variables added to this
+    process's). Each call pays Python's start and the torch import (2-4 s): for the end-to-end
+    tests of the command itself; :func:`in_process` runs the same ``main`` without them."""
+    return subprocess.run([*GNNGP, *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def gnngp_popen(*args, cwd=None, env=None, **kwargs) -> subprocess.Popen:
+    """``gnngp ARGS`` started in a fresh process (pipes for stdout and stderr), left running."""
+    return subprocess.Popen([*GNNGP, *args], cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **kwargs)
+
+
+@contextlib.contextmanager
+def _environment(env=None, cwd=None):
+    """``env`` added to ``os.environ`` and ``cwd`` as the working folder, both restored after."""
+    if env is None and cwd is None:
+        yield
+        return
+    saved, here = dict(os.environ), os.getcwd()
+    os.environ.update(env or {})
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def write_graph(folder: Path, n: int = 60, labels=None, features=None, masks=None, seed: int = 0) -> Path:
@@ -34,14 +69,15 @@ def split_masks(n: int, train=(0, 30), val=(30, 45), test=(45, 60)) -> dict:
     return out
 
 
-def in_process(*args) -> SimpleNamespace:
+def in_process(*args, env=None, cwd=None) -> SimpleNamespace:
     """The ``gnngp`` command's ``main`` in this process (the installed command's code, without a
-    Python start-up per call): ``returncode``, ``stdout``, ``stderr``. An exception that escapes
+    Python start-up per call): ``returncode``, ``stdout``, ``stderr``, as :func:`gnngp` gives them
+    (``env``: variables added for the call; ``cwd``: its working folder). An exception that escapes
     (a traceback a user would see) fails the test."""
     from gnngp_cli.cli.main import main
 
     stdout, stderr, code = io.StringIO(), io.StringIO(), 0
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+    with _environment(env, cwd), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         try:
             main(list(args))
         except SystemExit as exit:

@@ -17,7 +17,7 @@ from gnngp_cli.cli import sweep as sweep_module
 from gnngp_cli.cli import tracking
 from gnngp_cli.compose import config_dir
 from gnngp_cli.cli.execute import TrialFailed, objective
-from trust_helpers import in_process
+from helpers import in_process
 
 
 @pytest.fixture(autouse=True)

@@ -10,9 +10,9 @@ from torch_geometric.data import Data
 from gnngp_cli import NodeGP, load_dataset
 from gnngp_cli.api import run
 from gnngp_cli.errors import ConfigError, DatasetError, GnngpError
-from trust_helpers import in_process
+from helpers import in_process
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
 
 
 @pytest.fixture(scope="module")

@@ -4,21 +4,15 @@ peaked at 4.0), roots much wider than the graph is tall (their Gram matrix's eig
 and a linear network whose exact kernel never forms a dense block. Each is a fresh process, as
 the peak is the process's; ``scripts/bench_memory.py`` measures every kernel on every mirrored
 dataset (``scripts/results/memory.csv``)."""
-import os
-import subprocess
-import sys
-
 import pandas as pd
 import pytest
+from helpers import gnngp
 
 from gnngp_cli.job.estimate import EIGH_SQUARES, gp_estimate
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
-
-
 def measured(tmp_path, *args) -> tuple[float, float, str]:
     """``(estimate, peak)`` in GiB of one run, and its estimate line."""
-    out = subprocess.run([*GNNGP, "run", *args, f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, env=dict(os.environ), timeout=900)
+    out = gnngp("run", *args, f"hydra.run.dir={tmp_path}", timeout=900)   # a fresh process: the peak is the process's
     assert out.returncode == 0, out.stderr
     row = pd.read_csv(tmp_path / "results.csv").iloc[0]
     line = next(line for line in (out.stdout + out.stderr).splitlines() if "(estimate before computing)" in line)

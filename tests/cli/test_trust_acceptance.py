@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trust_helpers import GNNGP, run, split_masks, write_graph
+from helpers import GNNGP, run, split_masks, write_graph
 
 
 def test_overlapping_validation_and_test_masks_are_an_error(tmp_path):
@@ -102,7 +102,7 @@ def _alive(pid):
 @pytest.mark.paper  # slow: runs in CI with -m paper
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find the workers")
 def test_joblib_workers_exit_when_the_sweep_process_is_killed(tmp_path):
-    sweep = subprocess.Popen([*GNNGP, "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "gnn=gcn",
+    sweep = subprocess.Popen([*GNNGP, "run", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "gnn=gcn",
                               "gnn.epochs=100000000", "progress=false", "dataset.num_nodes=300", "seed=0,1",
                               f"hydra.sweep.dir={tmp_path}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers = []

@@ -1,17 +1,14 @@
 """Sweeps: a summary gathers every job, failed jobs become rows, resume skips finished jobs,
 and the joblib and submitit launchers run for real."""
-import os
-import subprocess
-import sys
-
 import pandas as pd
 import pytest
+from helpers import gnngp, in_process
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli", "run", "-m"]
 
-
-def sweep(tmp_path, *args, status=0):
-    out = subprocess.run([*GNNGP, *args, f"hydra.sweep.dir={tmp_path}"], capture_output=True, text=True, timeout=600, env=os.environ)
+def sweep(tmp_path, *args, status=0, fresh=False):
+    """``gnngp run -m ARGS``: in this process, or in a fresh one (``fresh``: the launchers' own processes)."""
+    command = gnngp if fresh else in_process
+    out = command("run", "-m", *args, f"hydra.sweep.dir={tmp_path}")
     assert out.returncode == status, out.stderr
     return pd.read_csv(tmp_path / "summary.csv"), out
 
@@ -49,13 +46,12 @@ def test_resume_skips_finished_jobs_and_reruns_failed_ones(tmp_path):
 def test_launchers_run_the_sweep(tmp_path, launcher):
     pytest.importorskip(f"hydra_plugins.hydra_{'joblib' if launcher == 'joblib' else 'submitit'}_launcher")  # the launchers extra
     extra = ["hydra.launcher.timeout_min=10"] if launcher == "submitit_local" else ["hydra.launcher.n_jobs=2"]
-    summary, _ = sweep(tmp_path, f"hydra/launcher={launcher}", *extra, "kernel=gcngp,gcngp_x")
+    summary, _ = sweep(tmp_path, f"hydra/launcher={launcher}", *extra, "kernel=gcngp,gcngp_x", fresh=True)
     assert sorted(summary["method"]) == ["GCNGP", "GCNGP-X"] and (summary["status"] == "ok").all()
 
 
 def test_the_ready_slurm_launcher_config_composes():
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")  # the launchers extra
-    out = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "run", "hydra/launcher=slurm", "--cfg", "hydra", "-p", "hydra.launcher"],
-                         capture_output=True, text=True, timeout=120)
+    out = in_process("run", "hydra/launcher=slurm", "--cfg", "hydra", "-p", "hydra.launcher")
     assert out.returncode == 0, out.stderr
     assert "partition: gpu" in out.stdout and "gpus_per_task: 1" in out.stdout and "SlurmLauncher" in out.stdout

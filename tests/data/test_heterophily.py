@@ -1,15 +1,13 @@
 """The heterophily suite: its npz loaders and splits, ROC-AUC, the polynomial-filter and H2GCN
 blocks against dense recursions in every evaluation path, and the GNN baselines."""
 import math
-import subprocess
-import sys
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import in_process
 
 from gnngp_cli.data import Adjacency, DataStore
 from gnngp_cli.data.heterophily import HETEROPHILY_NAMES, load_heterophily
@@ -23,11 +21,6 @@ from gnngp_cli.kernels.filters import HopConv, Poly
 from gnngp_cli.kernels.pairs import PatternTooLarge
 from gnngp_cli.metrics import METRICS, MetricInput, resolve_metric
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
-
-
-def gnngp(*args, env=None):
-    return subprocess.run([*GNNGP, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600)
 
 
 # ---------------------------------------------------------------- dense references
@@ -346,7 +339,7 @@ def test_chameleon_filtered_splits_are_read_as_the_file_gives_them(mirror, cache
 
 def test_binary_suite_dataset_runs_every_split_with_roc_auc(tmp_path):
     write_suite_file(tmp_path / "mirror", "minesweeper", n=60, classes=2)
-    out = gnngp("run", "dataset=minesweeper", "kernel=gprgp", "kernel.coefficients=[[1],[1,-1]]", "splits=all",
+    out = in_process("run", "dataset=minesweeper", "kernel=gprgp", "kernel.coefficients=[[1],[1,-1]]", "splits=all",
                 f"data.mirror={tmp_path / 'mirror'}", f"data.root={tmp_path / 'cache'}", "data.verify=false", f"hydra.run.dir={tmp_path / 'out'}")
     assert out.returncode == 0, out.stderr
     rows = pd.read_csv(tmp_path / "out" / "results.csv")
@@ -364,7 +357,7 @@ def test_two_class_custom_dataset_defaults_to_roc_auc_and_can_be_overridden(tmp_
     (tmp_path / "edges.csv").write_text("\n".join(f"{i},{(i + 1) % 50}" for i in range(50)))
     for extra, metric in (([], "roc_auc"), (["dataset.metric=accuracy"], "accuracy")):
         run_dir = tmp_path / f"out-{metric}"
-        out = gnngp("run", "dataset=custom", f"dataset.path={tmp_path}", "kernel=h2gcngp", *extra, f"hydra.run.dir={run_dir}")
+        out = in_process("run", "dataset=custom", f"dataset.path={tmp_path}", "kernel=h2gcngp", *extra, f"hydra.run.dir={run_dir}")
         assert out.returncode == 0, out.stderr
         assert pd.read_csv(run_dir / "results.csv").loc[0, "metric"] == metric
 
@@ -380,8 +373,6 @@ def test_bad_input_is_one_line(tmp_path, args, message):
     mirror = tmp_path / "mirror"
     write_suite_file(mirror, "tolokers", classes=2)
     write_suite_file(mirror, "chameleon_filtered", classes=5)
-    from trust_helpers import in_process
-
     out = in_process("run", *args, f"data.mirror={mirror}", f"data.root={tmp_path / 'cache'}", "data.download=false", "data.verify=false",
                      f"hydra.run.dir={tmp_path / 'out'}")
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
@@ -429,7 +420,7 @@ def test_h2gcn_forward_concatenates_ego_and_hop_rounds():
 @pytest.mark.parametrize("gnn", ["gprgnn", "h2gcn"])
 def test_heterophily_gnns_train_and_report_the_dataset_metric(tmp_path, gnn):
     write_suite_file(tmp_path / "mirror", "questions", n=60, classes=2)
-    out = gnngp("run", "dataset=questions", f"gnn={gnn}", "gnn.epochs=5", "progress=false",
+    out = in_process("run", "dataset=questions", f"gnn={gnn}", "gnn.epochs=5", "progress=false",
                 f"data.mirror={tmp_path / 'mirror'}", f"data.root={tmp_path / 'cache'}", "data.verify=false", f"hydra.run.dir={tmp_path / 'out'}")
     assert out.returncode == 0, out.stderr
     row = pd.read_csv(tmp_path / "out" / "results.csv").iloc[0]

@@ -24,7 +24,7 @@ def test_a_wide_finite_gcn_follows_the_tangent_kernel_limit_and_a_narrow_one_les
     """On a 1,500-node csbm graph, at learning rate 0.5: the width-1024 GCN's test accuracy after
     each recorded step is within 0.06 of GCNGP-NTK's mean at that time, and closer on average than
     a width-4 GCN's; the GP's curve ends at t = inf (kernel regression)."""
-    from trust_helpers import run
+    from helpers import run
 
     common = ["inference.learning_rate=0.5", "progress=false", "dataset.num_nodes=1500", "dataset.train_ratio=0.2"]
     code, err, limit, errors = run(tmp_path, "learning_curve=ntk", *common, TIMES[:-1] + ",inf]", run_dir=tmp_path / "ntk")

@@ -1,20 +1,10 @@
 """Smaller things a newcomer met (issue 23): the fit=mll line and row say which values were used
 and how long the fit took; no folder is made from an empty shell variable."""
-import os
-import subprocess
-import sys
-
 import pytest
+from helpers import in_process
 
 from gnngp_cli.gp.mll import FitResult
 from gnngp_cli.results.writing import summary_line
-
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
-
-
-def gnngp(*args, env=None):
-    return subprocess.run([*GNNGP, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600)
-
 
 def mll_row(**fitted) -> dict:
     row = dict(status="ok", method="GCNGP", dataset="cora", run=0, seed=0, metric="accuracy", test=0.82, val=0.8, train=0.95,
@@ -60,14 +50,14 @@ def test_no_folder_is_made_from_an_empty_shell_variable(tmp_path, args, env, sai
     """``/scratch/$USER/x`` with ``USER`` unset: refused in one line, and the folder never made
     (the run's own folder, when it is given in full, holds the error row)."""
     tmp = str(tmp_path)
-    out = gnngp("run", *[a.format(tmp=tmp) for a in args], env={k: v.format(tmp=tmp) for k, v in env.items()})
+    out = in_process("run", *[a.format(tmp=tmp) for a in args], env={k: v.format(tmp=tmp) for k, v in env.items()})
     assert out.returncode == 1 and said.format(tmp=tmp) in out.stderr, out.stderr
     assert not (tmp_path / "made").exists()
 
 
 @pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
 def test_with_splits_all_every_line_of_a_split_names_it(tmp_path, data_overrides):
-    out = gnngp("run", "dataset=chameleon_filtered", "kernel=gcngp_x", "splits=all", *data_overrides, f"hydra.run.dir={tmp_path}")
+    out = in_process("run", "dataset=chameleon_filtered", "kernel=gcngp_x", "splits=all", *data_overrides, f"hydra.run.dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     lines = (out.stdout + out.stderr).splitlines()
     estimates = [line for line in lines if "(estimate before computing)" in line]

@@ -31,7 +31,7 @@ def test_cuda_without_a_gpu_is_an_error_never_a_fallback(monkeypatch):
 
 
 @pytest.mark.skipif(CUDA, reason="the machine has a GPU")
-def test_cli_device_cuda_without_a_gpu_is_one_line(tmp_path):
+def test_cli_device_cuda_without_a_gpu_is_one_line(tmp_path):   # end to end: a refusal from the command, its exit status
     out = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "device=cuda", f"hydra.run.dir={tmp_path}"],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 1 and "Traceback" not in out.stderr

@@ -13,7 +13,7 @@ from gnngp_cli.errors import ConfigError
 from gnngp_cli.results.invariants import checked_rows
 from gnngp_cli.metrics import METRICS, MetricInput
 
-from trust_helpers import run, split_masks, write_graph
+from helpers import run, split_masks, write_graph
 
 
 @pytest.mark.parametrize("node, value", [(3, np.nan), (50, np.inf), (40, -np.inf)])   # a training, a test, a validation node

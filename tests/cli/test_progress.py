@@ -1,11 +1,12 @@
 """Progress where there is no terminal: a log line at least every interval, for GNN epochs
 (loss and validation metric), kernel layers and the RBF gamma search (their share of the total)."""
 import logging
-import os
-import subprocess
-import sys
 import time
 
+import pytest
+from helpers import in_process
+
+from gnngp_cli import progress
 from gnngp_cli.progress import Progress
 
 
@@ -31,19 +32,22 @@ def test_quiet_when_disabled_or_short(caplog):
     assert not caplog.records
 
 
-def gnngp(*args):
-    env = {**os.environ, "GNNGP_PROGRESS_SECONDS": "0.001"}   # stderr is a pipe here, as in CI or SLURM
-    return subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "run", *args], capture_output=True, text=True, env=env, timeout=600)
+@pytest.fixture
+def gnngp(monkeypatch):
+    """``gnngp run`` in this process, its stderr not a terminal (as in CI or SLURM), with a line
+    every millisecond (what GNNGP_PROGRESS_SECONDS=0.001 sets when the command starts)."""
+    monkeypatch.setattr(progress, "INTERVAL", 0.001)
+    return lambda *args: in_process("run", *args)
 
 
-def test_gnn_epochs_log_loss_and_validation_metric_without_a_terminal(tmp_path):
+def test_gnn_epochs_log_loss_and_validation_metric_without_a_terminal(tmp_path, gnngp):
     out = gnngp("gnn=gcn", "gnn.epochs=3", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     epochs = [line for line in (out.stdout + out.stderr).splitlines() if "GCN training: " in line and "epochs" in line]
     assert any("3/3 (100%) epochs, loss " in line and ", val " in line for line in epochs), epochs
 
 
-def test_kernel_layers_and_gamma_search_log_their_share(tmp_path):
+def test_kernel_layers_and_gamma_search_log_their_share(tmp_path, gnngp):
     out = gnngp("kernel=rbf", "kernel.gamma_search=true", "kernel.gamma_grid.num=3", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     text = out.stdout + out.stderr

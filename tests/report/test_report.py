@@ -1,7 +1,5 @@
 """The report: paper layout, partial data, error rows, stand-ins, figures, the paper check."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +7,7 @@ import pytest
 
 from gnngp_cli.api import compose
 from gnngp_cli.report import paper_values, read_results, write_report
-from trust_helpers import in_process
+from helpers import gnngp, in_process
 
 
 def results(tmp_path, rows, name="job"):
@@ -180,11 +178,10 @@ NOT_CORA = "citeseer,pubmed,arxiv,reddit,chameleon,squirrel,crocodile"
 
 def test_report_command_line(tmp_path):
     runs = results(tmp_path, [row("cora", m, v, fraction=1.0 if m.endswith("-X") else None) for m, v in CORA_DETERMINISTIC.items()])
-    out = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(runs), "--out", str(tmp_path / "r"), "--check-paper", "0.002",
-                          "--exclude", NOT_CORA], capture_output=True, text=True, timeout=120)
+    out = in_process("report", str(runs), "--out", str(tmp_path / "r"), "--check-paper", "0.002", "--exclude", NOT_CORA)
     assert out.returncode == 0, out.stderr
     assert "6 deterministic cells checked, 0 unexplained deviations, 0 without a result" in out.stdout
-    missing = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(tmp_path / "nope")], capture_output=True, text=True)
+    missing = gnngp("report", str(tmp_path / "nope"))   # end to end: the report's one-line error and exit status
     assert missing.returncode == 1 and missing.stderr.startswith("gnngp: error:")
 
 
@@ -310,10 +307,10 @@ def test_every_split_of_a_job_is_kept_and_averaged(tmp_path):
 
 
 def test_report_reads_only_the_folders_it_is_given(tmp_path):
-    none = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report"], capture_output=True, text=True, cwd=tmp_path)
+    none = in_process("report", cwd=tmp_path)
     assert none.returncode == 2 and none.stderr.count("\n") == 1 and "give the folders to read" in none.stderr
     runs = results(tmp_path, [row("cora", "GCNGP", 0.828)])
-    typo = subprocess.run([sys.executable, "-m", "gnngp_cli.cli", "report", str(runs), str(tmp_path / "mulitrun")], capture_output=True, text=True)
+    typo = in_process("report", str(runs), str(tmp_path / "mulitrun"))
     assert typo.returncode == 1 and "mulitrun: not a folder" in typo.stderr and typo.stderr.count("\n") == 1
 
 
@@ -321,8 +318,6 @@ def test_report_reads_only_the_folders_it_is_given(tmp_path):
 def test_report_of_real_grid_mll_and_dask_runs_on_cora(tmp_path, mirror):
     """The CLI end to end: a Table 4 preset's grid runs on Cora, the same preset with fit=mll and
     with compute=dask: apart in Your runs, only the grid rows in the paper cells, the check passes."""
-    from trust_helpers import in_process
-
     common = [f"data.mirror={mirror}", f"data.root={tmp_path / 'cache'}", "experiment=table4", "dataset=cora"]
     assert in_process("run", "-m", *common, "model=gcngp,gcngp_x,rbf,rbf_x,ggp,ggp_x", f"hydra.sweep.dir={tmp_path / 'runs' / 'grid'}").returncode == 0
     assert in_process("run", *common, "model=gcngp", "fit=mll", f"hydra.run.dir={tmp_path / 'runs' / 'mll'}").returncode == 0

@@ -4,7 +4,6 @@ and a raw pickle of the wrong type."""
 import os
 import pickle
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from gnngp_cli.config import validate
 from gnngp_cli.data import DataStore, load_dataset
 from gnngp_cli.errors import ConfigError, DatasetError
 
-from trust_helpers import GNNGP, run, split_masks, write_graph
+from helpers import in_process, run, split_masks, write_graph
 
 ROOT = os.geteuid() == 0   # permission bits do not stop root: those variants are skipped
 
@@ -96,7 +95,7 @@ def test_read_only_data_root_by_permissions(tmp_path, mirror):
 def test_read_only_output_dir_is_one_line(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
-    out = subprocess.run([*GNNGP, f"hydra.run.dir={blocker / 'out'}"], capture_output=True, text=True, timeout=600)
+    out = in_process("run", f"hydra.run.dir={blocker / 'out'}")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert len(errors) == 1 and f"the output folder {blocker / 'out'} cannot be created" in errors[0]
@@ -108,7 +107,7 @@ def test_read_only_output_dir_by_permissions(tmp_path):
     out_dir.mkdir()
     out_dir.chmod(0o555)
     try:
-        out = subprocess.run([*GNNGP, f"hydra.run.dir={out_dir / 'run'}"], capture_output=True, text=True, timeout=600)
+        out = in_process("run", f"hydra.run.dir={out_dir / 'run'}")
     finally:
         out_dir.chmod(0o755)
     assert out.returncode == 1 and "Traceback" not in out.stderr and "is not writable" in out.stderr

@@ -5,13 +5,11 @@ kernel below (built here, not in the package) fails. Seeds are fixed, so the out
 deterministic; the statistical properties themselves are checked on synthetic data.
 """
 import math
-import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import torch
+from helpers import in_process
 
 from gnngp_cli.api import compose, run
 from gnngp_cli.errors import ConfigError
@@ -279,15 +277,8 @@ def test_relu_expectation_off_by_one_percent_fails_against_the_derived_network(m
 
 # --- the command, the scale of the base kernel, and the GCNII flag ---
 
-GNNGP = [sys.executable, "-m", "gnngp_cli.cli"]
-
-
-def gnngp(*args):
-    return subprocess.run([*GNNGP, *args], capture_output=True, text=True, env=dict(os.environ), timeout=600)
-
-
 def test_verify_command_prints_verdict_and_writes_csv(tmp_path):
-    out = gnngp("verify", "kernel=sagegp", "verify.widths=[64,128,256,512]", "verify.seeds=8", f"hydra.run.dir={tmp_path}")
+    out = in_process("verify", "kernel=sagegp", "verify.widths=[64,128,256,512]", "verify.seeds=8", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     table = pd.read_csv(tmp_path / "verify.csv")
     assert table["width"].tolist() == [64, 128, 256, 512] and (table["samples"] == 8).all()
@@ -298,7 +289,7 @@ def test_verify_command_prints_verdict_and_writes_csv(tmp_path):
 
 
 def test_verify_command_exits_1_on_fail(tmp_path):
-    out = gnngp("verify", "kernel=gcn2gp", "kernel.layers=3", "verify.widths=[64,128,256,512]", "verify.seeds=8", f"hydra.run.dir={tmp_path}")
+    out = in_process("verify", "kernel=gcn2gp", "kernel.layers=3", "verify.widths=[64,128,256,512]", "verify.seeds=8", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and "verdict: FAIL" in out.stdout and "Traceback" not in out.stderr
     assert (pd.read_csv(tmp_path / "verify.csv")["verdict"] == "FAIL").all()
 
@@ -311,8 +302,6 @@ def test_verify_command_exits_1_on_fail(tmp_path):
     (["kernel=sagegp", "verify.oracle=true"], "gnngp: error: verify.oracle=true samples a hand-written network, and kernel=sagegp has none"),
 ])
 def test_verify_bad_input_is_one_line(tmp_path, args, message):
-    from trust_helpers import in_process
-
     small = [] if any(a.startswith("verify.") for a in args) else ["verify.widths=[16,32]", "verify.seeds=2"]
     out = in_process("verify", *args, *small, f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and "Traceback" not in out.stderr
@@ -438,8 +427,6 @@ def test_gat_tangent_kernel_fails_with_half_the_product_rule(monkeypatch):
 
 
 def test_verify_ntk_of_a_network_without_parameters_is_one_line(tmp_path):
-    from trust_helpers import in_process
-
     out = in_process("verify", "kernel=ggp", "kernel.limit=ntk", "verify.widths=[16,32]", "verify.seeds=2", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and out.stderr.strip().startswith("gnngp: error: kernel=ggp has no trained parameters"), out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
