@@ -480,8 +480,11 @@ def parse(cfg: Any) -> RunConfig:
     """The job's spec: the composed config, checked (:func:`validate`), as a frozen instance of
     its schema dataclasses (:mod:`gnngp_cli.schema`). Made once per job, by the job's entry (the
     command line, the Python API, ``gnngp verify``); a spec given again is returned as it is."""
-    if isinstance(cfg, RunConfig):
-        return cfg if cfg.frozen else freeze(cfg)
+    if isinstance(cfg, RunConfig):   # typed already: a spec is returned; an unfrozen instance is checked as a config first
+        if cfg.frozen:
+            return cfg
+        validate(OmegaConf.structured(cfg))
+        return freeze(cfg)
     validate(cfg)
     return freeze(OmegaConf.to_object(cfg))
 

@@ -142,3 +142,6 @@ def test_a_spec_is_typed_frozen_and_parsed_once():
             setattr(node, key, 1)
     changed = revised(spec, kernel=revised(spec.kernel, layers=2))
     assert changed.kernel.layers == 2 and spec.kernel.layers == 3 and changed.frozen and changed.kernel.frozen
+    unchecked = dataclasses.replace(spec, runs=0)   # a typed but unfrozen instance is checked as a config before it is frozen
+    with pytest.raises(ConfigError, match="runs=0 must be at least 1"):
+        parse(unchecked)
