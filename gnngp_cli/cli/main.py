@@ -84,6 +84,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     from ..compose import config_dir, register_configs
 
     mark_launcher()
+    sweep.LAST_SWEEP = None   # this command's sweep, not one an earlier call in this process ran
     register_configs(compute_options())
     sys.argv = [prog, *argv]
     user_full_error = "HYDRA_FULL_ERROR" in os.environ

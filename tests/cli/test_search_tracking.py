@@ -199,24 +199,24 @@ def check_search(tmp_path, summary, trials):
 
 
 @pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
-def test_a_ten_trial_optuna_search_of_layers_and_landmark_count_on_cora_records_each_trial_in_mlflow(tmp_path, data_overrides):
+def test_a_six_trial_optuna_search_of_layers_and_landmark_count_on_cora_records_each_trial_in_mlflow(tmp_path, data_overrides):
     search_extra()
     pytest.importorskip("mlflow")
     store = tmp_path / "mlruns"
-    out, summary = run_sweep(tmp_path, data_overrides, "hparams_search=optuna", "kernel=gcngp_x", "hydra.sweeper.n_trials=10",
+    out, summary = run_sweep(tmp_path, data_overrides, "hparams_search=optuna", "kernel=gcngp_x", "hydra.sweeper.n_trials=6",
                              "logger=mlflow", f"logger.tracking_uri={store}")
     assert out.returncode == 0, out.stderr
-    best, rows = check_search(tmp_path, summary, 10)
+    best, rows = check_search(tmp_path, summary, 6)
     assert set(best["best_params"]) == {"depth", "landmarks.count"} and rows["method"].eq("GCNGP-X").all()
     assert rows["layers"].between(1, 6).all() and rows["landmarks"].between(10, 140).all()
-    assert len(set(zip(rows["layers"], rows["landmarks"]))) > 5   # the trials differ
+    assert len(set(zip(rows["layers"], rows["landmarks"]))) > 3   # the trials differ
     assert best["best_value"] >= 0.7   # GCNGP-X on Cora's validation nodes
 
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{store / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("gnngp").experiment_id])
-    assert len(runs) == 10 and {r.info.status for r in runs} == {"FINISHED"}
+    assert len(runs) == 6 and {r.info.status for r in runs} == {"FINISHED"}
     for run in runs:
         job = run.data.tags["gnngp.job"]
         row = pd.read_csv(tmp_path / "sweep" / job / "results.csv").iloc[0]

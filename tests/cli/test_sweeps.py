@@ -26,6 +26,9 @@ def test_a_failing_job_is_a_row_and_the_others_survive(tmp_path):
     assert summary["status"].tolist() == ["ok", "error"]
     assert out.stderr.strip().splitlines()[-1] == f"gnngp: error: 1 of 2 jobs failed; their errors are rows of {tmp_path / 'summary.csv'}"
     assert "kernel.layers=0 must be at least 1" in summary.loc[1, "error"]
+    # the failed sweep is this command's, not the next one's: a later run in the same process succeeds
+    after = in_process("run", "kernel=gcngp", f"hydra.run.dir={tmp_path / 'after'}")
+    assert after.returncode == 0, after.stderr
 
 
 @pytest.mark.paper  # slow: runs in CI with -m paper

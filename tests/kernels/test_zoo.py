@@ -61,7 +61,7 @@ def test_depth_drives_min_correlation_up_monotonically_on_cora(data_overrides):
     ctx = KernelContext(data.x.double(), adj, BaseKernel())
     nodes = data.test_mask.nonzero().view(-1)[:300]
     minima = []
-    for depth in range(1, 13):
+    for depth in (1, 2, 4, 8, 12):
         k = gcn(depth, 1.0, 0.0)(None, ctx, nodes).dense()
         s = torch.diagonal(k).sqrt()
         minima.append(float((k / (s[:, None] * s[None, :])).min()))

@@ -218,15 +218,14 @@ def test_a_stopped_job_keeps_its_finished_runs_and_resume_runs_only_the_missing(
     kept = pd.read_csv(results)
     assert len(errors) == 1 and f"stopped by {name}: the {len(kept)} run(s) finished in this job are in {results}" in errors[0]
     assert 2 <= len(kept) < 6 and kept["run"].tolist() == list(range(len(kept))) and (kept["status"] == "ok").all()
-    again = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"data.mirror={mirror}", f"hydra.run.dir={tmp_path / 'run'}", "resume=true"],
-                           capture_output=True, text=True, timeout=600)
+    resume = ("run", *SLOW_RUNS, f"data.mirror={mirror}", f"hydra.run.dir={tmp_path / 'run'}", "resume=true")
+    again = in_process(*resume)   # the resumes are not about processes: in this one
     assert again.returncode == 0, again.stderr
     assert f"holds {len(kept)} finished runs" in again.stderr + again.stdout
     table = pd.read_csv(results)
     assert table["run"].tolist() == list(range(6)) and table["seed"].tolist() == list(range(6))
     assert table.iloc[:len(kept)].equals(kept)                       # the kept rows, untouched
-    third = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", *SLOW_RUNS, f"data.mirror={mirror}", f"hydra.run.dir={tmp_path / 'run'}", "resume=true"],
-                           capture_output=True, text=True, timeout=600)
+    third = in_process(*resume)
     assert third.returncode == 0 and "already has results; skipping this job" in third.stderr + third.stdout
     assert len(pd.read_csv(results)) == 6
 
