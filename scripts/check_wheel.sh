@@ -9,7 +9,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 python3 -m pip wheel -q --no-deps -w "$work/dist" "$repo"
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q -c "$repo/constraints.txt" "$work"/dist/gnngp-*.whl
+"$work/venv/bin/pip" install -q --no-compile -c "$repo/constraints.txt" "$work"/dist/gnngp-*.whl
 cd "$work"
 "$work/venv/bin/gnngp" run hydra.run.dir="$work/run" progress=false
 test -s "$work/run/results.csv"

@@ -180,8 +180,10 @@ def _report(argv: list[str]) -> None:
     parser.add_argument("dirs", nargs="*", help="folders with results.csv / summary.csv, e.g. outputs/2026-11-27 multirun/table4")
     parser.add_argument("--out", default="outputs/report", help="report folder (default: outputs/report)")
     parser.add_argument("--check-paper", type=float, default=None, metavar="TOL",
-                        help="exit 1 if a deterministic GP cell differs from the paper by more than TOL (known deviations excepted), "
-                             "or has no result (missing, or an error row); stand-ins are exempt")
+                        help="exit 1 if a deterministic GP cell that was run differs from the paper by more than TOL (known deviations "
+                             "excepted) or has only an error row; cells not run are listed, not failed (see --require-all); stand-ins are exempt")
+    parser.add_argument("--require-all", action="store_true",
+                        help="with --check-paper: a checked cell that was not run fails too (the reproduction job's check)")
     parser.add_argument("--exclude", default="", metavar="DATASETS",
                         help="comma-separated datasets the paper check leaves out, e.g. --exclude crocodile (its features are not in the mirror)")
     args = parser.parse_args(argv)
@@ -194,7 +196,10 @@ def _report(argv: list[str]) -> None:
         raise SystemExit(1)
     folders = [Path(d) for d in args.dirs]
     exclude = [d.strip().lower() for d in args.exclude.split(",") if d.strip()]
-    status = write_report(folders, Path(args.out), args.check_paper, exclude)
+    if args.require_all and args.check_paper is None:
+        print("gnngp: error: --require-all goes with --check-paper TOL, e.g. --check-paper 0.002 --require-all", file=sys.stderr)
+        raise SystemExit(2)
+    status = write_report(folders, Path(args.out), args.check_paper, exclude, require_all=args.require_all)
     print(f"report: {Path(args.out) / 'report.md'}")
     print((Path(args.out) / "report.md").read_text())
     if status:

@@ -328,10 +328,11 @@ class Conv(Block):
         with within("A K"):
             half = torch.sparse.mm(a, k.matrix)  # A[nodes] K, |nodes| x |input columns|
         with within("(A K) A^T"):
+            half = half.T.contiguous()   # (A K)^T, the untransposed copy released before the product: one block fewer at the peak
             if cols is None:
-                return Kernel(nodes, matrix=torch.sparse.mm(a, half.T.contiguous()))  # A (A K)^T = A K A^T
+                return Kernel(nodes, matrix=torch.sparse.mm(a, half))  # A (A K)^T = A K A^T
             a_cols = op.block(cols, k.nodes if k.cols is None else k.cols)
-            return Kernel(nodes, matrix=torch.sparse.mm(a_cols, half.T.contiguous()).T, cols=cols)  # (A_c (A_r K)^T)^T
+            return Kernel(nodes, matrix=torch.sparse.mm(a_cols, half).T, cols=cols)  # (A_c (A_r K)^T)^T
 
     def pair_support(self, pairs, ctx):
         _, j, k, _ = conv_terms(pairs, ctx, self.operator(ctx.adjacency))

@@ -140,6 +140,9 @@ def not_finite(where: str) -> KernelError:
     return KernelError(f"{where}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
 
 
+CHECK_ROWS = 1024   # rows of a kernel block that check_kernel reads at a time
+
+
 def check_kernel(k: Kernel, where: str) -> None:
     """Fail loudly (never silently NaN) if a layer's kernel is not a covariance."""
     values = (k.root if k.root is not None else k.matrix).detach()  # a check, not part of a fitted objective
@@ -153,6 +156,7 @@ def check_kernel(k: Kernel, where: str) -> None:
     if float(diag.min()) < -tol:
         raise KernelError(f"{where}: the kernel has a negative variance ({float(diag.min()):.3g}); it is not positive semi-definite")
     s = diag.clamp_min(0).sqrt()
-    excess = (values.abs() - s[:, None] * s[None, :]).max()
-    if float(excess) > tol:
+    excess = max(float((values[i:i + CHECK_ROWS].abs() - s[i:i + CHECK_ROWS, None] * s[None, :]).max())   # by rows: no temporaries of the block's size
+                 for i in range(0, values.size(0), CHECK_ROWS))
+    if excess > tol:
         raise KernelError(f"{where}: the kernel breaks |K_xy| <= sqrt(K_xx K_yy) by {float(excess):.3g}; it is not positive semi-definite")

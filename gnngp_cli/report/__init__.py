@@ -50,13 +50,15 @@ UNCERTAINTY_MEANING = ("The runs that scored class probabilities (GP likelihoods
 __all__ = ["FIGURE3_NOTE", "check_paper", "paper_values", "read_results", "write_report"]
 
 
-def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = None, exclude: Iterable[str] = ()) -> int:
+def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = None, exclude: Iterable[str] = (),
+                 require_all: bool = False) -> int:
     """Write the report of the rows under ``folders`` to ``out``: first the user's own runs
     (``runs.md``, ``runs.csv``), then the paper's tables and figures made from the rows a paper
     preset ran with nothing else changed (a table only where such rows are). With ``tolerance``,
     return 1 when a checked cell of those tables (a deterministic GP cell, not a stand-in, its
-    dataset not in ``exclude``) deviates from the paper unexplained or has no result, or when no
-    row was run by a paper preset."""
+    dataset not in ``exclude``) deviates from the paper unexplained or has only an error row, or
+    when no row was run by a paper preset. A checked cell that was not run is listed as such; with
+    ``require_all`` (the reproduction job's check) it fails too."""
     out.mkdir(parents=True, exist_ok=True)
     for name in [f"{t.name}{suffix}" for t in layouts.tables() for suffix in (".md", ".csv")] + [f"{f}.png" for f in FIGURES] + ["correlation_map.png"]:
         (out / name).unlink(missing_ok=True)   # what an earlier report wrote here and these rows may not make again
@@ -95,7 +97,8 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
         (out / "report.md").write_text("\n".join(lines) + "\n")
         return status
     paper = paper_values()
-    tables = [t for t in (build(exp, rows, paper) for exp in layouts.tables()) if t.filled]
+    every = [build(exp, rows, paper) for exp in layouts.tables()]   # the paper check reads them all: a table no row filled is not run
+    tables = [t for t in every if t.filled]
     for table in tables:
         table.frame().to_csv(out / f"{table.name}.csv", index=False)
         (out / f"{table.name}.md").write_text(table.markdown())
@@ -136,15 +139,20 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
         lines += ["Only rows run by a preset with its own settings fill its cells; these were run otherwise (they are in Your runs):", ""] + apart
     if tolerance is not None:
         exclude = sorted(set(exclude))
-        unexplained, explained, absent = check_paper(tables, tolerance, exclude)
+        unexplained, explained, failed, not_run = check_paper(every, tolerance, exclude)
         lines += ["", f"## Check against the paper (deterministic GP cells, tolerance {tolerance}"
-                  + (f"; excluded: {', '.join(exclude)}" if exclude else "") + ")", ""]
+                  + (f"; excluded: {', '.join(exclude)}" if exclude else "") + ("; every cell required" if require_all else "") + ")", ""]
         lines += [f"- FAIL {c.table} {c.row} / {c.column}: ours {c.mean:.4f}, paper {c.paper:.4f} ({c.diff:+.4f})" for c in unexplained]
-        lines += [f"- FAIL {c.table} {c.row} / {c.column}: " + (f"error row: {c.error[:160]}" if c.error else "no result")
-                  for c in absent]
+        lines += [f"- FAIL {c.table} {c.row} / {c.column}: error row: {c.error[:160]}" for c in failed]
+        if require_all:
+            lines += [f"- FAIL {c.table} {c.row} / {c.column}: no result" for c in not_run]
         lines += [f"- known deviation {c.table} {c.row} / {c.column}: ours {c.mean:.4f}, paper {c.paper:.4f} ({c.diff:+.4f}). {why}" for c, why in explained]
-        count = sum(1 for t in tables for c in t.cells.values() if checked(c, set(exclude)))
-        lines.append(f"- {count} deterministic cells checked, {len(unexplained)} unexplained deviations, {len(absent)} without a result, {len(explained)} known.")
-        status = 1 if unexplained or absent else 0
+        count = sum(1 for t in every for c in t.cells.values() if checked(c, set(exclude)))
+        lines.append(f"- {count - len(not_run)} deterministic cells checked, {len(unexplained)} unexplained deviations, {len(failed)} error rows, "
+                     f"{len(not_run)} not run, {len(explained)} known.")
+        if not_run and not require_all:
+            lines.append(f"- not run, so not checked ({len(not_run)}; `--require-all` fails on them): "
+                         + "; ".join(f"{c.table} {c.row} / {c.column}" for c in not_run))
+        status = 1 if unexplained or failed or (require_all and not_run) else 0
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return status

@@ -15,18 +15,18 @@ def checked(cell: Cell, exclude: set[str]) -> bool:
     return cell.deterministic and not math.isnan(cell.paper) and not cell.stand_in and cell.dataset not in exclude
 
 
-def check_paper(tables: list[Table], tolerance: float, exclude: Iterable[str] = ()) -> tuple[list[Cell], list[tuple[Cell, str]], list[Cell]]:
+def check_paper(tables: list[Table], tolerance: float, exclude: Iterable[str] = ()) -> tuple[list[Cell], list[tuple[Cell, str]], list[Cell], list[Cell]]:
     """The checked cells (:func:`checked`) that differ from the paper by more than ``tolerance`` at the paper's 4-decimal precision:
-    (unexplained, known with their explanation, without a result: missing or an error row)."""
+    (unexplained, known with their explanation, failed: an error row and no result, not run: no row at all)."""
     known = known_deviations()
     exclude = set(exclude)
-    unexplained, explained, absent = [], [], []
+    unexplained, explained, failed, not_run = [], [], [], []
     for table in tables:
         for cell in table.cells.values():
             if not checked(cell, exclude):
                 continue
             if not cell.n:
-                absent.append(cell)
+                (failed if cell.error else not_run).append(cell)
                 continue
             if round(abs(cell.diff), 4) <= tolerance:
                 continue
@@ -35,4 +35,4 @@ def check_paper(tables: list[Table], tolerance: float, exclude: Iterable[str] = 
                 explained.append((cell, str(match["explanation"].iloc[0])))
             else:
                 unexplained.append(cell)
-    return unexplained, explained, absent
+    return unexplained, explained, failed, not_run

@@ -30,7 +30,9 @@ def test_tables_in_paper_layout_with_paper_values_and_differences(tmp_path):
         row("cora", "GCN", 0.81, seed=0, seconds=5.0), row("cora", "GCN", 0.82, seed=1, seconds=5.0),
         row("pubmed", "GINGP", 0.769),
     ])
-    assert write_report([runs], tmp_path / "report", tolerance=0.002) == 1   # checked cells without a result fail the check
+    assert write_report([runs], tmp_path / "report", tolerance=0.002) == 0   # the cells run match; the others are listed as not run
+    assert "FAIL" not in (tmp_path / "report" / "report.md").read_text()
+    assert write_report([runs], tmp_path / "report", tolerance=0.002, require_all=True) == 1   # every checked cell required
     assert "FAIL table4 CiteSeer / GCNGP: no result" in (tmp_path / "report" / "report.md").read_text()
     t4 = pd.read_csv(tmp_path / "report" / "table4.csv")
     cell = t4[(t4["row"] == "Cora") & (t4["column"] == "GCN")].iloc[0]
@@ -180,7 +182,7 @@ def test_report_command_line(tmp_path):
     runs = results(tmp_path, [row("cora", m, v, fraction=1.0 if m.endswith("-X") else None) for m, v in CORA_DETERMINISTIC.items()])
     out = in_process("report", str(runs), "--out", str(tmp_path / "r"), "--check-paper", "0.002", "--exclude", NOT_CORA)
     assert out.returncode == 0, out.stderr
-    assert "6 deterministic cells checked, 0 unexplained deviations, 0 without a result" in out.stdout
+    assert "6 deterministic cells checked, 0 unexplained deviations, 0 error rows, 0 not run" in out.stdout
     missing = gnngp("report", str(tmp_path / "nope"))   # end to end: the report's one-line error and exit status
     assert missing.returncode == 1 and missing.stderr.startswith("gnngp: error:")
 
@@ -192,10 +194,28 @@ def test_paper_check_fails_on_an_error_row_or_a_missing_cell_and_says_which(tmp_
     assert write_report([runs], tmp_path / "r", tolerance=0.002, exclude=NOT_CORA.split(",")) == 1
     check = (tmp_path / "r" / "report.md").read_text().split("## Check")[1]
     assert "FAIL table4 Cora / GGP: error row: ResourceError: out of memory" in check
-    assert "1 without a result" in check and "CiteSeer" not in check   # excluded datasets are exempt
-    runs_missing = results(tmp_path / "b", rows[:-1])
-    assert write_report([runs_missing], tmp_path / "r2", tolerance=0.002, exclude=NOT_CORA.split(",")) == 1
+    assert "1 error rows" in check and "CiteSeer" not in check   # excluded datasets are exempt
+    runs_missing = results(tmp_path / "b", rows[:-1])   # a cell not run: listed; a failure only where every cell is required
+    assert write_report([runs_missing], tmp_path / "r2", tolerance=0.002, exclude=NOT_CORA.split(",")) == 0
+    assert "not run, so not checked (1; `--require-all` fails on them): table4 Cora / GGP" in (tmp_path / "r2" / "report.md").read_text()
+    assert write_report([runs_missing], tmp_path / "r2", tolerance=0.002, exclude=NOT_CORA.split(","), require_all=True) == 1
     assert "FAIL table4 Cora / GGP: no result" in (tmp_path / "r2" / "report.md").read_text()
+
+
+def test_the_paper_check_of_two_cora_runs_judges_them_and_names_the_cells_not_run(tmp_path):
+    runs = results(tmp_path, [row("cora", "GCNGP", 0.828), row("cora", "GCNGP-X", 0.798, fraction=1.0)])
+    args = ("report", str(runs), "--out", str(tmp_path / "r"), "--check-paper", "0.002", "--exclude", "crocodile,arxiv,reddit")
+    out = in_process(*args)
+    assert out.returncode == 0, out.stderr
+    check = out.stdout.split("## Check")[1]
+    assert "2 deterministic cells checked, 0 unexplained deviations, 0 error rows, 32 not run" in check
+    assert "table4 CiteSeer / GCNGP" in check and "table5 GIN / PubMed GNNGP" in check and "FAIL" not in check
+    strict = in_process(*args, "--require-all")
+    assert strict.returncode == 1 and strict.stderr.strip().splitlines()[-1].startswith("gnngp: error: the paper check failed, first: table4")
+    wrong = results(tmp_path / "w", [row("cora", "GCNGP", 0.80)])   # a cell that was run and differs still fails
+    assert in_process("report", str(wrong), "--out", str(tmp_path / "rw"), "--check-paper", "0.002").returncode == 1
+    alone = in_process("report", str(runs), "--out", str(tmp_path / "ra"), "--require-all")
+    assert alone.returncode == 2 and alone.stderr.startswith("gnngp: error: --require-all goes with --check-paper")
 
 
 def test_rows_with_other_settings_stay_out_of_the_cells_and_are_listed_apart(tmp_path):
@@ -331,4 +351,4 @@ def test_report_of_real_grid_mll_and_dask_runs_on_cora(tmp_path, mirror):
     runs = pd.read_csv(tmp_path / "r" / "runs.csv")
     assert len(runs) == 5 and set(runs["settings"]) == {"compute=local, fit=grid", "compute=local, fit=mll", "compute=dask, fit=grid"}
     assert "Cora / GCNGP: 1 row with fit=mll" in report and "Cora / GCNGP-X: 1 row with compute=dask" in report
-    assert "3 deterministic cells checked, 0 unexplained deviations, 0 without a result" in report
+    assert "3 deterministic cells checked, 0 unexplained deviations, 0 error rows, 3 not run" in report

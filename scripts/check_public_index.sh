@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The README's install resolves from the public package index alone: pip's configuration on this
+# machine (its local wheel folder, its mirrors, its global constraints) set aside, a dry run of the
+# README's install (constraints.txt and every extra) against https://pypi.org/simple. Only the
+# packages' metadata is fetched (nothing is installed); fails when a pin is not on the index
+# (e.g. a local build such as torch==X+cpu) or the pins conflict.
+#   usage: scripts/check_public_index.sh
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+if ! python3 -c "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/pip/', timeout=20)" 2>/dev/null; then
+  echo "public index check: SKIPPED, pypi.org cannot be reached from this machine (nothing was checked)"
+  exit 0
+fi
+report="$(mktemp)"
+trap 'rm -f "$report"' EXIT
+env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL -u PIP_CONSTRAINT -u PIP_NO_INDEX PIP_CONFIG_FILE=/dev/null \
+  python3 -m pip install --dry-run --ignore-installed --quiet --report "$report" --index-url https://pypi.org/simple \
+  -c "$repo/constraints.txt" -e "$repo[test,launchers,dask,gpytorch,search,tracking,docs]"
+python3 - "$report" <<'PY'
+import json, sys
+
+chosen = json.load(open(sys.argv[1]))["install"]
+elsewhere = [i["metadata"]["name"] for i in chosen
+             if not i["download_info"]["url"].startswith(("https://files.pythonhosted.org/", "file://"))]
+if elsewhere:
+    sys.exit(f"public index check: not from the public index: {', '.join(elsewhere)}")
+torch = next(i["metadata"]["version"] for i in chosen if i["metadata"]["name"] == "torch")
+print(f"public index check: the install resolves from pypi.org alone ({len(chosen)} packages, torch {torch})")
+PY
