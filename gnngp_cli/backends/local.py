@@ -14,7 +14,8 @@ from ..config import parse
 from ..errors import ConfigError, ResourceError
 from ..job.backend_interface import GraphInfo
 from ..job.estimate import Estimate, dense_factor, gp_estimate, size_text
-from ..gp.inference import SPLITS, RowGroup, TrainingStatistics, low_rank_statistics, regression_targets
+from ..gp.posterior import RowGroup
+from ..gp.sufficient import SPLITS, TrainingStatistics, low_rank_statistics, regression_targets
 from ..gp.likelihoods import LIKELIHOODS
 from ..job.loading import LoadedGraph, reuse
 from ..results.rows import dataset_label

@@ -36,7 +36,8 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError
-from .inference import ExactPosterior, LowRankPosterior, Posterior, TrainingStatistics, posterior_for
+from .posterior import ExactPosterior, LowRankPosterior, Posterior, posterior_for
+from .sufficient import TrainingStatistics
 
 MC_ENTRIES = 1 << 28   # likelihood.probabilities=auto: Monte Carlo up to this many nodes x classes x samples (Cora: 4.9e6; Reddit: 2.4e9)
 

@@ -45,7 +45,7 @@ from ..errors import ConfigError, KernelError
 from ..kernels import BASE_KERNELS, KERNELS, BaseKernel, Kernel, KernelContext
 from ..kernels.architectures import Parameter
 from ..kernels.blocks import Block
-from .inference import LowRankPosterior, strategy_of
+from .posterior import LowRankPosterior, strategy_of
 
 log = logging.getLogger("gnngp")
 

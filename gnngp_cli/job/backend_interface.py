@@ -16,8 +16,8 @@ metrics and the rows. A backend never re-implements the job.
 | ``context``     | the :class:`~gnngp_cli.kernels.KernelContext` the kernel's blocks read           |
 | ``estimate``    | the run's peak memory and time class, after refusing what would not fit           |
 | ``evaluate``    | the kernel, held as the backend holds it (opaque to the job)                     |
-| ``statistics``  | :class:`~gnngp_cli.gp.inference.TrainingStatistics` of an evaluated kernel                   |
-| ``reduce``      | ``fn(group)`` over :class:`~gnngp_cli.gp.inference.RowGroup` s of labelled rows, combined    |
+| ``statistics``  | :class:`~gnngp_cli.gp.sufficient.TrainingStatistics` of an evaluated kernel                   |
+| ``reduce``      | ``fn(group)`` over :class:`~gnngp_cli.gp.posterior.RowGroup` s of labelled rows, combined    |
 | ``columns``     | the result row's columns of this backend (device, workers, peak memory ...)      |
 
 A backend is registered by name in :mod:`gnngp_cli.backends` (``compute=<name>``).
@@ -32,7 +32,8 @@ import torch
 from ..kernels import Architecture, BaseKernel, KernelContext
 from ..kernels.architectures import KernelEntry
 from .estimate import Estimate
-from ..gp.inference import RowGroup, TrainingStatistics
+from ..gp.posterior import RowGroup
+from ..gp.sufficient import TrainingStatistics
 
 T = TypeVar("T")
 

@@ -34,7 +34,8 @@ from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
 from .backend_interface import Backend
 from ..gp.mll import FitResult, check_learn, fit_hyperparameters, plan_parameters
 from .estimate import Estimate, grid_bytes, size_text
-from ..gp.inference import GRID_CHUNK_MIN, GPResult, TrainingTimes, best_index, chunk_rows, grid_chunk, log_grid, predict
+from ..gp.inference import GRID_CHUNK_MIN, GPResult, best_index, chunk_rows, grid_chunk, log_grid, predict
+from ..gp.posterior import TrainingTimes
 from .landmarks import choose_landmarks
 from ..gp.likelihoods import Likelihood
 from ..results.rows import base_row, graph_columns, run_settings, with_extra

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from ..errors import ConfigError
 from ..schema import SQRT_TENTH, BaseKernelConfig, KernelConfig
-from .blocks import Add, Bias, Block, Conv, Input, MixedWeight, Product, ReLU, Scale, Serial, Tangent, Weight, has_parameters, is_constant
+from .blocks import Add, Bias, Block, Conv, Erf, Input, MixedWeight, Product, ReLU, Scale, Serial, Tangent, Weight, has_parameters, is_constant
 from .filters import HopConv, Poly, filter_coefficients, filter_grid, hop_paths
 from .layers import ActivationLayer, BlockNetwork
 
@@ -403,16 +403,16 @@ def h2gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
 
 
 def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
-    """One block from config: ``input``, ``relu``, ``conv``, ``weight``, ``bias``, or a
+    """One block from config: ``input``, ``relu``, ``erf``, ``conv``, ``weight``, ``bias``, or a
     one-key mapping ``{scale: c}``, ``{weight: s_w}``, ``{bias: s_b}``, ``{mixed: [a, b]}``,
     ``{add: [[blocks...], [blocks...]]}``, ``{poly: [g0, g1, ...]}`` (the filter ``sum_k g_k A^k``)."""
     if isinstance(spec, str):
         simple = {
-            "input": Input, "relu": ReLU, "conv": Conv,
+            "input": Input, "relu": ReLU, "erf": Erf, "conv": Conv,
             "weight": lambda: Weight(params["sigma_w"]), "bias": lambda: Bias(params["sigma_b"]),
         }
         if spec not in simple:
-            raise ConfigError(f"unknown kernel block '{spec}'; use input, relu, conv, weight, bias, or {{scale|weight|bias|mixed|add|poly: ...}}")
+            raise ConfigError(f"unknown kernel block '{spec}'; use input, relu, erf, conv, weight, bias, or {{scale|weight|bias|mixed|add|poly: ...}}")
         return simple[spec]()
     if isinstance(spec, Mapping) and len(spec) == 1:
         (key, value), = spec.items()

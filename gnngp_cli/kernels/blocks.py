@@ -55,10 +55,10 @@ from ..graph.operators import Adjacency
 from ..errors import ConfigError, KernelError
 from ..progress import within
 from . import layers
+from .activations import ERF, RELU, Activation
 from .context import KernelContext
 from .numerics import psd_tolerance
 from .pairs import Pairs, PairValues, base_on_pairs, conv_terms, root_on_pairs
-from .relu import relu_derivative_expectation, relu_derivative_expectation_entries, relu_expectation, relu_expectation_entries
 from .value import Kernel, Nodes
 
 
@@ -348,11 +348,20 @@ class Conv(Block):
         return PairValues(pairs, out)
 
 
-class ReLU(Block):
-    """``X <- relu(X)``: ``K <- g(K)``; low rank ``Q <- chol(g(Q Q^T))`` on the landmarks."""
+class Elementwise(Block):
+    """``X <- phi(X)`` for an elementwise activation ``phi``: ``K <- g(K)``; low rank
+    ``Q <- chol(g(Q Q^T))`` on the landmarks; its tangent kernel ``Theta <- g'(K) o Theta``.
+    ``g`` and ``g'`` are the activation's Gaussian expectations (:class:`~.activations.Activation`),
+    the only thing that tells one activation from another here and in the root operations."""
+
+    activation: Activation = RELU
+
+    def __init__(self, activation: Optional[Activation] = None):
+        if activation is not None:
+            self.activation = activation
 
     def layer(self, shape):
-        return layers.ActivationLayer(torch.relu, shape)
+        return layers.ActivationLayer(self.activation.function, shape)
 
     def evaluate(self, k, ctx, nodes, cols=None, pairs=None):
         """As every block's; with a tangent kernel, ``K``'s block and pair moments are read once
@@ -373,8 +382,8 @@ class ReLU(Block):
 
     def __call__(self, k, ctx, nodes, cols=None):
         if ctx.low_rank:
-            return Kernel(None, root=ctx.roots.relu_root(k.root, ctx.landmarks))
-        return Kernel(k.nodes, matrix=relu_expectation(*self._block_moments(k, ctx)), cols=k.cols)
+            return Kernel(None, root=ctx.roots.activation_root(k.root, ctx.landmarks, self.activation))
+        return Kernel(k.nodes, matrix=self.activation.expectation(*self._block_moments(k, ctx)), cols=k.cols)
 
     def _block_moments(self, k: Kernel, ctx: KernelContext) -> tuple[Tensor, Tensor, Tensor]:
         """The input block ``K[rows, cols]`` and its variances on the rows and on the columns."""
@@ -392,30 +401,30 @@ class ReLU(Block):
         return var, var if k.square else var[k.positions(k.cols)]
 
     def tangent(self, k, out, ctx, nodes, cols=None):
-        """``Theta <- g'(K) o Theta`` (``g'``: the expectation of the ReLU's derivative, the
-        arc-cosine kernel of order 0); low rank the Nystrom root of ``g'(Q Q^T) o P P^T`` on the landmarks."""
+        """``Theta <- g'(K) o Theta`` (``g'``: the expectation of the activation's derivative; the
+        ReLU's is the arc-cosine kernel of order 0); low rank the Nystrom root of ``g'(Q Q^T) o P P^T`` on the landmarks."""
         theta = k.tangent
         if ctx.low_rank:
-            return Kernel(None, root=ctx.roots.relu_tangent_root(k.root, theta.root, ctx.landmarks))
+            return Kernel(None, root=ctx.roots.activation_tangent_root(k.root, theta.root, ctx.landmarks, self.activation))
         if is_zero(theta):
             return zero_like(out)
-        return Kernel(k.nodes, matrix=relu_derivative_expectation(*self._block_moments(k, ctx)) * theta.dense(), cols=k.cols)
+        return Kernel(k.nodes, matrix=self.activation.derivative(*self._block_moments(k, ctx)) * theta.dense(), cols=k.cols)
 
     def fuses(self, following: Optional[Block], ctx: KernelContext, pairs: Optional[Pairs]) -> bool:
-        """Whether this ReLU and the weight ``following`` it run as one step
+        """Whether this activation and the weight ``following`` it run as one step
         (:meth:`evaluate_with_weight`): low rank, with a tangent kernel, no pair set."""
         return ctx.low_rank and ctx.tangent and pairs is None and type(following) is Weight
 
     def evaluate_with_weight(self, k: Kernel, ctx: KernelContext, weight: "Weight", kernel: bool = True) -> Kernel:
-        """Low rank with a tangent kernel, this ReLU then ``weight``: ``K <- s_w^2 g(K)`` and
-        ``Theta <- s_w^2 (g'(K) o Theta + g(K))``, the weight's own term factorised with the ReLU's
-        in one pass over ``Q Q[a]^T`` (``relu_roots``), so that ``P`` stays as wide as ``Q``
+        """Low rank with a tangent kernel, this activation then ``weight``: ``K <- s_w^2 g(K)`` and
+        ``Theta <- s_w^2 (g'(K) o Theta + g(K))``, the weight's own term factorised with the activation's
+        in one pass over ``Q Q[a]^T`` (``activation_roots``), so that ``P`` stays as wide as ``Q``
         (``[s_w P, s_w Q]`` side by side doubled it at every layer; at Reddit's size that passed the
         machine's memory). The same kernels as the two blocks one after the other, up to the
         Nystrom step: one root of the sum instead of the roots of its terms side by side. Without
         ``kernel`` (no block after the weight reads ``K``), ``Theta``'s root alone: the output
         carries no ``K`` (see :meth:`Serial._evaluate`)."""
-        q, p = ctx.roots.relu_roots(k.root, k.tangent.root, ctx.landmarks, with_kernel=True, kernel_root=kernel)
+        q, p = ctx.roots.activation_roots(k.root, k.tangent.root, ctx.landmarks, with_kernel=True, kernel_root=kernel, activation=self.activation)
         if q is None:
             return Kernel(None, tangent=Kernel(None, root=p if is_constant(weight.factor, 1) else p * weight.factor))
         if is_constant(weight.factor, 1):
@@ -445,14 +454,26 @@ class ReLU(Block):
         return cov, values[support.lookup(pairs.rows, pairs.rows, n)], values[support.lookup(pairs.cols, pairs.cols, n)]
 
     def on_pairs(self, k, ctx, pairs):
-        return PairValues(pairs, relu_expectation_entries(*self._pair_moments(k, ctx, pairs)))
+        return PairValues(pairs, self.activation.expectation_entries(*self._pair_moments(k, ctx, pairs)))
 
     def tangent_on_pairs(self, k, out, ctx, pairs):
         theta = k.tangent.pairs
         if is_zero(theta):
             return zero_like(out.pairs)
         values = root_on_pairs(theta.root, pairs) if isinstance(theta, Kernel) else theta.on(pairs, ctx.num_nodes)
-        return PairValues(pairs, relu_derivative_expectation_entries(*self._pair_moments(k.pairs, ctx, pairs)) * values)
+        return PairValues(pairs, self.activation.derivative_entries(*self._pair_moments(k.pairs, ctx, pairs)) * values)
+
+
+class ReLU(Elementwise):
+    """``X <- relu(X)``: ``K <- g(K)``, ``g`` the arc-cosine kernel of order 1."""
+
+    activation = RELU
+
+
+class Erf(Elementwise):
+    """``X <- erf(X)``: ``K <- (2 / pi) arcsin(2 K_xy / sqrt((1 + 2 K_xx)(1 + 2 K_yy)))``."""
+
+    activation = ERF
 
 
 class Serial(Block):
@@ -537,7 +558,7 @@ class Serial(Block):
                 need = plan[i - 1] if i else (block.support(rows, ctx), None if columns is None else block.support(columns, ctx))
                 k = k.restrict(*need)
             following = self.blocks[i + 1] if i + 1 < len(self.blocks) else None
-            if isinstance(block, ReLU) and k is not None and block.fuses(following, ctx, out_pairs):
+            if isinstance(block, Elementwise) and k is not None and block.fuses(following, ctx, out_pairs):
                 last = following is ctx.last_kernel_reader
                 k, fused = block.evaluate_with_weight(k, ctx, following, kernel=not last), True
                 continue

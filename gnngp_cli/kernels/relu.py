@@ -38,16 +38,6 @@ def relu_expectation_entries(cov: Tensor, var_x: Tensor, var_y: Tensor) -> Tenso
     return out.mul_(sd_x).mul_(sd_y).div_(2 * math.pi)
 
 
-def relu_expectation(cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> Tensor:
-    """``g(K)`` for a block ``cov = K[rows, cols]`` with diagonals ``var_rows = K_xx`` and
-    ``var_cols = K_yy`` (see :func:`relu_expectation_entries`), in row chunks to bound temporaries."""
-    out = torch.empty_like(cov)
-    for start in range(0, cov.size(0), chunk_rows):
-        stop = min(start + chunk_rows, cov.size(0))
-        out[start:stop] = relu_expectation_entries(cov[start:stop], var_rows[start:stop, None], var_cols[None, :])
-    return out
-
-
 ROUND_OFF_COSINE = 8   # ulps: a cosine this close to +-1 is +-1 in g' (see relu_derivative_expectation_entries)
 
 
@@ -71,19 +61,9 @@ def relu_derivative_expectation_entries(cov: Tensor, var_x: Tensor, var_y: Tenso
     return torch.where(nonzero, (math.pi - t) / (2 * math.pi), 0)
 
 
-def relu_derivative_expectation(cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> Tensor:
-    """``g'(K)`` for a block ``cov = K[rows, cols]`` (see :func:`relu_derivative_expectation_entries`),
-    in row chunks to bound temporaries."""
-    out = torch.empty_like(cov)
-    for start in range(0, cov.size(0), chunk_rows):
-        stop = min(start + chunk_rows, cov.size(0))
-        out[start:stop] = relu_derivative_expectation_entries(cov[start:stop], var_rows[start:stop, None], var_cols[None, :])
-    return out
-
-
 def relu_expectations(cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> tuple[Tensor, Tensor]:
     """``g(K)`` and ``g'(K)`` of one block in one elementwise pass (the cosine and its ``arccos``
-    taken once), equal bit for bit to :func:`relu_expectation` and :func:`relu_derivative_expectation`;
+    taken once), equal bit for bit to ``RELU.expectation`` and ``RELU.derivative`` (:mod:`.activations`);
     without a gradient (the low-rank tangent step at scale; a fit goes through those two)."""
     g, dg = torch.empty_like(cov), torch.empty_like(cov)
     with torch.no_grad():

@@ -11,10 +11,12 @@ product, which both kinds of array have):
 | ``with_constant``    | Bias         | ``[Q, s_b 1]``                                |
 | ``side_by_side``     | Add          | ``[Q1, Q2]``                                  |
 | ``convolve``         | Conv         | ``A Q``                                       |
-| ``relu_root``        | ReLU         | ``chol(g(Q Q^T))`` on the landmarks (Nystrom) |
-| ``relu_tangent_root``| ReLU (NTK)   | ``chol(g'(Q Q^T) o P P^T)`` on the landmarks  |
-| ``relu_roots``       | ReLU, weight | both, in one pass, ``+ g`` for the weight     |
-| ``product_root``     | Product      | ``chol(Q1 Q1^T o Q2 Q2^T)`` on the landmarks  |
+| ``activation_root``        | ReLU, erf, ...  | ``chol(g(Q Q^T))`` on the landmarks (Nystrom) |
+| ``activation_tangent_root``| the same (NTK)  | ``chol(g'(Q Q^T) o P P^T)`` on the landmarks  |
+| ``activation_roots``       | it, then weight | both, in one pass, ``+ g`` for the weight     |
+| ``product_root``           | Product         | ``chol(Q1 Q1^T o Q2 Q2^T)`` on the landmarks  |
+
+(``g``, ``g'``: the activation's expectations, :class:`~.activations.Activation`, ReLU's by default)
 
 and ``layer_output``, the check of a named layer's output (a backing that computes lazily also
 materialises the layer there).
@@ -29,29 +31,30 @@ from torch import Tensor
 from .. import runtime
 from ..progress import within
 from .numerics import NystromFactor, check_kernel, nystrom_root
-from .relu import relu_derivative_expectation, relu_expectation, relu_expectations
+from .activations import RELU, Activation
 from .value import Kernel
 
 
-def relu_nystrom_rows(q: Tensor, q_a: Tensor, var_a: Tensor, factor: NystromFactor, is_landmark: Tensor, index: Tensor) -> Tensor:
+def activation_nystrom_rows(q: Tensor, q_a: Tensor, var_a: Tensor, factor: NystromFactor, is_landmark: Tensor, index: Tensor,
+                            activation: Activation = RELU) -> Tensor:
     """Rows of ``chol(g(Q Q^T))`` from rows ``q`` of ``Q``: ``C[b, a] = g(Q_b Q[a]^T)`` with the
     variances ``diag Q_b Q_b^T`` and ``var_a``, then the factor of ``C[a, a]`` (``is_landmark``,
     ``index``: which rows are landmarks, and which; see :meth:`NystromFactor.apply`)."""
     var = (q * q).sum(1)
-    return factor.apply(relu_expectation(q @ q_a.T, var, var_a), is_landmark, index)
+    return factor.apply(activation.expectation(q @ q_a.T, var, var_a), is_landmark, index)
 
 
-def relu_tangent_cross(q: Tensor, p: Optional[Tensor], q_a: Tensor, p_a: Optional[Tensor]) -> Tensor:
-    """``g'(Q_b Q_a^T) o (P_b P_a^T)``: rows ``b`` of the ReLU's tangent kernel on the landmark
+def activation_tangent_cross(q: Tensor, p: Optional[Tensor], q_a: Tensor, p_a: Optional[Tensor], activation: Activation = RELU) -> Tensor:
+    """``g'(Q_b Q_a^T) o (P_b P_a^T)``: rows ``b`` of the activation's tangent kernel on the landmark
     columns ``a``, from rows of the NNGP root ``Q`` and of the tangent root ``P`` (``None``: ``P``
     is ``Q``, as after a first layer, whose tangent kernel is its NNGP kernel)."""
     var, var_a = (q * q).sum(1), (q_a * q_a).sum(1)
     cross = q @ q_a.T
-    return relu_derivative_expectation(cross, var, var_a) * (cross if p is None else p @ p_a.T)
+    return activation.derivative(cross, var, var_a) * (cross if p is None else p @ p_a.T)
 
 
-def relu_pair_rows(q: Tensor, p: Optional[Tensor], q_a: Tensor, p_a: Optional[Tensor], var_a: Tensor,
-                   with_kernel: bool) -> tuple[Tensor, Tensor]:
+def activation_pair_rows(q: Tensor, p: Optional[Tensor], q_a: Tensor, p_a: Optional[Tensor], var_a: Tensor,
+                         with_kernel: bool, activation: Activation = RELU) -> tuple[Tensor, Tensor]:
     """Rows of ``g(K)`` and of ``g'(K) o Theta`` (plus ``g(K)`` with ``with_kernel``: the term of the
     weight that follows) on the landmark columns, reading ``Q Q[a]^T`` once; ``P`` may have no
     columns (a tangent kernel of 0), or be ``None``: ``P`` is ``Q`` (``Theta = K``, after a first
@@ -59,12 +62,12 @@ def relu_pair_rows(q: Tensor, p: Optional[Tensor], q_a: Tensor, p_a: Optional[Te
     var = (q * q).sum(1)
     cross = q @ q_a.T
     if p is not None and p.size(1) == 0:
-        g = relu_expectation(cross, var, var_a)
+        g = activation.expectation(cross, var, var_a)
         return g, g.clone() if with_kernel else torch.zeros_like(g)
-    if torch.is_grad_enabled() and (q.requires_grad or (p is not None and p.requires_grad)):
-        g, dg = relu_expectation(cross, var, var_a), relu_derivative_expectation(cross, var, var_a)
+    if activation.both is None or (torch.is_grad_enabled() and (q.requires_grad or (p is not None and p.requires_grad))):
+        g, dg = activation.expectation(cross, var, var_a), activation.derivative(cross, var, var_a)
     else:   # one pass over the cosines for both
-        g, dg = relu_expectations(cross, var, var_a)
+        g, dg = activation.both(cross, var, var_a)
     tangent_cross = cross if p is None else p @ p_a.T
     theta = dg.mul_(tangent_cross) if not dg.requires_grad else dg * tangent_cross
     return g, theta + g if with_kernel else theta
@@ -103,9 +106,10 @@ class RootBacking(Protocol):
     def with_constant(self, root: Any, value: float) -> Any: ...
     def side_by_side(self, roots: list) -> Any: ...
     def convolve(self, adjacency: Any, root: Any) -> Any: ...
-    def relu_root(self, root: Any, landmarks: Tensor) -> Any: ...
-    def relu_tangent_root(self, root: Any, tangent: Any, landmarks: Tensor) -> Any: ...
-    def relu_roots(self, root: Any, tangent: Any, landmarks: Tensor, with_kernel: bool, kernel_root: bool = True) -> tuple[Any, Any]: ...
+    def activation_root(self, root: Any, landmarks: Tensor, activation: Activation = RELU) -> Any: ...
+    def activation_tangent_root(self, root: Any, tangent: Any, landmarks: Tensor, activation: Activation = RELU) -> Any: ...
+    def activation_roots(self, root: Any, tangent: Any, landmarks: Tensor, with_kernel: bool, kernel_root: bool = True,
+                         activation: Activation = RELU) -> tuple[Any, Any]: ...
     def product_root(self, first: Any, second: Any, landmarks: Tensor) -> Any: ...
     def layer_output(self, k: Kernel, name: str) -> Kernel: ...
 
@@ -126,22 +130,23 @@ class TorchRoots:
         """``A Q`` over every node."""
         return adjacency.matmul(root)
 
-    def relu_root(self, root: Tensor, landmarks: Tensor) -> Tensor:
+    def activation_root(self, root: Tensor, landmarks: Tensor, activation: Activation = RELU) -> Tensor:
         """``chol(g(Q Q^T))``: ``g`` of ``Q Q[a]^T`` with the variances ``diag Q Q^T``, then the
         Nystrom root on the landmarks ``a``. Past ``runtime.ROW_BLOCK_ENTRIES``, without a gradient, the
-        same by row blocks into one output (:func:`relu_nystrom_rows`, as the Dask backing)."""
+        same by row blocks into one output (:func:`activation_nystrom_rows`, as the Dask backing)."""
         n, r = root.size(0), landmarks.numel()
         if root.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
             var = (root * root).sum(1)
-            cross = relu_expectation(root @ root[landmarks].T, var, var[landmarks])
+            cross = activation.expectation(root @ root[landmarks].T, var, var[landmarks])
             return nystrom_root(cross, landmarks, "activation")
         q_a = root[landmarks]
         var_a = (q_a * q_a).sum(1)
-        factor = NystromFactor.of(relu_expectation(q_a @ q_a.T, var_a, var_a), "activation")
-        return by_row_blocks(root, landmarks, "ReLU",
-                             lambda start, stop, is_landmark, index: relu_nystrom_rows(root[start:stop], q_a, var_a, factor, is_landmark, index))
+        factor = NystromFactor.of(activation.expectation(q_a @ q_a.T, var_a, var_a), "activation")
+        return by_row_blocks(root, landmarks, activation.name,
+                             lambda start, stop, is_landmark, index: activation_nystrom_rows(root[start:stop], q_a, var_a, factor, is_landmark, index,
+                                                                                             activation))
 
-    def relu_tangent_root(self, root: Tensor, tangent: Tensor, landmarks: Tensor) -> Tensor:
+    def activation_tangent_root(self, root: Tensor, tangent: Tensor, landmarks: Tensor, activation: Activation = RELU) -> Tensor:
         """The root of ``g'(Q Q^T) o P P^T`` (``P``: the tangent kernel's root): its columns on the
         landmarks ``a`` with the variances ``diag Q Q^T``, then the Nystrom root on ``a``. No
         columns stay none (a tangent kernel of 0)."""
@@ -150,38 +155,38 @@ class TorchRoots:
         n, r = root.size(0), landmarks.numel()
         same = tangent is root   # Theta = K: P P^T is Q Q^T, computed once
         if tangent.requires_grad or root.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
-            return nystrom_root(relu_tangent_cross(root, None if same else tangent, root[landmarks], None if same else tangent[landmarks]),
-                                landmarks, "activation (tangent)")
+            return nystrom_root(activation_tangent_cross(root, None if same else tangent, root[landmarks], None if same else tangent[landmarks],
+                                                         activation), landmarks, "activation (tangent)")
         q_a, p_a = root[landmarks], None if same else tangent[landmarks]
-        factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
-        return by_row_blocks(root, landmarks, "ReLU tangent", lambda start, stop, is_landmark, index: factor.apply(
-            relu_tangent_cross(root[start:stop], None if same else tangent[start:stop], q_a, p_a), is_landmark, index))
+        factor = NystromFactor.of(activation_tangent_cross(q_a, p_a, q_a, p_a, activation), "activation (tangent)")
+        return by_row_blocks(root, landmarks, f"{activation.name} tangent", lambda start, stop, is_landmark, index: factor.apply(
+            activation_tangent_cross(root[start:stop], None if same else tangent[start:stop], q_a, p_a, activation), is_landmark, index))
 
-    def relu_roots(self, root: Tensor, tangent: Tensor, landmarks: Tensor, with_kernel: bool,
-                   kernel_root: bool = True) -> tuple[Optional[Tensor], Tensor]:
-        """``relu_root`` and ``relu_tangent_root`` in one pass over ``Q Q[a]^T`` (the tangent root
+    def activation_roots(self, root: Tensor, tangent: Tensor, landmarks: Tensor, with_kernel: bool,
+                         kernel_root: bool = True, activation: Activation = RELU) -> tuple[Optional[Tensor], Tensor]:
+        """``activation_root`` and ``activation_tangent_root`` in one pass over ``Q Q[a]^T`` (the tangent root
         of ``g'(Q Q^T) o P P^T + g(Q Q^T)`` with ``with_kernel``: a weight's own term, so that ``P``
-        stays as wide as ``Q``; see :meth:`~.blocks.ReLU.evaluate_with_weight`). Without
+        stays as wide as ``Q``; see :meth:`~.blocks.Elementwise.evaluate_with_weight`). Without
         ``kernel_root``, the tangent root alone (``None`` for ``g``'s)."""
         n, r = root.size(0), landmarks.numel()
         same = tangent is root   # Theta = K (after a first layer): P P[a]^T is Q Q[a]^T, computed once
         q_a, p_a = root[landmarks], None if same else tangent[landmarks]
         var_a = (q_a * q_a).sum(1)
         if tangent.requires_grad or root.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
-            g, theta = relu_pair_rows(root, None if same else tangent, q_a, p_a, var_a, with_kernel)
+            g, theta = activation_pair_rows(root, None if same else tangent, q_a, p_a, var_a, with_kernel, activation)
             return (nystrom_root(g, landmarks, "activation") if kernel_root else None), nystrom_root(theta, landmarks, "activation (tangent)")
-        g_a, theta_a = relu_pair_rows(q_a, p_a, q_a, p_a, var_a, with_kernel)
+        g_a, theta_a = activation_pair_rows(q_a, p_a, q_a, p_a, var_a, with_kernel, activation)
         factors = NystromFactor.of(g_a, "activation") if kernel_root else None, NystromFactor.of(theta_a, "activation (tangent)")
 
         def rows(start, stop, is_landmark, index):
-            g, theta = relu_pair_rows(root[start:stop], None if same else tangent[start:stop], q_a, p_a, var_a, with_kernel)
+            g, theta = activation_pair_rows(root[start:stop], None if same else tangent[start:stop], q_a, p_a, var_a, with_kernel, activation)
             if not kernel_root:
                 return factors[1].apply(theta, is_landmark, index)
             return factors[0].apply(g, is_landmark, index), factors[1].apply(theta, is_landmark, index)
 
         if not kernel_root:
-            return None, by_row_blocks(root, landmarks, "ReLU's tangent", rows)
-        return by_row_blocks(root, landmarks, "ReLU and its tangent", rows, outputs=2)
+            return None, by_row_blocks(root, landmarks, f"{activation.name}'s tangent", rows)
+        return by_row_blocks(root, landmarks, f"{activation.name} and its tangent", rows, outputs=2)
 
     def product_root(self, first: Tensor, second: Tensor, landmarks: Tensor) -> Tensor:
         """The root of ``Q1 Q1^T o Q2 Q2^T`` (an entrywise product of kernels): its columns on the

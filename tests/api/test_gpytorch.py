@@ -7,7 +7,7 @@ gpytorch = pytest.importorskip("gpytorch")
 
 from gnngp_cli.api import compose  # noqa: E402
 from gnngp_cli.gp.mll import log_marginal_likelihood, training_kernel  # noqa: E402
-from gnngp_cli.gp.inference import regression_targets  # noqa: E402
+from gnngp_cli.gp.sufficient import regression_targets  # noqa: E402
 from gnngp_cli.job.loading import load_graph  # noqa: E402
 from gnngp_cli.gpytorch import GNNGPKernel  # noqa: E402
 from gnngp_cli.kernels import KERNELS, BaseKernel, KernelContext  # noqa: E402

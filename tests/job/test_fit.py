@@ -186,7 +186,7 @@ def test_fit_mll_without_validation_labels_writes_fitted_values():
 @pytest.mark.parametrize("kernel", ["gcngp", "gcngp_x"])
 def test_fit_mll_increases_the_objective_and_adam_and_lbfgs_agree(kernel):
     from gnngp_cli.gp.mll import fit_hyperparameters
-    from gnngp_cli.gp.inference import regression_targets
+    from gnngp_cli.gp.sufficient import regression_targets
     from gnngp_cli.job.loading import load_graph
     from gnngp_cli.kernels import KERNELS
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from gnngp_cli.backends.local import local_group, local_kernel, local_statistics
-from gnngp_cli.gp.inference import log_grid, predict, regression_targets
+from gnngp_cli.gp.inference import log_grid, predict
+from gnngp_cli.gp.sufficient import regression_targets
 from gnngp_cli.kernels import Kernel
 from gnngp_cli.metrics import METRICS, default_metric, uncertainty_metrics
 
@@ -117,7 +118,7 @@ def test_an_exponential_base_kernel_has_no_subnormal_entries(name, dtype):
 
 
 def test_a_gram_of_orthogonal_columns_is_decomposed_by_its_diagonal_and_others_by_eigh():
-    from gnngp_cli.gp.inference import gram_eigh
+    from gnngp_cli.gp.sufficient import gram_eigh
     from gnngp_cli.kernels.numerics import nystrom_root
 
     g = torch.Generator().manual_seed(1)
@@ -139,7 +140,8 @@ def test_posterior_variances_by_row_blocks_equal_the_one_product(monkeypatch):
     """Past ROW_BLOCK_ENTRIES the variances are computed by row blocks (a Reddit-sized
     GCNGP-X held three N x r temporaries for them); the values are the same."""
     from gnngp_cli import runtime
-    from gnngp_cli.gp.inference import LowRankPosterior, low_rank_statistics
+    from gnngp_cli.gp.posterior import LowRankPosterior
+    from gnngp_cli.gp.sufficient import low_rank_statistics
 
     g = torch.Generator().manual_seed(1)
     root = torch.randn(500, 30, generator=g, dtype=torch.float64)

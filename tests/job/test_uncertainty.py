@@ -12,7 +12,8 @@ from gnngp_cli.api import compose
 from gnngp_cli.backends.local import LocalBackend
 from gnngp_cli.data.protocols import centrality
 from gnngp_cli.job.gp_job import GPJob
-from gnngp_cli.gp.inference import ExactPosterior, LowRankPosterior, TrainingStatistics, low_rank_statistics
+from gnngp_cli.gp.posterior import ExactPosterior, LowRankPosterior
+from gnngp_cli.gp.sufficient import TrainingStatistics, low_rank_statistics
 from gnngp_cli.gp.likelihoods import DirichletPosterior, dirichlet_targets
 from gnngp_cli.job.loading import load_graph
 from gnngp_cli.metrics import METRICS, MetricInput

@@ -165,6 +165,24 @@ def test_node_sets_pairs_and_low_rank_on_every_landmark_give_the_same_tangent_ke
         assert float((root @ root.T - full).abs().max()) <= 1e-6 * scale
 
 
+def test_an_erf_network_gives_the_same_kernels_on_node_sets_pairs_and_roots():
+    """The generic activation block with erf (its own expectations, no ReLU code): the NNGP and
+    tangent kernels over every node, on a node set with its pair diagonal, and as a low-rank root
+    with every node a landmark agree to 1e-6 (float64), as the ReLU's do above."""
+    ei, x = random_graph()
+    every, rows = torch.arange(x.size(0)), torch.tensor([0, 3, 5, 7, 11, 20, 33])
+    for layers in (1, 3):
+        plain = composed(layers, first=["input", "weight", "conv", "bias"], hidden=["erf", "weight", "conv", "bias"], sigma_w=1.1, sigma_b=0.2)
+        for network in (plain, Tangent(plain)):
+            full = network(None, context(x, ei)[0], every).dense()
+            scale = float(full.abs().max())
+            block, diagonal = exact_kernel(network, context(x, ei)[0], rows, rows[:4])
+            root = network(None, context(x, ei, landmarks=every)[0], None).root
+            assert float((block.dense() - full[rows][:, rows[:4]]).abs().max()) <= 1e-6 * scale
+            assert float((diagonal - full.diagonal()).abs().max()) <= 1e-6 * scale
+            assert float((root @ root.T - full).abs().max()) <= 1e-6 * scale
+
+
 def test_one_gat_layer_has_three_times_its_nngp_as_its_tangent_kernel():
     """One GAT layer without bias, ``sum_j A_ij (a . H_i + a' . H_j) H_j`` with ``H = X W``, is of
     degree 3 in its parameters: the score's ``W``, the message's ``W`` and ``a`` each contribute
@@ -208,7 +226,8 @@ def test_relu_derivative_expectation_is_the_probability_both_units_fire():
 def test_both_relu_expectations_in_one_pass_equal_each_alone_bit_for_bit(dtype):
     """The fused pass of the low-rank tangent step (one ``arccos``) changes no bit of ``g`` or
     ``g'``: equal cosines of +-1 (a node and its copy or its negation), a zero row, row chunks."""
-    from gnngp_cli.kernels.relu import relu_derivative_expectation, relu_expectation, relu_expectations
+    from gnngp_cli.kernels.activations import RELU
+    from gnngp_cli.kernels.relu import relu_expectations
 
     g = torch.Generator().manual_seed(0)
     q = torch.randn(300, 12, generator=g, dtype=torch.float64).to(dtype)
@@ -217,8 +236,8 @@ def test_both_relu_expectations_in_one_pass_equal_each_alone_bit_for_bit(dtype):
     var, var_a = (q * q).sum(1), (q_a * q_a).sum(1)
     cross = q @ q_a.T
     both = relu_expectations(cross, var, var_a, chunk_rows=64)
-    assert torch.equal(both[0], relu_expectation(cross, var, var_a))
-    assert torch.equal(both[1], relu_derivative_expectation(cross, var, var_a))
+    assert torch.equal(both[0], RELU.expectation(cross, var, var_a))
+    assert torch.equal(both[1], RELU.derivative(cross, var, var_a))
 
 
 def test_tangent_kernel_gradient_is_finite_for_fitting():
@@ -243,7 +262,8 @@ def test_a_kernel_without_trained_parameters_is_refused_with_the_ntk(name):
 def _posteriors(seed: int = 0):
     """An exact and a low-rank posterior of the same kernel ``K = Q Q^T`` (40 nodes, 15 of them
     training nodes, two outputs), with the prediction features of each."""
-    from gnngp_cli.gp.inference import ExactPosterior, LowRankPosterior, TrainingStatistics, low_rank_statistics
+    from gnngp_cli.gp.posterior import ExactPosterior, LowRankPosterior
+    from gnngp_cli.gp.sufficient import TrainingStatistics, low_rank_statistics
 
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(40, 25, generator=g, dtype=torch.float64)
@@ -256,7 +276,7 @@ def _posteriors(seed: int = 0):
 
 
 def test_infinite_training_time_is_kernel_regression_and_equals_the_gp_mean_at_zero_nugget():
-    from gnngp_cli.gp.inference import TrainingTimes
+    from gnngp_cli.gp.posterior import TrainingTimes
 
     k, q, train, y, exact, low = _posteriors()
     every = torch.arange(40)
@@ -272,7 +292,7 @@ def test_infinite_training_time_is_kernel_regression_and_equals_the_gp_mean_at_z
 def test_short_training_stays_near_the_prior_mean_and_moves_along_the_kernel_gradient():
     """``f_0 = 0`` (the prior mean), ``f_t ~ rate t Theta[*, b] y`` for small ``t`` (one gradient
     step), the training error falls with ``t``, and exact and low rank agree at every time."""
-    from gnngp_cli.gp.inference import TrainingTimes
+    from gnngp_cli.gp.posterior import TrainingTimes
 
     k, q, train, y, exact, low = _posteriors(1)
     every = torch.arange(40)
@@ -309,7 +329,8 @@ def test_the_output_variance_after_training_time_is_that_of_the_linearised_netwo
     its NNGP ``K = Q Q^T``; and the NNGP alone, ``Theta = K``) against the variance of the linear
     map the trained network's output is of its initial one: at ``t = 0`` the prior ``diag K``, at
     ``t = inf`` on the NNGP the GP's noise-free posterior variance. The statistics add over row blocks."""
-    from gnngp_cli.gp.inference import ExactPosterior, LowRankPosterior, TrainingStatistics, TrainingTimes, low_rank_statistics
+    from gnngp_cli.gp.posterior import ExactPosterior, LowRankPosterior, TrainingTimes
+    from gnngp_cli.gp.sufficient import TrainingStatistics, low_rank_statistics
 
     g = torch.Generator().manual_seed(3)
     n, rate = 40, 0.3
@@ -420,10 +441,10 @@ def test_low_rank_tangent_root_by_row_blocks_equals_the_whole(monkeypatch):
     g = torch.Generator().manual_seed(0)
     q, p = torch.randn(500, 20, generator=g, dtype=torch.float64), torch.randn(500, 30, generator=g, dtype=torch.float64)
     landmarks = torch.arange(0, 500, 7)
-    whole = TorchRoots().relu_tangent_root(q, p, landmarks)
+    whole = TorchRoots().activation_tangent_root(q, p, landmarks)
     monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 1000)
-    torch.testing.assert_close(TorchRoots().relu_tangent_root(q, p, landmarks), whole, rtol=1e-12, atol=1e-12)
-    assert TorchRoots().relu_tangent_root(q, p[:, :0], landmarks).shape == (500, 0)   # a tangent kernel of 0 stays 0
+    torch.testing.assert_close(TorchRoots().activation_tangent_root(q, p, landmarks), whole, rtol=1e-12, atol=1e-12)
+    assert TorchRoots().activation_tangent_root(q, p[:, :0], landmarks).shape == (500, 0)   # a tangent kernel of 0 stays 0
 
 
 def test_the_relu_and_the_weight_after_it_in_one_pass_keep_the_tangent_root_as_wide_as_the_nngp_root(monkeypatch):
@@ -438,18 +459,18 @@ def test_the_relu_and_the_weight_after_it_in_one_pass_keep_the_tangent_root_as_w
     q, p = torch.randn(60, 20, generator=g, dtype=torch.float64), torch.randn(60, 30, generator=g, dtype=torch.float64)
     every = torch.arange(60)
     roots = TorchRoots()
-    q1, p1 = roots.relu_roots(q, p, every, with_kernel=True)
-    relu_q = roots.relu_root(q, every)
-    theta = roots.relu_tangent_root(q, p, every)
+    q1, p1 = roots.activation_roots(q, p, every, with_kernel=True)
+    relu_q = roots.activation_root(q, every)
+    theta = roots.activation_tangent_root(q, p, every)
     assert q1.shape == (60, 60) and p1.shape == (60, 60)
     torch.testing.assert_close(q1 @ q1.T, relu_q @ relu_q.T, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(p1 @ p1.T, theta @ theta.T + relu_q @ relu_q.T, rtol=1e-9, atol=1e-9)
-    _, zero = roots.relu_roots(q, p[:, :0], every, with_kernel=True)
+    _, zero = roots.activation_roots(q, p[:, :0], every, with_kernel=True)
     torch.testing.assert_close(zero @ zero.T, relu_q @ relu_q.T, rtol=1e-9, atol=1e-9)
     landmarks = torch.arange(0, 60, 4)
-    whole = roots.relu_roots(q, p, landmarks, with_kernel=True)
+    whole = roots.activation_roots(q, p, landmarks, with_kernel=True)
     monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 100)
-    blocks = roots.relu_roots(q, p, landmarks, with_kernel=True)
+    blocks = roots.activation_roots(q, p, landmarks, with_kernel=True)
     for a, b in zip(blocks, whole):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
@@ -493,12 +514,12 @@ def test_a_low_rank_tangent_kernel_computes_each_root_once_and_no_nngp_root_that
         with pytest.MonkeyPatch.context() as patch:
             if blocks:
                 patch.setattr(runtime, "ROW_BLOCK_ENTRIES", 1000)
-            for shared, copy in zip(roots.relu_roots(q, q, landmarks, with_kernel=True), roots.relu_roots(q, q.clone(), landmarks, with_kernel=True)):
+            for shared, copy in zip(roots.activation_roots(q, q, landmarks, with_kernel=True), roots.activation_roots(q, q.clone(), landmarks, with_kernel=True)):
                 torch.testing.assert_close(shared, copy, rtol=1e-12, atol=1e-12)
-            alone = roots.relu_roots(q, q, landmarks, with_kernel=True, kernel_root=False)
+            alone = roots.activation_roots(q, q, landmarks, with_kernel=True, kernel_root=False)
             assert alone[0] is None
             torch.testing.assert_close(alone[1], copy, rtol=1e-12, atol=1e-12)
-            torch.testing.assert_close(roots.relu_tangent_root(q, q, landmarks), roots.relu_tangent_root(q, q.clone(), landmarks), rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(roots.activation_tangent_root(q, q, landmarks), roots.activation_tangent_root(q, q.clone(), landmarks), rtol=1e-12, atol=1e-12)
 
 
 def test_a_low_rank_tangent_layer_releases_each_input_root_once_its_output_is_made():

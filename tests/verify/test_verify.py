@@ -5,6 +5,7 @@ kernel below (built here, not in the package) fails. Seeds are fixed, so the out
 deterministic; the statistical properties themselves are checked on synthetic data.
 """
 import math
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -14,6 +15,7 @@ from helpers import in_process
 from gnngp_cli.api import compose, run
 from gnngp_cli.errors import ConfigError
 from gnngp_cli.kernels import KERNELS, BaseKernel
+from gnngp_cli.kernels.activations import RELU
 from gnngp_cli.kernels.architectures import gcn, rbf
 from gnngp_cli.kernels.blocks import Bias, Conv, Input, ReLU, Serial, Weight
 from gnngp_cli.report import FIGURE3_NOTE, write_report
@@ -266,8 +268,8 @@ def test_relu_expectation_off_by_one_percent_fails_against_the_derived_network(m
 
     cfg, prep = prepared()
     right = check_with(cfg, prep, prep.kernel)
-    expectation = blocks.relu_expectation
-    monkeypatch.setattr(blocks, "relu_expectation", lambda *args, **kwargs: 1.01 * expectation(*args, **kwargs))
+    expectation = RELU.expectation_entries   # the activation's g, which every path reads (dense, pairs, roots)
+    monkeypatch.setattr(blocks.ReLU, "activation", replace(RELU, expectation_entries=lambda *args: 1.01 * expectation(*args)))
     planted = prepare_check(cfg).kernel
     monkeypatch.undo()
     assert 0.002 < float(torch.linalg.norm(planted - prep.kernel) / torch.linalg.norm(prep.kernel)) < 0.01
@@ -347,7 +349,7 @@ def planted(monkeypatch, prep, error: str) -> torch.Tensor:
     if error == "dropped weight term":
         monkeypatch.setattr(blocks.Weight, "tangent_terms", lambda self: [(self, blocks.TANGENT)])
     else:
-        monkeypatch.setattr(blocks, "relu_derivative_expectation", lambda cov, var_rows, var_cols: torch.full_like(cov, 0.5))
+        monkeypatch.setattr(blocks.ReLU, "activation", replace(RELU, derivative_entries=lambda cov, var_x, var_y: torch.full_like(cov, 0.5)))
     wrong = kernel_of(prep, Tangent(gcn(2, 1.0, 0.5)))
     monkeypatch.undo()
     return wrong
@@ -393,7 +395,7 @@ def test_gat_tangent_kernel_fails_with_half_the_product_rule(monkeypatch):
     """GAT's attention multiplies a score by its message: its tangent kernel needs both terms of
     the product rule. With one of them the empirical NTKs of wide GATs reject it, while the right
     kernel passes. (The wrong derivative kernel is planted in the GCN's test above: the LeakyReLU
-    reads the same ``relu_derivative_expectation``; in GAT its diagonal value 1/2 moves the kernel
+    reads the same ``RELU.derivative_entries``; in GAT its diagonal value 1/2 moves the kernel
     by 6% of its norm, which only the default widths, up to 1024, tell from noise.)"""
     from dataclasses import replace
 

@@ -33,7 +33,8 @@ from ...data.store import default_root
 from ...errors import ConfigError, DatasetError, ResourceError
 from ...job.backend_interface import GraphInfo
 from ...job.estimate import Estimate, rowblock_estimate
-from ...gp.inference import SPLITS, RowGroup, TrainingStatistics, low_rank_statistics, regression_targets
+from ...gp.posterior import RowGroup
+from ...gp.sufficient import SPLITS, TrainingStatistics, low_rank_statistics, regression_targets
 from ...gp.likelihoods import LIKELIHOODS
 from ...results.rows import dataset_label
 from ...kernels import Architecture, BaseKernel

@@ -27,8 +27,8 @@ import torch
 from ...errors import KernelError
 from ...kernels.context import KernelContext
 from ...kernels.numerics import NystromFactor
-from ...kernels.relu import relu_expectation
-from ...kernels.torch_roots import product_cross, relu_nystrom_rows, relu_pair_rows, relu_tangent_cross
+from ...kernels.activations import RELU, Activation
+from ...kernels.torch_roots import activation_nystrom_rows, activation_pair_rows, activation_tangent_cross, product_cross
 from ...kernels.value import Kernel
 from .sharded_graph import ShardedGraph, task_block
 from .root_files import RootStore
@@ -63,28 +63,29 @@ def _landmark_rows(landmarks: np.ndarray, start: int, rows: int) -> tuple[torch.
     return is_landmark, torch.arange(int(lo), int(hi))
 
 
-def _relu_nystrom(q_b: np.ndarray, start: int, q_a: torch.Tensor, var_a: torch.Tensor, factor: NystromFactor, landmarks: np.ndarray) -> np.ndarray:
+def _activation_nystrom(q_b: np.ndarray, start: int, q_a: torch.Tensor, var_a: torch.Tensor, factor: NystromFactor, landmarks: np.ndarray,
+                        activation: Activation) -> np.ndarray:
     """Rows of ``chol(g(Q Q^T))``: ``C[b, a] = g(Q_b Q[a]^T)``, then the factor."""
     q = torch.from_numpy(np.ascontiguousarray(q_b))
-    return relu_nystrom_rows(q, q_a, var_a, factor, *_landmark_rows(landmarks, start, q.size(0))).numpy()
+    return activation_nystrom_rows(q, q_a, var_a, factor, *_landmark_rows(landmarks, start, q.size(0)), activation).numpy()
 
 
-def _relu_tangent_nystrom(qp_b: np.ndarray, start: int, width: int, q_a: torch.Tensor, p_a: torch.Tensor, factor: NystromFactor,
-                          landmarks: np.ndarray) -> np.ndarray:
+def _activation_tangent_nystrom(qp_b: np.ndarray, start: int, width: int, q_a: torch.Tensor, p_a: torch.Tensor, factor: NystromFactor,
+                                landmarks: np.ndarray, activation: Activation) -> np.ndarray:
     """Rows of ``chol(g'(Q Q^T) o P P^T)`` from rows of ``[Q, P]`` (``Q``: the first ``width``
     columns; ``p_a`` None: ``P`` is ``Q``): ``C[b, a] = g'(Q_b Q[a]^T) o P_b P[a]^T``, then the factor."""
     qp = torch.from_numpy(np.ascontiguousarray(qp_b))
-    cross = relu_tangent_cross(qp[:, :width], None if p_a is None else qp[:, width:], q_a, p_a)
+    cross = activation_tangent_cross(qp[:, :width], None if p_a is None else qp[:, width:], q_a, p_a, activation)
     return factor.apply(cross, *_landmark_rows(landmarks, start, qp.size(0))).numpy()
 
 
-def _relu_pair_nystrom(qp_b: np.ndarray, start: int, width: int, q_a: torch.Tensor, p_a: torch.Tensor, var_a: torch.Tensor,
-                       factors: tuple, with_kernel: bool, landmarks: np.ndarray) -> np.ndarray:
+def _activation_pair_nystrom(qp_b: np.ndarray, start: int, width: int, q_a: torch.Tensor, p_a: torch.Tensor, var_a: torch.Tensor,
+                             factors: tuple, with_kernel: bool, landmarks: np.ndarray, activation: Activation) -> np.ndarray:
     """Rows of ``[chol(g(Q Q^T)), chol(g'(Q Q^T) o P P^T (+ g))]`` from rows of ``[Q, P]`` (``Q``: the
     first ``width`` columns; ``p_a`` None: ``P`` is ``Q``, the rows are ``Q``'s alone), ``Q Q[a]^T`` read
-    once (see :func:`relu_pair_rows`)."""
+    once (see :func:`activation_pair_rows`)."""
     qp = torch.from_numpy(np.ascontiguousarray(qp_b))
-    g, theta = relu_pair_rows(qp[:, :width], None if p_a is None else qp[:, width:], q_a, p_a, var_a, with_kernel)
+    g, theta = activation_pair_rows(qp[:, :width], None if p_a is None else qp[:, width:], q_a, p_a, var_a, with_kernel, activation)
     rows = _landmark_rows(landmarks, start, qp.size(0))
     if factors[0] is None:   # the tangent root alone (no block after reads K)
         return factors[1].apply(theta, *rows).numpy()
@@ -130,45 +131,46 @@ class DaskRoots:
         root = self.store.written(root, what)
         return root, torch.from_numpy(self.store.gather_rows(root, ids, what))
 
-    def relu_root(self, root, landmarks: torch.Tensor):
+    def activation_root(self, root, landmarks: torch.Tensor, activation: Activation = RELU):
         ids = landmarks.numpy()
-        root, q_a = self._at_landmarks(root, ids, "the ReLU's input")
+        root, q_a = self._at_landmarks(root, ids, f"the {activation.name}'s input")
         var_a = (q_a * q_a).sum(1)
-        factor = NystromFactor.of(relu_expectation(q_a @ q_a.T, var_a, var_a), "activation")
-        return map_rows(root, _relu_nystrom, ids.size, q_a, var_a, factor, ids)
+        factor = NystromFactor.of(activation.expectation(q_a @ q_a.T, var_a, var_a), "activation")
+        return map_rows(root, _activation_nystrom, ids.size, q_a, var_a, factor, ids, activation)
 
-    def relu_tangent_root(self, root, tangent, landmarks: torch.Tensor):
-        """The ReLU's tangent root (see :meth:`gnngp_cli.kernels.torch_roots.TorchRoots.relu_tangent_root`):
+    def activation_tangent_root(self, root, tangent, landmarks: torch.Tensor, activation: Activation = RELU):
+        """The activation's tangent root (see :meth:`gnngp_cli.kernels.torch_roots.TorchRoots.activation_tangent_root`):
         ``Q[a]`` and ``P[a]`` gathered, ``C[a, a]`` factorised here, each row block of ``[Q, P]``
         maps to its rows of the root."""
         if tangent.shape[1] == 0:
             return tangent
         ids = landmarks.numpy()
         same = tangent is root   # Theta = K: one root written and read
-        root, q_a = self._at_landmarks(root, ids, "the ReLU's input")
-        tangent, p_a = (root, None) if same else self._at_landmarks(tangent, ids, "the ReLU's tangent input")
-        factor = NystromFactor.of(relu_tangent_cross(q_a, p_a, q_a, p_a), "activation (tangent)")
+        root, q_a = self._at_landmarks(root, ids, f"the {activation.name}'s input")
+        tangent, p_a = (root, None) if same else self._at_landmarks(tangent, ids, f"the {activation.name}'s tangent input")
+        factor = NystromFactor.of(activation_tangent_cross(q_a, p_a, q_a, p_a, activation), "activation (tangent)")
         rows = root if same else self.side_by_side([root, tangent])
-        return map_rows(rows, _relu_tangent_nystrom, ids.size, root.shape[1], q_a, p_a, factor, ids)
+        return map_rows(rows, _activation_tangent_nystrom, ids.size, root.shape[1], q_a, p_a, factor, ids, activation)
 
-    def relu_roots(self, root, tangent, landmarks: torch.Tensor, with_kernel: bool, kernel_root: bool = True):
-        """The ReLU's root and tangent root in one pass (see :meth:`gnngp_cli.kernels.torch_roots.TorchRoots.relu_roots`):
+    def activation_roots(self, root, tangent, landmarks: torch.Tensor, with_kernel: bool, kernel_root: bool = True,
+                         activation: Activation = RELU):
+        """The activation's root and tangent root in one pass (see :meth:`gnngp_cli.kernels.torch_roots.TorchRoots.activation_roots`):
         ``Q[a]`` and ``P[a]`` gathered, both factors made here, each row block of ``[Q, P]`` maps to
         its rows of ``[Q', P']`` (of ``P'`` alone without ``kernel_root``: ``None`` for ``Q'``)."""
         ids = landmarks.numpy()
         same = tangent is root   # Theta = K (after a first layer): one root written and read, P P[a]^T is Q Q[a]^T
-        root, q_a = self._at_landmarks(root, ids, "the ReLU's input")
+        root, q_a = self._at_landmarks(root, ids, f"the {activation.name}'s input")
         if same:
             p_a = None
         elif tangent.shape[1]:
-            tangent, p_a = self._at_landmarks(tangent, ids, "the ReLU's tangent input")
+            tangent, p_a = self._at_landmarks(tangent, ids, f"the {activation.name}'s tangent input")
         else:
             p_a = q_a[:, :0]
         var_a = (q_a * q_a).sum(1)
-        g_a, theta_a = relu_pair_rows(q_a, p_a, q_a, p_a, var_a, with_kernel)
+        g_a, theta_a = activation_pair_rows(q_a, p_a, q_a, p_a, var_a, with_kernel, activation)
         factors = NystromFactor.of(g_a, "activation") if kernel_root else None, NystromFactor.of(theta_a, "activation (tangent)")
-        both = map_rows(self.side_by_side([root, tangent]) if not same and tangent.shape[1] else root, _relu_pair_nystrom,
-                        (2 if kernel_root else 1) * ids.size, root.shape[1], q_a, p_a, var_a, factors, with_kernel, ids)
+        both = map_rows(self.side_by_side([root, tangent]) if not same and tangent.shape[1] else root, _activation_pair_nystrom,
+                        (2 if kernel_root else 1) * ids.size, root.shape[1], q_a, p_a, var_a, factors, with_kernel, ids, activation)
         return (both[:, :ids.size], both[:, ids.size:]) if kernel_root else (None, both)
 
     def product_root(self, first, second, landmarks: torch.Tensor):
