@@ -352,3 +352,20 @@ def test_report_of_real_grid_mll_and_dask_runs_on_cora(tmp_path, mirror):
     assert len(runs) == 5 and set(runs["settings"]) == {"compute=local, fit=grid", "compute=local, fit=mll", "compute=dask, fit=grid"}
     assert "Cora / GCNGP: 1 row with fit=mll" in report and "Cora / GCNGP-X: 1 row with compute=dask" in report
     assert "3 deterministic cells checked, 0 unexplained deviations, 0 error rows, 3 not run" in report
+
+
+def test_a_gamma_search_over_another_number_of_values_fills_the_paper_cell(tmp_path):
+    """The paper searches RBF's gamma over [1e-2, 1e2], not over a number of values: a preset row
+    searched over 26 values of that range fills its cell (the CI reproduction job's squirrel and
+    chameleon rows); one searched over another range is left out, with what differs."""
+    preset = ("dataset=squirrel", "experiment=table4")
+    runs = results(tmp_path, [
+        row("squirrel", "RBF", 0.3187, task="regression", metric="r2", overrides=typed(*preset, "model=rbf", "kernel.gamma_grid.num=26")),
+        row("squirrel", "RBF-X", 0.3185, fraction=1.0, task="regression", metric="r2",
+            overrides=typed(*preset, "model=rbf_x", "kernel.gamma_grid.min=0.1")),
+    ])
+    write_report([runs], tmp_path / "r")
+    t4 = pd.read_csv(tmp_path / "r" / "table4.csv").set_index(["row", "column"])
+    assert t4.loc[("Squirrel", "RBF"), "runs"] == 1 and t4.loc[("Squirrel", "RBF"), "ours_mean"] == pytest.approx(0.3187)
+    assert t4.loc[("Squirrel", "RBF-X"), "runs"] == 0
+    assert "Squirrel / RBF-X: 1 row with kernel.gamma_grid.min=0.1" in (tmp_path / "r" / "report.md").read_text()
