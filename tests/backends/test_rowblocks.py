@@ -90,6 +90,15 @@ def test_every_low_rank_kernel_on_a_small_csbm_gives_the_local_predictions(kerne
     assert_same_predictions(*local_and_rowblocks(overrides, client, rows=700))
 
 
+@pytest.mark.paper  # slow: as above
+@pytest.mark.parametrize("limit", ["nngp", "ntk"])
+def test_an_erf_network_on_row_blocks_gives_the_local_predictions(limit, client, cache):
+    """The generic activation on row blocks: erf's expectations go to the workers with its roots."""
+    overrides = ["dataset=csbm", "dataset.num_nodes=3000", "landmarks.count=64", "kernel=composed_x", "kernel.hidden=[erf,weight,conv,bias]",
+                 f"kernel.limit={limit}", f"data.root={cache}"]
+    assert_same_predictions(*local_and_rowblocks(overrides, client, rows=700))
+
+
 # Every low-rank kernel on PubMed (GCNII's re-read input, GraphSAGE's addition, ... in several row blocks),
 # GCNGP-X also on chameleon (a regression set: every kernel's regression path runs in the parity matrix),
 # and GCN's tangent kernel at 10^5 nodes in 4 row blocks (its recursion runs GCN's NNGP chain beside the
