@@ -56,7 +56,7 @@ for s in "${stages[@]}"; do case $s in
     stage csbm 150 "$py" -m gnngp_cli run dataset=csbm_1e6 model=gcngp_x device=$gpu progress=false hydra.run.dir="$work/csbm" ;;
   report)
     stage report 120 "$py" scripts/gpu_report.py "$work" "$out" ;;
-  tests)  # the fast suite with every job on CUDA (GNNGP_DEVICE), and the CUDA tests of tests/test_device.py;
+  tests)  # the fast suite with every job on CUDA (GNNGP_DEVICE), and the CUDA tests of tests/cli/test_device.py;
           # -v: each result is in the log as it comes, also when the stage runs out of time
     parallel=(); env_threads=()
     if "$py" -c 'import xdist' 2>/dev/null; then

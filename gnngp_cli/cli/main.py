@@ -173,6 +173,7 @@ def _verify_task(cfg) -> None:
 def _report(argv: list[str]) -> None:
     import argparse
 
+    from ..errors import ConfigError
     from ..report import write_report
 
     parser = argparse.ArgumentParser(prog="gnngp report", description="Tables of your runs, and the GNNGP paper's tables and figures "
@@ -199,12 +200,20 @@ def _report(argv: list[str]) -> None:
     if args.require_all and args.check_paper is None:
         print("gnngp: error: --require-all goes with --check-paper TOL, e.g. --check-paper 0.002 --require-all", file=sys.stderr)
         raise SystemExit(2)
-    status = write_report(folders, Path(args.out), args.check_paper, exclude, require_all=args.require_all)
+    if args.check_paper is not None and not args.check_paper >= 0:   # NaN too
+        print(f"gnngp: error: --check-paper {args.check_paper} is not a tolerance; give a number at least 0, e.g. --check-paper 0.002", file=sys.stderr)
+        raise SystemExit(2)
+    try:
+        status = write_report(folders, Path(args.out), args.check_paper, exclude, require_all=args.require_all)
+    except ConfigError as err:
+        print(f"gnngp: error: {err}", file=sys.stderr)
+        raise SystemExit(2)
     print(f"report: {Path(args.out) / 'report.md'}")
     print((Path(args.out) / "report.md").read_text())
     if status:
         first = next((line[len("- FAIL"):].lstrip(": ") for line in (Path(args.out) / "report.md").read_text().splitlines() if line.startswith("- FAIL")), "")
-        print(f"gnngp: error: the paper check failed, first: {first}; the FAIL lines of {Path(args.out) / 'report.md'} say every cell and why", file=sys.stderr)
+        print(f"gnngp: error: the paper check failed, first: {first.rstrip('.')}; the FAIL lines of {Path(args.out) / 'report.md'} "
+              "say which cells and why", file=sys.stderr)
     raise SystemExit(status)
 
 

@@ -19,7 +19,7 @@ each normalised symmetrically by its own degrees, ``A_i <- D_i^-1/2 A_i D_i^-1/2
 
 The edge-list helpers (:func:`coalesce`, :func:`make_undirected`) are plain torch and give the
 same edges in the same order as ``torch_geometric.utils.coalesce`` / ``to_undirected`` (rows,
-then columns, ascending; ``tests/test_graph.py`` compares them), so that nothing here imports
+then columns, ascending; ``tests/data/test_graph.py`` compares them), so that nothing here imports
 torch_geometric, whose import alone costs more than torch's.
 """
 from __future__ import annotations

@@ -3,13 +3,13 @@ the exact-evaluation planner, base kernels and the architectures built from them
 from .architectures import KERNELS, LIMITS, Architecture, register_kernel
 from .base import BASE_KERNELS, BASE_READS, BaseKernel
 from .activations import ACTIVATIONS, ERF, RELU, Activation
-from .blocks import Add, Bias, Block, Conv, Elementwise, Erf, Input, MixedWeight, ReLU, Scale, Serial, Tangent, Weight
+from .blocks import Add, Bias, Block, Conv, Elementwise, Input, MixedWeight, ReLU, Scale, Serial, Tangent, Weight
 from .context import KernelContext
 from .numerics import nystrom_root
 from .value import Kernel
 
 __all__ = [
     "KERNELS", "LIMITS", "Architecture", "register_kernel", "ACTIVATIONS", "ERF", "RELU", "Activation", "BASE_KERNELS", "BASE_READS",
-    "BaseKernel", "Add", "Bias", "Block", "Conv", "Elementwise", "Erf", "Input", "Kernel", "KernelContext", "MixedWeight", "ReLU", "Scale",
+    "BaseKernel", "Add", "Bias", "Block", "Conv", "Elementwise", "Input", "Kernel", "KernelContext", "MixedWeight", "ReLU", "Scale",
     "Serial", "Tangent", "Weight", "nystrom_root",
 ]

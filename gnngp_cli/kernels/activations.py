@@ -5,8 +5,9 @@ finite network's layer) and its two Gaussian expectations, entry by entry,
     (u, v) ~ N(0, [[K_xx, K_xy], [K_xy, K_yy]]),
 
 the first carrying the NNGP kernel through the activation, the second the tangent kernel. The
-activation block (:class:`~gnngp_cli.kernels.blocks.Activation`) and the root operations of both
-backings read only these, so a new activation is one :class:`Activation` (see ``ERF``)."""
+activation block (:class:`~gnngp_cli.kernels.blocks.Elementwise`) and the root operations of both
+backings read only these, and every entry of :data:`ACTIVATIONS` is a block name of composed
+kernels: a new activation is one :class:`Activation` added there (see ``ERF``)."""
 from __future__ import annotations
 
 import math

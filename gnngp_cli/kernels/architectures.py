@@ -13,7 +13,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from ..errors import ConfigError
 from ..schema import SQRT_TENTH, BaseKernelConfig, KernelConfig
-from .blocks import Add, Bias, Block, Conv, Erf, Input, MixedWeight, Product, ReLU, Scale, Serial, Tangent, Weight, has_parameters, is_constant
+from .activations import ACTIVATIONS, RELU
+from .blocks import Add, Bias, Block, Conv, Elementwise, Input, MixedWeight, Product, ReLU, Scale, Serial, Tangent, Weight, has_parameters, is_constant
 from .filters import HopConv, Poly, filter_coefficients, filter_grid, hop_paths
 from .layers import ActivationLayer, BlockNetwork
 
@@ -403,16 +404,17 @@ def h2gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
 
 
 def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
-    """One block from config: ``input``, ``relu``, ``erf``, ``conv``, ``weight``, ``bias``, or a
+    """One block from config: ``input``, an activation's name (``relu``, ``erf``: :data:`~.activations.ACTIVATIONS`),
+    ``conv``, ``weight``, ``bias``, or a
     one-key mapping ``{scale: c}``, ``{weight: s_w}``, ``{bias: s_b}``, ``{mixed: [a, b]}``,
     ``{add: [[blocks...], [blocks...]]}``, ``{poly: [g0, g1, ...]}`` (the filter ``sum_k g_k A^k``)."""
     if isinstance(spec, str):
-        simple = {
-            "input": Input, "relu": ReLU, "erf": Erf, "conv": Conv,
-            "weight": lambda: Weight(params["sigma_w"]), "bias": lambda: Bias(params["sigma_b"]),
-        }
+        simple = {"input": Input, "conv": Conv, "weight": lambda: Weight(params["sigma_w"]), "bias": lambda: Bias(params["sigma_b"])}
+        if spec in ACTIVATIONS:   # every registered activation is a block name (the ReLU its own class: LeakyReLU and the tests read it)
+            return ReLU() if ACTIVATIONS[spec] is RELU else Elementwise(ACTIVATIONS[spec])
         if spec not in simple:
-            raise ConfigError(f"unknown kernel block '{spec}'; use input, relu, erf, conv, weight, bias, or {{scale|weight|bias|mixed|add|poly: ...}}")
+            raise ConfigError(f"unknown kernel block '{spec}'; use input, conv, weight, bias, an activation ({', '.join(ACTIVATIONS)}), "
+                              "or {scale|weight|bias|mixed|add|poly: ...}")
         return simple[spec]()
     if isinstance(spec, Mapping) and len(spec) == 1:
         (key, value), = spec.items()
@@ -433,6 +435,16 @@ def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
         except (TypeError, ValueError) as err:
             raise ConfigError(f"kernel block {{{key}: {value}}} is malformed ({err})") from err
     raise ConfigError(f"kernel block {spec!r} is malformed; use a block name or a one-key mapping such as {{scale: 0.5}}")
+
+
+def _starts_from_input(spec: Any) -> bool:
+    """Whether a composed kernel's first block reads the features: ``input``, or an ``add`` whose
+    every branch begins with one."""
+    if spec == "input":
+        return True
+    if isinstance(spec, Mapping) and set(spec) == {"add"} and isinstance(spec["add"], (list, tuple)) and spec["add"]:
+        return all(isinstance(branch, (list, tuple)) and branch and _starts_from_input(branch[0]) for branch in spec["add"])
+    return False
 
 
 def _spec_words(spec: Any) -> Iterable[str]:
@@ -463,6 +475,11 @@ def composed(layers: int, first: Any, hidden: Any, sigma_w: float, sigma_b: floa
     """An architecture written in config: ``first`` (list of blocks) once, then ``hidden``
     (list of blocks) ``L-1`` times."""
     first, hidden = plain(first), plain(hidden)
+    for key, blocks in (("first", first), ("hidden", hidden)):
+        if isinstance(blocks, str):
+            raise ConfigError(f"kernel.{key}={blocks} is one block; kernel.{key} takes a list of blocks, e.g. kernel.{key}=[{blocks}]")
+    if first and not _starts_from_input(first[0]):
+        raise ConfigError(f"kernel.first must begin with input (the features), e.g. kernel.first=[input,weight,conv,bias]; it begins with {first[0]}")
 
     def layer_params(l: int) -> dict:
         return {"sigma_w": at_layer(sigma_w, l), "sigma_b": at_layer(sigma_b, l)}

@@ -55,7 +55,7 @@ from ..graph.operators import Adjacency
 from ..errors import ConfigError, KernelError
 from ..progress import within
 from . import layers
-from .activations import ERF, RELU, Activation
+from .activations import RELU, Activation
 from .context import KernelContext
 from .numerics import psd_tolerance
 from .pairs import Pairs, PairValues, base_on_pairs, conv_terms, root_on_pairs
@@ -468,12 +468,6 @@ class ReLU(Elementwise):
     """``X <- relu(X)``: ``K <- g(K)``, ``g`` the arc-cosine kernel of order 1."""
 
     activation = RELU
-
-
-class Erf(Elementwise):
-    """``X <- erf(X)``: ``K <- (2 / pi) arcsin(2 K_xy / sqrt((1 + 2 K_xx)(1 + 2 K_yy)))``."""
-
-    activation = ERF
 
 
 class Serial(Block):

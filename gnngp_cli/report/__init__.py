@@ -23,6 +23,7 @@ from typing import Iterable, Optional
 
 from . import layouts
 from . import curves as learning
+from ..errors import ConfigError
 from .paper_check import check_paper, checked
 from .figures import FIGURE3_NOTE, correlation_map, figure1, figure2, figure3, figure4
 from .reading import paper_values, preset_runs, read_results
@@ -98,6 +99,11 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
         return status
     paper = paper_values()
     every = [build(exp, rows, paper) for exp in layouts.tables()]   # the paper check reads them all: a table no row filled is not run
+    if tolerance is not None:
+        known = sorted({c.dataset for t in every for c in t.cells.values() if c.dataset})
+        unknown = sorted(set(exclude) - set(known))
+        if unknown:
+            raise ConfigError(f"--exclude {','.join(unknown)}: not a dataset of the paper's tables; choose among {', '.join(known)}")
     tables = [t for t in every if t.filled]
     for table in tables:
         table.frame().to_csv(out / f"{table.name}.csv", index=False)

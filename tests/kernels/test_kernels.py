@@ -340,3 +340,17 @@ def test_a_composed_kernel_with_erf_passes_verify_against_its_derived_network():
     v = cfg.verify
     result = run_check(prep.check, prep.kernel, list(v.widths), v.seeds, cfg.seed, v.bootstrap, v.level)
     assert result.verdict.passed, result.verdict.reason
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["kernel.first=[erf,weight,conv]"], "kernel.first must begin with input (the features), e.g. kernel.first=[input,weight,conv,bias]; it begins with erf"),
+    (["kernel.first=[weight,conv]"], "kernel.first must begin with input"),
+    (["kernel.hidden=erf"], "kernel.hidden=erf is one block; kernel.hidden takes a list of blocks, e.g. kernel.hidden=[erf]"),
+    (["kernel.hidden=[erff]"], "unknown kernel block 'erff'; use input, conv, weight, bias, an activation (relu, erf)"),
+])
+def test_a_malformed_composed_kernel_is_one_line(tmp_path, overrides, message):
+    from helpers import in_process
+
+    out = in_process("run", "kernel=composed", *overrides, f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 1 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("gnngp: error:")

@@ -369,3 +369,12 @@ def test_a_gamma_search_over_another_number_of_values_fills_the_paper_cell(tmp_p
     assert t4.loc[("Squirrel", "RBF"), "runs"] == 1 and t4.loc[("Squirrel", "RBF"), "ours_mean"] == pytest.approx(0.3187)
     assert t4.loc[("Squirrel", "RBF-X"), "runs"] == 0
     assert "Squirrel / RBF-X: 1 row with kernel.gamma_grid.min=0.1" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_a_bad_tolerance_or_an_unknown_excluded_dataset_is_one_line(tmp_path):
+    runs = results(tmp_path, [row("cora", "GCNGP", 0.828)])
+    for args, message in ((["--check-paper", "-1"], "--check-paper -1.0 is not a tolerance"),
+                          (["--check-paper", "nan"], "--check-paper nan is not a tolerance"),
+                          (["--check-paper", "0.002", "--exclude", "crocodil"], "--exclude crocodil: not a dataset of the paper's tables; choose among")):
+        out = in_process("report", str(runs), "--out", str(tmp_path / "r"), *args)
+        assert out.returncode == 2 and out.stderr.strip().startswith(f"gnngp: error: {message}") and len(out.stderr.strip().splitlines()) == 1, out.stderr
