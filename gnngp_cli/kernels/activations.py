@@ -35,7 +35,8 @@ def _by_rows(entries: Entries, cov: Tensor, var_rows: Tensor, var_cols: Tensor, 
 @dataclass(frozen=True)
 class Activation:
     """An elementwise activation (see the module docstring). ``both``: the two expectations of a
-    block in one pass without a gradient, equal bit for bit to each alone (optional; else each alone)."""
+    block in one pass without a gradient, equal bit for bit to each alone (optional; the low-rank
+    tangent step uses it where there is one, :func:`~.torch_roots.activation_pair_rows`)."""
 
     name: str
     function: Callable[[Tensor], Tensor]     # phi, for the wide network that gnngp verify samples
@@ -50,12 +51,6 @@ class Activation:
     def derivative(self, cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> Tensor:
         """``g'(K)`` of a block, as :meth:`expectation`."""
         return _by_rows(self.derivative_entries, cov, var_rows, var_cols, chunk_rows)
-
-    def expectations(self, cov: Tensor, var_rows: Tensor, var_cols: Tensor) -> tuple[Tensor, Tensor]:
-        """``g(K)`` and ``g'(K)`` of a block; one pass where the activation has one (no gradient)."""
-        if self.both is not None and not (torch.is_grad_enabled() and (cov.requires_grad or var_rows.requires_grad)):
-            return self.both(cov, var_rows, var_cols)
-        return self.expectation(cov, var_rows, var_cols), self.derivative(cov, var_rows, var_cols)
 
 
 RELU = Activation("relu", torch.relu, relu_expectation_entries, relu_derivative_expectation_entries, relu_expectations)
