@@ -168,6 +168,7 @@ def test_bad_fit_settings_are_one_line_errors(overrides, error, message):
         assert "smaller fit.lr" in str(caught.value)
 
 
+@pytest.mark.paper  # a marginal-likelihood fit on Cora: CI runs it with -m paper
 def test_fit_mll_without_validation_labels_writes_fitted_values():
     """fit=mll never reads the validation set: with none (val_ratio=0) it runs, improves its
     objective, predicts as well as with one, and writes the fitted values."""

@@ -70,6 +70,7 @@ def test_one_flipped_byte_in_the_processed_cache_is_refused_and_rebuilt(mirror, 
     assert torch.equal(again.y, clean.y)
 
 
+@pytest.mark.paper  # a fresh process under a file-size limit: CI runs it with -m paper
 def test_a_full_disk_while_the_processed_cache_is_written_is_one_warning(tmp_path, mirror):
     """torch.save raises RuntimeError (not OSError) when a write stops short. A file-size limit
     (RLIMIT_FSIZE, SIGXFSZ ignored) lets the raw files in and stops the 15 MB cache file: the

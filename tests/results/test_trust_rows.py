@@ -58,6 +58,7 @@ def test_four_cli_runs_sharing_a_run_dir_keep_every_row(tmp_path):
     assert sorted(table["seed"]) == [0, 1, 2, 3] and (table["status"] == "ok").all()
 
 
+@pytest.mark.paper  # four processes at once: CI runs it with -m paper, off the fast suite
 def test_runs_started_together_get_their_own_run_dirs(tmp_path):
     runs = [gnngp(*SMALL, f"seed={s}", cwd=tmp_path) for s in range(2)]
     for run in runs:

@@ -210,7 +210,7 @@ def test_slope_is_minus_one_half_for_pure_noise_and_flat_for_a_wrong_mean():
 MORE_SEEDS = {"h2gcngp": ["verify.seeds=32"], "composed": ["verify.seeds=32"]}
 
 
-@pytest.mark.parametrize("kernel", sorted(KERNELS))
+@pytest.mark.parametrize("kernel", [pytest.param(k, marks=pytest.mark.paper) if k == "h2gcngp" else k for k in sorted(KERNELS)])   # H2GCN: 32 seeds of seven readouts, -m paper
 def test_every_builtin_kernel_passes_at_two_layers(kernel):
     cfg, prep = prepared(f"kernel={kernel}", *(COMPOSED[1:] if kernel == "composed" else []), *MORE_SEEDS.get(kernel, []))
     exercised = {key: value for key, value in prep.check.params.items() if key in ("sigma_b", "sigma_w1")}
@@ -248,6 +248,7 @@ def test_each_wrong_kernel_fails(case):
     assert not result.verdict.passed, (case, result.verdict)
 
 
+@pytest.mark.paper  # wider networks: CI runs it with -m paper
 def test_sigma_w_off_by_one_percent_fails_with_wider_networks():
     """sigma_w 1% off is about 3.5% off in the kernel (sigma_b = 0.1, L = 2): the check finds
     it with widths up to 2048 (about 4x the defaults' samples); the right kernel still passes."""
