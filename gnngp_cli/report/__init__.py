@@ -60,6 +60,11 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
     dataset not in ``exclude``) deviates from the paper unexplained or has only an error row, or
     when no row was run by a paper preset. A checked cell that was not run is listed as such; with
     ``require_all`` (the reproduction job's check) it fails too."""
+    if tolerance is not None:   # before anything is written: the datasets of the paper's tables, from their presets
+        known = sorted({dataset for exp in layouts.tables() for dataset in exp.datasets})
+        unknown = sorted(set(exclude) - set(known))
+        if unknown:
+            raise ConfigError(f"--exclude {','.join(unknown)}: not a dataset of the paper's tables; choose among {', '.join(known)}")
     out.mkdir(parents=True, exist_ok=True)
     for name in [f"{t.name}{suffix}" for t in layouts.tables() for suffix in (".md", ".csv")] + [f"{f}.png" for f in FIGURES] + ["correlation_map.png"]:
         (out / name).unlink(missing_ok=True)   # what an earlier report wrote here and these rows may not make again
@@ -99,11 +104,6 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
         return status
     paper = paper_values()
     every = [build(exp, rows, paper) for exp in layouts.tables()]   # the paper check reads them all: a table no row filled is not run
-    if tolerance is not None:
-        known = sorted({c.dataset for t in every for c in t.cells.values() if c.dataset})
-        unknown = sorted(set(exclude) - set(known))
-        if unknown:
-            raise ConfigError(f"--exclude {','.join(unknown)}: not a dataset of the paper's tables; choose among {', '.join(known)}")
     tables = [t for t in every if t.filled]
     for table in tables:
         table.frame().to_csv(out / f"{table.name}.csv", index=False)
