@@ -30,7 +30,7 @@ from .compose import compose as compose_config
 from .config import needs_validation, parse, training_times, validate
 from .data.container import GraphData
 from .graph.operators import make_undirected
-from .errors import ConfigError, DatasetError, GnngpError, ResourceError
+from .errors import ConfigError, DatasetError, GnngpError, NotFittedError, ResourceError
 from .cli.execute import run_job
 from .results.invariants import checked_rows
 from .job.gp_job import GPJob, GPRun
@@ -42,7 +42,7 @@ from .metrics import Scores
 
 log = logging.getLogger("gnngp")
 
-__all__ = ["ConfigError", "DatasetError", "GnngpError", "NodeGP", "Prediction", "ResourceError", "compose", "load_dataset", "run"]
+__all__ = ["ConfigError", "DatasetError", "GnngpError", "NodeGP", "NotFittedError", "Prediction", "ResourceError", "compose", "load_dataset", "run"]
 
 Nodes = Union[torch.Tensor, Sequence[int], None]
 KERNEL_MATRIX_ENTRIES = 10**8  # kernel_matrix is for small sets: at most this many entries
@@ -60,6 +60,26 @@ def overrides_of(settings: Mapping[str, Any]) -> list[str]:
         else:
             out.append(f"{key}={_value(value)}")
     return out
+
+
+def _check_bare_keys(settings: Mapping[str, Any]) -> None:
+    """A bare keyword that is not a key of the run config but is one of a group's
+    (``NodeGP(layers=2)``: the kernel's) says how to pass it, rather than guessing a top-level
+    key by its spelling."""
+    from dataclasses import MISSING, fields, is_dataclass
+
+    from .schema import RunConfig
+
+    groups = {"kernel": {f.name for entry in KERNELS.values() for f in fields(entry.config)}}
+    groups.update({f.name: {g.name for g in fields(f.default_factory)} for f in fields(RunConfig)
+                   if f.default_factory is not MISSING and is_dataclass(f.default_factory)})
+    top = {f.name for f in fields(RunConfig)}
+    for key in settings:
+        owner = next((group for group, keys in groups.items() if key in keys), None)
+        if "." not in key and "__" not in key and key not in top and owner is not None:
+            mapping = "" if owner == "kernel" else f"{owner}={{\"{key}\": ...}}, "   # kernel= is the kernel's name
+            raise ConfigError(f"{key} is a key of {owner}, not of the run: pass it as {owner}__{key}=..., "
+                              f"{mapping}or **{{\"{owner}.{key}\": ...}}")
 
 
 def _value(value: Any) -> str:
@@ -148,6 +168,7 @@ class NodeGP:
             raise ConfigError(f"kernel takes a kernel's name (kernel=\"gcngp_x\"), not {type(kernel).__name__}; "
                               "give its keys apart: kernel__layers=3 or **{\"kernel.layers\": 3}")
         self.kernel = kernel
+        _check_bare_keys(settings)
         self.settings = overrides_of(settings)
         if any(o.split("=", 1)[0] in ("dataset", "model", "gnn") for o in self.settings):
             raise ConfigError("NodeGP takes its graph in fit(data) and its kernel as kernel=...; load a dataset with load_dataset(name, ...)")
@@ -259,7 +280,7 @@ class NodeGP:
     # -- helpers -----------------------------------------------------------------------------
     def _fitted(self) -> GPRun:
         if self._run is None:
-            raise ConfigError("this NodeGP is not fitted; call gp.fit(data) first")
+            raise NotFittedError("this NodeGP is not fitted; call gp.fit(data) first")
         return self._run
 
     def _ids(self, nodes: Nodes) -> torch.Tensor:

@@ -27,3 +27,8 @@ class ResourceError(GnngpError):
 
 class ComputeError(GnngpError):
     """A compute backend that cannot run the job (an unreachable scheduler, no workers)."""
+
+
+class NotFittedError(GnngpError, RuntimeError):
+    """A fitted model's method called before ``fit`` (as scikit-learn's ``NotFittedError``, a
+    ``RuntimeError`` here: the object is in the wrong state, not given a wrong value)."""

@@ -9,7 +9,7 @@ from torch_geometric.data import Data
 
 from gnngp_cli import NodeGP, load_dataset
 from gnngp_cli.api import run
-from gnngp_cli.errors import ConfigError, DatasetError, GnngpError
+from gnngp_cli.errors import ConfigError, DatasetError, GnngpError, NotFittedError
 from helpers import in_process
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
@@ -100,8 +100,13 @@ def test_bad_graphs_and_calls_are_one_line_errors():
         NodeGP().fit(data, train=[0, 500], val=[1], test=[2])
     with pytest.raises(DatasetError, match="overlap"):
         NodeGP().fit(data, train=[0, 1], val=[1], test=[2])
-    with pytest.raises(ConfigError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted") as err:   # the state, not a setting: as scikit-learn's
         NodeGP().predict()
+    assert isinstance(err.value, RuntimeError) and not isinstance(err.value, ConfigError)
+    with pytest.raises(ConfigError, match=re.escape("layers is a key of kernel, not of the run: pass it as kernel__layers=...")):
+        NodeGP(layers=2)   # not "did you mean landmarks?"
+    with pytest.raises(ConfigError, match=re.escape('count is a key of landmarks, not of the run: pass it as landmarks__count=..., landmarks={"count": ...}')):
+        NodeGP(count=100)
     with pytest.raises(ConfigError, match="exceeds the 80 training nodes"):
         NodeGP(kernel="gcngp_x", landmarks={"count": 500}).fit(data, **SPLIT)
     with pytest.raises(ConfigError, match="takes its graph in fit"):
