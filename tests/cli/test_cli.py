@@ -7,6 +7,9 @@ import sys
 import pandas as pd
 import pytest
 from helpers import GNNGP, gnngp, in_process
+from gnngp_cli.api import compose
+from gnngp_cli.config import parse
+from gnngp_cli.errors import GnngpError
 
 
 def test_default_run_on_embedded_csbm_writes_results(tmp_path):
@@ -64,8 +67,16 @@ def test_bad_input_is_one_line_without_traceback(tmp_path, monkeypatch, args, me
         assert "estimate before computing" not in out.stdout + out.stderr, out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert len(errors) == 1 and errors[0].startswith(message), out.stderr
-    row = pd.read_csv(tmp_path / "results.csv").iloc[-1]
-    assert row["status"] == "error" and message.split("error: ")[1][:20] in row["error"]
+    try:
+        parse(compose(args))
+        refused = False
+    except GnngpError:
+        refused = True
+    if refused:   # the options refused before any work: nothing written (tests/cli/test_preflight.py)
+        assert not (tmp_path / "results.csv").exists()
+    else:   # found while running: an error row
+        row = pd.read_csv(tmp_path / "results.csv").iloc[-1]
+        assert row["status"] == "error" and message.split("error: ")[1][:20] in row["error"]
 
 
 def test_help_and_cfg_job():
@@ -141,8 +152,8 @@ def test_gnn_rows_have_no_kernel_and_rows_name_the_resolved_device(tmp_path):
     assert out.returncode == 0, out.stderr
     row = pd.read_csv(tmp_path / "results.csv").iloc[0]
     assert pd.isna(row["kernel"]) and row["method"] == "GCN" and row["device"] in ("cpu", "cuda")
-    bad = in_process("run", "kernel.layers=0", "device=auto", f"hydra.run.dir={tmp_path / 'bad'}")
-    error = pd.read_csv(tmp_path / "bad" / "results.csv").iloc[0]
+    bad = in_process("run", "dataset=custom", f"dataset.path={tmp_path / 'absent'}", "device=auto", f"hydra.run.dir={tmp_path / 'bad'}")
+    error = pd.read_csv(tmp_path / "bad" / "results.csv").iloc[0]   # an error found while running is a row
     assert bad.returncode == 1 and error["status"] == "error" and error["device"] in ("cpu", "cuda")
 
 

@@ -23,7 +23,7 @@ def test_val_ratio_zero_is_refused_up_front(tmp_path):
         validate(compose(["dataset.val_ratio=0"]))
     code, _, row, errors = run(tmp_path, "dataset.val_ratio=0")
     assert code == 1 and len(errors) == 1 and "dataset.val_ratio=0 leaves no validation nodes" in errors[0]
-    assert row["status"] == "error"
+    assert row is None   # refused before any work: nothing written
 
 
 def test_ratios_leaving_no_test_nodes_are_refused(tmp_path):

@@ -1,0 +1,81 @@
+"""Refusals before any work: a Hydra callback that parses each job's composed config into its
+spec (:func:`~gnngp_cli.config.parse`) before Hydra makes an output folder. A refused option is
+one line ``gnngp: error: ...`` and exit 1, and nothing is written: no run folder for a single
+run, no sweep folder for a sweep of the basic sweeper (every job of it is composed and checked
+first). Errors found while running (a missing file, memory, a kernel that fails) are error rows
+in the job's folder, as are the refusals of a job whose values a search sweeper chooses as it
+goes (``hparams_search=...``: its trials are not known before it starts)."""
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, open_dict, read_write
+
+
+def _refuse(message: str, job: str = "") -> None:
+    where = f" (sweep job {job})" if job else ""
+    print(f"gnngp: error: {message}{where}", file=sys.stderr)
+    raise SystemExit(1)   # not an Exception: Hydra's callbacks turn those into warnings
+
+
+def check(config: DictConfig, job: str = "") -> None:
+    """Parse ``config`` (a composed config with its ``hydra`` node) as the job will; a
+    :class:`~gnngp_cli.errors.GnngpError` refuses the command."""
+    from ..config import parse
+    from ..errors import GnngpError
+
+    task = copy.deepcopy(config)   # as Hydra gives it to the job: the hydra node removed
+    with read_write(task), open_dict(task):
+        task.pop("hydra", None)
+    try:
+        parse(task)
+    except GnngpError as err:
+        _refuse(str(err), job)
+
+
+def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
+    """The overrides of every job of a basic-sweeper sweep, as Hydra's basic sweeper lists them;
+    ``None`` for another sweeper (a search chooses its values as it goes)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return None
+    loader = GlobalHydra.instance().config_loader()
+    params = config.hydra.sweeper.get("params") or {}
+    arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    parsed = OverridesParser.create(config_loader=loader).parse_overrides(arguments)
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def spelled(overrides: list[str]) -> list[str]:
+    """Overrides as the user spells them: ``kernel=``/``gnn=`` for the ``model=`` group."""
+    from ..gnn.baselines import GNNS
+
+    def one(o: str) -> str:
+        if not o.startswith("model="):
+            return o
+        return ("gnn=" if o.split("=", 1)[1] in GNNS else "kernel=") + o.split("=", 1)[1]
+    return [one(o) for o in overrides]
+
+
+class Preflight(Callback):
+    """``on_run_start``: the job's config parsed; ``on_multirun_start``: every job's, for the
+    basic sweeper. Both before Hydra makes a folder."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        check(config)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from hydra.core.global_hydra import GlobalHydra
+
+        jobs = sweep_jobs(config)
+        if jobs is None:
+            return
+        loader = GlobalHydra.instance().config_loader()
+        for index, overrides in enumerate(jobs):
+            check(loader.load_sweep_config(config, list(overrides)), f"{index}: {' '.join(spelled(overrides))}")

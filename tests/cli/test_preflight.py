@@ -1,0 +1,30 @@
+"""One rule for refusals: options that the job's spec refuses (:func:`gnngp_cli.config.parse`)
+are one line and exit 1 before Hydra makes a folder, for a single run and for every job of a
+sweep; what goes wrong while running is an error row in the job's folder."""
+import pandas as pd
+
+from helpers import in_process
+
+
+def test_a_refused_option_writes_nothing(tmp_path):
+    for args in (["kernel.limit=bogus"], ["likelihood=dirichlet", "fit=mll"], ["kernel.layers=0"]):
+        out = in_process("run", *args, f"hydra.run.dir={tmp_path / 'run'}")
+        errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+        assert out.returncode == 1 and len(errors) == 1 and "Traceback" not in out.stderr, out.stderr
+        assert not (tmp_path / "run").exists(), args   # no folder, no error row
+
+
+def test_a_sweep_with_a_refused_job_is_refused_before_its_first_job(tmp_path):
+    sweep = tmp_path / "sweep"
+    out = in_process("run", "-m", "kernel=gcngp,gcngp_x", "kernel.limit=nngp,bogus", f"hydra.sweep.dir={sweep}")
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert out.returncode == 1 and len(errors) == 1, out.stderr
+    assert "kernel.limit='bogus' is not valid" in errors[0] and "(sweep job 1: kernel=gcngp kernel.limit=bogus)" in errors[0]
+    assert not sweep.exists()   # not even the sweep folder: no job ran
+
+
+def test_an_error_found_while_running_is_a_row(tmp_path):
+    out = in_process("run", "dataset=custom", f"dataset.path={tmp_path / 'absent'}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1
+    row = pd.read_csv(tmp_path / "run" / "results.csv").iloc[-1]
+    assert row["status"] == "error" and "absent" in row["error"]
