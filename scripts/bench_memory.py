@@ -1,4 +1,5 @@
-"""Peak memory of every kernel (every entry of the kernel registry, exact and low rank) on every
+"""Peak memory of every kernel (every entry of the kernel registry, exact and low rank, in both
+limits: the NNGP and, for a kernel with trained parameters, the tangent kernel) on every
 mirrored dataset, the heterophily ones included, and of the low-rank kernels on the csbm
 stand-ins, beside the estimate each run prints before computing.
 
@@ -15,7 +16,7 @@ memory (``max_memory_gb``: half the free memory) is measured with the limit rais
 
     python scripts/bench_memory.py [--datasets cora,citeseer,...] [--kernels gcngp,...] [--out memory.csv]
 
-Writes a CSV and prints a Markdown table: dataset, kernel, estimate (GB), measured peak (GB),
+Writes a CSV and prints a Markdown table: dataset, kernel, limit, estimate (GB), measured peak (GB),
 their ratio (estimate / peak) and the kernel + inference seconds. Needs GNNGP_DATA_MIRROR for
 the real datasets; a dataset absent from the mirror (crocodile's features) is a row saying so.
 """
@@ -67,8 +68,22 @@ def _reset_peak() -> None:
         f.write("5")
 
 
-def one_dataset(dataset: str, kernels: list[str], stand_in: bool) -> list[dict]:
-    """Run in a child process: every kernel on one dataset."""
+def has_tangent_kernel(kernel: str) -> bool:
+    """Whether ``kernel.limit=ntk`` applies: a kernel with trained parameters (a weight or a bias)."""
+    from gnngp_cli.api import compose
+    from gnngp_cli.errors import ConfigError
+    from gnngp_cli.kernels import KERNELS
+
+    cfg = compose([f"kernel={kernel}", "kernel.limit=ntk"])
+    try:
+        KERNELS[cfg.kernel.name].architecture(cfg.kernel)
+    except ConfigError:
+        return False
+    return True
+
+
+def one_dataset(dataset: str, kernels: list[list[str]], stand_in: bool) -> list[dict]:
+    """Run in a child process: every (kernel, limit) on one dataset."""
     from gnngp_cli.api import compose
     from gnngp_cli.cli.execute import run_job
     from gnngp_cli.job.loading import load_graph
@@ -77,23 +92,24 @@ def one_dataset(dataset: str, kernels: list[str], stand_in: bool) -> list[dict]:
     overrides = [f"dataset={dataset}", "runs=1"] + (["experiment.stand_in=csbm"] if stand_in else [])
     label = dataset + (" (csbm stand-in)" if stand_in else "")
     try:
-        prep = load_graph(compose([*overrides, f"kernel={kernels[0]}"]))
+        prep = load_graph(compose([*overrides, f"kernel={kernels[0][0]}"]))
     except Exception as err:  # noqa: BLE001 - an absent dataset is one row
         return [{"dataset": label, "error": f"{type(err).__name__}: {err}"[:200]}]
-    for kernel in kernels:
+    for kernel, limit in kernels:
         if (dataset, kernel) in SKIPPED:
-            rows.append({"dataset": label, "kernel": kernel, "error": SKIPPED[(dataset, kernel)]})
+            rows.append({"dataset": label, "kernel": kernel, "limit": limit, "error": SKIPPED[(dataset, kernel)]})
             continue
-        cfg = compose([*overrides, f"kernel={kernel}", *CASE.get(kernel.removesuffix("_x"), []), *LIMIT.get((dataset, kernel), [])])
+        cfg = compose([*overrides, f"kernel={kernel}", f"kernel.limit={limit}", *CASE.get(kernel.removesuffix("_x"), []),
+                       *LIMIT.get((dataset, kernel), [])])
         try:
             graph = replace(prep, _adjacencies={})   # the adjacency and its operators built anew, as in a lone run
             _reset_peak()
             row = run_job(cfg, graph)[0]
-            rows.append({"dataset": label, "kernel": kernel,
+            rows.append({"dataset": label, "kernel": kernel, "limit": limit,
                          "estimated_gb": row["estimated_gb"], "peak_gb": round(_hwm_bytes() / 2**30, 3),
                          "seconds": round(row["kernel_seconds"] + row["inference_seconds"], 2), "landmarks": row["landmarks"]})
         except Exception as err:  # noqa: BLE001 - a refused or failed case is a row too
-            rows.append({"dataset": label, "kernel": kernel, "error": f"{type(err).__name__}: {err}"[:200]})
+            rows.append({"dataset": label, "kernel": kernel, "limit": limit, "error": f"{type(err).__name__}: {err}"[:200]})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
@@ -102,6 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default=",".join(MIRRORED + STAND_INS))
     parser.add_argument("--kernels", default=None, help="comma-separated kernels (default: every kernel of the registry)")
+    parser.add_argument("--limits", default="nngp,ntk", help="comma-separated limits (ntk: for the kernels with trained parameters)")
     parser.add_argument("--out", default="bench_memory.csv")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -112,10 +129,12 @@ def main() -> None:
     import pandas as pd
 
     base = args.kernels.split(",") if args.kernels else kernel_names()
+    limits = args.limits.split(",")
+    cases = [(k, limit) for limit in limits for k in base if limit == "nngp" or has_tangent_kernel(k)]
     rows = []
     for dataset in args.datasets.split(","):
         stand_in = dataset in STAND_INS
-        kernels = [k + "_x" for k in base] if stand_in else [k for k in base] + [k + "_x" for k in base]
+        kernels = [(k + "_x", limit) for k, limit in cases] if stand_in else [*cases, *[(k + "_x", limit) for k, limit in cases]]
         out = subprocess.run([sys.executable, __file__, "--child", json.dumps([dataset, stand_in, kernels])], stdout=subprocess.PIPE, text=True)
         if out.returncode != 0:   # each row went to stderr as it finished
             rows.append({"dataset": dataset, "error": f"the process failed (exit status {out.returncode}); its rows are on stderr"})
@@ -126,7 +145,7 @@ def main() -> None:
     if "peak_gb" in table:
         table["ratio"] = (table["estimated_gb"] / table["peak_gb"]).round(2)
     table.to_csv(args.out, index=False)
-    columns = [c for c in ("dataset", "kernel", "landmarks", "estimated_gb", "peak_gb", "ratio", "seconds", "error") if c in table]
+    columns = [c for c in ("dataset", "kernel", "limit", "landmarks", "estimated_gb", "peak_gb", "ratio", "seconds", "error") if c in table]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join("" if pd.isna(r[c]) else str(r[c]) for c in columns) + " |" for _, r in table.iterrows()]
     print("\n".join(lines))

@@ -21,7 +21,7 @@ from ..job.loading import LoadedGraph, reuse
 from ..results.rows import dataset_label
 from ..kernels import Architecture, BaseKernel, Kernel, KernelContext
 from ..kernels.architectures import KernelEntry
-from ..kernels.blocks import branch_count, graph_operators
+from ..kernels.blocks import branch_count, dense_branch_count, graph_operators
 from ..kernels.planner import exact_kernel, nngp_diagonal, pair_plan_fits, square_first
 from ..runtime import current_rss_bytes, memory_limit_bytes, peak_cuda_mb, peak_rss_mb
 
@@ -145,7 +145,7 @@ class LocalBackend:
         features' width (no dense block) but in a fit, which forms ``X X^T`` once (``fitting``)."""
         if not fitting and arch.network.root_form(False, ctx):
             return
-        need = arch.network.peak_elements(target, ctx, train) * torch.finfo(self.dtype).bits // 8 * dense_factor(branch_count(arch.network))
+        need = arch.network.peak_elements(target, ctx, train) * torch.finfo(self.dtype).bits // 8 * dense_factor(dense_branch_count(arch.network))
         limit = memory_limit_bytes(self.spec.max_memory_gb, ctx.features.device)
         if need > limit:
             square = "" if train is not None else (f" to fit it on its {int(target.numel()):,} training nodes" if fitting
@@ -177,7 +177,7 @@ class LocalBackend:
             num_features=self.info.num_features, n_train=int(train.numel()), n_labelled=int(target.numel()),
             layers=int(self.spec.kernel.layers), bytes_per_entry=torch.finfo(self.dtype).bits // 8,
             landmarks=None if landmarks is None else int(landmarks.numel()), dense_elements=int(dense),
-            branches=branch_count(arch.network, low_rank=landmarks is not None),
+            branches=branch_count(arch.network, low_rank=True) if landmarks is not None else dense_branch_count(arch.network),
             input_nystrom=input_nystrom,
             root_width=((int(landmarks.numel()) if input_nystrom else self.info.num_features) + int(self.spec.kernel.layers) + 1)
             * branch_count(arch.network) if linear else None,

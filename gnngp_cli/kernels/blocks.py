@@ -882,6 +882,20 @@ def branch_count(block: Block, low_rank: bool = False) -> int:
     return max(len(block.branches), inner) if isinstance(block, Add) else inner
 
 
+def dense_branch_count(block: Block) -> int:
+    """:func:`branch_count` for the exact (dense) estimate, which multiplies the largest block a
+    network plans (:meth:`Block.peak_elements`) by the blocks alive beside it per entry
+    (:func:`~gnngp_cli.job.estimate.dense_factor`). A network with a :class:`Product` counts as one
+    branch, in both limits: the product's planned elements already hold its input, both factors
+    and the product, and the tangent kernel's ``Theta`` terms are planned beside ``K``; counting
+    its branches again put the estimate past twice the peak (scripts/bench_memory.py measures it)."""
+    return 1 if _has_product(block) else branch_count(block)
+
+
+def _has_product(block: Block) -> bool:
+    return isinstance(block, Product) or any(_has_product(b) for b in children(block))
+
+
 def graph_operators(block: Block, adjacency: Adjacency) -> list[Adjacency]:
     """Every sparse operator the convolutions in ``block`` apply, built on first use (H2GCN's
     hop operators: the exact 2-hop one of a dense graph is tens of millions of entries, and its
