@@ -149,6 +149,14 @@ def test_every_menu_title_is_written_not_made_from_the_file_name():
     assert titles["benchmarks/index.md"][0] == "Benchmarks"
 
 
+def test_wide_tables_scroll_sideways_on_the_site():
+    """The site's extra stylesheet exists and lets a table wider than the text scroll sideways
+    (the uncertainty tables have twelve columns)."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    css = "".join((ROOT / "docs" / path).read_text() for path in config["extra_css"])
+    assert re.search(r"\.md-typeset__scrollwrap[^{]*\{[^}]*overflow-x:\s*auto", css)
+
+
 def test_a_results_file_without_a_source_stops_the_generator(generator, tmp_path):
     results = tmp_path / "results"
     shutil.copytree(RESULTS, results)
