@@ -103,6 +103,60 @@ def test_every_page_is_in_the_nav_and_names_machine_date_and_command_of_each_fil
             assert "Measured on " + " ".join(sources()["machines"][machine]["details"].split()) in text
 
 
+def nav_page_titles() -> dict[str, tuple[str, str]]:
+    """Every page of the site's navigation: its menu title as MkDocs resolves it, and where that
+    title came from: ``nav`` (the entry's own title in mkdocs.yml), else ``h1`` (the page's first
+    element, when that is an H1), else ``file name`` ("Fit mll" from fit-mll.md). Each page is
+    read and rendered by MkDocs' own ``Page`` class, as ``mkdocs build`` does (without the
+    plugins, which change no title)."""
+    from mkdocs.config import load_config
+    from mkdocs.structure.files import get_files
+    from mkdocs.structure.nav import get_navigation
+
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    files = get_files(config)
+    titled = set()
+
+    def walk(items):
+        for item in items:
+            if isinstance(item, dict):
+                for value in item.values():
+                    if isinstance(value, list):
+                        walk(value)
+                    else:
+                        titled.add(value)
+
+    walk(config["nav"])
+    titles = {}
+    for page in get_navigation(files, config).pages:
+        page.read_source(config)
+        page.render(config, files)
+        name = page.file.name.replace("-", " ").replace("_", " ")
+        from_name = name.capitalize() if name.lower() == name else name
+        origin = "nav" if page.file.src_uri in titled else "file name" if page.title == from_name else "h1"
+        titles[page.file.src_uri] = (page.title, origin)
+    return titles
+
+
+def test_every_menu_title_is_written_not_made_from_the_file_name():
+    """A page's menu title is its nav entry's or its first-line H1 (a generated benchmark page's:
+    its title in SOURCES.yaml), never one MkDocs makes from the file name ("Gpu h100", "Fit mll")."""
+    titles = nav_page_titles()
+    from_names = {uri: title for uri, (title, origin) in titles.items() if origin == "file name"}
+    assert not from_names, f"menu titles made from file names (give the page a first-line H1 or a nav title): {from_names}"
+    for entry in sources()["pages"]:
+        assert titles[f"benchmarks/{entry['page']}.md"][0] == entry["title"]
+    assert titles["benchmarks/index.md"][0] == "Benchmarks"
+
+
+def test_wide_tables_scroll_sideways_on_the_site():
+    """The site's extra stylesheet exists and lets a table wider than the text scroll sideways
+    (the uncertainty tables have twelve columns)."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    css = "".join((ROOT / "docs" / path).read_text() for path in config["extra_css"])
+    assert re.search(r"\.md-typeset__scrollwrap[^{]*\{[^}]*overflow-x:\s*auto", css)
+
+
 def test_a_results_file_without_a_source_stops_the_generator(generator, tmp_path):
     results = tmp_path / "results"
     shutil.copytree(RESULTS, results)
