@@ -39,30 +39,47 @@ def resolve_device(name: str) -> torch.device:
 
 
 _WARM: set[str] = set()
+_WARMUP = {"seconds": 0.0}   # the process's one-time start-up, not yet reported in a row
 
 
 def start_job(device: torch.device) -> None:
-    """Before a job's clocks start. On CUDA: keep float32 products in float32 (TF32 rounds
-    operands to 10 mantissa bits, a relative error of about 5e-4), start each job's peak memory
-    from zero, and create the cuBLAS/cuSOLVER/cuSPARSE handles once per process, so that the
-    first job's timings do not carry a library start-up that the later jobs do not."""
-    if device.type != "cuda":
-        return
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    gc.collect()                  # the previous job's tensors, if a reference cycle still holds them
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats(device)
+    """Before a job's clocks start: the process's one-time costs, paid once and timed apart
+    (:func:`take_warmup_seconds`, the rows' ``warmup_seconds``), so that the first job's kernel
+    and inference seconds are what every later job of the process pays. On any device: the
+    metrics' library imported (torchmetrics, which imports scipy: the largest part) and the
+    dense, sparse and eigen routines called once on a small matrix (their thread pools and
+    dispatch). On CUDA also: float32 products kept in float32 (TF32 rounds operands to 10
+    mantissa bits, a relative error of about 5e-4), each job's peak memory started from zero,
+    and the cuBLAS/cuSOLVER/cuSPARSE handles created."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        gc.collect()                  # the previous job's tensors, if a reference cycle still holds them
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
     if str(device) in _WARM:
         return
+    start = time.perf_counter()
+    import torchmetrics.functional.classification  # noqa: F401 - the metrics of every classification row
+
     a = torch.eye(8, device=device, dtype=torch.float32) * 2
     torch.linalg.eigh(a @ a)
     torch.linalg.cholesky(a)
     (a.to_sparse_csr() @ a).sum().item()
     torch.linalg.eigh(a.double())
+    torch.exp(torch.randn(256, 256, device=device)).sum().item()
     synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     _WARM.add(str(device))
+    _WARMUP["seconds"] += time.perf_counter() - start
+
+
+def take_warmup_seconds() -> float:
+    """The one-time start-up :func:`start_job` paid and no row has reported yet (then 0): the
+    first row of a process carries it, as ``warmup_seconds``."""
+    seconds, _WARMUP["seconds"] = _WARMUP["seconds"], 0.0
+    return seconds
 
 
 def synchronize(device: torch.device) -> None:

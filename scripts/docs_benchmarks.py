@@ -105,32 +105,40 @@ class Page:
 # --- the pages ------------------------------------------------------------------------------
 
 def memory(page: Page) -> None:
-    every = page.csv(page.entry["sources"][0]["file"])
-    if "error" not in every.columns:
-        every["error"] = np.nan
+    every = pd.concat([page.csv(source["file"]) for source in page.entry["sources"]], ignore_index=True)
+    for column, missing in (("error", np.nan), ("limit", "nngp")):
+        every[column] = every[column].fillna(missing) if column in every.columns else missing
     rows = every[every["peak_gb"].notna()].copy()   # a case not measured is a row with its reason instead
     rows["base"] = rows["kernel"].str.removesuffix("_x")
     rows["low_rank"] = rows["kernel"].str.endswith("_x")
-    kernels = list(dict.fromkeys(rows["base"]))
-    body = []
-    for (dataset, low_rank), group in rows.groupby(["dataset", "low_rank"], sort=False):
-        label = dataset
-        if low_rank:
-            label += f" (low rank, `_x`, {int(group['landmarks'].iloc[0]):,} landmarks)"
-        cells = {r.base: f"{r.estimated_gb:.2f} / {r.peak_gb:.2f}" for r in group.itertuples()}
-        body.append([label] + [cells.get(k, "-") for k in kernels])
-    page.add("Estimate / measured peak, GiB, for each kernel (columns; rows: the dataset, exact or low rank).")
-    page.add(table(["dataset"] + kernels, body))
+    for limit, title in (("nngp", "the NNGP kernels (`kernel.limit=nngp`, the default)"),
+                         ("ntk", "the tangent kernels (`kernel.limit=ntk`; kernels with trained parameters)")):
+        of_limit = rows[rows["limit"] == limit]
+        if not len(of_limit):
+            continue
+        kernels = list(dict.fromkeys(of_limit["base"]))
+        body = []
+        for (dataset, low_rank), group in of_limit.groupby(["dataset", "low_rank"], sort=False):
+            label = dataset
+            if low_rank:
+                label += f" (low rank, `_x`, {int(group['landmarks'].iloc[0]):,} landmarks)"
+            cells = {r.base: f"{r.estimated_gb:.2f} / {r.peak_gb:.2f}" for r in group.itertuples()}
+            body.append([label] + [cells.get(k, "-") for k in kernels])
+        page.add(f"Estimate / measured peak, GiB, of {title}, for each kernel (columns; rows: the dataset, exact or low rank).")
+        page.add(table(["dataset"] + kernels, body))
     ratio = rows["estimated_gb"] / rows["peak_gb"]
     low, high = rows.loc[ratio.idxmin()], rows.loc[ratio.idxmax()]
     within = int(((ratio >= 0.5) & (ratio <= 2.0)).sum())
+    def named(r) -> str:
+        return f"{r.kernel}{' (ntk)' if r.limit == 'ntk' else ''} on {r.dataset}"
     page.add(f"**{within} of {len(rows)} estimates are within 2x of the measured peak**: the ratio estimate / peak "
-             f"runs from {ratio.min():.2f} ({low.kernel} on {low.dataset}, {low.estimated_gb:.2f} / {low.peak_gb:.2f}) "
-             f"to {ratio.max():.2f} ({high.kernel} on {high.dataset}, {high.estimated_gb:.2f} / {high.peak_gb:.2f}).")
+             f"runs from {ratio.min():.2f} ({named(low)}, {low.estimated_gb:.2f} / {low.peak_gb:.2f}) "
+             f"to {ratio.max():.2f} ({named(high)}, {high.estimated_gb:.2f} / {high.peak_gb:.2f}).")
     skipped = every[every["peak_gb"].isna()]
     if len(skipped):
         page.add("Not measured (each a row of the CSV with its reason):\n\n"
-                 + "\n".join(f"- {r.dataset}{' / ' + r.kernel if isinstance(r.kernel, str) and r.kernel else ''}: {r.error}"
+                 + "\n".join(f"- {r.dataset}{' / ' + r.kernel if isinstance(r.kernel, str) and r.kernel else ''}"
+                              f"{' (ntk)' if r.limit == 'ntk' else ''}: {r.error}"
                               for r in skipped.itertuples()))
 
     def draw():

@@ -14,7 +14,7 @@ from ..gnn import GNNS
 from ..config import training_times
 from ..kernels import KERNELS
 from ..kernels.architectures import kernel_label
-from ..runtime import resolve_device
+from ..runtime import resolve_device, take_warmup_seconds
 
 
 def now() -> str:
@@ -51,7 +51,7 @@ def graph_columns(info: Any, load_seconds: float, spec: Any, run: int) -> dict:
     ``splits=all``, the split's index and how many fixed splits there are (``resume`` reads them)."""
     every = {"split_index": int(spec.dataset.split_index or 0), "split_count": int(info.num_splits or 0)} if spec.get("splits") == "all" else {}
     return dict(task=info.task, run=run, n_nodes=int(info.num_nodes), n_edges=int(info.num_edges), load_seconds=load_seconds,
-                split=info.split, stand_in=info.stand_in, experiment=spec.experiment.name or "", timestamp=now(), **every)
+                warmup_seconds=take_warmup_seconds(), split=info.split, stand_in=info.stand_in, experiment=spec.experiment.name or "", timestamp=now(), **every)
 
 
 def with_extra(row: dict, **entries: Any) -> dict:
