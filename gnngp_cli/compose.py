@@ -104,6 +104,34 @@ def method_overrides(overrides: Sequence[str]) -> list[str]:
     return out
 
 
+SWEEP_FUNCTIONS = frozenset({"choice", "range", "interval", "int", "float", "str", "bool", "tag", "log", "glob", "sort", "shuffle",
+                             "reverse", "json_str", "extend_list"})
+
+
+def method_key(value: str) -> str:
+    """How the user spells the method choice ``value`` (a name, a sweep of names, an Optuna
+    ``choice(...)``): ``kernel`` when every name is a GP kernel (or its ``_x`` twin), ``gnn`` when
+    every one is a GNN, else ``model``."""
+    import re
+
+    names = [n for n in re.findall(r"[A-Za-z0-9_.-]+", value) if n not in SWEEP_FUNCTIONS]
+    if names and all(n in KERNELS or (n.endswith("_x") and n[:-2] in KERNELS) for n in names):
+        return "kernel"
+    if names and all(n in GNNS for n in names):
+        return "gnn"
+    return "model"
+
+
+def shown_override(override: str) -> str:
+    """An override as the user spells it: Hydra's internal ``model=<name>`` as ``kernel=<name>``
+    (a GP kernel) or ``gnn=<name>`` (a GNN), the inverse of :func:`method_overrides`; any other as it is."""
+    prefix = override[:len(override) - len(override.lstrip("+~"))]
+    key, sep, value = override[len(prefix):].partition("=")
+    if key != "model" or not sep:
+        return override
+    return f"{prefix}{method_key(value)}={value}"
+
+
 def compose(overrides: Sequence[str], compute: Mapping[str, ComputeConfig], config_name: str = "config",
             config_path: Optional[Path] = None) -> DictConfig:
     """The composed, typed config for these Hydra overrides (no output dir is created)."""

@@ -52,7 +52,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     summary is written."""
     import os
 
-    from .messages import check_group_choices, one_line, spellings
+    from .messages import check_group_choices, one_line, spell_methods_in_logs, spellings
     from ..compose import method_overrides
     from ..errors import GnngpError
     from .watchdog import mark_launcher
@@ -84,6 +84,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     from ..compose import config_dir, register_configs
 
     mark_launcher()
+    spell_methods_in_logs()   # the launchers' and the sweeper's log lines name the method as the user does (kernel=)
     sweep.LAST_SWEEP = None   # this command's sweep, not one an earlier call in this process ran
     register_configs(compute_options())
     sys.argv = [prog, *argv]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
+import re
 from typing import Iterable, Optional, Sequence
 
 from ..errors import ConfigError
@@ -129,3 +131,47 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
     if isinstance(cause, OmegaConfBaseException):
         text += " " + str(cause).splitlines()[0]
     return text
+
+
+# Hydra's launchers and the Optuna sweeper log each job's overrides ("#0 : dataset=cora
+# model=gcngp") and the best trial ("Best parameters: {'model': 'gcngp_x', ...}") as Hydra sees
+# them: the method as ``model=``, which the user typed as ``kernel=`` or ``gnn=``.
+OVERRIDE_LOGGERS = ("hydra._internal.core_plugins.basic_launcher", "hydra_plugins.hydra_joblib_launcher._core",
+                    "hydra_plugins.hydra_submitit_launcher.submitit_launcher", "hydra_plugins.hydra_optuna_sweeper._impl")
+_TYPED = re.compile(r"(?<![\w.])([+~]*model=\S+)")
+_PARAM = re.compile(r"'model': '([^']*)'")
+
+
+def shown_text(message: str) -> str:
+    """A log message with every ``model=<name>`` (and an Optuna ``'model': '<name>'``) spelled as
+    the user spells it (:func:`gnngp_cli.compose.shown_override`): ``kernel=gcngp``, ``gnn=gcn``."""
+    from ..compose import method_key, shown_override
+
+    if "model" not in message:
+        return message
+    message = _TYPED.sub(lambda m: shown_override(m.group(1)), message)
+    return _PARAM.sub(lambda m: f"'{method_key(m.group(1))}': '{m.group(1)}'", message)
+
+
+class MethodSpelling(logging.Filter):
+    """Rewrites a log record's message with :func:`shown_text`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):   # a record whose arguments do not fit: logging reports it, as it is
+            return True
+        shown = shown_text(message)
+        if shown != message:
+            record.msg, record.args = shown, ()
+        return True
+
+
+def spell_methods_in_logs() -> None:
+    """Add :class:`MethodSpelling` to the loggers of Hydra's launchers and of the Optuna sweeper
+    (once; a logger's filters outlive Hydra's logging configuration)."""
+    for name in OVERRIDE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, MethodSpelling) for f in logger.filters):
+            logger.addFilter(MethodSpelling())
+

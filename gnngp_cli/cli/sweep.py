@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,7 +30,7 @@ class SweepOutcome:
 LAST_SWEEP: Optional[SweepOutcome] = None
 
 
-def collect(sweep_dir: Path, results_file: str = "results.csv") -> tuple[list[str], list[dict]]:
+def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequence[str] = ()) -> tuple[list[str], list[dict]]:
     """The header and rows of every job's results under ``sweep_dir``, each with its ``job``:
     a job folder without results (it died before writing) becomes an error row; a results
     file with malformed rows gives its good rows, an error row naming the file, and a warning.
@@ -38,21 +38,61 @@ def collect(sweep_dir: Path, results_file: str = "results.csv") -> tuple[list[st
     from ..results.rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows
 
     header, rows = [], []
-    for job in sorted((p for p in sweep_dir.iterdir() if p.is_dir() and (p / ".hydra").is_dir()), key=_job_order):
+    jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and (p / ".hydra").is_dir()), key=_job_order)
+    swept = swept_values({job.name: _overrides(job) for job in jobs}, swept_keys)
+    for job in jobs:
         path = job / results_file
         try:
             found = read_rows(path)
         except (OSError, NotAResultsFile) as err:
-            rows.append({"job": job.name, "status": "error", "error": f"no results ({type(err).__name__}); the job did not finish",
-                         "overrides": _overrides(job)})
+            rows.append({"job": job.name, "swept": swept[job.name], "status": "error",
+                         "error": f"no results ({type(err).__name__}); the job did not finish", "overrides": _overrides(job)})
             continue
         header = ordered_columns(header, found.header)
-        rows += [{"job": job.name, **row} for row in found.rows]
+        rows += [{"job": job.name, "swept": swept[job.name], **row} for row in found.rows]
         if found.problems:
             log.warning("%s has malformed rows, left out of the summary: %s", path, found.shown_problems())
-            rows.append({"job": job.name, "status": "error", "error": f"malformed rows in {path}: {found.shown_problems()}",
-                         "overrides": _overrides(job)})
-    return ["job", *(ordered_columns(header, ["status", "error", "overrides"]) if rows else COLUMNS)], rows
+            rows.append({"job": job.name, "swept": swept[job.name], "status": "error",
+                         "error": f"malformed rows in {path}: {found.shown_problems()}", "overrides": _overrides(job)})
+    return ["job", "swept", *(ordered_columns(header, ["status", "error", "overrides"]) if rows else COLUMNS)], rows
+
+
+def swept_values(overrides: dict[str, str], keys_given: Sequence[str] = ()) -> dict[str, str]:
+    """Each job's values of the keys the sweep varied, as the user spells them: ``dataset=citeseer
+    kernel=gcngp_x``; a sweep of one job, its overrides. The keys varied: those of ``keys_given``
+    (``key=values``: a sweep's lists, a search's parameters, :func:`swept_keys`) and any whose
+    value is not the same in every job. ``overrides``: job -> its recorded overrides (a JSON
+    list, :func:`_overrides`)."""
+    import json
+
+    from ..compose import shown_override
+
+    parsed = {}
+    for job, recorded in overrides.items():
+        try:
+            items = json.loads(recorded) if recorded else []
+        except ValueError:
+            items = []
+        parsed[job] = {shown_override(str(o)).partition("=")[0].lstrip("+~"): shown_override(str(o)) for o in items}
+    keys = {key for items in parsed.values() for key in items}
+    declared = {shown_override(f"{key}={value}").partition("=")[0] for key, value in
+                ((k.lstrip("+~"), v) for k, _, v in (str(x).partition("=") for x in keys_given))}
+    varied = {key for key in keys if key in declared or len({items.get(key) for items in parsed.values()}) > 1}
+    return {job: " ".join(o for key, o in sorted(items.items()) if key in varied or len(parsed) == 1) for job, items in parsed.items()}
+
+
+def swept_keys(config: DictConfig) -> list[str]:
+    """What the sweep was told to vary, as ``key=values``: the overrides with a sweep's values
+    (``model=gcngp,gcngp_x``, ``depth=range(1,4)``) and the sweeper's own parameters (a search's)."""
+    out = []
+    for override in config.hydra.overrides.get("task", []) or []:
+        key, sep, value = str(override).partition("=")
+        if sep and ("," in value or value.rstrip().endswith(")")) and not value.lstrip().startswith(("[", "{", "'", '"')):
+            out.append(override)
+    params = config.hydra.sweeper.get("params") if "params" in config.hydra.sweeper else None
+    if params:
+        out += [f"{key}={value}" for key, value in params.items()]
+    return out
 
 
 def _job_order(path: Path):
@@ -68,8 +108,33 @@ def _overrides(job: Path) -> str:
 
 
 def console_table(summary: pd.DataFrame) -> str:
-    show = [c for c in ("job", "status", "dataset", "method", "run", "test", "val", "total_seconds", "error") if c in summary.columns]
+    show = [c for c in ("job", "swept", "status", "dataset", "method", "run", "test", "val", "total_seconds", "error")
+            if c in summary.columns and not (c == "swept" and summary[c].isna().all())]
     return summary[show].to_string(index=False, float_format=lambda v: f"{v:.4f}")
+
+
+def best_trial(sweep_dir: Path, swept: dict[str, str]) -> Optional[str]:
+    """The best trial of a search (Hydra's Optuna sweeper writes ``optimization_results.yaml``):
+    its parameters as the user spells them, its value, and the jobs that ran them; ``None`` for a plain sweep."""
+    from omegaconf import OmegaConf
+
+    from ..compose import shown_override
+
+    path = sweep_dir / "optimization_results.yaml"
+    if not path.is_file():
+        return None
+    try:
+        found = OmegaConf.to_container(OmegaConf.load(path))
+    except Exception:  # noqa: BLE001 - a summary never fails on the sweeper's file
+        return None
+    params = found.get("best_params") if isinstance(found, dict) else None
+    if not isinstance(params, dict):
+        return None
+    shown = [shown_override(f"{k}={v}") for k, v in params.items()]
+    jobs = [job for job, values in swept.items() if set(shown) <= set(values.split())]
+    value = found.get("best_value")
+    value = f"{value:.4f}" if isinstance(value, float) else str(value)
+    return f"best trial: {' '.join(shown)} (validation metric {value}" + (f"; job {', '.join(jobs)}" if jobs else "") + ")"
 
 
 class SweepSummary(Callback):
@@ -81,12 +146,15 @@ class SweepSummary(Callback):
             return
         from ..results.rowfile import to_frame, to_text   # here, not at the top: Hydra imports this callback for every command
 
-        header, rows = collect(sweep_dir, config.get("results_file", "results.csv"))
+        header, rows = collect(sweep_dir, config.get("results_file", "results.csv"), swept_keys(config))
         path = sweep_dir / "summary.csv"
         atomic_write(path, lambda f: f.write(to_text(header, rows)))   # a reader never sees half a summary
         summary = to_frame(header, rows)
         failed = int((summary.get("status") != "ok").sum()) if len(summary) else 0
         log.info("sweep summary (%d rows, %d failed): %s\n%s", len(summary), failed, path, console_table(summary))
+        best = best_trial(sweep_dir, {str(row["job"]): str(row.get("swept") or "") for row in rows})
+        if best:
+            log.info("search summary: %s", best)
         global LAST_SWEEP
         jobs = summary.groupby("job")["status"].apply(lambda s: bool((s != "ok").any())) if len(summary) else []
         LAST_SWEEP = SweepOutcome(path, int(len(jobs)), int(sum(jobs)))

@@ -117,7 +117,7 @@ class JobRecord:
     name: str                           # the last folders of its path: <day>/<time> (a run), <day>/<time>/<job> (a sweep)
     output_dir: Path
     params: dict[str, str]              # the config, flattened: dataset.name -> cora
-    overrides: list[str]                # as typed, and as a sweeper chose them (depth=3)
+    overrides: list[str]                # as typed, and as a sweeper chose them (depth=3); the method as Hydra has it (model=)
     hparams: dict[str, Any]             # the overrides' keys with their composed values (TensorBoard's hparams)
     rows: list[dict[str, float]]        # each row's numbers
     status: str                         # ok, error (an error row) or failed (the job raised)
@@ -177,6 +177,7 @@ def job_record(config: DictConfig, job_return: Any) -> JobRecord:
     results file (:mod:`gnngp_cli.results.rowfile`)."""
     from hydra.types import RunMode
 
+    from ..compose import shown_override
     from ..results.resume import job_overrides
     from ..results.rowfile import NotAResultsFile, read_rows
 
@@ -193,7 +194,8 @@ def job_record(config: DictConfig, job_return: Any) -> JobRecord:
     for override in json.loads(job_overrides(overrides)):   # the settings: not logger= or hparams_search= themselves
         key, _, value = override.lstrip("+~").partition("=")
         chosen = OmegaConf.select(config, key, default=None, throw_on_missing=False)
-        hparams[key] = chosen if isinstance(chosen, (int, float, str, bool)) else value
+        shown = shown_override(f"{key}={value}").partition("=")[0]   # the method as the user spells it: kernel, gnn
+        hparams[shown] = chosen if isinstance(chosen, (int, float, str, bool)) else value
     results = None
     for file_name in dict.fromkeys((str(config.get("results_file", "results.csv")), "results.csv")):
         if (output_dir / file_name).is_file():
@@ -213,7 +215,7 @@ def job_record(config: DictConfig, job_return: Any) -> JobRecord:
         status = "error"
         error = next((row.get("error", "") for row in rows if row.get("status") != "ok"), "") or "the job wrote no results"
     first = rows[0] if rows else {}
-    tags = {"status": status, "overrides": " ".join(overrides), "output_dir": str(output_dir),
+    tags = {"status": status, "overrides": " ".join(shown_override(o) for o in overrides), "output_dir": str(output_dir),
             "dataset": first.get("dataset", ""), "method": first.get("method", "")}
     if hydra.mode == RunMode.MULTIRUN:
         tags.update(sweep_dir=str(hydra.sweep.dir), job=str(hydra.job.num))
@@ -376,7 +378,7 @@ class TensorBoardTracking(Tracking):
             for key, value in means.items():
                 writer.add_scalar(key, value, 0)
             config = "\n".join(f"    {k}: {v}" for k, v in record.params.items())
-            writer.add_text("config", f"overrides: `{' '.join(record.overrides)}`\n\n{config}")
+            writer.add_text("config", f"overrides: `{record.tags.get('overrides', '')}`\n\n{config}")
             writer.add_text("status", record.status + (f": {record.error}" if record.error else ""))
             if record.results is not None:
                 writer.add_text("results.csv", "\n".join("    " + line for line in record.results.read_text().splitlines()))

@@ -79,6 +79,24 @@ def _every_decade(ax, which: str) -> None:
         axis.set_minor_formatter(NullFormatter())
 
 
+def _scale(ax, which: str, values) -> str:
+    """A log axis, every decade labelled (:func:`_every_decade`), where ``values`` span a decade or
+    more; a linear one where they span less, which a log axis would leave with no tick and so no
+    number (one or two close sizes, times, landmark counts). The scale chosen: ``log`` or ``linear``."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values) & (values > 0)]
+    if len(values) and values.max() >= 10 * values.min():
+        (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+        _every_decade(ax, which)
+        return "log"
+    (ax.set_xscale if which == "x" else ax.set_yscale)("linear")
+    return "linear"
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def figure2(rows: pd.DataFrame, path: Path) -> Optional[str]:
     """Time against graph size M + N on log-log axes, every decade labelled. Each method's
     slope is fitted over one family of runs (the same experiment, depth, device and dtype: the
@@ -101,7 +119,7 @@ def figure2(rows: pd.DataFrame, path: Path) -> Optional[str]:
         family = families.get_group(key)
         points = family.groupby("size")["total_seconds"].mean()
         others = group.drop(family.index)
-        line = ax.scatter(points.index, points.to_numpy(), label=f"{method} ({key[0] or 'runs'}, {len(points)} sizes)")
+        line = ax.scatter(points.index, points.to_numpy(), label=f"{method} ({key[0] or 'runs'}, {_counted(len(points), 'size')})")
         if len(others):
             ax.scatter(others["size"], others["total_seconds"], marker="x", color=line.get_facecolor()[0], alpha=0.5,
                        label=f"{method}, other runs (not fitted)")
@@ -115,12 +133,11 @@ def figure2(rows: pd.DataFrame, path: Path) -> Optional[str]:
         xs = np.linspace(x.min(), x.max(), 20)
         ax.plot(10 ** xs, 10 ** (slope * xs + intercept), color=line.get_facecolor()[0], label=f"{method} slope {slope:.2f} ({len(points)} runs)")
     ax.set_xscale("log")
-    ax.set_yscale("log")
-    _every_decade(ax, "both")
+    _every_decade(ax, "x")
     lo, hi = ok["size"].min(), ok["size"].max()
-    ax.set_xlim(10 ** np.floor(np.log10(lo)), 10 ** np.ceil(np.log10(hi) + 1e-9))
+    ax.set_xlim(10 ** np.floor(np.log10(lo)), 10 ** np.ceil(np.log10(hi) + 1e-9))   # a decade at least: labelled
     ax.set_xlabel("graph size M + N (directed edges + nodes)")
-    ax.set_ylabel("time (s)")
+    ax.set_ylabel("time (s" + ("" if _scale(ax, "y", ok["total_seconds"]) == "log" else ", linear: under a decade") + ")")
     ax.set_title("Figure 2: scalability")
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -176,12 +193,12 @@ def figure4(rows: pd.DataFrame, path: Path) -> Optional[str]:
             left.axhline(reference.mean(), color=line.get_color(), linestyle=":", label=f"GCN on {label}")
         right.plot(stats["landmarks"], stats["seconds"], marker="o", label=label)
     for ax, ylabel in ((left, "test metric"), (right, "time (s)")):
-        ax.set_xscale("log")
-        _major_labels_only(ax)
+        _scale(ax, "x", ok["landmarks"])
         ax.set_xlabel("landmarks")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
-    right.set_yscale("log")
+    if _scale(right, "y", ok.groupby(["dataset", "landmark_fraction"])["total_seconds"].mean()) == "linear":
+        right.set_ylabel("time (s, linear: under a decade)")
     fig.suptitle("Figure 4: landmarks")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

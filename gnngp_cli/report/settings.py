@@ -20,10 +20,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import fields
+from functools import lru_cache
 from typing import Any, Optional
 
 import pandas as pd
+import yaml
 
+from ..compose import config_dir, method_key, read_yaml, shown_override
 from ..config import method_defaults
 from ..data.datasets import DATASETS
 from ..gnn import GNNS
@@ -117,23 +120,148 @@ def off_preset(row: pd.Series) -> str:
                if _text(value, default) != default]
     typed = overrides(row) or {}
     swept = set(experiment(name).sweeps)
-    reasons += [f"{key}={value}" for key, value in sorted(typed.items())
+    reasons += [shown_override(f"{key}={value}") for key, value in sorted(typed.items())
                 if not (neutral(key) or key in swept or key in OPEN_IN_PAPER or (key in MODEL_KEYS and "model" in swept))
-                and f"{key}={value}" not in reasons]
+                and f"{key}={value}" not in reasons and not _typed_default(typed, key, value)]
     return ", ".join(reasons)
 
 
-def group_settings(row: pd.Series) -> dict[str, str]:
+GROUP_CHOICES = ("dataset", "model", "compute", "fit", "likelihood", "protocol", "experiment", "learning_curve")   # config groups
+
+
+@lru_cache(maxsize=None)
+def default_choices() -> dict[str, str]:
+    """The config groups' default options (``config.yaml``'s defaults list): ``{"fit": "grid", ...}``."""
+    out = {}
+    for entry in read_yaml(config_dir() / "config.yaml").get("defaults", []):
+        if isinstance(entry, dict):
+            for key, value in entry.items():
+                out[key.replace("optional ", "").replace("override ", "").strip()] = _canonical(value)
+    return out
+
+
+def _parse(text: str) -> Any:
+    """An override's value as Hydra reads it: ``2`` and ``2.0`` a number, ``true`` a boolean,
+    ``null`` None, ``[1,2]`` a list; any other text as it is (``on`` and ``yes`` are words to Hydra)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except (TypeError, ValueError):
+            pass
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "null":
+        return None
+    if text.strip().startswith("["):
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return text
+        return value if isinstance(value, list) else text
+    return text
+
+
+def _canonical(value: Any) -> str:
+    """One spelling of a value: ``2``, ``2.0`` and ``02`` are ``2``; ``[1,2]`` and ``[1, 2]`` are ``[1, 2]``;
+    a float keeps every digit (``0.1234567`` is not ``0.1234568``)."""
+    if isinstance(value, str):
+        value = _parse(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_canonical(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_canonical(v)}" for k, v in sorted(value.items())) + "}"
+    return str(value)
+
+
+def _method(typed: dict[str, str]) -> Optional[str]:
+    """The row's method option (``model=``, ``kernel=`` or ``gnn=``), ``None`` when it took the default."""
+    return next((typed[k] for k in ("model", "kernel", "gnn") if k in typed and typed[k] not in ("", "none")), None)
+
+
+def spelled(typed: dict[str, str]) -> dict[str, str]:
+    """A row's overrides in one spelling: values canonical (:func:`_canonical`), ``depth`` as the
+    layers it sets (``kernel.layers`` of a GP, ``gnn.layers`` of a GNN, unless the row sets those
+    itself), a config group's default option left out (``likelihood=gaussian``, ``protocol=none``)."""
+    method = _method(typed)
+    layers = "gnn.layers" if method is not None and method_key(method) == "gnn" else "kernel.layers"
+    out = {}
+    for key, value in typed.items():
+        if key == "depth" and layers not in typed:
+            key = layers
+        if key in GROUP_CHOICES and key not in ("dataset", "model") and _canonical(value) == default_choices().get(key):
+            continue
+        out[key] = value if key in GROUP_CHOICES or key in MODEL_KEYS else _canonical(value)
+    return out
+
+
+@lru_cache(maxsize=256)
+def _baseline(choices: tuple[str, ...]):
+    """The composed config of these group choices alone (``dataset=cora``, ``model=gcngp``...),
+    ``None`` when it does not compose (an option that no longer exists, a user's own config)."""
+    from ..api import compose
+
+    try:
+        return compose(list(choices))
+    except Exception:  # noqa: BLE001 - the report never fails on a row's settings: the override is kept
+        return None
+
+
+_ABSENT = object()
+
+
+def is_default(typed: dict[str, str], key: str, value: str) -> bool:
+    """Whether ``key=value`` (canonical) is what the row's dataset, method and other group
+    choices compose to anyway, so that typing it changes nothing (``kernel.layers=2``)."""
+    method = _method(typed)
+    choices = [f"{k}={typed[k]}" for k in GROUP_CHOICES if k in typed and k != "model"] + ([f"model={method}"] if method else [])
+    config = _baseline(tuple(sorted(choices)))
+    if config is None:
+        return False
+    from omegaconf import OmegaConf
+
+    try:
+        found = OmegaConf.select(config, key, default=_ABSENT, throw_on_missing=False)
+        if OmegaConf.is_config(found):
+            found = OmegaConf.to_container(found, resolve=True)
+    except Exception:  # noqa: BLE001 - an interpolation that resolves only in a job: not known to be the default
+        return False
+    return found is not _ABSENT and _canonical(found) == value
+
+
+def _typed_default(typed: dict[str, str], key: str, value: str) -> bool:
+    """Whether the override ``key=value`` sets what the row composes to anyway (:func:`is_default`),
+    in whichever spelling (``depth=2``, ``kernel.layers=2.0``)."""
+    if key in GROUP_CHOICES or key in MODEL_KEYS:
+        return key in default_choices() and _canonical(value) == default_choices()[key] and key not in ("dataset", "model")
+    spelled_key = next((k for k, v in spelled({key: value, **{k: typed[k] for k in MODEL_KEYS if k in typed}}).items()
+                        if k not in MODEL_KEYS), key)
+    return is_default(typed, spelled_key, _canonical(value))
+
+
+def group_settings(row: pd.Series, everywhere: frozenset = frozenset()) -> dict[str, str]:
     """The settings that tell a row's group of runs from another's (:mod:`.runs`): its overrides
     but the dataset and model (a table's rows), what only varies runs (:data:`AVERAGED`: seeds,
     splits) and what changes no result (:func:`neutral`: paths, console, resuming), with its
-    fit, backend, device and dtype. A row that recorded no overrides: its recorded settings."""
+    fit, backend, device and dtype. A row that recorded no overrides: its recorded settings.
+
+    Its effective settings, not their spelling (:func:`spelled`): an override that sets what the
+    row's dataset and method compose to anyway (``kernel.layers=2``, :func:`is_default`) is left
+    out, so the run is in the group of the runs that did not type it. ``everywhere``: the
+    ``(key, value)`` overrides every row read has, which need no such check."""
     typed = overrides(row)
     if typed is None:
         out = {key: _show(value) for key, value in recorded(row).items()}
     else:
-        out = {key: value for key, value in typed.items()
-               if key not in MODEL_KEYS | {"dataset"} and key not in AVERAGED and (not neutral(key) or key.startswith("experiment"))}
+        out = {key: value for key, value in spelled(typed).items()
+               if key not in MODEL_KEYS | {"dataset"} and key not in AVERAGED and (not neutral(key) or key.startswith("experiment"))
+               and ((key, value) in everywhere or key in GROUP_CHOICES or not is_default(typed, key, value))}
     if _text(row.get("kernel"), "") or "fit" in out or "compute" in out or pd.isna(pd.to_numeric(row.get("train_seconds"), errors="coerce")):
         out["fit"] = out.get("fit") or _text(row.get("fit"), "grid")               # a GP's: a GNN has neither
         out["compute"] = out.get("compute") or _text(row.get("compute_backend"), "local")
@@ -216,7 +344,10 @@ def annotate(rows: pd.DataFrame) -> pd.DataFrame:
     rows["settings"] = [json.dumps(recorded(r), sort_keys=True, default=str) for _, r in rows.iterrows()]
     rows["differs"] = [differences(r) if r.get("status", "ok") == "ok" else "" for _, r in rows.iterrows()]
     rows["off_preset"] = [off_preset(r) for _, r in rows.iterrows()]
-    rows["group"] = [json.dumps(group_settings(r), sort_keys=True) for _, r in rows.iterrows()]
+    typed = [overrides(r) for _, r in rows.iterrows()]
+    pairs = [set(spelled(t).items()) for t in typed if t is not None]
+    everywhere = frozenset(set.intersection(*pairs)) if pairs else frozenset()
+    rows["group"] = [json.dumps(group_settings(r, everywhere), sort_keys=True) for _, r in rows.iterrows()]
     return rows
 
 

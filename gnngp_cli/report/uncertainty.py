@@ -5,6 +5,7 @@ each row recorded, summed over its seeds and splits)."""
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -89,6 +90,33 @@ def _bins(group: pd.DataFrame) -> Optional[tuple[np.ndarray, np.ndarray, np.ndar
     return None if count is None else (count, conf, acc)
 
 
+TITLE_WIDTH = 44   # characters of a panel title's line (7 pt in a 3.2 inch panel)
+
+
+def _pairs(settings: str) -> list[str]:
+    return settings.split() if settings else []
+
+
+def shared_settings(keys: list[tuple]) -> list[str]:
+    """The ``key=value`` settings every panel has (said once, above the panels)."""
+    sets = [set(_pairs(key[4])) for key in keys]
+    return sorted(set.intersection(*sets)) if sets and len(keys) > 1 else []
+
+
+def panel_titles(keys: list[tuple]) -> list[str]:
+    """Each panel's title, whole and wrapped to the panel's width: the dataset and protocol, the
+    method and likelihood, and the settings that tell the panels apart (not those every panel
+    shares, :func:`shared_settings`); never cut, so that no two panels read alike."""
+    common = set(shared_settings(keys))
+    out = []
+    for dataset, protocol, method, how, settings, _ in keys:
+        head = display(dataset) + ("" if protocol == "none" else f", {protocol}")
+        own = [pair for pair in _pairs(settings) if pair not in common]
+        lines = [head, f"{method} {how}".strip()] + textwrap.wrap(" ".join(own), TITLE_WIDTH, break_on_hyphens=False)
+        out.append("\n".join(line for line in lines if line))
+    return out
+
+
 def reliability(rows: pd.DataFrame, path: Path) -> Optional[str]:
     """Reliability diagrams (accuracy against confidence per bin, the diagonal for reference) of
     up to :data:`PANELS` groups; the reason when there is nothing to draw."""
@@ -104,7 +132,8 @@ def reliability(rows: pd.DataFrame, path: Path) -> Optional[str]:
     cols = min(4, len(shown))
     fig, axes = plt.subplots((len(shown) + cols - 1) // cols, cols, figsize=(3.2 * cols, 3.2 * ((len(shown) + cols - 1) // cols)),
                              squeeze=False)
-    for ax, ((dataset, protocol, method, how, settings, _), (count, conf, acc)) in zip(axes.flat, shown):
+    titles = panel_titles([key for key, _ in shown])
+    for ax, title, (_, (count, conf, acc)) in zip(axes.flat, titles, shown):
         bins = len(count)
         edges = np.linspace(0, 1, bins + 1)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -112,14 +141,20 @@ def reliability(rows: pd.DataFrame, path: Path) -> Optional[str]:
         ax.bar(edges[:-1], np.nan_to_num(accuracy), width=1 / bins, align="edge", edgecolor="black", linewidth=0.4, label="accuracy")
         ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=0.8)
         ece = float(np.abs(acc - conf).sum() / count.sum()) if count.sum() else float("nan")
-        ax.set_title(f"{display(dataset)}, {protocol}\n{method} {how} {settings[:30]} (ECE {ece:.3f})", fontsize=7)
+        ax.set_title(f"{title} (ECE {ece:.3f})", fontsize=7)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_xlabel("confidence", fontsize=8)
         ax.set_ylabel("accuracy", fontsize=8)
     for ax in list(axes.flat)[len(shown):]:
         ax.axis("off")
-    fig.tight_layout()
+    common = shared_settings([key for key, _ in shown])
+    if common:   # what every panel shares, once above them
+        lines = textwrap.wrap("Every panel: " + " ".join(common), TITLE_WIDTH * cols)
+        fig.suptitle("\n".join(lines), fontsize=7)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.15 * len(lines) / fig.get_figheight()))   # 0.15 inch a line of the title
+    else:
+        fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return None

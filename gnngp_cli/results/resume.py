@@ -98,7 +98,10 @@ def set_aside(results: Path) -> Path:
 
 
 def _show(recorded: str) -> str:
+    """Recorded overrides as the user spells them (``kernel=gcngp``, not Hydra's ``model=gcngp``)."""
+    from ..compose import shown_override
+
     try:
-        return " ".join(json.loads(recorded)) or "no overrides"
-    except ValueError:
+        return " ".join(shown_override(str(o)) for o in json.loads(recorded)) or "no overrides"
+    except (ValueError, TypeError):
         return recorded

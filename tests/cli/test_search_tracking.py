@@ -244,6 +244,29 @@ def test_a_failed_trial_is_recorded_as_failed_and_the_search_goes_on(tmp_path, d
     assert best["best_params"] == {"landmarks.count": 50}
     assert best["best_value"] == pytest.approx(summary.loc[summary["status"] == "ok", "val"].max())
     assert out.stderr.strip().splitlines()[-1].startswith(f"gnngp: error: {len(failed)} of 3 jobs failed")
+    # the summary says each trial's parameters, and which one was best
+    assert set(summary["swept"]) == {"landmarks.count=50", "landmarks.count=500"}
+    assert (summary.loc[summary["status"] == "error", "swept"] == "landmarks.count=500").all()
+    best_job = summary.loc[summary["val"].idxmax(), "job"]
+    assert f"search summary: best trial: landmarks.count=50 (validation metric {best['best_value']:.4f}; job {best_job}" in out.stderr + out.stdout
+
+
+def test_the_searchs_log_names_the_method_as_typed():
+    """Optuna's 'Best parameters' and the launcher's job lines say kernel= (gnn=), as typed, not
+    Hydra's model=; other keys and a mixed choice are left as they are."""
+    import logging
+
+    from gnngp_cli.cli.messages import OVERRIDE_LOGGERS, shown_text, spell_methods_in_logs
+
+    assert shown_text("Best parameters: {'model': 'gcn2gp_x', 'depth': 3}") == "Best parameters: {'kernel': 'gcn2gp_x', 'depth': 3}"
+    assert shown_text("\t#0 : dataset=cora model=gcn kernel.layers=2") == "\t#0 : dataset=cora gnn=gcn kernel.layers=2"
+    assert shown_text("#1 : model=gcn,gcngp my.model=x") == "#1 : model=gcn,gcngp my.model=x"
+    spell_methods_in_logs()
+    spell_methods_in_logs()   # once
+    logger = logging.getLogger(OVERRIDE_LOGGERS[0])
+    assert len(logger.filters) == 1
+    record = logger.makeRecord(logger.name, logging.INFO, __file__, 1, "#%d : %s", (0, "model=gcngp_x"), None)
+    assert logger.filters[0].filter(record) and record.getMessage() == "#0 : kernel=gcngp_x"
 
 
 def test_a_search_whose_every_trial_failed_is_one_line(tmp_path, data_overrides):
@@ -283,4 +306,5 @@ def test_tensorboard_holds_each_jobs_scalars_hparams_and_results(tmp_path, data_
 
         start = HParamsPluginData.FromString(events.PluginTagToContent("hparams")["_hparams_/session_start_info"]).session_start_info
         hparams = {k: v.string_value for k, v in start.hparams.items()}   # the job's settings, not the logger's
-        assert hparams["dataset"] == "cora" and hparams["model"] == ["gcngp", "gcngp_x"][int(job)] and not any(k.startswith("logger") for k in hparams)
+        assert hparams["dataset"] == "cora" and hparams["kernel"] == ["gcngp", "gcngp_x"][int(job)] and not any(k.startswith("logger") for k in hparams)
+        assert "model" not in hparams and f"kernel={['gcngp', 'gcngp_x'][int(job)]}" in texts["config/text_summary"]   # as typed

@@ -58,3 +58,38 @@ def test_the_ready_slurm_launcher_config_composes():
     out = in_process("run", "hydra/launcher=slurm", "--cfg", "hydra", "-p", "hydra.launcher")
     assert out.returncode == 0, out.stderr
     assert "partition: gpu" in out.stdout and "gpus_per_task: 1" in out.stdout and "SlurmLauncher" in out.stdout
+
+
+def test_the_summary_shows_each_jobs_swept_values_and_the_log_the_method_as_typed(tmp_path):
+    """Each line of a sweep's summary says what its job ran (the keys the sweep varied, as typed:
+    kernel=, not Hydra's model=), and so do the launcher's log lines."""
+    summary, out = sweep(tmp_path, "kernel=gcngp,gcngp_x", "kernel.layers=2")
+    log = out.stderr + out.stdout
+    assert summary["swept"].tolist() == ["kernel=gcngp", "kernel=gcngp_x"]   # kernel.layers=2 is every job's: not swept
+    assert "#0 : kernel=gcngp kernel.layers=2" in log and "#1 : kernel=gcngp_x kernel.layers=2" in log
+    assert "model=" not in log
+    table = log[log.index("sweep summary"):]
+    assert "kernel=gcngp_x" in table.splitlines()[3] and " swept " in table.splitlines()[1]
+
+
+def test_a_sweep_summary_of_any_jobs_names_their_values(tmp_path):
+    """The summary's swept values from the jobs' own overrides, a failed job's too; a search's
+    best trial with its parameters and job."""
+    import json
+
+    from gnngp_cli.cli.sweep import best_trial, collect, console_table
+    from gnngp_cli.results.rowfile import to_frame
+
+    for job, (dataset, model, status) in enumerate((("cora", "gcngp", "ok"), ("citeseer", "gcngp_x", "ok"), ("citeseer", "gcn", None))):
+        (tmp_path / str(job) / ".hydra").mkdir(parents=True)
+        (tmp_path / str(job) / ".hydra" / "overrides.yaml").write_text(f"- dataset={dataset}\n- model={model}\n- runs=1\n")
+        if status:
+            pd.DataFrame([{"status": status, "dataset": dataset, "method": model.upper(), "val": 0.7 + job / 10, "test": 0.7,
+                           "overrides": json.dumps([f"dataset={dataset}", f"model={model}", "runs=1"])}]).to_csv(tmp_path / str(job) / "results.csv", index=False)
+    header, rows = collect(tmp_path)
+    summary = to_frame(header, rows)
+    assert summary["swept"].tolist() == ["dataset=cora kernel=gcngp", "dataset=citeseer kernel=gcngp_x", "dataset=citeseer gnn=gcn"]
+    assert summary["status"].tolist() == ["ok", "ok", "error"] and "dataset=citeseer gnn=gcn" in console_table(summary)
+    (tmp_path / "optimization_results.yaml").write_text("name: optuna\nbest_params:\n  model: gcngp_x\n  dataset: citeseer\nbest_value: 0.8\n")
+    assert best_trial(tmp_path, {str(r["job"]): r["swept"] for r in rows}) == \
+        "best trial: kernel=gcngp_x dataset=citeseer (validation metric 0.8000; job 1)"

@@ -121,7 +121,8 @@ def test_figures_2_3_4_from_sweeps(tmp_path, monkeypatch):
     assert ax3.get_xlabel() == "depth L" and sorted(series(ax3)) == ["GCN", "GCNGP"]
     assert sorted(ax3.lines[0].get_xdata().tolist()) == [2, 4]
     left, right = figures["figure4"].axes
-    assert left.get_xscale() == "log" and left.get_xlabel() == "landmarks" and right.get_ylabel() == "time (s)"
+    # 750 to 3000 landmarks, 0.5 to 2 s: under a decade, linear axes (a log one would have one labelled tick, or none)
+    assert left.get_xscale() == right.get_yscale() == "linear" and left.get_xlabel() == "landmarks" and right.get_ylabel().startswith("time (s")
     assert sorted(left.lines[0].get_xdata().tolist()) == [750, 1500, 3000]    # 150000 / k for k = 200, 100, 50
 
 
@@ -378,3 +379,66 @@ def test_a_bad_tolerance_or_an_unknown_excluded_dataset_is_one_line(tmp_path):
                           (["--check-paper", "0.002", "--exclude", "crocodil"], "--exclude crocodil: not a dataset of the paper's tables; choose among")):
         out = in_process("report", str(runs), "--out", str(tmp_path / "r"), *args)
         assert out.returncode == 2 and out.stderr.strip().startswith(f"gnngp: error: {message}") and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_a_setting_typed_at_its_default_or_spelled_otherwise_is_the_same_group(tmp_path):
+    """kernel.layers=2 typed and the default 2 are one line of Your runs, as are depth=3,
+    kernel.layers=3 and kernel.layers=3.0; a setting that really differs stays apart."""
+    def run(seed, *typed_):
+        return row("cora", "GCNGP", 0.80 + seed / 100, seed=seed, experiment="", fit="grid", compute_backend="local", task="classification",
+                   metric="accuracy", overrides=typed("dataset=cora", "model=gcngp", f"seed={seed}", *typed_))
+    rows = [run(0), run(1, "kernel.layers=2"), run(2, "depth=2", "likelihood=gaussian"),   # the defaults, however typed
+            run(3, "depth=3"), run(4, "kernel.layers=3"), run(5, "kernel.layers=3.0"),     # one setting, three spellings
+            run(6, "kernel.sigma_w=1.5"), run(7, "kernel.sigma_w=1.0")]                     # 1.5 differs; 1.0 is the default
+    write_report([results(tmp_path, rows)], tmp_path / "r")
+    runs = pd.read_csv(tmp_path / "r" / "runs.csv").set_index("settings")
+    assert sorted(runs.index) == ["defaults", "kernel.layers=3", "kernel.sigma_w=1.5"], runs
+    assert runs.loc["defaults", "runs"] == 4 and runs.loc["kernel.layers=3", "runs"] == 3 and runs.loc["kernel.sigma_w=1.5", "runs"] == 1
+    assert runs.loc["kernel.layers=3", "test_mean"] == pytest.approx(0.84)
+
+
+def test_reliability_panels_have_whole_titles_that_tell_them_apart(tmp_path, monkeypatch):
+    """Panels that differ only in a setting deep in their overrides are titled by it, whole and
+    wrapped (not cut at 30 characters, where every title read '... kernel.'); what every panel
+    shares is said once above them."""
+    figures = drawn_figures(monkeypatch)
+    bins = json.dumps({"reliability": {"count": [0, 5, 5], "confidence": [None, 0.5, 0.9], "accuracy": [None, 0.4, 0.8]}})
+    rows = [row("cora", "GCNGP", 0.8, seed=0, experiment="", ece=0.05, likelihood="dirichlet", extra=bins, fit="grid", compute_backend="local",
+                overrides=typed("dataset=cora", "model=gcngp", "likelihood=dirichlet", "kernel.sigma_w=1.5", f"kernel.sigma_b={b}"))
+            for b in (0.25, 0.5)]
+    write_report([results(tmp_path, rows)], tmp_path / "r")
+    fig = figures["reliability"]
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert len(titles) == 2 and titles[0] != titles[1]
+    assert "kernel.sigma_b=0.25" in titles[0] and "kernel.sigma_b=0.5" in titles[1]
+    assert all(t.startswith("Cora\nGCNGP dirichlet") for t in titles)
+    assert all(len(line) <= 44 for t in titles for line in t.splitlines()[:-1])   # wrapped to the panel
+    assert "kernel.sigma_w=1.5" in fig._suptitle.get_text() and "kernel.sigma_w" not in titles[0]
+
+
+def test_figure2_of_one_size_has_numbers_on_both_axes_and_says_one_size(tmp_path, monkeypatch):
+    """One landmark kernel timed at one graph size (two seeds, 1.2 s and 1.5 s): the time axis,
+    under a decade, still has numbers (a log axis has no tick there), and the legend says '1 size'."""
+    figures = drawn_figures(monkeypatch)
+    rows = [row("cora", "GCNGP-X", 0.8, seed=s, seconds=t, fraction=1.0, experiment="figure2") for s, t in ((0, 1.2), (1, 1.5))]
+    assert write_report([results(tmp_path, rows)], tmp_path / "r") == 0
+    ax = figures["figure2"].axes[0]
+    assert "GCNGP-X (figure2, 1 size)" in series(ax)
+    numbers = [float(t.get_text().replace("\u2212", "-")) for t in ax.get_yticklabels() if t.get_text()]
+    assert len(numbers) >= 2 and ax.get_yscale() == "linear", numbers
+    assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()]   # the size axis spans a decade: labelled
+
+
+def test_a_preset_run_that_typed_the_presets_own_value_fills_its_cell(tmp_path):
+    """experiment=table4 with kernel.layers=2 (what the preset runs anyway) is the preset's run: its
+    cell has it and it is not listed apart; kernel.layers=3 is listed apart."""
+    preset = ("experiment=table4", "dataset=cora", "model=gcngp")
+    runs = results(tmp_path, [
+        row("cora", "GCNGP", 0.828, overrides=typed(*preset, "kernel.layers=2"), task="classification", metric="accuracy"),
+        row("cora", "GCNGP", 0.70, seed=1, layers=3, overrides=typed(*preset, "kernel.layers=3"), task="classification", metric="accuracy"),
+    ])
+    write_report([runs], tmp_path / "r")
+    t4 = pd.read_csv(tmp_path / "r" / "table4.csv").set_index(["row", "column"])
+    assert t4.loc[("Cora", "GCNGP"), "runs"] == 1 and t4.loc[("Cora", "GCNGP"), "ours_mean"] == pytest.approx(0.828)
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "Cora / GCNGP: 1 row with kernel.layers=3" in report and "kernel.layers=2" not in report

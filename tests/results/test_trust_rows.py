@@ -123,8 +123,8 @@ def test_resume_reruns_a_job_whose_overrides_changed(tmp_path):
 
     sweep("kernel=gcngp_x", "dataset.num_nodes=200")
     summary, log = sweep("kernel=gcngp_x", "dataset.num_nodes=240", "resume=true")
-    # kernel= is recorded as the one method choice it spells, model=
-    assert "its settings changed (was dataset.num_nodes=200 model=gcngp_x, now dataset.num_nodes=240 model=gcngp_x)" in log
+    # kernel= is recorded as the one method choice it spells, model= (the log says it as typed)
+    assert "its settings changed (was dataset.num_nodes=200 kernel=gcngp_x, now dataset.num_nodes=240 kernel=gcngp_x)" in log
     assert summary["n_nodes"].tolist() == [240] and summary["status"].tolist() == ["ok"]
     assert json.loads(summary.loc[0, "overrides"]) == ["dataset.num_nodes=240", "model=gcngp_x"]
     kept = list((tmp_path / "0").glob("results.before-resume-*.csv"))
