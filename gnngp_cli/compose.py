@@ -41,6 +41,9 @@ def read_yaml(path: Path) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path))
 
 
+_LAST_COMPUTE: dict = {}   # the compute options registered last (compose without them reuses them)
+
+
 def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
     """The schema and one config option per registry entry: ``model/<kernel>``,
     ``model/<kernel>_x``, ``model/<gnn>``, ``dataset/<name>``, and ``compute/<name>`` for each
@@ -49,6 +52,7 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
 
     # ${pid:} in run and sweep dirs: two runs started in the same microsecond still differ
     OmegaConf.register_new_resolver("pid", os.getpid, replace=True, use_cache=True)
+    _LAST_COMPUTE["options"] = dict(compute)
     cs = ConfigStore.instance()
     # storing every option makes and validates about 60 structured configs (0.6 s, most of a
     # compose): done again only when a registry entry or a compute option is not the one stored
@@ -132,9 +136,14 @@ def shown_override(override: str) -> str:
     return f"{prefix}{method_key(value)}={value}"
 
 
-def compose(overrides: Sequence[str], compute: Mapping[str, ComputeConfig], config_name: str = "config",
+def compose(overrides: Sequence[str], compute: Optional[Mapping[str, ComputeConfig]] = None, config_name: str = "config",
             config_path: Optional[Path] = None) -> DictConfig:
-    """The composed, typed config for these Hydra overrides (no output dir is created)."""
+    """The composed, typed config for these Hydra overrides (no output dir is created).
+    ``compute``: the ``compute=`` options (the backends' registry, a layer above); ``None``: the
+    ones registered last in this process, else ``local`` alone (a reader of rows, such as the
+    report, asks only the defaults of the other groups)."""
+    if compute is None:
+        compute = _LAST_COMPUTE.get("options") or {"local": ComputeConfig()}
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra

@@ -205,7 +205,7 @@ def spelled(typed: dict[str, str]) -> dict[str, str]:
 def _baseline(choices: tuple[str, ...]):
     """The composed config of these group choices alone (``dataset=cora``, ``model=gcngp``...),
     ``None`` when it does not compose (an option that no longer exists, a user's own config)."""
-    from ..api import compose
+    from ..compose import compose
 
     try:
         return compose(list(choices))
