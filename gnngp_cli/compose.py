@@ -143,7 +143,7 @@ def compose(overrides: Sequence[str], compute: Optional[Mapping[str, ComputeConf
     ones registered last in this process, else ``local`` alone (a reader of rows, such as the
     report, asks only the defaults of the other groups)."""
     if compute is None:
-        compute = _LAST_COMPUTE.get("options") or {"local": ComputeConfig()}
+        compute = _LAST_COMPUTE.get("options") or {"local": ComputeConfig(backend="local")}
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra

@@ -22,7 +22,7 @@ from ..results.rows import dataset_label
 from ..kernels import Architecture, BaseKernel, Kernel, KernelContext
 from ..kernels.architectures import KernelEntry
 from ..kernels.blocks import branch_count, dense_branch_count, graph_operators
-from ..kernels.planner import exact_kernel, nngp_diagonal, pair_plan_fits, square_first
+from ..kernels.planner import exact_kernel, low_rank_width, nngp_diagonal, pair_plan_fits, square_first
 from ..runtime import current_rss_bytes, memory_limit_bytes, peak_cuda_mb, peak_rss_mb
 
 
@@ -172,6 +172,7 @@ class LocalBackend:
             square = square_first(arch.network, ctx, target) or not pair_plan_fits(arch.network, ctx)
             nodes = ctx.every_node if square else target
             dense = arch.network.peak_elements(nodes, ctx, None if square else train)
+        width = low_rank_width(arch.network, ctx.base, arch.adjacency) if landmarks is not None or linear else None
         return gp_estimate(
             rss_now=current_rss_bytes(), peak_now=peak_rss_mb() * 2**20, num_nodes=self.info.num_nodes, num_edges=self.info.num_edges,
             num_features=self.info.num_features, n_train=int(train.numel()), n_labelled=int(target.numel()),
@@ -179,8 +180,9 @@ class LocalBackend:
             landmarks=None if landmarks is None else int(landmarks.numel()), dense_elements=int(dense),
             branches=branch_count(arch.network, low_rank=True) if landmarks is not None else dense_branch_count(arch.network),
             input_nystrom=input_nystrom,
-            root_width=((int(landmarks.numel()) if input_nystrom else self.info.num_features) + int(self.spec.kernel.layers) + 1)
-            * branch_count(arch.network) if linear else None,
+            width=None if linear else width,
+            root_width=int(((int(landmarks.numel()) if input_nystrom else self.info.num_features) + int(self.spec.kernel.layers) + 1)
+                           * width) if linear else None,
         )
 
     def evaluate(self, arch: Architecture, ctx: KernelContext) -> LocalKernel:

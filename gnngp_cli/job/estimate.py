@@ -99,7 +99,7 @@ def time_class(flops: float) -> str:
 def gp_estimate(
     *, rss_now: float, peak_now: float = 0.0, num_nodes: int, num_edges: int, num_features: int, n_train: int, n_labelled: int,
     layers: int, bytes_per_entry: int, landmarks: Optional[int] = None, dense_elements: int = 0, branches: int = 1,
-    input_nystrom: bool = False, root_width: Optional[int] = None,
+    input_nystrom: bool = False, root_width: Optional[int] = None, width: Optional[float] = None,
 ) -> Estimate:
     """The estimate for one GP run (sizes as in the module docstring; ``rss_now`` and
     ``peak_now`` in bytes). ``branches``: a network with an independent addition holds its
@@ -112,7 +112,11 @@ def gp_estimate(
     features, or their Nystrom root on the landmarks), exact or low rank, and forms no dense
     block: its roots, then the inference on that root (a low-rank one when it is low rank or no
     wider than the training set, else the exact one on ``Q Q[train]^T``). Measured: the arxiv
-    stand-in's ComposedGP-X, 1.1 GB where roots as wide as the 1,858 landmarks would hold 4."""
+    stand-in's ComposedGP-X, 1.1 GB where roots as wide as the 1,858 landmarks would hold 4.
+    ``width``: low rank, how many landmarks' worth of columns the last root has
+    (:func:`~gnngp_cli.kernels.planner.low_rank_width`; default ``branches``): its Gram matrix, its
+    eigendecomposition and the inference are that wide, while ``branches`` counts the roots alive
+    side by side as the kernel runs (a tangent kernel's ``P`` beside ``Q``, a product's factors)."""
     b = bytes_per_entry
     edges = num_edges + num_nodes
     degree = edges / max(num_nodes, 1)
@@ -127,12 +131,14 @@ def gp_estimate(
         detail = f"a root of {m:,} columns (a linear network: no dense block" + (f"; {landmarks:,} landmarks" if landmarks is not None else "") + ")"
     elif landmarks is not None:
         m = landmarks * branches
+        w = int(landmarks * (branches if width is None else width))
         root = num_nodes * m * b
         held = 3 * root if num_nodes * m <= ROW_BLOCK_ENTRIES else 2 * root + 4 * ROW_BLOCK_ENTRIES * b
-        kernel = held + 3 * m * m * b + num_nodes * num_features * b + (2 * num_nodes * landmarks * b if input_nystrom else 0)
-        work = max(kernel, root + n_train * m * b + EIGH_SQUARES * m * m * b)
-        flops = low_rank_flops(num_nodes, edges, m, layers)
-        detail = f"{landmarks:,} landmarks" + (f", roots {branches} x as wide (an addition, a product or a tangent kernel)" if branches > 1 else "")
+        kernel = held + 3 * w * w * b + num_nodes * num_features * b + (2 * num_nodes * landmarks * b if input_nystrom else 0)
+        work = max(kernel, num_nodes * w * b + n_train * w * b + EIGH_SQUARES * w * w * b)
+        flops = low_rank_flops(num_nodes, edges, w, layers)
+        wide = w / landmarks
+        detail = f"{landmarks:,} landmarks" + (f", the last root {wide:.3g} x as wide (an addition, a product or a tangent kernel)" if wide > 1 else "")
     else:
         kernel = dense_factor(branches) * dense_elements * b
         inference = 3 * n_train * n_train * b + n_labelled * n_train * b

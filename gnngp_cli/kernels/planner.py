@@ -14,6 +14,7 @@ from typing import Callable
 
 from torch import Tensor
 
+from .base import BaseKernel
 from .blocks import Block, reads_graph
 from .context import KernelContext
 from .pairs import Pairs, PairValues, PatternTooLarge
@@ -88,3 +89,29 @@ def exact_kernel(
     if full.nngp is not None:   # the NNGP kernel kept beside a tangent kernel: its diagonal as the pair evaluation gives it
         kernel = replace(kernel, nngp=replace(kernel.nngp, pairs=PairValues(Pairs.diagonal(everything), full.nngp.diagonal().clone())))
     return kernel, full.diagonal().clone()   # copies: a view of the diagonal would keep the square block alive
+
+
+PROBE_NODES, PROBE_LANDMARKS = 48, 16   # the graph and landmarks on which low_rank_width evaluates a network
+
+
+def low_rank_width(network: Block, base: BaseKernel, adjacency: str) -> float:
+    """How many landmarks' worth of columns the low-rank root of ``network`` has over every node
+    (GCN: 1; an addition of two branches: 2; GATGP's tangent kernel: 4), measured by evaluating
+    it, with the run's base kernel and normalisation, on a random graph of ``PROBE_NODES`` nodes with
+    ``PROBE_LANDMARKS`` landmarks (milliseconds), because a root's width follows from each block's
+    low-rank rule (a Nystrom step: the landmarks; an addition: its branches side by side; a
+    tangent kernel's product rule: one term per factor), which the memory estimate reads (its
+    last root, the Gram matrix and eigendecomposition of the inference)."""
+    import torch
+
+    from ..graph.operators import Adjacency
+
+    g = torch.Generator().manual_seed(0)
+    ring = torch.arange(PROBE_NODES)
+    edges = torch.cat([torch.stack([ring, (ring + 1) % PROBE_NODES]), torch.randint(0, PROBE_NODES, (2, PROBE_NODES), generator=g)], 1)
+    edges = torch.cat([edges, edges.flip(0)], 1)
+    features = torch.randn(PROBE_NODES, 3 * PROBE_LANDMARKS, generator=g, dtype=torch.float64)
+    probe = KernelContext(features, Adjacency.from_graph(edges, PROBE_NODES, adjacency, torch.float64, "cpu"), base,
+                          torch.arange(PROBE_LANDMARKS))
+    root = network(None, probe, None).root
+    return max(1.0, (root.shape[1] - 1) / PROBE_LANDMARKS) if root is not None else 1.0
