@@ -52,17 +52,6 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
-def spelled(overrides: list[str]) -> list[str]:
-    """Overrides as the user spells them: ``kernel=``/``gnn=`` for the ``model=`` group."""
-    from ..gnn.baselines import GNNS
-
-    def one(o: str) -> str:
-        if not o.startswith("model="):
-            return o
-        return ("gnn=" if o.split("=", 1)[1] in GNNS else "kernel=") + o.split("=", 1)[1]
-    return [one(o) for o in overrides]
-
-
 class Preflight(Callback):
     """``on_run_start``: the job's config parsed; ``on_multirun_start``: every job's, for the
     basic sweeper. Both before Hydra makes a folder."""
@@ -73,9 +62,11 @@ class Preflight(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from hydra.core.global_hydra import GlobalHydra
 
+        from ..compose import shown_override
+
         jobs = sweep_jobs(config)
         if jobs is None:
             return
         loader = GlobalHydra.instance().config_loader()
         for index, overrides in enumerate(jobs):
-            check(loader.load_sweep_config(config, list(overrides)), f"{index}: {' '.join(spelled(overrides))}")
+            check(loader.load_sweep_config(config, list(overrides)), f"{index}: {' '.join(shown_override(o) for o in overrides)}")
