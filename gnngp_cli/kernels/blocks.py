@@ -887,9 +887,15 @@ def dense_branch_count(block: Block) -> int:
     network plans (:meth:`Block.peak_elements`) by the blocks alive beside it per entry
     (:func:`~gnngp_cli.job.estimate.dense_factor`). A network with a :class:`Product` counts as one
     branch, in both limits: the product's planned elements already hold its input, both factors
-    and the product, and the tangent kernel's ``Theta`` terms are planned beside ``K``; counting
-    its branches again put the estimate past twice the peak (scripts/bench_memory.py measures it)."""
-    return 1 if _has_product(block) else branch_count(block)
+    and the product, and the tangent kernel's ``Theta`` terms are planned beside ``K``. A tangent
+    kernel's planned elements hold ``Theta`` beside ``K`` too (:meth:`Tangent.peak_elements`), so
+    it counts each branch's pair until they are summed (``2 B``), at least the four of one chain;
+    counting ``4 B`` on top put H2GCN's estimate past twice its peak (scripts/bench_memory.py)."""
+    if _has_product(block):
+        return 1
+    if isinstance(block, Tangent):
+        return max(4, 2 * dense_branch_count(block.network))
+    return branch_count(block)
 
 
 def _has_product(block: Block) -> bool:
