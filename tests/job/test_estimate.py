@@ -48,3 +48,39 @@ def test_a_linear_network_is_estimated_as_a_root_not_as_dense_blocks():
     dense = gp_estimate(**common, dense_elements=20_000 * 20_000)
     root = gp_estimate(**common, root_width=35)
     assert root.gb < 0.05 < 1 < dense.gb and "a root of 35 columns" in root.detail
+
+
+@pytest.mark.parametrize("kernel, limit, width", [
+    ("gcngp", "nngp", 1), ("gcngp", "ntk", 1), ("sagegp", "nngp", 2), ("gcn2gp", "ntk", 3), ("gatgp", "nngp", 2), ("gatgp", "ntk", 4),
+])
+def test_the_low_rank_width_is_what_the_root_has(kernel, limit, width):
+    """The last root's width, in landmarks' worth of columns (what the inference's Gram matrix and
+    eigendecomposition take), as the network's low-rank evaluation makes it; GATGP-X's tangent
+    kernel was estimated 16 wide (its roots alive) and 6.4x its peak on chameleon."""
+    from gnngp_cli.api import compose
+    from gnngp_cli.config import parse, with_method_defaults
+    from gnngp_cli.kernels import KERNELS
+    from gnngp_cli.kernels.base import BaseKernel
+    from gnngp_cli.kernels.planner import low_rank_width
+
+    spec = with_method_defaults(parse(compose([f"kernel={kernel}_x", f"kernel.limit={limit}"])), "classification")
+    entry = KERNELS[spec.kernel.name]
+    arch = entry.architecture(spec.kernel)
+    assert round(low_rank_width(arch.network, BaseKernel("linear"), arch.adjacency)) == width
+
+
+def test_a_product_is_counted_once_and_a_tangent_kernel_by_its_branches():
+    """The dense estimate's blocks per planned entry: a product's planned elements hold its factors
+    (GATGP: 1, not 4 again); a tangent kernel's hold Theta beside K (2 per branch, at least 4)."""
+    from gnngp_cli.api import compose
+    from gnngp_cli.config import parse, with_method_defaults
+    from gnngp_cli.kernels import KERNELS
+    from gnngp_cli.kernels.blocks import dense_branch_count
+
+    def count(kernel, limit="nngp"):
+        spec = with_method_defaults(parse(compose([f"kernel={kernel}", f"kernel.limit={limit}"])), "classification")
+        return dense_branch_count(KERNELS[spec.kernel.name].architecture(spec.kernel).network)
+
+    assert count("gatgp") == count("gatgp", "ntk") == 1
+    assert count("gcngp") == 1 and count("gcngp", "ntk") == 4
+    assert count("h2gcngp") == 7 and count("h2gcngp", "ntk") == 14
