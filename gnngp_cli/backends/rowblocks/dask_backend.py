@@ -205,8 +205,9 @@ def auto_rows(spec: Any, store: DataStore, client: Any, shards: Path, pattern: s
     (:func:`fitting_rows` of the smallest worker limit), at most :data:`DEFAULT_ROWS`; that
     where the workers have no limit. The graph's size comes from shards of the same dataset
     already in the cache (any row count), else from the graph loaded here (returned, so that it
-    is partitioned without loading it again). No block of :data:`MIN_BLOCK_ROWS` fitting is
-    refused in one line naming the memory a worker needs."""
+    is partitioned without loading it again; a dataset streamed from raw files, :data:`DEFAULT_ROWS`
+    unless its entry gives its size). No block of :data:`MIN_BLOCK_ROWS` fitting is refused in one
+    line naming the memory a worker needs."""
     limits = [m for m in worker_memory_limits(client) if m > 0] if client is not None else []
     if not limits:
         return DEFAULT_ROWS, None
@@ -219,8 +220,10 @@ def auto_rows(spec: Any, store: DataStore, client: Any, shards: Path, pattern: s
         name = str(spec.dataset.name).lower()
         entry = DATASETS.get(name)
         if entry is not None and entry.partition is not None:   # streamed from its raw files: sized by its entry
-            if entry.stand_in is None:
-                raise ConfigError(f"partition.rows=auto cannot size {name}'s row blocks before streaming it; give partition.rows=<n>")
+            if entry.stand_in is None:   # not known before streaming: the estimate's check still refuses blocks too large
+                log.info("partition.rows=auto: row blocks of %s nodes (%s is streamed from its raw files, its size not known before)",
+                         f"{DEFAULT_ROWS:,}", name)
+                return DEFAULT_ROWS, None
             num_nodes, num_features, num_train = int(entry.stand_in[0]), int(entry.stand_in[2]), int(entry.stand_in[4])
         else:
             data = load_dataset(spec.dataset, store, spec.experiment.stand_in)
@@ -246,9 +249,11 @@ def largest_block(graph: ShardedGraph) -> int:
     return min(graph.meta.rows, graph.meta.num_nodes)
 
 
-def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> None:
+def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype,
+                       offer_auto: bool = True) -> None:
     """Refuse, before any work, a worker memory limit whose :data:`TASK_SHARE` is below what one
-    row block's task may need (:func:`task_bytes`)."""
+    row block's task may need (:func:`task_bytes`); ``offer_auto``: name partition.rows=auto among
+    the fixes (not where the blocks are auto's already, or compute.shards')."""
     limits = [m for m in worker_memory_limits(client) if m > 0] if client is not None else []
     if not limits:
         return
@@ -257,7 +262,7 @@ def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmar
     budget = TASK_SHARE * min(limits)
     if need > budget:
         fit = fitting_rows(min(limits), need // rows)
-        smaller = (f"use more, smaller row blocks (partition.rows={fit} or auto, or gnngp partition ... partition.rows={fit}) or "
+        smaller = (f"use more, smaller row blocks (partition.rows={fit}{' or auto' if offer_auto else ''}, or gnngp partition ... partition.rows={fit}) or "
                    if fit >= MIN_BLOCK_ROWS else "")
         raise ResourceError(
             f"one row block of {rows} nodes needs about {need / 2**30:.2f} GiB of worker memory, more than the half of a worker's "
@@ -387,7 +392,8 @@ class DaskBackend:
         """The run's root files at their peak (what ``compute.roots_dir`` must hold), after
         refusing a worker too small for one row block's task and a folder without room."""
         m, layers = int(landmarks.numel()), int(self.spec.kernel.layers)
-        check_block_memory(self.client, self.graph, arch.network, m, layers, self.dtype)
+        check_block_memory(self.client, self.graph, arch.network, m, layers, self.dtype,
+                           offer_auto=self.spec.partition.rows != "auto" and not self.spec.compute.shards)
         meta = self.graph.meta
         estimate = rowblock_estimate(
             num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=m, layers=layers,
