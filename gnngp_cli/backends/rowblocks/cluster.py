@@ -117,8 +117,10 @@ def close_cluster(cluster: Any, timeout: float = WORKER_EXIT_SECONDS) -> None:
     ``timeout`` seconds to exit, then the scheduler. ``cluster.close()`` alone gives a worker 4 s
     (the nanny's default of 5 s, times 0.8) and then kills it with a warning ("Worker process
     still alive after 4.0 seconds, killing"), one per worker at the end of the 10^6-node run of
-    docs/dask.md on 4 workers of 1 GB (issue 49)."""
-    workers = [w for w in getattr(cluster, "workers", {}).values() if hasattr(w, "close")]
+    docs/dask.md on 4 workers of 1 GB as issue 49 reported it."""
+    from distributed import Nanny
+
+    workers = [w for w in getattr(cluster, "workers", {}).values() if isinstance(w, Nanny)]   # worker processes (not threads, nor SLURM jobs)
     if workers and not getattr(cluster, "asynchronous", False):
         async def close_workers() -> None:
             await asyncio.gather(*(w.close(timeout=timeout) for w in workers), return_exceptions=True)
