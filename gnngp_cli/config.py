@@ -196,11 +196,21 @@ def _validate_compute(cfg: Any) -> None:
     if c.backend != "local" and c.product == "tiled":
         raise ConfigError(f"compute.product=tiled applies to compute=local; compute={c.backend} multiplies each row block by scipy's "
                           "product (data.order=rcm|metis gives its blocks locality): drop compute.product")
-    if cfg.partition.rows < 1:
-        raise ConfigError(f"partition.rows={cfg.partition.rows} must be at least 1")
-    for key in ("workers", "threads_per_worker", "jobs", "cores"):
+    _count_or_auto(cfg.partition.rows, "partition.rows")
+    _count_or_auto(c.workers, "compute.workers")
+    for key in ("threads_per_worker", "jobs", "cores"):
         if getattr(c, key) < 1:
             raise ConfigError(f"compute.{key}={getattr(c, key)} must be at least 1")
+
+
+def _count_or_auto(value: Any, key: str) -> None:
+    """``auto`` or a whole number of at least 1 (``partition.rows``, ``compute.workers``)."""
+    if value == "auto":
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key}={value} is not a count; use a whole number or auto")
+    if value < 1:
+        raise ConfigError(f"{key}={value} must be at least 1")
 
 
 MAX_LAYERS = 10_000

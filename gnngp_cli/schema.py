@@ -265,7 +265,7 @@ class ComputeConfig(Options):
 
     backend: str = "local"              # the backend (set by compute=<name>)
     product: str = "auto"               # A Q on this process: auto (tiled on the CPU past 2^26 output entries, torch's elsewhere), tiled (cache-tiled, numba), torch (torch's CSR product: MKL, cuSPARSE)
-    workers: int = 4                    # LocalCluster workers; SLURM: worker processes per job
+    workers: Any = "auto"               # LocalCluster workers (auto: this machine's usable cores); SLURM: worker processes per job (auto: 1)
     threads_per_worker: int = 1         # threads of each worker
     memory_limit: str = "auto"          # per LocalCluster worker, e.g. 3GB (auto: this machine's memory / workers)
     spill_dir: Optional[str] = None     # the workers' local folder, where Dask spills what exceeds their memory (default: Dask's temporary folder)
@@ -287,7 +287,7 @@ class ComputeConfig(Options):
 
 @dataclass
 class PartitionConfig(Options):
-    rows: int = 100_000                 # nodes per row block
+    rows: Any = "auto"                  # nodes per row block (auto: the largest block whose task fits a worker's memory, at most 100,000; gnngp partition: 100,000)
     out: Optional[str] = None           # gnngp partition: the folder to write (out=<dir>)
 
 

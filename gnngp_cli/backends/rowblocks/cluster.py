@@ -1,9 +1,13 @@
 """The Dask cluster of a ``compute=dask`` or ``compute=slurm`` job: started here (a
 ``LocalCluster``, or a ``dask_jobqueue.SLURMCluster`` that submits worker jobs) or an existing
-scheduler (``compute.address``). The dashboard link is printed when the cluster is up."""
+scheduler (``compute.address``). The dashboard link is logged once when the cluster is up. A
+started cluster's workers are closed before it (each left the time it takes to exit), so none
+is killed at the end of a run."""
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import resource
 import signal
 import sys
@@ -36,6 +40,22 @@ def parse_bytes(text: Any) -> int:
         raise ConfigError(f"compute.memory_limit={text!r} is not a size; use e.g. 3GB, 512MiB or auto") from err
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):   # no sched_getaffinity (macOS)
+        return max(1, os.cpu_count() or 1)
+
+
+def worker_count(c: Any) -> int:
+    """``compute.workers``: a number as given; ``auto``: a LocalCluster worker per usable core
+    (:func:`usable_cores`), one worker process per SLURM job."""
+    if str(c.workers) != "auto":
+        return int(c.workers)
+    return 1 if c.backend == "slurm" else usable_cores()
+
+
 def slurm_cluster(c: Any) -> Any:
     """A ``dask_jobqueue.SLURMCluster`` (no job submitted yet): each job runs ``c.workers``
     worker processes on ``c.cores`` cores and ``c.memory``, in ``c.queue`` for ``c.walltime``."""
@@ -43,7 +63,7 @@ def slurm_cluster(c: Any) -> Any:
         from dask_jobqueue import SLURMCluster
     except ImportError as err:
         raise ComputeError("compute=slurm needs dask-jobqueue; install gnngp with the dask extra: pip install 'gnngp[dask]'") from err
-    return SLURMCluster(queue=c.queue, account=c.account, walltime=c.walltime, cores=c.cores, processes=c.workers,
+    return SLURMCluster(queue=c.queue, account=c.account, walltime=c.walltime, cores=c.cores, processes=worker_count(c),
                         memory=c.memory, local_directory=c.spill_dir, job_extra_directives=list(c.job_extra),
                         scheduler_options={"dashboard_address": c.dashboard})
 
@@ -66,12 +86,12 @@ def dask_client(c: Any) -> Iterator[Any]:
         cluster = slurm_cluster(c)
         cluster.scale(jobs=c.jobs)
         client = Client(cluster)
-        log.info("submitted %d SLURM jobs of %d workers; waiting for the first worker", c.jobs, c.workers)
+        log.info("submitted %d SLURM jobs of %d workers; waiting for the first worker", c.jobs, worker_count(c))
         client.wait_for_workers(1, timeout=c.worker_timeout)
     else:
         memory = c.memory_limit if str(c.memory_limit) == "auto" else parse_bytes(c.memory_limit)
         with sigint_ignored_by_children():
-            cluster = LocalCluster(n_workers=c.workers, threads_per_worker=c.threads_per_worker, memory_limit=memory,
+            cluster = LocalCluster(n_workers=worker_count(c), threads_per_worker=c.threads_per_worker, memory_limit=memory,
                                    processes=c.processes, local_directory=c.spill_dir, dashboard_address=c.dashboard,
                                    silence_logs=logging.WARNING)
         client = Client(cluster)
@@ -81,14 +101,35 @@ def dask_client(c: Any) -> Iterator[Any]:
     except Exception as err:  # noqa: BLE001 - only log noise is at stake
         log.debug("worker log filter not installed: %s", err)
     try:
-        link = client.dashboard_link
-        print(f"gnngp: Dask dashboard: {link}", file=sys.stderr)
-        log.info("Dask dashboard: %s", link)
+        log.info("Dask dashboard: %s", client.dashboard_link)   # once: the log reaches the console and the run's gnngp.log
         yield client
     finally:
         client.close()
         if cluster is not None:
-            cluster.close()
+            close_cluster(cluster)
+
+
+WORKER_EXIT_SECONDS = 60.0   # how long a worker process of a started LocalCluster may take to exit before it is killed
+
+
+def close_cluster(cluster: Any, timeout: float = WORKER_EXIT_SECONDS) -> None:
+    """Close a started cluster: a LocalCluster's workers first, each through its nanny with
+    ``timeout`` seconds to exit, then the scheduler. ``cluster.close()`` alone gives a worker 4 s
+    (the nanny's default of 5 s, times 0.8) and then kills it with a warning ("Worker process
+    still alive after 4.0 seconds, killing"), one per worker at the end of the 10^6-node run of
+    docs/dask.md on 4 workers of 1 GB as issue 49 reported it."""
+    from distributed import Nanny
+
+    workers = [w for w in getattr(cluster, "workers", {}).values() if isinstance(w, Nanny)]   # worker processes (not threads, nor SLURM jobs)
+    if workers and not getattr(cluster, "asynchronous", False):
+        async def close_workers() -> None:
+            await asyncio.gather(*(w.close(timeout=timeout) for w in workers), return_exceptions=True)
+
+        try:
+            cluster.sync(close_workers, callback_timeout=2 * timeout)
+        except Exception as err:  # noqa: BLE001 - cluster.close() below still closes (and if need be kills) them
+            log.debug("workers not closed first: %s", err)
+    cluster.close()
 
 
 def sigint_ignored_by_children():

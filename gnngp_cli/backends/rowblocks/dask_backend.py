@@ -79,10 +79,12 @@ def _differences(written: str, wanted: str) -> str:
     return "; ".join(f"{k}={a.get(k)!s}, not {b.get(k)!s}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
 
 
-def partition(spec: Any, store: DataStore, out: Path, rows: int) -> ShardMeta:
+def partition(spec: Any, store: DataStore, out: Path, rows: int, data: Any = None) -> ShardMeta:
     """Write ``spec.dataset`` as row blocks of ``rows`` nodes into ``out``: streamed from the raw
-    files when the dataset's entry can (papers100M), else from the graph loaded in this process."""
+    files when the dataset's entry can (papers100M), else from the graph loaded in this process
+    (``data``: loaded already)."""
     spec = parse(spec)
+    rows = DEFAULT_ROWS if rows == "auto" else int(rows)   # gnngp partition knows no workers
     name = str(spec.dataset.name).lower()
     entry = DATASETS.get(name)
     source = dataset_source(spec)
@@ -91,14 +93,15 @@ def partition(spec: Any, store: DataStore, out: Path, rows: int) -> ShardMeta:
             raise ConfigError(f"data.order={spec.data.order} numbers the nodes of a graph loaded in one process; {name} is partitioned "
                               "streaming from its raw files: drop data.order")
         return entry.partition(spec.dataset, store, out, rows, source)
-    data = load_dataset(spec.dataset, store, spec.experiment.stand_in)
+    data = data if data is not None else load_dataset(spec.dataset, store, spec.experiment.stand_in)
     order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders")
     return write_data(data, out, rows, name, source, order, spec.data.order)
 
 
-def sharded_graph(spec: Any, store: DataStore) -> ShardedGraph:
+def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGraph:
     """The shards of the job's dataset: ``compute.shards``, or partitioned once into the data
-    cache (``<data root>/shards/<dataset>-r<rows>-<config hash>``) and reused."""
+    cache (``<data root>/shards/<dataset>-r<rows>-<config hash>``) and reused; with
+    ``partition.rows=auto``, rows of :func:`auto_rows` for ``client``'s workers."""
     spec = parse(spec)
     name = str(spec.dataset.name).lower()
     if spec.compute.shards:
@@ -119,7 +122,10 @@ def sharded_graph(spec: Any, store: DataStore) -> ShardedGraph:
         return ShardedGraph(root, meta)
     source = dataset_source(spec)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    root = store.root / "shards" / f"{name}-r{spec.partition.rows}-{digest}"
+    rows, data = spec.partition.rows, None
+    if rows == "auto":
+        rows, data = auto_rows(spec, store, client, store.root / "shards", f"{name}-r*-{digest}", source)
+    root = store.root / "shards" / f"{name}-r{rows}-{digest}"
     meta = shards_match(root, source)
     changed = changed_files(root, meta) if meta is not None and store.verify else []
     if changed:
@@ -134,8 +140,8 @@ def sharded_graph(spec: Any, store: DataStore) -> ShardedGraph:
             if meta is not None and store.verify and changed_files(root, meta):
                 meta = None
             if meta is None:
-                log.info("partitioning %s into row blocks of %d nodes: %s", name, spec.partition.rows, root)
-                meta = partition(spec, store, root, spec.partition.rows)
+                log.info("partitioning %s into row blocks of %d nodes: %s", name, rows, root)
+                meta = partition(spec, store, root, rows, data)
     log_source_rows(meta)
     return ShardedGraph(root, meta)
 
@@ -157,13 +163,85 @@ def log_source_rows(meta: ShardMeta) -> None:
 TASK_SHARE = 0.5
 MIN_BLOCK_ROWS = 1000   # smaller row blocks are all overhead: past it the fix is more memory per worker
 TASK_BLOCKS = 6   # row blocks alive in one task at most: the ReLU's Nystrom step (its input, C[b, a] and the arc-cosine's temporaries)
+DEFAULT_ROWS = 100_000   # partition.rows=auto at most (more blocks than workers keeps them all busy), and gnngp partition's
+
+
+def row_bytes(num_features: int, landmarks: int, layers: int, branches: int, dtype: torch.dtype) -> int:
+    """What one row of a row block costs a task at most: :data:`TASK_BLOCKS` rows of the widest root."""
+    return (max(num_features, landmarks) + layers + 1) * branches * (torch.finfo(dtype).bits // 8) * TASK_BLOCKS
 
 
 def task_bytes(graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> int:
     """What one row block's task may need at most: :data:`TASK_BLOCKS` blocks of
     ``rows x width`` (an output block of ``A Q`` holds itself, one source's rows and their product)."""
-    width = (max(graph.meta.num_features, landmarks) + layers + 1) * branch_count(network)
-    return largest_block(graph) * width * (torch.finfo(dtype).bits // 8) * TASK_BLOCKS
+    return largest_block(graph) * row_bytes(graph.meta.num_features, landmarks, layers, branch_count(network), dtype)
+
+
+def fitting_rows(memory_limit: float, per_row: int) -> int:
+    """The most rows whose task (``per_row`` bytes a row) fits :data:`TASK_SHARE` of a worker's
+    ``memory_limit``, rounded down to two significant digits (80,437 -> 80,000)."""
+    fit = int(TASK_SHARE * memory_limit // per_row)
+    step = 10 ** max(0, len(str(fit)) - 2)
+    return fit // step * step
+
+
+def _branches(spec: Any) -> int:
+    """The most roots side by side (:func:`branch_count`) among the kernel's candidate
+    architectures; 4 (a tangent kernel's or a product's, the most) where they cannot be built yet."""
+    from ...job.gp_job import candidates
+    from ...kernels import KERNELS
+
+    try:
+        entry = KERNELS[spec.kernel.name]
+        return max(branch_count(entry.architecture(spec.kernel, {k: v for k, v in choice.items() if k != "gamma"}).network)
+                   for choice in candidates(spec.kernel, False))
+    except Exception as err:  # noqa: BLE001 - the estimate checks the real architecture before any kernel work
+        log.debug("partition.rows=auto sized for 4 branches: %s", err)
+        return 4
+
+
+def auto_rows(spec: Any, store: DataStore, client: Any, shards: Path, pattern: str, source: str) -> tuple[int, Any]:
+    """``partition.rows=auto``: the largest row block whose task fits a worker's memory
+    (:func:`fitting_rows` of the smallest worker limit), at most :data:`DEFAULT_ROWS`; that
+    where the workers have no limit. The graph's size comes from shards of the same dataset
+    already in the cache (any row count), else from the graph loaded here (returned, so that it
+    is partitioned without loading it again; a dataset streamed from raw files, :data:`DEFAULT_ROWS`
+    unless its entry gives its size). No block of :data:`MIN_BLOCK_ROWS` fitting is refused in one
+    line naming the memory a worker needs."""
+    limits = [m for m in worker_memory_limits(client) if m > 0] if client is not None else []
+    if not limits:
+        return DEFAULT_ROWS, None
+    data = None
+    written = [(p, m) for p, m in ((p, shards_match(p, source)) for p in sorted(shards.glob(pattern))) if m is not None]
+    if written:
+        path, meta = written[0]
+        num_nodes, num_features, num_train = meta.num_nodes, meta.num_features, ShardedGraph(path, meta).train_ids().size
+    else:
+        name = str(spec.dataset.name).lower()
+        entry = DATASETS.get(name)
+        if entry is not None and entry.partition is not None:   # streamed from its raw files: sized by its entry
+            if entry.stand_in is None:   # not known before streaming: the estimate's check still refuses blocks too large
+                log.info("partition.rows=auto: row blocks of %s nodes (%s is streamed from its raw files, its size not known before)",
+                         f"{DEFAULT_ROWS:,}", name)
+                return DEFAULT_ROWS, None
+            num_nodes, num_features, num_train = int(entry.stand_in[0]), int(entry.stand_in[2]), int(entry.stand_in[4])
+        else:
+            data = load_dataset(spec.dataset, store, spec.experiment.stand_in)
+            num_nodes, num_features, num_train = int(data.num_nodes), int(data.x.shape[1]), int(data.train_mask.sum())
+    count = spec.landmarks.count   # else each training node w.p. 1/fraction: sized for a tenth more than expected
+    landmarks = int(count) if count is not None else min(num_train, int(1.1 * num_train / float(spec.landmarks.fraction)) + 1)
+    per_row = row_bytes(num_features, landmarks, int(spec.kernel.layers), _branches(spec), getattr(torch, spec.dtype))
+    limit = min(limits)
+    fit = fitting_rows(limit, per_row)
+    if fit < MIN_BLOCK_ROWS:
+        raise ResourceError(
+            f"no row block of {MIN_BLOCK_ROWS:,} nodes or more fits a worker's {limit / 2**30:.2f} GiB (a task may take half: "
+            f"{per_row * MIN_BLOCK_ROWS / 2**20:.1f} MiB for {MIN_BLOCK_ROWS:,} nodes, {landmarks:,} landmarks); use a larger "
+            f"compute.memory_limit (at least {per_row * MIN_BLOCK_ROWS / TASK_SHARE * 1.1 / 2**30:.2f} GiB a worker) or fewer landmarks")
+    rows = min(fit, DEFAULT_ROWS)
+    log.info("partition.rows=auto: row blocks of %s nodes (the most whose task fits half of a worker's %.2f GiB, at most %s)",
+             f"{rows:,}", limit / 2**30, f"{DEFAULT_ROWS:,}")
+    return rows, data
 
 
 def largest_block(graph: ShardedGraph) -> int:
@@ -171,9 +249,11 @@ def largest_block(graph: ShardedGraph) -> int:
     return min(graph.meta.rows, graph.meta.num_nodes)
 
 
-def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype) -> None:
+def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmarks: int, layers: int, dtype: torch.dtype,
+                       offer_auto: bool = True) -> None:
     """Refuse, before any work, a worker memory limit whose :data:`TASK_SHARE` is below what one
-    row block's task may need (:func:`task_bytes`)."""
+    row block's task may need (:func:`task_bytes`); ``offer_auto``: name partition.rows=auto among
+    the fixes (not where the blocks are auto's already, or compute.shards')."""
     limits = [m for m in worker_memory_limits(client) if m > 0] if client is not None else []
     if not limits:
         return
@@ -181,8 +261,8 @@ def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmar
     need = task_bytes(graph, network, landmarks, layers, dtype)
     budget = TASK_SHARE * min(limits)
     if need > budget:
-        fit = int(rows * budget / need * 0.9)
-        smaller = (f"use more, smaller row blocks (partition.rows={fit}, or gnngp partition ... partition.rows={fit}) or "
+        fit = fitting_rows(min(limits), need // rows)
+        smaller = (f"use more, smaller row blocks (partition.rows={fit}{' or auto' if offer_auto else ''}, or gnngp partition ... partition.rows={fit}) or "
                    if fit >= MIN_BLOCK_ROWS else "")
         raise ResourceError(
             f"one row block of {rows} nodes needs about {need / 2**30:.2f} GiB of worker memory, more than the half of a worker's "
@@ -262,12 +342,12 @@ class DaskBackend:
             self.store = root_store(spec)   # a roots_dir that cannot be written stops the job before partitioning
             self._stack.callback(self.store.close)
             self._stack.enter_context(stopped_by_signals())   # SIGTERM clears the roots as Ctrl-C does
+            if self._start_cluster:   # before partitioning: partition.rows=auto sizes the blocks by the workers' memory
+                self.client = self._stack.enter_context(dask_client(spec.compute))
             watch = Stopwatch(torch.device("cpu"))
             with watch.measure():
-                self.graph = sharded_graph(spec, store)
+                self.graph = sharded_graph(spec, store, self.client)
             self.load_seconds = watch.seconds
-            if self._start_cluster:
-                self.client = self._stack.enter_context(dask_client(spec.compute))
         except BaseException:
             self._stack.close()
             raise
@@ -312,7 +392,8 @@ class DaskBackend:
         """The run's root files at their peak (what ``compute.roots_dir`` must hold), after
         refusing a worker too small for one row block's task and a folder without room."""
         m, layers = int(landmarks.numel()), int(self.spec.kernel.layers)
-        check_block_memory(self.client, self.graph, arch.network, m, layers, self.dtype)
+        check_block_memory(self.client, self.graph, arch.network, m, layers, self.dtype,
+                           offer_auto=self.spec.partition.rows != "auto" and not self.spec.compute.shards)
         meta = self.graph.meta
         estimate = rowblock_estimate(
             num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=m, layers=layers,

@@ -1,0 +1,115 @@
+"""compute=dask's defaults (issue 49): row blocks sized from the workers' memory
+(``partition.rows=auto``), a LocalCluster worker per usable core (``compute.workers=auto``), the
+dashboard line once, and workers that exit without being killed at the end of a run."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+
+import pytest
+
+from gnngp_cli.api import compose, run
+from gnngp_cli.backends.rowblocks import cluster
+from gnngp_cli.errors import ConfigError, ResourceError
+from helpers import gnngp
+
+distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
+
+# 3,000 csbm nodes (32 features), 64 landmarks, 2 layers, float32: a row of a task is
+# (64 + 2 + 1) x 4 bytes x 6 blocks = 1,608 bytes; half of a 5 MB worker holds 1,554 rows.
+SMALL = ["kernel=gcngp_x", "dataset.num_nodes=3000", "landmarks.count=64"]
+THREADS = ["compute=dask", "compute.processes=false", "compute.workers=2", "compute.dashboard=:0"]
+# Threads of this process: the workers' memory monitor would measure the whole test process
+# against their tiny limit and pause them; the limits still size the blocks.
+NO_MONITOR = {"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False,
+              "distributed.worker.memory.pause": False, "distributed.worker.memory.terminate": False}
+
+
+@pytest.fixture(autouse=True)
+def on_the_cpu(monkeypatch):
+    monkeypatch.setenv("GNNGP_DEVICE", "cpu")
+
+
+def test_auto_rows_are_the_largest_block_that_fits_a_workers_memory_and_equal_local(cache, tmp_path):
+    """A 5 MB worker takes blocks of 1,500 nodes (1,554 rounded down to two digits); the old
+    default of 100,000 (here the whole graph of 3,000) was refused. The result is compute=local's."""
+    assert compose(SMALL).partition.rows == "auto"
+    local = run([*SMALL, f"data.root={cache}"])[0]
+    with dask.config.set(NO_MONITOR):
+        rows = run([*SMALL, *THREADS, "compute.memory_limit=5MB", f"data.root={cache}", f"compute.roots_dir={tmp_path}"])
+    row = rows[0]
+    assert row["status"] == "ok" and json.loads(row["extra"])["row_block"] == 1500
+    assert (row["test"], row["val"], row["nugget"]) == pytest.approx((local["test"], local["val"], local["nugget"]), rel=1e-4)
+
+
+def test_an_explicit_row_block_too_large_is_refused_in_one_line_naming_the_rows_that_fit(cache):
+    with pytest.raises(ResourceError) as refused, dask.config.set(NO_MONITOR):
+        run([*SMALL, *THREADS, "compute.memory_limit=5MB", "partition.rows=3000", f"data.root={cache}"])
+    text = str(refused.value)
+    assert "\n" not in text
+    assert text.startswith("one row block of 3000 nodes needs about 0.00 GiB")
+    assert "use more, smaller row blocks (partition.rows=1500 or auto, or gnngp partition ... partition.rows=1500)" in text
+
+
+def test_auto_rows_refuse_in_one_line_only_where_no_block_fits(cache):
+    with pytest.raises(ResourceError) as refused, dask.config.set(NO_MONITOR):
+        run([*SMALL, *THREADS, "compute.memory_limit=1MB", f"data.root={cache}"])
+    text = str(refused.value)
+    assert "\n" not in text
+    assert text.startswith("no row block of 1,000 nodes or more fits a worker's 0.00 GiB")
+    assert "use a larger compute.memory_limit (at least 0.00 GiB a worker) or fewer landmarks" in text
+
+
+@pytest.mark.parametrize("value", ["0", "many", "true"])
+def test_counts_that_are_not_auto_or_at_least_one_are_one_line(value):
+    with pytest.raises(ConfigError, match=r"^(compute.workers=\S+ (must be at least 1|is not a count; use a whole number or auto))$"):
+        run(["kernel=gcngp_x", "compute=dask", f"compute.workers={value}"])
+
+
+def test_default_workers_are_the_usable_cores():
+    c = compose(["kernel=gcngp_x", "compute=dask"]).compute
+    assert c.workers == "auto"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert cluster.usable_cores() == cores and cluster.worker_count(c) == cores
+    assert cluster.worker_count(compose(["kernel=gcngp_x", "compute=dask", "compute.workers=3"]).compute) == 3   # a number is honoured
+    assert cluster.worker_count(compose(["kernel=gcngp_x", "compute=slurm"]).compute) == 1
+
+
+def test_a_dask_run_starts_a_worker_per_core_by_default(cache, tmp_path):
+    rows = run([*SMALL, "compute=dask", "compute.processes=false", "compute.dashboard=:0", f"data.root={cache}",
+                f"compute.roots_dir={tmp_path}"])
+    assert rows[0]["status"] == "ok" and rows[0]["workers"] == len(os.sched_getaffinity(0))
+
+
+class SlowExit(distributed.WorkerPlugin):
+    """A worker that takes 6 s to close (a worker freeing much memory on a loaded machine)."""
+
+    name = "slow-exit"
+
+    async def teardown(self, worker):
+        await asyncio.sleep(6)
+
+
+def test_a_worker_slow_to_exit_is_not_killed(caplog):
+    """``cluster.close()`` alone gave each worker 4 s, then killed it: "Worker process still
+    alive after 4.0 seconds, killing" (one per worker at every exit of the 10^6-node run)."""
+    c = compose(["kernel=gcngp_x", "compute=dask", "compute.workers=1", "compute.dashboard=:0"]).compute
+    start = time.perf_counter()
+    with caplog.at_level(logging.WARNING, logger="distributed"):
+        with cluster.dask_client(c) as client:
+            client.register_plugin(SlowExit())
+    assert "still alive" not in caplog.text and "killing" not in caplog.text
+    assert time.perf_counter() - start < 60
+
+
+def test_a_dask_run_prints_the_dashboard_once_and_kills_no_worker(tmp_path, cache):
+    out = gnngp("run", *SMALL, "compute=dask", "compute.workers=2", "compute.dashboard=:0", f"data.root={cache}",
+                f"compute.roots_dir={tmp_path / 'roots'}", f"hydra.run.dir={tmp_path / 'run'}")
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text
+    assert text.count("Dask dashboard: http") == 1
+    assert "still alive" not in text and "killing" not in text
