@@ -40,7 +40,7 @@ from ...results.rows import dataset_label
 from ...kernels import Architecture, BaseKernel
 from ...kernels.architectures import KernelEntry
 from ...kernels.blocks import Block, branch_count
-from ...runtime import Stopwatch, peak_rss_mb
+from ...runtime import Stopwatch, peak_rss_mb, start_job
 from ...stops import stopped_by_signals
 from .cluster import dask_client, peak_worker_mb, task_times, time_summary, worker_memory_limits
 from .sharded_graph import ShardedGraph, tree_reduce
@@ -239,8 +239,8 @@ def auto_rows(spec: Any, store: DataStore, client: Any, shards: Path, pattern: s
             f"{per_row * MIN_BLOCK_ROWS / 2**20:.1f} MiB for {MIN_BLOCK_ROWS:,} nodes, {landmarks:,} landmarks); use a larger "
             f"compute.memory_limit (at least {per_row * MIN_BLOCK_ROWS / TASK_SHARE * 1.1 / 2**30:.2f} GiB a worker) or fewer landmarks")
     rows = min(fit, DEFAULT_ROWS)
-    log.info("partition.rows=auto: row blocks of %s nodes (the most whose task fits half of a worker's %.2f GiB, at most %s)",
-             f"{rows:,}", limit / 2**30, f"{DEFAULT_ROWS:,}")
+    log.info("partition.rows=auto: row blocks of %s nodes (the most whose task fits half of a worker's %.2f GiB, at most %s)%s",
+             f"{rows:,}", limit / 2**30, f"{DEFAULT_ROWS:,}", f": one block of all {num_nodes:,}" if num_nodes <= rows else "")
     return rows, data
 
 
@@ -344,6 +344,7 @@ class DaskBackend:
             self._stack.enter_context(stopped_by_signals())   # SIGTERM clears the roots as Ctrl-C does
             if self._start_cluster:   # before partitioning: partition.rows=auto sizes the blocks by the workers' memory
                 self.client = self._stack.enter_context(dask_client(spec.compute))
+            start_job(torch.device("cpu"))   # the process's one-time start-up, timed apart (warmup_seconds)
             watch = Stopwatch(torch.device("cpu"))
             with watch.measure():
                 self.graph = sharded_graph(spec, store, self.client)
