@@ -114,4 +114,5 @@ def low_rank_width(network: Block, base: BaseKernel, adjacency: str) -> float:
     probe = KernelContext(features, Adjacency.from_graph(edges, PROBE_NODES, adjacency, torch.float64, "cpu"), base,
                           torch.arange(PROBE_LANDMARKS))
     root = network(None, probe, None).root
-    return max(1.0, (root.shape[1] - 1) / PROBE_LANDMARKS) if root is not None else 1.0
+    # to the nearest quarter: a bias's constant column is not a landmark's worth (GATGP-X's tangent root: 4 m + 1)
+    return max(1.0, round(4 * root.shape[1] / PROBE_LANDMARKS) / 4) if root is not None else 1.0
