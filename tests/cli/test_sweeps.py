@@ -22,10 +22,12 @@ def test_two_job_sweep_writes_a_summary(tmp_path):
 
 @pytest.mark.paper  # a sweep of processes (17 s): runs in CI with -m paper
 def test_a_failing_job_is_a_row_and_the_others_survive(tmp_path):
-    summary, out = sweep(tmp_path, "kernel.layers=2,0", status=1)   # written first, then exit 1
+    # a job that fails while running (options that parse, but more landmarks than the graph's training
+    # nodes); a sweep with a refused option is refused whole before its first job (test_preflight.py)
+    summary, out = sweep(tmp_path, "kernel=gcngp_x", "landmarks.count=10,100000", status=1)   # written first, then exit 1
     assert summary["status"].tolist() == ["ok", "error"]
     assert out.stderr.strip().splitlines()[-1] == f"gnngp: error: 1 of 2 jobs failed; their errors are rows of {tmp_path / 'summary.csv'}"
-    assert "kernel.layers=0 must be at least 1" in summary.loc[1, "error"]
+    assert "landmarks.count=100000 exceeds the 300 training nodes" in summary.loc[1, "error"]
     # the failed sweep is this command's, not the next one's: a later run in the same process succeeds
     after = in_process("run", "kernel=gcngp", f"hydra.run.dir={tmp_path / 'after'}")
     assert after.returncode == 0, after.stderr
