@@ -30,7 +30,7 @@ def test_an_exact_kernel_refused_at_its_square_over_every_node_says_so(tmp_path,
     out = in_process("run", "dataset=pubmed", "kernel=gatgp", "max_memory_gb=20", *data_overrides, f"hydra.run.dir={tmp_path}")
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert out.returncode == 1 and errors == [
-        "gnngp: error: the exact GATGP kernel on pubmed needs about 46.3 GiB to evaluate it over all 19,717 nodes at once but the "
+        "gnngp: error: the exact GATGP kernel on pubmed needs about 23.2 GiB to evaluate it over all 19,717 nodes at once but the "
         "limit is 20.0 GiB (max_memory_gb; default half of the free memory); use the low-rank kernel (kernel=gatgp_x), "
         "or raise max_memory_gb if the memory is yours"], out.stderr
 
