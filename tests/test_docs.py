@@ -166,22 +166,31 @@ def test_a_results_file_without_a_source_stops_the_generator(generator, tmp_path
 
 
 def test_memory_table_holds_every_csv_value(pages):
-    every = pd.read_csv(RESULTS / "memory.csv")
-    rows = every[every["peak_gb"].notna()]            # a case not measured: a row with its reason, listed below the table
+    files = [s["file"] for s in next(p for p in sources()["pages"] if p["page"] == "memory")["sources"]]
+    every = pd.concat([pd.read_csv(RESULTS / f) for f in files], ignore_index=True)
+    every["limit"] = every["limit"].fillna("nngp") if "limit" in every.columns else "nngp"
+    rows = every[every["peak_gb"].notna()]            # a case not measured: a row with its reason, listed below the tables
     for r in every[every["peak_gb"].isna()].itertuples():
         assert str(r.error)[:60] in pages["memory"]
-    table, = tables(pages["memory"])
+    nngp, ntk = tables(pages["memory"])   # a table per limit
     cells = {}
-    for row in table:
-        dataset = row["dataset"].split(" (low rank")[0]
-        for kernel, cell in row.items():
-            if kernel != "dataset" and cell != "-":
-                cells[(dataset, kernel + ("_x" if "low rank" in row["dataset"] else ""))] = cell
+    for limit, table in (("nngp", nngp), ("ntk", ntk)):
+        for row in table:
+            dataset = row["dataset"].split(" (low rank")[0]
+            for kernel, cell in row.items():
+                if kernel != "dataset" and cell != "-":
+                    cells[(dataset, kernel + ("_x" if "low rank" in row["dataset"] else ""), limit)] = cell
     assert len(cells) == len(rows)
     for r in rows.itertuples():
-        assert cells[(r.dataset, r.kernel)] == f"{r.estimated_gb:.2f} / {r.peak_gb:.2f}"
+        assert cells[(r.dataset, r.kernel, r.limit)] == f"{r.estimated_gb:.2f} / {r.peak_gb:.2f}"
     within = ((rows.estimated_gb / rows.peak_gb).between(0.5, 2)).sum()
     assert f"**{within} of {len(rows)} estimates are within 2x" in pages["memory"]
+    from gnngp_cli.kernels import KERNELS
+
+    measured = {limit: set(rows[rows["limit"] == limit]["kernel"]) for limit in ("nngp", "ntk")}
+    assert {k + x for k in KERNELS for x in ("", "_x")} <= measured["nngp"]   # every registered kernel, exact and low rank
+    tangent = {k for k in KERNELS if k not in ("ggp", "rbf")}   # the kernels with trained parameters
+    assert {k + x for k in tangent for x in ("", "_x")} <= measured["ntk"]
 
 
 def test_dask_tables_hold_the_csv_values(pages):
