@@ -91,7 +91,7 @@ class SlowExit(distributed.WorkerPlugin):
     name = "slow-exit"
 
     async def teardown(self, worker):
-        await asyncio.sleep(6)
+        await asyncio.sleep(4.5)   # past the 4 s that cluster.close() alone gives a worker
 
 
 def test_a_worker_slow_to_exit_is_not_killed(caplog):
