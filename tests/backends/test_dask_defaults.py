@@ -86,7 +86,7 @@ def test_a_dask_run_starts_a_worker_per_core_by_default(cache, tmp_path):
 
 
 class SlowExit(distributed.WorkerPlugin):
-    """A worker that takes 6 s to close (a worker freeing much memory on a loaded machine)."""
+    """A worker that takes 4.5 s to close (a worker freeing much memory on a loaded machine)."""
 
     name = "slow-exit"
 
