@@ -2,9 +2,10 @@
 spec (:func:`~gnngp_cli.config.parse`) before Hydra makes an output folder. A refused option is
 one line ``gnngp: error: ...`` and exit 1, and nothing is written: no run folder for a single
 run, no sweep folder for a sweep of the basic sweeper (every job of it is composed and checked
-first). Errors found while running (a missing file, memory, a kernel that fails) are error rows
-in the job's folder, as are the refusals of a job whose values a search sweeper chooses as it
-goes (``hparams_search=...``: its trials are not known before it starts)."""
+first, and a sweep of no job is refused). Errors found while running (a missing file, memory, a
+kernel that fails) are error rows in the job's folder, as are the refusals of a trial whose values
+a search sweeper chooses as it goes (``hparams_search=...``: its trials are not known before it
+starts; the options it does not search are checked before it starts)."""
 from __future__ import annotations
 
 import copy
@@ -16,7 +17,7 @@ from omegaconf import DictConfig, open_dict, read_write
 
 
 def _refuse(message: str, job: str = "") -> None:
-    where = f" (sweep job {job})" if job else ""
+    where = f" (sweep job {job})" if job[:1].isdigit() else f" ({job})" if job else ""
     print(f"gnngp: error: {message}{where}", file=sys.stderr)
     raise SystemExit(1)   # not an Exception: Hydra's callbacks turn those into warnings
 
@@ -65,8 +66,12 @@ class Preflight(Callback):
         from ..compose import shown_override
 
         jobs = sweep_jobs(config)
-        if jobs is None:
+        if jobs is None:   # a search: its values come as it goes, but the options it does not search are parsed now
+            check(config, "the options a search does not choose")
             return
+        if not jobs:
+            _refuse("the sweep has no jobs (a sweep value that expands to nothing, e.g. glob(*) matching no option); "
+                    "give at least one value to each swept key")
         loader = GlobalHydra.instance().config_loader()
         for index, overrides in enumerate(jobs):
             check(loader.load_sweep_config(config, list(overrides)), f"{index}: {' '.join(shown_override(o) for o in overrides)}")

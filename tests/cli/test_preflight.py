@@ -2,6 +2,7 @@
 are one line and exit 1 before Hydra makes a folder, for a single run and for every job of a
 sweep; what goes wrong while running is an error row in the job's folder."""
 import pandas as pd
+import pytest
 
 from helpers import in_process
 
@@ -28,3 +29,14 @@ def test_an_error_found_while_running_is_a_row(tmp_path):
     assert out.returncode == 1
     row = pd.read_csv(tmp_path / "run" / "results.csv").iloc[-1]
     assert row["status"] == "error" and "absent" in row["error"]
+
+
+def test_a_search_is_refused_for_an_option_it_does_not_choose_and_an_empty_sweep_is_refused(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    out = in_process("run", "-m", "hparams_search=optuna", "kernel.limit=bogus", f"hydra.sweep.dir={tmp_path / 'search'}")
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert out.returncode == 1 and errors == ["gnngp: error: kernel.limit='bogus' is not valid; use one of nngp, ntk "
+                                              "(the options a search does not choose)"], out.stderr
+    assert not (tmp_path / "search").exists()   # not 20 trials, each an error row
+    out = in_process("run", "-m", "kernel.limit=glob(zzz*)", f"hydra.sweep.dir={tmp_path / 'empty'}")
+    assert out.returncode == 1 and "gnngp: error: the sweep has no jobs" in out.stderr and not (tmp_path / "empty").exists()
