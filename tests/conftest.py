@@ -17,7 +17,6 @@ def mirror_dir() -> Path | None:
 
 
 if os.environ.get("PYTEST_XDIST_WORKER"):   # one of several test processes (pytest -n): a thread each, not one per core each
-    os.environ.setdefault("OMP_NUM_THREADS", "1")   # and so the processes a test starts (gnngp runs, Dask and joblib workers)
     import torch
 
     torch.set_num_threads(1)
