@@ -27,7 +27,7 @@ from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import KERNELS
 from .gp.likelihoods import LIKELIHOODS
-from .schema import FIT_METHODS, PROTOCOLS, ComputeConfig, FitConfig, LikelihoodConfig, ProtocolConfig, RunConfig
+from .schema import CONFORMAL, FIT_METHODS, PROTOCOLS, ComputeConfig, ConformalConfig, FitConfig, LikelihoodConfig, ProtocolConfig, RunConfig
 
 
 def config_dir() -> Path:
@@ -79,6 +79,8 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
         cs.store(group="likelihood", name=name, node=LikelihoodConfig(name=name))
     for name in PROTOCOLS:
         cs.store(group="protocol", name=name, node=ProtocolConfig(name=name))
+    for name in CONFORMAL:
+        cs.store(group="conformal", name=name, node=ConformalConfig(name=name))
     for name, options in compute.items():
         cs.store(group="compute", name=name, node=options)
     _REGISTERED[id(cs)] = held

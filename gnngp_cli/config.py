@@ -31,7 +31,7 @@ from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
 from .kernels.architectures import KERNEL_COMMON
 from .metrics import score_metrics
 from .schema import KernelConfig, RunConfig, freeze, revised
-from .schema import DEVICES, DTYPES, GNN_PROPAGATION, GNN_RECIPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
+from .schema import CONFORMAL, DEVICES, DTYPES, GNN_PROPAGATION, GNN_RECIPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
 
 
 def check_results_file(name: str) -> None:
@@ -102,6 +102,7 @@ def validate(cfg: Any) -> None:
     _grid(cfg.nugget, "nugget", cfg.dtype)
     _validate_fit(cfg)
     _validate_uncertainty(cfg)
+    _validate_conformal(cfg)
     _validate_times(cfg)
     lm = cfg.landmarks
     if lm.count is not None and lm.count < 1:
@@ -293,6 +294,41 @@ def _validate_uncertainty(cfg: Any) -> None:
     if len(p.shares) != 3 or min(p.shares) <= 0 or sum(p.shares) >= 1:
         raise ConfigError(f"protocol.shares={list(p.shares)} must be three positive shares (train, validation, in-distribution test) "
                           "that sum below 1, e.g. [0.3, 0.1, 0.1]")
+    if len(p.split) != 2 or min(p.split) <= 0 or sum(p.split) >= 1:
+        raise ConfigError(f"protocol.split={list(p.split)} must be two positive shares (train, validation) that sum below 1, "
+                          "the rest the test, e.g. [0.2, 0.1]")
+    if p.name == "random_split" and cfg.get("splits") == "all":
+        raise ConfigError("protocol=random_split draws its own split from protocol.seed, so splits=all would run the same split again and "
+                          "again; drop splits=all and sweep seeds instead (seed=0,1,2,3,4)")
+
+
+def _validate_conformal(cfg: Any) -> None:
+    """``conformal``: the score, its parameters, and what cannot run with it."""
+    c = cfg.conformal
+    _choice(c.name, CONFORMAL, "conformal")
+    if not 0 < c.alpha < 1:
+        raise ConfigError(f"conformal.alpha={c.alpha} must be between 0 and 1 (e.g. 0.1: sets that hold the label 90% of the time)")
+    if c.splits < 1:
+        raise ConfigError(f"conformal.splits={c.splits} must be at least 1 (e.g. 100)")
+    if not 0 < c.calibration < 1:
+        raise ConfigError(f"conformal.calibration={c.calibration} must be between 0 and 1 (the share of test nodes to calibrate on, e.g. 0.5)")
+    if c.penalty < 0 or c.kreg < 0:
+        raise ConfigError(f"conformal.penalty={c.penalty} and conformal.kreg={c.kreg} must be at least 0 (e.g. 0.01 and 1)")
+    if not (0 <= c.neighbours <= 1 and c.xi >= 0 and c.mu >= 0 and c.xi + c.mu <= 1):
+        raise ConfigError(f"conformal.neighbours={c.neighbours}, conformal.xi={c.xi} and conformal.mu={c.mu} are weights: each in [0, 1], "
+                          "xi + mu at most 1 (e.g. 0.5, 1/3 and 1/3)")
+    if c.k < 1:
+        raise ConfigError(f"conformal.k={c.k} must be at least 1 (e.g. 20 feature-similar nodes)")
+    if c.name in ("daps", "snaps"):
+        if cfg.method == "gp" and cfg.compute.backend != "local":
+            raise ConfigError(f"conformal={c.name} diffuses every node's scores over the graph in one process, and compute={cfg.compute.backend} "
+                              "keeps the nodes in row blocks; use compute=local, or conformal=aps, raps or tps (these run on every backend)")
+        if cfg.method == "gp" and cfg.get("inference") is not None and cfg.inference.time is not None:
+            raise ConfigError(f"conformal={c.name} diffuses every node's scores, and inference.time predicts the labelled nodes only; "
+                              "use conformal=aps, raps or tps with inference.time")
+    if c.name != "none" and cfg.method == "gnn" and cfg.gnn is not None and cfg.gnn.get("regime") == "ntk":
+        raise ConfigError("conformal needs the GNN's class probabilities or predictions, and gnn.regime=ntk records a learning curve instead; "
+                          "drop gnn.regime=ntk or conformal")
 
 
 def _validate_fit(cfg: Any) -> None:

@@ -26,7 +26,8 @@ TASKS = ("classification", "regression")
 METHODS = ("gp", "gnn")
 FIT_METHODS = ("grid", "mll")   # fit=<method>: the nugget grid on validation, or the marginal likelihood
 OPTIMIZERS = ("adam", "lbfgs")   # fit=mll
-PROTOCOLS = ("none", "misclassification", "leave_out_classes", "feature_shift", "structural_shift")   # protocol=<name>
+PROTOCOLS = ("none", "misclassification", "leave_out_classes", "feature_shift", "structural_shift", "random_split")   # protocol=<name>
+CONFORMAL = ("none", "aps", "raps", "daps", "snaps", "tps")   # conformal=<score>: prediction sets (see gnngp_cli/conformal.py)
 GNN_UNCERTAINTY = ("softmax", "temperature", "ensemble", "mc_dropout")   # gnn.uncertainty: a GNN's class probabilities
 GNN_REGIMES = ("standard", "ntk")   # gnn.regime: how a GNN trains
 GNN_PROPAGATION = ("sparse", "edges")   # gnn.propagation: how a layer reads its neighbours
@@ -227,6 +228,25 @@ class ProtocolConfig(Options):
     strength: float = 1.0               # feature_shift=noise: the noise's standard deviation, in units of each feature's std
     ordering: str = "pagerank"          # structural_shift: pagerank or personalised (PageRank from the top-degree node); the central half is in distribution
     shares: list[float] = field(default_factory=lambda: [0.3, 0.1, 0.1])   # structural_shift: train, validation and in-distribution test shares of all nodes (the rest is the OOD test)
+    split: list[float] = field(default_factory=lambda: [0.2, 0.1])   # random_split: train and validation shares of all nodes, the rest the test (CF-GNN's and GETS's 20/10/70)
+
+
+@dataclass
+class ConformalConfig(Options):
+    """Conformal prediction (``conformal=<score>``; see gnngp_cli/conformal.py): sets (intervals
+    for regression) calibrated on a share of the test nodes, over many random splits."""
+
+    name: str = "none"                  # none, aps, raps, daps, snaps, tps (regression: any score but none gives intervals)
+    alpha: float = 0.1                  # the miscoverage: sets hold the true label with probability at least 1 - alpha
+    splits: int = 100                   # random calibration/test splits of the test nodes (mean and std over them)
+    calibration: float = 0.5            # the share of the test nodes each split calibrates on
+    seed: int = II("seed")              # the splits' and APS's draws; default: the job's seed
+    penalty: float = 0.01               # raps: the penalty per rank past kreg
+    kreg: int = 1                       # raps: the ranks free of penalty
+    neighbours: float = 0.5             # daps: the weight of the neighbours' mean score
+    xi: float = 0.3333333333333333      # snaps: the weight of the neighbours' mean score
+    mu: float = 0.3333333333333333      # snaps: the weight of the feature-similar nodes' mean score
+    k: int = 20                         # snaps: the feature-similar nodes (cosine) per node
 
 
 @dataclass
@@ -315,6 +335,7 @@ class RunConfig(Options):
     likelihood: LikelihoodConfig = field(default_factory=LikelihoodConfig)   # how a GP classifies (likelihood=gaussian|dirichlet)
     inference: InferenceConfig = field(default_factory=InferenceConfig)   # inference.time: the mean of the infinitely wide network trained for time t (the NTK's with kernel.limit=ntk)
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)   # an uncertainty protocol's splits and OOD nodes (protocol=<name>)
+    conformal: ConformalConfig = field(default_factory=ConformalConfig)   # conformal prediction sets or intervals (conformal=<score>)
     data: DataConfig = field(default_factory=DataConfig)   # where datasets are read and cached
     seed: int = 0                       # the first run's seed (run r uses seed + r)
     runs: int = 1                       # runs with seeds seed, seed + 1, ... (mean and std in the summary)

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from ..config import parse
+from ..conformal import GRAPH_SCORES
 from ..errors import ConfigError, ResourceError
 from ..job.backend_interface import GraphInfo
 from ..job.estimate import Estimate, dense_factor, gp_estimate, size_text
@@ -105,7 +106,8 @@ class LocalBackend:
 
     def __enter__(self) -> "LocalBackend":
         self.graph = reuse(self.spec, self.graph)
-        self.graph.keep_edges = not self._owned   # data loaded for this job alone: its edge list goes once A is built
+        # data loaded for this job alone: its edge list goes once A is built, unless a conformal score diffuses over it
+        self.graph.keep_edges = not self._owned or self.spec.conformal.name in GRAPH_SCORES
         self.info: GraphInfo = self.graph.info()
         self.load_seconds, self.dtype, self.device = self.graph.load_seconds, self.graph.dtype, self.graph.device
         return self

@@ -38,7 +38,8 @@ def group_options(key: str) -> list[str]:
 
     from ..backends import BACKENDS
     from ..compose import config_dir
-    from ..schema import FIT_METHODS
+    from ..gp.likelihoods import LIKELIHOODS
+    from ..schema import CONFORMAL, FIT_METHODS, PROTOCOLS
 
     kernels = [name + suffix for name in KERNELS for suffix in ("", "_x")]
     return {
@@ -49,6 +50,9 @@ def group_options(key: str) -> list[str]:
         "experiment": [*sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml")), "null"],   # optional: Hydra would skip a typo
         "fit": list(FIT_METHODS),
         "compute": list(BACKENDS),
+        "likelihood": list(LIKELIHOODS),
+        "protocol": list(PROTOCOLS),
+        "conformal": list(CONFORMAL),
     }[key]
 
 
@@ -121,8 +125,8 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         first = str(getattr(cause, "msg", "") or cause).splitlines()[0]
         return f"{_user_key(str(cause.full_key), spelled)}: {first}; give a value of the key's type (gnngp run --cfg job shows them)"
     text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
-    if "Could not find 'model/" in text or "Could not find 'dataset/" in text:
-        group = "dataset" if "'dataset/" in text else "model"
+    group = next((g for g in ("model", "dataset", "likelihood", "protocol", "conformal", "fit", "compute") if f"Could not find '{g}/" in text), None)
+    if group is not None:
         name = text.split(f"'{group}/", 1)[1].split("'", 1)[0]
         key = spelled.get(group, group)
         valid = group_options(key)

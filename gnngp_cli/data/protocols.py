@@ -18,6 +18,9 @@ predictions are the positives: misclassification detection).
 | ``structural_shift``  | nodes ordered by PageRank (or personalised PageRank): the central half is split    |
 |                       | into train/validation/test by ``shares`` of all nodes, the periphery is the OOD    |
 |                       | test (Bazhenov et al., 2023)                                                      |
+| ``random_split``      | the splits only: ``split`` shares of the labelled nodes (default 20% train, 10%    |
+|                       | validation, the rest the test; CF-GNN's and GETS's protocol), drawn by the seed;   |
+|                       | no node is OOD (classification and regression)                                    |
 
 A protocol that would leave no class, no training node or no OOD node is refused in one line.
 """
@@ -48,8 +51,8 @@ def _refuse_regression(data: Any, name: str, dataset: str) -> None:
 
 def protocol_key(protocol: Any) -> str:
     """What a protocol's draws depend on, as one string (a graph records the one applied to it)."""
-    keys = ("name", "seed", "left_out", "share", "perturbation", "strength", "ordering", "shares")
-    return json.dumps({k: (list(getattr(protocol, k)) if k == "shares" else getattr(protocol, k)) for k in keys}, sort_keys=True)
+    keys = ("name", "seed", "left_out", "share", "perturbation", "strength", "ordering", "shares", "split")
+    return json.dumps({k: (list(getattr(protocol, k)) if k in ("shares", "split") else getattr(protocol, k)) for k in keys}, sort_keys=True)
 
 
 def apply_protocol(data: Any, protocol: Any, dataset: str) -> Any:
@@ -69,6 +72,10 @@ def apply_protocol(data: Any, protocol: Any, dataset: str) -> Any:
     if name == "none":
         return data
     data.protocol_key = key
+    if name == "random_split":
+        random_split(data, protocol, dataset)
+        data.protocol = name
+        return data
     _refuse_regression(data, name, dataset)
     if name == "leave_out_classes":
         leave_out_classes(data, protocol, dataset)
@@ -78,6 +85,23 @@ def apply_protocol(data: Any, protocol: Any, dataset: str) -> Any:
         structural_shift(data, protocol, dataset)
     data.protocol = name
     return data
+
+
+def random_split(data: Any, protocol: Any, dataset: str) -> None:
+    """New train/validation/test masks: ``protocol.split`` shares of the nodes with a label, drawn by the seed."""
+    y = data.y
+    labelled = ~torch.isnan(y.double()) if data.task == "regression" else (y >= 0) & (y < int(data.num_classes))
+    nodes = labelled.nonzero().view(-1)
+    order = nodes[torch.randperm(nodes.numel(), generator=_generator(protocol.seed)).to(nodes.device)]
+    n_train, n_val = (int(round(share * nodes.numel())) for share in protocol.split)
+    if n_train < 1 or n_val < 1 or n_train + n_val >= nodes.numel():
+        raise ConfigError(f"protocol.split={list(protocol.split)} of {dataset}'s {nodes.numel()} labelled nodes leaves {n_train} training, "
+                          f"{n_val} validation and {nodes.numel() - n_train - n_val} test nodes; each needs at least one (e.g. [0.2, 0.1])")
+    for key, part in (("train", order[:n_train]), ("val", order[n_train:n_train + n_val]), ("test", order[n_train + n_val:])):
+        mask = torch.zeros(int(data.num_nodes), dtype=torch.bool, device=y.device)
+        mask[part] = True
+        data[f"{key}_mask"] = mask
+    data.split = f"random {protocol.split[0]:g}/{protocol.split[1]:g}, seed {int(protocol.seed)}"
 
 
 def leave_out_classes(data: Any, protocol: Any, dataset: str) -> None:

@@ -29,6 +29,8 @@ from ..gnn import GradientDescent, train_gnn
 from ..metrics import MetricInput, Scores, score, uncertainty_metrics
 from ..gp.probabilities import best_temperature, class_probabilities, nll_by_temperature, reliability_bins
 from ..runtime import Stopwatch, peak_cuda_mb, peak_rss_mb
+from ..conformal import Calibration
+from .conformal_rows import gnn_conformal
 from .loading import LoadedGraph, reuse
 from ..results.rows import base_row, graph_columns, with_extra
 
@@ -103,6 +105,7 @@ def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[st
         train_seconds = sum(r.train_seconds for r in used)
         inference_seconds = sum(r.inference_seconds for r in used)
         columns: dict = {}
+        probs = None
         if info.task == "classification" and descent is None:   # trained on the MSE (gnn.regime=ntk): no softmax probabilities
             watch = Stopwatch(graph.device)
             with watch.measure():
@@ -133,6 +136,8 @@ def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[st
         )
         if "reliability" in columns:   # the test rows' reliability diagram (gnngp report draws it)
             with_extra(row, reliability=columns["reliability"])
+        if descent is None:
+            row.update(gnn_conformal(Calibration.from_spec(spec.conformal), graph.data, graph.device, probs, used[0].outputs))
         if used[0].curve is not None:   # gnn.regime=ntk: the learning curve (gnngp report draws it beside the NTK's)
             with_extra(row, regime="ntk", learning_rate=descent.lr, curve=used[0].curve)
         row.update(graph_columns(info, graph.load_seconds, spec, run))

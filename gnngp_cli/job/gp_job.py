@@ -26,6 +26,7 @@ from typing import Any, Callable, Collection, Iterator, Optional
 import torch
 
 from ..config import parse, training_times, with_method_defaults
+from ..conformal import Calibration
 from ..errors import ConfigError, ResourceError
 from ..kernels import KERNELS, BaseKernel
 from ..metrics import METRICS, resolve_metric, uncertainty_metrics
@@ -36,6 +37,7 @@ from ..gp.mll import FitResult, check_learn, fit_hyperparameters, plan_parameter
 from .estimate import Estimate, grid_bytes, size_text
 from ..gp.inference import GRID_CHUNK_MIN, GPResult, best_index, chunk_rows, grid_chunk, log_grid, predict
 from ..gp.posterior import TrainingTimes
+from .conformal_rows import gp_conformal
 from .landmarks import choose_landmarks
 from ..gp.likelihoods import Likelihood
 from ..results.rows import base_row, graph_columns, run_settings, with_extra
@@ -113,6 +115,7 @@ class GPJob:
         if self.likelihood.classifies and info.task != "classification":
             raise ConfigError(f"likelihood={self.likelihood.name} classifies, and {spec.dataset.name} is a regression task; use likelihood=gaussian "
                               "(a regression's uncertainty is the nlpd and coverage95 columns)")
+        self.calibration = Calibration.from_spec(spec.conformal)
         self.mll = spec.fit.method == "mll"
         if self.mll:   # what the fit learns, checked once the dataset's defaults are filled in, before any kernel work
             plan_parameters(self.kspec, spec.fit)
@@ -195,6 +198,7 @@ class GPJob:
             result = evaluate(chosen, validation_only=False)
         run = self.finish(index, seed, chosen, landmarks, estimate, fitted, result, kernel_watch, inference_watch)
         run.evaluated = last["evaluated"]
+        run.row.update(gp_conformal(self.calibration, backend, result, run.evaluated, backend.info.task))
         return run
 
     def with_grid(self, estimate: Estimate, landmarks: Optional[torch.Tensor], n_train: int) -> Estimate:

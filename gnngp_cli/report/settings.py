@@ -51,7 +51,7 @@ PRESET_DEPTH = 2
 KERNEL_COMMON = {f.name for f in fields(KernelConfig)}
 NUGGET_GRID = [NuggetConfig.min, NuggetConfig.max, NuggetConfig.num]
 OUTCOMES = {"gamma", "best_epoch", "reliability", "probabilities"}   # what a run chose or measured, not how it was set up
-PLAIN = {"likelihood": "gaussian", "protocol": "", "uncertainty": "softmax"}   # columns that are settings, with their plain values
+PLAIN = {"likelihood": "gaussian", "protocol": "", "uncertainty": "softmax", "conformal": ""}   # columns that are settings, with their plain values
 
 
 def _kernel_by_label() -> dict[str, tuple[str, bool]]:
@@ -126,7 +126,7 @@ def off_preset(row: pd.Series) -> str:
     return ", ".join(reasons)
 
 
-GROUP_CHOICES = ("dataset", "model", "compute", "fit", "likelihood", "protocol", "experiment", "learning_curve")   # config groups
+GROUP_CHOICES = ("dataset", "model", "compute", "fit", "likelihood", "protocol", "conformal", "experiment", "learning_curve")   # config groups
 
 
 @lru_cache(maxsize=None)

@@ -27,6 +27,8 @@ COLUMNS = [
     "peak_rss_mb", "peak_cuda_mb", "compute_backend", "workers", "peak_worker_mb", "device", "dtype", "split", "split_index", "split_count",
     "nlpd", "coverage95", "var_correct", "var_wrong", "protocol", "likelihood", "uncertainty", "alpha", "temperature", "test_ood",
     "nll", "brier", "ece", "mce", "auroc_variance", "auroc_entropy", "auroc_maxprob", "aupr_variance", "aupr_entropy", "aupr_maxprob",
+    "conformal", "conformal_alpha", "coverage", "coverage_std", "set_size", "set_size_std", "singleton_hit", "singleton_hit_std",
+    "interval_width", "interval_width_std", "conformal_seconds",
     "limit", "time", "extra", "error", "version", "timestamp", "overrides",
 ]
 INTEGERS = frozenset({"layers", "landmarks", "seed", "run", "n_nodes", "n_edges", "workers", "split_index", "split_count"})
@@ -35,6 +37,8 @@ NUMBERS = frozenset({
     "inference_seconds", "total_seconds", "fit_seconds", "estimated_gb", "peak_rss_mb", "peak_cuda_mb", "peak_worker_mb",
     "nlpd", "coverage95", "var_correct", "var_wrong", "alpha", "temperature", "test_ood",
     "nll", "brier", "ece", "mce", "auroc_variance", "auroc_entropy", "auroc_maxprob", "aupr_variance", "aupr_entropy", "aupr_maxprob",
+    "conformal_alpha", "coverage", "coverage_std", "set_size", "set_size_std", "singleton_hit", "singleton_hit_std",
+    "interval_width", "interval_width_std", "conformal_seconds",
     "time",
 })
 STATUSES = ("ok", "error")

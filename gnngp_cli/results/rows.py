@@ -42,6 +42,7 @@ def base_row(spec: Any) -> dict:
         "status": "ok", "dataset": str(spec.dataset.name).lower(), "method": label, "kernel": name if spec.method != "gnn" else "",
         "device": device, "dtype": spec.dtype, "version": __version__,
         "protocol": "" if spec.protocol.name == "none" else str(spec.protocol.name),
+        "conformal": "" if spec.conformal.name == "none" else str(spec.conformal.name),
         "limit": str(spec.kernel.get("limit", "nngp")) if spec.method != "gnn" and spec.kernel is not None else "",
     }
 

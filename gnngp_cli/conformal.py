@@ -1,0 +1,226 @@
+"""Conformal prediction: prediction sets (classification) and intervals (regression) with a
+coverage guarantee, from any method's predictions: a GP's class probabilities or predictive
+variance, a GNN's softmax. Nothing is trained; the guarantee needs only that the calibration
+and test nodes are exchangeable.
+
+A *score* says how poorly a label fits a node (larger: worse), for every node and class
+(``n x C``, from the class probabilities ``p``):
+
+| ``conformal=`` | score of class ``y`` at node ``i``                                                  |
+|----------------|--------------------------------------------------------------------------------------|
+| ``tps``        | ``1 - p_iy`` (threshold prediction sets; Sadinle et al. 2019, TorchCP's ``THR``)      |
+| ``aps``        | the probability of the classes ranked above ``y``, plus ``u_i p_iy`` with ``u_i``     |
+|                | uniform on [0, 1] (randomised adaptive prediction sets; Romano et al. 2020)           |
+| ``raps``       | ``aps`` plus ``penalty * max(0, rank - kreg)``, ``rank`` the 1-based rank of ``y``    |
+|                | (regularised APS; Angelopoulos et al. 2021)                                           |
+| ``daps``       | ``(1 - neighbours) aps + neighbours * (mean aps of the node's neighbours)``           |
+|                | (diffusion APS; Zargarbashi et al. 2023); a node without neighbours keeps its own     |
+| ``snaps``      | ``(1 - xi - mu) aps + xi * (neighbours' mean) + mu * (mean over the ``k`` nodes of the |
+|                | most similar features, by cosine)`` (Song et al. 2024)                                |
+
+The graph scores (``daps``, ``snaps``) read every node's scores, so the method predicts every
+node (a GP's exact kernel is then evaluated on every row, not only the labelled ones).
+
+Calibration: the *evaluation nodes* (the test nodes; a protocol's out-of-distribution ones
+excepted) are split ``splits`` times at random (seeded) into a calibration share and a test
+share. With ``m`` calibration scores of the true labels, the threshold ``q`` is the
+``ceil((m + 1)(1 - alpha))``-th smallest (every class when that exceeds ``m``), and a test node's
+set is every class whose score is at most ``q``. Per split: ``coverage`` (the share of test
+nodes whose set holds their label), ``set_size`` (the mean number of classes in a set) and
+``singleton_hit`` (the share of test nodes whose set is their label alone); the row has their
+mean over the splits and their standard deviation (``*_std``).
+
+Regression: the score is ``|y - mean| / sd`` (``sd`` the predictive standard deviation; 1 for a
+method without one, the absolute residual), and the interval ``mean +- q sd``: ``coverage`` and
+``interval_width`` (its mean width), per split as above.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .errors import ConfigError
+
+SCORES = ("aps", "raps", "daps", "snaps", "tps")   # conformal=<name>; none: no conformal columns
+GRAPH_SCORES = ("daps", "snaps")                   # read every node's scores and the graph
+SPLIT_ENTRIES = 1 << 24                            # splits x test nodes x classes compared at once
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What conformal prediction reads of a job's spec (``conformal.*``)."""
+
+    score: str
+    alpha: float = 0.1
+    splits: int = 100
+    calibration: float = 0.5
+    seed: int = 0
+    penalty: float = 0.01
+    kreg: int = 1
+    neighbours: float = 0.5
+    xi: float = 1 / 3
+    mu: float = 1 / 3
+    k: int = 20
+
+    @classmethod
+    def from_spec(cls, spec) -> Optional["Calibration"]:
+        """The calibration of a ``conformal`` spec, or ``None`` for ``conformal=none``."""
+        if spec is None or spec.name == "none":
+            return None
+        return cls(str(spec.name), float(spec.alpha), int(spec.splits), float(spec.calibration), int(spec.seed),
+                   float(spec.penalty), int(spec.kreg), float(spec.neighbours), float(spec.xi), float(spec.mu), int(spec.k))
+
+    @property
+    def reads_graph(self) -> bool:
+        return self.score in GRAPH_SCORES
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(seed))
+
+
+def aps_scores(probs: Tensor, u: Tensor) -> Tensor:
+    """Randomised APS scores of every class (``n x C``): the probability of the classes ranked
+    above it plus ``u`` (one uniform per node) times its own."""
+    order = torch.argsort(probs, dim=1, descending=True, stable=True)
+    ranked = torch.gather(probs, 1, order)
+    above = torch.cumsum(ranked, dim=1) - ranked                  # the classes ranked strictly above
+    scores = torch.empty_like(probs)
+    scores.scatter_(1, order, above + u[:, None] * ranked)
+    return scores
+
+
+def class_ranks(probs: Tensor) -> Tensor:
+    """The 1-based rank of every class by probability (``n x C``; 1: the most probable)."""
+    order = torch.argsort(probs, dim=1, descending=True, stable=True)
+    ranks = torch.empty_like(order)
+    ranks.scatter_(1, order, torch.arange(1, probs.size(1) + 1, device=probs.device).expand_as(order).contiguous())
+    return ranks
+
+
+def neighbour_mean(scores: Tensor, edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Each node's mean of ``scores`` over its neighbours in ``edge_index`` (its own where it has none)."""
+    src, dst = edge_index[0].long(), edge_index[1].long()
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    total = torch.zeros_like(scores).index_add_(0, dst, scores[src])
+    degree = torch.zeros(num_nodes, dtype=scores.dtype, device=scores.device).index_add_(0, dst, torch.ones_like(dst, dtype=scores.dtype))
+    alone = degree == 0
+    out = total / degree.clamp_min(1)[:, None]
+    out[alone] = scores[alone]
+    return out
+
+
+def similar_mean(scores: Tensor, features: Tensor, k: int, rows: int = 4096) -> Tensor:
+    """Each node's mean of ``scores`` over the ``k`` other nodes whose features are most similar
+    (cosine), by blocks of ``rows`` nodes."""
+    n = features.size(0)
+    k = min(k, n - 1)
+    if k < 1:
+        return scores.clone()
+    unit = torch.nn.functional.normalize(features.double(), dim=1)
+    out = torch.empty_like(scores)
+    for start in range(0, n, rows):
+        sim = unit[start:start + rows] @ unit.T
+        sim[torch.arange(sim.size(0)), torch.arange(start, start + sim.size(0))] = -math.inf   # not itself
+        top = sim.topk(k, dim=1).indices
+        out[start:start + rows] = scores[top].mean(1)
+    return out
+
+
+def class_scores(cal: Calibration, probs: Tensor, edge_index: Optional[Tensor] = None, features: Optional[Tensor] = None) -> Tensor:
+    """The non-conformity score of every node and class (``n x C``, float64) by ``cal.score``
+    (see the module docstring). ``probs``: every node's class probabilities for the graph
+    scores, else those of the nodes scored; ``edge_index``/``features``: the graph's."""
+    probs = probs.double()
+    if cal.score == "tps":
+        return 1 - probs
+    u = torch.rand(probs.size(0), generator=_generator(cal.seed), dtype=torch.float64).to(probs.device)
+    scores = aps_scores(probs, u)
+    if cal.score == "raps":
+        return scores + cal.penalty * (class_ranks(probs) - cal.kreg).clamp_min(0).double()
+    if cal.score in GRAPH_SCORES:
+        if edge_index is None:
+            raise ConfigError(f"conformal={cal.score} diffuses scores over the graph's edges, and none were given")
+        spread = neighbour_mean(scores, edge_index, probs.size(0))
+        if cal.score == "daps":
+            return (1 - cal.neighbours) * scores + cal.neighbours * spread
+        similar = similar_mean(scores, features, cal.k)
+        return (1 - cal.xi - cal.mu) * scores + cal.xi * spread + cal.mu * similar
+    return scores
+
+
+def _splits(cal: Calibration, n: int, device) -> tuple[Tensor, Tensor]:
+    """``(calibration, test)`` positions of each split (``splits x m`` and ``splits x (n - m)``)."""
+    m = int(round(cal.calibration * n))
+    if not 1 <= m < n:
+        raise ConfigError(f"conformal.calibration={cal.calibration} leaves {m} of the {n} evaluation nodes for calibration and {n - m} for "
+                          "the test; it needs at least one of each (e.g. conformal.calibration=0.5, or more test nodes)")
+    perms = torch.argsort(torch.rand(cal.splits, n, generator=_generator(cal.seed + 1)), dim=1).to(device)
+    return perms[:, :m], perms[:, m:]
+
+
+def thresholds(cal: Calibration, calibration_scores: Tensor) -> Tensor:
+    """The conformal threshold of each split from its calibration scores (``splits x m``):
+    the ``ceil((m + 1)(1 - alpha))``-th smallest, or infinity when that exceeds ``m``."""
+    m = calibration_scores.size(1)
+    rank = math.ceil((m + 1) * (1 - cal.alpha))
+    if rank > m:
+        return torch.full((calibration_scores.size(0),), math.inf, dtype=torch.float64, device=calibration_scores.device)
+    return torch.kthvalue(calibration_scores, rank, dim=1).values
+
+
+def _summary(name: str, per_split: Tensor) -> dict[str, float]:
+    values = per_split.double()
+    return {name: float(values.mean()), f"{name}_std": float(values.std(unbiased=False))}
+
+
+def prediction_sets(cal: Calibration, scores: Tensor, y: Tensor) -> dict[str, float]:
+    """Coverage, set size and singleton hits over the splits of the evaluation nodes, from
+    their class scores (``n x C``) and labels ``y``."""
+    n, classes = scores.shape
+    own = scores[torch.arange(n, device=scores.device), y]
+    cal_pos, test_pos = _splits(cal, n, scores.device)
+    q = thresholds(cal, own[cal_pos])
+    coverage, size, hit = [], [], []
+    step = max(1, SPLIT_ENTRIES // max(test_pos.size(1) * classes, 1))
+    for start in range(0, cal.splits, step):
+        pos = test_pos[start:start + step]
+        sets = scores[pos] <= q[start:start + step, None, None]               # splits x test x C
+        covered = own[pos] <= q[start:start + step, None]
+        count = sets.sum(2)
+        coverage.append(covered.double().mean(1))
+        size.append(count.double().mean(1))
+        hit.append((covered & (count == 1)).double().mean(1))
+    return {**_summary("coverage", torch.cat(coverage)), **_summary("set_size", torch.cat(size)),
+            **_summary("singleton_hit", torch.cat(hit))}
+
+
+def prediction_intervals(cal: Calibration, mean: Tensor, y: Tensor, sd: Optional[Tensor] = None) -> dict[str, float]:
+    """Coverage and mean width of the intervals ``mean +- q sd`` over the splits of the
+    evaluation nodes (``sd`` ``None``: 1, the absolute residual)."""
+    mean, y = mean.double().view(-1), y.double().view(-1)
+    sd = torch.ones_like(mean) if sd is None else sd.double().view(-1).clamp_min(torch.finfo(torch.float64).tiny)
+    scores = (y - mean).abs() / sd
+    cal_pos, test_pos = _splits(cal, mean.numel(), mean.device)
+    q = thresholds(cal, scores[cal_pos])
+    covered = scores[test_pos] <= q[:, None]
+    width = 2 * q[:, None] * sd[test_pos]
+    return {**_summary("coverage", covered.double().mean(1)), **_summary("interval_width", width.mean(1))}
+
+
+def conformal_columns(cal: Calibration, evaluation: Tensor, y: Tensor, *, probs: Optional[Tensor] = None, mean: Optional[Tensor] = None,
+                      sd: Optional[Tensor] = None, edge_index: Optional[Tensor] = None, features: Optional[Tensor] = None) -> dict:
+    """A row's conformal columns. Classification: ``probs`` (every node's, or for the graph
+    scores at least every node of the graph; rows indexed by node id) and the evaluation nodes'
+    ids ``evaluation``; regression: ``mean`` and ``sd`` of every node. ``y``: every node's target."""
+    if probs is not None:
+        scores = class_scores(cal, probs, edge_index, features)
+        out = prediction_sets(cal, scores[evaluation], y[evaluation].long())
+    else:
+        out = prediction_intervals(cal, mean[evaluation], y[evaluation], None if sd is None else sd[evaluation])
+    return {"conformal": cal.score, "conformal_alpha": cal.alpha, **out}

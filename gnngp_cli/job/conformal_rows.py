@@ -1,0 +1,90 @@
+"""A row's conformal columns (:mod:`gnngp_cli.conformal`), for a GP run on any backend and for
+a GNN run: what each method predicts, handed over in one form (every node's, or the labelled
+nodes' in node order), with the evaluation nodes and the seconds the conformal step took.
+
+A GP run's predictions come through the backend's row groups (:meth:`GPResult.means` and
+``variances``: the labelled nodes, in node order), so ``aps``, ``raps`` and ``tps`` run on every
+backend; the graph scores read every node's, which the local backend predicts from the
+evaluated kernel (:meth:`prediction_rows`, as ``NodeGP.predict`` does).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from ..conformal import Calibration, conformal_columns
+from ..gp.inference import GPResult, concatenate
+from ..gp.posterior import RowGroup, TrainingTimes
+from ..gp.sufficient import SPLITS
+from ..runtime import Stopwatch
+
+
+def _labelled_targets(group: RowGroup) -> Tensor:
+    """The targets of the group's labelled rows, in node order."""
+    labelled = group.labelled()
+    out = torch.empty(labelled.numel(), dtype=group.targets["train"].dtype, device=labelled.device)
+    for key in SPLITS:
+        out[torch.searchsorted(labelled, group.positions[key])] = group.targets[key]
+    return out
+
+
+def _evaluation_flags(group: RowGroup) -> Tensor:
+    """Which of the group's labelled rows (node order) are evaluation nodes: the test rows in distribution."""
+    labelled = group.labelled()
+    flags = torch.zeros(labelled.numel(), dtype=torch.bool, device=labelled.device)
+    test = group.positions["test"]
+    flags[torch.searchsorted(labelled, test[group.in_distribution("test")])] = True
+    return flags
+
+
+def gp_conformal(cal: Optional[Calibration], backend: Any, result: GPResult, evaluated: Any, task: str) -> dict:
+    """The conformal columns of a GP run (none for ``conformal=none``), with ``conformal_seconds``."""
+    if cal is None:
+        return {}
+    watch = Stopwatch(result.eps.device if isinstance(result.eps, Tensor) else torch.device("cpu"))
+    with watch.measure():
+        timed = isinstance(result.eps, TrainingTimes)
+        if cal.reads_graph:   # every node: the local backend's kernel (the config refuses these scores elsewhere)
+            data = backend.data
+            ids = torch.arange(int(data.num_nodes), device=data.y.device)
+            features, prior = backend.prediction_rows(evaluated.kernel, ids, evaluated.arch, evaluated.ctx)
+            at = torch.arange(ids.numel(), device=ids.device)
+            mean = result.posterior.mean(features, at, result.eps)
+            variance = result.posterior.variance(features, at, result.eps, prior)
+            ood = getattr(data, "ood_mask", None)
+            evaluation = (data.test_mask & ~ood if ood is not None else data.test_mask).nonzero().view(-1)
+            y, edges, x = data.y, data.edge_index, data.x
+        else:
+            reduce = result.reduce
+            mean, variance = result.means(), result.variances()
+            y = reduce(_labelled_targets, concatenate)
+            evaluation = reduce(_evaluation_flags, concatenate).nonzero().view(-1)
+            edges = x = None
+        if task == "classification":
+            probs = result.rule.probabilities(mean, variance)
+            columns = conformal_columns(cal, evaluation, y, probs=probs, edge_index=edges, features=x)
+        else:
+            noise = 0.0 if timed else float(result.eps)
+            scale = 1.0 if timed else result.posterior.output_scale(result.eps)
+            sd = (scale * (variance.double() + noise)).clamp_min(0).sqrt()
+            columns = conformal_columns(cal, evaluation, y, mean=mean[:, 0], sd=sd)
+    return {**columns, "conformal_seconds": watch.seconds}
+
+
+def gnn_conformal(cal: Optional[Calibration], data: Any, device: torch.device, probs: Optional[Tensor], outputs: Tensor) -> dict:
+    """The conformal columns of a GNN run: from its class probabilities of every node
+    (classification), or its predictions (``outputs``; regression, the absolute residual)."""
+    if cal is None:
+        return {}
+    watch = Stopwatch(device)
+    with watch.measure():
+        ood = getattr(data, "ood_mask", None)
+        evaluation = (data.test_mask & ~ood if ood is not None else data.test_mask).nonzero().view(-1)
+        if probs is not None:
+            columns = conformal_columns(cal, evaluation, data.y, probs=probs, edge_index=data.edge_index, features=data.x)
+        else:
+            columns = conformal_columns(cal, evaluation, data.y, mean=outputs.view(outputs.size(0), -1)[:, 0])
+    return {**columns, "conformal_seconds": watch.seconds}
+

@@ -1,0 +1,204 @@
+"""Conformal prediction (issue 47): the scores against their definitions, the coverage
+guarantee on exchangeable data, the GP and GNN rows (every backend for the scores that run
+there), the random 20/10/70 protocol, and bad settings in one line."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from helpers import run
+
+from gnngp_cli.api import compose
+from gnngp_cli.backends.local import LocalBackend
+from gnngp_cli.conformal import (Calibration, aps_scores, class_ranks, class_scores, conformal_columns, neighbour_mean,
+                                 prediction_intervals, prediction_sets, similar_mean, thresholds)
+from gnngp_cli.errors import ConfigError
+from gnngp_cli.job.gp_job import GPJob
+from gnngp_cli.job.loading import load_graph
+
+CSBM = ["dataset=csbm", "dataset.num_nodes=400", "dataset.num_classes=4", "dataset.train_ratio=0.3", "dataset.val_ratio=0.2"]
+
+
+def _probs(n: int, classes: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(2 * torch.randn(n, classes, generator=g, dtype=torch.float64), 1)
+
+
+# --- the scores, by their definitions ------------------------------------------------------
+
+def test_aps_and_raps_scores_are_their_definitions_node_by_node():
+    probs, u = _probs(12, 5), torch.rand(12, dtype=torch.float64)
+    scores, ranks = aps_scores(probs, u), class_ranks(probs)
+    for i, c in itertools.product(range(12), range(5)):
+        above = sum(float(p) for p in probs[i] if p > probs[i, c])
+        assert float(scores[i, c]) == pytest.approx(above + float(u[i] * probs[i, c]), abs=1e-12)
+        assert int(ranks[i, c]) == 1 + sum(1 for p in probs[i] if p > probs[i, c])
+    cal = Calibration("raps", penalty=0.2, kreg=2)
+    raps = class_scores(cal, probs)
+    base = class_scores(Calibration("aps"), probs)
+    torch.testing.assert_close(raps, base + 0.2 * (ranks - 2).clamp_min(0).double())
+    torch.testing.assert_close(class_scores(Calibration("tps"), probs), 1 - probs)
+
+
+def test_the_graph_scores_diffuse_over_neighbours_and_similar_features():
+    scores = torch.arange(10, dtype=torch.float64).view(5, 2)
+    edges = torch.tensor([[0, 1, 1, 2, 3, 3], [1, 0, 2, 1, 3, 3]])   # 0-1-2 a path, 3 a self loop only, 4 alone
+    spread = neighbour_mean(scores, edges, 5)
+    torch.testing.assert_close(spread[1], (scores[0] + scores[2]) / 2)
+    torch.testing.assert_close(spread[0], scores[1])
+    torch.testing.assert_close(spread[3], scores[3])   # a self loop is no neighbour: its own score
+    torch.testing.assert_close(spread[4], scores[4])
+    x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9], [0.5, 0.5]])
+    similar = similar_mean(scores, x, 1)
+    torch.testing.assert_close(similar[0], scores[1])
+    torch.testing.assert_close(similar[2], scores[3])
+    probs = _probs(5, 2)
+    daps = class_scores(Calibration("daps", neighbours=0.5), probs, edges)
+    aps = class_scores(Calibration("aps"), probs)
+    torch.testing.assert_close(daps, 0.5 * aps + 0.5 * neighbour_mean(aps, edges, 5))
+    snaps = class_scores(Calibration("snaps", xi=0.25, mu=0.5, k=1), probs, edges, x)
+    torch.testing.assert_close(snaps, 0.25 * aps + 0.25 * neighbour_mean(aps, edges, 5) + 0.5 * similar_mean(aps, x, 1))
+
+
+def test_the_threshold_is_the_finite_sample_quantile():
+    scores = torch.arange(1.0, 11.0, dtype=torch.float64)[None]   # m = 10 calibration scores 1..10
+    assert float(thresholds(Calibration("tps", alpha=0.1), scores)[0]) == 10.0    # ceil(11 * 0.9) = 10th
+    assert float(thresholds(Calibration("tps", alpha=0.3), scores)[0]) == 8.0     # ceil(11 * 0.7) = 8th
+    assert math.isinf(float(thresholds(Calibration("tps", alpha=0.05), scores)[0]))   # 11th of 10: every class
+
+
+@pytest.mark.parametrize("score", ["aps", "raps", "tps"])
+def test_coverage_holds_on_exchangeable_nodes_and_sets_shrink_as_alpha_grows(score):
+    """Labels drawn from the model's own probabilities: the sets cover 1 - alpha of the test
+    nodes (the guarantee is at least 1 - alpha, at most 1 - alpha + 1/(m + 1) on average)."""
+    probs = _probs(4000, 6, seed=1)
+    y = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(2)).view(-1)
+    small = prediction_sets(Calibration(score, alpha=0.2), class_scores(Calibration(score), probs), y)
+    out = prediction_sets(Calibration(score, alpha=0.1), class_scores(Calibration(score), probs), y)
+    assert 0.895 <= out["coverage"] <= 0.91, out
+    assert 0.795 <= small["coverage"] <= 0.81, small
+    assert small["set_size"] < out["set_size"] and out["coverage_std"] > 0
+    assert 0 < out["singleton_hit"] <= out["coverage"]
+
+
+def test_intervals_cover_and_scale_with_the_predictive_sd():
+    g = torch.Generator().manual_seed(3)
+    sd = torch.rand(5000, generator=g, dtype=torch.float64) + 0.5
+    mean = torch.randn(5000, generator=g, dtype=torch.float64)
+    y = mean + sd * torch.randn(5000, generator=g, dtype=torch.float64)
+    out = prediction_intervals(Calibration("aps", alpha=0.1), mean, y, sd)
+    assert 0.895 <= out["coverage"] <= 0.91
+    assert out["interval_width"] == pytest.approx(2 * 1.6449 * float(sd.mean()), rel=0.03)   # q near the normal's 95% quantile
+    residual = prediction_intervals(Calibration("aps", alpha=0.1), mean, y)   # no sd: one width for every node
+    assert 0.895 <= residual["coverage"] <= 0.91 and residual["interval_width_std"] >= 0
+
+
+def test_the_splits_are_seeded_and_need_both_sides():
+    probs = _probs(300, 4)
+    y = probs.argmax(1)
+    ids = torch.arange(300)
+    a = conformal_columns(Calibration("aps", seed=5), ids, y, probs=probs)
+    b = conformal_columns(Calibration("aps", seed=5), ids, y, probs=probs)
+    c = conformal_columns(Calibration("aps", seed=6), ids, y, probs=probs)
+    assert a == b and a != c
+    with pytest.raises(ConfigError, match="conformal.calibration"):
+        conformal_columns(Calibration("aps", calibration=0.001), ids, y, probs=probs)
+
+
+# --- the rows ------------------------------------------------------------------------------
+
+def _gp_row(overrides: list[str]) -> dict:
+    cfg = compose(overrides)
+    with LocalBackend(cfg) as backend:
+        return GPJob(cfg, backend).run(0).row
+
+
+@pytest.mark.parametrize("kernel, score", [("gcngp", "daps"), ("gcngp_x", "aps"), ("gcngp", "snaps"), ("gcngp_x", "raps")])
+def test_a_gp_row_has_the_conformal_columns(kernel, score, cache):
+    row = _gp_row([*CSBM, f"kernel={kernel}", f"conformal={score}", "conformal.splits=50", f"data.root={cache}"])
+    assert row["conformal"] == score and row["conformal_alpha"] == 0.1
+    assert 0.8 <= row["coverage"] <= 1 and 1 <= row["set_size"] <= 4 and 0 <= row["singleton_hit"] <= row["coverage"]
+    assert row["conformal_seconds"] >= 0 and row["coverage_std"] >= 0
+
+
+def test_graph_scores_read_every_node_the_others_the_test_nodes(cache, monkeypatch):
+    """The evaluation nodes get the same probabilities and labels whether every node is
+    predicted from the kernel (the graph scores) or the labelled ones come through the row
+    groups (the others)."""
+    import gnngp_cli.job.conformal_rows as rows
+
+    seen = {}
+
+    def capture(cal, evaluation, y, probs=None, **_):
+        seen[cal.score] = (probs[evaluation], y[evaluation])
+        return {}
+
+    monkeypatch.setattr(rows, "conformal_columns", capture)
+    for score in ("daps", "aps"):
+        _gp_row([*CSBM, "kernel=gcngp", f"conformal={score}", f"data.root={cache}"])
+    assert seen["daps"][0].size(0) == 200   # the test nodes of 400 (30% train, 20% validation)
+    torch.testing.assert_close(seen["daps"][0], seen["aps"][0], rtol=1e-5, atol=1e-6)
+    assert torch.equal(seen["daps"][1], seen["aps"][1])
+
+
+def test_a_regression_row_has_conformal_intervals(tmp_path, mirror):
+    code, stderr, row, errors = run(tmp_path, "dataset=chameleon", "kernel=gcngp_x", "conformal=aps", "conformal.splits=20",
+                                    f"data.mirror={mirror}")
+    assert code == 0, stderr[-2000:]
+    assert row["conformal"] == "aps" and 0.8 <= row["coverage"] <= 1 and row["interval_width"] > 0
+    assert "set_size" not in row
+
+
+def test_a_gnn_row_has_the_conformal_columns(cache):
+    from gnngp_cli.job.gnn_job import run_gnn
+
+    cfg = compose([*CSBM, "gnn=gcn", "gnn.epochs=30", "conformal=daps", "conformal.splits=30", f"data.root={cache}"])
+    row = run_gnn(cfg)[0]
+    assert row["conformal"] == "daps" and 0.8 <= row["coverage"] <= 1 and row["set_size"] >= 1
+
+
+def test_the_random_split_protocol_draws_20_10_70_from_its_seed(cache):
+    cfg = compose([*CSBM, "kernel=gcngp", "protocol=random_split", f"data.root={cache}"])
+    data = load_graph(cfg).data
+    counts = [int(data[f"{k}_mask"].sum()) for k in ("train", "val", "test")]
+    assert counts == [80, 40, 280]
+    assert not bool((data.train_mask & data.val_mask).any() | (data.val_mask & data.test_mask).any() | (data.train_mask & data.test_mask).any())
+    again = load_graph(cfg).data
+    other = load_graph(compose([*CSBM, "kernel=gcngp", "protocol=random_split", "protocol.seed=1", f"data.root={cache}"])).data
+    assert torch.equal(again.train_mask, data.train_mask) and not torch.equal(other.train_mask, data.train_mask)
+
+
+@pytest.mark.paper   # a Dask cluster: with the slow tests
+def test_conformal_on_dask_gives_the_local_columns(cache):
+    distributed = pytest.importorskip("distributed")
+    from gnngp_cli.backends.rowblocks.dask_backend import DaskBackend
+
+    common = [*CSBM, "kernel=gcngp_x", "landmarks.count=40", "dtype=float64", "partition.rows=150", "conformal=raps",
+              "protocol=misclassification", f"data.root={cache}"]
+    local = _gp_row(common)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        cfg = compose([*common, "compute=dask"])
+        backend = DaskBackend(cfg, client=client)
+        with backend:
+            dask = GPJob(cfg, backend).run(0).row
+    for key in ("coverage", "coverage_std", "set_size", "set_size_std", "singleton_hit"):
+        assert dask[key] == pytest.approx(local[key], rel=1e-9, abs=1e-12), key
+
+
+# --- bad settings: one line, before any work -------------------------------------------------
+
+@pytest.mark.parametrize("args, words", [
+    ([*CSBM, "kernel=gcngp", "conformal=apss"], "did you mean conformal=aps?"),
+    ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.alpha=1.5"], "conformal.alpha=1.5 must be between 0 and 1"),
+    ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.splits=0"], "conformal.splits=0"),
+    ([*CSBM, "kernel=gcngp", "conformal=snaps", "conformal.xi=0.8", "conformal.mu=0.5"], "xi + mu at most 1"),
+    ([*CSBM, "kernel=gcngp_x", "conformal=daps", "compute=dask"], "use compute=local, or conformal=aps"),
+    ([*CSBM, "kernel=gcngp", "conformal=aps", "protocol=random_split", "protocol.split=[0.8,0.3]"], "sum below 1"),
+])
+def test_bad_conformal_settings_fail_in_one_line(args, words, tmp_path):
+    code, stderr, row, errors = run(tmp_path, *args)
+    assert code != 0 and len(errors) == 1 and words in errors[0], stderr[-800:]
+    assert row is None
