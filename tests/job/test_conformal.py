@@ -202,3 +202,11 @@ def test_bad_conformal_settings_fail_in_one_line(args, words, tmp_path):
     code, stderr, row, errors = run(tmp_path, *args)
     assert code != 0 and len(errors) == 1 and words in errors[0], stderr[-800:]
     assert row is None
+
+
+def test_nodegp_rows_carry_the_conformal_columns(cache):
+    from gnngp_cli.api import NodeGP, load_dataset
+
+    data = load_dataset("csbm", **{"dataset.num_nodes": 400, "dataset.num_classes": 4}, train_ratio=0.3, val_ratio=0.2, data={"root": str(cache)})
+    row = NodeGP("gcngp_x", conformal="raps", **{"conformal.splits": 20}).fit(data).row
+    assert row["conformal"] == "raps" and 0.8 <= row["coverage"] <= 1
