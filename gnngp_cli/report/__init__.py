@@ -32,6 +32,7 @@ from .runs import own_runs
 from .settings import left_out
 from .tables import build
 from .uncertainty import reliability
+from .uncertainty import conformal_table
 from .uncertainty import table as uncertainty_table
 
 FIGURES = {"figure1": figure1, "figure2": figure2, "figure3": figure3, "figure4": figure4}
@@ -47,6 +48,9 @@ CURVE_MEANING = ("The rows that recorded the metric along training time: a GP wi
 UNCERTAINTY_MEANING = ("The runs that scored class probabilities (GP likelihoods, GNN uncertainty): test metric, calibration "
                       "(ECE with 15 bins, MCE, NLL, Brier; in-distribution test nodes) and AUROC of telling wrong predictions "
                       "(or a protocol's OOD nodes) apart by each score, mean +- std over the runs.")
+CONFORMAL_MEANING = ("The runs with conformal prediction (`conformal=<score>`): the coverage of the prediction sets (regression: "
+                     "intervals) on the test nodes, their mean size, the share of sets that are the true label alone, and the "
+                     "conformal step's seconds; each the mean over the calibration/test splits, then mean +- std over the runs.")
 
 __all__ = ["FIGURE3_NOTE", "check_paper", "paper_values", "read_results", "write_report"]
 
@@ -89,6 +93,10 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
         why = reliability(rows, out / "reliability.png")
         lines += ["## Uncertainty", "", UNCERTAINTY_MEANING + " ([md](uncertainty.md))", "", calibration,
                   f"Reliability diagrams: not drawn: {why}" if why else "Reliability diagrams: ![reliability](reliability.png)", ""]
+    sets = conformal_table(rows)
+    if sets:   # runs with conformal=<score>: coverage and the size of the sets (or intervals)
+        (out / "conformal.md").write_text("# Conformal prediction\n\n" + CONFORMAL_MEANING + "\n\n" + sets)
+        lines += ["## Conformal prediction", "", CONFORMAL_MEANING + " ([md](conformal.md))", "", sets, ""]
     paper_rows = preset_runs(rows)
     status = 0
     if paper_rows.empty:

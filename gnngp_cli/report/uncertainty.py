@@ -74,6 +74,30 @@ def table(rows: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+CONFORMAL = ["coverage", "set_size", "singleton_hit", "interval_width", "conformal_seconds"]
+
+
+def conformal_table(rows: pd.DataFrame) -> str:
+    """Markdown: a line per dataset, protocol, method, likelihood and conformal score of the rows
+    with conformal columns (mean +- std over the runs of each split-averaged column)."""
+    if "conformal" not in rows.columns or "coverage" not in rows.columns:
+        return ""
+    found = rows[(rows["status"] == "ok") & rows["conformal"].fillna("").astype(str).ne("")
+                 & pd.to_numeric(rows["coverage"], errors="coerce").notna()].copy()
+    if found.empty:
+        return ""
+    found["how"] = [_how(r) for _, r in found.iterrows()]
+    found["protocol"] = found["protocol"].fillna("").astype(str).replace("", "none") if "protocol" in found.columns else "none"
+    head = ["dataset", "protocol", "method", "likelihood / probabilities", "score", "alpha", "runs", "test", *CONFORMAL]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    keys = ["dataset", "protocol", "method", "how", "conformal", "conformal_alpha"]
+    for (dataset, protocol, method, how, score, alpha), group in found.groupby(keys, sort=True):
+        cells = [display(dataset), protocol, method, how or "-", str(score), f"{float(alpha):g}", str(len(group)), _cell(group["test"]),
+                 *[_cell(group[c]) if c in group.columns else "-" for c in CONFORMAL]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _bins(group: pd.DataFrame) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     count = conf = acc = None
     for extra in group["extra"]:

@@ -210,3 +210,18 @@ def test_nodegp_rows_carry_the_conformal_columns(cache):
     data = load_dataset("csbm", **{"dataset.num_nodes": 400, "dataset.num_classes": 4}, train_ratio=0.3, val_ratio=0.2, data={"root": str(cache)})
     row = NodeGP("gcngp_x", conformal="raps", **{"conformal.splits": 20}).fit(data).row
     assert row["conformal"] == "raps" and 0.8 <= row["coverage"] <= 1
+
+
+def test_the_report_tables_the_conformal_columns_of_the_runs():
+    import pandas as pd
+
+    from gnngp_cli.report.uncertainty import conformal_table
+
+    rows = pd.DataFrame([{"status": "ok", "dataset": "cora", "protocol": "", "method": "GCNGP", "likelihood": "gaussian", "uncertainty": "",
+                          "conformal": "daps", "conformal_alpha": 0.1, "test": 0.8, "coverage": c, "set_size": s, "singleton_hit": 0.7,
+                          "conformal_seconds": 0.2} for c, s in ((0.90, 1.5), (0.92, 1.7))]
+                        + [{"status": "ok", "dataset": "cora", "method": "GCN", "conformal": "", "test": 0.8}])
+    text = conformal_table(rows)
+    lines = [line for line in text.splitlines() if line.startswith("| Cora")]
+    assert len(lines) == 1 and "| daps | 0.1 | 2 |" in lines[0] and "0.910 +- 0.014" in lines[0] and "1.600 +- 0.141" in lines[0]
+    assert conformal_table(rows[rows["conformal"] == ""]) == ""
