@@ -29,6 +29,10 @@ from torch import Tensor
 
 APPROXIMATIONS = ("mc", "probit")
 TEMPERATURES = torch.logspace(-3, 2, 61, dtype=torch.float64)   # the grid a temperature is fitted on
+# the factors on the latent variance fitted with the temperature: 0 (the mean alone), then 1e-4..10 by half decades
+VARIANCE_FACTORS = torch.cat([torch.zeros(1, dtype=torch.float64), torch.logspace(-4, 1, 11, dtype=torch.float64)])
+ONE = torch.ones(1, dtype=torch.float64)   # the variance as it is (or the temperature 1) alone
+FLAT = 1e-3   # best_fit: temperatures within this fraction of the lowest validation NLL are ties
 SAMPLE_SEED = 0
 CHUNK_ENTRIES = 1 << 24   # rows x samples x classes drawn at once
 # the smallest exponent taken: exp of a shifted draw below it is (much) less than round-off beside
@@ -82,31 +86,46 @@ def class_probabilities(mean: Tensor, variance: Optional[Tensor], approx: str = 
     return out
 
 
-def nll_by_temperature(mean: Tensor, variance: Optional[Tensor], y: Tensor, approx: str, samples: int,
-                       temperatures: Tensor = TEMPERATURES) -> Tensor:
-    """The summed negative log likelihood of the labels ``y`` at each temperature (float64).
-    Monte Carlo: the shifted draws are made once for every temperature, and each temperature
-    needs only the sum over classes and the label's own entry, instead of a softmax of every draw
-    per temperature (kept clear of subnormal results of exp, see EXP_FLOOR)."""
-    out = torch.zeros(temperatures.numel(), dtype=torch.float64, device=mean.device)
+def nll_grid(mean: Tensor, variance: Optional[Tensor], y: Tensor, approx: str, samples: int,
+             temperatures: Tensor = TEMPERATURES, factors: Tensor = ONE) -> Tensor:
+    """The summed negative log likelihood of the labels ``y`` at each variance factor (rows) and
+    temperature (columns): the probabilities of ``N(mean, factor x variance)`` at ``T``
+    (float64, ``len(factors) x len(temperatures)``). Probit: every temperature of a factor in one
+    ``T x rows x C`` product (by row chunks). Monte Carlo: the shifted draws of a factor are made
+    once for every temperature, and each temperature needs only the sum over classes and the
+    label's own entry, instead of a softmax of every draw per temperature (kept clear of
+    subnormal results of exp, see EXP_FLOOR)."""
+    out = torch.zeros(factors.numel(), temperatures.numel(), dtype=torch.float64, device=mean.device)
     if y.numel() == 0:
-        return out
-    if variance is None or approx == "probit":
-        for i, t in enumerate(temperatures.tolist()):
-            p = class_probabilities(mean, variance, approx, samples, t)
-            out[i] = -torch.log(p[torch.arange(y.numel(), device=y.device), y].clamp_min(1e-300)).sum()
         return out
     mean = mean.double()
     var = _spread(mean, variance)
-    for start, g in _shifted_draws(mean, var, samples):
-        rows = g.size(1)
-        own = g[y[start:start + rows], torch.arange(rows, device=g.device)]   # rows x S: the label's shifted draw
-        buffer = torch.empty_like(g)
-        for i, t in enumerate(temperatures.tolist()):
-            total = torch.mul(g, 1 / t, out=buffer).clamp_(min=EXP_FLOOR).exp_().sum(0)
-            p = (own / t).clamp_(min=EXP_FLOOR).exp_().div_(total).mean(1)
-            out[i] -= torch.log(p.clamp_min(1e-300)).sum()
+    t = temperatures.to(device=mean.device, dtype=torch.float64)
+    for row, factor in enumerate(factors.tolist()):
+        if variance is None or approx == "probit":   # softmax(mean / sqrt(T^2 + pi factor var / 8))
+            step = max(1, CHUNK_ENTRIES // max(t.numel() * mean.size(1), 1))
+            for start in range(0, mean.size(0), step):
+                mu, v, own = mean[start:start + step], var[start:start + step], y[start:start + step]
+                logits = mu[None] / torch.sqrt(t[:, None, None] ** 2 + math.pi * factor * v[None] / 8)
+                logp = torch.log_softmax(logits, dim=2)[:, torch.arange(own.numel(), device=mean.device), own]
+                out[row] -= logp.clamp_min(math.log(1e-300)).sum(1)
+            continue
+        for start, g in _shifted_draws(mean, var * factor, samples):
+            rows = g.size(1)
+            own = g[y[start:start + rows], torch.arange(rows, device=g.device)]   # rows x S: the label's shifted draw
+            buffer = torch.empty_like(g)
+            for i, temperature in enumerate(t.tolist()):
+                total = torch.mul(g, 1 / temperature, out=buffer).clamp_(min=EXP_FLOOR).exp_().sum(0)
+                p = (own / temperature).clamp_(min=EXP_FLOOR).exp_().div_(total).mean(1)
+                out[row, i] -= torch.log(p.clamp_min(1e-300)).sum()
     return out
+
+
+def nll_by_temperature(mean: Tensor, variance: Optional[Tensor], y: Tensor, approx: str, samples: int,
+                       temperatures: Tensor = TEMPERATURES) -> Tensor:
+    """The summed negative log likelihood of the labels ``y`` at each temperature (float64), of
+    the variance as it is (:func:`nll_grid`'s one row)."""
+    return nll_grid(mean, variance, y, approx, samples, temperatures)[0]
 
 
 def best_temperature(nll: Tensor, temperatures: Tensor = TEMPERATURES) -> float:
@@ -114,6 +133,28 @@ def best_temperature(nll: Tensor, temperatures: Tensor = TEMPERATURES) -> float:
     if not bool(torch.isfinite(nll).any()) or float(nll.abs().sum()) == 0:
         return 1.0
     return float(temperatures[int(torch.argmin(nll.nan_to_num(nan=math.inf)))])
+
+
+def best_fit(nll: Tensor, temperatures: Tensor = TEMPERATURES, factors: Tensor = VARIANCE_FACTORS) -> tuple[float, float]:
+    """``(temperature, variance factor)`` of the lowest summed NLL of :func:`nll_grid` (the first
+    factor on ties). Along the chosen factor's row, temperatures within :data:`FLAT` (relative) of
+    its lowest NLL are ties, and the one nearest ``T = 1`` is taken: where the variance sets the
+    probabilities, the NLL is flat in ``T`` toward 0 (``sqrt(T^2 + pi var / 8)`` is the variance's
+    alone), and the smallest grid value would be an artefact of round-off. ``(1, 1)`` when nothing
+    was scored."""
+    if not bool(torch.isfinite(nll).any()) or float(nll.abs().sum()) == 0:
+        return 1.0, 1.0
+    clean = nll.nan_to_num(nan=math.inf)
+    row = int(torch.argmin(clean)) // clean.size(1)
+    curve = clean[row]
+    ties = torch.nonzero(curve <= curve.min() + FLAT * curve.min().abs()).flatten()
+    nearest = ties[int(torch.argmin(temperatures[ties].log().abs()))]
+    return float(temperatures[nearest]), float(factors[row])
+
+
+def on_edge(temperature: float, temperatures: Tensor = TEMPERATURES) -> bool:
+    """Whether a fitted temperature is the grid's first or last value (the best may lie beyond)."""
+    return temperature in (float(temperatures[0]), float(temperatures[-1]))
 
 
 def reliability_bins(probs: Tensor, y: Tensor, bins: int = 15) -> dict[str, list]:
