@@ -90,6 +90,17 @@ def temperature_nll(group: RowGroup, posterior: Posterior, eps: Tensor, rule: Pr
                     TEMPERATURES if temperatures is None else temperatures, ONE if factors is None else factors)
 
 
+def validation_latents(group: RowGroup, posterior: Posterior, eps: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The validation rows' latent means, variances (float64) and labels: what the temperature's
+    fit reads, gathered once (as :meth:`GPResult.means` gathers the labelled rows)."""
+    pos = group.positions["val"]
+    return posterior.mean(group.features, pos, eps), group.variance(posterior, eps, "val").double(), group.targets["val"]
+
+
+def concatenate_each(*parts: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    return tuple(torch.cat(column) for column in zip(*parts))
+
+
 def add_tensors(*parts: Tensor) -> Tensor:
     return functools.reduce(operator.add, parts)
 
@@ -256,13 +267,14 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
         rule = ProbabilityRule(likelihood.approximation(stats.num_nodes, stats.rhs.size(1)), likelihood.samples, 1.0,
                                1.0 if times is not None else likelihood.variance_scale(posterior, eps, stats.rhs.size(1)))
         if likelihood.temperature:   # the temperature and the factor on the latent variance, on the validation NLL
-            from .probabilities import TEMPERATURES, VARIANCE_FACTORS, best_fit, on_edge
+            from .probabilities import TEMPERATURES, best_fit, fit_temperature, nll_grid, on_edge
 
-            grid = reduce(partial(temperature_nll, posterior=posterior, eps=eps, rule=replace(rule, approx="probit"), factors=VARIANCE_FACTORS), add_tensors)
-            t, factor = best_fit(grid)
+            mean, variance, y = reduce(partial(validation_latents, posterior=posterior, eps=eps), concatenate_each)
+            variance = variance * rule.variance_scale
+            t, factor = fit_temperature(partial(nll_grid, mean, variance, y, "probit", 1))   # by the probit form, whatever the test rows get
             rule = replace(rule, temperature=t, variance_factor=factor)
             if rule.approx != "probit":   # Monte Carlo: the temperature again at that factor, by the draws the test rows get
-                rule = replace(rule, temperature=best_fit(reduce(partial(temperature_nll, posterior=posterior, eps=eps, rule=rule), add_tensors), factors=ONE)[0])
+                rule = replace(rule, temperature=best_fit(nll_grid(mean, variance * factor, y, rule.approx, rule.samples), factors=ONE)[0])
             if on_edge(t):
                 warnings.append(f"the temperature fitted on validation is {t:g}, the {'lowest' if t == float(TEMPERATURES[0]) else 'highest'} "
                                 f"value of its grid ({float(TEMPERATURES[0]):g}..{float(TEMPERATURES[-1]):g}), so the best may lie beyond it "
