@@ -191,8 +191,8 @@ def fit_temperature(score: Callable[[Tensor, Tensor], Tensor]) -> tuple[float, f
     coarse = score(TEMPERATURES[COARSE_TEMPERATURES], VARIANCE_FACTORS[COARSE_FACTORS])
     if not bool(torch.isfinite(coarse).any()) or float(coarse.abs().sum()) == 0:
         return 1.0, 1.0
-    row, column = divmod(int(torch.argmin(coarse.nan_to_num(nan=math.inf))), coarse.size(1))
-    ti, ki = int(COARSE_TEMPERATURES[column]), int(COARSE_FACTORS[row])
+    t, k = best_fit(coarse, TEMPERATURES[COARSE_TEMPERATURES], VARIANCE_FACTORS[COARSE_FACTORS])   # ties toward T = 1 here too
+    ti, ki = TEMPERATURES.tolist().index(t), VARIANCE_FACTORS.tolist().index(k)
     ts = torch.arange(max(ti - FINE, 0), min(ti + FINE, TEMPERATURES.numel() - 1) + 1)
     ks = torch.arange(max(ki - 1, 0), min(ki + 1, VARIANCE_FACTORS.numel() - 1) + 1)
     return best_fit(score(TEMPERATURES[ts], VARIANCE_FACTORS[ks]), TEMPERATURES[ts], VARIANCE_FACTORS[ks])
