@@ -21,7 +21,7 @@ ECE_BOUND = 0.2
 CSBM = ["dataset=csbm", "dataset.num_nodes=400", "dataset.num_classes=4", "dataset.train_ratio=0.3", "dataset.val_ratio=0.2"]
 
 
-@pytest.mark.paper  # about 21 s on the 2-core machine (more when shared): every kernel twice on Cora
+@pytest.mark.paper  # 16 to 23 s on the 2-core machine (about a minute when shared): every kernel twice on Cora
 def test_every_kernel_exact_and_low_rank_is_calibrated_on_cora(data_overrides):
     common = ["dataset=cora", *data_overrides]
     graph = load_graph(compose(common))
