@@ -202,9 +202,9 @@ class LikelihoodConfig(Options):
     name: str = "gaussian"              # gaussian: regress one-hot labels (the paper); dirichlet: Milios et al. 2018's Dirichlet-based GP classification
     alpha: Optional[float] = None       # dirichlet: the pseudo-count alpha_eps every class gets; null: the value of alpha_grid of the lowest validation NLL
     alpha_grid: list[float] = field(default_factory=lambda: [0.001, 0.01, 0.1])   # dirichlet, alpha null: the values tried (0.01 is Milios et al.'s and GPyTorch's default)
-    probabilities: str = "auto"         # class probabilities E[softmax(f / T)] of the latent Gaussian: mc (Monte Carlo, fixed seed), probit (closed form), auto (mc up to 2^28 nodes x classes x samples, probit above)
+    probabilities: str = "auto"         # class probabilities E[softmax(f / T)] of the latent Gaussian: mc (Monte Carlo, fixed seed), probit (closed form), auto (probit: as calibrated as mc on the citation sets, at a fraction of its cost)
     samples: int = 256                  # probabilities=mc: draws per node
-    temperature: Optional[bool] = None  # fit the softmax temperature T on the validation NLL; null: on for gaussian, off for dirichlet
+    temperature: Optional[bool] = None  # fit the softmax temperature T and a factor on the latent variance on the validation NLL; null: on for gaussian, off for dirichlet
 
 
 @dataclass

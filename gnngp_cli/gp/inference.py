@@ -23,6 +23,7 @@ test metrics and the test columns (NLPD, coverage, variances) are read at it.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import operator
 from dataclasses import dataclass, field, replace
@@ -38,6 +39,7 @@ from ..metrics import Metric, MetricInput, Scores, merge_scores
 from .posterior import Posterior, RowGroup, TrainingTimes, posterior_for
 from .sufficient import SPLITS, TrainingStatistics
 
+log = logging.getLogger("gnngp")
 
 def log_grid(low: float, high: float, num: int, dtype=torch.float64, device=None) -> Tensor:
     """``num`` log-spaced values from ``low`` to ``high`` (nuggets relative to the mean diagonal,
@@ -56,34 +58,47 @@ def validation_scores(group: RowGroup, posterior: Posterior, nuggets: Tensor, me
 @dataclass(frozen=True)
 class ProbabilityRule:
     """How a classification's test rows get class probabilities (:mod:`gnngp_cli.gp.probabilities`):
-    the approximation, its samples, the temperature, and the factor on the latent variance."""
+    the approximation, its samples, the temperature, the likelihood's factor on the latent
+    variance (``variance_scale``) and the one fitted with the temperature (``variance_factor``)."""
 
     approx: str = "mc"
     samples: int = 256
     temperature: float = 1.0
     variance_scale: float = 1.0
+    variance_factor: float = 1.0
 
     def probabilities(self, mean: Tensor, variance: Tensor, temperature: Optional[float] = None) -> Tensor:
         from .probabilities import class_probabilities
 
         t = self.temperature if temperature is None else temperature
-        return class_probabilities(mean, variance.double() * self.variance_scale, self.approx, self.samples, t)
+        return class_probabilities(mean, variance.double() * (self.variance_scale * self.variance_factor), self.approx, self.samples, t)
 
 
-ONE = torch.ones(1, dtype=torch.float64)   # the temperature 1 alone
+ONE = torch.ones(1, dtype=torch.float64)   # the temperature 1 (or the variance factor 1) alone
 
 
-def temperature_nll(group: RowGroup, posterior: Posterior, eps: Tensor, rule: ProbabilityRule, temperatures: Optional[Tensor] = None) -> Tensor:
-    """The summed validation NLL at each temperature (default: of
-    :data:`~gnngp_cli.gp.probabilities.TEMPERATURES`), by the rule's approximation: the one the test
-    rows get (``likelihood.probabilities=auto`` keeps Monte Carlo to graphs where its 61 passes
-    over the validation rows cost little)."""
-    from .probabilities import TEMPERATURES, nll_by_temperature
+def temperature_nll(group: RowGroup, posterior: Posterior, eps: Tensor, rule: ProbabilityRule, temperatures: Optional[Tensor] = None,
+                    factors: Optional[Tensor] = None) -> Tensor:
+    """The summed validation NLL at each factor on the latent variance (rows; default: the rule's
+    alone) and temperature (columns; default: of :data:`~gnngp_cli.gp.probabilities.TEMPERATURES`),
+    by the rule's approximation: the one the test rows get."""
+    from .probabilities import TEMPERATURES, nll_grid
 
     mean = posterior.mean(group.features, group.positions["val"], eps)
-    variance = group.variance(posterior, eps, "val").double() * rule.variance_scale
-    return nll_by_temperature(mean, variance, group.targets["val"], rule.approx, rule.samples,   # the approximation the test rows get
-                              TEMPERATURES if temperatures is None else temperatures)
+    variance = group.variance(posterior, eps, "val").double() * (rule.variance_scale * rule.variance_factor)
+    return nll_grid(mean, variance, group.targets["val"], rule.approx, rule.samples,   # the approximation the test rows get
+                    TEMPERATURES if temperatures is None else temperatures, ONE if factors is None else factors)
+
+
+def validation_latents(group: RowGroup, posterior: Posterior, eps: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The validation rows' latent means, variances (float64) and labels: what the temperature's
+    fit reads, gathered once (as :meth:`GPResult.means` gathers the labelled rows)."""
+    pos = group.positions["val"]
+    return posterior.mean(group.features, pos, eps), group.variance(posterior, eps, "val").double(), group.targets["val"]
+
+
+def concatenate_each(*parts: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    return tuple(torch.cat(column) for column in zip(*parts))
 
 
 def add_tensors(*parts: Tensor) -> Tensor:
@@ -193,6 +208,7 @@ class GPResult:
     rule: Optional[ProbabilityRule] = None   # classification: how class probabilities were read (the fitted temperature)
     curve: Optional[dict] = None             # inference.time with several times: the metric on each split at each (time_curve)
     grid: Optional[Tensor] = None            # the nuggets val_curve scored, relative to the mean diagonal (float64, CPU); None for times
+    warnings: list[str] = field(default_factory=list)   # what the row's extra records under "warnings" (a temperature on its grid's edge)
 
     def means(self) -> Tensor:
         """Posterior means of the labelled nodes, in node order."""
@@ -236,7 +252,7 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
         best = best_index(val_curve)
         if len(candidates) > 1 and not validation_only:   # the Dirichlet's alpha: the lowest validation NLL at its nugget
             rule = ProbabilityRule(candidate.approximation(stats.num_nodes, stats.rhs.size(1)), candidate.samples)
-            nll = float(reduce(partial(temperature_nll, posterior=posterior, eps=nuggets[best], rule=rule, temperatures=ONE), add_tensors)[0])
+            nll = float(reduce(partial(temperature_nll, posterior=posterior, eps=nuggets[best], rule=rule, temperatures=ONE), add_tensors)[0, 0])
             if chosen and not nll < chosen["nll"]:
                 continue
             chosen = dict(nll=nll)
@@ -246,14 +262,25 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
         return float(val_curve[best])
     eps = nuggets[best]
     output_scale = (1.0 if times is not None else posterior.output_scale(eps)) if task == "regression" else math.nan
-    rule = None
+    rule, warnings = None, []
     if task == "classification" and uncertainty and likelihood is not None:
         rule = ProbabilityRule(likelihood.approximation(stats.num_nodes, stats.rhs.size(1)), likelihood.samples, 1.0,
                                1.0 if times is not None else likelihood.variance_scale(posterior, eps, stats.rhs.size(1)))
-        if likelihood.temperature:
-            from .probabilities import best_temperature
+        if likelihood.temperature:   # the temperature and the factor on the latent variance, on the validation NLL
+            from .probabilities import TEMPERATURES, best_fit, fit_temperature, nll_grid, on_edge
 
-            rule = replace(rule, temperature=best_temperature(reduce(partial(temperature_nll, posterior=posterior, eps=eps, rule=rule), add_tensors)))
+            mean, variance, y = reduce(partial(validation_latents, posterior=posterior, eps=eps), concatenate_each)
+            variance = variance * rule.variance_scale
+            t, factor = fit_temperature(partial(nll_grid, mean, variance, y, "probit", 1))   # by the probit form, whatever the test rows get
+            rule = replace(rule, temperature=t, variance_factor=factor)
+            if rule.approx != "probit":   # Monte Carlo: the temperature again at that factor, by the draws the test rows get
+                rule = replace(rule, temperature=best_fit(nll_grid(mean, variance * factor, y, rule.approx, rule.samples), factors=ONE)[0])
+            if on_edge(t):
+                warnings.append(f"the temperature fitted on validation is {t:g}, the {'lowest' if t == float(TEMPERATURES[0]) else 'highest'} "
+                                f"value of its grid ({float(TEMPERATURES[0]):g}..{float(TEMPERATURES[-1]):g}), so the best may lie beyond it "
+                                f"and the probabilities (ece, nll) may be miscalibrated; check the posterior means' scale, "
+                                f"or compare with likelihood.temperature=false")
+                log.warning(warnings[-1])
     final = reduce(partial(final_scores, posterior=posterior, eps=eps, metric=metric, uncertainty=uncertainty, output_scale=output_scale,
                            rule=rule), merge_scores)
     metrics = {key: float(final.value(key)[0]) for key in SPLITS}
@@ -276,4 +303,4 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
     nugget_value = math.nan if times is not None else float(nuggets[best] / stats.scale)
     curve = time_curve(posterior, stats, reduce, times, metric, val_curve) if times is not None and times.numel() > 1 else None
     scored = None if times is not None else (nuggets / stats.scale).double().cpu()
-    return GPResult(nugget_value, eps, metrics, columns, val_curve, posterior, reduce, rule, curve, scored)
+    return GPResult(nugget_value, eps, metrics, columns, val_curve, posterior, reduce, rule, curve, scored, warnings)

@@ -275,7 +275,7 @@ class GPJob:
         if "reliability" in result.uncertainty:   # the test rows' reliability diagram (gnngp report draws it)
             with_extra(row, reliability=result.uncertainty["reliability"])
         if result.rule is not None:
-            with_extra(row, probabilities=result.rule.approx)
+            with_extra(row, probabilities=result.rule.approx, variance_factor=result.rule.variance_factor)
         if result.curve is not None:   # the metric at every training time (gnngp report draws the learning curve)
             with_extra(row, curve=result.curve)
         if fitted is not None:
@@ -285,8 +285,8 @@ class GPJob:
         columns = backend.columns()
         with_extra(row, **columns.pop("extra", {}))
         row.update(columns)
-        if backend.info.warnings:  # e.g. a single training class: the row says so
-            with_extra(row, warnings=list(backend.info.warnings))
+        if backend.info.warnings or result.warnings:  # e.g. a single training class, a temperature on its grid's edge: the row says so
+            with_extra(row, warnings=[*backend.info.warnings, *result.warnings])
         return GPRun(row, choice, result, fitted)
 
 
