@@ -154,21 +154,36 @@ def class_scores(cal: Calibration, probs: Tensor, edge_index: Optional[Tensor] =
     return scores
 
 
-def _splits(cal: Calibration, n: int, device) -> tuple[Tensor, Tensor]:
-    """``(calibration, test)`` positions of each split (``splits x m`` and ``splits x (n - m)``)."""
+def calibration_size(cal: Calibration, n: int) -> Optional[int]:
+    """The calibration nodes of each split of ``n`` evaluation nodes, or ``None`` when a split
+    would leave no calibration or no test node."""
     m = int(round(cal.calibration * n))
-    if not 1 <= m < n:
-        raise ConfigError(f"conformal.calibration={cal.calibration} leaves {m} of the {n} evaluation nodes for calibration and {n - m} for "
-                          "the test; it needs at least one of each (e.g. conformal.calibration=0.5, or more test nodes)")
-    perms = torch.argsort(torch.rand(cal.splits, n, generator=_generator(cal.seed + 1)), dim=1).to(device)
-    return perms[:, :m], perms[:, m:]
+    return m if 1 <= m < n else None
+
+
+def _split_chunks(cal: Calibration, n: int, rows_per_split: int, device):
+    """``(start, calibration, test)`` positions of the splits, a chunk of them at a time
+    (``chunk x m`` and ``chunk x (n - m)``, about :data:`SPLIT_ENTRIES` entries of
+    ``rows_per_split`` each), drawn in turn from one seeded generator."""
+    m = calibration_size(cal, n)
+    generator = _generator(cal.seed + 1)
+    step = max(1, SPLIT_ENTRIES // max(n * rows_per_split, 1))
+    for start in range(0, cal.splits, step):
+        perms = torch.argsort(torch.rand(min(step, cal.splits - start), n, generator=generator), dim=1).to(device)
+        yield start, perms[:, :m], perms[:, m:]
+
+
+def threshold_rank(m: int, alpha: float) -> int:
+    """``ceil((m + 1)(1 - alpha))``, rounded first to 9 decimals so that ``1 - alpha``'s round-off
+    (``1 - 0.7 = 0.30000000000000004``) does not raise it by one."""
+    return math.ceil(round((m + 1) * (1 - alpha), 9))
 
 
 def thresholds(cal: Calibration, calibration_scores: Tensor) -> Tensor:
     """The conformal threshold of each split from its calibration scores (``splits x m``):
-    the ``ceil((m + 1)(1 - alpha))``-th smallest, or infinity when that exceeds ``m``."""
+    the :func:`threshold_rank`-th smallest, or infinity when that exceeds ``m``."""
     m = calibration_scores.size(1)
-    rank = math.ceil((m + 1) * (1 - cal.alpha))
+    rank = threshold_rank(m, cal.alpha)
     if rank > m:
         return torch.full((calibration_scores.size(0),), math.inf, dtype=torch.float64, device=calibration_scores.device)
     return torch.kthvalue(calibration_scores, rank, dim=1).values
@@ -184,14 +199,11 @@ def prediction_sets(cal: Calibration, scores: Tensor, y: Tensor) -> dict[str, fl
     their class scores (``n x C``) and labels ``y``."""
     n, classes = scores.shape
     own = scores[torch.arange(n, device=scores.device), y]
-    cal_pos, test_pos = _splits(cal, n, scores.device)
-    q = thresholds(cal, own[cal_pos])
     coverage, size, hit = [], [], []
-    step = max(1, SPLIT_ENTRIES // max(test_pos.size(1) * classes, 1))
-    for start in range(0, cal.splits, step):
-        pos = test_pos[start:start + step]
-        sets = scores[pos] <= q[start:start + step, None, None]               # splits x test x C
-        covered = own[pos] <= q[start:start + step, None]
+    for _, cal_pos, test_pos in _split_chunks(cal, n, classes, scores.device):
+        q = thresholds(cal, own[cal_pos])
+        sets = scores[test_pos] <= q[:, None, None]               # splits x test x C
+        covered = own[test_pos] <= q[:, None]
         count = sets.sum(2)
         coverage.append(covered.double().mean(1))
         size.append(count.double().mean(1))
@@ -206,21 +218,29 @@ def prediction_intervals(cal: Calibration, mean: Tensor, y: Tensor, sd: Optional
     mean, y = mean.double().view(-1), y.double().view(-1)
     sd = torch.ones_like(mean) if sd is None else sd.double().view(-1).clamp_min(torch.finfo(torch.float64).tiny)
     scores = (y - mean).abs() / sd
-    cal_pos, test_pos = _splits(cal, mean.numel(), mean.device)
-    q = thresholds(cal, scores[cal_pos])
-    covered = scores[test_pos] <= q[:, None]
-    width = 2 * q[:, None] * sd[test_pos]
-    return {**_summary("coverage", covered.double().mean(1)), **_summary("interval_width", width.mean(1))}
+    coverage, width = [], []
+    for _, cal_pos, test_pos in _split_chunks(cal, mean.numel(), 1, mean.device):
+        q = thresholds(cal, scores[cal_pos])
+        coverage.append((scores[test_pos] <= q[:, None]).double().mean(1))
+        width.append((2 * q[:, None] * sd[test_pos]).mean(1))
+    return {**_summary("coverage", torch.cat(coverage)), **_summary("interval_width", torch.cat(width))}
 
 
 def conformal_columns(cal: Calibration, evaluation: Tensor, y: Tensor, *, probs: Optional[Tensor] = None, mean: Optional[Tensor] = None,
                       sd: Optional[Tensor] = None, edge_index: Optional[Tensor] = None, features: Optional[Tensor] = None) -> dict:
     """A row's conformal columns. Classification: ``probs`` (every node's, or for the graph
     scores at least every node of the graph; rows indexed by node id) and the evaluation nodes'
-    ids ``evaluation``; regression: ``mean`` and ``sd`` of every node. ``y``: every node's target."""
+    ids ``evaluation``; regression: ``mean`` and ``sd`` of every node. ``y``: every node's target.
+    Too few evaluation nodes for a split (``conformal.calibration`` leaves none on a side): the
+    columns are empty and ``warning`` says why (the row keeps its other results)."""
+    out = {"conformal": cal.score, "conformal_alpha": cal.alpha}
+    n = int(evaluation.numel())
+    if calibration_size(cal, n) is None:
+        m = int(round(cal.calibration * n))
+        fix = "more test nodes (a larger test split)" if n < 2 else "conformal.calibration=0.5"
+        return {**out, "warning": f"no conformal columns: conformal.calibration={cal.calibration:g} leaves {m} of the {n} test nodes "
+                                  f"for calibration and {n - m} to test, and a split needs at least one of each; use {fix}"}
     if probs is not None:
         scores = class_scores(cal, probs, edge_index, features)
-        out = prediction_sets(cal, scores[evaluation], y[evaluation].long())
-    else:
-        out = prediction_intervals(cal, mean[evaluation], y[evaluation], None if sd is None else sd[evaluation])
-    return {"conformal": cal.score, "conformal_alpha": cal.alpha, **out}
+        return {**out, **prediction_sets(cal, scores[evaluation], y[evaluation].long())}
+    return {**out, **prediction_intervals(cal, mean[evaluation], y[evaluation], None if sd is None else sd[evaluation])}

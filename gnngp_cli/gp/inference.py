@@ -41,6 +41,7 @@ from .sufficient import SPLITS, TrainingStatistics
 
 log = logging.getLogger("gnngp")
 
+
 def log_grid(low: float, high: float, num: int, dtype=torch.float64, device=None) -> Tensor:
     """``num`` log-spaced values from ``low`` to ``high`` (nuggets relative to the mean diagonal,
     or base-kernel gammas)."""

@@ -9,6 +9,8 @@ evaluated kernel (:meth:`prediction_rows`, as ``NodeGP.predict`` does).
 """
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any, Optional
 
 import torch
@@ -19,6 +21,8 @@ from ..gp.inference import GPResult, concatenate
 from ..gp.posterior import RowGroup, TrainingTimes
 from ..gp.sufficient import SPLITS
 from ..runtime import Stopwatch
+
+log = logging.getLogger("gnngp")
 
 
 def _labelled_targets(group: RowGroup) -> Tensor:
@@ -46,7 +50,7 @@ def gp_conformal(cal: Optional[Calibration], backend: Any, result: GPResult, eva
     watch = Stopwatch(result.eps.device if isinstance(result.eps, Tensor) else torch.device("cpu"))
     with watch.measure():
         timed = isinstance(result.eps, TrainingTimes)
-        if cal.reads_graph:   # every node: the local backend's kernel (the config refuses these scores elsewhere)
+        if cal.reads_graph and task == "classification":   # every node: the local backend's kernel (the config refuses these scores elsewhere)
             data = backend.data
             ids = torch.arange(int(data.num_nodes), device=data.y.device)
             features, prior = backend.prediction_rows(evaluated.kernel, ids, evaluated.arch, evaluated.ctx)
@@ -88,3 +92,17 @@ def gnn_conformal(cal: Optional[Calibration], data: Any, device: torch.device, p
             columns = conformal_columns(cal, evaluation, data.y, mean=outputs.view(outputs.size(0), -1)[:, 0])
     return {**columns, "conformal_seconds": watch.seconds}
 
+
+def add_conformal(row: dict, columns: dict) -> dict:
+    """``row`` with the conformal ``columns``; a column set that could not be made (too few test
+    nodes) is a warning in the log and in the row's ``extra`` ``warnings``, not an error: the
+    row keeps its other results."""
+    columns = dict(columns)
+    warning = columns.pop("warning", None)
+    row.update(columns)
+    if warning is not None:
+        log.warning(warning)
+        extra = json.loads(row.get("extra") or "{}")
+        extra["warnings"] = [*extra.get("warnings", []), warning]
+        row["extra"] = json.dumps(extra)
+    return row

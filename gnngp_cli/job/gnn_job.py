@@ -30,7 +30,7 @@ from ..metrics import MetricInput, Scores, score, uncertainty_metrics
 from ..gp.probabilities import best_temperature, class_probabilities, nll_by_temperature, reliability_bins
 from ..runtime import Stopwatch, peak_cuda_mb, peak_rss_mb
 from ..conformal import Calibration
-from .conformal_rows import gnn_conformal
+from .conformal_rows import add_conformal, gnn_conformal
 from .loading import LoadedGraph, reuse
 from ..results.rows import base_row, graph_columns, with_extra
 
@@ -136,14 +136,14 @@ def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[st
         )
         if "reliability" in columns:   # the test rows' reliability diagram (gnngp report draws it)
             with_extra(row, reliability=columns["reliability"])
-        if descent is None:
-            row.update(gnn_conformal(Calibration.from_spec(spec.conformal), graph.data, graph.device, probs, used[0].outputs))
         if used[0].curve is not None:   # gnn.regime=ntk: the learning curve (gnngp report draws it beside the NTK's)
             with_extra(row, regime="ntk", learning_rate=descent.lr, curve=used[0].curve)
         row.update(graph_columns(info, graph.load_seconds, spec, run))
         row.update(device=str(graph.device), peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(graph.device), compute_backend="local", workers=1)
         if info.warnings:  # e.g. a single training class: the row says so
             with_extra(row, warnings=list(info.warnings))
+        if descent is None:   # after the graph's warnings: a conformal warning is added to them
+            add_conformal(row, gnn_conformal(Calibration.from_spec(spec.conformal), graph.data, graph.device, probs, used[0].outputs))
         rows.append(row)
     return rows
 

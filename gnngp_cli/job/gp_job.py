@@ -37,7 +37,7 @@ from ..gp.mll import FitResult, check_learn, fit_hyperparameters, plan_parameter
 from .estimate import Estimate, grid_bytes, size_text
 from ..gp.inference import GRID_CHUNK_MIN, GPResult, best_index, chunk_rows, grid_chunk, log_grid, predict
 from ..gp.posterior import TrainingTimes
-from .conformal_rows import gp_conformal
+from .conformal_rows import add_conformal, gp_conformal
 from .landmarks import choose_landmarks
 from ..gp.likelihoods import Likelihood
 from ..results.rows import base_row, graph_columns, run_settings, with_extra
@@ -198,7 +198,7 @@ class GPJob:
             result = evaluate(chosen, validation_only=False)
         run = self.finish(index, seed, chosen, landmarks, estimate, fitted, result, kernel_watch, inference_watch)
         run.evaluated = last["evaluated"]
-        run.row.update(gp_conformal(self.calibration, backend, result, run.evaluated, backend.info.task))
+        add_conformal(run.row, gp_conformal(self.calibration, backend, result, run.evaluated, backend.info.task))
         return run
 
     def with_grid(self, estimate: Estimate, landmarks: Optional[torch.Tensor], n_train: int) -> Estimate:

@@ -42,15 +42,16 @@ def scored(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 HIDDEN = {"device", "dtype", "likelihood", "protocol", "gnn.uncertainty", "experiment"}
+CONFORMAL_SHOWN = HIDDEN | {"conformal", "conformal.alpha"}   # the conformal table's own columns
 
 
-def _settings(group: str) -> str:
+def _settings(group: str, hidden: frozenset = frozenset(HIDDEN)) -> str:
     """A group's settings as ``key=value`` (those the other columns do not show)."""
     try:
         values = json.loads(group) if isinstance(group, str) and group else {}
     except ValueError:
         return ""
-    return " ".join(f"{k}={v}" for k, v in sorted(values.items()) if k not in HIDDEN)
+    return " ".join(f"{k}={v}" for k, v in sorted(values.items()) if k not in hidden)
 
 
 def _cell(values: pd.Series) -> str:
@@ -78,8 +79,9 @@ CONFORMAL = ["coverage", "set_size", "singleton_hit", "interval_width", "conform
 
 
 def conformal_table(rows: pd.DataFrame) -> str:
-    """Markdown: a line per dataset, protocol, method, likelihood and conformal score of the rows
-    with conformal columns (mean +- std over the runs of each split-averaged column)."""
+    """Markdown: a line per dataset, protocol, method, likelihood, conformal score and the other
+    settings of the rows with conformal columns (mean +- std over the runs of each
+    split-averaged column); runs with different settings are never averaged together."""
     if "conformal" not in rows.columns or "coverage" not in rows.columns:
         return ""
     found = rows[(rows["status"] == "ok") & rows["conformal"].fillna("").astype(str).ne("")
@@ -88,12 +90,15 @@ def conformal_table(rows: pd.DataFrame) -> str:
         return ""
     found["how"] = [_how(r) for _, r in found.iterrows()]
     found["protocol"] = found["protocol"].fillna("").astype(str).replace("", "none") if "protocol" in found.columns else "none"
-    head = ["dataset", "protocol", "method", "likelihood / probabilities", "score", "alpha", "runs", "test", *CONFORMAL]
+    groups = found["group"] if "group" in found.columns else pd.Series([""] * len(found), index=found.index)
+    found["settings"] = [_settings(g, CONFORMAL_SHOWN) for g in groups]
+    found["group_key"] = groups.fillna("").astype(str)
+    head = ["dataset", "protocol", "method", "likelihood / probabilities", "score", "alpha", "settings", "runs", "test", *CONFORMAL]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    keys = ["dataset", "protocol", "method", "how", "conformal", "conformal_alpha"]
-    for (dataset, protocol, method, how, score, alpha), group in found.groupby(keys, sort=True):
-        cells = [display(dataset), protocol, method, how or "-", str(score), f"{float(alpha):g}", str(len(group)), _cell(group["test"]),
-                 *[_cell(group[c]) if c in group.columns else "-" for c in CONFORMAL]]
+    keys = ["dataset", "protocol", "method", "how", "conformal", "conformal_alpha", "settings", "group_key"]
+    for (dataset, protocol, method, how, score, alpha, settings, _), group in found.groupby(keys, sort=True):
+        cells = [display(dataset), protocol, method, how or "-", str(score), f"{float(alpha):g}", settings or "-", str(len(group)),
+                 _cell(group["test"]), *[_cell(group[c]) if c in group.columns else "-" for c in CONFORMAL]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

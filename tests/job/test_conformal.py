@@ -4,6 +4,7 @@ there), the random 20/10/70 protocol, and bad settings in one line."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pytest
@@ -13,7 +14,7 @@ from helpers import run
 from gnngp_cli.api import compose
 from gnngp_cli.backends.local import LocalBackend
 from gnngp_cli.conformal import (Calibration, aps_scores, class_ranks, class_scores, conformal_columns, neighbour_mean,
-                                 prediction_intervals, prediction_sets, similar_mean, thresholds)
+                                 prediction_intervals, prediction_sets, similar_mean, threshold_rank, thresholds)
 from gnngp_cli.errors import ConfigError
 from gnngp_cli.job.gp_job import GPJob
 from gnngp_cli.job.loading import load_graph
@@ -67,6 +68,25 @@ def test_the_threshold_is_the_finite_sample_quantile():
     assert float(thresholds(Calibration("tps", alpha=0.1), scores)[0]) == 10.0    # ceil(11 * 0.9) = 10th
     assert float(thresholds(Calibration("tps", alpha=0.3), scores)[0]) == 8.0     # ceil(11 * 0.7) = 8th
     assert math.isinf(float(thresholds(Calibration("tps", alpha=0.05), scores)[0]))   # 11th of 10: every class
+    assert threshold_rank(9, 0.7) == 3   # 10 * 0.3 is 3.0000000000000004 in floating point: not the 4th
+
+
+def test_splits_are_drawn_by_chunks_with_the_same_numbers():
+    """The splits are drawn a chunk at a time (memory bounded whatever conformal.splits): the
+    columns do not depend on the chunk size."""
+    import gnngp_cli.conformal as conformal
+
+    probs = _probs(500, 5)
+    y = probs.argmax(1)
+    scores = class_scores(Calibration("aps"), probs)
+    whole = prediction_sets(Calibration("aps", splits=40), scores, y)
+    saved = conformal.SPLIT_ENTRIES
+    try:
+        conformal.SPLIT_ENTRIES = 500 * 5 * 3   # 3 splits per chunk
+        chunked = prediction_sets(Calibration("aps", splits=40), scores, y)
+    finally:
+        conformal.SPLIT_ENTRIES = saved
+    assert chunked == pytest.approx(whole, rel=1e-12)
 
 
 @pytest.mark.parametrize("score", ["aps", "raps", "tps"])
@@ -103,8 +123,10 @@ def test_the_splits_are_seeded_and_need_both_sides():
     b = conformal_columns(Calibration("aps", seed=5), ids, y, probs=probs)
     c = conformal_columns(Calibration("aps", seed=6), ids, y, probs=probs)
     assert a == b and a != c
-    with pytest.raises(ConfigError, match="conformal.calibration"):
-        conformal_columns(Calibration("aps", calibration=0.001), ids, y, probs=probs)
+    few = conformal_columns(Calibration("aps", calibration=0.001), ids, y, probs=probs)   # no calibration node: no columns, a warning
+    assert "coverage" not in few and "conformal.calibration=0.001 leaves 0 of the 300 test nodes" in few["warning"]
+    one = conformal_columns(Calibration("aps"), ids[:1], y, probs=probs)
+    assert "use more test nodes" in one["warning"] and "calibration=0.5" not in one["warning"].split("use")[1]
 
 
 # --- the rows ------------------------------------------------------------------------------
@@ -149,6 +171,13 @@ def test_a_regression_row_has_conformal_intervals(tmp_path, mirror):
     assert code == 0, stderr[-2000:]
     assert row["conformal"] == "aps" and 0.8 <= row["coverage"] <= 1 and row["interval_width"] > 0
     assert "set_size" not in row
+
+
+def test_too_few_test_nodes_keep_the_row_with_a_warning(cache):
+    row = _gp_row(["dataset=csbm", "dataset.num_nodes=40", "dataset.train_ratio=0.5", "dataset.val_ratio=0.475", "kernel=gcngp",
+                   "conformal=aps", f"data.root={cache}"])
+    assert row["status"] == "ok" and math.isfinite(row["test"]) and "coverage" not in row
+    assert any("no conformal columns" in w for w in json.loads(row["extra"])["warnings"])
 
 
 def test_a_gnn_row_has_the_conformal_columns(cache):
@@ -197,6 +226,11 @@ def test_conformal_on_dask_gives_the_local_columns(cache):
     ([*CSBM, "kernel=gcngp", "conformal=snaps", "conformal.xi=0.8", "conformal.mu=0.5"], "xi + mu at most 1"),
     ([*CSBM, "kernel=gcngp_x", "conformal=daps", "compute=dask"], "use compute=local, or conformal=aps"),
     ([*CSBM, "kernel=gcngp", "conformal=aps", "protocol=random_split", "protocol.split=[0.8,0.3]"], "sum below 1"),
+    ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.splits=99999999999999999999"], "conformal.splits="),
+    ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.splits=10000000"], "from 1 to 1,000,000"),
+    ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.seed=99999999999999999999"], "conformal.seed="),
+    ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.seed=-5"], "conformal.seed=-5 must be an integer from 0"),
+    ([*CSBM, "kernel=gcngp", "conformal=raps", "conformal.kreg=99999999999999999999"], "conformal.kreg="),
 ])
 def test_bad_conformal_settings_fail_in_one_line(args, words, tmp_path):
     code, stderr, row, errors = run(tmp_path, *args)
@@ -223,5 +257,17 @@ def test_the_report_tables_the_conformal_columns_of_the_runs():
                         + [{"status": "ok", "dataset": "cora", "method": "GCN", "conformal": "", "test": 0.8}])
     text = conformal_table(rows)
     lines = [line for line in text.splitlines() if line.startswith("| Cora")]
-    assert len(lines) == 1 and "| daps | 0.1 | 2 |" in lines[0] and "0.910 +- 0.014" in lines[0] and "1.600 +- 0.141" in lines[0]
+    assert len(lines) == 1 and "| daps | 0.1 | - | 2 |" in lines[0] and "0.910 +- 0.014" in lines[0] and "1.600 +- 0.141" in lines[0]
     assert conformal_table(rows[rows["conformal"] == ""]) == ""
+
+
+def test_the_report_never_averages_runs_of_different_conformal_settings():
+    import pandas as pd
+
+    from gnngp_cli.report.uncertainty import conformal_table
+
+    rows = pd.DataFrame([{"status": "ok", "dataset": "cora", "protocol": "", "method": "GCNGP", "likelihood": "gaussian", "conformal": "daps",
+                          "conformal_alpha": 0.1, "test": 0.8, "coverage": 0.9, "set_size": s, "singleton_hit": 0.6, "conformal_seconds": 0.1,
+                          "group": json.dumps({"conformal": "daps", "conformal.neighbours": nb})} for nb, s in ((0.0, 2.1), (0.95, 1.6))])
+    lines = [line for line in conformal_table(rows).splitlines() if line.startswith("| Cora")]
+    assert len(lines) == 2 and any("conformal.neighbours=0.95" in line for line in lines)
