@@ -315,8 +315,8 @@ def _validate_conformal(cfg: Any) -> None:
     if not 1 <= c.splits <= CONFORMAL_SPLITS_MAX:
         raise ConfigError(f"conformal.splits={c.splits} must be from 1 to {CONFORMAL_SPLITS_MAX:,} (e.g. 100, or 1,000 for a mean "
                           "with a third of the Monte-Carlo error)")
-    if not 0 <= c.seed < SEED_MAX:
-        raise ConfigError(f"conformal.seed={c.seed} must be an integer from 0 to {SEED_MAX - 1:,}")
+    if not 0 <= c.seed <= SEED_MAX:
+        raise ConfigError(f"conformal.seed={c.seed} must be an integer from 0 to {SEED_MAX:,}")
     if not 0 < c.calibration < 1:
         raise ConfigError(f"conformal.calibration={c.calibration} must be between 0 and 1 (the share of test nodes to calibrate on, e.g. 0.5)")
     if c.penalty < 0 or not 0 <= c.kreg <= COUNT_MAX:

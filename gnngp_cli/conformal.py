@@ -166,7 +166,7 @@ def _split_chunks(cal: Calibration, n: int, rows_per_split: int, device):
     (``chunk x m`` and ``chunk x (n - m)``, about :data:`SPLIT_ENTRIES` entries of
     ``rows_per_split`` each), drawn in turn from one seeded generator."""
     m = calibration_size(cal, n)
-    generator = _generator(cal.seed + 1)
+    generator = _generator((cal.seed + 1) % 2**63)   # apart from the APS draws' (the seed's own)
     step = max(1, SPLIT_ENTRIES // max(n * rows_per_split, 1))
     for start in range(0, cal.splits, step):
         perms = torch.argsort(torch.rand(min(step, cal.splits - start), n, generator=generator), dim=1).to(device)
