@@ -794,6 +794,22 @@ def conformal(page: Page) -> None:
     page.add("## The goals, as computed from these rows\n\n" + "\n".join(_conformal_goals(rows)))
 
 
+SPLITS_RUN = 1000   # conformal.splits of the benchmark's rows (SOURCES.yaml's command)
+
+
+def _coverage_z(rows: pd.DataFrame) -> "pd.Series | None":
+    """Each row's mean coverage less its expectation over random splits, in standard errors
+    (the random 20/10/70 split of ``n_nodes`` labelled nodes: the test nodes' half calibrates)."""
+    if "n_nodes" not in rows.columns or "coverage_std" not in rows.columns:
+        return None
+    n = pd.to_numeric(rows["n_nodes"])
+    test = n - (0.2 * n).round() - (0.1 * n).round()
+    m = (0.5 * test).round()
+    expected = ((m + 1) * 0.9).round(9).apply(math.ceil) / (m + 1)
+    se = pd.to_numeric(rows["coverage_std"]) / math.sqrt(SPLITS_RUN)
+    return (pd.to_numeric(rows["coverage"]) - expected) / se
+
+
 def _conformal_goals(rows: pd.DataFrame) -> list[str]:
     lines = []
     scored = rows[rows["conformal"].isin(["aps", "daps"])]
@@ -801,7 +817,16 @@ def _conformal_goals(rows: pd.DataFrame) -> list[str]:
     inside = scored[(per_row >= 0.90) & (per_row <= 0.93)]
     lines.append(f"- Coverage in [0.90, 0.93] at alpha 0.1 (every GP and GCN row with `aps` or `daps`): **{len(inside)} of "
                  f"{len(scored)} rows** (range {per_row.min():.4f} to {per_row.max():.4f}): goal "
-                 f"**{'met' if len(inside) == len(scored) and len(scored) else 'missed'}**.")
+                 f"**{'met' if len(inside) == len(scored) and len(scored) else 'missed'}** as stated.")
+    z = _coverage_z(scored)
+    if z is not None:
+        lines.append(f"  Over random splits of fixed test nodes, a row's expected coverage is ceil((m + 1)(1 - alpha)) / (m + 1) "
+                     f"with m calibration nodes, at least 0.9 whatever the model (0.9010 on Cora's m = 948, 0.9000 on PubMed's "
+                     f"6,901); each row's mean over {SPLITS_RUN:,} splits estimates it with a standard error of its per-split "
+                     f"std / sqrt({SPLITS_RUN:,}). Every row lies within **{float(z.abs().max()):.1f}** standard errors of its "
+                     f"expectation (rows more than 2 away: {int((z.abs() > 2).sum())} of {len(z)}), so a row below 0.9000 is "
+                     "Monte-Carlo error, not a broken guarantee: no finite number of splits puts every row at or above 0.9 "
+                     "when the expectation itself is 0.9000.")
     daps = rows[rows["conformal"] == "daps"]
     wins, sets, detail = 0, 0, []
     for dataset in MULTI_CLASS:
