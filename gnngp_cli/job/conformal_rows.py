@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from ..conformal import Calibration, conformal_columns
+from ..errors import GnngpError
 from ..gp.inference import GPResult, concatenate
 from ..gp.posterior import RowGroup, TrainingTimes
 from ..gp.sufficient import SPLITS
@@ -44,9 +45,18 @@ def _evaluation_flags(group: RowGroup) -> Tensor:
 
 
 def gp_conformal(cal: Optional[Calibration], backend: Any, result: GPResult, evaluated: Any, task: str) -> dict:
-    """The conformal columns of a GP run (none for ``conformal=none``), with ``conformal_seconds``."""
+    """The conformal columns of a GP run (none for ``conformal=none``), with ``conformal_seconds``;
+    a refusal on the way (e.g. the memory check of an exact kernel evaluated on every node for
+    ``daps``) is a warning: the run's row keeps its results without the columns."""
     if cal is None:
         return {}
+    try:
+        return _gp_conformal(cal, backend, result, evaluated, task)
+    except GnngpError as err:
+        return {"conformal": cal.score, "conformal_alpha": cal.alpha, "warning": f"no conformal columns: {err}"}
+
+
+def _gp_conformal(cal: Calibration, backend: Any, result: GPResult, evaluated: Any, task: str) -> dict:
     watch = Stopwatch(result.eps.device if isinstance(result.eps, Tensor) else torch.device("cpu"))
     with watch.measure():
         timed = isinstance(result.eps, TrainingTimes)

@@ -15,7 +15,6 @@ from gnngp_cli.api import compose
 from gnngp_cli.backends.local import LocalBackend
 from gnngp_cli.conformal import (Calibration, aps_scores, class_ranks, class_scores, conformal_columns, neighbour_mean,
                                  prediction_intervals, prediction_sets, similar_mean, threshold_rank, thresholds)
-from gnngp_cli.errors import ConfigError
 from gnngp_cli.job.gp_job import GPJob
 from gnngp_cli.job.loading import load_graph
 
@@ -178,6 +177,18 @@ def test_too_few_test_nodes_keep_the_row_with_a_warning(cache):
                    "conformal=aps", f"data.root={cache}"])
     assert row["status"] == "ok" and math.isfinite(row["test"]) and "coverage" not in row
     assert any("no conformal columns" in w for w in json.loads(row["extra"])["warnings"])
+
+
+def test_a_refusal_in_the_conformal_step_keeps_the_row(cache, monkeypatch):
+    from gnngp_cli.errors import ResourceError
+
+    def refuse(*args, **kwargs):
+        raise ResourceError("the exact GCNGP kernel on csbm needs about 9 GiB but the limit is 8 GiB")
+
+    monkeypatch.setattr(LocalBackend, "prediction_rows", refuse)
+    row = _gp_row([*CSBM, "kernel=gcngp", "conformal=daps", f"data.root={cache}"])
+    assert row["status"] == "ok" and math.isfinite(row["test"]) and "coverage" not in row and row["conformal"] == "daps"
+    assert any("no conformal columns: the exact GCNGP kernel" in w for w in json.loads(row["extra"])["warnings"])
 
 
 def test_a_gnn_row_has_the_conformal_columns(cache):
