@@ -752,11 +752,11 @@ CFGNN_SECONDS = {"cora": 1344, "citeseer": 257, "pubmed": 376}
 GETS_ECE = {"GCN+TS": {"cora": 2.31, "citeseer": 3.10, "pubmed": 2.45}, "CaGCN": {"cora": 3.22, "citeseer": 2.79, "pubmed": 1.93},
             "GATS": {"cora": 2.60, "citeseer": 3.36, "pubmed": 2.19}, "GETS": {"cora": 2.29, "citeseer": 2.50, "pubmed": 1.90}}
 MULTI_CLASS = ["cora", "citeseer", "pubmed", "chameleon_filtered"]
+SPLITS_RUN = 1000   # conformal.splits of the benchmark's rows (SOURCES.yaml's command)
 
 
 def _label(rows: pd.DataFrame) -> pd.Series:
-    how = rows["likelihood"].where(rows["likelihood"].fillna("") != "", rows["uncertainty"]).fillna("")
-    return rows["method"] + " " + how
+    return rows["method"] + " " + _how(rows)
 
 
 def conformal(page: Page) -> None:
@@ -765,10 +765,10 @@ def conformal(page: Page) -> None:
     rows = rows[rows["status"] == "ok"].copy()
     rows["label"] = _label(rows)
     page.add("Every row: the random 20/10/70 split of the labelled nodes (`protocol=random_split`) drawn by the seed; the "
-             "conformal columns are means over the 100 calibration/test splits of the test nodes (half calibrate), then "
+             f"conformal columns are means over the {SPLITS_RUN:,} calibration/test splits of the test nodes (half calibrate), then "
              "mean +- std over the seeds (`n`). `test`: accuracy (ROC-AUC on tolokers). The GCN's probabilities are "
              "temperature-scaled on validation (`gnn.uncertainty=temperature`), the GPs' carry their own fitted temperature. "
-             "`conformal s`: the conformal step alone (probabilities of the nodes scored, the scores, 100 calibrations).")
+             f"`conformal s`: the conformal step alone (probabilities of the nodes scored, the scores, {SPLITS_RUN:,} calibrations).")
     for score in dict.fromkeys(rows["conformal"].dropna()):
         mine = rows[rows["conformal"] == score]
         body = []
@@ -792,9 +792,6 @@ def conformal(page: Page) -> None:
     if not errors.empty:
         page.add("Cells not run, and why:\n\n" + "\n".join(sorted({f"- {r.dataset}, {r.method}: {r.error}" for r in errors.itertuples()})))
     page.add("## The goals, as computed from these rows\n\n" + "\n".join(_conformal_goals(rows)))
-
-
-SPLITS_RUN = 1000   # conformal.splits of the benchmark's rows (SOURCES.yaml's command)
 
 
 def _coverage_z(rows: pd.DataFrame) -> "pd.Series | None":
