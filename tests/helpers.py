@@ -96,3 +96,24 @@ def run(tmp_path: Path, *args, run_dir: Path | None = None):
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert "Traceback" not in out.stderr, out.stderr
     return out.returncode, out.stderr, row, errors
+
+
+def local_and_dask_rows(overrides: list[str]) -> tuple[dict, dict]:
+    """The first run's row of a GP job with ``overrides``, computed locally and on an in-process
+    Dask cluster of 2 workers (``compute=dask``)."""
+    import distributed
+
+    from gnngp_cli.api import compose
+    from gnngp_cli.backends.local import LocalBackend
+    from gnngp_cli.backends.rowblocks.dask_backend import DaskBackend
+    from gnngp_cli.job.gp_job import GPJob
+
+    cfg = compose(overrides)
+    with LocalBackend(cfg) as backend:
+        local = GPJob(cfg, backend).run(0).row
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        cfg = compose([*overrides, "compute=dask"])
+        with DaskBackend(cfg, client=client) as backend:
+            dask = GPJob(cfg, backend).run(0).row
+    return local, dask

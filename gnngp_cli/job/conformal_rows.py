@@ -44,6 +44,12 @@ def _evaluation_flags(group: RowGroup) -> Tensor:
     return flags
 
 
+def _evaluation_ids(data: Any) -> Tensor:
+    """The evaluation nodes of a loaded graph: its test nodes in distribution."""
+    ood = getattr(data, "ood_mask", None)
+    return (data.test_mask & ~ood if ood is not None else data.test_mask).nonzero().view(-1)
+
+
 def gp_conformal(cal: Optional[Calibration], backend: Any, result: GPResult, evaluated: Any, task: str) -> dict:
     """The conformal columns of a GP run (none for ``conformal=none``), with ``conformal_seconds``;
     a refusal on the way (e.g. the memory check of an exact kernel evaluated on every node for
@@ -67,8 +73,7 @@ def _gp_conformal(cal: Calibration, backend: Any, result: GPResult, evaluated: A
             at = torch.arange(ids.numel(), device=ids.device)
             mean = result.posterior.mean(features, at, result.eps)
             variance = result.posterior.variance(features, at, result.eps, prior)
-            ood = getattr(data, "ood_mask", None)
-            evaluation = (data.test_mask & ~ood if ood is not None else data.test_mask).nonzero().view(-1)
+            evaluation = _evaluation_ids(data)
             y, edges, x = data.y, data.edge_index, data.x
         else:
             reduce = result.reduce
@@ -94,8 +99,7 @@ def gnn_conformal(cal: Optional[Calibration], data: Any, device: torch.device, p
         return {}
     watch = Stopwatch(device)
     with watch.measure():
-        ood = getattr(data, "ood_mask", None)
-        evaluation = (data.test_mask & ~ood if ood is not None else data.test_mask).nonzero().view(-1)
+        evaluation = _evaluation_ids(data)
         if probs is not None:
             columns = conformal_columns(cal, evaluation, data.y, probs=probs, edge_index=data.edge_index, features=data.x)
         else:

@@ -31,12 +31,17 @@ def scored(rows: pd.DataFrame) -> pd.DataFrame:
     """The ok rows with calibration columns, with ``how`` (likelihood or GNN uncertainty) and ``protocol`` filled."""
     if "ece" not in rows.columns:
         return rows.iloc[0:0]
-    out = rows[(rows["status"] == "ok") & pd.to_numeric(rows["ece"], errors="coerce").notna()].copy()
+    return _labelled(rows[(rows["status"] == "ok") & pd.to_numeric(rows["ece"], errors="coerce").notna()].copy(), HIDDEN)
+
+
+def _labelled(out: pd.DataFrame, hidden: frozenset) -> pd.DataFrame:
+    """``out`` with ``how`` (likelihood or GNN uncertainty), ``protocol`` (``none`` for none), the
+    ``settings`` the table's columns do not show (``hidden`` they do) and ``group_key`` filled."""
     out["how"] = [_how(r) for _, r in out.iterrows()]
     out["protocol"] = out["protocol"].fillna("").astype(str) if "protocol" in out.columns else ""
     out["protocol"] = out["protocol"].replace("", "none")
     groups = out["group"] if "group" in out.columns else pd.Series([""] * len(out), index=out.index)
-    out["settings"] = [_settings(g) for g in groups]
+    out["settings"] = [_settings(g, hidden) for g in groups]
     out["group_key"] = groups.fillna("").astype(str)   # every setting tells lines apart; the table shows those the columns do not
     return out
 
@@ -45,7 +50,7 @@ HIDDEN = {"device", "dtype", "likelihood", "protocol", "gnn.uncertainty", "exper
 CONFORMAL_SHOWN = HIDDEN | {"conformal", "conformal.alpha"}   # the conformal table's own columns
 
 
-def _settings(group: str, hidden: frozenset = frozenset(HIDDEN)) -> str:
+def _settings(group: str, hidden: frozenset) -> str:
     """A group's settings as ``key=value`` (those the other columns do not show)."""
     try:
         values = json.loads(group) if isinstance(group, str) and group else {}
@@ -84,15 +89,10 @@ def conformal_table(rows: pd.DataFrame) -> str:
     split-averaged column); runs with different settings are never averaged together."""
     if "conformal" not in rows.columns or "coverage" not in rows.columns:
         return ""
-    found = rows[(rows["status"] == "ok") & rows["conformal"].fillna("").astype(str).ne("")
-                 & pd.to_numeric(rows["coverage"], errors="coerce").notna()].copy()
+    found = _labelled(rows[(rows["status"] == "ok") & rows["conformal"].fillna("").astype(str).ne("")
+                           & pd.to_numeric(rows["coverage"], errors="coerce").notna()].copy(), CONFORMAL_SHOWN)
     if found.empty:
         return ""
-    found["how"] = [_how(r) for _, r in found.iterrows()]
-    found["protocol"] = found["protocol"].fillna("").astype(str).replace("", "none") if "protocol" in found.columns else "none"
-    groups = found["group"] if "group" in found.columns else pd.Series([""] * len(found), index=found.index)
-    found["settings"] = [_settings(g, CONFORMAL_SHOWN) for g in groups]
-    found["group_key"] = groups.fillna("").astype(str)
     head = ["dataset", "protocol", "method", "likelihood / probabilities", "score", "alpha", "settings", "runs", "test", *CONFORMAL]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     keys = ["dataset", "protocol", "method", "how", "conformal", "conformal_alpha", "settings", "group_key"]

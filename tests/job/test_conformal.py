@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from helpers import run
+from helpers import local_and_dask_rows, run
 
 from gnngp_cli.api import compose
 from gnngp_cli.backends.local import LocalBackend
@@ -212,18 +212,10 @@ def test_the_random_split_protocol_draws_20_10_70_from_its_seed(cache):
 
 @pytest.mark.paper   # a Dask cluster: with the slow tests
 def test_conformal_on_dask_gives_the_local_columns(cache):
-    distributed = pytest.importorskip("distributed")
-    from gnngp_cli.backends.rowblocks.dask_backend import DaskBackend
-
+    pytest.importorskip("distributed")
     common = [*CSBM, "kernel=gcngp_x", "landmarks.count=40", "dtype=float64", "partition.rows=150", "conformal=raps",
               "protocol=misclassification", f"data.root={cache}"]
-    local = _gp_row(common)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as client:
-        cfg = compose([*common, "compute=dask"])
-        backend = DaskBackend(cfg, client=client)
-        with backend:
-            dask = GPJob(cfg, backend).run(0).row
+    local, dask = local_and_dask_rows(common)
     for key in ("coverage", "coverage_std", "set_size", "set_size_std", "singleton_hit"):
         assert dask[key] == pytest.approx(local[key], rel=1e-9, abs=1e-12), key
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from helpers import run
+from helpers import local_and_dask_rows, run
 
 from gnngp_cli.api import compose
 from gnngp_cli.backends.local import LocalBackend
@@ -216,20 +216,10 @@ def test_dirichlet_exact_equals_low_rank_with_every_training_node_a_landmark_on_
 
 @pytest.mark.paper   # a Dask cluster: with the slow tests
 def test_dirichlet_on_dask_gives_the_local_row(cache):
-    distributed = pytest.importorskip("distributed")
-    from gnngp_cli.backends.rowblocks.dask_backend import DaskBackend
-
+    pytest.importorskip("distributed")
     common = [*CSBM, "kernel=gcngp_x", "likelihood=dirichlet", "landmarks.count=40", "dtype=float64", "partition.rows=150",
               "protocol=misclassification", f"data.root={cache}"]
-    cfg = compose(common)
-    with LocalBackend(cfg) as backend:
-        local = GPJob(cfg, backend).run(0).row
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as client:
-        cfg = compose([*common, "compute=dask"])
-        backend = DaskBackend(cfg, client=client)
-        with backend:
-            dask = GPJob(cfg, backend).run(0).row
+    local, dask = local_and_dask_rows(common)
     for key in ("test", "val", "nugget", "alpha", "nll", "brier", "ece", "mce", "auroc_variance", "auroc_entropy", "aupr_maxprob"):
         assert dask[key] == pytest.approx(local[key], rel=1e-6, abs=1e-9), key
 
