@@ -359,8 +359,18 @@ def uncertainty_score(p: MetricInput, name: str) -> Tensor:
     return entropy(p.probs.double()) if name == "entropy" else 1 - p.probs.double().amax(1)
 
 
+def misclassified(p: MetricInput) -> Tensor:
+    """The one rule for a wrong prediction among the uncertainty metrics: the argmax of the class
+    probabilities differs from the label (as ECE and MCE read them; torchmetrics' calibration
+    error takes the probabilities' argmax), or of the posterior mean where a method has no
+    probabilities. The accuracy columns read the mean's argmax (the paper's); the two differ
+    only where the probabilities reorder close classes."""
+    scores = p.probs if p.probs is not None else p.mean[:, 0, :]
+    return scores.argmax(1) != p.y
+
+
 def _detection_state(score: str, p: MetricInput) -> State:
-    positive = p.ood if p.ood is not None else p.mean[:, 0, :].argmax(1) != p.y
+    positive = p.ood if p.ood is not None else misclassified(p)
     return {"scores": uncertainty_score(p, score).double(), "positive": positive.to(torch.int8)}
 
 

@@ -251,8 +251,8 @@ class ConformalConfig(Options):
 
 @dataclass
 class VerifyConfig(Options):
-    widths: list[int] = field(default_factory=lambda: [128, 256, 512, 1024])   # hidden widths of the random networks
-    seeds: int = 16                     # independent random networks per width
+    widths: list[int] = field(default_factory=lambda: [64, 128, 256, 512])   # hidden widths of the random networks
+    seeds: int = 256                    # independent random networks per width (many narrow ones: the most power per second)
     num_nodes: int = 40                 # nodes of the induced subgraph of the dataset
     unit_norm: bool = True              # divide the features by their mean row norm
     level: float = 0.01                 # FAIL when the test's p-value (or the slope interval) says so at this level

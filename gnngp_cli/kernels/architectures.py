@@ -276,6 +276,7 @@ class GATGPConfig(KernelConfig):
     sigma_b: Optional[float] = None     # the biases' standard deviation; null: 0, sqrt(0.1) on regression sets
     sigma_a: float = 1.0                # the attention vectors' standard deviation (a_src and a_dst)
     slope: float = 0.2                  # the LeakyReLU's negative slope between layers (0: a ReLU)
+    projection: bool = True             # an output projection after each attention layer (the many-head limit, exact); false: none, a Gaussian approximation at L >= 2
 
 
 def leaky_relu(slope: float) -> Block:
@@ -301,17 +302,23 @@ class LeakyReLU(Add):
 
 
 def attention(sigma_a: float) -> Block:
-    """Linear graph attention on features ``H`` of width ``d``:
-    ``X_i <- sum_j A_ij e_ij H_j``, ``e_ij = (a_dst . H_i + a_src . H_j) / sqrt(d)``, ``a ~ N(0, s_a^2)``
-    (PyG's names: ``a_dst`` scores the receiving node ``i``, ``a_src`` the neighbour ``j``).
-    The score's two halves are independent of each other and, at infinite width, of any one
-    feature of ``H``, so ``K <- s_a^2 (K o A K A^T + A (K o K) A^T)``: the receiver's half is a
-    :class:`Product` of its score (a weight: ``s_a^2 K``) and the aggregated message, the
-    neighbour's half an aggregation of the product of its score and message."""
+    """Linear graph attention on features ``H`` of width ``d``, one head per feature ``c``:
+    ``X_ic <- sum_j A_ij e^c_ij H_jc``, ``e^c_ij = (a^c_dst . H_i + a^c_src . H_j) / sqrt(d)``,
+    ``a^c ~ N(0, s_a^2)`` (PyG's names: ``a_dst`` scores the receiving node ``i``, ``a_src`` the
+    neighbour ``j``). A score's two halves are independent of each other and, at infinite width,
+    of any one feature of ``H``, so the output's covariance is
+    ``s_a^2 (K o A K A^T + A (K o K) A^T)``: the receiver's half is a :class:`Product` of its score
+    (a weight: ``s_a^2 K``) and the aggregated message, the neighbour's half an aggregation of the
+    product of its score and message. One feature's output is a score times a Gaussian, not a
+    Gaussian: :func:`gat` sums many heads through an output projection before the next activation."""
     return Add(Product(Weight(sigma_a), Conv()), Serial(Product(Weight(sigma_a), Scale(1.0)), Conv()))
 
 
 def _gat_note(options: Any) -> Optional[str]:
+    if options.layers >= 2 and not options.projection:
+        return (f"GATGP with kernel.projection=false and L={options.layers}: without the output projection one feature's attention output "
+                "is a random score times a Gaussian, not a Gaussian, so the next LeakyReLU's expectation is not the kernel's: the kernel is a "
+                "Gaussian approximation of this network (docs/kernels.md gives its measured error); kernel.projection=true is the exact limit")
     if options.layers >= 4:
         return (f"GATGP with L={options.layers}: each linear-attention layer multiplies the kernel by itself (K o A K A^T), so the spread "
                 "of the nodes' variances grows like a power 2^L; measured on Cora, 0.799 at L=2, 0.782 at L=3, 0.52 at L=4, "
@@ -321,14 +328,20 @@ def _gat_note(options: Any) -> Optional[str]:
 
 @register_kernel("gatgp", "GATGP", GATGPConfig, adjacency="row", defaults=BIAS_DEFAULTS,
                  parameters=(*sigmas("sigma_w", "sigma_b", "sigma_a"), Parameter("slope", upper=1.0, learnable=False)), gnn="gat", note=_gat_note)
-def gat(layers: int, sigma_w: float, sigma_b: float, sigma_a: float, slope: float = 0.2) -> Block:
+def gat(layers: int, sigma_w: float, sigma_b: float, sigma_a: float, slope: float = 0.2, projection: bool = True) -> Block:
     """GAT with linear attention (Cobanoglu 2023's infinite-width GAT; PyG's ``GATConv`` with the
-    softmax left out): ``X <- att_A(phi(X) W) + b``, ``phi`` a LeakyReLU (none before the first
-    layer), ``att_A`` the attention of :func:`attention` over the row-normalised adjacency (each
-    node's attention weights sum over its neighbours, as a softmax's do):
-    ``K <- att(s_w^2 C0) + s_b^2``, then ``L-1`` times ``K <- att(s_w^2 phi(K)) + s_b^2``."""
+    softmax left out), a head per feature and an output projection ``W_o`` over the heads (the
+    many-head limit of Hron et al. 2020): ``X <- att_A(phi(X) W) W_o + b``, ``phi`` a LeakyReLU
+    (none before the first layer), ``att_A`` the attention of :func:`attention` over the
+    row-normalised adjacency (each node's attention weights sum over its neighbours, as a
+    softmax's do), ``W_o ~ N(0, 1 / d)``: ``K <- att(s_w^2 C0) + s_b^2``, then ``L-1`` times
+    ``K <- att(s_w^2 phi(K)) + s_b^2``. ``W_o`` sums ``d`` independent heads, so each output
+    feature is Gaussian at infinite width and every layer's kernel is the exact limit; it adds
+    ``att(...)`` to the tangent kernel (its own gradient). Without it (``projection=False``) the
+    kernel is unchanged but only a Gaussian approximation of that network at ``L >= 2``."""
     def layer(l: int, start: Block) -> Block:
-        return Serial(start, Weight(at_layer(sigma_w, l)), attention(at_layer(sigma_a, l)), Bias(at_layer(sigma_b, l)), name=f"layer {l}")
+        project = (Weight(1.0),) if projection else ()
+        return Serial(start, Weight(at_layer(sigma_w, l)), attention(at_layer(sigma_a, l)), *project, Bias(at_layer(sigma_b, l)), name=f"layer {l}")
 
     return Serial(layer(1, Input()), *[layer(l, leaky_relu(slope)) for l in range(2, layers + 1)])
 

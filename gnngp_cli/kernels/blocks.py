@@ -116,7 +116,7 @@ class Block:
         root once the output's is made, before the tangent's: three ``N x r`` roots alive, not four
         (the peak of a Reddit-sized tangent kernel). Any other block evaluates as usual."""
         k = box.pop()
-        if not (ctx.tangent and separable(self) and k.tangent is not None):
+        if not (ctx.tangent and separable(self) and k.tangent is not None) or frozen(self, ctx):
             return self.evaluate(k, ctx, None)
         theta_in = k.tangent
         out = self(k, ctx, None)
@@ -138,17 +138,26 @@ class Block:
         NNGP term, an input layer has no terms (0)."""
         return [(self, TANGENT)]
 
+    def frozen_terms(self) -> list[tuple["Block", str]]:
+        """The tangent rule with this block's own parameters not trained: what it does to the
+        incoming ``Theta`` alone (a block without parameters: its rule)."""
+        return self.tangent_terms()
+
+    def rule(self, ctx: KernelContext) -> list[tuple["Block", str]]:
+        """:meth:`tangent_terms`, or :meth:`frozen_terms` where ``ctx.trained`` leaves this block out."""
+        return self.frozen_terms() if frozen(self, ctx) else self.tangent_terms()
+
     def tangent(self, k: Kernel, out: Kernel, ctx: KernelContext, nodes: Nodes, cols: Nodes = None) -> Kernel:
         """``Theta`` on the node sets, by :meth:`tangent_terms` (``out``: this block's ``K``)."""
         parts = [out if source == OUTPUT or (f is self and source == TANGENT and same_value(k.tangent, k))   # Theta = K: f(Theta) is the output
-                 else f(k.tangent if source == TANGENT else k, ctx, nodes, cols) for f, source in self.tangent_terms()]
+                 else f(k.tangent if source == TANGENT else k, ctx, nodes, cols) for f, source in self.rule(ctx)]
         return sum_kernels(parts, ctx, cols) if parts else zero_like(out)
 
     def tangent_on_pairs(self, k: Optional[Kernel], out: Kernel, ctx: KernelContext, pairs: Pairs):
         """``Theta`` on ``pairs``, by :meth:`tangent_terms`, from the pair values ``k`` and its
         tangent carry."""
         parts = [out.pairs if source == OUTPUT else f.on_pairs(k.tangent.pairs if source == TANGENT else k.pairs, ctx, pairs)
-                 for f, source in self.tangent_terms()]
+                 for f, source in self.rule(ctx)]
         return _add_pair_values(parts, ctx, pairs) if parts else zero_like(out.pairs)
 
     def support(self, nodes: Nodes, ctx: KernelContext) -> Nodes:
@@ -248,8 +257,11 @@ class Weight(Scale):
         gradient, which is the weight's output."""
         return [(self, TANGENT), (None, OUTPUT)]
 
+    def frozen_terms(self):
+        return [(self, TANGENT)]
+
     def layer(self, shape):
-        return layers.WeightLayer(self.factor, shape)
+        return layers.owned(layers.WeightLayer(self.factor, shape), self)
 
 
 class MixedWeight(Scale):
@@ -264,8 +276,11 @@ class MixedWeight(Scale):
         """``Theta <- (a^2 + b^2 s_w^2) Theta + b^2 s_w^2 K`` (the identity part has no parameter)."""
         return [(Scale(self.factor), TANGENT), (Scale(self.b * self.sigma_w), KERNEL)]
 
+    def frozen_terms(self):
+        return [(Scale(self.factor), TANGENT)]
+
     def layer(self, shape):
-        return layers.MixedWeightLayer(self.a, self.b, self.sigma_w, shape)
+        return layers.owned(layers.MixedWeightLayer(self.a, self.b, self.sigma_w, shape), self)
 
 
 @dataclass
@@ -289,8 +304,11 @@ class Bias(Block):
             return self(k, ctx, None)
         return k if is_constant(self.sigma_b, 0) else PairValues(k.pairs, k.values + self.sigma_b ** 2)
 
+    def frozen_terms(self):
+        return [(Scale(1.0), TANGENT)]   # Theta unchanged: the bias's gradient is its own term
+
     def layer(self, shape):
-        return layers.BiasLayer(self.sigma_b, shape)
+        return layers.owned(layers.BiasLayer(self.sigma_b, shape), self)
 
 
 class Conv(Block):
@@ -383,7 +401,10 @@ class Elementwise(Block):
     def __call__(self, k, ctx, nodes, cols=None):
         if ctx.low_rank:
             return Kernel(None, root=ctx.roots.activation_root(k.root, ctx.landmarks, self.activation))
-        return Kernel(k.nodes, matrix=self.activation.expectation(*self._block_moments(k, ctx)), cols=k.cols)
+        moments = self._block_moments(k, ctx)
+        if ctx.observe is not None:
+            ctx.observe(self, moments[0])
+        return Kernel(k.nodes, matrix=self.activation.expectation(*moments), cols=k.cols)
 
     def _block_moments(self, k: Kernel, ctx: KernelContext) -> tuple[Tensor, Tensor, Tensor]:
         """The input block ``K[rows, cols]`` and its variances on the rows and on the columns."""
@@ -757,6 +778,28 @@ def children(block: Block) -> list[Block]:
     if isinstance(block, Tangent):
         return [block.network]
     return []
+
+
+def frozen(block: Block, ctx: KernelContext) -> bool:
+    """Whether ``ctx.trained`` leaves ``block``'s own parameters out of the tangent kernel."""
+    return ctx.trained is not None and id(block) not in ctx.trained
+
+
+def trained_blocks(block: Block) -> list[Block]:
+    """The blocks with parameters of their own (weights, mixed weights, biases with ``s_b > 0``),
+    each once, in composition order: the parts of a tangent kernel (``ctx.trained``), and, in
+    the same order, the owners of a network's parameters (:func:`~.layers.owned`)."""
+    found: list[Block] = []
+
+    def walk(b: Block) -> None:
+        if children(b):
+            for child in children(b):
+                walk(child)
+        elif has_parameters(b) and all(b is not seen for seen in found):
+            found.append(b)
+
+    walk(block)
+    return found
 
 
 def separable(block: Block) -> bool:

@@ -31,6 +31,8 @@ class KernelContext:
     tangent: bool = False  # carry the neural tangent kernel beside the NNGP (set by blocks.Tangent for its network)
     keep_nngp: bool = False  # a tangent kernel's output keeps the NNGP kernel beside it (Kernel.nngp: the covariance along training time)
     last_kernel_reader: Any = None  # set by blocks.Tangent over every node (low rank, K not kept): the block after which no block reads K, so only Theta goes on
+    observe: Optional[Callable[[Any, Tensor], None]] = None  # exact mode: told each activation block and the dense K it reads (gnngp verify's activation check)
+    trained: Optional[frozenset] = None  # exact mode: ids of the blocks whose own parameters the tangent kernel differentiates (None: every block's; gnngp verify's parts)
     _input: Optional[Kernel] = None
     _statistics: dict = field(default_factory=dict)
     _derived: dict = field(default_factory=dict)

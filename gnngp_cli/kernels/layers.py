@@ -38,6 +38,14 @@ def draw(param: Optional[Tensor], std: float, generator: torch.Generator, traine
         with torch.no_grad():
             param.copy_(torch.randn(param.shape, generator=generator, dtype=param.dtype) * std)
         param.ntk_std = std if trained else None
+        param.draw_std = std   # what it was drawn with (gnngp verify's control variates)
+
+
+def owned(layer: "Layer", block: Any) -> "Layer":
+    """``layer`` marked as made by ``block``: its parameters are that block's (a tangent kernel's
+    part, :func:`~gnngp_cli.kernels.blocks.trained_blocks`)."""
+    layer.block = block
+    return layer
 
 
 @dataclass(frozen=True)
@@ -246,6 +254,7 @@ class BlockNetwork(nn.Module):
 
     def __init__(self, block: Any, in_dim: int, width: int):
         super().__init__()
+        self.composition = block   # the blocks it is made of (not a module)
         self.body = block.layer(Shape(in_dim, width, True))
         self.feature_map = nn.Linear(in_dim, width, bias=False)   # X W0: the input as width units (no trained parameter)
         self.trains = any(isinstance(m, (WeightLayer, MixedWeightLayer)) or (isinstance(m, BiasLayer) and m.sigma != 0)

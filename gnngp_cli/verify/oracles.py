@@ -51,23 +51,27 @@ class GCNNetwork(nn.Module):
 
 
 class GATNetwork(nn.Module):
-    """GAT with linear attention (``GATConv`` without the softmax), one head per output feature:
-    ``H = phi(X) W_l``, ``X_ic <- sum_j A_ij (a_dst^c . H_i + a_src^c . H_j) H_jc + b_lc`` on the check's
-    adjacency (``phi``: LeakyReLU, none before the first layer), ``a^c ~ N(0, s_a^2 / width)``; plain
-    torch on the sparse ``adj_t``. Heads grow with the width, as in the infinite-attention limit
-    (Hron et al. 2020): with one head shared by every feature, its scores multiply all of them
-    alike, and the output covariance is random at any width (its mean is the same kernel)."""
+    """GAT with linear attention (``GATConv`` without the softmax), one head per feature and an
+    output projection over the heads: ``H = phi(X) W_l``, ``M_ic = sum_j A_ij (a_dst^c . H_i + a_src^c . H_j) H_jc``,
+    ``X <- M W_o + b_l`` on the check's adjacency (``phi``: LeakyReLU, none before the first layer),
+    ``a^c ~ N(0, s_a^2 / width)``, ``W_o ~ N(0, 1 / width)``; plain torch on the sparse ``adj_t``.
+    Heads grow with the width and ``W_o`` sums them, as in the infinite-attention limit (Hron et
+    al. 2020): one head's output is a random score times a Gaussian, the projected sum of many is
+    Gaussian. With ``projection=False`` no ``W_o`` (a network whose kernel is only approximately
+    the package's at ``L >= 2``)."""
 
     adjacency = None
-    layers_text = "linear-attention GAT layers, a head per feature (the plain-torch oracle on adj_t)"
+    layers_text = "linear-attention GAT layers, a head per feature and an output projection (the plain-torch oracle on adj_t)"
     trains = True
 
-    def __init__(self, in_dim: int, width: int, layers: int, sigma_w: float, sigma_b: float, sigma_a: float, slope: float, **_):
+    def __init__(self, in_dim: int, width: int, layers: int, sigma_w: float, sigma_b: float, sigma_a: float, slope: float,
+                 projection: bool = True, **_):
         super().__init__()
         dims = [in_dim] + [width] * layers
         self.lins = nn.ModuleList(nn.Linear(dims[l], dims[l + 1], bias=False) for l in range(layers))
         self.targets = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(layers))   # a_dst^c (the receiver), a row per feature c
         self.sources = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(layers))   # a_src^c (the neighbour)
+        self.outputs = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(layers if projection else 0))   # W_o
         self.biases = nn.ParameterList(nn.Parameter(torch.empty(width)) for _ in range(layers))
         self.sigma_w, self.sigma_b, self.sigma_a, self.slope = sigma_w, sigma_b, sigma_a, slope
 
@@ -76,6 +80,8 @@ class GATNetwork(nn.Module):
             draw_linear(lin, self.sigma_w, generator)
             draw_linear(self.targets[l], self.sigma_a, generator)
             draw_linear(self.sources[l], self.sigma_a, generator)
+            if self.outputs:
+                draw_linear(self.outputs[l], 1.0, generator)
             draw(self.biases[l], self.sigma_b, generator)
 
     def forward(self, x, graph):
@@ -83,7 +89,10 @@ class GATNetwork(nn.Module):
         for l, lin in enumerate(self.lins):
             h = lin(torch.nn.functional.leaky_relu(h, self.slope) if l else h)
             receiver, neighbour = self.targets[l](h), self.sources[l](h)   # a_dst^c . H_i, a_src^c . H_j
-            h = receiver * torch.sparse.mm(graph.adj_t, h) + torch.sparse.mm(graph.adj_t, neighbour * h) + self.biases[l]
+            h = receiver * torch.sparse.mm(graph.adj_t, h) + torch.sparse.mm(graph.adj_t, neighbour * h)
+            if self.outputs:
+                h = self.outputs[l](h)
+            h = h + self.biases[l]
         return h
 
 

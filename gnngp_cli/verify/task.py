@@ -11,9 +11,10 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pandas as pd
+import torch
 from torch import Tensor
 
 from ..config import parse, with_method_defaults
@@ -23,7 +24,8 @@ from ..kernels import KERNELS, BaseKernel
 from ..kernels.architectures import plain
 from ..schema import RunConfig, revised
 from .oracles import ORACLES
-from .wide_check import NETWORK_DTYPE, BaseSpec, Check, CheckResult, analytic_kernel, run_check
+from .wide_check import NETWORK_DTYPE, BaseSpec, Check, CheckResult, analytic_kernel, run_check, tangent_parts
+from .activation_check import SAMPLES, Observed, activation_shifts
 from .features import check_base
 from .subgraph import CheckGraph, induced_subgraph, restrict
 
@@ -34,6 +36,14 @@ class CheckSetup:
     kernel: Tensor  # the analytic kernel (n x n, float64)
     label: str
     description: str
+    parts: tuple[str, ...] = ()   # a tangent kernel's parts (one per block with parameters), named
+    part_kernels: Optional[Tensor] = None   # their kernels (P x n x n; they sum to ``kernel``)
+    activations: tuple = ()       # the activation check's shifts (verify.activation_check), one per map
+
+    @property
+    def kernels(self) -> Tensor:
+        """The whole kernel, then its parts: what the check compares the networks with."""
+        return self.kernel[None] if self.part_kernels is None else torch.cat([self.kernel[None], self.part_kernels])
 
 
 # Settings left null take these in the check, so that every block is exercised: a bias and
@@ -86,16 +96,21 @@ def prepare_check(spec: Any) -> CheckSetup:
         x = x / mean_norm if mean_norm > 0 else x
     graph = CheckGraph.build(edge_index, v.num_nodes, arch.adjacency, NETWORK_DTYPE)
     base = BaseKernel(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d)
-    kernel = analytic_kernel(arch.network, x, graph.edge_index, arch.adjacency, base)
+    seen: list[Observed] = []
+    kernel = analytic_kernel(arch.network, x, graph.edge_index, arch.adjacency, base,
+                             observe=lambda block, k: seen.append(Observed(block, k.detach().to(torch.float64).clone())))
+    limit = str(kspec.get("limit", "nngp"))
+    names, parts = tangent_parts(arch.network, x, graph.edge_index, arch.adjacency, base) if limit == "ntk" and not v.oracle else ((), [])
+    tests = 1 + (len(parts) if len(parts) > 1 else 0) + len(seen) * (2 if limit == "ntk" else 1)   # an upper bound: each shift test's share of the level
+    activations = activation_shifts(seen, limit == "ntk", v.level / 2 / tests, spec.seed)
     params = {key: plain(value) for key, value in entry.arguments(kspec).items()}   # the same arguments the kernel's builder reads
     params.update({name: list(candidates[0]) for name, candidates in entry.candidates(kspec).items()})
-    limit = str(kspec.get("limit", "nngp"))
     check = Check(x, graph, kspec.name, params, BaseSpec(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d), limit, v.oracle)
     made = ORACLES[kspec.name].layers_text if v.oracle else "its blocks' own layers"
     what = "empirical tangent kernels of " if limit == "ntk" else ""
     description = (f"{what}{v.seeds} random networks per width ({made}, L={kspec.layers}) on a {v.num_nodes}-node induced "
                    f"subgraph of {str(spec.dataset.name).lower()} ({graph.edge_index.size(1) // 2} edges, {x.size(1)} features), {kspec.base.name} C0")
-    return CheckSetup(check, kernel, arch.label, description)
+    return CheckSetup(check, kernel, arch.label, description, tuple(names), torch.stack(parts) if len(parts) > 1 else None, tuple(activations))
 
 
 def result_table(spec: Any, label: str, result: CheckResult) -> pd.DataFrame:
@@ -106,6 +121,7 @@ def result_table(spec: Any, label: str, result: CheckResult) -> pd.DataFrame:
         "num_nodes": spec.verify.num_nodes, "width": r.width, "samples": r.seeds, "relative_error": r.relative_error,
         "error_low": r.error_low, "error_high": r.error_high, "noise": r.noise, "noise_ratio": r.noise_ratio,
         "slope": v.slope, "slope_low": v.slope_low, "slope_high": v.slope_high, "p_value": v.p_value,
+        "shift": v.shift.estimate, "shift_se": v.shift.se, "shift_p": v.shift.p_value, "detectable": v.shift.detectable,
         "level": v.level, "verdict": v.label, "seconds": result.seconds,
     } for r in result.widths])
 
@@ -116,8 +132,10 @@ def verify(spec: Any, out_dir: Path) -> CheckResult:
     v = spec.verify
     prepared = prepare_check(spec)
     print(f"{prepared.label}: {prepared.description}", flush=True)
-    result = run_check(prepared.check, prepared.kernel, sorted(v.widths), v.seeds, spec.seed, v.bootstrap, v.level,
-                       progress=lambda width: print(f"  sampling width {width}", file=sys.stderr, flush=True))
+    names = prepared.parts if prepared.part_kernels is not None else ()
+    result = run_check(prepared.check, prepared.kernels if names else prepared.kernel, sorted(v.widths), v.seeds, spec.seed, v.bootstrap, v.level,
+                       progress=lambda width: print(f"  sampling width {width}", file=sys.stderr, flush=True), names=names,
+                       extra=prepared.activations)
     table = result_table(spec, prepared.label, result)
     out = out_dir / "verify.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +153,14 @@ def verify(spec: Any, out_dir: Path) -> CheckResult:
     print(shown.to_string(index=False))
     print(f"slope of log error against log width: {verdict.slope:.2f}, {confidence} interval [{verdict.slope_low:.2f}, {verdict.slope_high:.2f}] (theory: -0.5)")
     statistic = "empirical tangent kernel" if prepared.check.limit == "ntk" else "network covariance"
-    print(f"randomisation test of E[{statistic}] = kernel: p = {verdict.p_value:.2g} (level {verdict.level:g})")
+    print(f"randomisation test of E[{statistic}] = kernel: p = {verdict.p_value:.2g} (level {verdict.level / 2:g})")
+    for shift in verdict.activations:
+        print(f"relative error of {shift.part} against direct Monte Carlo of the activation ({SAMPLES:,} Gaussian draws): "
+              f"{100 * shift.estimate:+.3f}% +- {100 * shift.se:.3f}% (p = {shift.p_value:.2g}, level {verdict.alpha:.2g}); "
+              f"detectable: {100 * shift.detectable:.2f}%")
+    for shift in (verdict.shift, *verdict.parts):
+        print(f"relative error of {shift.part} along itself, pooled over widths: {100 * shift.estimate:+.2f}% +- {100 * shift.se:.2f}% "
+              f"(p = {shift.p_value:.2g}, level {verdict.alpha:.2g}); detectable: {100 * shift.detectable:.2f}% (found four times in five)")
     print(f"verdict: {verdict.label}: {verdict.reason}")
     print(f"wrote {out}")
     return result

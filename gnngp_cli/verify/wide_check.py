@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from ..data import Adjacency
 from ..errors import ConfigError
 from ..kernels import KERNELS, BaseKernel, Block, KernelContext
+from ..kernels.blocks import trained_blocks
 from .oracles import ORACLES
 from .features import feature_map, is_random, span_coordinates
 from .subgraph import CheckGraph
@@ -84,40 +85,98 @@ def unit_seed(seed: int, width: int, sample: int) -> int:
     return (seed * 1_000_003 + width * 7_919 + sample * 104_729) % (2**63 - 1)
 
 
-def empirical_ntk(network: nn.Module, x: Tensor, graph: CheckGraph, generator: torch.Generator) -> Tensor:
-    """The empirical tangent kernel ``J J^T`` of one random network (float64, ``n x n``): ``J`` the
-    Jacobian of the output's random projection ``f v / sqrt(w)`` (``v ~ N(0, I)``; its mean over
-    ``v`` is the tangent kernel averaged over the ``w`` output units) with respect to every trained
-    parameter in the NTK parameterisation: each parameter's gradient times the standard deviation
-    it was drawn with (``ntk_std``, :func:`gnngp_cli.kernels.layers.draw`). One backward pass per
-    node; the Jacobian is held per parameter (``n`` rows)."""
-    trained = [(p, float(p.ntk_std)) for p in network.parameters() if getattr(p, "ntk_std", None)]
+def weight_scales(network: nn.Module, unit: Optional[int] = None) -> Tensor:
+    """Control variates of one random network: each drawn parameter's realised scale,
+    ``mean(p^2) / std^2 - 1``, and with ``unit`` each weight's row of that output unit's
+    (``mean(W[unit]^2) / std^2 - 1``). Each has mean 0 whatever the kernel (it reads only the
+    draws), and the network's kernel moves with them: a regression on them removes that part of
+    the Monte-Carlo noise (:func:`~.statistics.shift_test`)."""
+    scales = []
+    for p in network.parameters():
+        std = getattr(p, "draw_std", None)
+        if not std:
+            continue
+        q = p.detach().double() ** 2 / std ** 2
+        scales.append(q.mean() - 1)
+        if unit is not None and p.dim() == 2 and p.size(0) > unit:
+            scales.append(q[unit].mean() - 1)
+    return torch.stack(scales) if scales else torch.zeros(0, dtype=torch.float64)
+
+
+def parameter_parts(network: nn.Module) -> list[list[tuple[Tensor, float]]]:
+    """The network's trained parameters (with the standard deviation each was drawn with,
+    ``ntk_std``) grouped by the block that owns them, in the order of
+    :func:`~gnngp_cli.kernels.blocks.trained_blocks`: the parts of its tangent kernel. A network
+    not made of blocks (an oracle): one group."""
+    trained = {id(p) for p in network.parameters() if getattr(p, "ntk_std", None)}
+    composition = getattr(network, "composition", None)
+    if composition is None:
+        return [[(p, float(p.ntk_std)) for p in network.parameters() if id(p) in trained]]
+    index = {id(block): i for i, block in enumerate(trained_blocks(composition))}
+    parts: list[list[tuple[Tensor, float]]] = [[] for _ in index]
+    for module in network.modules():
+        owner = getattr(module, "block", None)
+        for p in module.parameters() if owner is not None else ():   # a layer of one block: its own linear map or bias
+            if id(p) in trained:
+                parts[index[id(owner)]].append((p, float(p.ntk_std)))
+    return parts
+
+
+def empirical_ntk(network: nn.Module, x: Tensor, graph: CheckGraph, generator: torch.Generator) -> tuple[Tensor, int]:
+    """The empirical tangent kernel ``J J^T`` of one random network for one output unit (drawn by
+    ``generator``), float64: ``(1 + P) x n x n``, the whole kernel and then its ``P`` parts, each
+    block's parameters' own ``J_p J_p^T`` (:func:`parameter_parts`; one part: the whole alone).
+    ``J`` is the Jacobian of that unit with respect to every trained parameter in the NTK
+    parameterisation (each parameter's gradient times the standard deviation it was drawn with,
+    ``ntk_std``, :func:`gnngp_cli.kernels.layers.draw`). One unit, not an average over units:
+    the lazy-training reading needs each unit's tangent kernel to converge, and an average can
+    converge where the units do not (a GAT without its output projection). One batched backward
+    pass (a row per node); the Jacobian is held per parameter. Returns the kernels and the unit."""
+    parts = parameter_parts(network)
+    trained = [(p, std, i) for i, part in enumerate(parts) for p, std in part]
     out = network(x, graph)
-    v = torch.randn(out.size(1), generator=generator, dtype=out.dtype) / math.sqrt(out.size(1))
-    y = out @ v
+    unit = int(torch.randint(out.size(1), (1,), generator=generator))
+    y = out[:, unit]
     n = y.numel()
-    rows = [torch.empty(n, p.numel(), dtype=p.dtype) for p, _ in trained]
-    for i in range(n):
-        grads = torch.autograd.grad(y[i], [p for p, _ in trained], retain_graph=i < n - 1, allow_unused=True)
-        for row, grad, (_, std) in zip(rows, grads, trained):
-            row[i] = 0 if grad is None else grad.reshape(-1) * std
-    theta = torch.zeros(n, n, dtype=torch.float64)
-    for row in rows:
-        theta += (row @ row.T).double()
-    return theta
+    grads = torch.autograd.grad(y, [p for p, _, _ in trained], grad_outputs=torch.eye(n, dtype=y.dtype), is_grads_batched=True, allow_unused=True)
+    theta = torch.zeros(len(parts), n, n, dtype=torch.float64)
+    for grad, (_, std, i) in zip(grads, trained):
+        if grad is not None:
+            row = grad.reshape(n, -1).double() * std
+            theta[i] += row @ row.T
+    whole = theta.sum(0, keepdim=True)
+    return (whole if len(parts) == 1 else torch.cat([whole, theta])), unit
 
 
-def sample_deviations(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed: int,
-                      progress: Callable[[int], None] = lambda width: None) -> dict[int, Tensor]:
-    """``K_ws - K`` (flattened) for ``seeds`` independent networks at each width: ``K_ws`` the
-    output covariance ``f f^T / w``, or with ``check.limit = ntk`` the empirical tangent kernel."""
+@dataclass
+class Draws:
+    """What the sampled networks give, per width: ``deviations[w]`` (``S x P x n*n``: ``K_ws - K``,
+    the whole kernel and a tangent kernel's parts) and ``covariates[w]`` (``S x m``: each
+    network's :func:`weight_scales`)."""
+
+    deviations: dict[int, Tensor]
+    covariates: dict[int, Tensor]
+
+    def against(self, kernels: Tensor, sampled_with: Tensor) -> "Draws":
+        """The same networks measured from other analytic kernels (a planted error)."""
+        shift = (sampled_with.reshape(-1, *sampled_with.shape[-2:]) - kernels.reshape(-1, *kernels.shape[-2:])).reshape(1, -1, sampled_with.shape[-1] ** 2)
+        return Draws({w: d + shift[:, :d.size(1)] for w, d in self.deviations.items()}, self.covariates)
+
+
+def sample_deviations(check: Check, kernels: Tensor, widths: list[int], seeds: int, seed: int,
+                      progress: Callable[[int], None] = lambda width: None) -> Draws:
+    """``K_ws - K`` for ``seeds`` independent networks at each width: ``K_ws`` the output
+    covariance ``f f^T / w``, or with ``check.limit = ntk`` one output unit's empirical tangent
+    kernel and its parts (:func:`empirical_ntk`); ``kernels`` the analytic ones (``P x n x n``,
+    or one ``n x n``); with each network's control variates (:class:`Draws`)."""
+    kernels = kernels.reshape(-1, *kernels.shape[-2:])
     fixed = None if is_random(check.base.name) else check.inputs(0, torch.Generator())
-    deviations = {}
+    deviations, covariates = {}, {}
     for width in widths:
         progress(width)
         in_dim = fixed.size(1) if fixed is not None else min(width, check.graph.num_nodes)
         network = None
-        rows = []
+        rows, scales = [], []
         for s in range(seeds):
             generator = torch.Generator().manual_seed(unit_seed(seed, width, s))
             x = fixed if fixed is not None else check.inputs(width, generator)
@@ -126,29 +185,49 @@ def sample_deviations(check: Check, kernel: Tensor, widths: list[int], seeds: in
                 network = wide_network(check.network, in_dim, width, check.params, NETWORK_DTYPE, check.oracle)
             network.redraw(generator)
             if check.limit == "ntk":
-                sample = empirical_ntk(network, x.to(NETWORK_DTYPE), check.graph, generator)
+                sample, unit = empirical_ntk(network, x.to(NETWORK_DTYPE), check.graph, generator)
             else:
                 with torch.no_grad():
                     f = network(x.to(NETWORK_DTYPE), check.graph).double()
-                sample = f @ f.T / f.size(1)
-            rows.append((sample - kernel).reshape(-1))
-        deviations[width] = torch.stack(rows)
-    return deviations
+                sample, unit = (f @ f.T / f.size(1))[None], None
+            sample = sample[:kernels.size(0)]   # an oracle's network has no parts: the whole alone
+            rows.append((sample - kernels[:sample.size(0)]).reshape(sample.size(0), -1))
+            scales.append(weight_scales(network, unit))
+        deviations[width], covariates[width] = torch.stack(rows), torch.stack(scales)
+    return Draws(deviations, covariates)
 
 
 def run_check(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed: int = 0, bootstrap: int = 2000,
-              level: float = 0.01, progress: Callable[[int], None] = lambda width: None) -> CheckResult:
-    """Sample, then summarise: errors, intervals, slope and verdict."""
+              level: float = 0.01, progress: Callable[[int], None] = lambda width: None, names: Sequence[str] = (),
+              extra: Sequence = ()) -> CheckResult:
+    """Sample, then summarise: errors, intervals, slope and verdict. ``kernel``: the analytic
+    kernel (``n x n``), or it and its parts (``1 + P x n x n``, named ``names``); ``extra``: the
+    activation check's shifts (:mod:`.activation_check`), in the verdict beside the networks'."""
     start = time.perf_counter()
-    deviations = sample_deviations(check, kernel, widths, seeds, seed, progress)
-    norm = float(torch.linalg.norm(kernel))
-    rows, verdict = summarise(deviations, norm, bootstrap, level, torch.Generator().manual_seed(seed))
+    draws = sample_deviations(check, kernel, widths, seeds, seed, progress)
+    norm = float(torch.linalg.norm(kernel.reshape(-1, *kernel.shape[-2:])[0]))
+    rows, verdict = summarise(draws.deviations, kernel, bootstrap, level, torch.Generator().manual_seed(seed), names, draws.covariates, extra)
     return CheckResult(rows, verdict, norm, time.perf_counter() - start)
 
 
-def analytic_kernel(network: Block, features: Tensor, edge_index: Tensor, adjacency: str, base: BaseKernel) -> Tensor:
-    """The package's kernel ``K`` on every node of the (small) graph, in float64."""
+def analytic_kernel(network: Block, features: Tensor, edge_index: Tensor, adjacency: str, base: BaseKernel,
+                    trained: Optional[frozenset] = None, observe: Optional[Callable] = None) -> Tensor:
+    """The package's kernel ``K`` on every node of the (small) graph, in float64; with
+    ``trained`` (block ids) a tangent kernel's part: the gradients of those blocks' parameters
+    alone; ``observe(block, K)`` is told each activation block's input."""
     n = features.size(0)
     adj = Adjacency.from_graph(edge_index, n, adjacency, features.dtype, "cpu")
-    ctx = KernelContext(features, adj, base)
+    ctx = KernelContext(features, adj, base, trained=trained, observe=observe)
     return network(None, ctx, torch.arange(n)).dense()
+
+
+def tangent_parts(network: Block, features: Tensor, edge_index: Tensor, adjacency: str, base: BaseKernel) -> tuple[list[str], list[Tensor]]:
+    """A tangent kernel's parts, one per block with parameters (:func:`trained_blocks`): their
+    names (``weight 1``, ``bias 1``, ... in composition order) and kernels (they sum to the whole)."""
+    names, kernels, counts = [], [], {}
+    for block in trained_blocks(network):
+        kind = type(block).__name__.lower()
+        counts[kind] = counts.get(kind, 0) + 1
+        names.append(f"{kind} {counts[kind]}")
+        kernels.append(analytic_kernel(network, features, edge_index, adjacency, base, frozenset({id(block)})))
+    return names, kernels

@@ -81,3 +81,30 @@ def test_every_metric_pickles_as_it_is():
     for name, metric in METRICS.items():
         again = pickle.loads(pickle.dumps(metric))
         assert again.name == name and again.default("classification", 3) == metric.default("classification", 3)
+
+
+def test_the_misclassification_auroc_and_ece_read_the_same_wrong_nodes():
+    """Where the class probabilities reorder the posterior mean's close classes, the
+    misclassification AUROC marks a node wrong by the probabilities' argmax, as ECE does
+    (torchmetrics' calibration error bins each node's top probability and whether its argmax is
+    the label), not by the mean's."""
+    from gnngp_cli.metrics import misclassified
+
+    g = torch.Generator().manual_seed(3)
+    n, c = 400, 4
+    y = torch.randint(c, (n,), generator=g)
+    mean = torch.randn(n, 1, c, generator=g, dtype=torch.float64)
+    probs = torch.softmax(mean[:, 0] + 0.8 * torch.randn(n, c, generator=g, dtype=torch.float64), 1)   # reorders some close classes
+    p = MetricInput(mean, y, torch.rand(n, 1, generator=g, dtype=torch.float64) + 0.1, noise=0.2, output_scale=1.0, probs=probs)
+    by_probs, by_mean = probs.argmax(1) != y, mean[:, 0].argmax(1) != y
+    assert int((by_probs != by_mean).sum()) > 20                       # the two rules differ on this input
+    assert torch.equal(misclassified(p), by_probs)
+    state = METRICS["auroc_entropy"].partial(p)
+    assert torch.equal(state["positive"].bool(), by_probs)
+    # ECE's own accuracy: a perfectly calibrated-by-construction check, its wrong nodes are probs' argmax
+    ece = float(METRICS["ece"].compute(METRICS["ece"].partial(p)))
+    confidence = probs.amax(1)
+    bins = torch.clamp((confidence * 15).ceil().long() - 1, 0, 14)
+    expected = sum(abs(float((~by_probs[bins == b]).double().mean() - confidence[bins == b].mean())) * int((bins == b).sum()) / n
+                   for b in range(15) if bool((bins == b).any()))
+    assert abs(ece - expected) < 1e-6

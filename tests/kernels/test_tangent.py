@@ -92,10 +92,12 @@ def dense_ntk(arch, L, x, a, base):
     elif arch == "gat":
         def attend(kh, th):
             """Linear attention on features of kernel ``kh`` (tangent ``th``): the score a weight
-            (``s_a^2``), its product with the message by the product rule."""
+            (``s_a^2``), its product with the message by the product rule; then the output
+            projection (``s = 1``: its own term adds the attention's kernel) and the bias."""
             ku, tu = 0.81 * kh, 0.81 * (th + kh)
-            return (ku * (a @ kh @ a.T) + a @ (ku * kh) @ a.T + 0.04,
-                    tu * (a @ kh @ a.T) + ku * (a @ th @ a.T) + a @ (tu * kh + ku * th) @ a.T + 0.04)
+            katt = ku * (a @ kh @ a.T) + a @ (ku * kh) @ a.T
+            tatt = tu * (a @ kh @ a.T) + ku * (a @ th @ a.T) + a @ (tu * kh + ku * th) @ a.T
+            return katt + 0.04, tatt + katt + 0.04
         k, t = attend(1.21 * c0, 1.21 * c0)
         for _ in range(L - 1):
             g, dg = relu_moments(k)
@@ -183,16 +185,18 @@ def test_an_erf_network_gives_the_same_kernels_on_node_sets_pairs_and_roots():
             assert float((root @ root.T - full).abs().max()) <= 1e-6 * scale
 
 
-def test_one_gat_layer_has_three_times_its_nngp_as_its_tangent_kernel():
-    """One GAT layer without bias, ``sum_j A_ij (a . H_i + a' . H_j) H_j`` with ``H = X W``, is of
-    degree 3 in its parameters: the score's ``W``, the message's ``W`` and ``a`` each contribute
-    the layer's NNGP to its tangent kernel, so ``Theta = 3 K`` (the first layer's input has none)."""
+def test_one_gat_layer_has_four_times_its_nngp_as_its_tangent_kernel():
+    """One GAT layer without bias, ``(sum_j A_ij (a . H_i + a' . H_j) H_j) W_o`` with ``H = X W``,
+    is of degree 4 in its parameters: the score's ``W``, the message's ``W``, ``a`` and the output
+    projection ``W_o`` each contribute the layer's NNGP to its tangent kernel, so ``Theta = 4 K``
+    (the first layer's input has none); without the projection, degree 3 and ``Theta = 3 K``."""
     ei, x = random_graph()
     ctx, _ = context(x, ei)
     every = torch.arange(x.size(0))
-    nngp = gat(1, 1.3, 0.0, 0.7)(None, ctx, every).dense()
-    theta = Tangent(gat(1, 1.3, 0.0, 0.7))(None, ctx, every).dense()
-    assert float((theta - 3 * nngp).abs().max()) <= 1e-10 * float(nngp.abs().max())
+    for projection, degree in ((True, 4), (False, 3)):
+        nngp = gat(1, 1.3, 0.0, 0.7, projection=projection)(None, ctx, every).dense()
+        theta = Tangent(gat(1, 1.3, 0.0, 0.7, projection=projection))(None, ctx, every).dense()
+        assert float((theta - degree * nngp).abs().max()) <= 1e-10 * float(nngp.abs().max())
 
 
 @pytest.mark.parametrize("arch", ["gcn", "gin", "sage", "gprgp", "h2gcn"])
