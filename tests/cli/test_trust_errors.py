@@ -125,3 +125,11 @@ def test_raw_pickle_of_the_wrong_type_is_one_line(mirror, tmp_path, part, obj, m
         pickle.dump(obj, f, protocol=2)
     code, _, _, errors = run(tmp_path, "dataset=cora", f"data.mirror={bad}", "data.verify=false")
     assert code == 1 and len(errors) == 1 and message in errors[0]
+
+
+def test_an_interpolation_that_does_not_resolve_is_one_line(tmp_path):
+    """seed=${foo} printed Hydra's callback warning, its report and the OmegaConf message twice."""
+    out = in_process("run", "seed=${foo}", f"hydra.run.dir={tmp_path / 'run'}")
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 1 and len(lines) == 1 and not (tmp_path / "run").exists()
+    assert lines[0].startswith("gnngp: error: ") and "Interpolation key 'foo' not found; an interpolation ${...} must name a key" in lines[0]
