@@ -43,15 +43,13 @@ def _one_of(folder: Path, names: tuple[str, ...], what: str) -> Path:
 def _read_features(path: Path) -> torch.Tensor:
     try:
         if path.suffix == ".npz":
-            import scipy.sparse as sp
-
-            try:
-                array = sp.load_npz(path).toarray()
-            except (ValueError, KeyError):
-                with np.load(path, allow_pickle=False) as z:
-                    if len(z.files) != 1:
-                        raise DatasetError(f"feature file {path} holds {len(z.files)} arrays; save one array (np.savez) or a scipy sparse matrix (scipy.sparse.save_npz)")
-                    array = z[z.files[0]]
+            with np.load(path, allow_pickle=False) as z:
+                sparse = {"format", "shape"} <= set(z.files)   # what scipy.sparse.save_npz writes
+                if not sparse and len(z.files) != 1:
+                    raise DatasetError(f"feature file {path} holds {len(z.files)} arrays; save one array (np.savez) or a scipy sparse matrix (scipy.sparse.save_npz)")
+                array = None if sparse else z[z.files[0]]
+            if sparse:
+                array = _densified(path)
         else:
             array = np.load(path, allow_pickle=False)
     except DatasetError:
@@ -71,6 +69,21 @@ def _read_features(path: Path) -> torch.Tensor:
     if not np.isfinite(array).all():
         raise DatasetError(f"feature file {path} contains NaN or infinite values; clean them first")
     return torch.from_numpy(np.asarray(array, dtype=wide_enough(array.dtype)))
+
+
+def _densified(path: Path) -> np.ndarray:
+    """A scipy sparse feature file, dense, once its structure is checked: scipy's loader trusts
+    the file's column indices, and ``toarray`` writes wherever they point (a segfault)."""
+    import scipy.sparse as sp
+
+    try:
+        matrix = sp.load_npz(path)
+        if hasattr(matrix, "check_format"):   # CSR, CSC, BSR: indptr, and every index within the shape (COO checks on loading)
+            matrix.check_format(full_check=True)
+    except (ValueError, KeyError, TypeError) as err:
+        raise DatasetError(f"feature file {path} holds a sparse matrix whose structure is broken ({err}); it was not read: "
+                           "save it again with scipy.sparse.save_npz") from None
+    return matrix.toarray()
 
 
 def wide_enough(dtype: np.dtype) -> type:

@@ -155,6 +155,40 @@ def test_safe_planetoid_reader_matches_pyg_exactly(mirror, tmp_path, name, title
         assert ours[key].dtype == reference[key].dtype and torch.equal(ours[key], reference[key]), key
 
 
+def crafted_csr(**arrays):
+    """A 140 x 1433 CSR matrix (Cora's x) whose pickled arrays are replaced by ``arrays``: scipy
+    sets them on unpickling without a check."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    matrix = sp.csr_matrix((np.ones(3, np.float32), np.array([0, 5, 9], np.int32), np.array([0, 2] + [3] * 139, np.int32)), shape=(140, 1433))
+    for name, value in arrays.items():
+        setattr(matrix, name, value) if name != "_shape" else matrix.__dict__.update(_shape=value)
+    return matrix
+
+
+@pytest.mark.parametrize("arrays, problem", [
+    ({"indices": __import__("numpy").array([0, 5, 10**9], "int32")}, "a column index lies outside [0, 1433)"),
+    ({"indices": __import__("numpy").array([0, -7, 9], "int32")}, "a column index lies outside [0, 1433)"),
+    ({"indptr": __import__("numpy").array([0, 2, 1] + [3] * 138, "int32")}, "indptr does not rise from 0"),
+    ({"indptr": __import__("numpy").array([0, 2, 3], "int32")}, "indptr has 3 entries for 140 rows"),
+    ({"indptr": __import__("numpy").array([0, 2] + [10**6] * 139, "int32")}, "indptr ends at 1000000 but there are 3 indices"),
+    ({"data": __import__("numpy").ones(2, "float32")}, "there are 3 indices and 2 values"),
+    ({"_shape": (10**6, 10**6)}, "is over 1,000,000,000 entries dense"),
+    ({"_shape": (-140, 1433)}, "is not two non-negative integers"),
+])
+def test_a_crafted_sparse_matrix_is_refused_before_it_is_densified(mirror, tmp_path, arrays, problem):
+    """With data.verify=false, out-of-range indices made todense write outside its array
+    (signal 11, no message): the CSR structure is checked whatever the digest says."""
+    bad = copy_planetoid(mirror, tmp_path)
+    with open(bad / "Cora" / "raw" / "ind.cora.x", "wb") as f:
+        pickle.dump(crafted_csr(**arrays), f, protocol=2)
+    with pytest.raises(DatasetError) as err:
+        load("cora", bad, tmp_path / "cache", verify=False)
+    assert "ind.cora.x holds a sparse matrix whose structure is broken" in str(err.value) and problem in str(err.value)
+    assert "\n" not in str(err.value)
+
+
 def test_digest_table_covers_every_raw_file_of_the_mirrored_datasets(mirror):
     for folder in ("Cora", "CiteSeer", "PubMed", "chameleon", "squirrel", "crocodile"):
         for f in (mirror / folder / "raw").iterdir():
