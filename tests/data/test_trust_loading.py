@@ -223,6 +223,22 @@ def test_verify_false_warns_and_skips_the_digest_check(mirror, tmp_path, capfd):
     assert "gnngp: warning: data.verify=false: the raw files of Cora are not checked" in capfd.readouterr().err
 
 
+def test_a_full_disk_names_the_file_being_written(mirror, tmp_path, monkeypatch):
+    """A failed write has no file name: the line said "No space left on device: None"."""
+    import errno
+
+    from gnngp_cli.data import files
+
+    def full(source, out):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.shutil, "copyfileobj", full)
+    with pytest.raises(DatasetError) as err:
+        load("cora", mirror, tmp_path / "cache")
+    raw = tmp_path / "cache" / "Cora" / "raw"
+    assert f"cannot be written (No space left on device: {raw}/ind.cora." in str(err.value) and "None" not in str(err.value)
+
+
 def test_downloads_use_https():
     urls = [public.PLANETOID_URL, public.REDDIT_URL, public.ARXIV_URL, wikipedia.MUSAE_URL, wikipedia.GEOM_GCN_URL]
     assert all(u.startswith("https://") for u in urls), urls
