@@ -496,7 +496,7 @@ def test_worker_memory_below_one_row_block_asks_for_smaller_blocks(cache):
     common = ["kernel=gcngp_x", "compute=dask", "compute.workers=1", "compute.processes=false", "compute.dashboard=:0",
               "partition.rows=3000", f"data.root={cache}"]
     with pytest.raises(ResourceError, match=r"one row block of 3000 nodes needs .* use more, smaller row blocks \(partition.rows=\d+.* "
-                                            r"or a larger compute.memory_limit \(at least [\d.]+ GiB a worker for these blocks\)$"):
+                                            r"or a larger compute.memory_limit \(at least [\d.]+ [KMG]iB a worker for these blocks\)$"):
         run([*common, "compute.memory_limit=40MB"])
     with pytest.raises(ResourceError, match=r"one row block of 3000 nodes needs .*; a larger compute.memory_limit \(at least"):
         run([*common, "compute.memory_limit=1MB"])      # blocks small enough would be under 1,000 rows: more memory is the fix
