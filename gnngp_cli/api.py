@@ -29,6 +29,7 @@ from .cli.messages import check_group_choices, one_line, spellings
 from .compose import compose as compose_config
 from .config import needs_validation, parse, training_times, validate
 from .data.container import GraphData
+from .data.labels import class_ids, whole_number_floats
 from .graph.operators import make_undirected
 from .errors import ConfigError, DatasetError, GnngpError, NotFittedError, ResourceError
 from .cli.execute import run_job
@@ -58,7 +59,7 @@ def overrides_of(settings: Mapping[str, Any]) -> list[str]:
         if isinstance(value, Mapping):
             out += overrides_of({f"{key}.{k}": v for k, v in value.items()})
         else:
-            out.append(f"{key}={_value(value)}")
+            out.append(f"{key}={_value(value, key)}")
     return out
 
 
@@ -82,19 +83,26 @@ def _check_bare_keys(settings: Mapping[str, Any]) -> None:
                               f"{mapping}or **{{\"{owner}.{key}\": ...}}")
 
 
-def _value(value: Any) -> str:
+def _value(value: Any, key: str) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_value(v) for v in value) + "]"
+        return "[" + ",".join(_value(v, key) for v in value) + "]"
+    if isinstance(value, str) and "${" in value:   # Hydra would resolve it against the config, or fail deep inside OmegaConf
+        raise ConfigError(f"{key}={value!r}: a setting takes a value, and ${{...}} is an interpolation of the command line's config; "
+                          f"give the value itself")
     return str(value)
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
     """The composed, typed config of these overrides, as ``gnngp run`` composes it (no output
     folder is made); a mistake raises :class:`ConfigError` with the command line's one line."""
+    if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
+        wrong = overrides if isinstance(overrides, str) else next(o for o in overrides if not isinstance(o, str))
+        raise ConfigError(f"overrides are a list of strings key=value, as on the command line (e.g. [\"dataset=cora\", \"kernel=gcngp\"]); "
+                          f"got {wrong!r}")
     overrides = list(overrides)
     spelled = spellings(overrides)
     check_group_choices(overrides)
@@ -211,6 +219,19 @@ class NodeGP:
         return self._fitted().row
 
     @property
+    def classes(self) -> Optional[torch.Tensor]:
+        """The class id in ``data.y`` of each column of the predictions (``None`` for
+        regression): ``gp.classes[pred.labels]`` are predicted labels as ``y`` spells them. A
+        graph's own class ids that are not ``0..C-1`` (``{1, 2}``, a label ``10**6``) are
+        renumbered ``0..C-1`` in sorted order, with a warning; ``arange(C)`` otherwise."""
+        self._fitted()
+        info = self._backend.info
+        if info.task != "classification":
+            return None
+        classes = getattr(self._backend.data, "classes", None)
+        return classes.cpu() if classes is not None else torch.arange(info.num_classes)
+
+    @property
     def nugget(self) -> float:
         """The chosen nugget (relative to the kernel's mean diagonal, as the row's ``nugget``)."""
         return self._fitted().result.nugget
@@ -291,7 +312,10 @@ class NodeGP:
 
 
 def _node_ids(nodes: Any, n: int, what: str) -> torch.Tensor:
-    """Node indices from a boolean mask of ``n`` entries or a sequence of indices in ``[0, n)``."""
+    """Node indices from a boolean mask of ``n`` entries or a sequence of indices in ``[0, n)``.
+    A mask is boolean: an integer tensor of ``n`` zeros and ones (``mask.long()``, a 0/1 uint8
+    mask) could be either, and read as indices it would name nodes 0 and 1 only, so it is
+    refused; give ``mask.bool()`` or the indices ``mask.nonzero().view(-1)``."""
     try:
         ids = torch.as_tensor(nodes)
     except (TypeError, ValueError, RuntimeError):
@@ -300,12 +324,60 @@ def _node_ids(nodes: Any, n: int, what: str) -> torch.Tensor:
         if ids.numel() != n:
             raise DatasetError(f"{what}: a mask of {ids.numel()} entries for a graph of {n} nodes; give one entry per node, or node indices")
         return ids.nonzero().view(-1)
-    if ids.is_floating_point() or ids.dim() > 1:
+    if ids.is_floating_point() or ids.is_complex() or ids.dim() > 1:
         raise DatasetError(f"{what}: give a boolean mask or a 1-D tensor of node indices (got {ids.dtype}, shape {tuple(ids.shape)})")
     ids = ids.view(-1).long()
+    if ids.numel() == n and bool(((ids == 0) | (ids == 1)).all()):
+        raise DatasetError(f"{what}: {n} integers that are all 0 or 1, for a graph of {n} nodes, could be a mask or node indices; "
+                           f"give a boolean mask ({what}.bool()) or the node indices ({what}.nonzero().view(-1))")
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
         raise DatasetError(f"{what}: node indices must lie in [0, {n}) (got {int(ids.min())}..{int(ids.max())})")
     return ids
+
+
+def _features(x: Any) -> torch.Tensor:
+    """``data.x`` as the job reads it: a dense 2-D real tensor, one row per node (a numpy array
+    is converted; a tensor that requires grad is detached: the GP does not differentiate it)."""
+    import numpy as np
+
+    if isinstance(x, np.ndarray):
+        if x.dtype == np.object_:
+            raise DatasetError("x is a numpy array of Python objects; give numbers: a torch tensor or numpy array of shape [N, F]")
+        x = torch.from_numpy(x)
+    if not isinstance(x, torch.Tensor):
+        raise DatasetError(f"x must be a tensor of shape [N, F] (one row of features per node), not {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise DatasetError(f"x is a sparse tensor ({x.layout}); give a dense one: data.x = data.x.to_dense()")
+    if x.is_complex():
+        raise DatasetError(f"x holds complex numbers ({x.dtype}); gnngp needs real features: give the real and imaginary parts "
+                           "as separate columns, torch.cat([x.real, x.imag], 1)")
+    if x.dim() != 2:
+        fix = "; for one feature per node give x.view(-1, 1)" if x.dim() == 1 else "; flatten each node's features: x.flatten(1)" if x.dim() > 2 else ""
+        raise DatasetError(f"x must be 2-D, one row of features per node (shape [N, F]), got shape {tuple(x.shape)}{fix}")
+    x = x.detach()
+    return x if x.is_floating_point() else x.float()
+
+
+def _targets(y: torch.Tensor, task: str) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[str]]:
+    """``y`` of a graph of the caller's own as the job's targets: regression targets as given;
+    class ids (non-negative integers) renumbered ``0..C-1`` where they are not
+    (:func:`~gnngp_cli.data.labels.class_ids`), with the given id of each class and the note
+    that says so."""
+    if y.dtype == torch.bool:
+        raise DatasetError("y is boolean; give integer class ids (data.y = data.y.long()) for classification, or floats for regression")
+    if y.is_complex():
+        raise DatasetError(f"y holds complex numbers ({y.dtype}); give integer class ids, or real numbers for regression")
+    if task == "regression" or not y.numel():
+        return y, None, None
+    if y.is_floating_point():
+        raise DatasetError("y holds real numbers but the task is classification; give integer class ids, or floats for regression")
+    if int(y.min()) < 0:
+        first = int((y < 0).nonzero()[0])
+        raise DatasetError(f"y holds negative class ids (node {first} has {int(y[first])}); class ids are non-negative integers, "
+                           "one for every node (an unlabelled node may have any class id: only the nodes of the masks are read)")
+    ids, classes, note = class_ids(y.cpu().numpy(), "y")
+    note = None if note is None else f"{note}; gp.classes maps a prediction's class back to its id in y"
+    return torch.from_numpy(ids).to(y.device), torch.from_numpy(classes), note
 
 
 def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: DictConfig):
@@ -314,7 +386,8 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     for key in ("x", "edge_index", "y"):
         if getattr(data, key, None) is None:
             raise DatasetError(f"the graph has no {key}; NodeGP.fit needs x (features), edge_index and y (targets)")
-    n = int(data.x.size(0))
+    x = _features(data.x)
+    n = int(x.size(0))
     edge_index, y = torch.as_tensor(data.edge_index), torch.as_tensor(data.y)
     if edge_index.is_floating_point() or edge_index.is_complex() or edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise DatasetError(f"edge_index must be an integer tensor of shape [2, E] (got {edge_index.dtype}, shape {tuple(edge_index.shape)})"
@@ -331,22 +404,26 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
                else _node_ids(torch.as_tensor(data[key]).cpu(), n, key))              # the graph's own mask
         masks[key] = torch.zeros(n, dtype=torch.bool).index_fill_(0, ids, True)
     if not own and not any(v is not None for v in given.values()):
+        if x is not data.x:
+            data.x = x
         return adopt_graph(cfg, data)
-    y = y.view(-1)
+    y = y.view(-1).detach()
     task = str(getattr(data, "task", "") or ("regression" if y.is_floating_point() else "classification"))
-    if task == "regression" and not getattr(data, "task", None) and y.numel() and bool((y == y.round()).all()) and y.unique().numel() <= 100:
-        log.warning("y is floating point, so this is regression (metric r2), though every value is a whole number; "
-                    "for classification give integer class ids: data.y = data.y.long()")
-    if task == "classification" and y.is_floating_point():
-        raise DatasetError("y holds real numbers but the task is classification; give integer class ids, or floats for regression")
-    num_classes = int(y.max()) + 1 if task == "classification" and y.numel() else 0
+    notes = []
+    if task == "regression" and not getattr(data, "task", None) and whole_number_floats(y.cpu().double().numpy()):
+        notes.append("y is floating point, so this is regression (metric r2), though every value is a whole number; "
+                     "for classification give integer class ids: data.y = data.y.long()")
+    y, classes, renumbered = _targets(y, task)
+    notes += [renumbered] if renumbered else []
+    for note in notes:
+        log.warning(note)
     edge_index = edge_index.cpu() if own else edge_index
-    graph = GraphData(x=data.x.float() if not data.x.is_floating_point() else data.x, y=y,
-                      edge_index=make_undirected(edge_index, n) if own else edge_index, **masks)
-    graph.task, graph.num_classes = task, num_classes
+    graph = GraphData(x=x, y=y, edge_index=make_undirected(edge_index, n) if own else edge_index, **masks)
+    graph.task, graph.num_classes = task, 0 if classes is None else int(classes.numel())
+    graph.classes = classes
     graph.name = str(getattr(data, "name", "") or cfg.dataset.name)
     graph.split = "given" if any(v is not None for v in given.values()) else str(getattr(data, "split", "masks"))
     graph.stand_in = ""
+    graph.warnings = [*(getattr(data, "warnings", None) or []), *notes]   # kept in the row's warnings
     cfg.dataset.task = task
     return adopt_graph(cfg, graph)
-

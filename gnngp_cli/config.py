@@ -56,6 +56,7 @@ def validate(cfg: Any) -> None:
     (:func:`parse`) was checked when it was made."""
     if isinstance(cfg, RunConfig) and cfg.frozen:
         return
+    resolvable(cfg)
     if cfg.dataset is None:
         raise ConfigError("no dataset chosen; use dataset=<name>")
     _choice(str(cfg.dataset.name).lower(), DATASETS, "dataset")
@@ -215,6 +216,21 @@ def _count_or_auto(value: Any, key: str) -> None:
 
 
 MAX_LAYERS = 10_000
+
+
+def resolvable(cfg: Any) -> None:
+    """Every interpolation of ``cfg`` resolves (``seed=${foo}`` names no key): else one line,
+    here, not an OmegaConf traceback from whichever reader meets it first."""
+    from omegaconf.errors import InterpolationResolutionError
+
+    if not OmegaConf.is_config(cfg):
+        return
+    try:
+        OmegaConf.to_container(cfg, resolve=True)
+    except InterpolationResolutionError as err:
+        where = f"{err.full_key}: " if getattr(err, "full_key", None) else ""
+        raise ConfigError(f"{where}{str(err.msg if hasattr(err, 'msg') else err).splitlines()[0]}; an interpolation ${{...}} must name a key "
+                          "of the config (gnngp run --cfg job shows them); or give the value itself") from None
 
 
 def validate_kernel(k: Any) -> None:

@@ -75,12 +75,31 @@ def check_graph_inputs(data: Any, landmarks: Optional[Any]) -> Optional[Tensor]:
     return ids.to(x.device).sort()[0]
 
 
+def _learned_names(learn: Any, architecture: str, available: list[str]) -> Optional[list[str]]:
+    """``learn`` as a list of names this kernel has: one string is one name (``"sigma_w"``, not
+    its characters); an unknown name, or a name of the GP's own (the nugget and output scale: the
+    likelihood's noise and a ``ScaleKernel`` in GPyTorch), is one line."""
+    if learn is None:
+        return None
+    names = [learn] if isinstance(learn, str) else list(learn) if isinstance(learn, (list, tuple, set, frozenset)) else None
+    if names is None:
+        raise ConfigError(f"GNNGPKernel: learn takes a parameter's name or a list of names (learn=[\"sigma_w\"]), not {type(learn).__name__}")
+    for name in names:
+        if name not in available:
+            own = (" (in GPyTorch the nugget is the likelihood's noise and the output scale a ScaleKernel's outputscale)"
+                   if name in ("nugget", "output_scale") else "")
+            raise ConfigError(f"GNNGPKernel('{architecture}'): learn names {name!r}, which this kernel does not have{own}; "
+                              f"use some of {', '.join(available) or '(none: give a base kernel with a parameter)'}")
+    return names
+
+
 class GNNGPKernel(gpytorch.kernels.Kernel):
     """``K[ids1, ids2]`` of a GNNGP architecture on the graph ``data`` (a PyG ``Data`` with ``x``
     and ``edge_index``); inputs are node ids as a column (``... x n x 1``).
 
-    ``learn`` names the fitted parameters (default: every parameter of the architecture with a
-    positive value; ``sigma_b = 0`` is a network without bias); ``per_layer`` fits one value per
+    ``learn`` names the fitted parameters, a name or a list of names (default: every parameter of
+    the architecture with a positive value; ``sigma_b = 0`` is a network without bias); an
+    unknown name is a :class:`~gnngp_cli.errors.ConfigError`; ``per_layer`` fits one value per
     layer. ``landmarks`` (node ids) makes the kernel low rank (Nystrom). Defaults are the
     kernel entry's for the task of ``data``; a value a run chooses among candidates (GPRGP's
     filter, ``coefficients``) takes the first candidate unless given."""
@@ -97,6 +116,7 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
         entry = KERNELS[architecture]
         base_names = BASE_KERNELS.get(self.config.base.name, ())
         self.base_names = base_names
+        learn = _learned_names(learn, architecture, [p.name for p in kernel_parameters(self.config)])
         if learn is None:  # every parameter with a positive value (output scale and noise belong to ScaleKernel and the likelihood)
             base = self.config.base
             learn = [p.name for p in kernel_parameters(self.config) if getattr(base if p.name in base_names else self.config, p.name) > 0]

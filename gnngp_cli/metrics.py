@@ -104,6 +104,7 @@ class Metric:
     default: Callable[[str, int], bool] = _never
     requires: str = ""
     probabilistic: bool = False   # reads class probabilities at the chosen nugget (``MetricInput.probs``): one column
+    bounds: tuple[float, float] = (-math.inf, math.inf)   # every value it can take lies here (a row outside is damaged or forged)
 
     def applies(self, task: str, num_classes: int) -> bool:
         return task in self.tasks and (self.classes is None or num_classes == self.classes)
@@ -125,12 +126,12 @@ METRICS: dict[str, Metric] = {}
 def register_metric(name: str, tasks: tuple[str, ...], partial: Callable[[MetricInput], State], compute: Callable[[State], Tensor], *,
                     kind: str = "score", classes: Optional[int] = None, gather: tuple[str, ...] = (),
                     merge: Optional[Callable[[State, State], State]] = None, default: Callable[[str, int], bool] = _never,
-                    requires: str = "", probabilistic: bool = False) -> Metric:
+                    requires: str = "", probabilistic: bool = False, bounds: tuple[float, float] = (-math.inf, math.inf)) -> Metric:
     """Add a metric (``dataset.metric=name`` for a ``score`` metric; a result column for an ``uncertainty`` one)."""
     if kind not in ("score", "uncertainty"):
         raise ConfigError(f"metric {name!r}: kind={kind!r} is not valid; use score or uncertainty")
     METRICS[name] = Metric(name, tuple(tasks), partial, compute, kind, classes, tuple(gather), merge, default,
-                           requires or f"a {' or '.join(tasks)} task", probabilistic)
+                           requires or f"a {' or '.join(tasks)} task", probabilistic, (float(bounds[0]), float(bounds[1])))
     return METRICS[name]
 
 
@@ -194,7 +195,7 @@ def _many_classes(task: str, classes: int) -> bool:
     return task == "classification" and classes != 2
 
 
-register_metric("accuracy", ("classification",), _accuracy, _accuracy_value, default=_many_classes, requires="a classification task")
+register_metric("accuracy", ("classification",), _accuracy, _accuracy_value, default=_many_classes, requires="a classification task", bounds=(0, 1))
 
 
 def positive_score(mean: Tensor) -> Tensor:
@@ -227,7 +228,7 @@ def _two_classes(task: str, classes: int) -> bool:
 
 
 register_metric("roc_auc", ("classification",), _roc_auc_state, _roc_auc, classes=2, gather=("scores", "positive"),
-                default=_two_classes, requires="a two-class task")
+                default=_two_classes, requires="a two-class task", bounds=(0, 1))
 
 
 def _r2_state(p: MetricInput) -> State:
@@ -262,7 +263,7 @@ def _regression(task: str, classes: int) -> bool:
 
 
 register_metric("r2", ("regression",), _r2_state, _r2, merge=_r2_merge, default=_regression,
-                requires="a regression task")
+                requires="a regression task", bounds=(-math.inf, 1))
 
 
 # --- uncertainty: columns of the test nodes at the chosen nugget ---------------------------------
@@ -289,7 +290,7 @@ def _mean_of(s: State) -> Tensor:
 
 
 register_metric("nlpd", ("regression",), _nlpd, _mean_of, kind="uncertainty")         # test negative log predictive density
-register_metric("coverage95", ("regression",), _coverage, _mean_of, kind="uncertainty")   # share of test targets in the 95% interval
+register_metric("coverage95", ("regression",), _coverage, _mean_of, kind="uncertainty", bounds=(0, 1))   # share of test targets in the 95% interval
 register_metric("var_correct", ("classification",), functools.partial(_variance_where, True), _mean_of, kind="uncertainty")   # mean latent variance, right
 register_metric("var_wrong", ("classification",), functools.partial(_variance_where, False), _mean_of, kind="uncertainty")    # ... and wrong predictions
 
@@ -337,9 +338,10 @@ def _calibration_error(norm: str, s: State) -> Tensor:
     return value.double().view(1)
 
 
-for _name, _compute in (("nll", _nll), ("brier", _brier), ("ece", functools.partial(_calibration_error, "l1")),
-                       ("mce", functools.partial(_calibration_error, "max"))):
-    register_metric(_name, ("classification",), _calibration_state, _compute, kind="uncertainty", gather=("probs", "y"), probabilistic=True)
+for _name, _compute, _bounds in (("nll", _nll, (0, math.inf)), ("brier", _brier, (0, 2)), ("ece", functools.partial(_calibration_error, "l1"), (0, 1)),
+                                 ("mce", functools.partial(_calibration_error, "max"), (0, 1))):
+    register_metric(_name, ("classification",), _calibration_state, _compute, kind="uncertainty", gather=("probs", "y"), probabilistic=True,
+                    bounds=_bounds)
 
 UNCERTAINTY_SCORES = ("variance", "entropy", "maxprob")   # higher: more uncertain (maxprob scores 1 - max p)
 
@@ -396,7 +398,7 @@ for _score in UNCERTAINTY_SCORES:
     for _kind in ("auroc", "aupr"):
         register_metric(f"{_kind}_{_score}", ("classification",), functools.partial(_detection_state, _score), functools.partial(_detection, _kind),
                         kind="uncertainty",
-                        gather=("scores", "positive"), probabilistic=True)
+                        gather=("scores", "positive"), probabilistic=True, bounds=(0, 1))
 
 
 @dataclass

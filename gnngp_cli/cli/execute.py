@@ -37,6 +37,22 @@ def out_of_memory(err: RuntimeError) -> bool:
     return "can't allocate memory" in text or "DefaultCPUAllocator" in text
 
 
+def memory_advice(cfg: Any) -> str:
+    """What to change after running out of memory, for this job: a low-rank kernel only to a job
+    whose kernel is exact; fewer landmarks (or row blocks on Dask) to one already low rank; a
+    smaller network or mini-batches to a GNN."""
+    if cfg.method == "gnn":
+        options = ["fewer hidden units (gnn.hidden)", "mini-batches (gnn.batch_size)"]
+    elif not cfg.kernel.low_rank:
+        options = [f"the low-rank kernel (kernel={cfg.kernel.name}_x)"]
+    else:
+        options = ["fewer landmarks (a smaller landmarks.count, or a larger landmarks.fraction)"]
+        options += ["row blocks on a Dask cluster (compute=dask)"] if cfg.compute.backend == "local" else []
+    options += ["dtype=float32"] if cfg.get("dtype") == "float64" else []
+    told = options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"
+    return ("the kernel is low rank already: use " if cfg.method != "gnn" and cfg.kernel.low_rank else "use ") + told
+
+
 def planned_runs(cfg: Any) -> int:
     """How many runs a job makes on each split."""
     return int(cfg.runs) if cfg.method == "gnn" else gp_planned_runs(cfg)
@@ -174,7 +190,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         if isinstance(err, RuntimeError) and not isinstance(err, torch.cuda.OutOfMemoryError) and not out_of_memory(err):
             raise
         if not isinstance(err, GnngpError):
-            err = ResourceError(f"out of memory ({err}); use a low-rank kernel (e.g. kernel=gcngp_x), fewer landmarks or dtype=float32")
+            err = ResourceError(f"out of memory ({err}); {memory_advice(cfg)}")
         row = error_row(cfg, err)
         write([row])
         print(f"gnngp: error: {err}", file=sys.stderr)

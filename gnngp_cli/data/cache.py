@@ -27,6 +27,21 @@ FORMAT = 3   # 2: tensor digests; 3: and a manifest of names and digests (an old
 PROCESSED = "processed/gnngp.pt"
 
 
+# torch's own advice on a refused weights-only load: to load it again without that restriction,
+# which runs whatever code the file names. gnngp never does; a refused file is rebuilt.
+_TORCH_ADVICE = ("Weights only load failed", "weights_only", "Check the documentation of torch.load", "arbitrary code execution")
+
+
+def load_failure(err: BaseException) -> str:
+    """Why ``torch.load(weights_only=True)`` refused a file, in one line: its type and what it
+    refused (``UnpicklingError: Trying to load unsupported GLOBAL posix.system ...``), without
+    torch's advice to load it unrestricted or to allowlist what it refused."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    kept = [line for line in lines if not any(advice in line for advice in _TORCH_ADVICE)]
+    why = kept[0].split(" Please use `torch.serialization", 1)[0].rstrip(".")[:200] if kept else ""   # nor its allowlisting advice
+    return f"{type(err).__name__}: {why}" if why else type(err).__name__
+
+
 def cached_tensors(folder: Path, raw_digests: Mapping[str, str], build: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """The tensors cached in ``folder/processed/gnngp.pt`` if they were built from exactly
     ``raw_digests``, else ``build()`` (written to the cache when it is writable)."""
@@ -39,8 +54,8 @@ def cached_tensors(folder: Path, raw_digests: Mapping[str, str], build: Callable
                 return stored["tensors"]
             print(f"gnngp: warning: processed file {path} {problem}; rebuilding it from the verified raw files", file=sys.stderr)
         except Exception as err:  # noqa: BLE001 - any failure means: do not trust it, rebuild
-            print(f"gnngp: warning: processed file {path} could not be loaded safely ({type(err).__name__}: "
-                  f"{str(err).splitlines()[0][:200] if str(err) else ''}); rebuilding it from the verified raw files", file=sys.stderr)
+            print(f"gnngp: warning: processed file {path} could not be loaded safely ({load_failure(err)}); "
+                  "rebuilding it from the verified raw files", file=sys.stderr)
     tensors = build()
     digests = {name: tensor_digest(tensor) for name, tensor in tensors.items()}
     stored = {"format": FORMAT, "raw": dict(raw_digests), "tensors": tensors, "digests": digests, "manifest": manifest(digests)}

@@ -4,7 +4,9 @@
 - ``features.npy`` or ``features.npz`` (dense, or scipy sparse): one row per node; real
   numbers or booleans (binary features), never complex.
 - ``labels.npy`` or ``labels.csv``: integers mean classification, floats regression
-  (``dataset.task`` overrides). Class ids beyond the node count are renumbered (a warning).
+  (``dataset.task`` overrides; floats that are all whole numbers are a warning). Class ids that
+  are not 0..C-1 (``{1, 2}``, ``{0, 1, 7}``, ``10^6``) are renumbered in sorted order (a warning,
+  kept in the row's warnings: :mod:`gnngp_cli.data.labels`).
 - optional ``train_mask.npy``, ``val_mask.npy``, ``test_mask.npy`` (booleans or 0/1; all three,
   or none: then a seeded random split with ``dataset.train_ratio`` and ``dataset.val_ratio``).
 
@@ -25,6 +27,7 @@ from ..errors import DatasetError
 from ..graph.operators import make_undirected
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .datasets import register_dataset
+from .labels import class_ids, whole_number_floats
 from .wikipedia import random_split, read_edge_csv
 
 MASKS = ("train_mask", "val_mask", "test_mask")
@@ -40,15 +43,13 @@ def _one_of(folder: Path, names: tuple[str, ...], what: str) -> Path:
 def _read_features(path: Path) -> torch.Tensor:
     try:
         if path.suffix == ".npz":
-            import scipy.sparse as sp
-
-            try:
-                array = sp.load_npz(path).toarray()
-            except (ValueError, KeyError):
-                with np.load(path, allow_pickle=False) as z:
-                    if len(z.files) != 1:
-                        raise DatasetError(f"feature file {path} holds {len(z.files)} arrays; save one array (np.savez) or a scipy sparse matrix (scipy.sparse.save_npz)")
-                    array = z[z.files[0]]
+            with np.load(path, allow_pickle=False) as z:
+                sparse = {"format", "shape"} <= set(z.files)   # what scipy.sparse.save_npz writes
+                if not sparse and len(z.files) != 1:
+                    raise DatasetError(f"feature file {path} holds {len(z.files)} arrays; save one array (np.savez) or a scipy sparse matrix (scipy.sparse.save_npz)")
+                array = None if sparse else z[z.files[0]]
+            if sparse:
+                array = _densified(path)
         else:
             array = np.load(path, allow_pickle=False)
     except DatasetError:
@@ -68,6 +69,21 @@ def _read_features(path: Path) -> torch.Tensor:
     if not np.isfinite(array).all():
         raise DatasetError(f"feature file {path} contains NaN or infinite values; clean them first")
     return torch.from_numpy(np.asarray(array, dtype=wide_enough(array.dtype)))
+
+
+def _densified(path: Path) -> np.ndarray:
+    """A scipy sparse feature file, dense, once its structure is checked: scipy's loader trusts
+    the file's column indices, and ``toarray`` writes wherever they point (a segfault)."""
+    import scipy.sparse as sp
+
+    try:
+        matrix = sp.load_npz(path)
+        if hasattr(matrix, "check_format"):   # CSR, CSC, BSR: indptr, and every index within the shape (COO checks on loading)
+            matrix.check_format(full_check=True)
+    except (ValueError, KeyError, TypeError) as err:
+        raise DatasetError(f"feature file {path} holds a sparse matrix whose structure is broken ({err}); it was not read: "
+                           "save it again with scipy.sparse.save_npz") from None
+    return matrix.toarray()
 
 
 def wide_enough(dtype: np.dtype) -> type:
@@ -106,20 +122,6 @@ def _read_labels(path: Path) -> np.ndarray:
     return labels
 
 
-def class_ids(labels: np.ndarray, path: Path) -> tuple[np.ndarray, int]:
-    """Class ids and the class count ``max + 1``. Ids beyond the node count cannot all be
-    classes of this graph (a label of 10^6 would make a 10^6-wide one-hot target, gigabytes for
-    60 nodes): then the distinct ids are renumbered 0..C-1 in sorted order, with a warning."""
-    if labels.size == 0 or float(labels.max()) + 1 <= labels.size:   # compared before any cast: 2^64 - 1 would wrap to -1
-        ids = labels.astype(np.int64)
-        return ids, int(ids.max()) + 1 if ids.size else 0
-    distinct, compact = np.unique(labels, return_inverse=True)
-    print(f"gnngp: warning: label file {path} has class ids up to {labels.max():.0f} but only {labels.size} nodes; "
-          f"treating its {distinct.size} distinct ids as classes 0..{distinct.size - 1} (in sorted order). "
-          f"If they are real-valued targets, set dataset.task=regression", file=sys.stderr)
-    return compact.reshape(-1).astype(np.int64), int(distinct.size)
-
-
 def _read_mask(path: Path, n: int) -> torch.Tensor:
     """A boolean (or 0/1) node mask saved with ``np.save``; never unpickled."""
     try:
@@ -147,11 +149,18 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
     labels = _read_labels(label_path)
     if labels.shape[0] != n:
         raise DatasetError(f"label file {label_path} has {labels.shape[0]} labels but the features have {n} rows; every file must agree on the node count")
+    notes = []
+    if not task and whole_number_floats(labels):
+        notes.append(f"label file {label_path} holds floating-point values, so this is regression (metric r2), though every value is a "
+                     "whole number; for classification save integer class ids (labels.astype(int)) or set dataset.task=classification")
     task = task or ("classification" if np.issubdtype(labels.dtype, np.integer) else "regression")
     if task == "classification":
         if not np.all(np.equal(np.mod(labels, 1), 0)) or labels.min() < 0:
             raise DatasetError(f"label file {label_path} must hold non-negative integer class ids for classification; set dataset.task=regression for real targets")
-        ids, num_classes = class_ids(labels, label_path)
+        ids, classes, renumbered = class_ids(labels, f"label file {label_path}")
+        num_classes = int(classes.size)
+        if renumbered:
+            notes.append(f"{renumbered}; if they are real-valued targets, set dataset.task=regression")
         y = torch.from_numpy(ids)
     else:
         y = torch.from_numpy(labels.astype(wide_enough(labels.dtype)))
@@ -171,6 +180,9 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
             data[f"{key}_mask"] = mask
         data.split = f"random {train_ratio}/{val_ratio}, seed {seed}"
     data.task, data.num_classes = task, num_classes
+    for note in notes:   # said now, and kept for the result row's warnings
+        print(f"gnngp: warning: {note}", file=sys.stderr)
+    data.warnings = notes
     return data
 
 

@@ -77,6 +77,10 @@ def atomic_write(path: Path, write: Callable, binary: bool = False) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        if err.filename is None:   # a failed write (a full disk) names no file: name the one being written
+            err.filename = str(path)
+        raise
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from ..graph.orders import check_order, node_order
 from ..progress import Progress
-from .cache import tensor_digest
+from .cache import load_failure, tensor_digest
 from .files import atomic_write
 
 
@@ -29,7 +29,7 @@ def cached_order(edge_index: Tensor, num_nodes: int, method: str, folder: Path) 
             order = stored.get("order") if isinstance(stored, dict) else None
             problem = "holds no order" if not isinstance(order, Tensor) else check_order(order, num_nodes)
         except Exception as err:  # noqa: BLE001 - any failure means: do not trust it, compute again
-            problem, order = f"could not be loaded safely ({type(err).__name__})", None
+            problem, order = f"could not be loaded safely ({load_failure(err)})", None
         if problem is None and stored.get("edges") != digest:
             problem = "was not computed for this graph's edges"
         if problem is None:

@@ -81,7 +81,7 @@ class DataStore:
             target = self._obtain(name, files, urls, archive)
         except OSError as err:   # downloads report their own failures; this is the cache itself
             raise DatasetError(
-                f"the data cache {self.root} cannot be written ({err.strerror or err}: {err.filename}); "
+                f"the data cache {self.root} cannot be written ({err.strerror or err}{f': {err.filename}' if err.filename else ''}); "
                 f"set data.root (or {ROOT_ENV}) to a writable folder"
             ) from err
         self.digests[name] = {f: self._checked(target / f, f"{name}/{f}") for f in files}

@@ -92,6 +92,29 @@ def _check_value(column: str, value: str) -> Optional[str]:
     return None
 
 
+RANGE_SLACK = 1e-6   # float32 arithmetic may put an accuracy of 1 at 1.0000001
+
+
+def _out_of_range(row: Mapping[str, str]) -> Optional[str]:
+    """A metric value outside what its metric can take (:attr:`gnngp_cli.metrics.Metric.bounds`):
+    ``train``, ``val`` and ``test`` of the row's ``metric`` (a row without one: the range of every
+    score metric of its ``task``), and the uncertainty columns (``ece``, ``nll``...). An
+    accuracy of -5 is no result gnngp wrote."""
+    from ..metrics import METRICS
+
+    named = METRICS.get(row.get("metric", ""))
+    scores = [named] if named is not None else [m for m in METRICS.values() if m.kind == "score" and row.get("task", "") in ("", *m.tasks)]
+    ranges = [(column, " or ".join(m.name for m in scores), (min(m.bounds[0] for m in scores), max(m.bounds[1] for m in scores)))
+              for column in ("train", "val", "test")] if scores else []
+    ranges += [(column, column, METRICS[column].bounds) for column in row if column in METRICS and METRICS[column].kind == "uncertainty"]
+    for column, name, (low, high) in ranges:
+        value = row.get(column, "")
+        number = float(value) if value else math.nan
+        if number < low - RANGE_SLACK or number > high + RANGE_SLACK:
+            return f"{column}={value} is outside the range of {name}, [{low:g}, {high:g}]"
+    return None
+
+
 def check_row(row: Mapping[str, str]) -> Optional[str]:
     """What is wrong with one row read back (``None``: nothing)."""
     status = row.get("status", "")
@@ -107,6 +130,7 @@ def check_row(row: Mapping[str, str]) -> Optional[str]:
             return f"an ok row without {', '.join(missing)}"
         if not math.isfinite(float(row["test"])):   # gnngp writes a metric that is not a number as an error row
             return f"an ok row whose test is {row['test']}"
+        return _out_of_range(row)
     elif not row.get("error"):
         return "an error row without its error"
     return None

@@ -1,5 +1,6 @@
 """The Python API (gnngp_cli.api): NodeGP and load_dataset run the CLI's job, on the CLI's
 configs, with its errors; and on a PyG Data of one's own."""
+import json
 import re
 from pathlib import Path
 
@@ -130,6 +131,75 @@ def test_float_labels_that_are_whole_numbers_warn_that_the_task_is_regression(ca
     with caplog.at_level("WARNING", logger="gnngp"):
         gp = NodeGP().fit(data, **SPLIT)
     assert gp.row["metric"] == "r2" and any("data.y = data.y.long()" in r.getMessage() for r in caplog.records)
+
+
+def test_a_huge_class_id_is_one_class_not_a_million_columns():
+    """Reproduced: one label 10**6 on a 200-node graph made a one-hot target 10**6 + 1 wide (21 GB,
+    killed). The graph's own ids are renumbered 0..C-1, as dataset=custom does, with a warning
+    kept in the row, and gp.classes maps the predictions back to y's ids."""
+    import resource
+
+    data = graph()
+    data.y[5] = 10**6
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    gp = NodeGP().fit(data, **SPLIT)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000   # KiB: nothing per class id
+    assert gp.predict(SPLIT["test"]).mean.shape == (60, 4)
+    assert gp.classes.tolist() == [0, 1, 2, 10**6]
+    assert "treating its 4 distinct ids as classes 0..3" in json.loads(gp.row["extra"])["warnings"][0]
+
+
+def test_class_ids_of_a_binary_task_keep_it_binary():
+    """y in {1, 2} is two classes (ROC-AUC), not three with an empty class 0 (accuracy): the row
+    is the one of y in {0, 1}, and the predicted labels map back through gp.classes."""
+    data = graph()
+    data.y = (data.x[:, 0] > 0).long()
+    shifted = Data(x=data.x, edge_index=data.edge_index, y=data.y + 1)
+    gp, ref = NodeGP().fit(shifted, **SPLIT), NodeGP().fit(data, **SPLIT)
+    assert gp.row["metric"] == ref.row["metric"] == "roc_auc"
+    assert (gp.row["test"], gp.row["nll"], gp.row["ece"]) == (ref.row["test"], ref.row["nll"], ref.row["ece"])
+    assert torch.equal(gp.classes[gp.predict().labels], ref.predict().labels + 1) and ref.classes.tolist() == [0, 1]
+
+
+def test_features_as_numpy_or_requiring_grad_are_the_tensor_itself():
+    data = graph()
+    ref = NodeGP().fit(data, **SPLIT).row
+    for x in (data.x.numpy(), data.x.clone().requires_grad_()):
+        row = NodeGP().fit(Data(x=x, edge_index=data.edge_index, y=data.y), **SPLIT).row
+        assert (row["val"], row["test"], row["nugget"]) == (ref["val"], ref["test"], ref["nugget"])
+
+
+def _with(**fields):
+    data = graph()
+    return Data(**{**{"x": data.x, "edge_index": data.edge_index, "y": data.y}, **fields})
+
+
+MASK_01 = (torch.arange(200) < 80).long()
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: NodeGP().fit(_with(x=graph().x[:, 0]), **SPLIT), DatasetError, "x must be 2-D, one row of features per node (shape [N, F]), got shape (200,); for one feature per node give x.view(-1, 1)"),
+    (lambda: NodeGP().fit(_with(x=graph().x[:, :, None]), **SPLIT), DatasetError, "got shape (200, 6, 1); flatten each node's features"),
+    (lambda: NodeGP().fit(_with(x=graph().x.to_sparse()), **SPLIT), DatasetError, "x is a sparse tensor (torch.sparse_coo); give a dense one: data.x = data.x.to_dense()"),
+    (lambda: NodeGP().fit(_with(x=graph().x.to(torch.complex64)), **SPLIT), DatasetError, "x holds complex numbers (torch.complex64)"),
+    (lambda: NodeGP().fit(_with(x=[[0.0]] * 200), **SPLIT), DatasetError, "x must be a tensor of shape [N, F]"),
+    (lambda: NodeGP().fit(_with(y=graph().y - 1), **SPLIT), DatasetError, "y holds negative class ids (node 0 has -1)"),
+    (lambda: NodeGP().fit(_with(y=graph().y > 0), **SPLIT), DatasetError, "y is boolean; give integer class ids (data.y = data.y.long())"),
+    (lambda: NodeGP().fit(graph(), train=MASK_01, val=SPLIT["val"], test=SPLIT["test"]), DatasetError,
+     "train: 200 integers that are all 0 or 1, for a graph of 200 nodes, could be a mask or node indices; give a boolean mask (train.bool())"),
+    (lambda: NodeGP().fit(_with(train_mask=MASK_01, val_mask=MASK_01.roll(80).bool(), test_mask=MASK_01.roll(160).bool())), DatasetError,
+     "train_mask: 200 integers that are all 0 or 1"),
+    (lambda: run([None]), ConfigError, "overrides are a list of strings key=value, as on the command line"),
+    (lambda: run("dataset=cora"), ConfigError, "got 'dataset=cora'"),
+    (lambda: NodeGP(seed="${foo}"), ConfigError, "seed='${foo}': a setting takes a value, and ${...} is an interpolation"),
+    (lambda: run(["seed=${foo}"]), ConfigError, "Interpolation key 'foo' not found; an interpolation ${...} must name a key of the config"),
+])
+def test_a_bad_input_is_one_typed_error(call, error, message):
+    """Each of these was a traceback from deep inside torch or OmegaConf, or silently wrong (a
+    0/1 integer mask trained on nodes 0 and 1; complex x lost its imaginary part)."""
+    with pytest.raises(error) as err:
+        call()
+    assert message in str(err.value) and "\n" not in str(err.value) and isinstance(err.value, GnngpError)
 
 
 def test_the_python_api_page_runs(mirror, tmp_path, monkeypatch):

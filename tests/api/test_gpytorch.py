@@ -86,6 +86,22 @@ def test_bad_inputs_are_clear_errors(cora):
         kernel(torch.tensor([[0.5]], dtype=torch.float64)).to_dense()
 
 
+def test_learn_takes_one_name_as_one_name_and_refuses_unknown_ones():
+    """learn="sigma_w" was read as its characters (fit.learn names 's'...)."""
+    from gnngp_cli.data import generate_csbm
+    from gnngp_cli.errors import ConfigError
+
+    data = generate_csbm(num_nodes=60, num_features=6, num_classes=3, seed=2)
+    assert [p.name for p in GNNGPKernel("gcngp", data, learn="sigma_w").fitted] == ["sigma_w"]
+    assert [p.name for p in GNNGPKernel("gcngp", data, learn=("sigma_w", "sigma_b"), sigma_b=0.1).fitted] == ["sigma_w", "sigma_b"]
+    for learn, message in (("sigma_x", "learn names 'sigma_x', which this kernel does not have; use some of sigma_w, sigma_b"),
+                           (["sigma_w", "nugget"], "learn names 'nugget', which this kernel does not have (in GPyTorch the nugget is the likelihood's noise"),
+                           (3, "learn takes a parameter's name or a list of names")):
+        with pytest.raises(ConfigError) as err:
+            GNNGPKernel("gcngp", data, learn=learn)
+        assert message in str(err.value) and "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_every_registered_kernel_is_a_gpytorch_kernel_with_gradients(name):
     """With its entry's defaults (a kernel whose filter a run chooses takes its first candidate)."""

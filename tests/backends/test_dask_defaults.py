@@ -51,7 +51,8 @@ def test_an_explicit_row_block_too_large_is_refused_in_one_line_naming_the_rows_
         run([*SMALL, *THREADS, "compute.memory_limit=5MB", "partition.rows=3000", f"data.root={cache}"])
     text = str(refused.value)
     assert "\n" not in text
-    assert text.startswith("one row block of 3000 nodes needs about 0.00 GiB")
+    assert text.startswith("one row block of 3000 nodes needs about 4.6 MiB of worker memory, more than the half of a worker's 4.8 MiB")
+    assert "GiB" not in text   # 5MB was "0.00 GiB" three times
     assert "use more, smaller row blocks (partition.rows=1500 or auto, or gnngp partition ... partition.rows=1500)" in text
 
 
@@ -60,8 +61,8 @@ def test_auto_rows_refuse_in_one_line_only_where_no_block_fits(cache):
         run([*SMALL, *THREADS, "compute.memory_limit=1MB", f"data.root={cache}"])
     text = str(refused.value)
     assert "\n" not in text
-    assert text.startswith("no row block of 1,000 nodes or more fits a worker's 0.00 GiB")
-    assert "use a larger compute.memory_limit (at least 0.00 GiB a worker) or fewer landmarks" in text
+    assert text.startswith("no row block of 1,000 nodes or more fits a worker's 976.6 KiB")
+    assert "use a larger compute.memory_limit (at least 3.4 MiB a worker) or fewer landmarks" in text and "GiB" not in text
 
 
 @pytest.mark.parametrize("value", ["0", "many", "true"])

@@ -216,6 +216,30 @@ def test_the_roots_of_a_killed_run_on_this_host_are_removed_by_the_next(tmp_path
     assert not store.folder.exists()
 
 
+def test_roots_folders_of_an_older_gnngp_are_one_warning_saying_how_to_remove_them(tmp_path, caplog):
+    """docs/dask.md said an unmarked folder an hour old was removed; no run removes one (it may be
+    a user's). Those named as gnngp names its folders are told of once, with the command."""
+    import json
+    import logging
+
+    from gnngp_cli.backends.rowblocks.root_files import OWNER, RootStore
+
+    (tmp_path / "run-0123456789ab" / "x").mkdir(parents=True)              # before owner.json existed
+    (tmp_path / "run-aaaaaaaaaaaa").mkdir()                                 # an owner.json that proves nothing
+    (tmp_path / "run-aaaaaaaaaaaa" / OWNER).write_text(json.dumps({"host": "h", "pid": 1}))
+    (tmp_path / "run-2024-important-experiment").mkdir()                   # a user's: not named as gnngp names its folders
+    os.utime(tmp_path / "run-0123456789ab", (time.time() - 7200, time.time() - 7200))
+    with caplog.at_level(logging.WARNING, logger="gnngp"):
+        stores = [RootStore(tmp_path), RootStore(tmp_path)]   # the next seed's store too: still one warning
+    warned = [r.getMessage() for r in caplog.records if "no owner.json marker" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith(f"2 roots folder(s) under {tmp_path} have no owner.json marker (an older gnngp made them), "
+                                                     "so no run ever removes them")
+    assert warned[0].endswith(f"delete them: rm -r {tmp_path / 'run-0123456789ab'} {tmp_path / 'run-aaaaaaaaaaaa'}")
+    assert all((tmp_path / name).is_dir() for name in ("run-0123456789ab", "run-aaaaaaaaaaaa", "run-2024-important-experiment"))
+    for store in stores:
+        store.close()
+
+
 def test_the_free_space_check_counts_the_last_runs_files_as_free(tmp_path):
     """A second run (the next seed) is checked after the first run's files are cleared."""
     import dask.array as da
@@ -472,7 +496,7 @@ def test_worker_memory_below_one_row_block_asks_for_smaller_blocks(cache):
     common = ["kernel=gcngp_x", "compute=dask", "compute.workers=1", "compute.processes=false", "compute.dashboard=:0",
               "partition.rows=3000", f"data.root={cache}"]
     with pytest.raises(ResourceError, match=r"one row block of 3000 nodes needs .* use more, smaller row blocks \(partition.rows=\d+.* "
-                                            r"or a larger compute.memory_limit \(at least [\d.]+ GiB a worker for these blocks\)$"):
+                                            r"or a larger compute.memory_limit \(at least [\d.]+ [KMG]iB a worker for these blocks\)$"):
         run([*common, "compute.memory_limit=40MB"])
     with pytest.raises(ResourceError, match=r"one row block of 3000 nodes needs .*; a larger compute.memory_limit \(at least"):
         run([*common, "compute.memory_limit=1MB"])      # blocks small enough would be under 1,000 rows: more memory is the fix

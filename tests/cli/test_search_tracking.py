@@ -31,6 +31,15 @@ def search_extra():
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
 
 
+def tracking_extra(option="mlflow"):
+    """Skip where the tracking extra that ``logger=<option>`` needs is not installed: the command
+    says so before it reads any other key (gnngp_cli.cli.tracking.check_extras)."""
+    try:
+        tracking.require(f"logger={option}", f"logger={option}")
+    except tracking.TrackingError as err:
+        pytest.skip(str(err))
+
+
 def run_sweep(tmp_path, data_overrides, *args):
     out = in_process("run", "-m", "dataset=cora", *data_overrides, f"hydra.sweep.dir={tmp_path / 'sweep'}", *args)
     summary = pd.read_csv(tmp_path / "sweep" / "summary.csv") if (tmp_path / "sweep" / "summary.csv").is_file() else None
@@ -95,6 +104,8 @@ def test_the_groups_default_to_none_and_list_their_presets():
 def test_a_wrong_choice_or_key_is_one_line(override, message, tmp_path):
     if "sweeper" in override:
         search_extra()
+    if override.startswith("logger."):
+        tracking_extra("mlflow")
     args = ["logger=mlflow", override] if override.startswith("logger.") else ["-m", "hparams_search=optuna", override] if "sweeper" in override else [override]
     out = in_process("run", *args, f"hydra.run.dir={tmp_path / 'run'}")
     lines = out.stderr.strip().splitlines()

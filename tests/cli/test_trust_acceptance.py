@@ -57,13 +57,13 @@ def test_a_single_training_class_is_a_warning_carried_into_the_row(tmp_path):
 
 def test_a_label_of_a_million_does_not_make_a_million_classes(tmp_path):
     """Reproduced: one integer label 10^6 among 0..2 on 60 nodes made 10^6+1 one-hot columns
-    (5.6 GB, 42 s of inference). Ids beyond the node count are renumbered, with a warning."""
+    (5.6 GB, 42 s of inference). Ids that are not 0..C-1 are renumbered, with a warning."""
     labels = np.random.default_rng(1).integers(0, 3, 60)
     labels[3] = 10**6
     folder = write_graph(tmp_path / "g", labels=labels)
     code, err, row, _ = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
     assert code == 0 and row["status"] == "ok"
-    assert "has class ids up to 1000000 but only 60 nodes; treating its 4 distinct ids as classes 0..3" in err
+    assert "has class ids 0..1000000, not 0..3; treating its 4 distinct ids as classes 0..3 in sorted order" in err
     assert "dataset.task=regression" in err
     # on a GPU the one-hot matrix lives in CUDA memory, and the host's RSS holds the CUDA libraries (2.2 GB on an H100)
     assert row["peak_rss_mb"] < (2000 if row["device"] == "cpu" else 4000) and row["peak_cuda_mb"] < 500 and row["inference_seconds"] < 5
@@ -78,6 +78,40 @@ def test_contiguous_class_ids_are_kept(tmp_path):
     cfg = compose(["dataset=custom", f"dataset.path={folder}"])
     data = load_dataset(cfg.dataset, DataStore(tmp_path))
     assert data.num_classes == 3 and np.array_equal(data.y.numpy(), labels)
+
+
+@pytest.mark.parametrize("given, compact", [((1, 2), (0, 1)), ((0, 1, 7), (0, 1, 2))])
+def test_class_ids_that_are_not_0_to_c_minus_1_are_renumbered_and_the_task_kept(tmp_path, given, compact):
+    """{1, 2} made three classes (accuracy instead of ROC-AUC) and {0, 1, 7} eight (NLL and ECE
+    over empty columns): the distinct ids are the classes, renumbered in sorted order, with a
+    warning kept in the row; the row equals the one of the ids 0..C-1."""
+    picks = np.random.default_rng(2).integers(0, len(given), 60)
+    rows, errs = {}, {}
+    for name, ids in (("given", given), ("compact", compact)):
+        folder = write_graph(tmp_path / name, labels=np.asarray(ids)[picks])
+        code, errs[name], rows[name], _ = run(tmp_path, "dataset=custom", f"dataset.path={folder}", run_dir=tmp_path / f"run-{name}")
+        assert code == 0 and rows[name]["status"] == "ok", errs[name]
+    renumbered = f"treating its {len(given)} distinct ids as classes 0..{len(given) - 1} in sorted order"
+    assert renumbered in errs["given"] and "treating" not in errs["compact"]          # said
+    assert any(renumbered in w for w in json.loads(rows["given"]["extra"])["warnings"])   # and recorded
+    assert "warnings" not in json.loads(rows["compact"]["extra"])
+    assert rows["given"]["metric"] == ("roc_auc" if len(given) == 2 else "accuracy")
+    for column in ("metric", "val", "test", "nugget", "nll", "ece"):
+        assert rows["given"][column] == rows["compact"][column], column
+
+
+def test_whole_number_float_labels_warn_that_the_task_is_regression(tmp_path):
+    """As the Python API warns: class ids saved as floats are read as regression targets."""
+    labels = np.random.default_rng(1).integers(0, 3, 60).astype(np.float64)
+    folder = write_graph(tmp_path / "g", labels=labels)
+    code, err, row, _ = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 0 and row["metric"] == "r2"
+    warning = [line for line in err.splitlines() if line.startswith("gnngp: warning: label file")]
+    assert len(warning) == 1 and "so this is regression (metric r2), though every value is a whole number" in warning[0]
+    assert "set dataset.task=classification" in warning[0]
+    assert any("whole number" in w for w in json.loads(row["extra"])["warnings"])
+    code, err, row, _ = run(tmp_path, "dataset=custom", f"dataset.path={folder}", "dataset.task=regression", run_dir=tmp_path / "said")
+    assert code == 0 and "whole number" not in err   # the task said: no question left
 
 
 def _children(pid):

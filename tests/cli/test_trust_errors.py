@@ -125,3 +125,30 @@ def test_raw_pickle_of_the_wrong_type_is_one_line(mirror, tmp_path, part, obj, m
         pickle.dump(obj, f, protocol=2)
     code, _, _, errors = run(tmp_path, "dataset=cora", f"data.mirror={bad}", "data.verify=false")
     assert code == 1 and len(errors) == 1 and message in errors[0]
+
+
+def test_an_interpolation_that_does_not_resolve_is_one_line(tmp_path):
+    """seed=${foo} printed Hydra's callback warning, its report and the OmegaConf message twice."""
+    out = in_process("run", "seed=${foo}", f"hydra.run.dir={tmp_path / 'run'}")
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 1 and len(lines) == 1 and not (tmp_path / "run").exists()
+    assert lines[0].startswith("gnngp: error: ") and "Interpolation key 'foo' not found; an interpolation ${...} must name a key" in lines[0]
+
+
+@pytest.mark.parametrize("args, advice", [
+    (["kernel=gcngp"], "use the low-rank kernel (kernel=gcngp_x)"),
+    (["kernel=gcngp_x"], "the kernel is low rank already: use fewer landmarks (a smaller landmarks.count, or a larger landmarks.fraction) or row blocks on a Dask cluster (compute=dask)"),
+    (["gnn=gcn"], "use fewer hidden units (gnn.hidden) or mini-batches (gnn.batch_size)"),
+])
+def test_out_of_memory_advice_fits_the_job(tmp_path, monkeypatch, args, advice):
+    """A low-rank job that ran out of memory was told to use a low-rank kernel."""
+    from gnngp_cli.cli import execute
+
+    def exhausted(*_, **__):
+        raise MemoryError("test: no memory left")
+
+    monkeypatch.setattr(execute, "run_job", exhausted)
+    code, _, row, errors = run(tmp_path, *args)
+    assert code == 1 and len(errors) == 1 and row["status"] == "error"
+    assert errors[0] == f"gnngp: error: out of memory (test: no memory left); {advice}"
+    assert ("low-rank kernel" in errors[0]) == (args == ["kernel=gcngp"])

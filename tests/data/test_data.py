@@ -326,6 +326,32 @@ def test_custom_bad_inputs_name_the_file(tmp_path, breakage, message):
         load("custom", None, tmp_path, path=folder)
 
 
+def _broken_npz(folder, **arrays):
+    """features.npz in scipy's layout (as save_npz writes it) with these arrays in place of a
+    valid 30 x 7 CSR matrix's."""
+    (folder / "features.npy").unlink()
+    valid = dict(format=b"csr", shape=np.array([30, 7]), indptr=np.array([0, 2] + [3] * 29, np.int32),
+                 indices=np.array([0, 5, 6], np.int32), data=np.ones(3, np.float32))
+    np.savez(folder / "features.npz", **{**valid, **arrays})
+
+
+@pytest.mark.parametrize("arrays", [{"indices": np.array([0, 5, 10**9], np.int32)}, {"indptr": np.array([0, 2, 1] + [3] * 28, np.int32)},
+                                    {"format": b"csc", "indptr": np.array([0, 3, 3, 3, 3, 3, 3, 3], np.int32), "indices": np.array([0, 1, 99], np.int32)}])
+def test_a_sparse_feature_file_of_broken_structure_is_refused_before_it_is_densified(tmp_path, arrays):
+    """scipy's loader trusts the file's indices and toarray writes where they point: a segfault."""
+    folder = write_custom(tmp_path / "g")
+    _broken_npz(folder, **arrays)
+    with pytest.raises(DatasetError, match=r"feature file .*features.npz holds a sparse matrix whose structure is broken \(.*\); it was not read"):
+        load("custom", None, tmp_path, path=folder)
+
+
+def test_a_sparse_feature_file_of_sound_structure_reads_as_its_dense_matrix(tmp_path):
+    folder = write_custom(tmp_path / "g")
+    _broken_npz(folder)
+    x = load("custom", None, tmp_path, path=folder).x
+    assert x.shape == (30, 7) and x[0, 0] == x[0, 5] == x[1, 6] == 1 and float(x.abs().sum()) == 3
+
+
 def test_custom_missing_folder(tmp_path):
     with pytest.raises(DatasetError, match="custom dataset folder .*nope does not exist"):
         load("custom", None, tmp_path, path=tmp_path / "nope")

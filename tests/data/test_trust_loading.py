@@ -96,7 +96,9 @@ def test_payload_in_the_gnngp_processed_file_is_refused_and_rebuilt(mirror, tmp_
     torch.save({"format": 1, "raw": {}, "tensors": Payload(marker)}, folder / PROCESSED)
     again = load(dataset, mirror, cache)
     assert not marker.exists()
-    assert "could not be loaded safely (UnpicklingError" in capfd.readouterr().err
+    warned = [line for line in capfd.readouterr().err.splitlines() if "could not be loaded safely" in line]
+    assert len(warned) == 1 and "could not be loaded safely (UnpicklingError: Trying to load unsupported GLOBAL posix.system" in warned[0]
+    assert "weights_only" not in warned[0] and "trusted source" not in warned[0]   # torch's advice to run the file's code: never ours
     assert torch.equal(again.x, clean.x) and torch.equal(again.edge_index, clean.edge_index) and torch.equal(again.y, clean.y)
     stored = torch.load(folder / PROCESSED, weights_only=True)  # the rebuilt file is a plain tensor dict
     assert set(stored["tensors"]) >= {"x", "y", "edge_index"}
@@ -155,6 +157,40 @@ def test_safe_planetoid_reader_matches_pyg_exactly(mirror, tmp_path, name, title
         assert ours[key].dtype == reference[key].dtype and torch.equal(ours[key], reference[key]), key
 
 
+def crafted_csr(**arrays):
+    """A 140 x 1433 CSR matrix (Cora's x) whose pickled arrays are replaced by ``arrays``: scipy
+    sets them on unpickling without a check."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    matrix = sp.csr_matrix((np.ones(3, np.float32), np.array([0, 5, 9], np.int32), np.array([0, 2] + [3] * 139, np.int32)), shape=(140, 1433))
+    for name, value in arrays.items():
+        setattr(matrix, name, value) if name != "_shape" else matrix.__dict__.update(_shape=value)
+    return matrix
+
+
+@pytest.mark.parametrize("arrays, problem", [
+    ({"indices": __import__("numpy").array([0, 5, 10**9], "int32")}, "a column index lies outside [0, 1433)"),
+    ({"indices": __import__("numpy").array([0, -7, 9], "int32")}, "a column index lies outside [0, 1433)"),
+    ({"indptr": __import__("numpy").array([0, 2, 1] + [3] * 138, "int32")}, "indptr does not rise from 0"),
+    ({"indptr": __import__("numpy").array([0, 2, 3], "int32")}, "indptr has 3 entries for 140 rows"),
+    ({"indptr": __import__("numpy").array([0, 2] + [10**6] * 139, "int32")}, "indptr ends at 1000000 but there are 3 indices"),
+    ({"data": __import__("numpy").ones(2, "float32")}, "there are 3 indices and 2 values"),
+    ({"_shape": (10**6, 10**6)}, "is over 1,000,000,000 entries dense"),
+    ({"_shape": (-140, 1433)}, "is not two non-negative integers"),
+])
+def test_a_crafted_sparse_matrix_is_refused_before_it_is_densified(mirror, tmp_path, arrays, problem):
+    """With data.verify=false, out-of-range indices made todense write outside its array
+    (signal 11, no message): the CSR structure is checked whatever the digest says."""
+    bad = copy_planetoid(mirror, tmp_path)
+    with open(bad / "Cora" / "raw" / "ind.cora.x", "wb") as f:
+        pickle.dump(crafted_csr(**arrays), f, protocol=2)
+    with pytest.raises(DatasetError) as err:
+        load("cora", bad, tmp_path / "cache", verify=False)
+    assert "ind.cora.x holds a sparse matrix whose structure is broken" in str(err.value) and problem in str(err.value)
+    assert "\n" not in str(err.value)
+
+
 def test_digest_table_covers_every_raw_file_of_the_mirrored_datasets(mirror):
     for folder in ("Cora", "CiteSeer", "PubMed", "chameleon", "squirrel", "crocodile"):
         for f in (mirror / folder / "raw").iterdir():
@@ -187,6 +223,22 @@ def test_verify_false_warns_and_skips_the_digest_check(mirror, tmp_path, capfd):
     data = load("cora", bad, tmp_path / "cache", verify=False)
     assert data.num_nodes == 2708
     assert "gnngp: warning: data.verify=false: the raw files of Cora are not checked" in capfd.readouterr().err
+
+
+def test_a_full_disk_names_the_file_being_written(mirror, tmp_path, monkeypatch):
+    """A failed write has no file name: the line said "No space left on device: None"."""
+    import errno
+
+    from gnngp_cli.data import files
+
+    def full(source, out):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.shutil, "copyfileobj", full)
+    with pytest.raises(DatasetError) as err:
+        load("cora", mirror, tmp_path / "cache")
+    raw = tmp_path / "cache" / "Cora" / "raw"
+    assert f"cannot be written (No space left on device: {raw}/ind.cora." in str(err.value) and "None" not in str(err.value)
 
 
 def test_downloads_use_https():

@@ -381,6 +381,25 @@ def test_a_bad_tolerance_or_an_unknown_excluded_dataset_is_one_line(tmp_path):
         assert out.returncode == 2 and out.stderr.strip().startswith(f"gnngp: error: {message}") and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+@pytest.mark.parametrize("bad, why", [
+    (dict(test=-5, metric="accuracy"), "test=-5.0 is outside the range of accuracy, [0, 1]"),
+    (dict(test=1.5, metric="roc_auc"), "test=1.5 is outside the range of roc_auc, [0, 1]"),
+    (dict(test=2.0, metric="r2", task="regression"), "test=2.0 is outside the range of r2, [-inf, 1]"),
+    (dict(test=-0.5, task="classification"), "test=-0.5 is outside the range of accuracy or roc_auc, [0, 1]"),
+    (dict(test=0.8, metric="accuracy", ece=1.7), "ece=1.7 is outside the range of ece, [0, 1]"),
+])
+def test_a_metric_value_out_of_its_range_is_left_out_in_one_line(tmp_path, bad, why):
+    """gnngp report read test=-5 as a result and averaged it in."""
+    fields = {"task": "classification", **bad}
+    runs = results(tmp_path, [row("cora", "GCNGP", stamp="2026-01-02T00:00:00", **fields), row("citeseer", "GCNGP", 0.706, metric="accuracy")])
+    out = in_process("report", str(runs), "--out", str(tmp_path / "r"))
+    warnings = [line for line in out.stderr.splitlines() if line.startswith("gnngp: warning:")]
+    assert out.returncode == 0 and len(warnings) == 1 and f"left out 1 malformed row(s) (row 2: {why})" in warnings[0], out.stderr
+    assert set(read_results([runs])["dataset"]) == {"citeseer"}
+    fine = results(tmp_path / "fine", [row("cora", "GCNGP", -5.0, metric="r2", task="regression")])   # an R^2 may be any number up to 1
+    assert list(read_results([fine])["test"]) == [-5.0]
+
+
 def test_a_setting_typed_at_its_default_or_spelled_otherwise_is_the_same_group(tmp_path):
     """kernel.layers=2 typed and the default 2 are one line of Your runs, as are depth=3,
     kernel.layers=3 and kernel.layers=3.0; a setting that really differs stays apart."""

@@ -32,7 +32,7 @@ from ...data.shards import TEST, TRAIN, VAL, ShardMeta, changed_files, read_meta
 from ...data.store import default_root
 from ...errors import ConfigError, DatasetError, ResourceError
 from ...job.backend_interface import GraphInfo
-from ...job.estimate import Estimate, rowblock_estimate
+from ...job.estimate import Estimate, rowblock_estimate, size_text
 from ...gp.posterior import RowGroup
 from ...gp.sufficient import SPLITS, TrainingStatistics, low_rank_statistics, regression_targets
 from ...gp.likelihoods import LIKELIHOODS
@@ -235,12 +235,12 @@ def auto_rows(spec: Any, store: DataStore, client: Any, shards: Path, pattern: s
     fit = fitting_rows(limit, per_row)
     if fit < MIN_BLOCK_ROWS:
         raise ResourceError(
-            f"no row block of {MIN_BLOCK_ROWS:,} nodes or more fits a worker's {limit / 2**30:.2f} GiB (a task may take half: "
-            f"{per_row * MIN_BLOCK_ROWS / 2**20:.1f} MiB for {MIN_BLOCK_ROWS:,} nodes, {landmarks:,} landmarks); use a larger "
-            f"compute.memory_limit (at least {per_row * MIN_BLOCK_ROWS / TASK_SHARE * 1.1 / 2**30:.2f} GiB a worker) or fewer landmarks")
+            f"no row block of {MIN_BLOCK_ROWS:,} nodes or more fits a worker's {size_text(limit)} (a task may take half: "
+            f"{size_text(per_row * MIN_BLOCK_ROWS)} for {MIN_BLOCK_ROWS:,} nodes, {landmarks:,} landmarks); use a larger "
+            f"compute.memory_limit (at least {size_text(per_row * MIN_BLOCK_ROWS / TASK_SHARE * 1.1)} a worker) or fewer landmarks")
     rows = min(fit, DEFAULT_ROWS)
-    log.info("partition.rows=auto: row blocks of %s nodes (the most whose task fits half of a worker's %.2f GiB, at most %s)%s",
-             f"{rows:,}", limit / 2**30, f"{DEFAULT_ROWS:,}", f": one block of all {num_nodes:,}" if num_nodes <= rows else "")
+    log.info("partition.rows=auto: row blocks of %s nodes (the most whose task fits half of a worker's %s, at most %s)%s",
+             f"{rows:,}", size_text(limit), f"{DEFAULT_ROWS:,}", f": one block of all {num_nodes:,}" if num_nodes <= rows else "")
     return rows, data
 
 
@@ -265,9 +265,9 @@ def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmar
         smaller = (f"use more, smaller row blocks (partition.rows={fit}{' or auto' if offer_auto else ''}, or gnngp partition ... partition.rows={fit}) or "
                    if fit >= MIN_BLOCK_ROWS else "")
         raise ResourceError(
-            f"one row block of {rows} nodes needs about {need / 2**30:.2f} GiB of worker memory, more than the half of a worker's "
-            f"{min(limits) / 2**30:.2f} GiB that a task may take beside the blocks the worker holds; {smaller}"
-            f"a larger compute.memory_limit (at least {need / TASK_SHARE * 1.1 / 2**30:.2f} GiB a worker for these blocks)")
+            f"one row block of {rows} nodes needs about {size_text(need)} of worker memory, more than the half of a worker's "
+            f"{size_text(min(limits))} that a task may take beside the blocks the worker holds; {smaller}"
+            f"a larger compute.memory_limit (at least {size_text(need / TASK_SHARE * 1.1)} a worker for these blocks)")
 
 
 def root_store(spec: Any) -> RootStore:

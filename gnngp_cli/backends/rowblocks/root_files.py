@@ -22,13 +22,15 @@ its folder. The folder is made with its marker already in it (``owner.json``: ma
 the folder's own name, host and process; written in a hidden ``.run-<id>.tmp`` folder renamed
 into place), and the next run on that host removes only the folders whose marker proves gnngp
 made them and whose process is gone. A folder without such a marker is never touched, whatever
-its name or age: it may be a user's.
+its name or age: it may be a user's. One named as gnngp names its folders but without the marker
+(an older gnngp's) is a warning, once, with the command that removes it.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import uuid
@@ -101,11 +103,26 @@ def _proven_dead(folder: Path, name: str, host: str) -> Optional[int]:
     return None if process_alive(pid) else pid
 
 
+OLDER_NAME = re.compile(r"run-[0-9a-f]{12}")   # the name every gnngp has given a run's folder
+_TOLD: set[Path] = set()   # the folders whose unmarked roots this process has warned of
+
+
+def _marked(folder: Path) -> bool:
+    try:
+        owner = json.loads((folder / OWNER).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(owner, dict) and owner.get("made_by") == MARK
+
+
 def sweep_dead_runs(base: Path) -> None:
     """Remove the folders under ``base`` of runs on this host whose process is gone (killed
     outright, so their own clean-up never ran), and only those: the marker must prove gnngp
-    made the folder. Other hosts' folders, and anything without the marker, are left alone."""
+    made the folder. Other hosts' folders, and anything without the marker, are left alone.
+    Folders named as gnngp names them but without the marker (an older gnngp's: it wrote none,
+    or one that proves nothing) are one warning, once, saying so and how to remove them."""
     host = socket.gethostname()
+    unmarked = []
     for folder in [*base.glob("run-*"), *base.glob(".run-*.tmp")]:
         name = folder.name[1:-len(".tmp")] if folder.name.startswith(".") else folder.name
         if folder.is_symlink() or not folder.is_dir():
@@ -114,6 +131,13 @@ def sweep_dead_runs(base: Path) -> None:
         if pid is not None:
             shutil.rmtree(folder, ignore_errors=True)
             log.info("removed the roots of a gnngp run that was killed (process %d gone): %s", pid, folder)
+        elif OLDER_NAME.fullmatch(folder.name) and not _marked(folder):
+            unmarked.append(folder)
+    if unmarked and base not in _TOLD:
+        _TOLD.add(base)
+        shown = " ".join(str(f) for f in sorted(unmarked)[:3]) + (f" (and {len(unmarked) - 3} more)" if len(unmarked) > 3 else "")
+        log.warning("%d roots folder(s) under %s have no owner.json marker (an older gnngp made them), so no run ever removes them; "
+                    "when no gnngp run is using %s, delete them: rm -r %s", len(unmarked), base, base, shown)
 
 
 class RootStore:

@@ -1,0 +1,46 @@
+"""Class labels as gnngp reads them, for every entry point (``dataset=custom`` and the Python
+API's own graphs): class ids are 0..C-1, and whole-number floats are a question, not a guess.
+
+A label file or ``y`` may name its classes by any non-negative whole numbers. The task is set by
+the classes that are there: ``{1, 2}`` is two classes (ROC-AUC), not three with an empty class 0
+(accuracy); ``{0, 1, 7}`` is three, not eight (NLL and ECE over three columns); a label ``10^6``
+is one class, not a one-hot target a million columns wide.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+CLASS_LIKE_VALUES = 100   # floating-point targets with at most this many distinct whole values look like class ids
+
+
+def class_ids(labels: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray, Optional[str]]:
+    """``labels`` (non-negative whole numbers, one per node) as class ids ``0..C-1``, and the
+    ``C`` distinct ids in sorted order (class ``c`` is ``distinct[c]`` as given). Ids that already
+    are ``0..C-1`` are kept; any others are renumbered, and the third value is the note that says
+    how (``None`` when kept),
+    for the caller to warn with and to keep in the result row's warnings. Sorting is
+    ``O(n log n)`` in the node count; nothing is allocated per class id, however large."""
+    distinct, inverse = np.unique(labels, return_inverse=True)   # before any cast: 2^64 - 1 would wrap to -1
+    ids = inverse.reshape(-1).astype(np.int64)
+    count = int(distinct.size)
+    if count == 0 or (distinct[0] == 0 and distinct[-1] == count - 1):
+        return ids, distinct, None
+    shown = ", ".join(f"{_whole(old)}->{new}" for new, old in enumerate(distinct[:6])) + (", ..." if count > 6 else "")
+    note = (f"{where} has class ids {_whole(distinct[0])}..{_whole(distinct[-1])}, not 0..{count - 1}; treating its {count} distinct ids "
+            f"as classes 0..{count - 1} in sorted order ({shown})")
+    return ids, distinct, note
+
+
+def whole_number_floats(labels: np.ndarray) -> bool:
+    """Floating-point labels that are all whole numbers, with few distinct values: class ids
+    saved as floats, most likely, which gnngp would read as regression targets."""
+    if not np.issubdtype(labels.dtype, np.floating) or labels.size == 0:
+        return False
+    finite = labels[np.isfinite(labels)]
+    return finite.size == labels.size and bool((finite == np.round(finite)).all()) and np.unique(finite).size <= CLASS_LIKE_VALUES
+
+
+def _whole(value) -> str:
+    return f"{value:.0f}" if isinstance(value, (float, np.floating)) else str(value)
