@@ -52,7 +52,7 @@ def _derivative(phi: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
     return d
 
 
-def map_shift(activation, kernel: Tensor, which: str, alpha: float, generator: torch.Generator,
+def map_shift(activation, kernel: Tensor, which: str, generator: torch.Generator,
               samples: Optional[int] = None, label: str = "") -> Shift:
     """The relative error of ``activation``'s ``which`` map (``expectation``: ``g``, ``derivative``:
     ``g'``) along itself on the pairs of nodes of ``kernel`` (every one, or :data:`PAIRS` of them), by
@@ -71,8 +71,9 @@ def map_shift(activation, kernel: Tensor, which: str, alpha: float, generator: t
     entries = activation.expectation_entries if which == "expectation" else activation.derivative_entries
     analytic = entries(cov, vx, vy).to(torch.float64)
     norm = float(analytic @ analytic)
+    source = "Monte Carlo of the activation is"
     if norm == 0 or not math.isfinite(norm):
-        return Shift(math.nan, math.nan, 1.0, math.nan, 0.0, label)
+        return Shift(math.nan, math.nan, 1.0, 0.0, label, source)
     a = vx.sqrt().clamp_min(1e-300)
     b = torch.where(vx > 0, cov / a, torch.zeros_like(cov))
     r = (vy - b * b).clamp_min(0).sqrt()
@@ -91,14 +92,11 @@ def map_shift(activation, kernel: Tensor, which: str, alpha: float, generator: t
         done += size
     estimate = total / samples
     se = math.sqrt(max(square / samples - estimate ** 2, 0.0) / (samples - 1))
-    if se == 0:
-        return Shift(estimate, 0.0, 1.0 if estimate == 0 else 0.0, 0.0, 0.0, label)
-    p = float(2 * stats.norm.sf(abs(estimate / se)))
-    detectable = (float(stats.norm.ppf(1 - alpha / 2)) + float(stats.norm.ppf(0.8))) * se
-    return Shift(estimate, se, p, detectable, 0.0, label)
+    p = (1.0 if estimate == 0 else 0.0) if se == 0 else float(2 * stats.norm.sf(abs(estimate / se)))
+    return Shift(estimate, se, p, 0.0, label, source)
 
 
-def activation_shifts(observed: list[Observed], tangent: bool, alpha: float, seed: int) -> list[Shift]:
+def activation_shifts(observed: list[Observed], tangent: bool, seed: int) -> list[Shift]:
     """The check of every observed activation block (the analytic kernel's ``observe``): ``g``
     always, ``g'`` for a tangent kernel; each map read from the block as the kernel read it."""
     generator = torch.Generator().manual_seed(seed)
@@ -111,6 +109,6 @@ def activation_shifts(observed: list[Observed], tangent: bool, alpha: float, see
         index = len(seen)
         for which in ("expectation", "derivative") if tangent else ("expectation",):
             name = "g" if which == "expectation" else "g'"
-            shifts.append(map_shift(activation, item.kernel, which, alpha, generator,
+            shifts.append(map_shift(activation, item.kernel, which, generator,
                                     label=f"the {activation.name} map {name} (activation {index})"))
     return shifts

@@ -14,29 +14,32 @@ output covariance of one random network (``f``: its ``w`` output units), ``D_ws 
   features, so it is exactly Gaussian) and ``O(1/w)`` off otherwise (deeper networks, and the
   GCNII and composed networks, whose Gaussian input layer ``X_0`` is itself random), so a right
   kernel gives a slope near ``-1/2``; a wrong one levels off at its error.
-- Verdict: a sign-flip randomisation test of ``H0: E[K_ws] = K``. The statistic pools every
-  network with weight ``w`` (its inverse variance): ``T = ||sum_ws w D_ws||_F^2``. Under
-  ``H0`` the ``D_ws`` are independent and (to ``O(w^-1/2)`` skewness) symmetric about 0, so
-  ``T`` is as large as ``||sum_ws eps_ws w D_ws||_F^2`` for random signs ``eps``; the p-value is
-  the share of ``B`` random sign patterns at least as large (``(1 + #) / (1 + B)``). It sees an
-  error in any direction, but pays for all ``n^2`` of them: alone it resolved errors of about 5%.
+- Randomisation test of ``H0: E[K_ws] = K`` in every direction. The statistic is the squared
+  width-independent error of every entry, ``T = ||sum_ws a_w D_ws||_F^2``, with weights ``a_w``
+  (:func:`intercept_weights`) that cancel a finite-width bias ``b / w``; a wild bootstrap gives
+  the residuals of the no-error fit (``D_ws - b_e / w``) random signs, and the p-value is the
+  share of ``B`` sign patterns at least as large (``(1 + #) / (1 + B)``). It sees an error in
+  any direction, but pays for all ``n^2`` of them.
 - Shift: the error along the kernel itself, where a wrong weight variance, activation or
   derivative moves it. Each network gives one number, ``z_ws = <D_ws, K> / <K, K>`` (its
-  relative error along ``K``), with ``Var(z_ws) = c / w``. Across widths,
-  ``E[z_ws] = delta + b / w``: ``delta`` the kernel's relative error, ``b / w`` the finite-width
-  bias (0 for the networks whose first layer is exactly Gaussian, ``O(1/w)`` otherwise). Weighted
-  least squares (weights ``w``, ``c`` pooled over every network) estimates ``delta`` with its
-  standard error; a t test (``N - #widths`` degrees of freedom) gives its p-value, and
-  ``detectable = (t_{1 - level/4} + z_{0.8}) se`` is the smallest relative error along ``K``
-  the run would have found four times in five.
-- Verdict: FAIL when either test's p-value is below ``level / 2`` (so a right kernel FAILs at
-  most a share ``level`` of runs), or when the slope's ``1 - level`` interval lies wholly above
-  ``-1/2`` (the error does not shrink as the theory says).
+  relative error along ``K``), with ``E[z_ws] = delta + b / w + x_ws beta`` and
+  ``Var = c / w``: ``delta`` the kernel's relative error, ``b / w`` the finite-width bias (0 for
+  the networks whose first layer is exactly Gaussian, ``O(1/w)`` otherwise), ``x_ws`` the
+  network's control variates (:func:`~.wide_check.weight_scales`, mean 0 by construction).
+  Weighted least squares over every network gives ``delta`` and a t test its p-value; a tangent
+  kernel's parts are tested the same way, and the activation check
+  (:mod:`.activation_check`) gives shifts of the same kind. ``detectable`` is the smallest
+  relative error along ``K`` the run would have found four times in five at its level.
+- Verdict: FAIL when the randomisation test's p-value is below ``level / 2``, when a shift
+  test's is below ``level / 2`` shared among the shift tests (Bonferroni: a right kernel FAILs
+  at most a share ``level`` of runs), or when the slope's ``1 - level`` interval lies wholly
+  above ``-1/2`` (the error does not shrink as the theory says). Networks that equal the kernel
+  to float32 round-off (no randomness in their output) PASS.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 import torch
@@ -65,15 +68,18 @@ class Shift:
     estimate: float
     se: float
     p_value: float
-    detectable: float
-    bias: float          # the fitted finite-width term ``b`` (``E[z] = delta + b / w``)
-    part: str = "the kernel"   # what it measures: the whole kernel, or one part of a tangent kernel
+    bias: float = 0.0    # the fitted finite-width term ``b`` (``E[z] = delta + b / w``)
+    part: str = "the kernel"   # what it measures: the whole kernel, one part of a tangent kernel, an activation's map
+    source: str = "the networks' mean is"   # what is off, in the verdict's words
+    df: float = math.inf   # the test's degrees of freedom (inf: a normal test)
+    detectable: float = math.nan   # set by :meth:`at`
 
-    def interval(self, level: float, df: int) -> tuple[float, float]:
+    def at(self, alpha: float) -> "Shift":
+        """With ``detectable``: the smallest error found four times in five by a two-sided test at ``alpha``."""
         from scipy import stats
 
-        half = float(stats.t.ppf(1 - level / 2, max(df, 1))) * self.se
-        return self.estimate - half, self.estimate + half
+        quantile = stats.norm.ppf(1 - alpha / 2) if math.isinf(self.df) else stats.t.ppf(1 - alpha / 2, self.df)
+        return replace(self, detectable=(float(quantile) + float(stats.norm.ppf(0.8))) * self.se)
 
 
 @dataclass
@@ -85,7 +91,7 @@ class Verdict:
     level: float
     passed: bool
     reason: str
-    shift: Shift = Shift(math.nan, math.nan, 1.0, math.nan, math.nan)   # the whole kernel's
+    shift: Shift = Shift(math.nan, math.nan, 1.0)   # the whole kernel's
     parts: tuple[Shift, ...] = ()      # a tangent kernel's parts', one per block with parameters
     alpha: float = math.nan            # each test's level: level / 2, shared among the shift tests
     activations: tuple[Shift, ...] = ()   # the activation check's (verify.activation_check)
@@ -115,10 +121,10 @@ def _slope(widths: Tensor, errors: Tensor) -> Tensor:
     return (y * x).sum(-1) / (x * x).sum()
 
 
-def shift_test(deviations: dict[int, Tensor], kernel: Tensor, alpha: float, part: str = "the kernel",
+def shift_test(deviations: dict[int, Tensor], kernel: Tensor, part: str = "the kernel",
                covariates: Optional[dict[int, Tensor]] = None) -> Shift:
-    """The pooled test of the kernel's relative error along itself (module docstring: Shift), at
-    the two-sided level ``alpha`` (for ``detectable``): weighted least squares over the networks,
+    """The pooled test of the kernel's relative error along itself (module docstring: Shift):
+    weighted least squares over the networks,
     ``z_ws = delta + b / w + x_ws beta + e``, ``Var(e) = c / w``, with ``x_ws`` the network's
     control variates (:func:`~.wide_check.weight_scales`: mean 0 whatever the kernel, so they
     leave ``delta`` unbiased and take their share of the noise out of it) where there are
@@ -128,7 +134,7 @@ def shift_test(deviations: dict[int, Tensor], kernel: Tensor, alpha: float, part
     k = kernel.reshape(-1).to(torch.float64)
     widths = sorted(deviations)
     if float(k @ k) == 0:
-        return Shift(math.nan, math.nan, 1.0, math.nan, math.nan, part)
+        return Shift(math.nan, math.nan, 1.0, math.nan, part)
     z = torch.cat([(deviations[w].to(torch.float64) @ k) / (k @ k) for w in widths])   # z_ws, one per network
     width = torch.cat([torch.full((deviations[w].size(0),), float(w), dtype=torch.float64) for w in widths])
     columns = [torch.ones_like(z)] + ([1 / width] if len(widths) > 1 else [])
@@ -140,7 +146,7 @@ def shift_test(deviations: dict[int, Tensor], kernel: Tensor, alpha: float, part
     design = torch.stack(columns, 1)
     df = z.numel() - design.size(1)
     if df < 1:
-        return Shift(math.nan, math.nan, 1.0, math.nan, math.nan, part)
+        return Shift(math.nan, math.nan, 1.0, math.nan, part)
     precision = design.T @ (width[:, None] * design)
     covariance = torch.linalg.pinv(precision)
     coef = covariance @ (design.T @ (width * z))
@@ -149,11 +155,11 @@ def shift_test(deviations: dict[int, Tensor], kernel: Tensor, alpha: float, part
     estimate = float(coef[0])
     bias = float(coef[1]) if len(widths) > 1 else 0.0
     se = math.sqrt(max(c, 0.0) * float(covariance[0, 0]))
-    if se == 0:
-        return Shift(estimate, 0.0, 1.0 if estimate == 0 else 0.0, 0.0, bias, part)
-    p = float(2 * stats.t.sf(abs(estimate / se), df))
-    detectable = (float(stats.t.ppf(1 - alpha / 2, df)) + float(stats.norm.ppf(0.8))) * se
-    return Shift(estimate, se, p, detectable, bias, part)
+    p = (1.0 if estimate == 0 else 0.0) if se == 0 else float(2 * stats.t.sf(abs(estimate / se), df))
+    return Shift(estimate, se, p, bias, part, df=df)
+
+
+ROUND_OFF = 1e-5   # float32 networks: a relative error below this is round-off, not a draw
 
 
 def summarise(deviations: dict[int, Tensor], kernel: Tensor, bootstrap: int, level: float, generator: torch.Generator,
@@ -193,16 +199,14 @@ def summarise(deviations: dict[int, Tensor], kernel: Tensor, bootstrap: int, lev
     p_value = sign_flip_p_value(whole, bootstrap_size(bootstrap), generator)
     count = next(iter(parts.values())).size(1) if parts else 1
     alpha = level / 2 / (count + len(extra))
-    labels = ["the kernel", *(f"its part {name}" for name in names)][:count]
-    labels += [f"its part {i}" for i in range(len(labels), count)]
-    shifts = [shift_test({w: d[:, j] for w, d in parts.items()}, kernels[j], alpha, labels[j], covariates) for j in range(count)]
+    labels = ["the kernel", *(f"its part {name}" for name in names)]
+    shifts = [shift_test({w: d[:, j] for w, d in parts.items()}, kernels[j], labels[j] if j < len(labels) else f"its part {j}", covariates).at(alpha)
+              for j in range(count)]
+    extra = [shift.at(alpha) for shift in extra]
     passed, reason = decide(p_value, [*shifts, *extra], level, slope_low, slope_high)
     if all(r.relative_error < ROUND_OFF and r.noise < ROUND_OFF for r in rows) and all(e.p_value >= alpha for e in extra):
         passed, reason = True, f"every network equals the kernel to the networks' float32 round-off (relative error below {ROUND_OFF:g}): a network without randomness in its output"
     return rows, Verdict(slope, slope_low, slope_high, p_value, level, passed, reason, shifts[0], tuple(shifts[1:]), alpha, tuple(extra))
-
-
-ROUND_OFF = 1e-5   # float32 networks: a relative error below this is round-off, not a draw
 
 
 def bootstrap_size(bootstrap: int) -> int:
@@ -257,8 +261,7 @@ def decide(p_value: float, shifts: Sequence[Shift], level: float, slope_low: flo
     alpha = half / max(len(shifts), 1)
     worst = min(shifts, key=lambda shift: shift.p_value) if shifts else None
     if worst is not None and worst.p_value < alpha:
-        source = "Monte Carlo of the activation is" if worst.part.startswith("the ") and " map " in worst.part else "the networks' mean is"
-        return False, (f"{source} off {worst.part} along itself by {100 * worst.estimate:+.2f}% "
+        return False, (f"{worst.source} off {worst.part} along itself by {100 * worst.estimate:+.2f}% "
                        f"(+- {100 * worst.se:.2f}%, p = {worst.p_value:.2g} < {alpha:.2g})")
     if p_value < half:
         return False, f"the networks' mean covariance differs from the kernel beyond Monte-Carlo noise (p = {p_value:.2g} < {half:g})"

@@ -101,8 +101,7 @@ def prepare_check(spec: Any) -> CheckSetup:
                              observe=lambda block, k: seen.append(Observed(block, k.detach().to(torch.float64).clone())))
     limit = str(kspec.get("limit", "nngp"))
     names, parts = tangent_parts(arch.network, x, graph.edge_index, arch.adjacency, base) if limit == "ntk" and not v.oracle else ((), [])
-    tests = 1 + (len(parts) if len(parts) > 1 else 0) + len(seen) * (2 if limit == "ntk" else 1)   # an upper bound: each shift test's share of the level
-    activations = activation_shifts(seen, limit == "ntk", v.level / 2 / tests, spec.seed)
+    activations = activation_shifts(seen, limit == "ntk", spec.seed)
     params = {key: plain(value) for key, value in entry.arguments(kspec).items()}   # the same arguments the kernel's builder reads
     params.update({name: list(candidates[0]) for name, candidates in entry.candidates(kspec).items()})
     check = Check(x, graph, kspec.name, params, BaseSpec(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d), limit, v.oracle)
@@ -132,9 +131,8 @@ def verify(spec: Any, out_dir: Path) -> CheckResult:
     v = spec.verify
     prepared = prepare_check(spec)
     print(f"{prepared.label}: {prepared.description}", flush=True)
-    names = prepared.parts if prepared.part_kernels is not None else ()
-    result = run_check(prepared.check, prepared.kernels if names else prepared.kernel, sorted(v.widths), v.seeds, spec.seed, v.bootstrap, v.level,
-                       progress=lambda width: print(f"  sampling width {width}", file=sys.stderr, flush=True), names=names,
+    result = run_check(prepared.check, prepared.kernels, sorted(v.widths), v.seeds, spec.seed, v.bootstrap, v.level,
+                       progress=lambda width: print(f"  sampling width {width}", file=sys.stderr, flush=True), names=prepared.parts,
                        extra=prepared.activations)
     table = result_table(spec, prepared.label, result)
     out = out_dir / "verify.csv"

@@ -349,10 +349,10 @@ def test_the_shift_test_removes_a_finite_width_bias_and_finds_a_shift():
     scale = {w: torch.randn(256, 1, generator=g, dtype=torch.float64) / math.sqrt(w) for w in widths}   # known mean 0
     noise = {w: torch.randn(256, 100, generator=g, dtype=torch.float64) * 0.3 / math.sqrt(w) for w in widths}
     biased = {w: k * (3.0 / w + scale[w]) + noise[w] for w in widths}
-    right = shift_test(biased, k, 0.005, covariates=scale)
-    plain = shift_test(biased, k, 0.005)
+    right = shift_test(biased, k, covariates=scale)
+    plain = shift_test(biased, k)
     assert right.p_value > 0.005 and abs(right.bias - 3.0) < 1.0 and right.se < plain.se / 2
-    wrong = shift_test({w: d + 0.01 * k for w, d in biased.items()}, k, 0.005, covariates=scale)
+    wrong = shift_test({w: d + 0.01 * k for w, d in biased.items()}, k, covariates=scale)
     assert wrong.p_value < 1e-6 and abs(wrong.estimate - 0.01) < 3 * wrong.se
 
 
