@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -38,10 +38,17 @@ CHUNK = 10_000
 
 @dataclass(frozen=True)
 class Observed:
-    """An activation block and the dense kernel it read in the analytic evaluation."""
+    """An activation block, the activation (maps and function) it read, and the dense kernel it
+    read in the analytic evaluation: the check tests the maps the kernel was computed with."""
 
     block: Block
+    activation: Any
     kernel: Tensor
+
+    @classmethod
+    def of(cls, block: Block, kernel: Tensor) -> "Observed":
+        """What the analytic kernel's ``observe`` is told, kept (the kernel copied, in float64)."""
+        return cls(block, block.activation, kernel.detach().to(torch.float64).clone())
 
 
 def _derivative(phi: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
@@ -96,16 +103,16 @@ def map_shift(activation, kernel: Tensor, which: str, generator: torch.Generator
     return Shift(estimate, se, p, 0.0, label, source)
 
 
-def activation_shifts(observed: list[Observed], tangent: bool, seed: int) -> list[Shift]:
+def activation_shifts(observed: Sequence[Observed], tangent: bool, seed: int) -> list[Shift]:
     """The check of every observed activation block (the analytic kernel's ``observe``): ``g``
-    always, ``g'`` for a tangent kernel; each map read from the block as the kernel read it."""
+    always, ``g'`` for a tangent kernel; each map as the kernel read it."""
     generator = torch.Generator().manual_seed(seed)
     shifts, seen = [], []
     for item in observed:
         if any(item.block is b and torch.equal(item.kernel, k) for b, k in seen):
             continue   # the same block on the same input (a tangent kernel evaluates it once more)
         seen.append((item.block, item.kernel))
-        activation = item.block.activation
+        activation = item.activation
         index = len(seen)
         for which in ("expectation", "derivative") if tangent else ("expectation",):
             name = "g" if which == "expectation" else "g'"

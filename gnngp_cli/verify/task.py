@@ -25,7 +25,7 @@ from ..kernels.architectures import plain
 from ..schema import RunConfig, revised
 from .oracles import ORACLES
 from .wide_check import NETWORK_DTYPE, BaseSpec, Check, CheckResult, analytic_kernel, run_check, tangent_parts
-from .activation_check import SAMPLES, Observed, activation_shifts
+from .activation_check import SAMPLES, Observed
 from .features import check_base
 from .subgraph import CheckGraph, induced_subgraph, restrict
 
@@ -38,7 +38,7 @@ class CheckSetup:
     description: str
     parts: tuple[str, ...] = ()   # a tangent kernel's parts (one per block with parameters), named
     part_kernels: Optional[Tensor] = None   # their kernels (P x n x n; they sum to ``kernel``)
-    activations: tuple = ()       # the activation check's shifts (verify.activation_check), one per map
+    observed: tuple = ()          # the activation blocks the kernel read, for the activation check (verify.activation_check)
 
     @property
     def kernels(self) -> Tensor:
@@ -98,10 +98,9 @@ def prepare_check(spec: Any) -> CheckSetup:
     base = BaseKernel(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d)
     seen: list[Observed] = []
     kernel = analytic_kernel(arch.network, x, graph.edge_index, arch.adjacency, base,
-                             observe=lambda block, k: seen.append(Observed(block, k.detach().to(torch.float64).clone())))
+                             observe=lambda block, k: seen.append(Observed.of(block, k)))
     limit = str(kspec.get("limit", "nngp"))
     names, parts = tangent_parts(arch.network, x, graph.edge_index, arch.adjacency, base) if limit == "ntk" and not v.oracle else ((), [])
-    activations = activation_shifts(seen, limit == "ntk", spec.seed)
     params = {key: plain(value) for key, value in entry.arguments(kspec).items()}   # the same arguments the kernel's builder reads
     params.update({name: list(candidates[0]) for name, candidates in entry.candidates(kspec).items()})
     check = Check(x, graph, kspec.name, params, BaseSpec(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d), limit, v.oracle)
@@ -109,7 +108,7 @@ def prepare_check(spec: Any) -> CheckSetup:
     what = "empirical tangent kernels of " if limit == "ntk" else ""
     description = (f"{what}{v.seeds} random networks per width ({made}, L={kspec.layers}) on a {v.num_nodes}-node induced "
                    f"subgraph of {str(spec.dataset.name).lower()} ({graph.edge_index.size(1) // 2} edges, {x.size(1)} features), {kspec.base.name} C0")
-    return CheckSetup(check, kernel, arch.label, description, tuple(names), torch.stack(parts) if len(parts) > 1 else None, tuple(activations))
+    return CheckSetup(check, kernel, arch.label, description, tuple(names), torch.stack(parts) if len(parts) > 1 else None, tuple(seen))
 
 
 def result_table(spec: Any, label: str, result: CheckResult) -> pd.DataFrame:
@@ -133,7 +132,7 @@ def verify(spec: Any, out_dir: Path) -> CheckResult:
     print(f"{prepared.label}: {prepared.description}", flush=True)
     result = run_check(prepared.check, prepared.kernels, sorted(v.widths), v.seeds, spec.seed, v.bootstrap, v.level,
                        progress=lambda width: print(f"  sampling width {width}", file=sys.stderr, flush=True), names=prepared.parts,
-                       extra=prepared.activations)
+                       observed=prepared.observed)
     table = result_table(spec, prepared.label, result)
     out = out_dir / "verify.csv"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from ..data import Adjacency
 from ..errors import ConfigError
 from ..kernels import KERNELS, BaseKernel, Block, KernelContext
 from ..kernels.blocks import trained_blocks
+from .activation_check import Observed, activation_shifts
 from .oracles import ORACLES
 from .features import feature_map, is_random, span_coordinates
 from .subgraph import CheckGraph
@@ -199,13 +200,15 @@ def sample_deviations(check: Check, kernels: Tensor, widths: list[int], seeds: i
 
 def run_check(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed: int = 0, bootstrap: int = 2000,
               level: float = 0.01, progress: Callable[[int], None] = lambda width: None, names: Sequence[str] = (),
-              extra: Sequence = ()) -> CheckResult:
+              observed: Sequence[Observed] = ()) -> CheckResult:
     """Sample, then summarise: errors, intervals, slope and verdict. ``kernel``: the analytic
-    kernel (``n x n``), or it and its parts (``1 + P x n x n``, named ``names``); ``extra``: the
-    activation check's shifts (:mod:`.activation_check`), in the verdict beside the networks'."""
+    kernel (``n x n``), or it and its parts (``1 + P x n x n``, named ``names``); ``observed``: the
+    activation blocks the analytic kernel read, whose maps the activation check
+    (:mod:`.activation_check`) tests, in the verdict beside the networks'."""
     start = time.perf_counter()
     draws = sample_deviations(check, kernel, widths, seeds, seed, progress)
     norm = float(torch.linalg.norm(kernel.reshape(-1, *kernel.shape[-2:])[0]))
+    extra = activation_shifts(observed, check.limit == "ntk", seed)
     rows, verdict = summarise(draws.deviations, kernel, bootstrap, level, torch.Generator().manual_seed(seed), names, draws.covariates, extra)
     return CheckResult(rows, verdict, norm, time.perf_counter() - start)
 
