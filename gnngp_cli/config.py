@@ -119,8 +119,9 @@ def validate(cfg: Any) -> None:
     v = cfg.verify
     if len(v.widths) < 2 or min(v.widths) < 1 or len(set(v.widths)) < len(v.widths):
         raise ConfigError(f"verify.widths={list(v.widths)} must hold at least two different positive widths (for the slope)")
-    if v.seeds < 2 or v.num_nodes < 2 or v.bootstrap < 100 or not 0 < v.level < 1:
-        raise ConfigError("verify.seeds must be >= 2, verify.num_nodes >= 2, verify.bootstrap >= 100 and 0 < verify.level < 1")
+    if v.seeds < 2 or v.num_nodes < 2 or v.bootstrap < 100 or not 0 < v.level < 1 or v.activation_samples < 1000:
+        raise ConfigError("verify.seeds must be >= 2, verify.num_nodes >= 2, verify.bootstrap >= 100, "
+                          "verify.activation_samples >= 1000 and 0 < verify.level < 1")
     if cfg.experiment.stand_in is not None:
         _choice(cfg.experiment.stand_in, ("csbm",), "experiment.stand_in")
     check_results_file(cfg.results_file)

@@ -257,6 +257,7 @@ class VerifyConfig(Options):
     unit_norm: bool = True              # divide the features by their mean row norm
     level: float = 0.01                 # FAIL when the test's p-value (or the slope interval) says so at this level
     bootstrap: int = 2000               # bootstrap resamples for the intervals
+    activation_samples: int = 1_000_000  # Gaussian draws per activation map in the activation check (its error falls like 1/sqrt of them)
     oracle: bool = False                # sample the kernel's hand-written PyTorch Geometric network (gcngp, gatgp) instead of the one its blocks' own layers make
 
 

@@ -17,6 +17,9 @@ def mirror_dir() -> Path | None:
 
 
 if os.environ.get("PYTEST_XDIST_WORKER"):   # one of several test processes (pytest -n): a thread each, not one per core each
+    # and so the processes it starts (gnngp in a fresh process, a launcher's or Dask's workers): two OpenMP
+    # threads beside the other test process wait for each other, spinning
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
     torch.set_num_threads(1)

@@ -103,9 +103,9 @@ def map_shift(activation, kernel: Tensor, which: str, generator: torch.Generator
     return Shift(estimate, se, p, 0.0, label, source)
 
 
-def activation_shifts(observed: Sequence[Observed], tangent: bool, seed: int) -> list[Shift]:
+def activation_shifts(observed: Sequence[Observed], tangent: bool, seed: int, samples: int = SAMPLES) -> list[Shift]:
     """The check of every observed activation block (the analytic kernel's ``observe``): ``g``
-    always, ``g'`` for a tangent kernel; each map as the kernel read it."""
+    always, ``g'`` for a tangent kernel; each map as the kernel read it, from ``samples`` draws."""
     generator = torch.Generator().manual_seed(seed)
     shifts, seen = [], []
     for item in observed:
@@ -116,6 +116,6 @@ def activation_shifts(observed: Sequence[Observed], tangent: bool, seed: int) ->
         index = len(seen)
         for which in ("expectation", "derivative") if tangent else ("expectation",):
             name = "g" if which == "expectation" else "g'"
-            shifts.append(map_shift(activation, item.kernel, which, generator,
+            shifts.append(map_shift(activation, item.kernel, which, generator, samples,
                                     label=f"the {activation.name} map {name} (activation {index})"))
     return shifts

@@ -132,7 +132,7 @@ def verify(spec: Any, out_dir: Path) -> CheckResult:
     print(f"{prepared.label}: {prepared.description}", flush=True)
     result = run_check(prepared.check, prepared.kernels, sorted(v.widths), v.seeds, spec.seed, v.bootstrap, v.level,
                        progress=lambda width: print(f"  sampling width {width}", file=sys.stderr, flush=True), names=prepared.parts,
-                       observed=prepared.observed)
+                       observed=prepared.observed, activation_samples=v.activation_samples)
     table = result_table(spec, prepared.label, result)
     out = out_dir / "verify.csv"
     out.parent.mkdir(parents=True, exist_ok=True)

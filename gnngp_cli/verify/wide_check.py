@@ -20,7 +20,7 @@ from ..data import Adjacency
 from ..errors import ConfigError
 from ..kernels import KERNELS, BaseKernel, Block, KernelContext
 from ..kernels.blocks import trained_blocks
-from .activation_check import Observed, activation_shifts
+from .activation_check import SAMPLES, Observed, activation_shifts
 from .oracles import ORACLES
 from .features import feature_map, is_random, span_coordinates
 from .subgraph import CheckGraph
@@ -123,6 +123,24 @@ def parameter_parts(network: nn.Module) -> list[list[tuple[Tensor, float]]]:
     return parts
 
 
+JACOBIAN_BYTES = 2 ** 30   # the most one batched backward pass holds of the Jacobian (a GAT at width 4096 holds 16 GB)
+JACOBIAN_COLUMNS = 2 ** 21   # the Jacobian's columns converted to float64 at a time
+
+
+def _jacobian_groups(parameters: Sequence[Tensor], n: int) -> list[list[int]]:
+    """The parameters' indices in groups whose ``n``-row Jacobian holds at most ``JACOBIAN_BYTES``
+    (one group where all fit; a parameter larger than that alone)."""
+    groups, size = [[]], 0
+    for k, p in enumerate(parameters):
+        nbytes = n * p.numel() * p.element_size()
+        if groups[-1] and size + nbytes > JACOBIAN_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(k)
+        size += nbytes
+    return groups
+
+
 def empirical_ntk(network: nn.Module, x: Tensor, graph: CheckGraph, generator: torch.Generator) -> tuple[Tensor, int]:
     """The empirical tangent kernel ``J J^T`` of one random network for one output unit (drawn by
     ``generator``), float64: ``(1 + P) x n x n``, the whole kernel and then its ``P`` parts, each
@@ -132,19 +150,25 @@ def empirical_ntk(network: nn.Module, x: Tensor, graph: CheckGraph, generator: t
     ``ntk_std``, :func:`gnngp_cli.kernels.layers.draw`). One unit, not an average over units:
     the lazy-training reading needs each unit's tangent kernel to converge, and an average can
     converge where the units do not (a GAT without its output projection). One batched backward
-    pass (a row per node); the Jacobian is held per parameter. Returns the kernels and the unit."""
+    pass (a row per node) per group of parameters whose Jacobian fits in ``JACOBIAN_BYTES``. Returns the kernels and the unit."""
     parts = parameter_parts(network)
     trained = [(p, std, i) for i, part in enumerate(parts) for p, std in part]
     out = network(x, graph)
     unit = int(torch.randint(out.size(1), (1,), generator=generator))
     y = out[:, unit]
     n = y.numel()
-    grads = torch.autograd.grad(y, [p for p, _, _ in trained], grad_outputs=torch.eye(n, dtype=y.dtype), is_grads_batched=True, allow_unused=True)
     theta = torch.zeros(len(parts), n, n, dtype=torch.float64)
-    for grad, (_, std, i) in zip(grads, trained):
-        if grad is not None:
-            row = grad.reshape(n, -1).double() * std
-            theta[i] += row @ row.T
+    groups = _jacobian_groups([p for p, _, _ in trained], n)
+    for g, group in enumerate(groups):
+        grads = torch.autograd.grad(y, [trained[k][0] for k in group], grad_outputs=torch.eye(n, dtype=y.dtype),
+                                    is_grads_batched=True, allow_unused=True, retain_graph=g + 1 < len(groups))
+        for grad, k in zip(grads, group):
+            if grad is not None:
+                _, std, i = trained[k]
+                for columns in grad.reshape(n, -1).split(JACOBIAN_COLUMNS, dim=1):   # in float64 a slice at a time
+                    row = columns.double() * std
+                    theta[i] += row @ row.T
+        del grads
     whole = theta.sum(0, keepdim=True)
     return (whole if len(parts) == 1 else torch.cat([whole, theta])), unit
 
@@ -200,15 +224,16 @@ def sample_deviations(check: Check, kernels: Tensor, widths: list[int], seeds: i
 
 def run_check(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed: int = 0, bootstrap: int = 2000,
               level: float = 0.01, progress: Callable[[int], None] = lambda width: None, names: Sequence[str] = (),
-              observed: Sequence[Observed] = ()) -> CheckResult:
+              observed: Sequence[Observed] = (), activation_samples: int = SAMPLES) -> CheckResult:
     """Sample, then summarise: errors, intervals, slope and verdict. ``kernel``: the analytic
     kernel (``n x n``), or it and its parts (``1 + P x n x n``, named ``names``); ``observed``: the
     activation blocks the analytic kernel read, whose maps the activation check
-    (:mod:`.activation_check`) tests, in the verdict beside the networks'."""
+    (:mod:`.activation_check`) tests with ``activation_samples`` Gaussian draws a map, in the
+    verdict beside the networks'."""
     start = time.perf_counter()
     draws = sample_deviations(check, kernel, widths, seeds, seed, progress)
     norm = float(torch.linalg.norm(kernel.reshape(-1, *kernel.shape[-2:])[0]))
-    extra = activation_shifts(observed, check.limit == "ntk", seed)
+    extra = activation_shifts(observed, check.limit == "ntk", seed, activation_samples)
     rows, verdict = summarise(draws.deviations, kernel, bootstrap, level, torch.Generator().manual_seed(seed), names, draws.covariates, extra)
     return CheckResult(rows, verdict, norm, time.perf_counter() - start)
 

@@ -335,10 +335,12 @@ def test_a_composed_kernel_with_erf_passes_verify_against_its_derived_network():
     from gnngp_cli.verify import run_check
     from gnngp_cli.verify.task import prepare_check
 
-    cfg = compose(["kernel=composed", "kernel.hidden=[erf,weight,conv,bias]", "verify.seeds=64"], config_name="verify")   # 64 networks a width: at 16 a fixed seed's p-value is near the level
+    cfg = compose(["kernel=composed", "kernel.hidden=[erf,weight,conv,bias]", "verify.seeds=64",
+                   "verify.activation_samples=100000"], config_name="verify")   # 64 networks a width: at 16 a fixed seed's p-value is near the level
     prep = prepare_check(cfg)
     v = cfg.verify
-    result = run_check(prep.check, prep.kernel, list(v.widths), v.seeds, cfg.seed, v.bootstrap, v.level, observed=prep.observed)
+    result = run_check(prep.check, prep.kernel, list(v.widths), v.seeds, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
+                       activation_samples=v.activation_samples)
     assert result.verdict.passed, result.verdict.reason
 
 

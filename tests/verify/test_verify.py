@@ -39,7 +39,8 @@ def check_with(cfg, prep, kernel):
     """The check of ``kernel`` against the prepared networks, with the activation check of the
     maps ``prep``'s kernel read."""
     v = cfg.verify
-    return run_check(prep.check, kernel, list(v.widths), v.seeds, cfg.seed, v.bootstrap, v.level, observed=prep.observed)
+    return run_check(prep.check, kernel, list(v.widths), v.seeds, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
+                     activation_samples=v.activation_samples)
 
 
 # --- the networks and their inputs are what they claim, independently of the kernel blocks ---
@@ -207,9 +208,9 @@ def test_slope_is_minus_one_half_for_pure_noise_and_flat_for_a_wrong_mean():
 
 # --- every built-in kernel passes with the defaults; each wrong kernel fails ---
 
-# The fast suite samples 32 networks a width (a tenth of the defaults' cost); the defaults' power is
-# the planted-error tests' (-m paper)
-FEWER = ["verify.seeds=32"]
+# The fast suite samples 32 networks a width and a tenth of the activation check's draws (a tenth of
+# the defaults' cost); the defaults' power is the planted-error tests' (-m paper)
+FEWER = ["verify.seeds=32", "verify.activation_samples=100000"]
 
 
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
@@ -266,7 +267,8 @@ def verdicts(cfg, prep, kernels: dict, observed: dict = None):
         moved = draws.against(kernel, prep.kernel)
         out[name] = summarise(moved.deviations, kernel, v.bootstrap, v.level, torch.Generator().manual_seed(cfg.seed),
                               covariates=moved.covariates,
-                              extra=activation_shifts((observed or {}).get(name, prep.observed), prep.check.limit == "ntk", cfg.seed))[1]
+                              extra=activation_shifts((observed or {}).get(name, prep.observed), prep.check.limit == "ntk", cfg.seed,
+                                                                v.activation_samples))[1]
     return out
 
 
@@ -315,7 +317,7 @@ def test_relu_derivative_one_percent_off_fails_at_the_defaults(monkeypatch, kern
     """The ReLU's derivative expectation g' 1% too large moves a GCN's tangent kernel by 0.2%, far
     below what the networks resolve, and is found by the activation check (its standard error
     about 0.07%) at the defaults; the right kernel passes on the same draws."""
-    cfg, prep = prepared(f"kernel={kernel}", "kernel.limit=ntk", *([] if kernel == "gcngp" else FEWER))
+    cfg, prep = prepared(f"kernel={kernel}", "kernel.limit=ntk", *([] if kernel == "gcngp" else ["verify.seeds=32"]))
     planted = planted_map(monkeypatch, cfg, "derivative", 1.01)
     assert 0.001 < float(torch.linalg.norm(planted.kernel - prep.kernel) / torch.linalg.norm(prep.kernel)) < 0.005
     found = verdicts(cfg, prep, {"right": prep.kernel, "g' x 1.01": planted.kernel}, {"g' x 1.01": planted.observed})
@@ -359,7 +361,8 @@ def test_the_shift_test_removes_a_finite_width_bias_and_finds_a_shift():
 # --- the command, the scale of the base kernel, and the GCNII flag ---
 
 def test_verify_command_prints_verdict_and_writes_csv(tmp_path):
-    out = in_process("verify", "kernel=sagegp", "verify.widths=[64,128,256,512]", "verify.seeds=8", f"hydra.run.dir={tmp_path}")
+    out = in_process("verify", "kernel=sagegp", "verify.widths=[64,128,256,512]", "verify.seeds=8", "verify.activation_samples=100000",
+                     f"hydra.run.dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     table = pd.read_csv(tmp_path / "verify.csv")
     assert table["width"].tolist() == [64, 128, 256, 512] and (table["samples"] == 8).all()
@@ -370,7 +373,8 @@ def test_verify_command_prints_verdict_and_writes_csv(tmp_path):
 
 
 def test_verify_command_exits_1_on_fail(tmp_path):
-    out = in_process("verify", "kernel=gcn2gp", "kernel.layers=3", "verify.widths=[64,128,256,512]", "verify.seeds=8", f"hydra.run.dir={tmp_path}")
+    out = in_process("verify", "kernel=gcn2gp", "kernel.layers=3", "verify.widths=[64,128,256,512]", "verify.seeds=8", "verify.activation_samples=100000",
+                     f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and "verdict: FAIL" in out.stdout and "Traceback" not in out.stderr
     assert (pd.read_csv(tmp_path / "verify.csv")["verdict"] == "FAIL").all()
 
@@ -383,7 +387,7 @@ def test_verify_command_exits_1_on_fail(tmp_path):
     (["kernel=sagegp", "verify.oracle=true"], "gnngp: error: verify.oracle=true samples a hand-written network, and kernel=sagegp has none"),
 ])
 def test_verify_bad_input_is_one_line(tmp_path, args, message):
-    small = [] if any(a.startswith("verify.") for a in args) else ["verify.widths=[16,32]", "verify.seeds=2"]
+    small = [] if any(a.startswith("verify.") for a in args) else ["verify.widths=[16,32]", "verify.seeds=2", "verify.activation_samples=1000"]
     out = in_process("verify", *args, *small, f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
@@ -446,9 +450,27 @@ def test_gcn_tangent_kernel_passes_against_empirical_ntks_and_planted_errors_fai
     assert not found["dropped weight term"].passed and not found["g' = 1/2"].passed, found
 
 
+def test_the_tangent_kernel_is_the_same_from_one_backward_pass_or_one_per_parameter(monkeypatch):
+    """A Jacobian too large for one batched backward pass (a GAT at width 4096) is taken a group of
+    parameters at a time: the same kernel and parts as from one pass."""
+    from gnngp_cli.verify import wide_check
+
+    cfg, prep = prepared("kernel.limit=ntk")
+    network = wide_network(prep.check.network, 8, 32, prep.check.params, torch.float32)
+    x = torch.randn(prep.check.graph.num_nodes, 8, generator=torch.Generator().manual_seed(0))
+    network.redraw(torch.Generator().manual_seed(1))
+    one, unit = wide_check.empirical_ntk(network, x, prep.check.graph, torch.Generator().manual_seed(2))
+    monkeypatch.setattr(wide_check, "JACOBIAN_BYTES", 1)
+    monkeypatch.setattr(wide_check, "JACOBIAN_COLUMNS", 7)
+    assert len(wide_check._jacobian_groups(list(network.parameters()), x.size(0))) == len(list(network.parameters()))
+    each, same_unit = wide_check.empirical_ntk(network, x, prep.check.graph, torch.Generator().manual_seed(2))
+    assert unit == same_unit and one.shape == each.shape and one.size(0) > 2
+    torch.testing.assert_close(each, one, rtol=1e-12, atol=1e-12)
+
+
 # Narrower and fewer networks than the defaults (an empirical NTK's Jacobian costs more than width^2 per
 # hidden layer): every kernel's tangent check in seconds; the defaults' power is the planted tests' above
-NTK_SMALLER = ["verify.widths=[64,128,256]", "verify.seeds=16"]
+NTK_SMALLER = ["verify.widths=[64,128,256]", "verify.seeds=16", "verify.activation_samples=100000"]
 
 
 @pytest.mark.paper
@@ -490,12 +512,12 @@ def test_gat_tangent_kernel_fails_with_half_the_product_rule(monkeypatch):
     assert not found["Theta_1 o K2 alone"].passed, found
 
 
-@pytest.mark.paper  # the defaults, twice: about 40 s alone
+@pytest.mark.paper  # the defaults' networks, twice
 def test_gat_without_its_output_projection_is_a_gaussian_approximation():
     """Without the output projection one feature's attention output is a score times a Gaussian,
     and at L = 2 (no bias, where the gap is widest) the kernel is not that network's limit: the
     defaults FAIL it, and PASS the network with the projection (the many-head limit)."""
-    exact = ("kernel=gatgp", "kernel.layers=2", "kernel.sigma_b=0")
+    exact = ("kernel=gatgp", "kernel.layers=2", "kernel.sigma_b=0", "verify.activation_samples=100000")   # the networks find it
     cfg, prep = prepared(*exact)
     assert check_with(cfg, prep, prep.kernel).verdict.passed
     cfg, prep = prepared(*exact, "kernel.projection=false")
