@@ -141,6 +141,33 @@ def _jacobian_groups(parameters: Sequence[Tensor], n: int) -> list[list[int]]:
     return groups
 
 
+class _LinearTaps:
+    """While entered, records each call of the network's ``nn.Linear`` maps whose weight is trained:
+    its input ``M`` and output ``Y``. A weight's tangent kernel is then ``<M^T G_i, M^T G_j>`` =
+    ``sum_ab (M M^T)_ab (G_i G_j^T)_ab`` with ``G_i = dy_i / dY``: from ``Y``'s gradients
+    (``n x rows x width``), never the ``n x width^2`` Jacobian (16 GB for a GAT at width 4096)."""
+
+    def __init__(self, network: nn.Module, trained: set[int]):
+        self.modules = [m for m in network.modules() if isinstance(m, nn.Linear) and id(m.weight) in trained]
+        self.calls: dict[int, list[tuple[Tensor, Tensor]]] = {id(m.weight): [] for m in self.modules}
+        self.handles: list = []
+
+    def __enter__(self) -> "_LinearTaps":
+        for m in self.modules:
+            calls = self.calls[id(m.weight)]
+            self.handles.append(m.register_forward_hook(lambda module, args, out, calls=calls: calls.append((args[0], out))))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+    def once(self) -> dict[int, tuple[Tensor, Tensor]]:
+        """The weights called exactly once (a weight shared among calls: its own Jacobian), each with
+        its call's ``(M, Y)``."""
+        return {key: calls[0] for key, calls in self.calls.items() if len(calls) == 1}
+
+
 def empirical_ntk(network: nn.Module, x: Tensor, graph: CheckGraph, generator: torch.Generator) -> tuple[Tensor, int]:
     """The empirical tangent kernel ``J J^T`` of one random network for one output unit (drawn by
     ``generator``), float64: ``(1 + P) x n x n``, the whole kernel and then its ``P`` parts, each
@@ -150,19 +177,34 @@ def empirical_ntk(network: nn.Module, x: Tensor, graph: CheckGraph, generator: t
     ``ntk_std``, :func:`gnngp_cli.kernels.layers.draw`). One unit, not an average over units:
     the lazy-training reading needs each unit's tangent kernel to converge, and an average can
     converge where the units do not (a GAT without its output projection). One batched backward
-    pass (a row per node) per group of parameters whose Jacobian fits in ``JACOBIAN_BYTES``. Returns the kernels and the unit."""
+    pass (a row per node) gives each linear map's output gradients (its weight's part from them,
+    :class:`_LinearTaps`) and the other parameters' Jacobians, more passes where those would hold
+    more than ``JACOBIAN_BYTES``. Returns the kernels and the unit."""
     parts = parameter_parts(network)
     trained = [(p, std, i) for i, part in enumerate(parts) for p, std in part]
-    out = network(x, graph)
+    with _LinearTaps(network, {id(p) for p, _, _ in trained}) as taps:
+        out = network(x, graph)
     unit = int(torch.randint(out.size(1), (1,), generator=generator))
     y = out[:, unit]
     n = y.numel()
     theta = torch.zeros(len(parts), n, n, dtype=torch.float64)
-    groups = _jacobian_groups([p for p, _, _ in trained], n)
-    for g, group in enumerate(groups):
-        grads = torch.autograd.grad(y, [trained[k][0] for k in group], grad_outputs=torch.eye(n, dtype=y.dtype),
+    factored = taps.once()
+    linear = [k for k, (p, _, _) in enumerate(trained) if id(p) in factored]
+    direct = [k for k, (p, _, _) in enumerate(trained) if id(p) not in factored]
+    groups = _jacobian_groups([trained[k][0] for k in direct], n)
+    for g, group in enumerate(groups if trained else []):
+        taken = [direct[k] for k in group]
+        outputs = [factored[id(trained[k][0])][1] for k in linear] if g == 0 else []
+        grads = torch.autograd.grad(y, outputs + [trained[k][0] for k in taken], grad_outputs=torch.eye(n, dtype=y.dtype),
                                     is_grads_batched=True, allow_unused=True, retain_graph=g + 1 < len(groups))
-        for grad, k in zip(grads, group):
+        for grad, k in zip(grads[:len(outputs)], linear):
+            if grad is not None:
+                _, std, i = trained[k]
+                m = factored[id(trained[k][0])][0].detach()
+                m = m.reshape(-1, m.size(-1)).double()   # the rows the map read: M, and its outputs' gradients G
+                gy = grad.reshape(n, m.size(0), -1).double()
+                theta[i] += std ** 2 * torch.einsum("iac,jac->ij", gy, torch.einsum("ab,jbc->jac", m @ m.T, gy))
+        for grad, k in zip(grads[len(outputs):], taken):
             if grad is not None:
                 _, std, i = trained[k]
                 for columns in grad.reshape(n, -1).split(JACOBIAN_COLUMNS, dim=1):   # in float64 a slice at a time

@@ -325,19 +325,37 @@ def test_relu_derivative_one_percent_off_fails_at_the_defaults(monkeypatch, kern
     assert not found["g' x 1.01"].passed and "relu map g'" in found["g' x 1.01"].reason, found["g' x 1.01"]
 
 
-def test_a_tangent_kernels_parts_sum_to_it_for_every_kernel():
+def test_a_tangent_kernels_parts_sum_to_it_for_every_kernel(monkeypatch):
     """The parts of each tangent kernel (one block's parameters trained, :func:`trained_blocks`)
-    sum to the whole, and the networks' parameters fall into the same parts."""
+    sum to the whole, and the networks' parameters fall into the same parts. The networks'
+    empirical tangent kernel and parts are the same from the linear maps' output gradients (how
+    verify takes them) as from every parameter's own Jacobian, in one backward pass or one per
+    parameter."""
+    from gnngp_cli.verify import wide_check
     from gnngp_cli.verify.wide_check import parameter_parts
+
+    def ntk(network, x, prep, **settings):
+        with monkeypatch.context() as m:
+            for name, value in settings.items():
+                m.setattr(*((wide_check._LinearTaps, "once", value) if name == "once" else (wide_check, name, value)))
+            return wide_check.empirical_ntk(network, x, prep.check.graph, torch.Generator().manual_seed(2))
 
     for kernel in sorted(k for k in KERNELS if k not in ("ggp", "rbf")):
         _, prep = prepared(f"kernel={kernel}", "kernel.limit=ntk", *(COMPOSED[1:] if kernel == "composed" else []))
         assert prep.part_kernels is not None and len(prep.parts) == prep.part_kernels.size(0) > 1, kernel
         torch.testing.assert_close(prep.part_kernels.sum(0), prep.kernel, rtol=1e-10, atol=1e-12)
         x = prep.check.inputs(0, torch.Generator())
-        network = wide_network(kernel, x.size(1), 8, prep.check.params, torch.float32)
+        network = wide_network(kernel, x.size(1), 8, prep.check.params, torch.float64)
         network.redraw(torch.Generator().manual_seed(0))
         assert len(parameter_parts(network)) == len(prep.parts), kernel
+        x = x.double()
+        factored, unit = ntk(network, x, prep)
+        assert factored.size(0) == 1 + len(prep.parts) and factored[0].diagonal().min() > 0, kernel
+        direct = ntk(network, x, prep, once=lambda self: {})
+        each = ntk(network, x, prep, once=lambda self: {}, JACOBIAN_BYTES=1, JACOBIAN_COLUMNS=7)
+        assert direct[1] == each[1] == unit
+        torch.testing.assert_close(factored, direct[0], rtol=1e-10, atol=1e-12, msg=kernel)
+        torch.testing.assert_close(each[0], direct[0], rtol=1e-10, atol=1e-12, msg=kernel)
 
 
 def test_the_shift_test_removes_a_finite_width_bias_and_finds_a_shift():
@@ -448,24 +466,6 @@ def test_gcn_tangent_kernel_passes_against_empirical_ntks_and_planted_errors_fai
     found = verdicts(cfg, prep, {"right": prep.kernel, **{error: planted(monkeypatch, prep, error) for error in ("dropped weight term", "g' = 1/2")}})
     assert found["right"].passed, found["right"]
     assert not found["dropped weight term"].passed and not found["g' = 1/2"].passed, found
-
-
-def test_the_tangent_kernel_is_the_same_from_one_backward_pass_or_one_per_parameter(monkeypatch):
-    """A Jacobian too large for one batched backward pass (a GAT at width 4096) is taken a group of
-    parameters at a time: the same kernel and parts as from one pass."""
-    from gnngp_cli.verify import wide_check
-
-    cfg, prep = prepared("kernel.limit=ntk")
-    network = wide_network(prep.check.network, 8, 32, prep.check.params, torch.float32)
-    x = torch.randn(prep.check.graph.num_nodes, 8, generator=torch.Generator().manual_seed(0))
-    network.redraw(torch.Generator().manual_seed(1))
-    one, unit = wide_check.empirical_ntk(network, x, prep.check.graph, torch.Generator().manual_seed(2))
-    monkeypatch.setattr(wide_check, "JACOBIAN_BYTES", 1)
-    monkeypatch.setattr(wide_check, "JACOBIAN_COLUMNS", 7)
-    assert len(wide_check._jacobian_groups(list(network.parameters()), x.size(0))) == len(list(network.parameters()))
-    each, same_unit = wide_check.empirical_ntk(network, x, prep.check.graph, torch.Generator().manual_seed(2))
-    assert unit == same_unit and one.shape == each.shape and one.size(0) > 2
-    torch.testing.assert_close(each, one, rtol=1e-12, atol=1e-12)
 
 
 # Narrower and fewer networks than the defaults (an empirical NTK's Jacobian costs more than width^2 per
