@@ -99,9 +99,10 @@ PROTOCOLS_WITH_SEED = ("leave_out_classes", "feature_shift", "structural_shift",
 
 READERS: tuple[Reader, ...] = (
     # read by every run (their values are checked in gnngp_cli.config: a dataset's split keys, inference.*, data.order ...)
-    Reader(("method", "seed", "runs", "splits", "device", "results_file", "progress", "resume", "logger", "compute.backend",
+    Reader(("method", "seed", "runs", "repeat_deterministic", "splits", "device", "results_file", "progress", "resume", "logger", "compute.backend",
             "fit.method", "likelihood.name", "protocol.name", "conformal.name", "inference.time", "inference.learning_rate",
-            "experiment.name", "experiment.stand_in", "experiment.table", "experiment.table.*", "experiment.paper",
+            "experiment.name", "experiment.stand_in", "experiment.table", "experiment.table.title", "experiment.table.rows",
+            "experiment.paper",
             "logger.name", "logger.experiment",
             "data.root", "data.mirror", "data.download", "data.download_timeout", "data.verify", "data.order",
             "dataset.name", "dataset.task", "dataset.split_index", "dataset.split_seed", "dataset.metric", "dataset.train_ratio",
@@ -128,8 +129,8 @@ READERS: tuple[Reader, ...] = (
     Reader(("kernel.base.d",), _base_reads("d"), "the polynomial base kernel", "drop it"),
     Reader(_keys("kernel.gamma_grid", GridConfig), lambda cfg, command: _gp(cfg) and cfg.kernel.gamma_search and cfg.fit.method == "grid",
            "a gamma search (kernel.gamma_search=true with fit=grid)", "drop it, or set kernel.gamma_search=true"),
-    Reader(("dtype", "max_memory_gb", "repeat_deterministic"), lambda cfg, command: _gp(cfg), "GP kernels (a GNN trains in float32 "
-           "with no memory estimate, once per seed)", "drop it"),
+    Reader(("dtype", "max_memory_gb"), lambda cfg, command: _gp(cfg), "GP kernels (a GNN trains in float32, with no memory estimate)",
+           "drop it"),
     Reader(("landmarks.fraction",), lambda cfg, command: _low_rank(cfg, command) and cfg.landmarks.count is None,
            "low-rank kernels (kernel=<name>_x) without landmarks.count", "drop it, or use the low-rank twin kernel=<name>_x"),
     Reader(("landmarks.count",), _low_rank, "low-rank kernels (kernel=<name>_x)", "drop it, or use the low-rank twin kernel=<name>_x"),
@@ -215,36 +216,49 @@ def leaf_keys(cls: type, prefix: str = "") -> list[str]:
     return out
 
 
-def defaults_of(cfg: DictConfig) -> DictConfig:
-    """The config this run would have with no option set: the schema's defaults with the run's
-    own choices (the kernel or GNN entry's config, the groups' names, the dataset, ``depth`` and
-    ``seed``, which other defaults interpolate)."""
-    node: dict = {"method": cfg.method, "depth": cfg.depth, "seed": cfg.seed, "dataset": cfg.dataset,
-                  "fit": FitConfig(method=cfg.fit.method), "likelihood": LikelihoodConfig(name=cfg.likelihood.name),
-                  "protocol": ProtocolConfig(name=cfg.protocol.name), "conformal": ConformalConfig(name=cfg.conformal.name),
-                  "compute": ComputeConfig(backend=cfg.compute.backend)}
+def defaults_of(cfg: DictConfig) -> RunConfig:
+    """The options this run would have with none set: the schema's defaults (plain dataclasses,
+    unresolved) with the run's own choices: the kernel or GNN entry's config, the groups' names."""
+    defaults = RunConfig(method=cfg.method, fit=FitConfig(method=cfg.fit.method), likelihood=LikelihoodConfig(name=cfg.likelihood.name),
+                         protocol=ProtocolConfig(name=cfg.protocol.name), conformal=ConformalConfig(name=cfg.conformal.name),
+                         compute=ComputeConfig(backend=cfg.compute.backend))
     if _gp(cfg):
-        node["kernel"] = KERNELS[cfg.kernel.name].config(name=cfg.kernel.name, low_rank=bool(cfg.kernel.low_rank))
+        defaults.kernel = KERNELS[cfg.kernel.name].config(name=cfg.kernel.name, low_rank=bool(cfg.kernel.low_rank))
     if cfg.method == "gnn" and cfg.gnn is not None:
-        node["gnn"] = GNNS[cfg.gnn.name].config(name=cfg.gnn.name)
-    defaults = OmegaConf.structured(RunConfig)
-    defaults.merge_with(node)
+        defaults.gnn = GNNS[cfg.gnn.name].config(name=cfg.gnn.name)
     return defaults
 
 
-def _value(cfg: Any, key: str) -> Any:
-    value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+def _default(defaults: RunConfig, tree: dict, key: str) -> Any:
+    """The default of ``key`` for this run; an interpolated default (``kernel.layers: ${depth}``)
+    is the run's own value of the key it names (a dataset's own keys: the run's dataset)."""
+    if key.startswith("dataset."):
+        return _value(tree, key)
+    node: Any = defaults
+    for part in key.split("."):
+        node = getattr(node, part, None)
+    if isinstance(node, str) and node.startswith("${") and node.endswith("}"):
+        return _value(tree, node[2:-1])
+    return node
+
+
+def _value(tree: dict, key: str) -> Any:
+    """``key`` of the resolved config ``tree`` (plain Python; ``None`` where it has no such key)."""
+    node: Any = tree
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
 
 
 def set_options(cfg: DictConfig) -> dict[str, tuple[Any, Any]]:
     """The keys whose value differs from the run's default (:func:`defaults_of`): ``key -> (value, default)``."""
     defaults = defaults_of(cfg)
+    tree = OmegaConf.to_container(cfg, resolve=True)   # resolved once: a select per key parses each interpolation again
     out = {}
     for key in _present_keys(cfg):
-        default = RunConfig.depth if key == "depth" else _value(defaults, key)   # the other defaults read the run's depth
-        value = _value(cfg, key)
-        if value != default:
+        default = _default(defaults, tree, key)
+        value = _value(tree, key)
+        if value != default and not (isinstance(default, (list, tuple)) and isinstance(value, list) and list(default) == value):
             out[key] = (value, default)
     return out
 
