@@ -313,7 +313,7 @@ def unread_options(cfg: DictConfig, command: str = "run") -> list[Unread]:
         reader = reader_of(key)
         run = f"gnngp {command}" if command != "run" and reader.commands == COMMANDS else f"this run ({_method_words(cfg)})"
         said = f"{key}={_shown(value)} has no effect on {run}: it is read only by {reader.who}"
-        out.append(Unread(key, value, default, said, reader.fix or "drop it"))
+        out.append(Unread(key, value, default, said, reader.fix if reader.fix and command == "run" else "drop it"))
     return out
 
 
