@@ -95,14 +95,16 @@ def run_once(spec: RunConfig, graph: Optional[LoadedGraph] = None, on_row: Optio
     return rows, backend.info.num_splits
 
 
-def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRow] = None, resume: Optional[Resume] = None) -> list[dict]:
+def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRow] = None, resume: Optional[Resume] = None,
+            unread: str = "refuse") -> list[dict]:
     """One job: a GNN if ``gnn`` is set, else a GP kernel on the backend of ``compute``; on
     every fixed split with ``splits=all`` (rows then carry ``split_index`` and ``split_count``;
     the console summary gives the mean and std over them). ``graph``: data already loaded
     (``compute=local``). Each row goes to ``on_row`` as its run finishes; the runs ``resume``
     holds are not run again. ``cfg``, the composed config, is parsed here into the job's spec
-    (:func:`~gnngp_cli.config.parse`), once: all below reads the spec."""
-    spec = parse(cfg)
+    (:func:`~gnngp_cli.config.parse`), once: all below reads the spec; ``unread="reset"`` (a job
+    of a sweep) runs an option this job would not read at its default, with a warning."""
+    spec = parse(cfg, unread=unread)
     every = spec.splits == "all"
     done = resume.done if resume is not None else set()
     planned = planned_runs(spec)
@@ -177,7 +179,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
 
     try:
         with stopped_by_signals():
-            run_job(cfg, on_row=on_row, resume=resume)
+            run_job(cfg, on_row=on_row, resume=resume, unread="reset" if multirun else "refuse")   # preflight refused what no job of a sweep reads
     except KeyboardInterrupt as err:   # Ctrl-C, or SIGTERM (Stopped): the finished runs are on disk
         name, status = stop_signal(err)
         before = f", beside the {len(kept)} kept from before" if kept else ""

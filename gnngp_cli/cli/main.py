@@ -139,7 +139,7 @@ def _partition_task(cfg) -> None:
     from ..errors import ConfigError, GnngpError
 
     try:
-        spec = parse(cfg)
+        spec = parse(cfg, command="partition")
         if not spec.partition.out:
             raise ConfigError("gnngp partition needs the folder to write: out=<dir>")
         store = DataStore.of(spec.data)
@@ -160,7 +160,7 @@ def _verify_task(cfg) -> None:
     from ..verify.task import verify
 
     try:
-        spec = parse(cfg)
+        spec = parse(cfg, command="verify")
         if spec.kernel.low_rank:
             print("gnngp: note: the check compares networks with the exact kernel; the _x twin is ignored", file=sys.stderr)
         result = verify(spec, Path(HydraConfig.get().runtime.output_dir))
@@ -250,7 +250,8 @@ def _main(argv: list[str] | None) -> None:
     if command == "run":
         _hydra_app(_run_task, rest, "gnngp run")
     elif command == "partition":
-        _hydra_app(_partition_task, ["partition.out=" + a.partition("=")[2] if a.startswith("out=") else a for a in rest], "gnngp partition")
+        _hydra_app(_partition_task, ["partition.out=" + a.partition("=")[2] if a.startswith("out=") else a for a in rest]
+                   + ["hydra.callbacks.preflight.command=partition"], "gnngp partition")   # its preflight parses for partition
     elif command == "verify":
         _hydra_app(_verify_task, rest, "gnngp verify", config_name="verify")
     elif command == "report":

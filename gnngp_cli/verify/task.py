@@ -68,7 +68,7 @@ def check_network(kernel: Any, oracle: bool = False) -> None:
 def verify_spec(spec: Any) -> RunConfig:
     """The check's spec: the run's (a composed config is parsed here, :func:`~gnngp_cli.config.parse`),
     its kernel's ``null`` settings given :data:`VERIFY_DEFAULTS`."""
-    spec = parse(spec)
+    spec = parse(spec, command="verify")
     kernel = spec.kernel
     filled = {key: value for key, value in VERIFY_DEFAULTS.items() if hasattr(kernel, key) and getattr(kernel, key) is None}
     return revised(spec, kernel=revised(kernel, **filled)) if filled else spec
@@ -126,7 +126,7 @@ def result_table(spec: Any, label: str, result: CheckResult) -> pd.DataFrame:
 
 def verify(spec: Any, out_dir: Path) -> CheckResult:
     """Run the check, print the table and verdict, write ``verify.csv``."""
-    spec = parse(spec)
+    spec = parse(spec, command="verify")
     v = spec.verify
     prepared = prepare_check(spec)
     print(f"{prepared.label}: {prepared.description}", flush=True)

@@ -83,7 +83,7 @@ def partition(spec: Any, store: DataStore, out: Path, rows: int, data: Any = Non
     """Write ``spec.dataset`` as row blocks of ``rows`` nodes into ``out``: streamed from the raw
     files when the dataset's entry can (papers100M), else from the graph loaded in this process
     (``data``: loaded already)."""
-    spec = parse(spec)
+    spec = parse(spec, command="partition")
     rows = DEFAULT_ROWS if rows == "auto" else int(rows)   # gnngp partition knows no workers
     name = str(spec.dataset.name).lower()
     entry = DATASETS.get(name)
