@@ -90,7 +90,8 @@ def prepared(spec: RunConfig, data: Any, device: torch.device, load_seconds: flo
     product = resolve_product(spec.compute.product, device, dtype)
     order = None
     if spec.method == "gp":   # the kernels' product; a GNN's layers keep PyG's own
-        order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, DataStore.of(spec.data).root / "orders")
+        store = DataStore.of(spec.data)
+        order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders", store.untrusted)
     return LoadedGraph(data, device, dtype, load_seconds, int(data.edge_index.size(1)), product=product,
                        order=None if order is None else order.to(device))
 

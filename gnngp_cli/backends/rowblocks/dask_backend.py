@@ -30,7 +30,8 @@ from ...data.order_cache import cached_order
 from ...data.datasets import DATASETS
 from ...data.shards import TEST, TRAIN, VAL, ShardMeta, changed_files, read_meta, shards_match, write_data
 from ...data.store import default_root
-from ...errors import ConfigError, DatasetError, ResourceError
+from ...data.trust import untrusted, untrusted_tree
+from ...errors import ComputeError, ConfigError, DatasetError, ResourceError
 from ...job.backend_interface import GraphInfo
 from ...job.estimate import Estimate, rowblock_estimate, size_text
 from ...gp.posterior import RowGroup
@@ -94,7 +95,7 @@ def partition(spec: Any, store: DataStore, out: Path, rows: int, data: Any = Non
                               "streaming from its raw files: drop data.order")
         return entry.partition(spec.dataset, store, out, rows, source)
     data = data if data is not None else load_dataset(spec.dataset, store, spec.experiment.stand_in)
-    order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders")
+    order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders", store.untrusted)
     return write_data(data, out, rows, name, source, order, spec.data.order)
 
 
@@ -106,6 +107,10 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
     name = str(spec.dataset.name).lower()
     if spec.compute.shards:
         root = Path(spec.compute.shards)
+        distrusted = untrusted_tree(root, shared=store.shared_cache)
+        if distrusted is not None:
+            raise DatasetError(f"not trusting compute.shards: {distrusted} (their digests are written beside them, by whoever can write "
+                               "them)")
         meta = read_meta(root)
         if meta.dataset != name:
             raise DatasetError(f"compute.shards={root} holds {meta.dataset}, not {name}; point compute.shards at the shards of {name} or drop it")
@@ -122,6 +127,10 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
         return ShardedGraph(root, meta)
     source = dataset_source(spec)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    distrusted = untrusted_tree(store.root / "shards", store.root, store.shared_cache)
+    if distrusted is not None:
+        raise DatasetError(f"not trusting the cached shards: {distrusted} (their digests are written beside them, by whoever can write "
+                           "them); or give shards of your own (compute.shards=<dir>)")
     rows, data = spec.partition.rows, None
     if rows == "auto":
         rows, data = auto_rows(spec, store, client, store.root / "shards", f"{name}-r*-{digest}", source)
@@ -271,8 +280,16 @@ def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmar
 
 
 def root_store(spec: Any) -> RootStore:
-    """The run's folder for its roots' files: under ``compute.roots_dir``, else ``<data.root>/roots``."""
-    return RootStore(Path(spec.compute.roots_dir) if spec.compute.roots_dir else Path(spec.data.root or default_root()) / "roots")
+    """The run's folder for its roots' files: under ``compute.roots_dir``, else ``<data.root>/roots``.
+    A folder that another user could write (from the data root down, for the default) is
+    refused: the run reads its roots back from there (:mod:`~gnngp_cli.data.trust`)."""
+    top = Path(spec.compute.roots_dir) if spec.compute.roots_dir else Path(spec.data.root or default_root())
+    base = top if spec.compute.roots_dir else top / "roots"
+    distrusted = untrusted(base, top)
+    if distrusted is not None:
+        raise ComputeError(f"not trusting the roots folder: {distrusted} (the run reads its roots back from there); "
+                           "or set compute.roots_dir to a folder of your own")
+    return RootStore(base)
 
 
 @dataclass
