@@ -366,16 +366,16 @@ class DaskBackend:
             with watch.measure():
                 self.graph = sharded_graph(spec, store, self.client)
             self.load_seconds = watch.seconds
-        except BaseException:
+            meta = self.graph.meta
+            self.info = GraphInfo(meta.dataset, meta.task, meta.num_classes, meta.num_nodes, meta.num_edges, meta.num_features, meta.split,
+                                  meta.stand_in, meta.num_splits, tuple(meta.warnings))
+            self.dtype = getattr(torch, spec.dtype)
+            # asked of the scheduler now: the client's cached scheduler_info() once gave 0 workers of 3 (a CI run)
+            self.workers = len(self.client.nthreads()) if self.client is not None else 1
+            self.labels, self.masks = self.graph.labels(), self.graph.masks()
+        except BaseException:   # a stop or a failure anywhere here (a graph of 10^6 row blocks) removes the run's roots folder
             self._stack.close()
             raise
-        meta = self.graph.meta
-        self.info = GraphInfo(meta.dataset, meta.task, meta.num_classes, meta.num_nodes, meta.num_edges, meta.num_features, meta.split,
-                              meta.stand_in, meta.num_splits, tuple(meta.warnings))
-        self.dtype = getattr(torch, spec.dtype)
-        # asked of the scheduler now: the client's cached scheduler_info() once gave 0 workers of 3 (a CI run)
-        self.workers = len(self.client.nthreads()) if self.client is not None else 1
-        self.labels, self.masks = self.graph.labels(), self.graph.masks()
         self._train: Optional[torch.Tensor] = None
         self._times_before: dict = {}
         self._told = False
