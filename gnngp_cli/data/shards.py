@@ -39,6 +39,7 @@ import torch
 
 from ..errors import DatasetError
 from .digests import sha256
+from .trust import make_private_dirs
 from ..graph.orders import positions
 
 FORMAT = "gnngp-shards"
@@ -198,7 +199,7 @@ class ShardWriter:
                                f"{' and more' if len(foreign) > 3 else ''}); give an empty or new folder for the shards")
         if (self.out / "meta.json").exists():
             (self.out / "meta.json").unlink()
-        self.out.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.out)
         self.num_edges = 0
 
     def write_edges(self, b: int, rows: np.ndarray, cols: np.ndarray, merge_duplicates: bool = False) -> None:
@@ -217,7 +218,7 @@ class ShardWriter:
 
     def write_nodes(self, b: int, x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> None:
         folder = block_dir(self.out, b)
-        folder.mkdir(exist_ok=True)
+        make_private_dirs(folder)
         _save(folder / "x.npy", np.ascontiguousarray(x, dtype=np.float64 if x.dtype == np.float64 else np.float32))
         _save(folder / "y.npy", y)
         _save(folder / "mask.npy", mask.astype(np.uint8))
@@ -231,6 +232,7 @@ class ShardWriter:
         text = json.dumps({**raw, "meta_digest": meta_digest(raw)}, indent=1)
         tmp = self.out / "meta.json.tmp"
         tmp.write_text(text)
+        _no_group_write(tmp)
         os.replace(tmp, self.out / "meta.json")
         return meta
 
@@ -311,6 +313,13 @@ def differing_files(root: Path, written: dict, present: list[str]) -> list[tuple
 
 def _save(path: Path, array: np.ndarray) -> None:
     np.save(path, array, allow_pickle=False)
+    _no_group_write(path)
+
+
+def _no_group_write(path: Path) -> None:
+    """Take group and others' write from a file just written: under a umask of 002 it would be
+    group-writable, and the next run would not trust it (:mod:`.trust`)."""
+    os.chmod(path, os.stat(path).st_mode & ~0o022)
 
 
 def save_edges(folder: Path, local: np.ndarray, cols: np.ndarray, weights: np.ndarray, count: int, rows: int, num_blocks: int) -> None:
@@ -323,7 +332,7 @@ def save_edges(folder: Path, local: np.ndarray, cols: np.ndarray, weights: np.nd
     local, cols, weights, source = local[order], cols[order], weights[order], source[order]
     split = np.searchsorted(source, np.arange(num_blocks + 1))
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(folder)
     _save(folder / "rows.npy", local.astype(np.int32))
     _save(folder / "cols.npy", (cols - source * rows).astype(np.int32))
     _save(folder / "weights.npy", weights)

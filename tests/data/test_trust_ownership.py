@@ -132,7 +132,7 @@ def test_roots_and_shards_others_can_write_are_refused(tmp_path):
     with pytest.raises(ComputeError, match=f"not trusting the roots folder: {roots} is writable by its group and others.*chmod go-w {roots}"):
         root_store(compose(["compute=dask", "kernel=gcngp_x", f"compute.roots_dir={roots}"]))
     shards = tmp_path / "shards"
-    shards.mkdir()
+    shards.mkdir(mode=0o755)
     (shards / "meta.json").write_text("{}")
     os.chmod(shards / "meta.json", 0o666)
     spec = compose(["compute=dask", "kernel=gcngp_x", f"compute.shards={shards}"])

@@ -37,6 +37,7 @@ import torch
 from ...graph.operators import OPERATORS
 from ...data.shards import (TRAIN, ShardMeta, block_dir, block_files, check_columns, check_edges, differing_files, file_digests, load_part, read_ids, save_edges,
                             stored_meta_digest)
+from ...data.trust import make_private_dirs
 from ...errors import ComputeError
 from .root_files import RootStore, block_path, read_block
 
@@ -193,7 +194,7 @@ class ShardedGraph:
                 log.warning("the %s operator's shards %s %s; writing them again", name, folder, problem)
                 shutil.rmtree(folder, ignore_errors=True)
             try:
-                folder.mkdir(parents=True, exist_ok=True)
+                make_private_dirs(folder)
                 probe = folder / f".probe-{os.getpid()}"
                 probe.write_text("")
                 probe.unlink()
@@ -205,6 +206,7 @@ class ShardedGraph:
                                                                self.meta.num_blocks, str(folder)) for b in range(self.meta.num_blocks)])
             digests = file_digests(folder, block_files(folder, self.meta.num_blocks))
             (folder / "done.json").write_text(json.dumps({"operator": name, "dataset": self.meta.dataset, "shards": shards, "digests": digests}))
+            os.chmod(folder / "done.json", 0o644)   # never group-writable, whatever the umask (data.trust)
             return folder
         raise ComputeError(f"cannot write the {name} operator's shards into {self.root} nor into {store.folder}; "
                            "make one of them writable (compute.shards or compute.roots_dir)")
