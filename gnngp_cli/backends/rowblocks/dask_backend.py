@@ -34,6 +34,7 @@ from ...data.trust import untrusted, untrusted_tree
 from ...errors import ComputeError, ConfigError, DatasetError, ResourceError
 from ...job.backend_interface import GraphInfo
 from ...job.estimate import Estimate, rowblock_estimate, size_text
+from ...job.loading import check_load_memory
 from ...gp.posterior import RowGroup
 from ...gp.sufficient import SPLITS, TrainingStatistics, low_rank_statistics, regression_targets
 from ...gp.likelihoods import LIKELIHOODS
@@ -94,7 +95,9 @@ def partition(spec: Any, store: DataStore, out: Path, rows: int, data: Any = Non
             raise ConfigError(f"data.order={spec.data.order} numbers the nodes of a graph loaded in one process; {name} is partitioned "
                               "streaming from its raw files: drop data.order")
         return entry.partition(spec.dataset, store, out, rows, source)
-    data = data if data is not None else load_dataset(spec.dataset, store, spec.experiment.stand_in)
+    if data is None:
+        check_load_memory(spec)
+        data = load_dataset(spec.dataset, store, spec.experiment.stand_in)
     order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders", store.untrusted)
     return write_data(data, out, rows, name, source, order, spec.data.order)
 
@@ -153,6 +156,15 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
                 meta = partition(spec, store, root, rows, data)
     log_source_rows(meta)
     return ShardedGraph(root, meta)
+
+
+def source_blocks(meta: ShardMeta) -> float:
+    """The source blocks an output block's ``A Q`` reads, on average: its distinct source rows
+    (``meta.source_rows``), each in one block, but no more than there are blocks (all of them where
+    the shards do not say)."""
+    if not meta.source_rows:
+        return float(meta.num_blocks)
+    return min(float(meta.num_blocks), float(np.mean(meta.source_rows)))
 
 
 def log_source_rows(meta: ShardMeta) -> None:
@@ -235,6 +247,7 @@ def auto_rows(spec: Any, store: DataStore, client: Any, shards: Path, pattern: s
                 return DEFAULT_ROWS, None
             num_nodes, num_features, num_train = int(entry.stand_in[0]), int(entry.stand_in[2]), int(entry.stand_in[4])
         else:
+            check_load_memory(spec)
             data = load_dataset(spec.dataset, store, spec.experiment.stand_in)
             num_nodes, num_features, num_train = int(data.num_nodes), int(data.x.shape[1]), int(data.train_mask.sum())
     count = spec.landmarks.count   # else each training node w.p. 1/fraction: sized for a tenth more than expected
@@ -416,7 +429,8 @@ class DaskBackend:
         estimate = rowblock_estimate(
             num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=m, layers=layers,
             bytes_per_entry=torch.finfo(self.dtype).bits // 8, rows=largest_block(self.graph),
-            task_bytes=task_bytes(self.graph, arch.network, m, layers, self.dtype), branches=branch_count(arch.network))
+            task_bytes=task_bytes(self.graph, arch.network, m, layers, self.dtype), branches=branch_count(arch.network),
+            num_blocks=meta.num_blocks, source_blocks=source_blocks(meta))
         self.store.check_room(estimate.gb)   # the last run's files are cleared first
         self._times_before = task_times(self.client) if self.client is not None else {}
         if not self._told:
