@@ -205,7 +205,8 @@ def grid_bytes(num: int, bytes_per_entry: int, chunk_entries: int) -> float:
     Measured on a 60-node csbm (float64, peak RSS 0.26 GB with the default grid): 10^7 values
     0.59 GB peak (estimated 0.95), 10^8 values 3.06 and 3.55 GB (estimated 3.9). On a 300-node
     csbm (float32, 4 classes; the validation curve filled in place): 10^7 values 0.73 GB (estimated
-    1.1), 3 10^7 1.18 GB (1.6; 6.4 GB when the curve was joined from a piece per chunk)."""
+    1.1), 3 10^7 1.18 GB (1.6; 6.4 GB when the curve was joined from a piece per chunk), 10^8
+    3.06 GB (3.45; 7.8 GB before)."""
     return num * (2 * bytes_per_entry + GRID_VALUE_BYTES) + GRID_CHUNK_TEMPORARIES * chunk_entries * bytes_per_entry
 
 

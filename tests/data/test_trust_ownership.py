@@ -25,6 +25,40 @@ CHEAP = ("dataset=cora", "kernel=gcngp_x", "landmarks.count=20", "nugget.num=5")
 OTHER_UID = 54321
 
 
+def rewrite_labels(path):
+    """Half of the cached labels set to class 0, their digest and the manifest recomputed as
+    gnngp computes them: the digests cannot tell. Returns the edited labels."""
+    stored = torch.load(path, weights_only=True)
+    edited = stored["tensors"]["y"].clone()
+    edited[::2] = 0
+    stored["tensors"]["y"] = edited
+    stored["digests"]["y"] = tensor_digest(edited)
+    stored["manifest"] = manifest(stored["digests"])
+    torch.save(stored, path)
+    return edited
+
+
+def test_a_rewritten_cache_in_a_world_writable_root_is_neither_read_nor_written(mirror, tmp_path, capfd):
+    """The fast twin of the end-to-end test below: the loader, without a run."""
+    cache = tmp_path / "cache"
+    cfg = compose(["dataset=cora"]).dataset
+    clean = load_dataset(cfg, DataStore(cache, mirror, download=False))
+    path = cache / "Cora" / PROCESSED
+    edited = rewrite_labels(path)
+    assert torch.equal(load_dataset(cfg, DataStore(cache, mirror, download=False)).y, edited)   # a private cache serves the edit
+    capfd.readouterr()
+    os.chmod(cache, 0o757)
+    try:
+        again = load_dataset(cfg, DataStore(cache, mirror, download=False))
+    finally:
+        os.chmod(cache, 0o755)
+    warned = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
+    assert len(warned) == 1 and f"not trusting the processed cache: {cache} is writable by others" in warned[0]
+    assert f"chmod go-w {cache}" in warned[0]
+    assert torch.equal(again.y, clean.y) and torch.equal(torch.load(path, weights_only=True)["tensors"]["y"], edited)
+
+
+@pytest.mark.paper  # two runs end to end (about 8 s): the loader's twin above runs in the fast suite
 def test_a_rewritten_cache_in_a_world_writable_root_never_gives_an_ok_row_from_its_labels(mirror, tmp_path):
     """The issue's case: a real run builds Cora's processed cache; its labels are edited and their
     digest and the manifest recomputed as gnngp computes them, so the digests cannot tell; the
@@ -35,13 +69,7 @@ def test_a_rewritten_cache_in_a_world_writable_root_never_gives_an_ok_row_from_i
     assert code == 0 and clean["status"] == "ok"
     cache = tmp_path / "cache"
     path = cache / "Cora" / PROCESSED
-    stored = torch.load(path, weights_only=True)
-    edited = stored["tensors"]["y"].clone()
-    edited[::2] = 0   # half the labels: class 0
-    stored["tensors"]["y"] = edited
-    stored["digests"]["y"] = tensor_digest(edited)
-    stored["manifest"] = manifest(stored["digests"])
-    torch.save(stored, path)
+    edited = rewrite_labels(path)
     served = load_dataset(compose(["dataset=cora"]).dataset, DataStore(cache, mirror, download=False))
     assert torch.equal(served.y, edited)   # the edit is one the digests cannot see: a private cache serves it
     os.chmod(cache, os.stat(cache).st_mode | stat.S_IWOTH)
