@@ -155,7 +155,8 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             log.info("resume: %s holds %d finished runs (%s); running the %s", results, len(resume.done), resume.why,
                      f"{missing} missing" if missing is not None else "missing ones")
         elif os.path.lexists(results):  # an earlier attempt: keep its rows aside, out of the summary
-            log.info("resume: %s: %s; running it again (earlier rows kept in %s)", results, resume.why, set_aside(results).name)
+            (log.warning if resume.distrusted else log.info)("resume: %s: %s; running it again (earlier rows kept in %s)", results,
+                                                             resume.why, set_aside(results).name)
             resume = None
         else:
             resume = None
