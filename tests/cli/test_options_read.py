@@ -3,7 +3,6 @@ line; a key added with ``+`` that no schema has is refused. Config checks in thi
 base config is composed once (a Hydra composition is about 0.4 s) and changed in place."""
 import copy
 import logging
-from dataclasses import fields, is_dataclass
 
 import pytest
 from omegaconf import OmegaConf, open_dict, read_write

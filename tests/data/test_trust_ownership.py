@@ -5,7 +5,6 @@ writable by another user, or owned by one, holds is never trusted: one warning n
 (shards, roots). A digest stored beside a file is no defence against whoever can write both."""
 import os
 import stat
-from pathlib import Path
 
 import pytest
 import torch
