@@ -49,3 +49,29 @@ def _stop(signum: int, frame: object) -> None:
 def stopped_by_signals():
     """Within the block, SIGTERM raises :class:`Stopped` in the main thread (elsewhere: nothing changes)."""
     return signal_handled(signal.SIGTERM, _stop)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM wait: each Python handler of theirs (Ctrl-C's
+    ``KeyboardInterrupt``, a stop's :class:`Stopped`) is called as the block ends, with the first
+    signal that came. What the block does together (a row written and counted) is done whole or not
+    at all. Only in the main thread, where signals are handled (masking them there would not do:
+    the kernel hands a process's signal to any thread that does not mask it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if callable(handler):   # a Python handler is held; SIG_IGN and SIG_DFL stay as they are
+            previous[signum] = handler
+            signal.signal(signum, lambda number, frame: pending.append(number))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if pending:
+            previous[pending[0]](pending[0], None)

@@ -23,7 +23,7 @@ from ..results.rows import console_row, console_summary, error_row
 from ..results.writing import ResultsNotWritten, append_rows, summary_line
 from ..results.resume import Resume, job_overrides, resume_state, set_aside
 from ..schema import RunConfig, revised
-from ..stops import stop_signal, stopped_by_signals
+from ..stops import signals_held, stop_signal, stopped_by_signals
 
 OnRow = Callable[[dict], None]
 
@@ -174,8 +174,9 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
 
     def on_row(row: dict) -> None:
         row = checked_rows([row], validation=validation)[0]
-        write([row])
-        finished.append(row)
+        with signals_held():   # on disk and counted together: a stop between them told one run fewer than the file held
+            write([row])
+            finished.append(row)
         log.info(summary_line(console_row(row)))
 
     try:
