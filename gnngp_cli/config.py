@@ -56,6 +56,7 @@ def validate(cfg: Any) -> None:
     (:func:`parse`) was checked when it was made."""
     if isinstance(cfg, RunConfig) and cfg.frozen:
         return
+    schema_keys(cfg)
     resolvable(cfg)
     if cfg.dataset is None:
         raise ConfigError("no dataset chosen; use dataset=<name>")
@@ -216,6 +217,35 @@ def _count_or_auto(value: Any, key: str) -> None:
 
 
 MAX_LAYERS = 10_000
+
+
+def schema_keys(cfg: Any, path: str = "") -> None:
+    """Every key of the schema is in ``cfg``, and no other (refuse, never ignore): ``~nugget``
+    removes what every run reads, and ``+kernel.layer=3`` (a ``+`` typo) adds a key nothing
+    reads, which would run with the default. Each is one line naming the key and the fix."""
+    from omegaconf import DictConfig
+
+    if not isinstance(cfg, DictConfig) or cfg._is_none() or cfg._is_missing():
+        return
+    kind = OmegaConf.get_type(cfg)
+    if kind is None or not hasattr(kind, "__dataclass_fields__"):
+        return
+    names = [f.name for f in fields(kind)]
+    present = [str(k) for k in cfg.keys()]
+    for name in names:
+        if name not in present:
+            where = f"{path}.{name}" if path else name
+            raise ConfigError(f"{where} was removed (~{where}), but the run reads it; drop ~{where} "
+                              "(a key left out keeps its default; set it with {where}=<value>)".replace("{where}", where))
+    for name in present:
+        if name not in names and not (not path and name == "hydra"):
+            where = f"{path}.{name}" if path else name
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f"did you mean {path + '.' if path else ''}{close[0]}? " if close else ""
+            raise ConfigError(f"{where} is not a key of the config, so nothing would read it (added with +{where}=...); {hint}"
+                              "use a key the config has (gnngp run --cfg job shows them), without the +")
+    for name in names:
+        schema_keys(cfg._get_node(name), f"{path}.{name}" if path else name)
 
 
 def resolvable(cfg: Any) -> None:
