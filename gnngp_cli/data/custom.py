@@ -66,6 +66,9 @@ def _read_features(path: Path) -> torch.Tensor:
         raise DatasetError(f"feature file {path} must be a 2-D array (nodes x features), got shape {array.shape}")
     if array.shape[0] == 0:
         raise DatasetError(f"feature file {path} has no rows: the graph has no nodes; give one row of features per node")
+    if array.shape[1] == 0:   # every kernel of zero features is zero: predictions from nothing
+        raise DatasetError(f"feature file {path} has no columns: the nodes have no features; give at least one "
+                           "(without features of your own, a column of ones: np.ones((n, 1)))")
     if not np.isfinite(array).all():
         raise DatasetError(f"feature file {path} contains NaN or infinite values; clean them first")
     return torch.from_numpy(np.asarray(array, dtype=wide_enough(array.dtype)))
