@@ -219,10 +219,10 @@ def _report(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..stops import stop_signal, stopped_by_signals
+    from ..stops import command_stops, stop_signal
 
     try:
-        with stopped_by_signals():
+        with command_stops():   # SIGTERM as Ctrl-C; a second one during the clean-up ends it in order
             _main(argv)
     except KeyboardInterrupt as err:   # a stop outside a job (a job says what it kept itself): imports, composition, between sweep jobs
         name, status = stop_signal(err)
