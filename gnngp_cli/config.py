@@ -236,7 +236,7 @@ def schema_keys(cfg: Any, path: str = "") -> None:
         if name not in present:
             where = f"{path}.{name}" if path else name
             raise ConfigError(f"{where} was removed (~{where}), but the run reads it; drop ~{where} "
-                              "(a key left out keeps its default; set it with {where}=<value>)".replace("{where}", where))
+                              f"(a key left out keeps its default; set it with {where}=<value>)")
     for name in present:
         if name not in names and not (not path and name == "hydra"):
             where = f"{path}.{name}" if path else name
