@@ -136,7 +136,7 @@ def _refused_or_valid(settings: list[str]) -> str:
 @example(settings=["likelihood={a:1}"])
 @example(settings=["compute=[\n]"])
 @example(settings=["compute=0\n0"])
-@examples(ci=15)
+@examples(ci=10)
 @given(settings=overrides)
 def test_generated_overrides_give_a_spec_or_one_typed_error(settings):
     with within(60, f"compose and parse {settings}"):
@@ -156,7 +156,7 @@ def no_job(monkeypatch):
 @example(settings=["="])
 @example(settings=["nugget.num=1,2"])
 @example(settings=["kernel.layers=${oops}"])
-@examples(ci=6)
+@examples(ci=4)
 @given(settings=overrides)
 def test_generated_command_lines_give_exit_0_or_one_error_line(settings, no_job, tmp_path_factory):
     folder = tmp_path_factory.mktemp("run")
