@@ -251,7 +251,9 @@ def schema_keys(cfg: Any, path: str = "") -> None:
 def resolvable(cfg: Any) -> None:
     """Every interpolation of ``cfg`` resolves (``seed=${foo}`` names no key): else one line,
     here, not an OmegaConf traceback from whichever reader meets it first."""
-    from omegaconf.errors import InterpolationResolutionError
+    import copy
+
+    from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
     if not OmegaConf.is_config(cfg):
         return
@@ -261,6 +263,30 @@ def resolvable(cfg: Any) -> None:
         where = f"{err.full_key}: " if getattr(err, "full_key", None) else ""
         raise ConfigError(f"{where}{str(err.msg if hasattr(err, 'msg') else err).splitlines()[0]}; an interpolation ${{...}} must name a key "
                           "of the config (gnngp run --cfg job shows them); or give the value itself") from None
+    _typed_interpolations(copy.deepcopy(cfg))
+
+
+def _typed_interpolations(node: Any, path: str = "") -> None:
+    """Each interpolation's value assigned to its typed key, as if given there: a value of the
+    wrong type (``likelihood.alpha_grid=${compute.memory}``, a string into a list) is one line
+    naming the key, not a ``TypeError`` deep in a later check."""
+    from omegaconf import DictConfig, ListConfig
+    from omegaconf.errors import OmegaConfBaseException
+
+    for key in list(node.keys()) if isinstance(node, DictConfig) else range(len(node)):
+        where = f"{path}.{key}" if path and isinstance(node, DictConfig) else f"{path}[{key}]" if path else str(key)
+        child = node._get_node(key)
+        if OmegaConf.is_interpolation(node, key):
+            written = child._value()
+            try:
+                value = node[key]
+                node[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+            except OmegaConfBaseException as err:
+                why = str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+                raise ConfigError(f"{where}={written}: {why}; an interpolation ${{...}} must name a key whose value {where} can hold "
+                                  "(gnngp run --cfg job shows the keys and their values); or give the value itself") from None
+        elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none() and not child._is_missing():
+            _typed_interpolations(child, where)
 
 
 def validate_kernel(k: Any) -> None:
