@@ -170,6 +170,8 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
         num_classes = 0
     edge_path = _one_of(folder, ("edges.csv",), "edges")
     edge_index = make_undirected(read_edge_csv(edge_path, n, header=None), n)
+    if edge_index.numel() == 0:
+        notes.append(f"edge file {edge_path} has no edges: every node is isolated, and the kernels read the features alone")
     data = Data(x=x, y=y, edge_index=edge_index)
     present = [m for m in MASKS if (folder / f"{m}.npy").is_file()]
     if present and len(present) != 3:
