@@ -52,9 +52,10 @@ class _Stops:
     one ends the process (the command line's :func:`command_stops`), and what the stopped job has
     kept (the newest teller first)."""
 
-    first: Optional[int] = None
-    orderly: int = 0
-    tellers: list = []
+    def __init__(self) -> None:
+        self.first: Optional[int] = None
+        self.orderly = 0
+        self.tellers: list[Callable[[], str]] = []
 
 
 _STATE = _Stops()
@@ -155,6 +156,9 @@ def second_stop(signum: int) -> None:
         os.write(2, line.encode("utf-8", "replace"))
     except OSError:
         pass
+    import logging
+
+    logging.disable(logging.CRITICAL)   # the line above is the last word: not a cluster's thread logging its killed workers
     _end_children()
     done = threading.Thread(target=_multiprocessing_exit, daemon=True)
     done.start()
