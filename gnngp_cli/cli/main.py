@@ -46,6 +46,20 @@ def check_output_dir(argv: list[str]) -> None:
         raise SystemExit(1)
 
 
+HYDRA_FLAGS = frozenset({"-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "--resolve", "-p", "--package", "-r", "--run", "-m",
+                         "--multirun", "-sc", "--shell-completion", "-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir",
+                         "--experimental-rerun", "-i", "--info"})
+
+
+def check_flags(argv: list[str], prog: str) -> None:
+    """An argument that starts with ``-`` is one of Hydra's flags, else one line (argparse would
+    print its usage, nine lines, then its own error)."""
+    for arg in argv:
+        if arg.startswith("-") and arg.split("=", 1)[0] not in HYDRA_FLAGS:
+            _fail(f"{arg!r} is not an option of {prog}; give overrides as key=value, and flags from {prog} --help "
+                  "(-m for a sweep, --cfg job for the composed config)")
+
+
 def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") -> None:
     """Run a Hydra app; every mistake in the overrides is one line ``gnngp: error: ...`` and
     exit status 1 (see :mod:`gnngp_cli.cli.messages`). A sweep with failed jobs exits 1 after its
@@ -58,6 +72,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     from .watchdog import mark_launcher
 
     spelled = spellings(argv)
+    check_flags(argv, prog)
     try:
         check_group_choices(argv)
         argv = method_overrides(argv)

@@ -159,6 +159,8 @@ def no_job(monkeypatch):
 @example(settings=["="])
 @example(settings=["nugget.num=1,2"])
 @example(settings=["kernel.layers=${oops}"])
+@example(settings=["-î¯", "seed=1"])
+@example(settings=["--seed=1"])
 @examples(ci=4)
 @given(settings=overrides)
 def test_generated_command_lines_give_exit_0_or_one_error_line(settings, no_job, tmp_path_factory):
