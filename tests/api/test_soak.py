@@ -37,8 +37,8 @@ def test_many_fits_and_jobs_in_one_process_grow_no_resource(tmp_path, private_te
 
     soak = soak_module()
     data = load_dataset("csbm", num_nodes=300)
-    series = [soak.soak_fits(data, [kernel], 10, landmarks={"count": 16} if kernel.endswith("_x") else {}) for kernel in ("gcngp", "gcngp_x")]
-    series.append(soak.soak_jobs(["dataset=csbm", "dataset.num_nodes=300", "kernel=gcngp_x", f"data.root={tmp_path / 'cache'}"], 5,
+    series = [soak.soak_fits(data, [kernel], 6, landmarks={"count": 16} if kernel.endswith("_x") else {}) for kernel in ("gcngp", "gcngp_x")]
+    series.append(soak.soak_jobs(["dataset=csbm", "dataset.num_nodes=300", "kernel=gcngp_x", f"data.root={tmp_path / 'cache'}"], 4,
                                  tmp_path / "jobs"))
     for rows in series:
         held, line = soak.held(rows)
