@@ -105,16 +105,29 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     sys.argv = [prog, *argv]
     user_full_error = "HYDRA_FULL_ERROR" in os.environ
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # Hydra raises instead of printing its multi-line report
+    started: list = []   # a job began: an error after it is the job's, not the overrides'
+
+    def job(cfg):
+        started.append(True)
+        return task(cfg)
+    job.__module__, job.__qualname__ = task.__module__, task.__qualname__   # Hydra names the job's files after the task
+
     try:
-        hydra.main(version_base=None, config_path=str(config_dir()), config_name=config_name)(task)()
+        hydra.main(version_base=None, config_path=str(config_dir()), config_name=config_name)(job)()
     except (HydraException, OmegaConfBaseException) as err:
         if user_full_error:
             raise
         _fail(str(err.__cause__) if isinstance(err.__cause__, GnngpError) else one_line(err, spelled))   # a logger's, from its constructor
     except ValueError as err:   # Optuna's sweeper (hparams_search=...) when every trial failed: no best one
-        if user_full_error or "No trials are completed" not in str(err):
+        if user_full_error:
             raise
-        _fail("every trial of the search failed, so it has no best one; their errors are rows of each job's results.csv in the sweep folder")
+        if "No trials are completed" in str(err):
+            _fail("every trial of the search failed, so it has no best one; their errors are rows of each job's results.csv in the sweep folder")
+        if started:
+            raise
+        # Hydra's composition, before any job: compute.job_extra._=0 (a list indexed by a name) is int('_')
+        _fail(f"the overrides could not be applied ({str(err).splitlines()[0] if str(err).strip() else type(err).__name__}); "
+              "a list is indexed by a number (verify.widths.0=256), and gnngp run --cfg job shows the keys")
     finally:
         if not user_full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)

@@ -135,6 +135,7 @@ def _refused_or_valid(settings: list[str]) -> str:
 @example(settings=["~compute=[]"])
 @example(settings=["likelihood={a:1}"])
 @example(settings=["compute=[\n]"])
+@example(settings=["compute.job_extra._=0"])
 @example(settings=["likelihood.alpha_grid=${compute.memory}"])
 @example(settings=["likelihood.alpha_grid=${compute.account}"])
 @example(settings=["seed=${compute.memory}"])
@@ -161,6 +162,7 @@ def no_job(monkeypatch):
 @example(settings=["kernel.layers=${oops}"])
 @example(settings=["-î¯", "seed=1"])
 @example(settings=["--seed=1"])
+@example(settings=["compute.job_extra._=0"])
 @examples(ci=4)
 @given(settings=overrides)
 def test_generated_command_lines_give_exit_0_or_one_error_line(settings, no_job, tmp_path_factory):
