@@ -65,6 +65,7 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
     _choice(command, COMMANDS, "command")
     _choice(unread, UNREAD, "unread")
     unknown_keys(cfg)
+    removed_keys(cfg)
     resolvable(cfg)
     if cfg.dataset is None:
         raise ConfigError("no dataset chosen; use dataset=<name>")
@@ -232,9 +233,33 @@ def _count_or_auto(value: Any, key: str) -> None:
 MAX_LAYERS = 10_000
 
 
+def removed_keys(cfg: Any, path: str = "") -> None:
+    """Every key of the schema is in ``cfg`` (refuse, never ignore): ``~nugget`` removes what every
+    run reads; one line naming the key and the fix. (A key the schema has not, added with ``+``:
+    :func:`~gnngp_cli.readers.unknown_keys`.)"""
+    from omegaconf import DictConfig
+
+    if not isinstance(cfg, DictConfig) or cfg._is_none() or cfg._is_missing():
+        return
+    kind = OmegaConf.get_type(cfg)
+    if kind is None or not hasattr(kind, "__dataclass_fields__"):
+        return
+    names = [f.name for f in fields(kind)]
+    present = [str(k) for k in cfg.keys()]
+    for name in names:
+        if name not in present:
+            where = f"{path}.{name}" if path else name
+            raise ConfigError(f"{where} was removed (~{where}), but the run reads it; drop ~{where} "
+                              f"(a key left out keeps its default; set it with {where}=<value>)")
+    for name in names:
+        removed_keys(cfg._get_node(name), f"{path}.{name}" if path else name)
+
+
 def resolvable(cfg: Any) -> None:
     """Every interpolation of ``cfg`` resolves (``seed=${foo}`` names no key): else one line,
     here, not an OmegaConf traceback from whichever reader meets it first."""
+    import copy
+
     from omegaconf.errors import InterpolationResolutionError
 
     if not OmegaConf.is_config(cfg):
@@ -245,6 +270,30 @@ def resolvable(cfg: Any) -> None:
         where = f"{err.full_key}: " if getattr(err, "full_key", None) else ""
         raise ConfigError(f"{where}{str(err.msg if hasattr(err, 'msg') else err).splitlines()[0]}; an interpolation ${{...}} must name a key "
                           "of the config (gnngp run --cfg job shows them); or give the value itself") from None
+    _typed_interpolations(copy.deepcopy(cfg))
+
+
+def _typed_interpolations(node: Any, path: str = "") -> None:
+    """Each interpolation's value assigned to its typed key, as if given there: a value of the
+    wrong type (``likelihood.alpha_grid=${compute.memory}``, a string into a list) is one line
+    naming the key, not a ``TypeError`` deep in a later check."""
+    from omegaconf import DictConfig, ListConfig
+    from omegaconf.errors import OmegaConfBaseException
+
+    for key in list(node.keys()) if isinstance(node, DictConfig) else range(len(node)):
+        where = f"{path}.{key}" if path and isinstance(node, DictConfig) else f"{path}[{key}]" if path else str(key)
+        child = node._get_node(key)
+        if OmegaConf.is_interpolation(node, key):
+            written = child._value()
+            try:
+                value = node[key]
+                node[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+            except OmegaConfBaseException as err:
+                why = str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+                raise ConfigError(f"{where}={written}: {why}; an interpolation ${{...}} must name a key whose value {where} can hold "
+                                  "(gnngp run --cfg job shows the keys and their values); or give the value itself") from None
+        elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none() and not child._is_missing():
+            _typed_interpolations(child, where)
 
 
 def validate_kernel(k: Any) -> None:

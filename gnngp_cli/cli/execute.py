@@ -23,7 +23,7 @@ from ..results.rows import console_row, console_summary, error_row
 from ..results.writing import ResultsNotWritten, append_rows, summary_line
 from ..results.resume import Resume, job_overrides, resume_state, set_aside
 from ..schema import RunConfig, revised
-from ..stops import signals_held, stop_signal, stopped_by_signals
+from ..stops import signals_held, stop_signal, stopped_by_signals, telling_kept
 
 OnRow = Callable[[dict], None]
 
@@ -179,15 +179,17 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             finished.append(row)
         log.info(summary_line(console_row(row)))
 
+    def kept_now() -> str:
+        before = f", beside the {len(kept)} kept from before" if kept else ""
+        return (f"the {len(finished)} run(s) finished in this job are in {results}{before}" if finished else
+                f"no run of this job had finished{before.replace(', beside', ' (beside') + ' in ' + str(results) + ')' if kept else ''}")
+
     try:
-        with stopped_by_signals():
+        with stopped_by_signals(), telling_kept(lambda: kept_now() + "; run it again with resume=true to run only the missing ones"):
             run_job(cfg, on_row=on_row, resume=resume, unread="reset" if multirun else "refuse")   # preflight refused what no job of a sweep reads
     except KeyboardInterrupt as err:   # Ctrl-C, or SIGTERM (Stopped): the finished runs are on disk
         name, status = stop_signal(err)
-        before = f", beside the {len(kept)} kept from before" if kept else ""
-        kept_now = (f"the {len(finished)} run(s) finished in this job are in {results}{before}" if finished else
-                    f"no run of this job had finished{before.replace(', beside', ' (beside') + ' in ' + str(results) + ')' if kept else ''}")
-        print(f"gnngp: error: stopped by {name}: {kept_now}; "
+        print(f"gnngp: error: stopped by {name}: {kept_now()}; "
               "run it again with resume=true and the same overrides (and output folder) to run only the missing ones", file=sys.stderr)
         raise SystemExit(status) from None
     except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError, RuntimeError) as err:

@@ -78,6 +78,8 @@ def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True) -> tor
 
     try:
         frame = pd.read_csv(path, header=None, dtype=str, skip_blank_lines=True)
+    except pd.errors.EmptyDataError:   # an empty file (or blank lines): no edges, as a file of its header alone
+        return torch.empty(2, 0, dtype=torch.int64)
     except (OSError, ValueError, pd.errors.ParserError) as err:
         raise DatasetError(f"edge file {path} could not be read as CSV ({err}); it needs two integer columns of node ids") from err
     if frame.shape[1] != 2:
