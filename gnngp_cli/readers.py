@@ -104,7 +104,7 @@ READERS: tuple[Reader, ...] = (
             "experiment.name", "experiment.stand_in", "experiment.table", "experiment.table.title", "experiment.table.rows",
             "experiment.paper",
             "logger.name", "logger.experiment",
-            "data.root", "data.mirror", "data.download", "data.download_timeout", "data.verify", "data.order",
+            "data.root", "data.mirror", "data.download", "data.download_timeout", "data.verify", "data.order", "data.shared_cache",
             "dataset.name", "dataset.task", "dataset.split_index", "dataset.split_seed", "dataset.metric", "dataset.train_ratio",
             "dataset.val_ratio", "dataset.hide_val", "dataset.center", "dataset.scale", "dataset.large",
             "dataset.landmark_fraction", "dataset.landmark_count",   # the defaults of landmarks.*, which say who reads them
