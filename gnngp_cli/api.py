@@ -113,9 +113,11 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         return compose_config(overrides, compute_options(), config_name)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(one_line(err, spelled)) from None
-    except ValueError as err:   # Hydra's own, applying an override: compute.job_extra._=0 (a list indexed by a name) is int('_')
+    except (ValueError, AssertionError) as err:   # Hydra's and OmegaConf's own, applying an override: compute.job_extra._=0 (a list
+        # indexed by a name) is int('_'); fit.learn.dj0=0 (a key under null) an assertion
         raise ConfigError(f"the overrides could not be applied ({str(err).splitlines()[0] if str(err).strip() else type(err).__name__}); "
-                          "a list is indexed by a number (verify.widths.0=256), and gnngp run --cfg job shows the keys") from None
+                          "a list is indexed by a number (verify.widths.0=256), a key is set only under a mapping (not under fit.learn, "
+                          "which is null or a list), and gnngp run --cfg job shows the keys") from None
 
 
 def run(overrides: Sequence[str] = (), cfg: Optional[DictConfig] = None) -> list[dict]:

@@ -118,16 +118,18 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
         if user_full_error:
             raise
         _fail(str(err.__cause__) if isinstance(err.__cause__, GnngpError) else one_line(err, spelled))   # a logger's, from its constructor
-    except ValueError as err:   # Optuna's sweeper (hparams_search=...) when every trial failed: no best one
+    except (ValueError, AssertionError) as err:   # Optuna's sweeper (hparams_search=...) when every trial failed: no best one
         if user_full_error:
             raise
         if "No trials are completed" in str(err):
             _fail("every trial of the search failed, so it has no best one; their errors are rows of each job's results.csv in the sweep folder")
         if started:
             raise
-        # Hydra's composition, before any job: compute.job_extra._=0 (a list indexed by a name) is int('_')
+        # Hydra's composition, before any job: compute.job_extra._=0 (a list indexed by a name) is int('_'),
+        # fit.learn.dj0=0 (a key under null) OmegaConf's assertion
         _fail(f"the overrides could not be applied ({str(err).splitlines()[0] if str(err).strip() else type(err).__name__}); "
-              "a list is indexed by a number (verify.widths.0=256), and gnngp run --cfg job shows the keys")
+              "a list is indexed by a number (verify.widths.0=256), a key is set only under a mapping (not under fit.learn, "
+              "which is null or a list), and gnngp run --cfg job shows the keys")
     finally:
         if not user_full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)

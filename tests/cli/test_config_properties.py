@@ -136,6 +136,7 @@ def _refused_or_valid(settings: list[str]) -> str:
 @example(settings=["likelihood={a:1}"])
 @example(settings=["compute=[\n]"])
 @example(settings=["compute.job_extra._=0"])
+@example(settings=["fit.learn.dj0=0"])
 @example(settings=["likelihood.alpha_grid=${compute.memory}"])
 @example(settings=["likelihood.alpha_grid=${compute.account}"])
 @example(settings=["seed=${compute.memory}"])
@@ -163,6 +164,7 @@ def no_job(monkeypatch):
 @example(settings=["-î¯", "seed=1"])
 @example(settings=["--seed=1"])
 @example(settings=["compute.job_extra._=0"])
+@example(settings=["fit.learn.dj0=0"])
 @examples(ci=4)
 @given(settings=overrides)
 def test_generated_command_lines_give_exit_0_or_one_error_line(settings, no_job, tmp_path_factory):
