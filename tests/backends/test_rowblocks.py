@@ -575,12 +575,12 @@ def test_shards_in_a_node_order_give_the_local_predictions_with_fewer_rows_read(
     local run's (drawn on the graph's own ids), every prediction is the local one, and a row
     block's A Q reads fewer rows of Q on a graph with communities (the log line says so)."""
     common = ["dataset=csbm", "dataset.num_nodes=3000", "dataset.homophily=0.95", "landmarks.count=64", "kernel=gcngp_x", f"data.root={cache}",
-              "dtype=float64", "partition.rows=700"]
+              "dtype=float64"]
     cfg = compose(common)
     local, local_means = first_run(cfg, LocalBackend(cfg))
     reads = {}
     for name in ("none", order):
-        cfg = compose([*common, "compute=dask", f"data.order={name}"])
+        cfg = compose([*common, "compute=dask", "partition.rows=700", f"data.order={name}"])   # row blocks are Dask's
         caplog.clear()
         with caplog.at_level("INFO", logger="gnngp"):
             dask_run, means = first_run(cfg, DaskBackend(cfg, client=client))
