@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator, Optional
 
 SECOND_STOP_CLEANUP_SECONDS = 3.0   # the most a second stop waits for multiprocessing's own exit clean-up
@@ -95,25 +95,19 @@ def signals_held() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM wait: each Python handler of theirs (Ctrl-C's
     ``KeyboardInterrupt``, a stop's :class:`Stopped`) is called as the block ends, with the first
     signal that came. What the block does together (a row written and counted) is done whole or not
-    at all. Only in the main thread, where signals are handled (masking them there would not do:
-    the kernel hands a process's signal to any thread that does not mask it)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    at all. Only in the main thread, where signals are handled (:func:`signal_handled`; masking them
+    there would not do: the kernel hands a process's signal to any thread that does not mask it)."""
     pending: list[int] = []
-    previous = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        handler = signal.getsignal(signum)
-        if callable(handler):   # a Python handler is held; SIG_IGN and SIG_DFL stay as they are
-            previous[signum] = handler
-            signal.signal(signum, lambda number, frame: pending.append(number))
+    held = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    held = {signum: handler for signum, handler in held.items() if callable(handler)}   # SIG_IGN and SIG_DFL stay as they are
     try:
-        yield
+        with ExitStack() as stack:
+            for signum in held:
+                stack.enter_context(signal_handled(signum, lambda number, frame: pending.append(number)))
+            yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         if pending:
-            previous[pending[0]](pending[0], None)
+            held[pending[0]](pending[0], None)
 
 
 @contextmanager
