@@ -71,7 +71,24 @@ def slurm_cluster(c: Any) -> Any:
 @contextmanager
 def dask_client(c: Any) -> Iterator[Any]:
     """A ``distributed.Client`` for the compute config ``c`` (closed, and a started cluster shut
-    down, on exit)."""
+    down, on exit), with Dask's low-level task fusion off while it is open (:data:`SAME_KEY_SAME_TASK`)."""
+    import dask
+
+    with dask.config.set(SAME_KEY_SAME_TASK):
+        with _client(c) as client:
+            yield client
+
+
+# Dask's linear fusion renames a fused chain and leaves the old key as an alias of the new one,
+# and which chain it fuses depends on the keys a compute asks for: a row block computed once whole
+# and once through a gather aliased the same key to two different tasks, and the scheduler,
+# still holding the released key, warned ("Detected different `run_spec` ... can cause failures
+# and deadlocks") in the middle of a run. A row block is one coarse task, so fusing saves nothing.
+SAME_KEY_SAME_TASK = {"optimization.fuse.active": False}
+
+
+@contextmanager
+def _client(c: Any) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     logging.getLogger("distributed").setLevel(logging.WARNING)
