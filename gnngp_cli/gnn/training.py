@@ -230,6 +230,15 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
         name = getattr(data, "metric", None) or ("r2" if regression else "accuracy")
         return {k: score(name, out[m], y[m]) for k, m in masks.items()}
 
+    val_nodes = masks["val"].nonzero().view(-1)
+
+    def validation() -> dict[str, float]:
+        """A precomputed model's epoch: the validation rows alone (the epoch is chosen on them; every split is scored at the end)."""
+        model.eval()
+        with torch.no_grad():
+            out = model(x[val_nodes])
+        return {"val": score(getattr(data, "metric", None) or ("r2" if regression else "accuracy"), out, y[val_nodes])}
+
     best, best_state, history, chosen_decay = None, None, [], None
     history_loss: list[float] = []
     train_watch = watch_factory()
@@ -282,7 +291,7 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
                     if bar is not None:
                         bar.update(1)
                     continue
-                current = scores(predict())
+                current = validation() if rows else scores(predict())
                 history.append((epoch_loss, current["val"]))
                 if recorded is not None:
                     curve["t"].append(epoch + 1)
