@@ -113,6 +113,11 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         return compose_config(overrides, compute_options(), config_name)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(one_line(err, spelled)) from None
+    except (ValueError, AssertionError) as err:   # Hydra's and OmegaConf's own, applying an override: compute.job_extra._=0 (a list
+        # indexed by a name) is int('_'); fit.learn.dj0=0 (a key under null) an assertion
+        raise ConfigError(f"the overrides could not be applied ({str(err).splitlines()[0] if str(err).strip() else type(err).__name__}); "
+                          "a list is indexed by a number (verify.widths.0=256), a key is set only under a mapping (not under fit.learn, "
+                          "which is null or a list), and gnngp run --cfg job shows the keys") from None
 
 
 def run(overrides: Sequence[str] = (), cfg: Optional[DictConfig] = None) -> list[dict]:
@@ -129,9 +134,12 @@ def load_dataset(name: str, **settings: Any):
     the dataset may be given bare: ``load_dataset("chameleon", split_index=3)``, or
     ``data={"mirror": "/data/mirror"}``. :class:`NodeGP` fitted on it composes the same config
     as ``gnngp run`` with these settings."""
+    from .data.datasets import DATASETS, PRESETS
     from .schema import DatasetConfig, RunConfig, config_fields
 
-    dataset_keys, top = set(config_fields(DatasetConfig)), set(config_fields(RunConfig))
+    own = DATASETS.get(name) or DATASETS.get(getattr(PRESETS.get(name), "name", None) or "")   # csbm's num_nodes too, not only the common keys
+    dataset_keys = set(config_fields(type(own.config) if own is not None else DatasetConfig))
+    top = set(config_fields(RunConfig))
     scoped = {(f"dataset.{k}" if k in dataset_keys and k not in top else k): v for k, v in settings.items()}
     overrides = [f"dataset={name}", *overrides_of(scoped)]
     cfg = compose(overrides)

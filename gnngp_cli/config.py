@@ -30,6 +30,7 @@ from .gnn.baselines import gnn_defaults
 from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
 from .kernels.architectures import KERNEL_COMMON
 from .metrics import score_metrics
+from .readers import COMMANDS, unknown_keys, unread_options
 from .schema import KernelConfig, RunConfig, freeze, revised
 from .schema import CONFORMAL, DEVICES, DTYPES, GNN_PROPAGATION, GNN_RECIPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
 
@@ -51,11 +52,20 @@ def _choice(value: str, allowed, what: str) -> None:
         raise ConfigError(f"{what}={value!r} is not valid{hint}; use one of {', '.join(allowed)}")
 
 
-def validate(cfg: Any) -> None:
-    """Reject impossible values before any work starts (one-line :class:`ConfigError`). A spec
+UNREAD = ("refuse", "allow")   # validate(unread=...): an option the run would not read is refused, or left to the caller
+
+
+def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
+    """Reject impossible values before any work starts (one-line :class:`ConfigError`): a key no
+    schema has (``+foo=bar``), an impossible value, and (``unread="refuse"``) an option set to a
+    value that a run of ``command`` would not read (:mod:`gnngp_cli.readers`). A spec
     (:func:`parse`) was checked when it was made."""
     if isinstance(cfg, RunConfig) and cfg.frozen:
         return
+    _choice(command, COMMANDS, "command")
+    _choice(unread, UNREAD, "unread")
+    unknown_keys(cfg)
+    removed_keys(cfg)
     resolvable(cfg)
     if cfg.dataset is None:
         raise ConfigError("no dataset chosen; use dataset=<name>")
@@ -128,6 +138,10 @@ def validate(cfg: Any) -> None:
     if cfg.max_memory_gb is not None and cfg.max_memory_gb <= 0:
         raise ConfigError(f"max_memory_gb={cfg.max_memory_gb} must be positive")
     _validate_compute(cfg)
+    if unread == "refuse" and OmegaConf.is_config(cfg):
+        found = unread_options(cfg, command)
+        if found:
+            raise ConfigError(found[0].message)
 
 
 def check_steps(times: list[float], epochs: Optional[int]) -> None:
@@ -219,9 +233,33 @@ def _count_or_auto(value: Any, key: str) -> None:
 MAX_LAYERS = 10_000
 
 
+def removed_keys(cfg: Any, path: str = "") -> None:
+    """Every key of the schema is in ``cfg`` (refuse, never ignore): ``~nugget`` removes what every
+    run reads; one line naming the key and the fix. (A key the schema has not, added with ``+``:
+    :func:`~gnngp_cli.readers.unknown_keys`.)"""
+    from omegaconf import DictConfig
+
+    if not isinstance(cfg, DictConfig) or cfg._is_none() or cfg._is_missing():
+        return
+    kind = OmegaConf.get_type(cfg)
+    if kind is None or not hasattr(kind, "__dataclass_fields__"):
+        return
+    names = [f.name for f in fields(kind)]
+    present = [str(k) for k in cfg.keys()]
+    for name in names:
+        if name not in present:
+            where = f"{path}.{name}" if path else name
+            raise ConfigError(f"{where} was removed (~{where}), but the run reads it; drop ~{where} "
+                              f"(a key left out keeps its default; set it with {where}=<value>)")
+    for name in names:
+        removed_keys(cfg._get_node(name), f"{path}.{name}" if path else name)
+
+
 def resolvable(cfg: Any) -> None:
     """Every interpolation of ``cfg`` resolves (``seed=${foo}`` names no key): else one line,
     here, not an OmegaConf traceback from whichever reader meets it first."""
+    import copy
+
     from omegaconf.errors import InterpolationResolutionError
 
     if not OmegaConf.is_config(cfg):
@@ -232,6 +270,30 @@ def resolvable(cfg: Any) -> None:
         where = f"{err.full_key}: " if getattr(err, "full_key", None) else ""
         raise ConfigError(f"{where}{str(err.msg if hasattr(err, 'msg') else err).splitlines()[0]}; an interpolation ${{...}} must name a key "
                           "of the config (gnngp run --cfg job shows them); or give the value itself") from None
+    _typed_interpolations(copy.deepcopy(cfg))
+
+
+def _typed_interpolations(node: Any, path: str = "") -> None:
+    """Each interpolation's value assigned to its typed key, as if given there: a value of the
+    wrong type (``likelihood.alpha_grid=${compute.memory}``, a string into a list) is one line
+    naming the key, not a ``TypeError`` deep in a later check."""
+    from omegaconf import DictConfig, ListConfig
+    from omegaconf.errors import OmegaConfBaseException
+
+    for key in list(node.keys()) if isinstance(node, DictConfig) else range(len(node)):
+        where = f"{path}.{key}" if path and isinstance(node, DictConfig) else f"{path}[{key}]" if path else str(key)
+        child = node._get_node(key)
+        if OmegaConf.is_interpolation(node, key):
+            written = child._value()
+            try:
+                value = node[key]
+                node[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+            except OmegaConfBaseException as err:
+                why = str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+                raise ConfigError(f"{where}={written}: {why}; an interpolation ${{...}} must name a key whose value {where} can hold "
+                                  "(gnngp run --cfg job shows the keys and their values); or give the value itself") from None
+        elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none() and not child._is_missing():
+            _typed_interpolations(child, where)
 
 
 def validate_kernel(k: Any) -> None:
@@ -548,17 +610,43 @@ def method_defaults(table: Mapping[str, Mapping[str, Any]], dataset: str, task: 
     return out
 
 
-def parse(cfg: Any) -> RunConfig:
+def parse(cfg: Any, command: str = "run", unread: str = "refuse") -> RunConfig:
     """The job's spec: the composed config, checked (:func:`validate`), as a frozen instance of
     its schema dataclasses (:mod:`gnngp_cli.schema`). Made once per job, by the job's entry (the
-    command line, the Python API, ``gnngp verify``); a spec given again is returned as it is."""
+    command line, the Python API, ``gnngp verify``); a spec given again is returned as it is.
+    ``unread="reset"``: an option set to a value this run would not read (a job of a sweep whose
+    other jobs read it) is a warning, and the spec holds its default, the value the run uses."""
     if isinstance(cfg, RunConfig):   # typed already: a spec is returned; an unfrozen instance is checked as a config first
         if cfg.frozen:
             return cfg
-        validate(OmegaConf.structured(cfg))
+        validate(OmegaConf.structured(cfg), command, unread)
         return freeze(cfg)
-    validate(cfg)
+    if unread == "reset":
+        validate(cfg, command, "allow")
+        cfg = reset_unread(cfg, command)
+    else:
+        validate(cfg, command, unread)
     return freeze(OmegaConf.to_object(cfg))
+
+
+def reset_unread(cfg: Any, command: str = "run") -> Any:
+    """``cfg`` (a copy) with each option this run would not read set back to its default, each
+    told in a warning (a sweep's job: another job of the sweep reads it)."""
+    import copy
+    import logging
+
+    from omegaconf import open_dict, read_write
+
+    found = unread_options(cfg, command)
+    if not found:
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    for item in found:
+        logging.getLogger("gnngp").warning("%s; this job of the sweep runs with its default %s=%s (other jobs of the sweep read it)",
+                                           item.said, item.key, "null" if item.default is None else item.default)
+        with read_write(cfg), open_dict(cfg):
+            OmegaConf.update(cfg, item.key, item.default, merge=False)
+    return cfg
 
 
 def with_method_defaults(spec: RunConfig, task: str) -> RunConfig:

@@ -2,7 +2,13 @@
 
 
 class GnngpError(Exception):
-    """Base class: the CLI prints these as one line, without a traceback."""
+    """Base class: the CLI prints these as one line, without a traceback. A message that quotes
+    another library's (pandas' "Error tokenizing data. C error: ...\\n") is kept on one line:
+    its line breaks become spaces."""
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return " ".join(line.strip() for line in text.splitlines() if line.strip()) if "\n" in text or "\r" in text else text
 
 
 class ConfigError(GnngpError):

@@ -89,6 +89,7 @@ class DataConfig(Options):
     download: bool = True               # fetch a dataset that is in neither the cache nor the mirror (false: fail instead)
     download_timeout: float = 20.0      # seconds before a download attempt gives up
     verify: bool = True                 # check raw files against the published sha256 table (false: warn)
+    shared_cache: bool = False          # trust caches (processed files, shards, node orders) that another user owns and no one else can write (a lab's read-only cache); group- or world-writable ones never
     order: str = "none"                 # none | rcm | metis: number the nodes so that neighbours sit close, for the graph product A Q (computed once per graph, cached under data.root/orders; rows, landmarks and results stay in the graph's own ids)
 
 

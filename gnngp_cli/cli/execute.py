@@ -23,7 +23,7 @@ from ..results.rows import console_row, console_summary, error_row
 from ..results.writing import ResultsNotWritten, append_rows, summary_line
 from ..results.resume import Resume, job_overrides, resume_state, set_aside
 from ..schema import RunConfig, revised
-from ..stops import stop_signal, stopped_by_signals
+from ..stops import signals_held, stop_signal, stopped_by_signals, telling_kept
 
 OnRow = Callable[[dict], None]
 
@@ -95,14 +95,16 @@ def run_once(spec: RunConfig, graph: Optional[LoadedGraph] = None, on_row: Optio
     return rows, backend.info.num_splits
 
 
-def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRow] = None, resume: Optional[Resume] = None) -> list[dict]:
+def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRow] = None, resume: Optional[Resume] = None,
+            unread: str = "refuse") -> list[dict]:
     """One job: a GNN if ``gnn`` is set, else a GP kernel on the backend of ``compute``; on
     every fixed split with ``splits=all`` (rows then carry ``split_index`` and ``split_count``;
     the console summary gives the mean and std over them). ``graph``: data already loaded
     (``compute=local``). Each row goes to ``on_row`` as its run finishes; the runs ``resume``
     holds are not run again. ``cfg``, the composed config, is parsed here into the job's spec
-    (:func:`~gnngp_cli.config.parse`), once: all below reads the spec."""
-    spec = parse(cfg)
+    (:func:`~gnngp_cli.config.parse`), once: all below reads the spec; ``unread="reset"`` (a job
+    of a sweep) runs an option this job would not read at its default, with a warning."""
+    spec = parse(cfg, unread=unread)
     every = spec.splits == "all"
     done = resume.done if resume is not None else set()
     planned = planned_runs(spec)
@@ -153,7 +155,8 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             log.info("resume: %s holds %d finished runs (%s); running the %s", results, len(resume.done), resume.why,
                      f"{missing} missing" if missing is not None else "missing ones")
         elif os.path.lexists(results):  # an earlier attempt: keep its rows aside, out of the summary
-            log.info("resume: %s: %s; running it again (earlier rows kept in %s)", results, resume.why, set_aside(results).name)
+            (log.warning if resume.distrusted else log.info)("resume: %s: %s; running it again (earlier rows kept in %s)", results,
+                                                             resume.why, set_aside(results).name)
             resume = None
         else:
             resume = None
@@ -171,19 +174,22 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
 
     def on_row(row: dict) -> None:
         row = checked_rows([row], validation=validation)[0]
-        write([row])
-        finished.append(row)
+        with signals_held():   # on disk and counted together: a stop between them told one run fewer than the file held
+            write([row])
+            finished.append(row)
         log.info(summary_line(console_row(row)))
 
+    def kept_now() -> str:
+        before = f", beside the {len(kept)} kept from before" if kept else ""
+        return (f"the {len(finished)} run(s) finished in this job are in {results}{before}" if finished else
+                f"no run of this job had finished{before.replace(', beside', ' (beside') + ' in ' + str(results) + ')' if kept else ''}")
+
     try:
-        with stopped_by_signals():
-            run_job(cfg, on_row=on_row, resume=resume)
+        with stopped_by_signals(), telling_kept(lambda: kept_now() + "; run it again with resume=true to run only the missing ones"):
+            run_job(cfg, on_row=on_row, resume=resume, unread="reset" if multirun else "refuse")   # preflight refused what no job of a sweep reads
     except KeyboardInterrupt as err:   # Ctrl-C, or SIGTERM (Stopped): the finished runs are on disk
         name, status = stop_signal(err)
-        before = f", beside the {len(kept)} kept from before" if kept else ""
-        kept_now = (f"the {len(finished)} run(s) finished in this job are in {results}{before}" if finished else
-                    f"no run of this job had finished{before.replace(', beside', ' (beside') + ' in ' + str(results) + ')' if kept else ''}")
-        print(f"gnngp: error: stopped by {name}: {kept_now}; "
+        print(f"gnngp: error: stopped by {name}: {kept_now()}; "
               "run it again with resume=true and the same overrides (and output folder) to run only the missing ones", file=sys.stderr)
         raise SystemExit(status) from None
     except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError, RuntimeError) as err:

@@ -46,6 +46,20 @@ def check_output_dir(argv: list[str]) -> None:
         raise SystemExit(1)
 
 
+HYDRA_FLAGS = frozenset({"-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "--resolve", "-p", "--package", "-r", "--run", "-m",
+                         "--multirun", "-sc", "--shell-completion", "-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir",
+                         "--experimental-rerun", "-i", "--info"})
+
+
+def check_flags(argv: list[str], prog: str) -> None:
+    """An argument that starts with ``-`` is one of Hydra's flags, else one line (argparse would
+    print its usage, nine lines, then its own error)."""
+    for arg in argv:
+        if arg.startswith("-") and arg.split("=", 1)[0] not in HYDRA_FLAGS:
+            _fail(f"{arg!r} is not an option of {prog}; give overrides as key=value, and flags from {prog} --help "
+                  "(-m for a sweep, --cfg job for the composed config)")
+
+
 def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") -> None:
     """Run a Hydra app; every mistake in the overrides is one line ``gnngp: error: ...`` and
     exit status 1 (see :mod:`gnngp_cli.cli.messages`). A sweep with failed jobs exits 1 after its
@@ -58,6 +72,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     from .watchdog import mark_launcher
 
     spelled = spellings(argv)
+    check_flags(argv, prog)
     try:
         check_group_choices(argv)
         argv = method_overrides(argv)
@@ -90,16 +105,31 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     sys.argv = [prog, *argv]
     user_full_error = "HYDRA_FULL_ERROR" in os.environ
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # Hydra raises instead of printing its multi-line report
+    started: list = []   # a job began: an error after it is the job's, not the overrides'
+
+    def job(cfg):
+        started.append(True)
+        return task(cfg)
+    job.__module__, job.__qualname__ = task.__module__, task.__qualname__   # Hydra names the job's files after the task
+
     try:
-        hydra.main(version_base=None, config_path=str(config_dir()), config_name=config_name)(task)()
+        hydra.main(version_base=None, config_path=str(config_dir()), config_name=config_name)(job)()
     except (HydraException, OmegaConfBaseException) as err:
         if user_full_error:
             raise
         _fail(str(err.__cause__) if isinstance(err.__cause__, GnngpError) else one_line(err, spelled))   # a logger's, from its constructor
-    except ValueError as err:   # Optuna's sweeper (hparams_search=...) when every trial failed: no best one
-        if user_full_error or "No trials are completed" not in str(err):
+    except (ValueError, AssertionError) as err:   # Optuna's sweeper (hparams_search=...) when every trial failed: no best one
+        if user_full_error:
             raise
-        _fail("every trial of the search failed, so it has no best one; their errors are rows of each job's results.csv in the sweep folder")
+        if "No trials are completed" in str(err):
+            _fail("every trial of the search failed, so it has no best one; their errors are rows of each job's results.csv in the sweep folder")
+        if started:
+            raise
+        # Hydra's composition, before any job: compute.job_extra._=0 (a list indexed by a name) is int('_'),
+        # fit.learn.dj0=0 (a key under null) OmegaConf's assertion
+        _fail(f"the overrides could not be applied ({str(err).splitlines()[0] if str(err).strip() else type(err).__name__}); "
+              "a list is indexed by a number (verify.widths.0=256), a key is set only under a mapping (not under fit.learn, "
+              "which is null or a list), and gnngp run --cfg job shows the keys")
     finally:
         if not user_full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
@@ -139,7 +169,7 @@ def _partition_task(cfg) -> None:
     from ..errors import ConfigError, GnngpError
 
     try:
-        spec = parse(cfg)
+        spec = parse(cfg, command="partition")
         if not spec.partition.out:
             raise ConfigError("gnngp partition needs the folder to write: out=<dir>")
         store = DataStore.of(spec.data)
@@ -160,7 +190,7 @@ def _verify_task(cfg) -> None:
     from ..verify.task import verify
 
     try:
-        spec = parse(cfg)
+        spec = parse(cfg, command="verify")
         if spec.kernel.low_rank:
             print("gnngp: note: the check compares networks with the exact kernel; the _x twin is ignored", file=sys.stderr)
         result = verify(spec, Path(HydraConfig.get().runtime.output_dir))
@@ -219,10 +249,10 @@ def _report(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..stops import stop_signal, stopped_by_signals
+    from ..stops import command_stops, stop_signal
 
     try:
-        with stopped_by_signals():
+        with command_stops():   # SIGTERM as Ctrl-C; a second one during the clean-up ends it in order
             _main(argv)
     except KeyboardInterrupt as err:   # a stop outside a job (a job says what it kept itself): imports, composition, between sweep jobs
         name, status = stop_signal(err)
@@ -250,7 +280,8 @@ def _main(argv: list[str] | None) -> None:
     if command == "run":
         _hydra_app(_run_task, rest, "gnngp run")
     elif command == "partition":
-        _hydra_app(_partition_task, ["partition.out=" + a.partition("=")[2] if a.startswith("out=") else a for a in rest], "gnngp partition")
+        _hydra_app(_partition_task, ["partition.out=" + a.partition("=")[2] if a.startswith("out=") else a for a in rest]
+                   + ["hydra.callbacks.preflight.command=partition"], "gnngp partition")   # its preflight parses for partition
     elif command == "verify":
         _hydra_app(_verify_task, rest, "gnngp verify", config_name="verify")
     elif command == "report":

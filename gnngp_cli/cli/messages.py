@@ -19,7 +19,8 @@ from typing import Iterable, Optional, Sequence
 
 from ..errors import ConfigError
 
-GROUP_KEYS = ("dataset", "model", "kernel", "gnn", "experiment", "fit", "compute")
+GROUP_KEYS = ("dataset", "model", "kernel", "gnn", "experiment", "fit", "compute", "likelihood", "protocol", "conformal")
+ONE_OPTION_GROUPS = (*GROUP_KEYS, "learning_curve", "hparams_search", "logger")   # each takes one option's name, never a list or mapping
 
 
 def closest(word: str, choices: Iterable[str]) -> Optional[str]:
@@ -69,10 +70,14 @@ def _sweep_values(value: str) -> list[str]:
 
 def check_group_choices(overrides: Sequence[str]) -> None:
     """Raise a one-line :class:`ConfigError` for an unknown ``dataset=``, ``kernel=``,
-    ``gnn=``, ``model=`` or ``experiment=`` value (every value of a sweep), naming the closest valid one."""
+    ``gnn=``, ``model=``, ``experiment=``, ``fit=``, ``compute=``, ``likelihood=``, ``protocol=`` or ``conformal=`` value (every
+    value of a sweep), naming the closest valid one; a list or mapping given to a group (``compute=[0]``) is refused too."""
     for override in overrides:
         key, sep, value = override.partition("=")
         key = key.lstrip("+~")
+        if sep and key in ONE_OPTION_GROUPS and value.strip()[:1] in ("[", "{"):   # Hydra would fail with a ValueError or TypeError
+            raise ConfigError(f"{key}={value}: {key} takes one option's name (e.g. {key}={group_options(key)[0] if key in GROUP_KEYS else 'name'}), "
+                              "not a list or mapping; a sweep over options is gnngp run -m " + f"{key}=a,b")
         if not sep or key not in GROUP_KEYS:
             continue
         valid = group_options(key)

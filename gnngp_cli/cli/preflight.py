@@ -22,9 +22,10 @@ def _refuse(message: str, job: str = "") -> None:
     raise SystemExit(1)   # not an Exception: Hydra's callbacks turn those into warnings
 
 
-def check(config: DictConfig, job: str = "") -> None:
+def check(config: DictConfig, job: str = "", command: str = "run", unread: str = "refuse") -> DictConfig:
     """Parse ``config`` (a composed config with its ``hydra`` node) as the job will; a
-    :class:`~gnngp_cli.errors.GnngpError` refuses the command."""
+    :class:`~gnngp_cli.errors.GnngpError` refuses the command. ``unread="allow"``: an option
+    the job would not read is left to the caller (a sweep's). Returns the job's config."""
     from ..config import parse
     from ..errors import GnngpError
 
@@ -32,9 +33,28 @@ def check(config: DictConfig, job: str = "") -> None:
     with read_write(task), open_dict(task):
         task.pop("hydra", None)
     try:
-        parse(task)
+        parse(task, command, unread)
     except GnngpError as err:
         _refuse(str(err), job)
+    return task
+
+
+def unread_in_sweep(tasks: list[tuple[str, DictConfig]], command: str = "run") -> None:
+    """A sweep's jobs (``(label, config)``): an option set to a value that no job of the sweep
+    reads is refused, in the words of the first job; one that some job reads runs, and each job
+    that does not read it keeps its default with a warning (``-m kernel=gcngp,rbf kernel.layers=3``:
+    the rbf jobs have no layers)."""
+    from ..readers import set_options, unread_options
+
+    read, first = set(), {}
+    for label, task in tasks:
+        unread = {item.key: item for item in unread_options(task, command)}
+        read |= set(set_options(task)) - set(unread)
+        for key, item in unread.items():
+            first.setdefault(key, (label, item))
+    for key, (label, item) in first.items():
+        if key not in read:
+            _refuse(f"{item.said}, and no job of the sweep reads it; {item.fix}", label)
 
 
 def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
@@ -55,10 +75,14 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
 
 class Preflight(Callback):
     """``on_run_start``: the job's config parsed; ``on_multirun_start``: every job's, for the
-    basic sweeper. Both before Hydra makes a folder."""
+    basic sweeper. Both before Hydra makes a folder. ``command``: the command parsed for (``run``,
+    ``verify``, ``partition``: each reads options of its own)."""
+
+    def __init__(self, command: str = "run") -> None:
+        self.command = command
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        check(config)
+        check(config, command=self.command)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from hydra.core.global_hydra import GlobalHydra
@@ -66,12 +90,15 @@ class Preflight(Callback):
         from ..compose import shown_override
 
         jobs = sweep_jobs(config)
-        if jobs is None:   # a search: its values come as it goes, but the options it does not search are parsed now
-            check(config, "the options a search does not choose")
+        if jobs is None:   # a search: its values come as it goes, but the options it does not search are parsed now (an
+            check(config, "the options a search does not choose", self.command, "allow")   # option its trials may read: each trial's warning)
             return
         if not jobs:
             _refuse("the sweep has no jobs (a sweep value that expands to nothing, e.g. glob(*) matching no option); "
                     "give at least one value to each swept key")
         loader = GlobalHydra.instance().config_loader()
+        tasks = []
         for index, overrides in enumerate(jobs):
-            check(loader.load_sweep_config(config, list(overrides)), f"{index}: {' '.join(shown_override(o) for o in overrides)}")
+            label = f"{index}: {' '.join(shown_override(o) for o in overrides)}"
+            tasks.append((label, check(loader.load_sweep_config(config, list(overrides)), label, self.command, "allow")))
+        unread_in_sweep(tasks, self.command)

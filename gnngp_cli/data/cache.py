@@ -7,7 +7,11 @@ digests (a flipped bit in a tensor's name, which both dicts share, is caught by 
 ``torch.load(weights_only=True)`` only (no global may be named, so no code in it can run), and
 its tensors are hashed again on every load: a file that fails that load, was built from other
 raw files, or whose tensors are not the ones written (an edited label, one flipped byte) is
-rebuilt from the verified raw files, with a warning naming it. Hashing costs about a second per
+rebuilt from the verified raw files, with a warning naming it. A file that another user could have
+written (it, or a folder from the data root down to it, is group- or world-writable or owned by
+another user: :mod:`.trust`) is neither read nor written: whoever can write it can rewrite its
+digests too. The run says so in one warning naming the path and the fix, and builds the tensors
+from the raw files (checked against the digests shipped in the package), in memory. Hashing costs about a second per
 GB of tensors (Reddit: 2.4 GB), against minutes of kernel work.
 PyG's and OGB's own processed files (``data.pt``, ``pre_transform.pt``, ``geometric_data_processed.pt``)
 are never read: their loaders fall back to ``weights_only=False``.
@@ -17,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Optional
 
 import torch
 
@@ -42,10 +46,18 @@ def load_failure(err: BaseException) -> str:
     return f"{type(err).__name__}: {why}" if why else type(err).__name__
 
 
-def cached_tensors(folder: Path, raw_digests: Mapping[str, str], build: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+def cached_tensors(folder: Path, raw_digests: Mapping[str, str], build: Callable[[], dict[str, torch.Tensor]],
+                   untrusted: Optional[Callable[[Path], Optional[str]]] = None) -> dict[str, torch.Tensor]:
     """The tensors cached in ``folder/processed/gnngp.pt`` if they were built from exactly
-    ``raw_digests``, else ``build()`` (written to the cache when it is writable)."""
+    ``raw_digests``, else ``build()`` (written to the cache when it is writable). ``untrusted``:
+    why a path is not to be trusted (:meth:`~gnngp_cli.data.store.DataStore.untrusted`); a cache it
+    names is not read nor written, and ``build()`` serves this run."""
     path = folder / PROCESSED
+    distrusted = untrusted(path) if untrusted is not None else None
+    if distrusted is not None:
+        print(f"gnngp: warning: not trusting the processed cache: {distrusted}; building the dataset from its verified raw files "
+              "in memory this run, without reading or writing that cache", file=sys.stderr)
+        return build()
     if path.is_file():
         try:
             stored = torch.load(path, map_location="cpu", weights_only=True)

@@ -66,6 +66,9 @@ def _read_features(path: Path) -> torch.Tensor:
         raise DatasetError(f"feature file {path} must be a 2-D array (nodes x features), got shape {array.shape}")
     if array.shape[0] == 0:
         raise DatasetError(f"feature file {path} has no rows: the graph has no nodes; give one row of features per node")
+    if array.shape[1] == 0:   # every kernel of zero features is zero: predictions from nothing
+        raise DatasetError(f"feature file {path} has no columns: the nodes have no features; give at least one "
+                           "(without features of your own, a column of ones: np.ones((n, 1)))")
     if not np.isfinite(array).all():
         raise DatasetError(f"feature file {path} contains NaN or infinite values; clean them first")
     return torch.from_numpy(np.asarray(array, dtype=wide_enough(array.dtype)))
@@ -167,6 +170,8 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
         num_classes = 0
     edge_path = _one_of(folder, ("edges.csv",), "edges")
     edge_index = make_undirected(read_edge_csv(edge_path, n, header=None), n)
+    if edge_index.numel() == 0:
+        notes.append(f"edge file {edge_path} has no edges: every node is isolated, and the kernels read the features alone")
     data = Data(x=x, y=y, edge_index=edge_index)
     present = [m for m in MASKS if (folder / f"{m}.npy").is_file()]
     if present and len(present) != 3:

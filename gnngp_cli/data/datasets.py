@@ -33,6 +33,7 @@ class DatasetEntry:
     partition: Optional[Callable[..., Any]] = None   # partition(options, store, out, rows, source): row blocks streamed from raw files
     split: str = "public"                 # one of SPLIT_KINDS
     digests: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # <Name>/raw/<file> -> accepted digests (see .digests)
+    memory: Optional[Callable[[Any], float]] = None   # memory(options): peak bytes its load allocates, told before it loads (a generated graph)
 
 
 DATASETS: dict[str, DatasetEntry] = {}
@@ -41,16 +42,19 @@ PRESETS: dict[str, Any] = {}              # option name -> config of a registere
 
 def register_dataset(name: str, display: str, load: Callable[[Any, Any], Any], config: Any,
                      stand_in: Optional[tuple] = None, partition: Optional[Callable[..., Any]] = None, *,
-                     split: str = "public", digests: Optional[Mapping[str, tuple[str, ...]]] = None) -> None:
+                     split: str = "public", digests: Optional[Mapping[str, tuple[str, ...]]] = None,
+                     memory: Optional[Callable[[Any], float]] = None) -> None:
     """Add ``dataset=name``: ``load(options, store)`` returns its PyG ``Data``. ``partition(options,
     store, out, rows, source)``, when given, writes its row blocks (:mod:`.shards`) straight from
     the raw files, for graphs too large to load in one process (``compute=dask``). ``split``: its
-    kind of split (:data:`SPLIT_KINDS`); ``digests``: the published digests of its raw files."""
+    kind of split (:data:`SPLIT_KINDS`); ``digests``: the published digests of its raw files;
+    ``memory(options)``: the bytes its load allocates at its peak, checked against the memory
+    limit before it loads (a generated graph, whose size is a setting)."""
     if config.name != name:
         raise ConfigError(f"dataset entry {name!r} has a config named {config.name!r}")
     if split not in SPLIT_KINDS:
         raise ConfigError(f"dataset entry {name!r}: split={split!r} is not a kind of split; use one of {', '.join(SPLIT_KINDS)}")
-    DATASETS[name] = DatasetEntry(name, display, load, config, stand_in, partition, split, dict(digests or {}))
+    DATASETS[name] = DatasetEntry(name, display, load, config, stand_in, partition, split, dict(digests or {}), memory)
 
 
 def register_preset(option: str, config: Any) -> None:

@@ -1,6 +1,7 @@
 """Files written so that readers never see half of one: a temporary beside the target, then an
-atomic rename. Temporaries are created with mode ``0666 & ~umask`` (``mkstemp`` would give
-0600, unreadable to the other users of a shared cache) and are named
+atomic rename. Temporaries are created with mode ``0644 & ~umask`` (``mkstemp`` would give
+0600, unreadable to the other users of a shared cache; ``0666`` under a umask of 002 would be
+group-writable, which :mod:`.trust` refuses to trust), in folders made ``0755 & ~umask``, and are named
 ``.<target>.<host>.<pid>.<random>.tmp``, so that one left by a killed process is recognised and
 removed by the next writer. :func:`locked` serialises writers across processes (``flock`` on a
 sidecar ``.<target>.lock``).
@@ -16,6 +17,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Callable, Iterator
+
+from .trust import make_private_dirs
 
 STALE_SECONDS = 24 * 3600   # another host's temporary older than this is abandoned
 
@@ -67,10 +70,10 @@ def remove_stale_temporaries(path: Path) -> list[Path]:
 
 def atomic_write(path: Path, write: Callable, binary: bool = False) -> None:
     """Write ``path`` by ``write(file)`` on a temporary, fsync it, and rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     remove_stale_temporaries(path)
     tmp = temporary_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)   # the umask applies
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)   # the umask applies; never group-writable
     try:
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": ""})) as f:
             write(f)

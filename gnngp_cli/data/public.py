@@ -128,7 +128,7 @@ def load_planetoid(name: str, store: DataStore) -> Data:
     files = [f"raw/ind.{name}.{part}" for part in PLANETOID_PARTS]
     urls = {f: f"{PLANETOID_URL}/{Path(f).name}" for f in files}
     folder = store.fetch(title, files, urls)
-    tensors = cached_tensors(folder, store.digests[title], lambda: read_planetoid(folder / "raw", name))
+    tensors = cached_tensors(folder, store.digests[title], lambda: read_planetoid(folder / "raw", name), store.untrusted)
     data = Data(**tensors)
     data.task, data.num_classes = "classification", int(data.y.max()) + 1
     return data
@@ -184,7 +184,7 @@ def _unzip_into(members: dict[str, str]):
 def load_reddit(name: str, store: DataStore) -> Data:
     files = ["raw/reddit_data.npz", "raw/reddit_graph.npz"]
     folder = store.fetch("Reddit", files, archive=(REDDIT_URL, _unzip_into({"reddit_data.npz": files[0], "reddit_graph.npz": files[1]})))
-    data = Data(**cached_tensors(folder, store.digests["Reddit"], lambda: read_reddit(folder / "raw")))
+    data = Data(**cached_tensors(folder, store.digests["Reddit"], lambda: read_reddit(folder / "raw"), store.untrusted))
     data.task, data.num_classes = "classification", int(data.y.max()) + 1
     return data
 
@@ -234,7 +234,7 @@ def read_arxiv(folder: Path) -> dict[str, torch.Tensor]:
 def load_arxiv(name: str, store: DataStore) -> Data:
     members = {f"arxiv/{f}": f for f in ARXIV_FILES}
     folder = store.fetch("ogbn_arxiv", list(ARXIV_FILES), archive=(ARXIV_URL, _unzip_into(members)))
-    data = Data(**cached_tensors(folder, store.digests["ogbn_arxiv"], lambda: read_arxiv(folder)))
+    data = Data(**cached_tensors(folder, store.digests["ogbn_arxiv"], lambda: read_arxiv(folder), store.untrusted))
     data.task, data.num_classes = "classification", ARXIV_CLASSES
     return data
 

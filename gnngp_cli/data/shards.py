@@ -39,6 +39,7 @@ import torch
 
 from ..errors import DatasetError
 from .digests import sha256
+from .trust import make_private_dirs
 from ..graph.orders import positions
 
 FORMAT = "gnngp-shards"
@@ -84,10 +85,59 @@ def read_meta(root: Path) -> ShardMeta:
         raw = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise DatasetError(f"{path} is missing or unreadable ({err}); write the shards with gnngp partition dataset=<name> out={root}") from err
-    if raw.get("format") != FORMAT or raw.get("version") != VERSION:
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != VERSION:
         raise DatasetError(f"{root} does not hold gnngp shards of version {VERSION}; write them again with gnngp partition")
+    wrong = _wrong_fields(raw)
+    if wrong:
+        raise DatasetError(f"{path}: {wrong}; write the shards again with gnngp partition")
     meta = ShardMeta(**{k: raw[k] for k in ShardMeta.__dataclass_fields__ if k in raw})
-    return replace(meta, warnings=tuple(meta.warnings), source_rows=tuple(meta.source_rows))
+    meta = replace(meta, warnings=tuple(meta.warnings), source_rows=tuple(meta.source_rows))
+    found = _block_count(Path(root))
+    if found != meta.num_blocks:   # before any task is built: num_nodes=10^9 would make 10^6 row-block tasks
+        raise DatasetError(f"{path} says {meta.num_nodes:,} nodes in row blocks of {meta.rows:,}, so {meta.num_blocks:,} row blocks, "
+                           f"and {root} holds {found:,}; write the shards again with gnngp partition")
+    last = meta.num_blocks - 1
+    try:
+        held = load_npy(block_dir(root, last) / "x.npy", mmap=True).shape[0]
+    except (OSError, ValueError):
+        held = None   # a missing block file is named by the digest check, or by the task that reads it
+    if held is not None and held != meta.block_rows(last):
+        raise DatasetError(f"{path} says {meta.num_nodes:,} nodes, so {meta.block_rows(last):,} in the last row block, and its x.npy holds "
+                           f"{held:,}; write the shards again with gnngp partition")
+    return meta
+
+
+COUNTS = {"num_nodes": 1, "num_edges": 0, "rows": 1, "num_features": 0, "num_classes": 0}   # each count's least valid value
+TEXTS = ("dataset", "task", "split", "source", "stand_in", "order")
+
+
+def _wrong_fields(raw: dict) -> str:
+    """What is wrong with ``meta.json``'s fields (``""``: nothing): a count that is not a whole
+    number at least its least value, a text that is not text, a list that is not a list."""
+    missing = [k for k in ("dataset", *COUNTS, "task") if k not in raw]
+    if missing:
+        return f"it has no {', '.join(missing)}"
+    for key, least in COUNTS.items():
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            return f"{key}={value!r} is not a whole number of at least {least}"
+    for key in TEXTS:
+        if key in raw and not isinstance(raw[key], str):
+            return f"{key}={raw[key]!r} is not text"
+    for key in ("warnings", "source_rows"):
+        if key in raw and not isinstance(raw[key], list):
+            return f"{key}={raw[key]!r} is not a list"
+    if raw.get("num_splits") is not None and (isinstance(raw["num_splits"], bool) or not isinstance(raw["num_splits"], int)):
+        return f"num_splits={raw['num_splits']!r} is not a whole number"
+    return ""
+
+
+def _block_count(root: Path) -> int:
+    """How many ``block-*`` folders ``root`` holds."""
+    try:
+        return sum(1 for entry in os.scandir(root) if entry.name.startswith("block-") and entry.is_dir(follow_symlinks=False))
+    except OSError:
+        return 0
 
 
 _HEADER_LOCK = threading.Lock()
@@ -112,6 +162,28 @@ def load_part(root: Path, b: int, name: str, mmap: bool = True) -> np.ndarray:
         raise DatasetError(f"shard file {path} is missing or corrupt ({err}); write the shards again with gnngp partition") from err
 
 
+def check_edges(root: Path, b: int, split: np.ndarray, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, count: int) -> None:
+    """Refuse block ``b``'s entries unless ``split`` cuts them into source blocks in order, the
+    four files agree on their count and every row lies in the block's ``count`` rows."""
+    folder = block_dir(root, b)
+    size = int(np.shape(rows)[0]) if np.ndim(rows) == 1 else -1
+    if split.ndim != 1 or split.size < 1 or split[0] != 0 or np.any(np.diff(split) < 0) or split[-1] != size \
+            or np.shape(cols) != (size,) or np.shape(weights) != (size,):
+        raise DatasetError(f"shard files {folder}/split.npy, rows.npy, cols.npy and weights.npy do not agree (entries out of order "
+                           "or of different counts); write the shards again with gnngp partition")
+    if size and (int(np.min(rows)) < 0 or int(np.max(rows)) >= count):
+        raise DatasetError(f"shard file {folder}/rows.npy names a row outside the block's {count:,} rows; write the shards again with gnngp partition")
+
+
+def check_columns(root: Path, b: int, j: int, columns: np.ndarray, source_rows: int) -> None:
+    """Refuse block ``b``'s columns in source block ``j`` unless each is one of its ``source_rows``
+    rows (a crafted ``cols.npy`` would index past a root block)."""
+    if columns.size and (int(columns.min()) < 0 or int(columns.max()) >= source_rows):
+        wrong = int(columns.max()) if int(columns.max()) >= source_rows else int(columns.min())
+        raise DatasetError(f"shard file {block_dir(root, b)}/cols.npy names column {wrong} of source block {j}, which has "
+                           f"{source_rows:,} rows; write the shards again with gnngp partition")
+
+
 class ShardWriter:
     """Writes the shards of one graph block by block, then ``meta.json`` last (a folder without
     it is an interrupted write and is never read)."""
@@ -127,7 +199,7 @@ class ShardWriter:
                                f"{' and more' if len(foreign) > 3 else ''}); give an empty or new folder for the shards")
         if (self.out / "meta.json").exists():
             (self.out / "meta.json").unlink()
-        self.out.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.out)
         self.num_edges = 0
 
     def write_edges(self, b: int, rows: np.ndarray, cols: np.ndarray, merge_duplicates: bool = False) -> None:
@@ -146,7 +218,7 @@ class ShardWriter:
 
     def write_nodes(self, b: int, x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> None:
         folder = block_dir(self.out, b)
-        folder.mkdir(exist_ok=True)
+        make_private_dirs(folder)
         _save(folder / "x.npy", np.ascontiguousarray(x, dtype=np.float64 if x.dtype == np.float64 else np.float32))
         _save(folder / "y.npy", y)
         _save(folder / "mask.npy", mask.astype(np.uint8))
@@ -160,6 +232,7 @@ class ShardWriter:
         text = json.dumps({**raw, "meta_digest": meta_digest(raw)}, indent=1)
         tmp = self.out / "meta.json.tmp"
         tmp.write_text(text)
+        _no_group_write(tmp)
         os.replace(tmp, self.out / "meta.json")
         return meta
 
@@ -240,6 +313,13 @@ def differing_files(root: Path, written: dict, present: list[str]) -> list[tuple
 
 def _save(path: Path, array: np.ndarray) -> None:
     np.save(path, array, allow_pickle=False)
+    _no_group_write(path)
+
+
+def _no_group_write(path: Path) -> None:
+    """Take group and others' write from a file just written: under a umask of 002 it would be
+    group-writable, and the next run would not trust it (:mod:`.trust`)."""
+    os.chmod(path, os.stat(path).st_mode & ~0o022)
 
 
 def save_edges(folder: Path, local: np.ndarray, cols: np.ndarray, weights: np.ndarray, count: int, rows: int, num_blocks: int) -> None:
@@ -252,7 +332,7 @@ def save_edges(folder: Path, local: np.ndarray, cols: np.ndarray, weights: np.nd
     local, cols, weights, source = local[order], cols[order], weights[order], source[order]
     split = np.searchsorted(source, np.arange(num_blocks + 1))
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(folder)
     _save(folder / "rows.npy", local.astype(np.int32))
     _save(folder / "cols.npy", (cols - source * rows).astype(np.int32))
     _save(folder / "weights.npy", weights)

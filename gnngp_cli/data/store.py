@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from ..errors import DatasetError, DatasetUnavailable
 from .digests import DigestMismatch, sha256, verify_file, warn_unverified
 from .files import atomic_copy, atomic_write
+from .trust import untrusted
 
 MIRROR_ENV = "GNNGP_DATA_MIRROR"
 ROOT_ENV = "GNNGP_DATA_ROOT"
@@ -42,20 +43,27 @@ class DataStore:
     download: bool = True
     timeout_s: float = 20.0
     verify: bool = True
+    shared_cache: bool = False   # trust caches another user owns, if no one but its owner can write them (:mod:`.trust`)
     digests: dict[str, dict[str, str]] = field(default_factory=dict)   # name -> file -> sha256 of the last fetch
 
     @classmethod
     def from_config(cls, root: Optional[str], mirror: Optional[str], download: bool = True, timeout_s: float = 20.0,
-                    verify: bool = True) -> "DataStore":
+                    verify: bool = True, shared_cache: bool = False) -> "DataStore":
         mirror = mirror or os.environ.get(MIRROR_ENV) or None
         if mirror is not None and not Path(mirror).is_dir():
             raise DatasetError(f"data mirror {mirror} is not a directory; set data.mirror (or {MIRROR_ENV}) to a folder holding <Name>/raw/ files")
-        return cls(Path(root) if root else default_root(), Path(mirror) if mirror else None, download, timeout_s, verify)
+        return cls(Path(root) if root else default_root(), Path(mirror) if mirror else None, download, timeout_s, verify, shared_cache)
 
     @classmethod
     def of(cls, data: Any) -> "DataStore":
         """The store a job's ``data`` config describes (root, mirror, download, its timeout, verify)."""
-        return cls.from_config(data.root, data.mirror, data.download, data.download_timeout, data.verify)
+        return cls.from_config(data.root, data.mirror, data.download, data.download_timeout, data.verify, data.get("shared_cache", False))
+
+    def untrusted(self, path: Path) -> Optional[str]:
+        """Why ``path`` under the data root is not to be trusted, in one line (``None``: it is): a
+        folder from the root down to it, or the file, that another user could have written
+        (:func:`~gnngp_cli.data.trust.untrusted`)."""
+        return untrusted(path, self.root, self.shared_cache)
 
     def folder(self, name: str) -> Path:
         return self.root / name

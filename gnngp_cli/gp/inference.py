@@ -146,11 +146,11 @@ def validation_curve(posterior: Posterior, stats: TrainingStatistics, reduce: "R
                      split: str = "val") -> Tensor:
     """The validation metric (or ``split``'s) at each nugget (float64, on the CPU), scored by chunks of the grid (:func:`grid_chunk`)."""
     step = grid_chunk(stats.gram.size(0), stats.num_nodes, stats.n_train, stats.rhs.size(1))
-    return torch.cat([
-        reduce(partial(validation_scores, posterior=posterior, nuggets=nuggets[start:start + step], metric=metric, split=split),
-               merge_scores).value(split).double().cpu()
-        for start in range(0, nuggets.numel(), step)
-    ])
+    curve = torch.empty(nuggets.numel(), dtype=torch.float64)   # filled in place: no piece per chunk kept, no copy to join them
+    for start in range(0, nuggets.numel(), step):
+        curve[start:start + step] = reduce(partial(validation_scores, posterior=posterior, nuggets=nuggets[start:start + step], metric=metric,
+                                                   split=split), merge_scores).value(split)
+    return curve
 
 
 def time_curve(posterior: Posterior, stats: TrainingStatistics, reduce: "Reduce", times: TrainingTimes, metric: Metric, val_curve: Tensor) -> dict:

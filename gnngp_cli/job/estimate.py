@@ -46,6 +46,7 @@ from ..runtime import ROW_BLOCK_ENTRIES
 BYTES_PER_ENTRY_FACTOR = 4   # a dense block plus the temporaries of the ReLU expectation and products
 EIGH_SQUARES = 7             # m x m blocks alive at the low-rank inference's eigendecomposition (module docstring)
 FLOPS_PER_SECOND = 1e10
+EVALUATION_SECONDS = 0.03   # a kernel evaluation's own overhead beyond its operations (301 RBF gammas on a 300-node csbm: 52 ms each, measured on 2 busy cores)
 ENTRY_COST = 400             # operations per dense entry and layer (exact GCNIIGP on PubMed: ~30 s for 2 x 3.9e8 entries)
 
 
@@ -71,20 +72,63 @@ class Estimate:
     time_class: str        # seconds, minutes or hours
     detail: str            # what sizes it, e.g. "3,070 landmarks" or "K 2,541 x 644"
     on_disk: bool = False  # compute=dask: ``gb`` is what compute.roots_dir holds at the peak
+    seconds: float = 0.0   # predicted seconds of work (at FLOPS_PER_SECOND), of which time_class is the class
 
-    def with_grid(self, grid_gb: float, num: int) -> "Estimate":
-        """This estimate with a nugget grid's memory in this process (:func:`grid_bytes`) counted:
-        added to the peak, or told beside the root files' size; a usual grid is not mentioned."""
+    def with_grid(self, grid_gb: float, num: int, seconds: float = 0.0) -> "Estimate":
+        """This estimate with a nugget grid's memory in this process (:func:`grid_bytes`) and its
+        scoring's ``seconds`` (:func:`grid_seconds`) counted: added to the peak, or told beside the
+        root files' size; a usual grid is not mentioned."""
+        timed = self.plus(seconds)
         if grid_gb < 0.01:
-            return self
+            return timed
         told = f"a nugget grid of {num:,} values ({size_text(grid_gb * 2**30)})"
         if self.on_disk:
-            return replace(self, detail=f"{self.detail}, {told} in this process")
-        return replace(self, gb=self.gb + grid_gb, detail=f"{self.detail}, {told}")
+            return replace(timed, detail=f"{self.detail}, {told} in this process")
+        return replace(timed, gb=self.gb + grid_gb, detail=f"{self.detail}, {told}")
+
+    def with_memory(self, extra_bytes: float, told: str) -> "Estimate":
+        """This estimate with ``extra_bytes`` more in this process (told beside the root files' size on Dask)."""
+        if extra_bytes < 0.01 * 2**30:
+            return self
+        told = f"{told} ({size_text(extra_bytes)}{' in this process' if self.on_disk else ''})"
+        return replace(self, gb=self.gb + (0 if self.on_disk else extra_bytes / 2**30), detail=f"{self.detail}, {told}")
+
+    def plus(self, seconds: float) -> "Estimate":
+        """This estimate with ``seconds`` more work."""
+        total = self.seconds + seconds
+        return replace(self, seconds=total, time_class=time_class(total * FLOPS_PER_SECOND))
+
+    def times(self, evaluations: int) -> "Estimate":
+        """The work of ``evaluations`` kernel evaluations (a search's candidates, then the chosen
+        one again) at this estimate's each; the memory is one evaluation's."""
+        if evaluations <= 1:
+            return self
+        total = self.seconds * evaluations
+        return replace(self, seconds=total, time_class=time_class(total * FLOPS_PER_SECOND),
+                       detail=f"{self.detail}, {evaluations:,} kernel evaluations")
+
+    def long_warning(self, label: str, dataset: str) -> Optional[str]:
+        """A warning when the work is expected to take longer than :data:`LONG_SECONDS`."""
+        if self.seconds <= LONG_SECONDS:
+            return None
+        return (f"{label} on {dataset} is estimated to run about {duration_text(self.seconds)} on a machine of "
+                f"{FLOPS_PER_SECOND / 1e9:g} GFLOP/s ({self.detail}); Ctrl-C stops it and keeps the finished runs")
 
     def line(self, label: str, dataset: str) -> str:
         size = f"{_gb(self.gb)} GB" if self.gb >= 0.1 else size_text(self.gb * 2**30)   # 0.0042 GB reads as nothing
         return f"{label} on {dataset}: ~{size}, {self.detail}, {self.time_class} (estimate before computing)"
+
+
+LONG_SECONDS = 300.0   # work estimated past this is a warning before it starts
+
+
+def duration_text(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3.5 h``, ``40 days``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 3 * 86400 else f"{seconds / 86400:,.0f} days"
 
 
 def _gb(value: float) -> str:
@@ -146,7 +190,8 @@ def gp_estimate(
         flops = layers * dense_elements * (ENTRY_COST + 2 * degree) + 4 * n_train ** 3
         detail = f"dense blocks of up to {dense_elements:,} entries"
     total = max(peak_now, rss_now + work)
-    return Estimate(total / 2**30, time_class(flops), detail)
+    seconds = flops / FLOPS_PER_SECOND + EVALUATION_SECONDS
+    return Estimate(total / 2**30, time_class(seconds * FLOPS_PER_SECOND), detail, seconds=seconds)
 
 
 GRID_VALUE_BYTES = 20         # per grid value, beyond its two copies in the working dtype: the validation curve and its copies (float64), masks
@@ -158,8 +203,48 @@ def grid_bytes(num: int, bytes_per_entry: int, chunk_entries: int) -> float:
     (working dtype), the validation curve (float64), and a chunk's products
     (``chunk_entries``: rows x chunk x outputs, :func:`~gnngp_cli.gp.inference.grid_chunk`).
     Measured on a 60-node csbm (float64, peak RSS 0.26 GB with the default grid): 10^7 values
-    0.59 GB peak (estimated 0.95), 10^8 values 3.06 and 3.55 GB (estimated 3.9)."""
+    0.59 GB peak (estimated 0.95), 10^8 values 3.06 and 3.55 GB (estimated 3.9). On a 300-node
+    csbm (float32, 4 classes; the validation curve filled in place): 10^7 values 0.73 GB (estimated
+    1.1), 3 10^7 1.18 GB (1.6; 6.4 GB when the curve was joined from a piece per chunk), 10^8
+    3.06 GB (3.45; 7.8 GB before)."""
     return num * (2 * bytes_per_entry + GRID_VALUE_BYTES) + GRID_CHUNK_TEMPORARIES * chunk_entries * bytes_per_entry
+
+
+def grid_seconds(num: int, rows: int, rank: int, outputs: int) -> float:
+    """Seconds to score a nugget grid of ``num`` values: per value, the means of ``rows`` nodes
+    from weights of rank ``rank`` for each output (``2 rows rank outputs`` operations). Measured
+    on a 300-node csbm (30 training nodes, 4 classes): 10^7 values scored in 64 s, estimated 65."""
+    return num * 2.0 * rows * rank * max(outputs, 1) / FLOPS_PER_SECOND
+
+
+MC_OPERATIONS = 10   # per draw, class and node at each temperature: the shift, the exp, the sums and the label's entry
+
+
+def monte_carlo_bytes(samples: int, classes: int, rows: int, chunk_entries: int) -> float:
+    """Peak bytes of Monte-Carlo class probabilities (:mod:`~gnngp_cli.gp.probabilities`): the
+    shared ``samples x classes`` draws (float64) and, for a chunk of rows, their shifted draws,
+    a buffer of the same size and the label's own (``classes x rows x samples``, the rows as many
+    as keep a chunk within ``chunk_entries``, at least one)."""
+    per_row = samples * classes
+    chunk = per_row * min(max(rows, 1), max(1, chunk_entries // max(per_row, 1)))
+    return 8.0 * (per_row + 2 * chunk + chunk / max(classes, 1))
+
+
+def monte_carlo_seconds(samples: int, classes: int, rows: int, passes: int) -> float:
+    """Seconds of Monte-Carlo probabilities for ``rows`` nodes over ``passes`` temperatures."""
+    return MC_OPERATIONS * float(samples) * classes * rows * passes / FLOPS_PER_SECOND
+
+
+TASK_SECONDS = 0.001           # Dask's own overhead per task (its documentation: about a millisecond)
+TASKS_PER_BLOCK_LAYER = 4      # a row block's tasks per layer: the ReLU's, the product's, the root's write and read
+SOURCE_READ_SECONDS = 0.004    # an A Q task's read of one source block's rows (the 3,000-node csbm in 100 row blocks against 10: 113 s more, 2 layers, measured on 2 busy cores)
+
+
+def row_block_seconds(num_blocks: int, source_blocks: float, layers: int) -> float:
+    """Seconds a Dask evaluation spends beyond its operations: each row block's tasks per layer
+    and, per layer, each output block's reads of the source blocks its entries name (a run in
+    many small blocks: ``partition.rows=1`` on 3,000 nodes, 66,000 reads a layer, ran past 300 s)."""
+    return num_blocks * (layers + 1) * TASKS_PER_BLOCK_LAYER * TASK_SECONDS + layers * num_blocks * source_blocks * SOURCE_READ_SECONDS
 
 
 def size_text(num_bytes: float) -> str:
@@ -171,7 +256,7 @@ def size_text(num_bytes: float) -> str:
 
 def rowblock_estimate(
     *, num_nodes: int, num_edges: int, num_features: int, landmarks: int, layers: int, bytes_per_entry: int, rows: int,
-    task_bytes: float, branches: int = 1,
+    task_bytes: float, branches: int = 1, num_blocks: int = 1, source_blocks: float = 1.0,
 ) -> Estimate:
     """The estimate for a GP run on row blocks of a Dask cluster (``compute=dask``): ``gb`` is
     what the run writes to ``compute.roots_dir`` at its peak, the roots of one evaluation as
@@ -189,5 +274,8 @@ def rowblock_estimate(
     flops = low_rank_flops(num_nodes, edges, m, layers)
     detail = f"of root files at the peak (compute.roots_dir), {m:,} landmarks, roots of {num_nodes:,} x {width} ({size_text(root)} each) " \
              f"in row blocks of {rows:,} nodes, up to {size_text(task_bytes)} per task in a worker's memory"
-    return Estimate(held / 2**30, time_class(flops), detail, on_disk=True)   # the tasks' overhead eats what extra threads give on a few cores
+    seconds = flops / FLOPS_PER_SECOND + EVALUATION_SECONDS + row_block_seconds(num_blocks, source_blocks, layers)
+    if seconds > LONG_SECONDS and num_blocks > 1:
+        detail += f", {num_blocks:,} row blocks each reading {source_blocks:.3g} source blocks per layer"
+    return Estimate(held / 2**30, time_class(seconds * FLOPS_PER_SECOND), detail, on_disk=True, seconds=seconds)   # the tasks' overhead eats what extra threads give on a few cores
 

@@ -34,7 +34,8 @@ from ..progress import Progress
 from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
 from .backend_interface import Backend
 from ..gp.mll import FitResult, check_learn, fit_hyperparameters, plan_parameters
-from .estimate import Estimate, grid_bytes, size_text
+from .estimate import Estimate, grid_bytes, grid_seconds, monte_carlo_bytes, monte_carlo_seconds, size_text
+from ..gp.probabilities import CHUNK_ENTRIES as PROBABILITY_CHUNK, TEMPERATURES
 from ..gp.inference import GRID_CHUNK_MIN, GPResult, best_index, chunk_rows, grid_chunk, log_grid, predict
 from ..gp.posterior import TrainingTimes
 from .conformal_rows import add_conformal, gp_conformal
@@ -144,7 +145,10 @@ class GPJob:
         if training_times(spec) is not None:   # a tangent kernel keeps its NNGP kernel: the covariance along training time reads both
             ctx = replace(ctx, keep_nngp=True)
         estimate = self.with_grid(backend.estimate(arch, ctx, landmarks, self.mll), landmarks, int(train.numel()))
+        estimate = estimate.times(len(choices) + (1 if len(choices) > 1 else 0))   # each candidate on validation, then the chosen one
         log.info(estimate.line(arch.label, backend.where))
+        if index == 0 and estimate.long_warning(arch.label, backend.where):
+            log.warning(estimate.long_warning(arch.label, backend.where))
 
         fitted = None
         if self.mll:
@@ -211,8 +215,10 @@ class GPJob:
         outputs = info.num_classes if info.task == "classification" else 1
         chunk = min(num, grid_chunk(rank, info.num_nodes, n_train, outputs))
         b = torch.finfo(self.backend.dtype).bits // 8
-        need = grid_bytes(num, b, chunk * chunk_rows(rank, info.num_nodes, n_train) * outputs) if num > GRID_CHUNK_MIN else 0.0
+        rows = chunk_rows(rank, info.num_nodes, n_train)
+        need = grid_bytes(num, b, chunk * rows * outputs) if num > GRID_CHUNK_MIN else 0.0
         limit = memory_limit_bytes(self.spec.max_memory_gb, torch.device("cpu"))
+        estimate = self.with_probabilities(estimate, limit, outputs)
         if self.likelihood.per_class and info.task == "classification":   # a posterior per class, two alive while alpha is chosen
             alive = 2 if len(self.likelihood.candidates()) > 1 else 1
             per_class = info.num_classes * rank * rank * b * (3 * alive + (1 if landmarks is not None else 0))
@@ -220,14 +226,28 @@ class GPJob:
                 raise ResourceError(f"likelihood=dirichlet holds a posterior per class ({info.num_classes} of rank {rank:,}): about "
                                     f"{size_text(per_class)}, and the limit is {size_text(limit)} (max_memory_gb); use fewer landmarks, "
                                     "one likelihood.alpha (e.g. likelihood.alpha=0.01), or likelihood=gaussian")
-            if per_class >= 0.01 * 2**30:   # told beside the estimate (on Dask: in this process, beside the root files)
-                told = f"{info.num_classes} per-class posteriors ({size_text(per_class)}{' in this process' if estimate.on_disk else ''})"
-                estimate = replace(estimate, gb=estimate.gb + (0 if estimate.on_disk else per_class / 2**30), detail=f"{estimate.detail}, {told}")
+            estimate = estimate.with_memory(per_class, f"{info.num_classes} per-class posteriors")   # on Dask: in this process, beside the root files
         if need and current_rss_bytes() + need > limit:
             raise ResourceError(f"nugget.num={num:,} needs about {size_text(need)} for the grid alone, and the limit is {size_text(limit)} "
                                 "(max_memory_gb; default half of the free memory); lower nugget.num (the default grid, 101 values from "
                                 "1e-2 to 1e2 times the kernel's mean diagonal, is fine enough for most uses)")
-        return estimate.with_grid(need / 2**30, num)
+        return estimate.with_grid(need / 2**30, num, grid_seconds(num, rows, rank, outputs))
+
+    def with_probabilities(self, estimate: Estimate, limit: float, classes: int) -> Estimate:
+        """The estimate with Monte-Carlo class probabilities counted (``likelihood.probabilities=mc``:
+        :func:`~.estimate.monte_carlo_bytes`, bounded by every node); refused here, before any
+        kernel work, when they would not fit in this process's memory limit."""
+        info, likelihood = self.backend.info, self.likelihood
+        if info.task != "classification" or likelihood.approximation(info.num_nodes, classes) != "mc":
+            return estimate
+        samples = int(likelihood.samples)
+        need = monte_carlo_bytes(samples, classes, info.num_nodes, PROBABILITY_CHUNK)
+        if current_rss_bytes() + need > limit:
+            raise ResourceError(f"likelihood.samples={samples:,} Monte-Carlo draws of {classes} classes need about {size_text(need)} for the "
+                                f"class probabilities alone, and the limit is {size_text(limit)} (max_memory_gb; default half of the free "
+                                "memory); lower likelihood.samples (default 256), or use likelihood.probabilities=probit")
+        passes = (len(TEMPERATURES) if likelihood.temperature else 0) + 1   # the temperature on validation, then the test rows
+        return estimate.with_memory(need, f"{samples:,} Monte-Carlo draws").plus(monte_carlo_seconds(samples, classes, info.num_nodes, passes))
 
     def fit(self, ctx: Any, choices: list[dict], train: torch.Tensor) -> tuple[FitResult, dict]:
         """``fit=mll`` for each candidate; the fit of the highest marginal likelihood and its candidate."""

@@ -1,6 +1,7 @@
 """A dataset loaded onto its device for one job (or several, as the benchmarks share it)."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -8,13 +9,18 @@ import torch
 
 from ..config import needs_validation, parse
 from ..data import Adjacency, DataStore, check_graph, load_dataset
+from ..data.datasets import DATASETS
+from ..errors import ResourceError
 from ..data.order_cache import cached_order
 from ..graph.sparse_product import resolve_product
 from ..data.protocols import apply_protocol
 from ..metrics import resolve_metric
-from ..runtime import Stopwatch, resolve_device, start_job
+from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes, resolve_device, start_job
 from ..schema import RunConfig
 from .backend_interface import GraphInfo
+from .estimate import size_text
+
+log = logging.getLogger("gnngp")
 
 
 @dataclass
@@ -61,10 +67,29 @@ def load_graph(spec: Any) -> LoadedGraph:
     device = resolve_device(spec.device)
     start_job(device)
     store = DataStore.of(spec.data)
+    check_load_memory(spec)
     watch = Stopwatch(device)
     with watch.measure():
         data = load_dataset(spec.dataset, store, spec.experiment.stand_in, validation=needs_validation(spec)).to(device)
     return prepared(spec, data, device, watch.seconds)
+
+
+def check_load_memory(spec: Any) -> None:
+    """Tell, before it loads, what a dataset whose size is a setting (a generated graph: its
+    entry's ``memory``) will allocate, and refuse it in one line when that would not fit in the
+    memory limit (``max_memory_gb``; default half of the free memory)."""
+    entry = DATASETS.get(str(spec.dataset.name).lower())
+    if entry is None or entry.memory is None:
+        return
+    need = float(entry.memory(spec.dataset))
+    limit = memory_limit_bytes(spec.get("max_memory_gb"), torch.device("cpu"))
+    if current_rss_bytes() + need > limit:
+        raise ResourceError(f"generating {entry.display} ({int(spec.dataset.get('num_nodes', 0)):,} nodes) needs about {size_text(need)}, "
+                            f"and the limit is {size_text(limit)} (max_memory_gb; default half of the free memory); use fewer nodes "
+                            "(dataset.num_nodes), a lower dataset.avg_degree or fewer dataset.num_features")
+    if need >= 0.1 * 2**30:
+        log.info("generating %s (%s nodes): ~%s (estimate before generating)", entry.display, f"{int(spec.dataset.get('num_nodes', 0)):,}",
+                 size_text(need))
 
 
 def adopt_graph(spec: Any, data: Any) -> LoadedGraph:
@@ -90,7 +115,8 @@ def prepared(spec: RunConfig, data: Any, device: torch.device, load_seconds: flo
     product = resolve_product(spec.compute.product, device, dtype)
     order = None
     if spec.method == "gp":   # the kernels' product; a GNN's layers keep PyG's own
-        order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, DataStore.of(spec.data).root / "orders")
+        store = DataStore.of(spec.data)
+        order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders", store.untrusted)
     return LoadedGraph(data, device, dtype, load_seconds, int(data.edge_index.size(1)), product=product,
                        order=None if order is None else order.to(device))
 

@@ -78,7 +78,9 @@ class KernelEntry:
       blocks' own layers make it (:meth:`network`);
     - ``gnn``: the GNN baseline of the same architecture (tables pair them);
     - ``backends``: the compute backends that run it (``None``: every one);
-    - ``note(options)``: a warning for some settings; ``check(options)``: a check beyond the ranges."""
+    - ``note(options)``: a warning for some settings; ``check(options)``: a check beyond the ranges;
+    - ``ignores``: the keys every kernel has (``layers``, ``adjacency``) that this one does not
+      read, which a run refuses when they are set (:mod:`gnngp_cli.readers`)."""
 
     name: str
     label: str
@@ -93,6 +95,7 @@ class KernelEntry:
     gnn: Optional[str] = None
     backends: Optional[tuple[str, ...]] = None
     note: Optional[Callable[[Any], Optional[str]]] = None
+    ignores: tuple[str, ...] = ()
 
     def network(self, arguments: Mapping[str, Any], in_dim: int, width: int) -> BlockNetwork:
         """The random network of width ``width`` whose infinite-width kernel this entry's kernel
@@ -151,14 +154,14 @@ def register_kernel(name: str, label: str, config: type, adjacency: str = "sym",
                     check: Optional[Callable[[Any], None]] = None, *, parameters: Sequence[Parameter] = (),
                     used: Optional[Callable[[Any], Iterable[str]]] = None, choices: Optional[Mapping[str, Callable[[Any], list]]] = None,
                     gnn: Optional[str] = None, backends: Optional[Sequence[str]] = None,
-                    note: Optional[Callable[[Any], Optional[str]]] = None):
+                    note: Optional[Callable[[Any], Optional[str]]] = None, ignores: Sequence[str] = ()):
     """Decorator: add the builder ``build(layers, **arguments) -> Block`` (its arguments are
     the fields of ``config``) to the zoo as ``kernel=name`` (and its low-rank twin
     ``kernel=name_x``), with what :class:`KernelEntry` lists. Everything else (config options,
     CLI choices, fitting, verify, labels, report names) is read from the entry."""
     def add(build: Callable[..., Block]) -> Callable[..., Block]:
         KERNELS[name] = KernelEntry(name, label, build, config, adjacency, dict(defaults or {}), check, tuple(parameters), used,
-                                    dict(choices or {}), gnn, None if backends is None else tuple(backends), note)
+                                    dict(choices or {}), gnn, None if backends is None else tuple(backends), note, tuple(ignores))
         return build
     return add
 
@@ -346,13 +349,13 @@ def gat(layers: int, sigma_w: float, sigma_b: float, sigma_a: float, slope: floa
     return Serial(layer(1, Input()), *[layer(l, leaky_relu(slope)) for l in range(2, layers + 1)])
 
 
-@register_kernel("ggp", "GGP", GGPConfig, adjacency="row")
+@register_kernel("ggp", "GGP", GGPConfig, adjacency="row", ignores=("layers",))
 def ggp(layers: int = 1) -> Block:
     """GGP baseline: ``K = A C0 A^T`` (polynomial ``C0`` by default)."""
     return Serial(Input(), Conv(), name="layer 1")
 
 
-@register_kernel("rbf", "RBF", RBFConfig)
+@register_kernel("rbf", "RBF", RBFConfig, ignores=("layers", "adjacency"))
 def rbf(layers: int = 1) -> Block:
     """No graph: ``K = C0`` (an RBF ``C0`` by default)."""
     return Serial(Input(), name="input")

@@ -8,7 +8,10 @@ lost node) keeps its finished runs. With ``resume=true``:
 - a results file whose rows are all ``ok``, all written with the overrides the job has now,
   keeps them, and the job runs only the runs that are missing (none: the job is skipped);
 - a file with a failed row, rows of other settings, or malformed rows is kept aside whole in
-  ``<stem>.before-resume-<time>.csv`` (out of the summary), and the job runs from the start.
+  ``<stem>.before-resume-<time>.csv`` (out of the summary), and the job runs from the start;
+- so is a file that another user could have written (it or its folder is group- or
+  world-writable, or owned by another user: :mod:`~gnngp_cli.data.trust`), with a warning naming
+  it and the fix: rows it holds are not taken as finished runs.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..data.trust import untrusted
 from .rowfile import NotAResultsFile, RowFile, read_rows
 
 Key = tuple[Optional[int], int]   # (split index with splits=all, else None; run index)
@@ -45,6 +49,7 @@ class Resume:
     done: set[Key] = field(default_factory=set)
     split_count: Optional[int] = None
     kept: Optional[RowFile] = None   # the file's rows, when they are the job's own: kept, and the rest run
+    distrusted: bool = False         # the file or its folder could have been written by another user: a warning, not a log line
 
     @property
     def usable(self) -> bool:
@@ -63,6 +68,9 @@ def resume_state(results: Path, overrides: Sequence[str], every_split: bool) -> 
     """What ``results`` holds for a job with ``overrides`` (see the module docstring)."""
     if not os.path.lexists(results):
         return Resume("no results yet")
+    distrusted = untrusted(results, Path(results).parent)
+    if distrusted is not None:
+        return Resume(f"not trusting its rows as finished runs: {distrusted}", distrusted=True)
     try:
         found = read_rows(results)
     except (OSError, NotAResultsFile):

@@ -18,7 +18,9 @@ import torch
 from torch import Tensor
 
 from ..config import parse, with_method_defaults
-from ..errors import ConfigError
+from ..errors import ConfigError, ResourceError
+from ..job.estimate import size_text
+from ..runtime import memory_limit_bytes
 from ..job.loading import load_graph
 from ..kernels import KERNELS, BaseKernel
 from ..kernels.architectures import plain
@@ -68,15 +70,34 @@ def check_network(kernel: Any, oracle: bool = False) -> None:
 def verify_spec(spec: Any) -> RunConfig:
     """The check's spec: the run's (a composed config is parsed here, :func:`~gnngp_cli.config.parse`),
     its kernel's ``null`` settings given :data:`VERIFY_DEFAULTS`."""
-    spec = parse(spec)
+    spec = parse(spec, command="verify")
     kernel = spec.kernel
     filled = {key: value for key, value in VERIFY_DEFAULTS.items() if hasattr(kernel, key) and getattr(kernel, key) is None}
     return revised(spec, kernel=revised(kernel, **filled)) if filled else spec
 
 
+NETWORK_MATRICES = 4   # width x width matrices alive per layer and one more: the weights, a layer's output and (tangent kernels) their gradients, GCNII's residual
+
+
+def check_width_memory(spec: Any) -> None:
+    """Refuse, before any sampling, widths whose one network would not fit: about
+    ``NETWORK_MATRICES (L + 1) w^2`` entries of the networks' dtype at width ``w``."""
+    widest, layers = max(spec.verify.widths), int(spec.kernel.get("layers", 2) or 2)
+    entry = torch.finfo(NETWORK_DTYPE).bits // 8
+    per_square = NETWORK_MATRICES * (layers + 1) * entry
+    need = per_square * float(widest) ** 2
+    limit = memory_limit_bytes(spec.max_memory_gb, torch.device("cpu"))
+    if need > limit:
+        fits = int(math.sqrt(limit / per_square))
+        raise ResourceError(f"verify.widths: a network of width {widest:,} ({layers} layers) holds about {size_text(need)} and the limit is "
+                            f"{size_text(limit)} (max_memory_gb; default half of the free memory); use widths up to {fits:,} "
+                            "(the defaults, 64 to 512, resolve a 2% error)")
+
+
 def prepare_check(spec: Any) -> CheckSetup:
     """The subgraph, the analytic kernel (the package's blocks) and the network family."""
     spec = verify_spec(spec)
+    check_width_memory(spec)
     check_base(spec.kernel.base.name, spec.kernel.base.d)
     check_network(spec.kernel, spec.verify.oracle)
     graph = load_graph(spec)
@@ -126,7 +147,7 @@ def result_table(spec: Any, label: str, result: CheckResult) -> pd.DataFrame:
 
 def verify(spec: Any, out_dir: Path) -> CheckResult:
     """Run the check, print the table and verdict, write ``verify.csv``."""
-    spec = parse(spec)
+    spec = parse(spec, command="verify")
     v = spec.verify
     prepared = prepare_check(spec)
     print(f"{prepared.label}: {prepared.description}", flush=True)

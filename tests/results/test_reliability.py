@@ -601,3 +601,18 @@ def test_ctrl_c_at_the_terminal_stops_a_dask_run_in_one_line(tmp_path, mirror):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
     assert "gnngp: error: stopped by Ctrl-C: the" in err
+
+
+def test_a_stop_while_a_row_is_written_waits_until_it_is_counted():
+    """A signal while a finished run's row is written and counted is delivered after both: the
+    stop's line never tells one run fewer than the results file holds."""
+    from gnngp_cli.stops import Stopped, signals_held, stopped_by_signals
+
+    done = []
+    with pytest.raises(Stopped), stopped_by_signals():
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            done.append("written")
+            done.append("counted")
+        done.append("after")
+    assert done == ["written", "counted"]

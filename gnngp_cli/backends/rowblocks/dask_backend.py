@@ -30,9 +30,11 @@ from ...data.order_cache import cached_order
 from ...data.datasets import DATASETS
 from ...data.shards import TEST, TRAIN, VAL, ShardMeta, changed_files, read_meta, shards_match, write_data
 from ...data.store import default_root
-from ...errors import ConfigError, DatasetError, ResourceError
+from ...data.trust import untrusted, untrusted_tree
+from ...errors import ComputeError, ConfigError, DatasetError, ResourceError
 from ...job.backend_interface import GraphInfo
 from ...job.estimate import Estimate, rowblock_estimate, size_text
+from ...job.loading import check_load_memory
 from ...gp.posterior import RowGroup
 from ...gp.sufficient import SPLITS, TrainingStatistics, low_rank_statistics, regression_targets
 from ...gp.likelihoods import LIKELIHOODS
@@ -83,7 +85,7 @@ def partition(spec: Any, store: DataStore, out: Path, rows: int, data: Any = Non
     """Write ``spec.dataset`` as row blocks of ``rows`` nodes into ``out``: streamed from the raw
     files when the dataset's entry can (papers100M), else from the graph loaded in this process
     (``data``: loaded already)."""
-    spec = parse(spec)
+    spec = parse(spec, command="partition")
     rows = DEFAULT_ROWS if rows == "auto" else int(rows)   # gnngp partition knows no workers
     name = str(spec.dataset.name).lower()
     entry = DATASETS.get(name)
@@ -93,8 +95,10 @@ def partition(spec: Any, store: DataStore, out: Path, rows: int, data: Any = Non
             raise ConfigError(f"data.order={spec.data.order} numbers the nodes of a graph loaded in one process; {name} is partitioned "
                               "streaming from its raw files: drop data.order")
         return entry.partition(spec.dataset, store, out, rows, source)
-    data = data if data is not None else load_dataset(spec.dataset, store, spec.experiment.stand_in)
-    order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders")
+    if data is None:
+        check_load_memory(spec)
+        data = load_dataset(spec.dataset, store, spec.experiment.stand_in)
+    order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders", store.untrusted)
     return write_data(data, out, rows, name, source, order, spec.data.order)
 
 
@@ -106,6 +110,10 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
     name = str(spec.dataset.name).lower()
     if spec.compute.shards:
         root = Path(spec.compute.shards)
+        distrusted = untrusted_tree(root, shared=store.shared_cache)
+        if distrusted is not None:
+            raise DatasetError(f"not trusting compute.shards: {distrusted} (their digests are written beside them, by whoever can write "
+                               "them)")
         meta = read_meta(root)
         if meta.dataset != name:
             raise DatasetError(f"compute.shards={root} holds {meta.dataset}, not {name}; point compute.shards at the shards of {name} or drop it")
@@ -122,6 +130,10 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
         return ShardedGraph(root, meta)
     source = dataset_source(spec)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    distrusted = untrusted_tree(store.root / "shards", store.root, store.shared_cache)
+    if distrusted is not None:
+        raise DatasetError(f"not trusting the cached shards: {distrusted} (their digests are written beside them, by whoever can write "
+                           "them); or give shards of your own (compute.shards=<dir>)")
     rows, data = spec.partition.rows, None
     if rows == "auto":
         rows, data = auto_rows(spec, store, client, store.root / "shards", f"{name}-r*-{digest}", source)
@@ -144,6 +156,15 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
                 meta = partition(spec, store, root, rows, data)
     log_source_rows(meta)
     return ShardedGraph(root, meta)
+
+
+def source_blocks(meta: ShardMeta) -> float:
+    """The source blocks an output block's ``A Q`` reads, on average: its distinct source rows
+    (``meta.source_rows``), each in one block, but no more than there are blocks (all of them where
+    the shards do not say)."""
+    if not meta.source_rows:
+        return float(meta.num_blocks)
+    return min(float(meta.num_blocks), float(np.mean(meta.source_rows)))
 
 
 def log_source_rows(meta: ShardMeta) -> None:
@@ -226,6 +247,7 @@ def auto_rows(spec: Any, store: DataStore, client: Any, shards: Path, pattern: s
                 return DEFAULT_ROWS, None
             num_nodes, num_features, num_train = int(entry.stand_in[0]), int(entry.stand_in[2]), int(entry.stand_in[4])
         else:
+            check_load_memory(spec)
             data = load_dataset(spec.dataset, store, spec.experiment.stand_in)
             num_nodes, num_features, num_train = int(data.num_nodes), int(data.x.shape[1]), int(data.train_mask.sum())
     count = spec.landmarks.count   # else each training node w.p. 1/fraction: sized for a tenth more than expected
@@ -271,8 +293,16 @@ def check_block_memory(client: Any, graph: ShardedGraph, network: Block, landmar
 
 
 def root_store(spec: Any) -> RootStore:
-    """The run's folder for its roots' files: under ``compute.roots_dir``, else ``<data.root>/roots``."""
-    return RootStore(Path(spec.compute.roots_dir) if spec.compute.roots_dir else Path(spec.data.root or default_root()) / "roots")
+    """The run's folder for its roots' files: under ``compute.roots_dir``, else ``<data.root>/roots``.
+    A folder that another user could write (from the data root down, for the default) is
+    refused: the run reads its roots back from there (:mod:`~gnngp_cli.data.trust`)."""
+    top = Path(spec.compute.roots_dir) if spec.compute.roots_dir else Path(spec.data.root or default_root())
+    base = top if spec.compute.roots_dir else top / "roots"
+    distrusted = untrusted(base, top)
+    if distrusted is not None:
+        raise ComputeError(f"not trusting the roots folder: {distrusted} (the run reads its roots back from there); "
+                           "or set compute.roots_dir to a folder of your own")
+    return RootStore(base)
 
 
 @dataclass
@@ -349,16 +379,16 @@ class DaskBackend:
             with watch.measure():
                 self.graph = sharded_graph(spec, store, self.client)
             self.load_seconds = watch.seconds
-        except BaseException:
+            meta = self.graph.meta
+            self.info = GraphInfo(meta.dataset, meta.task, meta.num_classes, meta.num_nodes, meta.num_edges, meta.num_features, meta.split,
+                                  meta.stand_in, meta.num_splits, tuple(meta.warnings))
+            self.dtype = getattr(torch, spec.dtype)
+            # asked of the scheduler now: the client's cached scheduler_info() once gave 0 workers of 3 (a CI run)
+            self.workers = len(self.client.nthreads()) if self.client is not None else 1
+            self.labels, self.masks = self.graph.labels(), self.graph.masks()
+        except BaseException:   # a stop or a failure anywhere here (a graph of 10^6 row blocks) removes the run's roots folder
             self._stack.close()
             raise
-        meta = self.graph.meta
-        self.info = GraphInfo(meta.dataset, meta.task, meta.num_classes, meta.num_nodes, meta.num_edges, meta.num_features, meta.split,
-                              meta.stand_in, meta.num_splits, tuple(meta.warnings))
-        self.dtype = getattr(torch, spec.dtype)
-        # asked of the scheduler now: the client's cached scheduler_info() once gave 0 workers of 3 (a CI run)
-        self.workers = len(self.client.nthreads()) if self.client is not None else 1
-        self.labels, self.masks = self.graph.labels(), self.graph.masks()
         self._train: Optional[torch.Tensor] = None
         self._times_before: dict = {}
         self._told = False
@@ -399,7 +429,8 @@ class DaskBackend:
         estimate = rowblock_estimate(
             num_nodes=meta.num_nodes, num_edges=meta.num_edges, num_features=meta.num_features, landmarks=m, layers=layers,
             bytes_per_entry=torch.finfo(self.dtype).bits // 8, rows=largest_block(self.graph),
-            task_bytes=task_bytes(self.graph, arch.network, m, layers, self.dtype), branches=branch_count(arch.network))
+            task_bytes=task_bytes(self.graph, arch.network, m, layers, self.dtype), branches=branch_count(arch.network),
+            num_blocks=meta.num_blocks, source_blocks=source_blocks(meta))
         self.store.check_room(estimate.gb)   # the last run's files are cleared first
         self._times_before = task_times(self.client) if self.client is not None else {}
         if not self._told:

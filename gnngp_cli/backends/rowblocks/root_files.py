@@ -41,6 +41,7 @@ import numpy as np
 
 from ...data.files import process_alive
 from ...data.shards import load_npy
+from ...data.trust import make_private_dirs
 from ...errors import ComputeError
 from ...job.estimate import size_text
 from ...kernels.numerics import not_finite
@@ -150,7 +151,8 @@ class RootStore:
         self.folder = base / name
         making = base / f".{name}.tmp"
         try:   # the marker is in the folder before it has its name: every run-* folder gnngp made is marked
-            making.mkdir(parents=True, exist_ok=False)
+            make_private_dirs(base)
+            making.mkdir(mode=0o755, exist_ok=False)   # never group- or world-writable, whatever the umask (data.trust)
             (making / OWNER).write_text(json.dumps({"made_by": MARK, "folder": name, "host": socket.gethostname(), "pid": os.getpid()}))
             os.rename(making, self.folder)
         except OSError as err:

@@ -35,8 +35,9 @@ import numpy as np
 import torch
 
 from ...graph.operators import OPERATORS
-from ...data.shards import (TRAIN, ShardMeta, block_dir, block_files, differing_files, file_digests, load_part, read_ids, save_edges,
+from ...data.shards import (TRAIN, ShardMeta, block_dir, block_files, check_columns, check_edges, differing_files, file_digests, load_part, read_ids, save_edges,
                             stored_meta_digest)
+from ...data.trust import make_private_dirs
 from ...errors import ComputeError
 from .root_files import RootStore, block_path, read_block
 
@@ -89,17 +90,19 @@ def _block_product(root: str, b: int, kind: str, count: int, width: int, dtype: 
     split = np.asarray(load_part(Path(root), b, "split"))
     rows_all, cols_all = load_part(Path(root), b, "rows"), load_part(Path(root), b, "cols")
     weights_all = load_part(Path(root), b, "weights")
+    check_edges(Path(root), b, split, rows_all, cols_all, weights_all, count)
     out = np.zeros((count, width), dtype=dtype)
     block = torch.from_numpy(out)
     for j in np.nonzero(np.diff(split) > 0)[0]:
         lo, hi = int(split[j]), int(split[j + 1])
         rows, cols = np.asarray(rows_all[lo:hi]), np.asarray(cols_all[lo:hi])
         weights = np.asarray(weights_all[lo:hi])
-        if kind == "sym":
-            weights = weights * _inverse_degree(root, int(j), "sym")[cols]
         touched, local = np.unique(rows, return_inverse=True)
         needed, col = np.unique(cols, return_inverse=True)
         q_j = read_block(block_path(sources, int(j)), mmap=True)
+        check_columns(Path(root), b, int(j), needed, q_j.shape[0])
+        if kind == "sym":
+            weights = weights * _inverse_degree(root, int(j), "sym")[cols]
         gathered = np.array(q_j[needed])   # only the rows these edges name; the map is let go before the next source
         del q_j
         a = sp.csr_matrix((weights.astype(dtype), (local, col)), shape=(touched.size, needed.size))
@@ -191,7 +194,7 @@ class ShardedGraph:
                 log.warning("the %s operator's shards %s %s; writing them again", name, folder, problem)
                 shutil.rmtree(folder, ignore_errors=True)
             try:
-                folder.mkdir(parents=True, exist_ok=True)
+                make_private_dirs(folder)
                 probe = folder / f".probe-{os.getpid()}"
                 probe.write_text("")
                 probe.unlink()
@@ -203,6 +206,7 @@ class ShardedGraph:
                                                                self.meta.num_blocks, str(folder)) for b in range(self.meta.num_blocks)])
             digests = file_digests(folder, block_files(folder, self.meta.num_blocks))
             (folder / "done.json").write_text(json.dumps({"operator": name, "dataset": self.meta.dataset, "shards": shards, "digests": digests}))
+            os.chmod(folder / "done.json", 0o644)   # never group-writable, whatever the umask (data.trust)
             return folder
         raise ComputeError(f"cannot write the {name} operator's shards into {self.root} nor into {store.folder}; "
                            "make one of them writable (compute.shards or compute.roots_dir)")
@@ -228,6 +232,9 @@ def _one_hop(root: str, b: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
     split = np.asarray(load_part(Path(root), b, "split"))
     local = np.asarray(load_part(Path(root), b, "rows")).astype(np.int64)
     cols = np.asarray(load_part(Path(root), b, "cols")).astype(np.int64)
+    check_edges(Path(root), b, split, local, cols, load_part(Path(root), b, "weights"), rows)
+    for j in np.nonzero(np.diff(split) > 0)[0]:
+        check_columns(Path(root), b, int(j), cols[int(split[j]):int(split[j + 1])], rows)
     source = np.repeat(np.arange(split.size - 1), np.diff(split))
     cols = cols + source * rows
     keep = cols != local + b * rows

@@ -1,0 +1,107 @@
+"""Who could have written a file gnngp trusts: ssh's ``StrictModes`` for the data cache.
+
+A digest stored beside a file defends against accidents only: whoever can write the file can
+write its digest too. So before gnngp reads state it trusts from disk (a processed dataset
+cache, cached or given shards, a node order, the folder of a run's roots, a results file it
+resumes), it checks who could have written it: the file and every folder from the base it lives
+under (the data root, ``compute.roots_dir``, ``compute.shards``, the results file's folder) down
+to it must be owned by this user (or root) and writable by no group and no other user. Folders
+above the base (``/tmp`` above a data root there) are not checked, as ssh checks no folder above
+the home directory.
+
+``data.shared_cache=true`` trusts a cache that another user keeps for everyone (a lab's cache,
+owned by its maintainer): a file or folder owned by another user is then trusted as long as no
+one but its owner can write it. A group- or world-writable one is never trusted.
+
+The offline mirror (``data.mirror``) is not checked: it is read, never trusted; each raw file in
+it is checked against the sha256 table shipped inside the package before it is copied.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+FIX_SHARED = "data.shared_cache=true trusts a cache another user keeps read-only for everyone"
+
+
+@dataclass(frozen=True)
+class Distrust:
+    """Why ``path`` is not trusted, and the command that mends it."""
+
+    path: Path
+    why: str     # "is writable by its group and others", "is owned by uid 1001, not you (uid 0)"
+    fix: str     # "chmod go-w <path>"
+
+    def text(self) -> str:
+        return f"{self.path} {self.why}, so anyone who can write it could have rewritten it and its digests; fix: {self.fix}"
+
+
+def _writers(mode: int) -> str:
+    group, others = bool(mode & stat.S_IWGRP), bool(mode & stat.S_IWOTH)
+    return "its group and others" if group and others else "its group" if group else "others"
+
+
+def distrust(path: Path, base: Optional[Path] = None, shared: bool = False) -> Optional[Distrust]:
+    """The first of ``base``, each folder below it down to ``path``, and ``path`` itself that
+    someone other than this user (or root) could have written (``None``: none). Paths that do not
+    exist are skipped; ``path`` outside ``base``: ``path`` and its own folder are checked."""
+    path = Path(path).absolute()
+    chain = [path.parent, path]
+    if base is not None:
+        base = Path(base).absolute()
+        try:
+            parts = path.relative_to(base).parts
+        except ValueError:
+            parts = None
+        if parts is not None:
+            chain = [base] + [base.joinpath(*parts[:i + 1]) for i in range(len(parts))]
+    me = os.geteuid()
+    for step in chain:
+        try:
+            st = os.stat(step)
+        except OSError:
+            continue
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return Distrust(step, f"is writable by {_writers(st.st_mode)}", f"chmod go-w {step}")
+        if st.st_uid not in (me, 0) and not shared:
+            return Distrust(step, f"is owned by uid {st.st_uid}, not you (uid {me})", f"chown {me} {step}, or {FIX_SHARED}")
+    return None
+
+
+def untrusted(path: Path, base: Optional[Path] = None, shared: bool = False) -> Optional[str]:
+    """:func:`distrust`'s reason as one line (``None``: trusted)."""
+    found = distrust(path, base, shared)
+    return None if found is None else found.text()
+
+
+def untrusted_tree(root: Path, base: Optional[Path] = None, shared: bool = False) -> Optional[str]:
+    """:func:`untrusted` for ``root`` (from ``base`` down to it) and for every folder and file
+    below it (a folder of shards: a few ``stat`` calls per row block)."""
+    found = untrusted(root, base, shared)
+    if found is not None or not Path(root).is_dir():
+        return found
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            found = untrusted(Path(folder) / name, Path(folder) / name, shared)
+            if found is not None:
+                return found
+    return None
+
+
+def make_private_dirs(folder: Path) -> None:
+    """``folder`` and its missing parents, each made ``0755 & ~umask``: never group- or
+    world-writable, whatever the umask (``mkdir -p`` under a umask of 002 makes them
+    group-writable, and so untrusted by the next run)."""
+    folder = Path(folder)
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for step in reversed(missing):
+        try:
+            step.mkdir(mode=0o755)
+        except FileExistsError:
+            continue

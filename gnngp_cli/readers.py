@@ -1,0 +1,345 @@
+"""Which runs read each option, declared once per key; and the refusal of an option that a run
+would not read (refuse, never ignore).
+
+Every key of the schemas (:mod:`gnngp_cli.schema`) has one entry in :data:`READERS`: the runs
+that read it (``reads(cfg, command)``), named in words for the message. A key whose value differs
+from the one the run would use without it (its default, for the chosen kernel, GNN and groups)
+and that the run does not read is refused in one line (:func:`unread_options`); a key left at
+its default never is. A key added with ``+`` that no schema has (``+kernel.layer=3``) is refused
+too (:func:`unknown_keys`). A test walks the schemas and fails for a key without an entry, so a
+new option says which runs read it.
+
+``command`` is the command the config is parsed for: ``run`` (``gnngp run`` and the Python API),
+``verify`` or ``partition``. ``gnngp verify`` and ``gnngp partition`` check only the keys of their
+own (``verify.*``, ``partition.*``), which ``gnngp run`` never reads.
+"""
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any, Callable, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from .errors import ConfigError
+from .gnn import GNNS
+from .kernels import BASE_READS, KERNELS
+from .schema import (ComputeConfig, ConformalConfig, FitConfig, GridConfig, LikelihoodConfig, ProtocolConfig, RunConfig,
+                     config_fields)
+
+COMMANDS = ("run", "verify", "partition")
+
+
+@dataclass(frozen=True)
+class Reader:
+    """The keys ``keys`` (dotted; ``*`` matches a registry entry's own options) and the runs that
+    read them: ``reads(cfg, command)``; ``who`` names those runs, ``fix`` what to set instead."""
+
+    keys: tuple[str, ...]
+    reads: Callable[[Any, str], bool]
+    who: str
+    fix: str = ""
+    commands: tuple[str, ...] = ("run",)   # the commands this entry is checked on (the others read only their own keys)
+    own: Optional[Callable[[Any, str], bool]] = None   # a pattern's entry: whether the run reads the entry's own option of this name
+
+
+def _every(cfg: Any, command: str) -> bool:
+    return True
+
+
+def _gp(cfg: Any) -> bool:
+    return cfg.method == "gp" and cfg.kernel is not None
+
+
+def _kernel_reads(word: str) -> Callable[[Any, str], bool]:
+    """A common kernel key that some kernels do not read (:attr:`KernelEntry.ignores`)."""
+    return lambda cfg, command: _gp(cfg) and word not in KERNELS[cfg.kernel.name].ignores
+
+
+def _grid_nugget(cfg: Any, command: str) -> bool:   # the nugget grid: fit=grid, without inference.time
+    return _gp(cfg) and cfg.fit.method == "grid" and (cfg.get("inference") is None or cfg.inference.time is None)
+
+
+def _mll(cfg: Any, command: str) -> bool:
+    return _gp(cfg) and cfg.fit.method == "mll"
+
+
+def _low_rank(cfg: Any, command: str) -> bool:
+    return _gp(cfg) and bool(cfg.kernel.low_rank)
+
+
+def _base_reads(word: str) -> Callable[[Any, str], bool]:
+    def reads(cfg: Any, command: str) -> bool:
+        if not _gp(cfg) or word not in BASE_READS.get(cfg.kernel.base.name, ()):
+            return False
+        searched = word == "gamma" and cfg.kernel.gamma_search and cfg.fit.method == "grid"   # the grid's gammas replace it
+        return not searched
+    return reads
+
+
+def _protocol(*names: str) -> Callable[[Any, str], bool]:
+    return lambda cfg, command: cfg.protocol.name in names
+
+
+def _conformal(*names: str) -> Callable[[Any, str], bool]:
+    return lambda cfg, command: cfg.conformal.name != "none" and (not names or cfg.conformal.name in names)
+
+
+def _cluster(*backends: str) -> Callable[[Any, str], bool]:
+    return lambda cfg, command: cfg.compute.backend in backends and (cfg.method == "gp" or command != "run")
+
+
+def _keys(section: str, cls: type, *names: str) -> tuple[str, ...]:
+    return tuple(f"{section}.{name}" for name in (names or config_fields(cls)))
+
+
+SLURM_KEYS = ("queue", "account", "walltime", "cores", "memory", "jobs", "job_extra", "worker_timeout")
+PROTOCOLS_WITH_SEED = ("leave_out_classes", "feature_shift", "structural_shift", "random_split")
+
+READERS: tuple[Reader, ...] = (
+    # read by every run (their values are checked in gnngp_cli.config: a dataset's split keys, inference.*, data.order ...)
+    Reader(("method", "seed", "runs", "repeat_deterministic", "splits", "device", "results_file", "progress", "resume", "logger", "compute.backend",
+            "fit.method", "likelihood.name", "protocol.name", "conformal.name", "inference.time", "inference.learning_rate",
+            "experiment.name", "experiment.stand_in", "experiment.table", "experiment.table.title", "experiment.table.rows",
+            "experiment.paper",
+            "logger.name", "logger.experiment",
+            "data.root", "data.mirror", "data.download", "data.download_timeout", "data.verify", "data.order", "data.shared_cache",
+            "dataset.name", "dataset.task", "dataset.split_index", "dataset.split_seed", "dataset.metric", "dataset.train_ratio",
+            "dataset.val_ratio", "dataset.hide_val", "dataset.center", "dataset.scale", "dataset.large",
+            "dataset.landmark_fraction", "dataset.landmark_count",   # the defaults of landmarks.*, which say who reads them
+            "dataset.*",   # a dataset's own options (csbm's num_nodes, custom's path): its loader reads them
+            "gnn.name", "gnn.layers", "gnn.recipe", "gnn.hidden", "gnn.dropout", "gnn.lr", "gnn.weight_decay", "gnn.epochs",
+            "gnn.batch_norm", "gnn.batch_size", "gnn.fanouts", "gnn.uncertainty", "gnn.propagation", "gnn.regime",
+            "gnn.*",   # a GNN's own options (GAT's heads): its network reads them
+            "kernel.name", "kernel.low_rank", "kernel.base.name", "kernel.base.scale", "kernel.gamma_search", "kernel.limit"),
+           _every, "every run"),
+    Reader(("logger.tracking_uri",), lambda cfg, command: cfg.logger.name == "mlflow", "logger=mlflow", "drop it"),
+    Reader(("logger.save_dir",), lambda cfg, command: cfg.logger.name == "tensorboard", "logger=tensorboard", "drop it"),
+    Reader(("depth",), lambda cfg, command: cfg.method == "gnn" or _kernel_reads("layers")(cfg, command),
+           "the GNNs and the kernels with layers (not rbf, ggp)", "drop it"),
+    Reader(("kernel.layers",), _kernel_reads("layers"), "the kernels with layers (not rbf, ggp)", "drop it"),
+    Reader(("kernel.adjacency",), _kernel_reads("adjacency"), "the kernels that read the graph (not rbf)", "drop it"),
+    Reader(("kernel.*",), lambda cfg, command: _gp(cfg), "the kernel configurations whose blocks use it", "drop it",
+           own=lambda cfg, name: _own_parameter_read(cfg, name)),   # a kernel's own parameters: all but those its configuration leaves out
+    Reader(("kernel.base.gamma",), _base_reads("gamma"),
+           "the base kernels rbf, laplacian and sigmoid, without kernel.gamma_search (fit=grid's search replaces it)",
+           "drop it, or set kernel.base.name to one of those"),
+    Reader(("kernel.base.c",), _base_reads("c"), "the base kernels polynomial and sigmoid", "drop it"),
+    Reader(("kernel.base.d",), _base_reads("d"), "the polynomial base kernel", "drop it"),
+    Reader(_keys("kernel.gamma_grid", GridConfig), lambda cfg, command: _gp(cfg) and cfg.kernel.gamma_search and cfg.fit.method == "grid",
+           "a gamma search (kernel.gamma_search=true with fit=grid)", "drop it, or set kernel.gamma_search=true"),
+    Reader(("dtype", "max_memory_gb"), lambda cfg, command: _gp(cfg), "GP kernels (a GNN trains in float32, with no memory estimate)",
+           "drop it"),
+    Reader(("landmarks.fraction",), lambda cfg, command: _low_rank(cfg, command) and cfg.landmarks.count is None,
+           "low-rank kernels (kernel=<name>_x) without landmarks.count", "drop it, or use the low-rank twin kernel=<name>_x"),
+    Reader(("landmarks.count",), _low_rank, "low-rank kernels (kernel=<name>_x)", "drop it, or use the low-rank twin kernel=<name>_x"),
+    Reader(_keys("nugget", GridConfig), _grid_nugget, "GP kernels with fit=grid and no inference.time", "drop it"),
+    Reader(tuple(f"fit.{name}" for name in config_fields(FitConfig) if name != "method"), _mll, "fit=mll", "drop it, or set fit=mll"),
+    Reader(("likelihood.alpha",), lambda cfg, command: _gp(cfg) and cfg.likelihood.name == "dirichlet", "likelihood=dirichlet",
+           "drop it, or set likelihood=dirichlet"),
+    Reader(("likelihood.alpha_grid",), lambda cfg, command: _gp(cfg) and cfg.likelihood.name == "dirichlet" and cfg.likelihood.alpha is None,
+           "likelihood=dirichlet without likelihood.alpha", "drop it, or set likelihood=dirichlet"),
+    Reader(("likelihood.probabilities", "likelihood.temperature"), lambda cfg, command: _gp(cfg),
+           "GP kernels (a GNN's probabilities are set by gnn.uncertainty)", "drop it"),
+    Reader(("likelihood.samples",), lambda cfg, command: _gp(cfg) and cfg.likelihood.probabilities == "mc",
+           "GP kernels with likelihood.probabilities=mc", "drop it, or set likelihood.probabilities=mc"),
+    Reader(("gnn.members",), lambda cfg, command: cfg.method == "gnn" and cfg.gnn.uncertainty == "ensemble", "gnn.uncertainty=ensemble",
+           "drop it, or set gnn.uncertainty=ensemble"),
+    Reader(("gnn.mc_samples",), lambda cfg, command: cfg.method == "gnn" and cfg.gnn.uncertainty == "mc_dropout",
+           "gnn.uncertainty=mc_dropout", "drop it, or set gnn.uncertainty=mc_dropout"),
+    Reader(("protocol.seed",), _protocol(*PROTOCOLS_WITH_SEED), f"protocol={', '.join(PROTOCOLS_WITH_SEED)}", "drop it"),
+    Reader(("protocol.left_out",), _protocol("leave_out_classes"), "protocol=leave_out_classes", "drop it"),
+    Reader(("protocol.share", "protocol.perturbation"), _protocol("feature_shift"), "protocol=feature_shift", "drop it"),
+    Reader(("protocol.strength",), lambda cfg, command: cfg.protocol.name == "feature_shift" and cfg.protocol.perturbation == "noise",
+           "protocol=feature_shift with protocol.perturbation=noise", "drop it"),
+    Reader(("protocol.ordering", "protocol.shares"), _protocol("structural_shift"), "protocol=structural_shift", "drop it"),
+    Reader(("protocol.split",), _protocol("random_split"), "protocol=random_split", "drop it"),
+    Reader(_keys("conformal", ConformalConfig, "alpha", "splits", "calibration", "seed"), _conformal(), "conformal=<score>", "drop it"),
+    Reader(("conformal.penalty", "conformal.kreg"), _conformal("raps"), "conformal=raps", "drop it"),
+    Reader(("conformal.neighbours",), _conformal("daps"), "conformal=daps", "drop it"),
+    Reader(("conformal.xi", "conformal.mu", "conformal.k"), _conformal("snaps"), "conformal=snaps", "drop it"),
+    Reader(("compute.product",), lambda cfg, command: _gp(cfg) and cfg.compute.backend == "local",
+           "GP kernels with compute=local (a row block is multiplied by scipy's product)", "drop it"),
+    Reader(tuple(f"compute.{name}" for name in config_fields(ComputeConfig) if name not in ("backend", "product", *SLURM_KEYS)),
+           _cluster("dask", "slurm"), "compute=dask and compute=slurm (GP kernels)", "drop it, or set compute=dask"),
+    Reader(tuple(f"compute.{name}" for name in SLURM_KEYS), _cluster("slurm"), "compute=slurm (GP kernels)", "drop it, or set compute=slurm"),
+    Reader(("partition.rows",), lambda cfg, command: command == "partition" or _cluster("dask", "slurm")(cfg, command),
+           "gnngp partition, and GP kernels on compute=dask or compute=slurm", "drop it, or set compute=dask", COMMANDS),
+    Reader(("partition.out",), lambda cfg, command: command == "partition", "gnngp partition (out=<dir>)", "drop it", COMMANDS),
+    Reader(tuple(f"verify.{name}" for name in config_fields(RunConfig.__dataclass_fields__["verify"].default_factory)),
+           lambda cfg, command: command == "verify", "gnngp verify", "drop it, or run gnngp verify", COMMANDS),
+)
+
+
+def reader_of(key: str) -> Optional[Reader]:
+    """The entry of ``key``: the one naming it, else one whose pattern (``kernel.*``) matches it."""
+    for reader in READERS:
+        if key in reader.keys:
+            return reader
+    for reader in READERS:
+        if any("*" in pattern and fnmatch.fnmatchcase(key, pattern) for pattern in reader.keys):
+            return reader
+    return None
+
+
+def _own_parameter_read(cfg: Any, name: str) -> bool:
+    """A kernel's own parameter ``name``: read unless its entry's ``used`` leaves it out for this
+    configuration (``composed`` without a bias block does not read ``sigma_b``)."""
+    entry = KERNELS[cfg.kernel.name]
+    if entry.used is None or name not in {p.name for p in entry.parameters}:
+        return True
+    return name in set(entry.used(OmegaConf.to_object(cfg.kernel) if OmegaConf.is_config(cfg.kernel) else cfg.kernel))
+
+
+def reads(cfg: Any, key: str, command: str = "run") -> bool:
+    """Whether a run of ``cfg`` (for ``command``) reads ``key``."""
+    reader = reader_of(key)
+    if reader is None:
+        raise ConfigError(f"{key} says nothing of which runs read it (gnngp_cli/readers.py READERS)")
+    if command not in reader.commands:
+        return True   # another command's key: that command checks it
+    if reader.own is not None and key not in reader.keys:
+        return bool(reader.reads(cfg, command)) and reader.own(cfg, key.split(".", 1)[1])
+    return bool(reader.reads(cfg, command))
+
+
+def leaf_keys(cls: type, prefix: str = "") -> list[str]:
+    """The dotted keys of a schema dataclass, nested dataclasses walked (for the test, and the defaults)."""
+    out = []
+    for f in fields(cls):
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        if is_dataclass(default):
+            out += leaf_keys(type(default), f"{prefix}{f.name}.")
+        else:
+            out.append(prefix + f.name)
+    return out
+
+
+def defaults_of(cfg: DictConfig) -> RunConfig:
+    """The options this run would have with none set: the schema's defaults (plain dataclasses,
+    unresolved) with the run's own choices: the kernel or GNN entry's config, the groups' names."""
+    defaults = RunConfig(method=cfg.method, fit=FitConfig(method=cfg.fit.method), likelihood=LikelihoodConfig(name=cfg.likelihood.name),
+                         protocol=ProtocolConfig(name=cfg.protocol.name), conformal=ConformalConfig(name=cfg.conformal.name),
+                         compute=ComputeConfig(backend=cfg.compute.backend))
+    if _gp(cfg):
+        defaults.kernel = KERNELS[cfg.kernel.name].config(name=cfg.kernel.name, low_rank=bool(cfg.kernel.low_rank))
+    if cfg.method == "gnn" and cfg.gnn is not None:
+        defaults.gnn = GNNS[cfg.gnn.name].config(name=cfg.gnn.name)
+    return defaults
+
+
+def _default(defaults: RunConfig, tree: dict, key: str) -> Any:
+    """The default of ``key`` for this run; an interpolated default (``kernel.layers: ${depth}``)
+    is the run's own value of the key it names (a dataset's own keys: the run's dataset)."""
+    if key.startswith("dataset."):
+        return _value(tree, key)
+    node: Any = defaults
+    for part in key.split("."):
+        node = getattr(node, part, None)
+    if isinstance(node, str) and node.startswith("${") and node.endswith("}"):
+        return _value(tree, node[2:-1])
+    return node
+
+
+def _value(tree: dict, key: str) -> Any:
+    """``key`` of the resolved config ``tree`` (plain Python; ``None`` where it has no such key)."""
+    node: Any = tree
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def set_options(cfg: DictConfig) -> dict[str, tuple[Any, Any]]:
+    """The keys whose value differs from the run's default (:func:`defaults_of`): ``key -> (value, default)``."""
+    defaults = defaults_of(cfg)
+    tree = OmegaConf.to_container(cfg, resolve=True)   # resolved once: a select per key parses each interpolation again
+    out = {}
+    for key in _present_keys(cfg):
+        default = _default(defaults, tree, key)
+        value = _value(tree, key)
+        if value != default and not (isinstance(default, (list, tuple)) and isinstance(value, list) and list(default) == value):
+            out[key] = (value, default)
+    return out
+
+
+OTHER_METHOD = {"gp": "gnn", "gnn": "kernel"}   # the section of the method a run is not
+
+
+def _present_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
+    """The keys of ``cfg``, nested schemas walked; the other method's section left out (a preset
+    that sweeps GPs and GNNs sets ``kernel.low_rank`` for its GP jobs: experiment=table5; on the
+    command line a key there is an unknown key already)."""
+    out = []
+    for key in cfg.keys():
+        if not prefix and (key == "hydra" or key == OTHER_METHOD.get(cfg.get("method"))):
+            continue
+        child = cfg._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing() and is_dataclass(OmegaConf.get_type(child)):
+            out += _present_keys(child, f"{prefix}{key}.")
+        else:
+            out.append(f"{prefix}{key}")
+    return out
+
+
+@dataclass(frozen=True)
+class Unread:
+    """An option set to a value the run would not read."""
+
+    key: str
+    value: Any
+    default: Any
+    said: str                           # what is wrong: the key, its value, and the runs that read it
+    fix: str                            # what to do instead
+
+    @property
+    def message(self) -> str:
+        return f"{self.said}; {self.fix}"
+
+
+def _method_words(cfg: Any) -> str:
+    if cfg.method == "gnn" and cfg.gnn is not None:
+        return f"gnn={cfg.gnn.name}"
+    if _gp(cfg):
+        return f"kernel={cfg.kernel.name}{'_x' if cfg.kernel.low_rank else ''}"
+    return f"method={cfg.method}"
+
+
+def _shown(value: Any) -> str:
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def unread_options(cfg: DictConfig, command: str = "run") -> list[Unread]:
+    """The options of ``cfg`` set to a value (not the default) that a run of it would not read,
+    each with its one-line message."""
+    out = []
+    for key, (value, default) in set_options(cfg).items():
+        if reads(cfg, key, command):
+            continue
+        reader = reader_of(key)
+        run = f"gnngp {command}" if command != "run" and reader.commands == COMMANDS else f"this run ({_method_words(cfg)})"
+        said = f"{key}={_shown(value)} has no effect on {run}: it is read only by {reader.who}"
+        out.append(Unread(key, value, default, said, reader.fix if reader.fix and command == "run" else "drop it"))
+    return out
+
+
+def unknown_keys(cfg: DictConfig) -> None:
+    """A key of ``cfg`` that its schema has not (``+kernel.layer=3``, ``+foo=bar``: Hydra adds
+    it): one line naming it and the nearest key, as an unknown key without ``+`` is told."""
+    def walk(node: DictConfig, path: str) -> None:
+        schema = OmegaConf.get_type(node)
+        known = [f.name for f in fields(schema)] if is_dataclass(schema) else None
+        for key in node.keys():
+            if not path and key == "hydra":
+                continue
+            full = f"{path}{key}"
+            if known is not None and key not in known:
+                near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.5)
+                hint = f"did you mean {path}{near[0]}? " if near else ""
+                where = f" of {path[:-1]}" if path else ""
+                raise ConfigError(f"unknown key {full} (a + addition adds only keys the schema has); {hint}keys{where}: {', '.join(known)}")
+            child = node._get_node(key)
+            if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing():
+                walk(child, full + ".")
+    if OmegaConf.is_config(cfg):
+        walk(cfg, "")

@@ -1,0 +1,213 @@
+"""Refuse, never ignore: each key of the schemas is read by the run it is set on, or refused in one
+line; a key added with ``+`` that no schema has is refused. Config checks in this process: each
+base config is composed once (a Hydra composition is about 0.4 s) and changed in place."""
+import copy
+import logging
+
+import pytest
+from omegaconf import OmegaConf, open_dict, read_write
+
+from gnngp_cli.api import compose
+from gnngp_cli.config import parse, validate
+from gnngp_cli.data import DATASETS
+from gnngp_cli.errors import ConfigError
+from gnngp_cli.gnn import GNNS
+from gnngp_cli.kernels import KERNELS
+from gnngp_cli.readers import READERS, leaf_keys, reader_of, reads, unread_options
+from gnngp_cli.schema import DatasetConfig, GNNConfig, KernelConfig, LoggerConfig, RunConfig, TableConfig
+from tests.helpers import in_process
+
+# the runs every key is tried on: a refusal of one run is another's setting
+BASES = {
+    "gcngp": ["dataset.num_nodes=300"],
+    "gcngp_x": ["kernel=gcngp_x", "dataset.num_nodes=300"],
+    "rbf": ["kernel=rbf", "dataset.num_nodes=300"],
+    "gcn": ["gnn=gcn", "dataset.num_nodes=300"],
+}
+
+
+@pytest.fixture(scope="module")
+def bases():
+    return {name: compose(overrides) for name, overrides in BASES.items()}
+
+
+def with_value(cfg, key: str, value, add: bool = False):
+    cfg = copy.deepcopy(cfg)
+    with read_write(cfg), open_dict(cfg):
+        OmegaConf.update(cfg, key, value, merge=False, force_add=add)
+    return cfg
+
+
+def schema_keys() -> dict[str, bool]:
+    """Every key of the schemas and of the registries' entries -> whether it is a common key (of
+    the base schemas), which must be named in READERS itself, not only by a registry entry's pattern."""
+    keys = {key: True for key in leaf_keys(RunConfig) if key not in ("dataset", "kernel", "gnn")}   # logger, experiment.table: optional nodes
+    for section, base, configs in (("dataset", DatasetConfig, [type(e.config) for e in DATASETS.values()]),
+                                   ("kernel", KernelConfig, [e.config for e in KERNELS.values()]),
+                                   ("gnn", GNNConfig, [type(e.config(name=n)) for n, e in GNNS.items()]),
+                                   ("logger", LoggerConfig, []), ("experiment.table", TableConfig, [])):
+        common = set(leaf_keys(base))
+        keys.update({f"{section}.{key}": True for key in common})
+        keys.update({f"{section}.{key}": False for cls in configs for key in leaf_keys(cls) if key not in common})
+    return keys
+
+
+def test_every_key_of_the_schemas_says_which_runs_read_it():
+    """A new option, in a schema or a registry entry, fails here until READERS says which runs read it."""
+    keys = schema_keys()
+    assert len(keys) > 150
+    missing = [key for key in keys if reader_of(key) is None]
+    assert not missing, f"add these keys to gnngp_cli/readers.py READERS: {missing}"
+    only_by_pattern = [key for key, common in keys.items() if common and not any(key in r.keys for r in READERS)]
+    assert not only_by_pattern, f"name these common keys in READERS: {only_by_pattern}"
+    named = {key for r in READERS for key in r.keys if "*" not in key}
+    assert not named - set(keys), f"READERS names keys no schema has: {named - set(keys)}"
+    assert len(named) == sum(len([k for k in r.keys if "*" not in k]) for r in READERS), "a key is named twice in READERS"
+
+
+def changed(value):
+    """A value of the same type as ``value``, different from it."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value / 2 if value else 0.5
+    if isinstance(value, list):
+        return value[:1] if len(value) > 1 else [*value, *value] or ["x"]
+    return None
+
+
+EXAMPLES = {   # keys whose default (null, a word) gives no value by type: a valid value other than the default
+    "likelihood.alpha": 0.05, "likelihood.temperature": True, "likelihood.probabilities": "mc", "fit.learn": ["nugget"],
+    "fit.output_scale": 2.0, "fit.optimizer": "lbfgs", "protocol.left_out": 1, "protocol.perturbation": "swap",
+    "protocol.ordering": "personalised", "protocol.shares": [0.2, 0.1, 0.1], "protocol.split": [0.3, 0.1],
+    "landmarks.count": 20, "landmarks.fraction": 2.0, "max_memory_gb": 8.0, "kernel.adjacency": "row", "kernel.base.gamma": 2.0,
+    "kernel.base.c": 1.0, "kernel.base.d": 2.0, "kernel.gamma_grid.max": 50.0, "kernel.gamma_grid.min": 0.1, "nugget.min": 0.01,
+    "nugget.max": 5.0, "compute.product": "torch", "compute.workers": 2, "compute.memory_limit": "2GB", "compute.spill_dir": "/tmp/spill",
+    "compute.address": "tcp://127.0.0.1:8786", "compute.shards": "/tmp/shards", "compute.dashboard": ":0", "compute.roots_dir": "/tmp/roots",
+    "compute.queue": "batch", "compute.account": "me", "compute.walltime": "01:00:00", "compute.memory": "16GB",
+    "compute.job_extra": ["--constraint=cpu"], "partition.rows": 100, "partition.out": "/tmp/blocks", "verify.widths": [32, 64],
+    "dtype": "float64", "depth": 3, "protocol.seed": 7, "conformal.seed": 7, "gnn.members": 3, "gnn.mc_samples": 5,
+    "likelihood.samples": 64, "likelihood.alpha_grid": [0.1], "kernel.layers": 3,
+}
+CHECKED = sorted(key for r in READERS if r.reads.__name__ != "_every" for key in r.keys if "*" not in key)
+
+
+def set_in_place(cfg, key: str, value) -> None:
+    with read_write(cfg), open_dict(cfg):
+        OmegaConf.update(cfg, key, value, merge=False)
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_each_option_is_read_by_the_run_it_is_set_on_or_refused_in_one_line(bases, base):
+    """Every key that some runs do not read, set on each base run: where READERS says the run reads
+    it, the run takes it; else one line naming the key, its value and the runs that read it (the
+    refusal validate raises: test_the_issues_options_without_effect_are_refused)."""
+    cfg = copy.deepcopy(bases[base])   # each key set, then put back as it was (a copy per key costs more than the check)
+    for key in CHECKED:
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent) if parent else cfg
+        if node is None:   # kernel.* on a GNN run, gnn.* on a GP run: an unknown key there
+            continue
+        raw = OmegaConf.to_container(node, resolve=False)[leaf]   # an interpolation (${depth}) as written
+        value = EXAMPLES.get(key, changed(OmegaConf.select(cfg, key)))
+        assert value is not None, f"give {key} an example value in EXAMPLES"
+        set_in_place(cfg, key, value)
+        unread = {item.key: item for item in unread_options(cfg)}
+        if reads(cfg, key):
+            assert key not in unread
+        else:
+            message = unread[key].message
+            assert message.startswith(f"{key}=") and "has no effect on this run" in message and "read only by" in message, message
+            assert "\n" not in message
+        set_in_place(cfg, key, raw)
+    assert not unread_options(cfg), "a key was not put back"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["kernel=rbf", "kernel.layers=5"], "kernel.layers=5 has no effect on this run (kernel=rbf): it is read only by the kernels with layers"),
+    (["gnn=gcn", "dtype=float64"], "dtype=float64 has no effect on this run (gnn=gcn): it is read only by GP kernels"),
+    (["likelihood.alpha=0.1"], "likelihood.alpha=0.1 has no effect on this run (kernel=gcngp): it is read only by likelihood=dirichlet; "
+                               "drop it, or set likelihood=dirichlet"),
+    (["landmarks.count=5"], "landmarks.count=5 has no effect on this run (kernel=gcngp): it is read only by low-rank kernels"),
+    (["compute.workers=2"], "compute.workers=2 has no effect on this run (kernel=gcngp): it is read only by compute=dask and compute=slurm"),
+    (["partition.rows=100"], "partition.rows=100 has no effect on this run"),
+    (["protocol.share=0.3"], "protocol.share=0.3 has no effect on this run (kernel=gcngp): it is read only by protocol=feature_shift"),
+    (["fit.lr=0.1"], "fit.lr=0.1 has no effect on this run (kernel=gcngp): it is read only by fit=mll"),
+    (["kernel.gamma_grid.num=5"], "kernel.gamma_grid.num=5 has no effect on this run (kernel=gcngp): it is read only by a gamma search"),
+    (["kernel.base.gamma=2"], "kernel.base.gamma=2.0 has no effect on this run"),
+    (["kernel=rbf", "kernel.adjacency=row"], "kernel.adjacency=row has no effect on this run (kernel=rbf)"),
+    (["verify.seeds=10"], "verify.seeds=10 has no effect on this run (kernel=gcngp): it is read only by gnngp verify"),
+    (["gnn=gcn", "gnn.members=3"], "gnn.members=3 has no effect on this run (gnn=gcn): it is read only by gnn.uncertainty=ensemble"),
+    (["gnn=gcn", "nugget.num=5"], "nugget.num=5 has no effect on this run (gnn=gcn)"),
+    (["gnn=gcn", "max_memory_gb=3"], "max_memory_gb=3.0 has no effect on this run (gnn=gcn)"),
+])
+def test_the_issues_options_without_effect_are_refused(bases, overrides, message):
+    """The options found accepted and ignored (issue 50, item 4), each on the base run it was set on."""
+    base, *rest = overrides if overrides[0].startswith(("kernel=", "gnn=")) else ["gcngp", *overrides]
+    cfg = bases[base.split("=")[-1]]
+    for override in rest:
+        key, _, value = override.partition("=")
+        cfg = with_value(cfg, key, yaml_value(value))
+    with pytest.raises(ConfigError) as refused:
+        validate(cfg)
+    assert str(refused.value).startswith(message), str(refused.value)
+
+
+def yaml_value(text: str):
+    return OmegaConf.create({"v": text}).v if not text[:1].isdigit() else OmegaConf.create(f"v: {text}").v
+
+
+def test_a_value_left_at_its_default_is_never_refused(bases):
+    """The defaults of every base run, and a default typed on the command line (kernel.layers=2,
+    the value kernel=rbf has anyway), parse; so do the registries' own defaults (arxiv's landmark
+    fraction with an exact kernel)."""
+    for cfg in bases.values():
+        parse(copy.deepcopy(cfg))
+    parse(with_value(bases["rbf"], "kernel.layers", 2))
+    parse(with_value(bases["gcngp"], "dataset.landmark_fraction", 50.0))
+    parse(compose(["experiment=table5", "dataset=pubmed", "gnn=gcn"]))   # kernel.low_rank, for the preset's GP jobs: not a GNN's option
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("kernel.layer", 3, "unknown key kernel.layer (a + addition adds only keys the schema has); did you mean kernel.layers?"),
+    ("foo", "bar", "unknown key foo (a + addition adds only keys the schema has); keys: dataset, method"),
+    ("nugget.nmu", 5, "unknown key nugget.nmu (a + addition adds only keys the schema has); did you mean nugget.num?"),
+])
+def test_a_plus_addition_of_a_key_no_schema_has_is_refused(bases, key, value, message):
+    with pytest.raises(ConfigError) as refused:
+        validate(with_value(bases["gcngp"], key, value, add=True))
+    assert str(refused.value).startswith(message), str(refused.value)
+
+
+def test_the_command_refuses_in_one_line_with_exit_status_1(tmp_path):   # end to end: Hydra's + and the preflight
+    for args, line in ((["+kernel.layer=3"], "gnngp: error: unknown key kernel.layer (a + addition adds only keys the schema has); "
+                                              "did you mean kernel.layers?"),
+                       (["kernel=rbf", "kernel.layers=5"], "gnngp: error: kernel.layers=5 has no effect on this run (kernel=rbf)")):
+        out = in_process("run", *args, f"hydra.run.dir={tmp_path / 'run'}")
+        assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith(line), out.stderr
+        assert not (tmp_path / "run").exists()   # refused before any work: no run folder
+
+
+def test_a_sweep_refuses_only_what_no_job_reads_and_the_others_run_it_at_the_default(bases, caplog):
+    """``-m kernel=gcngp,rbf kernel.layers=3``: the GCN-GP job reads it, so the sweep runs, and the RBF
+    job keeps its default with a warning; ``-m kernel=rbf,ggp kernel.layers=3``: no job reads it."""
+    from gnngp_cli.cli.preflight import unread_in_sweep
+
+    gcngp, rbf = with_value(bases["gcngp"], "kernel.layers", 3), with_value(bases["rbf"], "kernel.layers", 3)
+    unread_in_sweep([("0: kernel=gcngp", gcngp), ("1: kernel=rbf", rbf)])   # no refusal
+    with pytest.raises(SystemExit) as code:
+        unread_in_sweep([("0: kernel=rbf", rbf), ("1: kernel=rbf dtype=float64", with_value(rbf, "dtype", "float64"))])
+    assert code.value.code == 1
+    with caplog.at_level(logging.WARNING, logger="gnngp"):
+        spec = parse(copy.deepcopy(rbf), unread="reset")
+    assert spec.kernel.layers == 2 and "kernel.layers=3 has no effect on this run (kernel=rbf)" in caplog.text
+    assert "this job of the sweep runs with its default kernel.layers=2" in caplog.text
+
+
+def test_verify_and_partition_read_their_own_keys(bases):
+    parse(with_value(bases["gcngp"], "verify.seeds", 8), command="verify")
+    parse(with_value(bases["gcngp"], "partition.rows", 100), command="partition")
+    with pytest.raises(ConfigError, match="partition.rows=100 has no effect on gnngp verify"):
+        parse(with_value(bases["gcngp"], "partition.rows", 100), command="verify")

@@ -1,0 +1,99 @@
+"""Shards that are not what gnngp partition wrote, even with their digests recomputed: one line,
+before any task is built or any root indexed; a stop while a Dask job opens leaves no roots
+folder; and two more inputs of the issue's list that once ended in tracebacks."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnngp_cli.api import compose
+from gnngp_cli.data import generate_csbm
+from gnngp_cli.data.shards import block_dir, meta_digest, read_meta, sha256, write_data
+from gnngp_cli.errors import DatasetError
+
+from helpers import in_process
+
+ROWS = 100
+
+
+@pytest.fixture
+def shards(tmp_path) -> Path:
+    out = tmp_path / "shards"
+    write_data(generate_csbm(num_nodes=300, num_features=4, seed=0), out, ROWS, "csbm")
+    return out
+
+
+def rewrite(root: Path, edit) -> None:
+    """Edit ``meta.json``'s fields and recompute its digest as gnngp partition computes it."""
+    raw = json.loads((root / "meta.json").read_text())
+    edit(raw)
+    raw["meta_digest"] = meta_digest(raw)
+    (root / "meta.json").write_text(json.dumps(raw))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda raw: raw.update(num_nodes=10**9), r"says 1,000,000,000 nodes in row blocks of 100, so 10,000,000 row blocks, and .* holds 3"),
+    (lambda raw: raw.update(num_nodes=299), r"so 99 in the last row block, and its x.npy holds 100"),
+    (lambda raw: raw.update(rows=0), r"rows=0 is not a whole number of at least 1"),
+    (lambda raw: raw.update(num_nodes="300"), r"num_nodes='300' is not a whole number"),
+    (lambda raw: raw.update(warnings="none"), r"warnings='none' is not a list"),
+])
+def test_a_meta_json_that_does_not_match_its_blocks_is_one_line(shards, edit, message):
+    rewrite(shards, edit)
+    with pytest.raises(DatasetError, match=message):
+        read_meta(shards)
+
+
+def test_a_meta_json_holding_a_list_is_one_line(shards):
+    (shards / "meta.json").write_text("[1, 2]")
+    with pytest.raises(DatasetError, match="does not hold gnngp shards"):
+        read_meta(shards)
+
+
+def test_a_cols_file_naming_a_row_past_its_source_block_is_one_line(shards, tmp_path):
+    from gnngp_cli.backends.rowblocks.root_files import block_path
+    from gnngp_cli.backends.rowblocks.sharded_graph import _block_product
+
+    cols = np.load(block_dir(shards, 0) / "cols.npy")
+    cols[0] = 10**6
+    np.save(block_dir(shards, 0) / "cols.npy", cols)
+    rewrite(shards, lambda raw: raw["digests"].update({"block-000000/cols.npy": sha256(block_dir(shards, 0) / "cols.npy")}))
+    sources = tmp_path / "q"
+    sources.mkdir()
+    for b in range(3):
+        np.save(block_path(str(sources), b), np.ones((ROWS, 2)))
+    with pytest.raises(DatasetError, match=r"cols.npy names column 1000000 of source block 0, which has 100 rows"):
+        _block_product(str(shards), 0, "sym", ROWS, 2, np.float64, str(sources))
+
+
+def test_a_stop_while_a_dask_job_opens_removes_its_roots_folder(shards, tmp_path, monkeypatch):
+    """The issue's hang ended in SIGTERM with ``roots/run-*`` left: a stop raised after the graph
+    was read (building its collections) skipped the clean-up."""
+    from gnngp_cli.backends.rowblocks.dask_backend import DaskBackend, dataset_source
+    from gnngp_cli.backends.rowblocks.sharded_graph import ShardedGraph
+    from gnngp_cli.config import parse
+
+    def stopped(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ShardedGraph, "labels", stopped)
+    roots = tmp_path / "roots"
+    cfg = compose(["dataset=csbm", "dataset.num_nodes=300", "kernel=gcngp_x", "compute=dask", f"compute.shards={shards}",
+                   f"compute.roots_dir={roots}", f"data.root={tmp_path / 'cache'}"])
+    rewrite(shards, lambda raw: raw.update(source=dataset_source(parse(cfg))))   # written from this job's settings
+    with pytest.raises(KeyboardInterrupt):
+        DaskBackend(cfg, cluster=False).__enter__()
+    assert not [p for p in roots.iterdir() if p.name.startswith(("run-", ".run-"))]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("run", "="), "gnngp: error: "),
+    (("verify", "verify.widths=[1000000,2000000]"), "gnngp: error: verify.widths: a network of width 2,000,000 .* use widths up to"),
+])
+def test_inputs_that_once_gave_tracebacks_are_one_line(tmp_path, args, message):
+    import re
+
+    out = in_process(*args, f"hydra.run.dir={tmp_path / 'run'}")
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 1 and len(lines) == 1 and re.match(message, lines[0]), out.stderr
