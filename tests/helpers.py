@@ -108,7 +108,7 @@ def local_and_dask_rows(overrides: list[str]) -> tuple[dict, dict]:
     from gnngp_cli.backends.rowblocks.dask_backend import DaskBackend
     from gnngp_cli.job.gp_job import GPJob
 
-    cfg = compose(overrides)
+    cfg = compose([o for o in overrides if not o.startswith("partition.")])   # row blocks are Dask's (refused on a local run)
     with LocalBackend(cfg) as backend:
         local = GPJob(cfg, backend).run(0).row
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \

@@ -59,10 +59,10 @@ def first_run(cfg, backend):
 
 def local_and_rowblocks(overrides: list[str], client, rows: int):
     """The local run and the row-block run of the same job, with their means."""
-    common = [*overrides, "dtype=float64", f"partition.rows={rows}"]
+    common = [*overrides, "dtype=float64"]
     cfg = compose(common)
     local, local_means = first_run(cfg, LocalBackend(cfg))
-    cfg = compose([*common, "compute=dask"])
+    cfg = compose([*common, "compute=dask", f"partition.rows={rows}"])   # row blocks are Dask's (refused on a local run)
     dask_run, means = first_run(cfg, DaskBackend(cfg, client=client))
     return local, local_means, dask_run, means
 
@@ -575,12 +575,12 @@ def test_shards_in_a_node_order_give_the_local_predictions_with_fewer_rows_read(
     local run's (drawn on the graph's own ids), every prediction is the local one, and a row
     block's A Q reads fewer rows of Q on a graph with communities (the log line says so)."""
     common = ["dataset=csbm", "dataset.num_nodes=3000", "dataset.homophily=0.95", "landmarks.count=64", "kernel=gcngp_x", f"data.root={cache}",
-              "dtype=float64", "partition.rows=700"]
+              "dtype=float64"]
     cfg = compose(common)
     local, local_means = first_run(cfg, LocalBackend(cfg))
     reads = {}
     for name in ("none", order):
-        cfg = compose([*common, "compute=dask", f"data.order={name}"])
+        cfg = compose([*common, "compute=dask", "partition.rows=700", f"data.order={name}"])   # row blocks are Dask's
         caplog.clear()
         with caplog.at_level("INFO", logger="gnngp"):
             dask_run, means = first_run(cfg, DaskBackend(cfg, client=client))
@@ -619,16 +619,17 @@ def test_two_jobs_that_find_no_shards_partition_them_once(tmp_path, mirror, monk
         return write(*args, **kwargs)
 
     monkeypatch.setattr(backend, "partition", slow_partition)
-    cfg = compose(["dataset=cora", "kernel=gcngp_x", "compute=dask", f"data.mirror={mirror}", f"data.root={tmp_path}"])
+    overrides = ["dataset=cora", "kernel=gcngp_x", "compute=dask", f"data.mirror={mirror}", f"data.root={tmp_path}"]
+    cfgs = [compose(overrides) for _ in range(2)]   # a config each, as two jobs have (OmegaConf's objects are not for two threads)
     graphs, errors = [], []
 
-    def job():
+    def job(cfg):
         try:
             graphs.append(backend.sharded_graph(cfg, DataStore.of(cfg.data)))
         except Exception as err:   # noqa: BLE001 - reported below
             errors.append(err)
 
-    threads = [threading.Thread(target=job) for _ in range(2)]
+    threads = [threading.Thread(target=job, args=(cfg,)) for cfg in cfgs]
     for t in threads:
         t.start()
     for t in threads:

@@ -51,9 +51,9 @@ def test_rerun_into_the_same_dir_appends_and_keeps_rows(tmp_path):
         (["dataset=reddit", "data.download=false"], "gnngp: error: dataset 'Reddit' is not available"),
         (["kernel=gcngp_x", "landmarks.count=100000"], "gnngp: error: landmarks.count=100000 exceeds the 300 training nodes"),
         (["dataset=custom"], "gnngp: error: dataset=custom needs dataset.path=<dir>"),
-        (["max_memory_gb=0.000001"], "gnngp: error: the exact GCNGP kernel on csbm needs about"),
-        (["max_memory_gb=0.000001", "fit=mll"],
-         "gnngp: error: the exact GCNGP kernel on csbm needs about 91.9 MiB to fit it on its 300 training nodes but the limit is 1.0 KiB"),
+        (["max_memory_gb=0.01"], "gnngp: error: the exact GCNGP kernel on csbm needs about"),   # above generating the graph (3.2 MiB)
+        (["max_memory_gb=0.01", "fit=mll"],
+         "gnngp: error: the exact GCNGP kernel on csbm needs about 91.9 MiB to fit it on its 300 training nodes but the limit is 10.2 MiB"),
         (["fit=mll", "kernel=ggp", "kernel.base.name=linear"], "gnngp: error: fit=mll needs a kernel with a trainable parameter"),
         (["fit=mll", "fit.learn=[nugget,sigma_b]"], "gnngp: error: fit=mll learns sigma_b on a log scale"),
     ],

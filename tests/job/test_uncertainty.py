@@ -230,8 +230,8 @@ def test_dirichlet_on_dask_gives_the_local_row(cache):
 def test_the_four_gcn_baselines_from_one_training(cache):
     from gnngp_cli.job.gnn_job import run_gnn
 
-    cfg = compose([*CSBM, "gnn=gcn", "gnn.epochs=20", "gnn.hidden=16", "gnn.members=3", "gnn.mc_samples=5", "protocol=feature_shift",
-                   "progress=false", f"data.root={cache}"])
+    cfg = compose([*CSBM, "gnn=gcn", "gnn.epochs=20", "gnn.hidden=16", "gnn.uncertainty=ensemble", "gnn.members=3", "protocol=feature_shift",
+                   "progress=false", f"data.root={cache}"])   # gnn.members is read with the ensemble (mc_dropout: its default samples)
     rows = {r["uncertainty"]: r for r in run_gnn(cfg, uncertainties=["softmax", "temperature", "ensemble", "mc_dropout"])}
     assert set(rows) == {"softmax", "temperature", "ensemble", "mc_dropout"}
     assert rows["softmax"]["test"] == rows["temperature"]["test"]          # the same model, rescaled
