@@ -474,7 +474,7 @@ def _validate_gnn(g: Any) -> None:
     if g.batch_size is not None and g.batch_size < 0:
         raise ConfigError(f"gnn.batch_size={g.batch_size} must be at least 1 (0 or null: full batch)")
     graph_layers = GNNS[g.name].graph_layers(g.layers)
-    if graph_layers == 0 and g.batch_size:
+    if graph_layers == 0 and g.batch_size and not GNNS[g.name].row_batches:
         raise ConfigError(f"gnn={g.name} trains full batch only; set gnn.batch_size=null")
     _choice(g.regime, GNN_REGIMES, "gnn.regime")
     _choice(g.propagation, GNN_PROPAGATION, "gnn.propagation")

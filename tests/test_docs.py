@@ -340,3 +340,15 @@ def test_the_gap_benchmark_chooses_each_familys_setting_on_validation_and_its_va
 
     for variant, (_, overrides) in gap.VARIANTS.items():
         validate(compose(["dataset=tolokers", *overrides]))
+
+
+def test_fast_baselines_table_holds_the_csv_values(pages):
+    """SGC and SIGN beside the kernels and GCN (scripts/bench_vs_gnn.py): every method's test and seconds, SGC's published accuracy."""
+    rows = pd.read_csv(RESULTS / "vs_gnn_sgc_sign.csv")
+    table = {(r["dataset"], r["method"]): r for r in tables(pages["fast-baselines"])[0]}
+    for r in rows.itertuples(index=False):
+        for label, key in (("GCNGP", "gcngp"), ("GCNGP-X", "gcngp_x"), ("SGC", "sgc"), ("SIGN", "sign"), ("GCN", "gcn")):
+            cell = table[(r.dataset, label)]
+            assert cell["test"] == f"{getattr(r, f'{key}_test'):.4f}"
+        if not pd.isna(r.sgc_published):
+            assert table[(r.dataset, "SGC")]["SGC published"] == f"{r.sgc_published / 100:.3f}"

@@ -43,6 +43,7 @@ class GNNEntry:
     graph_layers: Callable[[int], int] = lambda layers: layers
     defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: TRAINING_DEFAULTS)
     check: Optional[Callable[[Any, int], None]] = None   # check(options, hidden): the entry's own options (a one-line ConfigError)
+    row_batches: bool = False   # no graph layers, yet gnn.batch_size trains on mini-batches of rows of its precomputed features (SIGN)
 
 
 GNNS: dict[str, GNNEntry] = {}
@@ -50,10 +51,13 @@ GNNS: dict[str, GNNEntry] = {}
 
 def register_gnn(name: str, label: str, config: type = GNNConfig, fanouts: Optional[list] = None,
                  graph_layers: Callable[[int], int] = lambda layers: layers,
-                 defaults: Optional[Mapping[str, Mapping[str, Any]]] = None, check: Optional[Callable[[Any, int], None]] = None):
+                 defaults: Optional[Mapping[str, Mapping[str, Any]]] = None, check: Optional[Callable[[Any, int], None]] = None,
+                 row_batches: bool = False):
     """Class decorator: add a :class:`GNN` subclass as ``gnn=name``; ``check(options, hidden)``
-    refuses impossible values of its own options (``hidden``: the hidden width, its default filled)."""
+    refuses impossible values of its own options (``hidden``: the hidden width, its default filled);
+    ``row_batches``: a model without graph layers that trains on mini-batches of rows of its
+    precomputed features."""
     def add(model: type) -> type:
-        GNNS[name] = GNNEntry(name, label, model, config, fanouts, graph_layers, defaults or TRAINING_DEFAULTS, check)
+        GNNS[name] = GNNEntry(name, label, model, config, fanouts, graph_layers, defaults or TRAINING_DEFAULTS, check, row_batches)
         return model
     return add

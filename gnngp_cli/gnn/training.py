@@ -108,6 +108,8 @@ class GNNResult:
     outputs: Optional[Tensor] = None                         # the best epoch's outputs on every node (eval mode)
     dropout_passes: Optional[Callable[[int], Tensor]] = None  # k forward passes with dropout on: k x nodes x outputs (full batch)
     curve: Optional[dict] = None                             # gnn.regime=ntk: the metric on each split after each recorded step
+    precompute_seconds: Optional[float] = None               # a model that reads the graph once (SGC, SIGN): that precomputation; else None
+    weight_decay: Optional[float] = None                     # the weight decay chosen on validation (gnn.weight_decay_grid); else None
 
 
 class TrainingDiverged(ConfigError):
@@ -173,12 +175,23 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
     # the whole graph's layers read one cached sparse operator where the model's layers take one (gnn.propagation=sparse)
     fast = options.propagation == "sparse" and getattr(model, "reads_operator", False)
     adjacency, adjacency_weight = (graph.operator(x.dtype), None) if fast else (graph.edge_index, graph.edge_weight)
+    precompute_watch = watch_factory() if hasattr(model, "precompute") else None
+    if precompute_watch is not None:   # SGC's S^K X, SIGN's [X, S X, ..., S^K X]: the graph read once; the model trains on these rows
+        with precompute_watch.measure(), torch.no_grad():
+            x = model.precompute(x, adjacency, adjacency_weight)
+    rows = precompute_watch is not None and entry.row_batches   # training reads rows of x (its training rows, or a mini-batch's), no graph
     target = y.float().view(-1, 1) if regression else y
-    if descent is None:
+    grid = list(getattr(options, "weight_decay_grid", None) or [])   # SGC: weight decays tried, the best validation metric kept
+    decays = grid or [options.weight_decay]
+    initial = copy.deepcopy(model.state_dict()) if len(decays) > 1 else None   # every weight decay starts from the same weights
+
+    def adam(weight_decay: float) -> torch.optim.Optimizer:
         if isinstance(model, ResidualNetwork):
-            optimizer = torch.optim.AdamW(model.parameter_groups(options.weight_decay), lr=options.lr)
-        else:
-            optimizer = torch.optim.Adam(model.parameters(), lr=options.lr, weight_decay=options.weight_decay)
+            return torch.optim.AdamW(model.parameter_groups(weight_decay), lr=options.lr)
+        return torch.optim.Adam(model.parameters(), lr=options.lr, weight_decay=weight_decay)
+
+    if descent is None:
+        optimizer = None
         recorded = None
     else:
         optimizer = descent.optimizer(model, generator)
@@ -203,7 +216,9 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
     def predict() -> Tensor:
         model.eval()
         with torch.no_grad():
-            if not options.batch_size or fast:   # one sparse product per layer holds no more than the layer's outputs
+            if rows and options.batch_size:   # rows of the precomputed features, a batch at a time
+                return torch.cat([model(x[start:start + options.batch_size]) for start in range(0, x.size(0), options.batch_size)])
+            if not options.batch_size or fast or rows:   # one sparse product per layer holds no more than the layer's outputs
                 return forward()
             return layerwise_inference(model, x, graph, options.batch_size)
 
@@ -215,56 +230,81 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
         name = getattr(data, "metric", None) or ("r2" if regression else "accuracy")
         return {k: score(name, out[m], y[m]) for k, m in masks.items()}
 
-    best, best_state, history = None, None, []
+    val_nodes = masks["val"].nonzero().view(-1)
+
+    def validation() -> dict[str, float]:
+        """A precomputed model's epoch: the validation rows alone (the epoch is chosen on them; every split is scored at the end)."""
+        model.eval()
+        with torch.no_grad():
+            out = model(x[val_nodes])
+        return {"val": score(getattr(data, "metric", None) or ("r2" if regression else "accuracy"), out, y[val_nodes])}
+
+    best, best_state, history, chosen_decay = None, None, [], None
     history_loss: list[float] = []
     train_watch = watch_factory()
-    bar = _progress(options.epochs, progress)
-    lines = Progress(f"{entry.label} training", total=options.epochs, enabled=bar is None)  # no terminal: a log line every 30 s
+    total = options.epochs * len(decays)
+    bar = _progress(total, progress)
+    lines = Progress(f"{entry.label} training", total=total, enabled=bar is None)  # no terminal: a log line every 30 s
     with train_watch.measure(), lines:
-        for epoch in range(options.epochs):
-            model.train()
-            if not options.batch_size:
-                optimizer.zero_grad()
-                out = forward()
-                loss = loss_of(out[data.train_mask], target[data.train_mask])
-                loss.backward()
-                optimizer.step()
-                epoch_loss = loss.item()
-                if descent is not None:
-                    descent.check(epoch + 1, epoch_loss, history_loss)
-            else:
-                epoch_loss = 0.0
-                order = train_nodes[torch.randperm(train_nodes.numel(), generator=generator).to(train_nodes.device)]
-                for start in range(0, order.numel(), options.batch_size):
-                    seeds = order[start:start + options.batch_size]
-                    nodes, ei, ew = graph.sample(seeds, fanouts, generator)
+        for trial, weight_decay in enumerate(decays):
+            if descent is None:
+                if initial is not None:
+                    model.load_state_dict(initial)
+                optimizer = adam(weight_decay)
+            for epoch in range(options.epochs):
+                model.train()
+                if not options.batch_size and rows:   # precomputed features: the training rows alone
                     optimizer.zero_grad()
-                    if fast:   # the sampled graph as one sparse operator, as the whole graph's
-                        out = model(x[nodes], sampled_operator(ei, ew, nodes.numel(), x.dtype))[: seeds.numel()]
-                    else:
-                        out = model(x[nodes], ei, ew)[: seeds.numel()]
-                    loss = loss_of(out, target[seeds])
+                    loss = loss_of(model(x[train_nodes]), target[train_nodes])
                     loss.backward()
                     optimizer.step()
-                    epoch_loss += loss.item() * seeds.numel() / order.numel()
-            if recorded is not None and epoch + 1 not in recorded:
-                lines.step(epoch + 1, "epochs", loss=epoch_loss)
+                    epoch_loss = loss.item()
+                elif not options.batch_size:
+                    optimizer.zero_grad()
+                    out = forward()
+                    loss = loss_of(out[data.train_mask], target[data.train_mask])
+                    loss.backward()
+                    optimizer.step()
+                    epoch_loss = loss.item()
+                    if descent is not None:
+                        descent.check(epoch + 1, epoch_loss, history_loss)
+                else:
+                    epoch_loss = 0.0
+                    order = train_nodes[torch.randperm(train_nodes.numel(), generator=generator).to(train_nodes.device)]
+                    for start in range(0, order.numel(), options.batch_size):
+                        seeds = order[start:start + options.batch_size]
+                        optimizer.zero_grad()
+                        if rows:   # precomputed features: the batch's own rows
+                            out = model(x[seeds])
+                        elif fast:   # the sampled graph as one sparse operator, as the whole graph's
+                            nodes, ei, ew = graph.sample(seeds, fanouts, generator)
+                            out = model(x[nodes], sampled_operator(ei, ew, nodes.numel(), x.dtype))[: seeds.numel()]
+                        else:
+                            nodes, ei, ew = graph.sample(seeds, fanouts, generator)
+                            out = model(x[nodes], ei, ew)[: seeds.numel()]
+                        loss = loss_of(out, target[seeds])
+                        loss.backward()
+                        optimizer.step()
+                        epoch_loss += loss.item() * seeds.numel() / order.numel()
+                if recorded is not None and epoch + 1 not in recorded:
+                    lines.step(trial * options.epochs + epoch + 1, "epochs", loss=epoch_loss)
+                    if bar is not None:
+                        bar.update(1)
+                    continue
+                current = validation() if rows else scores(predict())
+                history.append((epoch_loss, current["val"]))
+                if recorded is not None:
+                    curve["t"].append(epoch + 1)
+                    for split in ("train", "val", "test"):
+                        curve[split].append(current[split])
+                if best is None or current["val"] > best[1]["val"]:
+                    best = (epoch, current)
+                    best_state = copy.deepcopy(model.state_dict())
+                    chosen_decay = weight_decay
+                lines.step(trial * options.epochs + epoch + 1, "epochs", loss=epoch_loss, val=current["val"])
                 if bar is not None:
+                    bar.set_postfix(loss=f"{epoch_loss:.4f}", val=f"{current['val']:.4f}")
                     bar.update(1)
-                continue
-            current = scores(predict())
-            history.append((epoch_loss, current["val"]))
-            if recorded is not None:
-                curve["t"].append(epoch + 1)
-                for split in ("train", "val", "test"):
-                    curve[split].append(current[split])
-            if best is None or current["val"] > best[1]["val"]:
-                best = (epoch, current)
-                best_state = copy.deepcopy(model.state_dict())
-            lines.step(epoch + 1, "epochs", loss=epoch_loss, val=current["val"])
-            if bar is not None:
-                bar.set_postfix(loss=f"{epoch_loss:.4f}", val=f"{current['val']:.4f}")
-                bar.update(1)
     if bar is not None:
         bar.close()
     model.load_state_dict(best_state)
@@ -282,7 +322,8 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
             return torch.stack([model(x, adjacency, adjacency_weight) for _ in range(k)])
 
     return GNNResult(final, best[0], train_watch.seconds, inference_watch.seconds, history, outputs,
-                     None if options.batch_size else dropout_passes, curve if descent is not None else None)
+                     None if options.batch_size else dropout_passes, curve if descent is not None else None,
+                     None if precompute_watch is None else precompute_watch.seconds, chosen_decay if grid else None)
 
 
 def layerwise_inference(model: GNN, x: Tensor, graph: Graph, batch_size: int) -> Tensor:

@@ -104,6 +104,8 @@ def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[st
         metrics = dict(used[0].metrics)
         train_seconds = sum(r.train_seconds for r in used)
         inference_seconds = sum(r.inference_seconds for r in used)
+        precomputed = [r.precompute_seconds for r in used if r.precompute_seconds is not None]   # SGC, SIGN: the graph read once
+        precompute_seconds = sum(precomputed) if precomputed else None
         columns: dict = {}
         probs = None
         if info.task == "classification" and descent is None:   # trained on the MSE (gnn.regime=ntk): no softmax probabilities
@@ -124,12 +126,14 @@ def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[st
         row.update(
             metric=graph.data.metric,
             **metrics, layers=g.layers, seed=seed,
-            train_seconds=train_seconds, inference_seconds=inference_seconds,
-            total_seconds=train_seconds + inference_seconds,
+            train_seconds=train_seconds, inference_seconds=inference_seconds, precompute_seconds=precompute_seconds,
+            total_seconds=(precompute_seconds or 0.0) + train_seconds + inference_seconds,
             uncertainty=uncertainty if info.task == "classification" and descent is None else "",
             extra=json.dumps({"best_epoch": used[0].best_epoch, "epochs": g.epochs, "lr": g.lr if descent is None else descent.lr, "hidden": g.hidden,
                               "batch_size": g.batch_size, "batch_norm": g.batch_norm, "dropout": g.dropout,
                               **({"recipe": g.recipe} if g.recipe != "paper" else {}),
+                              **({"weight_decay": used[0].weight_decay, "weight_decay_grid": len(g.weight_decay_grid)}
+                                 if used[0].weight_decay is not None else {}),
                               **({"members": len(used)} if len(used) > 1 else {}),
                               **({"mc_samples": int(g.mc_samples)} if uncertainty == "mc_dropout" else {})}),
             **{k: v for k, v in columns.items() if k != "reliability"},

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Optional
 COLUMNS = [
     "status", "dataset", "method", "kernel", "task", "metric", "train", "val", "test",
     "nugget", "layers", "sigma_w", "sigma_b", "landmarks", "landmark_fraction", "seed", "run", "stand_in", "experiment",
-    "n_nodes", "n_edges", "load_seconds", "warmup_seconds", "kernel_seconds", "train_seconds", "inference_seconds", "total_seconds",
+    "n_nodes", "n_edges", "load_seconds", "warmup_seconds", "kernel_seconds", "precompute_seconds", "train_seconds", "inference_seconds", "total_seconds",
     "peak_rss_mb", "peak_cuda_mb", "compute_backend", "workers", "peak_worker_mb", "device", "dtype", "split", "split_index", "split_count",
     "nlpd", "coverage95", "var_correct", "var_wrong", "protocol", "likelihood", "uncertainty", "alpha", "temperature", "test_ood",
     "nll", "brier", "ece", "mce", "auroc_variance", "auroc_entropy", "auroc_maxprob", "aupr_variance", "aupr_entropy", "aupr_maxprob",
@@ -33,7 +33,7 @@ COLUMNS = [
 ]
 INTEGERS = frozenset({"layers", "landmarks", "seed", "run", "n_nodes", "n_edges", "workers", "split_index", "split_count"})
 NUMBERS = frozenset({
-    "train", "val", "test", "nugget", "sigma_w", "sigma_b", "landmark_fraction", "load_seconds", "warmup_seconds", "kernel_seconds", "train_seconds",
+    "train", "val", "test", "nugget", "sigma_w", "sigma_b", "landmark_fraction", "load_seconds", "warmup_seconds", "kernel_seconds", "precompute_seconds", "train_seconds",
     "inference_seconds", "total_seconds", "fit_seconds", "estimated_gb", "peak_rss_mb", "peak_cuda_mb", "peak_worker_mb",
     "nlpd", "coverage95", "var_correct", "var_wrong", "alpha", "temperature", "test_ood",
     "nll", "brier", "ece", "mce", "auroc_variance", "auroc_entropy", "auroc_maxprob", "aupr_variance", "aupr_entropy", "aupr_maxprob",
