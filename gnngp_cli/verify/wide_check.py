@@ -203,7 +203,8 @@ def empirical_ntk(network: nn.Module, x: Tensor, graph: CheckGraph, generator: t
                 m = factored[id(trained[k][0])][0].detach()
                 m = m.reshape(-1, m.size(-1)).double()   # the rows the map read: M, and its outputs' gradients G
                 gy = grad.reshape(n, m.size(0), -1).double()
-                theta[i] += std ** 2 * torch.einsum("iac,jac->ij", gy, torch.einsum("ab,jbc->jac", m @ m.T, gy))
+                weighted = torch.matmul(m @ m.T, gy)   # (M M^T) G_j for every j: one batched product
+                theta[i] += std ** 2 * (gy.reshape(n, -1) @ weighted.reshape(n, -1).T)   # sum_ac G_i,ac [(M M^T) G_j]_ac: one GEMM
         for grad, k in zip(grads[len(outputs):], taken):
             if grad is not None:
                 _, std, i = trained[k]
