@@ -29,6 +29,7 @@ from .gp.likelihoods import LIKELIHOODS
 from .gnn.baselines import gnn_defaults
 from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
 from .kernels.architectures import KERNEL_COMMON
+from .conformal import check_values as check_conformal_values
 from .metrics import score_metrics
 from .readers import COMMANDS, unknown_keys, unread_options
 from .schema import KernelConfig, RunConfig, freeze, revised
@@ -381,31 +382,13 @@ def _validate_uncertainty(cfg: Any) -> None:
                           "again; drop splits=all and sweep seeds instead (seed=0,1,2,3,4)")
 
 
-CONFORMAL_SPLITS_MAX = 10**6   # conformal.splits: past this the mean's Monte-Carlo error is below any difference worth a row
-COUNT_MAX = 2**31 - 1            # conformal.kreg and conformal.k: ranks and node counts
 
 
 def _validate_conformal(cfg: Any) -> None:
     """``conformal``: the score, its parameters, and what cannot run with it."""
     c = cfg.conformal
     _choice(c.name, CONFORMAL, "conformal")
-    if not 0 < c.alpha < 1:
-        raise ConfigError(f"conformal.alpha={c.alpha} must be between 0 and 1 (e.g. 0.1: sets that hold the label 90% of the time)")
-    if not 1 <= c.splits <= CONFORMAL_SPLITS_MAX:
-        raise ConfigError(f"conformal.splits={c.splits} must be from 1 to {CONFORMAL_SPLITS_MAX:,} (e.g. 100, or 1,000 for a mean "
-                          "with a third of the Monte-Carlo error)")
-    if not 0 <= c.seed <= SEED_MAX:
-        raise ConfigError(f"conformal.seed={c.seed} must be an integer from 0 to {SEED_MAX:,}")
-    if not 0 < c.calibration < 1:
-        raise ConfigError(f"conformal.calibration={c.calibration} must be between 0 and 1 (the share of test nodes to calibrate on, e.g. 0.5)")
-    if c.penalty < 0 or not 0 <= c.kreg <= COUNT_MAX:
-        raise ConfigError(f"conformal.penalty={c.penalty} must be at least 0 and conformal.kreg={c.kreg} from 0 to {COUNT_MAX:,} "
-                          "(e.g. 0.01 and 1)")
-    if not (0 <= c.neighbours <= 1 and c.xi >= 0 and c.mu >= 0 and c.xi + c.mu <= 1):
-        raise ConfigError(f"conformal.neighbours={c.neighbours}, conformal.xi={c.xi} and conformal.mu={c.mu} are weights: each in [0, 1], "
-                          "xi + mu at most 1 (e.g. 0.5, 1/3 and 1/3)")
-    if not 1 <= c.k <= COUNT_MAX:
-        raise ConfigError(f"conformal.k={c.k} must be from 1 to {COUNT_MAX:,} (e.g. 20 feature-similar nodes)")
+    check_conformal_values(c)   # the ranges, declared once with the calibration that reads them
     if c.name in ("daps", "snaps"):
         if cfg.method == "gp" and cfg.compute.backend != "local":
             raise ConfigError(f"conformal={c.name} diffuses every node's scores over the graph in one process, and compute={cfg.compute.backend} "

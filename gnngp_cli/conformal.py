@@ -43,11 +43,44 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .errors import ConfigError
+from .errors import ConfigError, DatasetError
 
 SCORES = ("aps", "raps", "daps", "snaps", "tps")   # conformal=<name>; none: no conformal columns
 GRAPH_SCORES = ("daps", "snaps")                   # read every node's scores and the graph
 SPLIT_ENTRIES = 1 << 24                            # splits x test nodes x classes compared at once
+SPLITS_MAX = 10**6    # conformal.splits: past this the mean's Monte-Carlo error is below any difference worth a row
+COUNT_MAX = 2**31 - 1  # conformal.kreg and conformal.k: ranks and node counts
+SEED_MAX = 2**63 - 1   # conformal.seed: a torch generator's seed
+
+
+def check_values(c) -> None:
+    """The values of a ``conformal`` config or a :class:`Calibration` (any object with its
+    fields): each out of its range is a one-line :class:`ConfigError` naming ``conformal.<key>``."""
+    def finite(key: str) -> float:
+        value = getattr(c, key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"conformal.{key}={value} is not a finite number; give a finite value")
+        return value
+
+    def whole(key: str, low: int, high: int, example: str) -> None:
+        value = getattr(c, key)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"conformal.{key}={value} must be an integer from {low:,} to {high:,} ({example})")
+
+    if not 0 < finite("alpha") < 1:
+        raise ConfigError(f"conformal.alpha={c.alpha} must be between 0 and 1 (e.g. 0.1: sets that hold the label 90% of the time)")
+    whole("splits", 1, SPLITS_MAX, "e.g. 100, or 1,000 for a mean with a third of the Monte-Carlo error")
+    whole("seed", 0, SEED_MAX, "e.g. 0")
+    if not 0 < finite("calibration") < 1:
+        raise ConfigError(f"conformal.calibration={c.calibration} must be between 0 and 1 (the share of test nodes to calibrate on, e.g. 0.5)")
+    if finite("penalty") < 0:
+        raise ConfigError(f"conformal.penalty={c.penalty} must be at least 0 (e.g. 0.01)")
+    whole("kreg", 0, COUNT_MAX, "e.g. 1")
+    neighbours, xi, mu = finite("neighbours"), finite("xi"), finite("mu")
+    if not (0 <= neighbours <= 1 and xi >= 0 and mu >= 0 and xi + mu <= 1):
+        raise ConfigError(f"conformal.neighbours={neighbours}, conformal.xi={xi} and conformal.mu={mu} are weights: each in [0, 1], "
+                          "xi + mu at most 1 (e.g. 0.5, 1/3 and 1/3)")
+    whole("k", 1, COUNT_MAX, "e.g. 20 feature-similar nodes")
 
 
 @dataclass(frozen=True)
@@ -65,6 +98,11 @@ class Calibration:
     xi: float = 1 / 3
     mu: float = 1 / 3
     k: int = 20
+
+    def __post_init__(self) -> None:
+        if self.score not in SCORES:
+            raise ConfigError(f"conformal={self.score!r} is not a score; use one of {', '.join(SCORES)}")
+        check_values(self)
 
     @classmethod
     def from_spec(cls, spec) -> Optional["Calibration"]:
@@ -146,6 +184,8 @@ def class_scores(cal: Calibration, probs: Tensor, edge_index: Optional[Tensor] =
     if cal.score in GRAPH_SCORES:
         if edge_index is None:
             raise ConfigError(f"conformal={cal.score} diffuses scores over the graph's edges, and none were given")
+        if cal.score == "snaps" and features is None:
+            raise ConfigError("conformal=snaps averages scores over the nodes of the most similar features, and none were given")
         spread = neighbour_mean(scores, edge_index, probs.size(0))
         if cal.score == "daps":
             return (1 - cal.neighbours) * scores + cal.neighbours * spread
@@ -240,7 +280,41 @@ def conformal_columns(cal: Calibration, evaluation: Tensor, y: Tensor, *, probs:
         fix = "more test nodes (a larger test split)" if n < 2 else "conformal.calibration=0.5"
         return {**out, "warning": f"no conformal columns: conformal.calibration={cal.calibration:g} leaves {m} of the {n} test nodes "
                                   f"for calibration and {n - m} to test, and a split needs at least one of each; use {fix}"}
+    predicted = probs if probs is not None else mean
+    if predicted is None:
+        raise ConfigError("conformal columns need class probabilities (classification) or predicted means (regression), and neither was given")
+    rows = min(int(predicted.size(0)), int(y.size(0)), *(() if sd is None else (int(sd.size(0)),)))
+    if int(evaluation.min()) < 0 or int(evaluation.max()) >= rows:
+        raise DatasetError(f"conformal: an evaluation node id ({int(evaluation.max())}) lies past the {rows:,} nodes predicted; the "
+                           "predictions and targets must cover every evaluation node")
+    problem = _unusable(cal, evaluation, y, probs, mean, sd)
+    if problem is not None:
+        return {**out, "warning": f"no conformal columns: {problem}"}
     if probs is not None:
         scores = class_scores(cal, probs, edge_index, features)
         return {**out, **prediction_sets(cal, scores[evaluation], y[evaluation].long())}
     return {**out, **prediction_intervals(cal, mean[evaluation], y[evaluation], None if sd is None else sd[evaluation])}
+
+
+def _unusable(cal: Calibration, evaluation: Tensor, y: Tensor, probs: Optional[Tensor], mean: Optional[Tensor], sd: Optional[Tensor]) -> Optional[str]:
+    """Why the evaluation nodes' predictions give no conformal columns (``None``: they do): a
+    label that is no class of the probabilities (it would index another class's score), or a
+    prediction or target that is not finite (its score would be NaN, and every comparison false)."""
+    target = y[evaluation]
+    if probs is not None:
+        classes = int(probs.size(1))
+        if target.is_floating_point() and not bool((target == target.round()).all()):
+            return "the test labels are not whole class ids, and conformal prediction sets need classes"
+        if target.numel() and (int(target.min()) < 0 or int(target.max()) >= classes):
+            wrong = int(target.min()) if int(target.min()) < 0 else int(target.max())
+            return f"a test label ({wrong}) is no class of the {classes} predicted; prediction sets need every label among 0..{classes - 1}"
+        scored = probs if cal.reads_graph else probs[evaluation]   # the graph scores mix every node's
+        bad = int((~torch.isfinite(scored)).any(1).sum())
+        if bad:
+            return f"{bad:,} nodes have non-finite class probabilities (NaN or inf); a score of them compares false with any threshold"
+        return None
+    for what, values in (("targets", target), ("predicted means", mean[evaluation]), ("predictive deviations", None if sd is None else sd[evaluation])):
+        if values is not None and not bool(torch.isfinite(values).all()):
+            bad = int((~torch.isfinite(values)).sum())
+            return f"{bad:,} test nodes have non-finite {what} (NaN or inf); an interval of them would have no width or no coverage"
+    return None

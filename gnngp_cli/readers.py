@@ -10,8 +10,12 @@ too (:func:`unknown_keys`). A test walks the schemas and fails for a key without
 new option says which runs read it.
 
 ``command`` is the command the config is parsed for: ``run`` (``gnngp run`` and the Python API),
-``verify`` or ``partition``. ``gnngp verify`` and ``gnngp partition`` check only the keys of their
-own (``verify.*``, ``partition.*``), which ``gnngp run`` never reads.
+``verify`` or ``partition``. ``gnngp verify`` and ``gnngp partition`` check the keys of their
+own (``verify.*``, ``partition.*``), which ``gnngp run`` never reads; ``gnngp verify`` refuses
+too the keys only ``gnngp run`` reads (:data:`RUN_ONLY`: ``runs``, ``nugget.*``, ``fit=mll``...).
+The other method's section (``kernel.*`` on a GNN run, ``gnn.*`` on a GP run, which a ``+``
+addition or a preset puts there) is read by no run of it; the landmark defaults of a dataset
+(``dataset.landmark_*``) only by the low-rank kernels that take them.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from typing import Any, Callable, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from .data.datasets import DATASETS, PRESETS
 from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import BASE_READS, KERNELS
@@ -94,6 +99,7 @@ def _keys(section: str, cls: type, *names: str) -> tuple[str, ...]:
     return tuple(f"{section}.{name}" for name in (names or config_fields(cls)))
 
 
+LOW_RANK_FIX = "drop it, or use the low-rank twin {low_rank}"   # {low_rank}: this run's kernel=<name>_x
 SLURM_KEYS = ("queue", "account", "walltime", "cores", "memory", "jobs", "job_extra", "worker_timeout")
 PROTOCOLS_WITH_SEED = ("leave_out_classes", "feature_shift", "structural_shift", "random_split")
 
@@ -107,7 +113,6 @@ READERS: tuple[Reader, ...] = (
             "data.root", "data.mirror", "data.download", "data.download_timeout", "data.verify", "data.order", "data.shared_cache",
             "dataset.name", "dataset.task", "dataset.split_index", "dataset.split_seed", "dataset.metric", "dataset.train_ratio",
             "dataset.val_ratio", "dataset.hide_val", "dataset.center", "dataset.scale", "dataset.large",
-            "dataset.landmark_fraction", "dataset.landmark_count",   # the defaults of landmarks.*, which say who reads them
             "dataset.*",   # a dataset's own options (csbm's num_nodes, custom's path): its loader reads them
             "gnn.name", "gnn.layers", "gnn.recipe", "gnn.hidden", "gnn.dropout", "gnn.lr", "gnn.weight_decay", "gnn.epochs",
             "gnn.batch_norm", "gnn.batch_size", "gnn.fanouts", "gnn.uncertainty", "gnn.propagation", "gnn.regime",
@@ -132,8 +137,14 @@ READERS: tuple[Reader, ...] = (
     Reader(("dtype", "max_memory_gb"), lambda cfg, command: _gp(cfg), "GP kernels (a GNN trains in float32, with no memory estimate)",
            "drop it"),
     Reader(("landmarks.fraction",), lambda cfg, command: _low_rank(cfg, command) and cfg.landmarks.count is None,
-           "low-rank kernels (kernel=<name>_x) without landmarks.count", "drop it, or use the low-rank twin kernel=<name>_x"),
-    Reader(("landmarks.count",), _low_rank, "low-rank kernels (kernel=<name>_x)", "drop it, or use the low-rank twin kernel=<name>_x"),
+           "low-rank kernels (kernel=<name>_x) without landmarks.count", LOW_RANK_FIX),
+    Reader(("landmarks.count",), _low_rank, "low-rank kernels (kernel=<name>_x)", LOW_RANK_FIX),
+    # a dataset's landmark defaults, which landmarks.* take unless set (a value the dataset's entry or a preset of it has is its default)
+    Reader(("dataset.landmark_fraction",), lambda cfg, command: _low_rank(cfg, command) and cfg.landmarks.count is None
+           and cfg.landmarks.fraction == cfg.dataset.landmark_fraction,
+           "low-rank kernels (kernel=<name>_x) without landmarks.count or landmarks.fraction", LOW_RANK_FIX),
+    Reader(("dataset.landmark_count",), lambda cfg, command: _low_rank(cfg, command) and cfg.landmarks.count == cfg.dataset.landmark_count,
+           "low-rank kernels (kernel=<name>_x) without landmarks.count", LOW_RANK_FIX),
     Reader(_keys("nugget", GridConfig), _grid_nugget, "GP kernels with fit=grid and no inference.time", "drop it"),
     Reader(tuple(f"fit.{name}" for name in config_fields(FitConfig) if name != "method"), _mll, "fit=mll", "drop it, or set fit=mll"),
     Reader(("likelihood.alpha",), lambda cfg, command: _gp(cfg) and cfg.likelihood.name == "dirichlet", "likelihood=dirichlet",
@@ -192,8 +203,31 @@ def _own_parameter_read(cfg: Any, name: str) -> bool:
     return name in set(entry.used(OmegaConf.to_object(cfg.kernel) if OmegaConf.is_config(cfg.kernel) else cfg.kernel))
 
 
+# the keys only gnngp run reads: gnngp verify checks a kernel against wide networks on a
+# subgraph of the dataset (its kernel.*, dataset.*, data.*, protocol.*, seed, device and
+# max_memory_gb), and runs no GP, no GNN and no sweep of runs
+RUN_ONLY = ("runs", "repeat_deterministic", "splits", "resume", "results_file", "dtype", "method", "nugget.*", "landmarks.*", "fit.*",
+            "likelihood.*", "conformal.*", "inference.*", "compute.*", "gnn.*", "kernel.low_rank", "kernel.gamma_search",
+            "kernel.gamma_grid.*", "dataset.landmark_fraction", "dataset.landmark_count")
+
+
+def run_only(key: str) -> bool:
+    """Whether ``key`` is read by ``gnngp run`` alone (:data:`RUN_ONLY`), never by ``gnngp verify``."""
+    return any(fnmatch.fnmatchcase(key, pattern) for pattern in RUN_ONLY)
+
+
+def other_method(cfg: Any, key: str) -> bool:
+    """Whether ``key`` lies in the section of the method this run is not (``kernel.*`` on a GNN
+    run, ``gnn.*`` on a GP run): no such run reads it."""
+    return key.split(".", 1)[0] == OTHER_METHOD.get(cfg.method) and "." in key
+
+
 def reads(cfg: Any, key: str, command: str = "run") -> bool:
     """Whether a run of ``cfg`` (for ``command``) reads ``key``."""
+    if command == "verify" and run_only(key):
+        return False
+    if command != "partition" and other_method(cfg, key):
+        return False
     reader = reader_of(key)
     if reader is None:
         raise ConfigError(f"{key} says nothing of which runs read it (gnngp_cli/readers.py READERS)")
@@ -216,24 +250,50 @@ def leaf_keys(cls: type, prefix: str = "") -> list[str]:
     return out
 
 
-def defaults_of(cfg: DictConfig) -> RunConfig:
+def defaults_of(cfg: DictConfig, command: str = "run") -> RunConfig:
     """The options this run would have with none set: the schema's defaults (plain dataclasses,
-    unresolved) with the run's own choices: the kernel or GNN entry's config, the groups' names."""
-    defaults = RunConfig(method=cfg.method, fit=FitConfig(method=cfg.fit.method), likelihood=LikelihoodConfig(name=cfg.likelihood.name),
-                         protocol=ProtocolConfig(name=cfg.protocol.name), conformal=ConformalConfig(name=cfg.conformal.name),
-                         compute=ComputeConfig(backend=cfg.compute.backend))
+    unresolved) with the run's own choices: the kernel or GNN entry's config, the groups' names
+    (for ``gnngp verify``, the groups only ``gnngp run`` reads keep the schema's: ``fit=mll`` is set)."""
+    if command == "verify":
+        defaults = RunConfig(method=cfg.method, protocol=ProtocolConfig(name=cfg.protocol.name))
+    else:
+        defaults = RunConfig(method=cfg.method, fit=FitConfig(method=cfg.fit.method), likelihood=LikelihoodConfig(name=cfg.likelihood.name),
+                             protocol=ProtocolConfig(name=cfg.protocol.name), conformal=ConformalConfig(name=cfg.conformal.name),
+                             compute=ComputeConfig(backend=cfg.compute.backend))
     if _gp(cfg):
-        defaults.kernel = KERNELS[cfg.kernel.name].config(name=cfg.kernel.name, low_rank=bool(cfg.kernel.low_rank))
+        low_rank = bool(cfg.kernel.low_rank) and command != "verify"   # gnngp verify checks the exact kernel: a _x twin is set
+        defaults.kernel = KERNELS[cfg.kernel.name].config(name=cfg.kernel.name, low_rank=low_rank)
     if cfg.method == "gnn" and cfg.gnn is not None:
         defaults.gnn = GNNS[cfg.gnn.name].config(name=cfg.gnn.name)
     return defaults
 
 
+DATASET_DEFAULTS = ("dataset.landmark_fraction", "dataset.landmark_count")   # dataset keys whose default is the dataset entry's
+
+
+def _dataset_default(tree: dict, key: str) -> Any:
+    """The default of a dataset key of :data:`DATASET_DEFAULTS`: the dataset entry's value, or
+    the run's own where a preset of that dataset (``dataset=csbm_1e5``) has it."""
+    name, field = str(_value(tree, "dataset.name")).lower(), key.split(".", 1)[1]
+    entry = DATASETS.get(name)
+    if entry is None:
+        return _value(tree, key)
+    value = _value(tree, key)
+    presets = [getattr(p, field, None) for p in PRESETS.values() if str(getattr(p, "name", "")).lower() == name]
+    return value if value in presets else getattr(entry.config, field, None)
+
+
 def _default(defaults: RunConfig, tree: dict, key: str) -> Any:
     """The default of ``key`` for this run; an interpolated default (``kernel.layers: ${depth}``)
-    is the run's own value of the key it names (a dataset's own keys: the run's dataset)."""
+    is the run's own value of the key it names (a dataset's own keys: the run's dataset). In the
+    other method's section (``kernel.*`` on a GNN run), nothing, but ``kernel.low_rank``: the
+    dataset's ``large``, as a preset that sweeps GPs and GNNs sets it for its GP jobs (experiment=table5)."""
+    if key in DATASET_DEFAULTS:
+        return _dataset_default(tree, key)
     if key.startswith("dataset."):
         return _value(tree, key)
+    if key.split(".", 1)[0] == OTHER_METHOD.get(defaults.method):
+        return _value(tree, "dataset.large") if key == "kernel.low_rank" else None
     node: Any = defaults
     for part in key.split("."):
         node = getattr(node, part, None)
@@ -250,9 +310,9 @@ def _value(tree: dict, key: str) -> Any:
     return node
 
 
-def set_options(cfg: DictConfig) -> dict[str, tuple[Any, Any]]:
+def set_options(cfg: DictConfig, command: str = "run") -> dict[str, tuple[Any, Any]]:
     """The keys whose value differs from the run's default (:func:`defaults_of`): ``key -> (value, default)``."""
-    defaults = defaults_of(cfg)
+    defaults = defaults_of(cfg, command)
     tree = OmegaConf.to_container(cfg, resolve=True)   # resolved once: a select per key parses each interpolation again
     out = {}
     for key in _present_keys(cfg):
@@ -266,17 +326,18 @@ def set_options(cfg: DictConfig) -> dict[str, tuple[Any, Any]]:
 OTHER_METHOD = {"gp": "gnn", "gnn": "kernel"}   # the section of the method a run is not
 
 
-def _present_keys(cfg: DictConfig, prefix: str = "") -> list[str]:
-    """The keys of ``cfg``, nested schemas walked; the other method's section left out (a preset
-    that sweeps GPs and GNNs sets ``kernel.low_rank`` for its GP jobs: experiment=table5; on the
-    command line a key there is an unknown key already)."""
+def _present_keys(cfg: DictConfig, prefix: str = "", untyped: bool = False) -> list[str]:
+    """The keys of ``cfg``, nested schemas walked; in the other method's section (``kernel`` on a
+    GNN run: untyped, what a preset or a ``+`` addition put there), every key of its mappings."""
     out = []
     for key in cfg.keys():
-        if not prefix and (key == "hydra" or key == OTHER_METHOD.get(cfg.get("method"))):
+        if not prefix and key == "hydra":
             continue
         child = cfg._get_node(key)
-        if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing() and is_dataclass(OmegaConf.get_type(child)):
-            out += _present_keys(child, f"{prefix}{key}.")
+        live = isinstance(child, DictConfig) and not child._is_none() and not child._is_missing()
+        other = untyped or (not prefix and key == OTHER_METHOD.get(cfg.get("method")))
+        if live and (is_dataclass(OmegaConf.get_type(child)) or other):
+            out += _present_keys(child, f"{prefix}{key}.", other)
         else:
             out.append(f"{prefix}{key}")
     return out
@@ -313,14 +374,36 @@ def unread_options(cfg: DictConfig, command: str = "run") -> list[Unread]:
     """The options of ``cfg`` set to a value (not the default) that a run of it would not read,
     each with its one-line message."""
     out = []
-    for key, (value, default) in set_options(cfg).items():
+    for key, (value, default) in set_options(cfg, command).items():
         if reads(cfg, key, command):
+            continue
+        shown = f"{key}={_shown(value)}"
+        if command == "verify" and run_only(key):
+            out.append(Unread(key, value, default, f"{shown} has no effect on gnngp verify: it is read only by gnngp run",
+                              "drop it (gnngp verify checks a kernel against wide random networks; it fits no GP and trains no GNN)"))
+            continue
+        if other_method(cfg, key):
+            out.append(Unread(key, value, default, *_other_method_words(cfg, shown)))
             continue
         reader = reader_of(key)
         run = f"gnngp {command}" if command != "run" and reader.commands == COMMANDS else f"this run ({_method_words(cfg)})"
-        said = f"{key}={_shown(value)} has no effect on {run}: it is read only by {reader.who}"
-        out.append(Unread(key, value, default, said, reader.fix if reader.fix and command == "run" else "drop it"))
+        said = f"{shown} has no effect on {run}: it is read only by {reader.who}"
+        fix = reader.fix.format(low_rank=f"kernel={cfg.kernel.name}_x" if _gp(cfg) else "kernel=<name>_x")
+        out.append(Unread(key, value, default, said, fix if fix and command == "run" else "drop it"))
     return out
+
+
+def _other_method_words(cfg: Any, shown: str) -> tuple[str, str]:
+    """What is wrong with ``shown`` (a key of the other method's section) and the fix: the twin
+    of this run's method, where it has one (gnn=gcn and kernel=gcngp)."""
+    run = f"this run ({_method_words(cfg)})"
+    if cfg.method == "gnn":
+        twins = [name for name, entry in KERNELS.items() if cfg.gnn is not None and entry.gnn == cfg.gnn.name]
+        return (f"{shown} has no effect on {run}: a GNN reads no kernel option; they are read only by GP kernels (kernel=<name>)",
+                "drop it" + (f", or run the GP kernel of the same architecture, kernel={twins[0]}" if twins else ""))
+    twin = KERNELS[cfg.kernel.name].gnn if _gp(cfg) and cfg.kernel.name in KERNELS else None
+    return (f"{shown} has no effect on {run}: a GP kernel reads no GNN option; they are read only by GNNs (gnn=<name>)",
+            "drop it" + (f", or run the GNN of the same architecture, gnn={twin}" if twin else ""))
 
 
 def unknown_keys(cfg: DictConfig) -> None:

@@ -49,7 +49,7 @@ def unread_in_sweep(tasks: list[tuple[str, DictConfig]], command: str = "run") -
     read, first = set(), {}
     for label, task in tasks:
         unread = {item.key: item for item in unread_options(task, command)}
-        read |= set(set_options(task)) - set(unread)
+        read |= set(set_options(task, command)) - set(unread)
         for key, item in unread.items():
             first.setdefault(key, (label, item))
     for key, (label, item) in first.items():

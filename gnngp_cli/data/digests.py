@@ -17,8 +17,10 @@ mirror) is known by its git blob id only. Reddit (data.dgl.ai) and ogbn-arxiv
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import DatasetError
 from .datasets import DATASETS
@@ -69,20 +71,31 @@ def verify_file(path: Path, key: str, shown: str | None = None) -> str:
 
     Raises :class:`DigestMismatch` naming the file and both digests. A file without a
     published digest passes (its loader checks its format)."""
-    actual = sha256(path)
+    with open(path, "rb") as f:
+        return verify_handle(f, os.fstat(f.fileno()).st_size, key, shown or str(path))
+
+
+def verify_handle(f: BinaryIO, size: int, key: str, shown: str) -> str:
+    """:func:`verify_file` of the ``size`` bytes an open file ``f`` holds from where it stands,
+    read once: its sha256 and its git blob id are taken from the same bytes."""
+    digest, blob = hashlib.sha256(), hashlib.sha1(f"blob {size}\0".encode())
+    for block in iter(lambda: f.read(1 << 20), b""):
+        digest.update(block)
+        blob.update(block)
+    actual = digest.hexdigest()
     accepted = expected(key)
     if not accepted or actual in accepted:
         return actual
     blobs = [d.split(":", 1)[1] for d in accepted if d.startswith("gitblob:")]
-    if blobs and git_blob(path) in blobs:
+    if blobs and blob.hexdigest() in blobs:
         return actual
     sha = [d for d in accepted if not d.startswith("gitblob:")]
     if sha:
         found, want = f"sha256 {actual}", sha[0]
     else:
-        found, want = f"git blob id {git_blob(path)} (sha256 {actual})", f"git blob id {blobs[0]}"
+        found, want = f"git blob id {blob.hexdigest()} (sha256 {actual})", f"git blob id {blobs[0]}"
     raise DigestMismatch(
-        f"raw file {shown or path} has {found} but the published file has {want}; "
+        f"raw file {shown} has {found} but the published file has {want}; "
         f"delete it and fetch it again (a tampered or corrupt copy), or set data.verify=false to use a modified copy at your own risk"
     )
 

@@ -24,7 +24,7 @@ from ..errors import DatasetError
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from ..graph.operators import make_undirected
 from .datasets import register_dataset
-from .store import DataStore
+from .store import DataStore, Opener, plain_open
 
 HETEROPHILY_URL = "https://github.com/yandex-research/heterophilous-graphs/raw/main/data"
 HETEROPHILY_NAMES = (
@@ -39,10 +39,10 @@ def heterophily_files(name: str) -> dict[str, str]:
     return {f"raw/{name}.npz": f"{HETEROPHILY_URL}/{name}.npz"}
 
 
-def read_heterophily_npz(path: Path) -> dict[str, np.ndarray]:
+def read_heterophily_npz(path: Path, opener: Opener = plain_open) -> dict[str, np.ndarray]:
     """The arrays of a suite file, checked for keys, shapes and types (no pickles allowed)."""
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with opener(path) as f, np.load(f, allow_pickle=False) as z:
             missing = [k for k in HETEROPHILY_KEYS if k not in z.files]
             if missing:
                 raise DatasetError(f"raw file {path} lacks {', '.join(missing)}; it is not a heterophily-suite npz (keys {', '.join(HETEROPHILY_KEYS)}), fetch it again")
@@ -76,7 +76,7 @@ def load_heterophily(name: str, store: DataStore, split_index: int = 0) -> Data:
     file holds."""
     files = heterophily_files(name)
     folder = store.fetch(name, list(files), files)
-    arrays = read_heterophily_npz(folder / f"raw/{name}.npz")
+    arrays = read_heterophily_npz(folder / f"raw/{name}.npz", store.opener())
     splits = arrays["train_masks"].shape[0]
     if not 0 <= split_index < splits:
         raise DatasetError(f"dataset.split_index={split_index} is out of range; {name} provides splits 0..{splits - 1}")

@@ -27,7 +27,7 @@ from .files import atomic_write
 from ..graph.operators import make_undirected
 from .datasets import register_dataset
 from .safe_pickle import UnsafePickle, load_restricted
-from .store import DataStore
+from .store import DataStore, Opener, plain_open
 
 PLANETOID_NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
 PLANETOID_PARTS = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
@@ -46,14 +46,15 @@ def _corrupt(path: Path, err: Exception) -> DatasetError:
     return DatasetError(f"raw file {path} is corrupt or truncated ({type(err).__name__}: {err}); delete it and fetch it again (mirror or download)")
 
 
-def _read_planetoid_part(path: Path, part: str):
+def _read_planetoid_part(path: Path, part: str, opener: Opener = plain_open):
     """One Planetoid raw file: ``test.index`` is text; the others are restricted pickles of a
     feature matrix (scipy sparse or ndarray), a one-hot label array, or the adjacency dict."""
     try:
-        if part == "test.index":
-            return np.loadtxt(path, dtype=np.int64, ndmin=1)
-        item = load_restricted(path)
-    except UnsafePickle:
+        with opener(path) as f:
+            if part == "test.index":
+                return np.loadtxt(f, dtype=np.int64, ndmin=1)
+            item = load_restricted(path, f)
+    except (UnsafePickle, DatasetError):
         raise
     except Exception as err:  # noqa: BLE001 - pickle/numpy raise many types for a bad file
         raise _corrupt(path, err) from err
@@ -81,14 +82,14 @@ def _check_planetoid(items: dict, raw: Path, name: str) -> None:
         raise DatasetError(f"raw file {raw / f'ind.{name}.graph'} has {len(graph)} nodes but the feature files imply {num_nodes}; fetch them again")
 
 
-def read_planetoid(raw: Path, name: str) -> dict[str, torch.Tensor]:
+def read_planetoid(raw: Path, name: str, opener: Opener = plain_open) -> dict[str, torch.Tensor]:
     """The Planetoid graph ``name`` from its raw files, exactly as PyG 2.8's
     ``read_planetoid_data`` builds it: rows ``allx`` then ``tx`` (CiteSeer's missing test ids as
     zero rows), test rows put in ``test.index`` order, self-loops removed, edges coalesced; the
     first ``len(y)`` nodes train, the next 500 validate, ``test.index`` tests."""
     from torch_geometric.utils import coalesce, index_to_mask, remove_self_loops  # PyG's own, for PyG's exact results
 
-    items = {part: _read_planetoid_part(raw / f"ind.{name}.{part}", part) for part in PLANETOID_PARTS}
+    items = {part: _read_planetoid_part(raw / f"ind.{name}.{part}", part, opener) for part in PLANETOID_PARTS}
     _check_planetoid(items, raw, name)
     as_float = {k: torch.from_numpy(items[k]).to(torch.float) for k in ("x", "tx", "allx", "y", "ty", "ally")}
     tx, ty, allx, ally, y_train = as_float["tx"], as_float["ty"], as_float["allx"], as_float["ally"], as_float["y"]
@@ -128,13 +129,13 @@ def load_planetoid(name: str, store: DataStore) -> Data:
     files = [f"raw/ind.{name}.{part}" for part in PLANETOID_PARTS]
     urls = {f: f"{PLANETOID_URL}/{Path(f).name}" for f in files}
     folder = store.fetch(title, files, urls)
-    tensors = cached_tensors(folder, store.digests[title], lambda: read_planetoid(folder / "raw", name), store.untrusted)
+    tensors = cached_tensors(folder, store.digests[title], lambda: read_planetoid(folder / "raw", name, store.opener()), store.untrusted)
     data = Data(**tensors)
     data.task, data.num_classes = "classification", int(data.y.max()) + 1
     return data
 
 
-def read_reddit(raw: Path) -> dict[str, torch.Tensor]:
+def read_reddit(raw: Path, opener: Opener = plain_open) -> dict[str, torch.Tensor]:
     """Reddit from ``reddit_data.npz`` (``feature``, ``label``, ``node_types``: 1 train, 2 val,
     3 test) and ``reddit_graph.npz`` (a scipy COO adjacency), as PyG's ``Reddit.process``;
     neither file may hold a pickle."""
@@ -143,12 +144,17 @@ def read_reddit(raw: Path) -> dict[str, torch.Tensor]:
     from ..graph.operators import coalesce_keys
 
     try:
-        with np.load(raw / "reddit_data.npz", allow_pickle=False) as z:
+        with opener(raw / "reddit_data.npz") as f, np.load(f, allow_pickle=False) as z:
             feature, label, types = z["feature"], z["label"], z["node_types"]
+    except DatasetError:
+        raise
     except Exception as err:  # noqa: BLE001 - numpy/zipfile raise many types
         raise _corrupt(raw / "reddit_data.npz", err) from err
     try:
-        adj = sp.load_npz(raw / "reddit_graph.npz").tocoo()
+        with opener(raw / "reddit_graph.npz") as f:
+            adj = sp.load_npz(f).tocoo()
+    except DatasetError:
+        raise
     except Exception as err:  # noqa: BLE001
         raise _corrupt(raw / "reddit_graph.npz", err) from err
     n = feature.shape[0]
@@ -184,12 +190,12 @@ def _unzip_into(members: dict[str, str]):
 def load_reddit(name: str, store: DataStore) -> Data:
     files = ["raw/reddit_data.npz", "raw/reddit_graph.npz"]
     folder = store.fetch("Reddit", files, archive=(REDDIT_URL, _unzip_into({"reddit_data.npz": files[0], "reddit_graph.npz": files[1]})))
-    data = Data(**cached_tensors(folder, store.digests["Reddit"], lambda: read_reddit(folder / "raw"), store.untrusted))
+    data = Data(**cached_tensors(folder, store.digests["Reddit"], lambda: read_reddit(folder / "raw", store.opener()), store.untrusted))
     data.task, data.num_classes = "classification", int(data.y.max()) + 1
     return data
 
 
-def read_arxiv(folder: Path) -> dict[str, torch.Tensor]:
+def read_arxiv(folder: Path, opener: Opener = plain_open) -> dict[str, torch.Tensor]:
     """ogbn-arxiv from OGB's CSVs, as OGB builds it: ``edge.csv.gz`` (one directed citation a
     row), ``node-feat.csv.gz`` (float32), ``node-label.csv.gz``, and the time split; edges are
     then made undirected."""
@@ -200,7 +206,10 @@ def read_arxiv(folder: Path) -> dict[str, torch.Tensor]:
     tables = {}
     for f in ARXIV_FILES:
         try:
-            tables[f] = pd.read_csv(folder / f, compression="gzip", header=None)
+            with opener(folder / f) as handle:
+                tables[f] = pd.read_csv(handle, compression="gzip", header=None)
+        except DatasetError:
+            raise
         except Exception as err:  # noqa: BLE001
             raise _corrupt(folder / f, err) from err
     try:
@@ -234,7 +243,7 @@ def read_arxiv(folder: Path) -> dict[str, torch.Tensor]:
 def load_arxiv(name: str, store: DataStore) -> Data:
     members = {f"arxiv/{f}": f for f in ARXIV_FILES}
     folder = store.fetch("ogbn_arxiv", list(ARXIV_FILES), archive=(ARXIV_URL, _unzip_into(members)))
-    data = Data(**cached_tensors(folder, store.digests["ogbn_arxiv"], lambda: read_arxiv(folder), store.untrusted))
+    data = Data(**cached_tensors(folder, store.digests["ogbn_arxiv"], lambda: read_arxiv(folder, store.opener()), store.untrusted))
     data.task, data.num_classes = "classification", ARXIV_CLASSES
     return data
 

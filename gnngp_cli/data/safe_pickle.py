@@ -15,7 +15,7 @@ from __future__ import annotations
 import pickle
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, BinaryIO, Optional
 
 import numpy as np
 
@@ -64,10 +64,13 @@ class PlanetoidUnpickler(pickle.Unpickler):
 MAX_DENSE_ENTRIES = 10**9   # a Planetoid matrix densified: PubMed's allx has 9.1 * 10^6 entries
 
 
-def load_restricted(path: Path) -> Any:
-    """Unpickle ``path`` admitting only numpy arrays, scipy CSR matrices (structure checked) and
-    lists/dicts."""
-    with open(path, "rb") as f:
+def load_restricted(path: Path, f: Optional[BinaryIO] = None) -> Any:
+    """Unpickle ``path`` (or ``f``, the file already open, named ``path`` in messages) admitting
+    only numpy arrays, scipy CSR matrices (structure checked) and lists/dicts."""
+    if f is None:
+        with open(path, "rb") as own:
+            item = PlanetoidUnpickler(own, path).load()
+    else:
         item = PlanetoidUnpickler(f, path).load()
     return checked_csr(item, path) if _is_csr(item) else item
 

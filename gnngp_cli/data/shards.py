@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -376,6 +377,14 @@ def write_data(data: Any, out: Path, rows: int, dataset: str, source: str = "", 
     return writer.finish(dataset, int(data.x.size(1)), int(getattr(data, "num_classes", 0) or 0), data.task,
                          str(getattr(data, "split", "")), source, str(getattr(data, "stand_in", "") or ""), getattr(data, "num_splits", None),
                          tuple(getattr(data, "warnings", ()) or ()), order_name, tuple(source_rows))
+
+
+def tell_warnings(root: Path, meta: ShardMeta) -> None:
+    """Say again what the loader warned of when the shards were written (``meta.warnings``: a
+    single training class, renumbered class ids), once, on a run that reads them instead of
+    loading the graph (which would have said it): each as the loader's own ``gnngp: warning:`` line."""
+    for note in meta.warnings:
+        print(f"gnngp: warning: dataset '{meta.dataset}': {note} (said when the shards {root} were written)", file=sys.stderr)
 
 
 def shards_match(root: Path, source: str) -> Optional[ShardMeta]:

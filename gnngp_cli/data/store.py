@@ -7,9 +7,19 @@ found there are copied into the cache and no download is tried.
 Every raw file with a published digest (:mod:`~gnngp_cli.data.digests`) is checked on every
 fetch: a mirror file before it is copied, a download before it is kept, a cached file each time it
 is used. ``data.verify=false`` turns the check off, with a warning.
+
+A loader reads a raw file through :meth:`DataStore.open` (its ``opener``), never again by path:
+the bytes it parses are the bytes checked, read once (a file of up to :data:`SNAPSHOT_BYTES` is
+read into memory, checked, and parsed from there; a larger one is checked and parsed from the
+same open file, so a file replaced after the check, the way a copy or a download is written,
+never reaches the loader). They must also be the bytes :meth:`fetch` checked, whose digests key
+the processed cache: a file changed in between is refused in one line.
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import os
 import shutil
 import socket
@@ -17,15 +27,23 @@ import tempfile
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, BinaryIO, Callable, ContextManager, Iterator, Mapping, Optional, Sequence
 
 from ..errors import DatasetError, DatasetUnavailable
-from .digests import DigestMismatch, sha256, verify_file, warn_unverified
+from .digests import DigestMismatch, sha256, verify_file, verify_handle, warn_unverified
 from .files import atomic_copy, atomic_write
 from .trust import untrusted
 
 MIRROR_ENV = "GNNGP_DATA_MIRROR"
 ROOT_ENV = "GNNGP_DATA_ROOT"
+SNAPSHOT_BYTES = 256 * 2**20   # a raw file up to this size is read into memory once, checked and parsed from there
+
+Opener = Callable[[Path], ContextManager[BinaryIO]]   # how a loader opens a raw file: DataStore.open, or plain_open
+
+
+def plain_open(path: Path) -> ContextManager[BinaryIO]:
+    """A file opened as it is (a user's own files, which have no published digest; tests)."""
+    return open(path, "rb")
 
 
 def default_root() -> Path:
@@ -95,6 +113,36 @@ class DataStore:
         self.digests[name] = {f: self._checked(target / f, f"{name}/{f}") for f in files}
         return target
 
+    @contextlib.contextmanager
+    def open(self, path: Path) -> Iterator[BinaryIO]:
+        """Raw file ``path`` (``<root>/<name>/<file>``, fetched) as its loader reads it: the bytes
+        checked are the bytes it reads (see the module's docstring). Raises
+        :class:`~gnngp_cli.data.digests.DigestMismatch` for bytes that are not the published
+        file, and :class:`DatasetError` for bytes that are not the ones :meth:`fetch` checked."""
+        path = Path(path)
+        try:
+            name, *parts = path.relative_to(self.root).parts
+        except ValueError:
+            raise DatasetError(f"raw file {path} is not under the data root {self.root}; gnngp reads raw files from its cache") from None
+        key, file = "/".join([name, *parts]), "/".join(parts)
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            handle: BinaryIO = f
+            if size <= SNAPSHOT_BYTES:
+                handle = io.BytesIO(f.read())
+            start = handle.tell()
+            actual = verify_handle(handle, size, key, str(path)) if self.verify else _sha256_of(handle)
+            handle.seek(start)
+            fetched = self.digests.get(name, {}).get(file)
+            if fetched is not None and fetched != actual:
+                raise DatasetError(f"raw file {path} changed after it was checked (sha256 {actual[:12]}, checked {fetched[:12]}): another "
+                                   "process wrote it while this run loaded it; run again, and keep the data cache to yourself (data.root)")
+            yield handle
+
+    def opener(self) -> Opener:
+        """:meth:`open`, for a loader's ``opener`` argument."""
+        return self.open
+
     def _checked(self, path: Path, key: str, shown: Optional[str] = None) -> str:
         return verify_file(path, key, shown) if self.verify else sha256(path)
 
@@ -158,3 +206,10 @@ def _download(url: str, dst: Path, timeout_s: float) -> None:
             atomic_write(dst, lambda out: shutil.copyfileobj(response, out), binary=True)
     finally:
         socket.setdefaulttimeout(old)
+
+
+def _sha256_of(f: BinaryIO) -> str:
+    digest = hashlib.sha256()
+    for block in iter(lambda: f.read(1 << 20), b""):
+        digest.update(block)
+    return digest.hexdigest()

@@ -19,7 +19,7 @@ from .cache import cached_tensors
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from ..graph.operators import make_undirected
 from .datasets import register_dataset
-from .store import DataStore
+from .store import DataStore, Opener, plain_open
 
 MUSAE_URL = "https://raw.githubusercontent.com/benedekrozemberczki/MUSAE/master/input"
 GEOM_GCN_URL = "https://raw.githubusercontent.com/graphdml-uiuc-jlu/geom-gcn/master/splits"
@@ -40,10 +40,10 @@ def wikipedia_files(name: str) -> dict[str, str]:
     return files
 
 
-def read_musae_features(path: Path) -> torch.Tensor:
+def read_musae_features(path: Path, opener: Opener = plain_open) -> torch.Tensor:
     """Dense binary features from a MUSAE json (parsed with ``json``, never ``eval``)."""
     try:
-        with open(path) as f:
+        with opener(path) as f:
             raw = json.load(f)
     except (OSError, ValueError) as err:
         raise DatasetError(f"raw file {path} is not valid json ({err}); delete it and fetch it again") from err
@@ -72,12 +72,13 @@ def _is_number(value: object) -> bool:
     return True
 
 
-def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True) -> torch.Tensor:
+def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True, opener: Opener = plain_open) -> torch.Tensor:
     """Two integer columns of node ids; ``header=None`` detects a header row."""
     import pandas as pd
 
     try:
-        frame = pd.read_csv(path, header=None, dtype=str, skip_blank_lines=True)
+        with opener(path) as f:
+            frame = pd.read_csv(f, header=None, dtype=str, skip_blank_lines=True)
     except pd.errors.EmptyDataError:   # an empty file (or blank lines): no edges, as a file of its header alone
         return torch.empty(2, 0, dtype=torch.int64)
     except (OSError, ValueError, pd.errors.ParserError) as err:
@@ -99,11 +100,12 @@ def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True) -> tor
     return torch.from_numpy(edges.T.copy()).reshape(2, -1)
 
 
-def _read_target(path: Path, num_nodes: int) -> torch.Tensor:
+def _read_target(path: Path, num_nodes: int, opener: Opener = plain_open) -> torch.Tensor:
     import pandas as pd
 
     try:
-        frame = pd.read_csv(path)
+        with opener(path) as f:
+            frame = pd.read_csv(f)
         ids = frame.iloc[:, 0].to_numpy(dtype=np.int64)
         traffic = frame.iloc[:, 1].to_numpy(dtype=np.float64)
     except (OSError, ValueError, IndexError, pd.errors.ParserError) as err:
@@ -117,14 +119,16 @@ def _read_target(path: Path, num_nodes: int) -> torch.Tensor:
     return torch.from_numpy(y).float()
 
 
-def _read_splits(raw: Path, name: str, num_nodes: int) -> dict[str, torch.Tensor]:
+def _read_splits(raw: Path, name: str, num_nodes: int, opener: Opener = plain_open) -> dict[str, torch.Tensor]:
     masks = {"train": [], "val": [], "test": []}
     for k in range(GEOM_GCN_SPLITS):
         path = raw / f"{name}_split_0.6_0.2_{k}.npz"
         try:
-            with np.load(path, allow_pickle=False) as z:
+            with opener(path) as f, np.load(f, allow_pickle=False) as z:
                 for key in masks:
                     masks[key].append(torch.from_numpy(z[f"{key}_mask"].astype(bool)))
+        except DatasetError:
+            raise
         except Exception as err:  # noqa: BLE001 - numpy/zipfile raise many types
             raise DatasetError(f"split file {path} is corrupt ({type(err).__name__}: {err}); fetch it again") from err
         if any(m[-1].numel() != num_nodes for m in masks.values()):
@@ -132,18 +136,18 @@ def _read_splits(raw: Path, name: str, num_nodes: int) -> dict[str, torch.Tensor
     return {key: torch.stack(value, dim=1) for key, value in masks.items()}
 
 
-def read_wikipedia(raw: Path, name: str) -> dict[str, torch.Tensor]:
+def read_wikipedia(raw: Path, name: str, opener: Opener = plain_open) -> dict[str, torch.Tensor]:
     """Features, undirected edges, ``log(traffic)`` targets and (chameleon, squirrel) the
     geom-gcn split masks stacked as columns, from the raw MUSAE files."""
-    x = read_musae_features(raw / f"{name}.json")
+    x = read_musae_features(raw / f"{name}.json", opener)
     n = x.size(0)
     tensors = {
         "x": x,
-        "edge_index": make_undirected(read_edge_csv(raw / f"{name}_edges.csv", n), n),
-        "y": _read_target(raw / f"{name}_target.csv", n),
+        "edge_index": make_undirected(read_edge_csv(raw / f"{name}_edges.csv", n, opener=opener), n),
+        "y": _read_target(raw / f"{name}_target.csv", n, opener),
     }
     if name != "crocodile":
-        for key, mask in _read_splits(raw, name, n).items():
+        for key, mask in _read_splits(raw, name, n, opener).items():
             tensors[f"{key}_masks"] = mask
     return tensors
 
@@ -163,7 +167,7 @@ def random_split(num_nodes: int, train_ratio: float, val_ratio: float, seed: int
 def load_wikipedia(name: str, store: DataStore, split_index: int = 0, split_seed: int = 0) -> Data:
     files = wikipedia_files(name)
     folder = store.fetch(name, list(files), files)
-    full = cached_tensors(folder, store.digests[name], lambda: read_wikipedia(folder / "raw", name), store.untrusted)
+    full = cached_tensors(folder, store.digests[name], lambda: read_wikipedia(folder / "raw", name, store.opener()), store.untrusted)
     data = Data(x=full["x"], y=full["y"], edge_index=full["edge_index"])
     if name == "crocodile":
         masks = random_split(data.num_nodes, 0.48, 0.32, split_seed)

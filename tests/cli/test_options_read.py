@@ -89,7 +89,7 @@ EXAMPLES = {   # keys whose default (null, a word) gives no value by type: a val
     "compute.queue": "batch", "compute.account": "me", "compute.walltime": "01:00:00", "compute.memory": "16GB",
     "compute.job_extra": ["--constraint=cpu"], "partition.rows": 100, "partition.out": "/tmp/blocks", "verify.widths": [32, 64],
     "dtype": "float64", "depth": 3, "protocol.seed": 7, "conformal.seed": 7, "gnn.members": 3, "gnn.mc_samples": 5,
-    "likelihood.samples": 64, "likelihood.alpha_grid": [0.1], "kernel.layers": 3,
+    "likelihood.samples": 64, "likelihood.alpha_grid": [0.1], "kernel.layers": 3, "dataset.landmark_count": 30, "dataset.landmark_fraction": 4.0,
 }
 CHECKED = sorted(key for r in READERS if r.reads.__name__ != "_every" for key in r.keys if "*" not in key)
 
@@ -166,7 +166,8 @@ def test_a_value_left_at_its_default_is_never_refused(bases):
     for cfg in bases.values():
         parse(copy.deepcopy(cfg))
     parse(with_value(bases["rbf"], "kernel.layers", 2))
-    parse(with_value(bases["gcngp"], "dataset.landmark_fraction", 50.0))
+    parse(compose(["dataset=arxiv"]))   # arxiv's landmark fraction, 50, with the exact kernel
+    parse(compose(["dataset=csbm_1e5", "kernel=gcngp"]))   # a preset's landmark count
     parse(compose(["experiment=table5", "dataset=pubmed", "gnn=gcn"]))   # kernel.low_rank, for the preset's GP jobs: not a GNN's option
 
 
@@ -211,3 +212,70 @@ def test_verify_and_partition_read_their_own_keys(bases):
     parse(with_value(bases["gcngp"], "partition.rows", 100), command="partition")
     with pytest.raises(ConfigError, match="partition.rows=100 has no effect on gnngp verify"):
         parse(with_value(bases["gcngp"], "partition.rows", 100), command="verify")
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["gnn=gcn", "+kernel.layers=5"], "kernel.layers=5 has no effect on this run (gnn=gcn): a GNN reads no kernel option; they are read "
+                                      "only by GP kernels (kernel=<name>); drop it, or run the GP kernel of the same architecture, kernel=gcngp"),
+    (["gnn=gcn", "+kernel.foo=1"], "kernel.foo=1 has no effect on this run (gnn=gcn): a GNN reads no kernel option"),
+    (["gnn=gcn", "+kernel.base.gamma=2"], "kernel.base.gamma=2 has no effect on this run (gnn=gcn)"),
+    (["experiment=table5", "dataset=pubmed", "gnn=gcn", "kernel.low_rank=true"], "kernel.low_rank=true has no effect on this run (gnn=gcn)"),
+    (["kernel=gcngp", "+gnn.hidden=5"], "gnn.hidden=5 has no effect on this run (kernel=gcngp): a GP kernel reads no GNN option; they are read "
+                                        "only by GNNs (gnn=<name>); drop it, or run the GNN of the same architecture, gnn=gcn"),
+])
+def test_the_other_methods_section_is_refused(overrides, message):
+    """A GNN run's ``kernel`` section (a ``+`` addition, or a preset's value changed) and a GP run's
+    ``gnn`` section are read by no run of them: one line naming the key and the method that reads it."""
+    with pytest.raises(ConfigError) as refused:
+        parse(compose(overrides))
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value), str(refused.value)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["landmarks.count=5"], "landmarks.count=5 has no effect on this run (kernel=gcngp): it is read only by low-rank kernels "
+                            "(kernel=<name>_x); drop it, or use the low-rank twin kernel=gcngp_x"),
+    (["kernel=sagegp", "landmarks.fraction=4"], "landmarks.fraction=4.0 has no effect on this run (kernel=sagegp): it is read only by "
+                                                "low-rank kernels (kernel=<name>_x) without landmarks.count; drop it, or use the low-rank twin kernel=sagegp_x"),
+    (["dataset=cora", "dataset.landmark_count=10"], "dataset.landmark_count=10 has no effect on this run (kernel=gcngp): it is read only by "
+                                                    "low-rank kernels (kernel=<name>_x) without landmarks.count; drop it, or use the low-rank twin kernel=gcngp_x"),
+    (["dataset=cora", "dataset.landmark_fraction=3"], "dataset.landmark_fraction=3.0 has no effect on this run (kernel=gcngp)"),
+    (["dataset=cora", "kernel=gcngp_x", "landmarks.count=5", "dataset.landmark_count=9"], "dataset.landmark_count=9 has no effect on this run "
+                                                                                          "(kernel=gcngp_x): it is read only by low-rank kernels (kernel=<name>_x) without landmarks.count"),
+    (["dataset=cora", "gnn=gcn", "dataset.landmark_fraction=3"], "dataset.landmark_fraction=3.0 has no effect on this run (gnn=gcn)"),
+])
+def test_landmark_options_on_an_exact_kernel_are_refused_naming_the_low_rank_twin(overrides, message):
+    """``landmarks.*`` and a dataset's landmark defaults (``dataset.landmark_*``) set on an exact
+    kernel or a GNN change nothing: one line naming this run's low-rank kernel."""
+    with pytest.raises(ConfigError) as refused:
+        parse(compose(overrides))
+    assert str(refused.value).startswith(message), str(refused.value)
+    parse(compose(["dataset=cora", "kernel=gcngp_x", "dataset.landmark_fraction=3"]))   # read by the low-rank twin
+
+
+@pytest.mark.parametrize("override, key", [
+    ("runs=3", "runs=3"), ("nugget.num=5", "nugget.num=5"), ("fit=mll", "fit.method=mll"), ("likelihood=dirichlet", "likelihood.name=dirichlet"),
+    ("conformal=aps", "conformal.name=aps"), ("conformal.alpha=0.2", "conformal.alpha=0.2"), ("landmarks.count=5", "landmarks.count=5"),
+    ("dtype=float64", "dtype=float64"), ("compute=dask", "compute.backend=dask"), ("splits=all", "splits=all"),
+    ("kernel=gcngp_x", "kernel.low_rank=true"), ("results_file=mine.csv", "results_file=mine.csv"),
+])
+def test_run_only_options_given_to_verify_are_refused(override, key):
+    """``gnngp verify`` checks a kernel against wide networks: the options only ``gnngp run`` reads
+    (its runs, nugget grid, fit, likelihood, conformal sets, landmarks, backend) are one line."""
+    overrides = [override, "dataset=chameleon"] if override == "splits=all" else [override]
+    with pytest.raises(ConfigError) as refused:
+        parse(compose(overrides, config_name="verify"), command="verify")
+    assert str(refused.value).startswith(f"{key} has no effect on gnngp verify: it is read only by gnngp run; drop it"), str(refused.value)
+
+
+def test_verify_reads_the_kernel_the_dataset_and_its_own_keys():
+    for overrides in (["seed=3"], ["kernel.layers=3"], ["kernel=sagegp", "kernel.sigma_w1=0.3"], ["dataset=cora"], ["verify.seeds=8"],
+                      ["protocol=feature_shift"], ["kernel.base.name=rbf", "kernel.base.gamma=2"]):
+        parse(compose(overrides, config_name="verify"), command="verify")
+
+
+def test_verify_refuses_a_run_only_option_on_the_command_line(tmp_path):
+    out = in_process("verify", "runs=3", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1 and out.stderr.strip().splitlines() == [
+        "gnngp: error: runs=3 has no effect on gnngp verify: it is read only by gnngp run; drop it (gnngp verify checks a kernel "
+        "against wide random networks; it fits no GP and trains no GNN)"], out.stderr
+    assert not (tmp_path / "run").exists()

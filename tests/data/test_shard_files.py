@@ -97,3 +97,30 @@ def test_inputs_that_once_gave_tracebacks_are_one_line(tmp_path, args, message):
     out = in_process(*args, f"hydra.run.dir={tmp_path / 'run'}")
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 1 and len(lines) == 1 and re.match(message, lines[0]), out.stderr
+
+
+def test_the_warnings_stored_with_cached_shards_are_said_on_every_run_that_reads_them(tmp_path, capsys):
+    """A custom graph whose class ids are {1, 2} is renumbered with a warning when it is loaded and
+    partitioned; a later run reads the cached shards without loading it and says the warning
+    again, once (it was kept for the rows only). Shards given with compute.shards say it too."""
+    from gnngp_cli.backends.rowblocks.dask_backend import sharded_graph
+    from gnngp_cli.data import DataStore
+
+    graph = tmp_path / "graph"
+    graph.mkdir()
+    n = 40
+    np.save(graph / "features.npy", np.random.default_rng(0).normal(size=(n, 3)))
+    np.save(graph / "labels.npy", np.arange(n) % 2 + 1)
+    (graph / "edges.csv").write_text("".join(f"{i},{(i + 1) % n}\n" for i in range(n)))
+    cfg = compose(["dataset=custom", f"dataset.path={graph}", "kernel=gcngp_x", "compute=dask", f"data.root={tmp_path / 'cache'}"])
+    said = "has class ids 1..2, not 0..1"
+    for run in range(3):   # partitioned, then cached twice
+        sharded = sharded_graph(cfg, DataStore.of(cfg.data))
+        err = capsys.readouterr().err
+        assert err.count(said) == 1, (run, err)
+        assert len(sharded.meta.warnings) == 1   # and kept for the rows
+    root = sharded.root
+    given = compose(["dataset=custom", f"dataset.path={graph}", "kernel=gcngp_x", "compute=dask", f"compute.shards={root}",
+                     f"data.root={tmp_path / 'cache'}"])
+    sharded_graph(given, DataStore.of(given.data))
+    assert capsys.readouterr().err.count(said) == 1

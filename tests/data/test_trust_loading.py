@@ -277,3 +277,63 @@ def test_a_downloaded_archive_is_unpacked_and_its_files_honour_the_umask(tmp_pat
     raw = tmp_path / "cache" / "Reddit" / "raw"
     assert all((raw / n).stat().st_mode & 0o777 == 0o644 for n in ("reddit_data.npz", "reddit_graph.npz"))
     assert not [p for p in raw.iterdir() if p.name.endswith(".tmp")]
+
+
+def _swap_after_check(monkeypatch, path: Path, content: bytes):
+    """Replace ``path`` (as a copy or a download is written: a new file renamed over it) right
+    after the store has checked its digest: the time-of-check/time-of-use gap."""
+    check = store.verify_handle
+
+    def checked_then_swapped(f, size, key, shown):
+        digest = check(f, size, key, shown)
+        if shown == str(path):
+            swap = path.with_name(path.name + ".swap")
+            swap.write_bytes(content)
+            os.replace(swap, path)
+        return digest
+
+    monkeypatch.setattr(store, "verify_handle", checked_then_swapped)
+
+
+def test_a_raw_file_replaced_after_its_check_never_reaches_the_loader(mirror, tmp_path, monkeypatch):
+    """The loader parses the bytes whose digest was checked, read once: a raw file replaced
+    between the check and the parse (here, by a payload) changes nothing the run reads."""
+    genuine = load("cora", mirror, tmp_path / "genuine")
+    root = tmp_path / "cache"
+    target = root / "Cora" / "raw" / "ind.cora.x"
+    marker = tmp_path / "ran"
+    shop = DataStore.from_config(str(root), str(mirror))
+    shop.fetch("Cora", [f"raw/ind.cora.{part}" for part in public.PLANETOID_PARTS])   # in the cache, checked
+    _swap_after_check(monkeypatch, target, pickle.dumps(Payload(marker), protocol=2))
+    data = load("cora", None, root)
+    assert not marker.exists()
+    assert torch.equal(data.x, genuine.x) and torch.equal(data.y, genuine.y)
+
+
+def test_a_raw_file_changed_after_the_fetch_checked_it_is_one_line(mirror, tmp_path):
+    """``fetch`` checks every file and its digests key the processed cache; a file changed
+    before the loader reads it is refused, even with ``data.verify=false`` (no published digest
+    to check it against), so no cache is ever keyed by digests of other bytes."""
+    root = tmp_path / "cache"
+    shop = DataStore.from_config(str(root), str(mirror), verify=False)
+    folder = shop.fetch("Cora", [f"raw/ind.cora.{part}" for part in public.PLANETOID_PARTS])
+    (folder / "raw" / "ind.cora.test.index").write_text("0\n1\n")
+    with pytest.raises(DatasetError, match=r"raw file .*ind.cora.test.index changed after it was checked \(sha256 .*\): another process wrote it"):
+        public.read_planetoid(folder / "raw", "cora", shop.opener())
+    checked = DataStore.from_config(str(root), str(mirror))
+    checked.digests = shop.digests
+    with pytest.raises(DatasetError, match=r"ind.cora.test.index has sha256 .* but the published file has"):
+        public.read_planetoid(folder / "raw", "cora", checked.opener())
+
+
+def test_a_large_raw_file_is_checked_and_read_from_the_same_open_file(mirror, tmp_path, monkeypatch):
+    """Above the snapshot size, the file is not read into memory: it is checked and parsed from
+    the one open file, so a file renamed over it after the check is not the one parsed."""
+    monkeypatch.setattr(store, "SNAPSHOT_BYTES", 0)
+    genuine = load("cora", mirror, tmp_path / "genuine")
+    root = tmp_path / "cache"
+    DataStore.from_config(str(root), str(mirror)).fetch("Cora", [f"raw/ind.cora.{part}" for part in public.PLANETOID_PARTS])
+    marker = tmp_path / "ran"
+    _swap_after_check(monkeypatch, root / "Cora" / "raw" / "ind.cora.x", pickle.dumps(Payload(marker), protocol=2))
+    data = load("cora", None, root)
+    assert not marker.exists() and torch.equal(data.x, genuine.x)

@@ -274,3 +274,110 @@ def test_the_report_never_averages_runs_of_different_conformal_settings():
                           "group": json.dumps({"conformal": "daps", "conformal.neighbours": nb})} for nb, s in ((0.0, 2.1), (0.95, 1.6))])
     lines = [line for line in conformal_table(rows).splitlines() if line.startswith("| Cora")]
     assert len(lines) == 2 and any("conformal.neighbours=0.95" in line for line in lines)
+
+
+# --- an adversarial pass (issue 50): malformed and extreme values, one line or a warning -----
+
+@pytest.mark.parametrize("settings, words", [
+    ({"alpha": 0.0}, "conformal.alpha=0.0 must be between 0 and 1"),
+    ({"alpha": 1.0}, "conformal.alpha=1.0 must be between 0 and 1"),
+    ({"alpha": -0.1}, "conformal.alpha=-0.1 must be between 0 and 1"),
+    ({"alpha": math.nan}, "conformal.alpha=nan is not a finite number"),
+    ({"alpha": math.inf}, "conformal.alpha=inf is not a finite number"),
+    ({"calibration": 1.0}, "conformal.calibration=1.0 must be between 0 and 1"),
+    ({"calibration": math.nan}, "conformal.calibration=nan is not a finite number"),
+    ({"splits": 0}, "conformal.splits=0 must be an integer from 1"),
+    ({"splits": 2.5}, "conformal.splits=2.5 must be an integer from 1"),
+    ({"seed": -1}, "conformal.seed=-1 must be an integer from 0"),
+    ({"penalty": -1.0}, "conformal.penalty=-1.0 must be at least 0"),
+    ({"kreg": -1}, "conformal.kreg=-1 must be an integer from 0"),
+    ({"k": 0}, "conformal.k=0 must be an integer from 1"),
+    ({"neighbours": math.nan}, "conformal.neighbours=nan is not a finite number"),
+])
+def test_a_calibration_made_in_python_checks_its_values_in_one_line(settings, words):
+    """The ranges the config checks are the calibration's own: one made directly (the job's, an
+    API caller's) refuses a value the config would, never a traceback deep in a split."""
+    from gnngp_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        Calibration("aps", **settings)
+    assert str(refused.value).startswith(words) and "\n" not in str(refused.value), str(refused.value)
+
+
+@pytest.mark.parametrize("override, words", [
+    ("conformal.alpha=0", "conformal.alpha=0.0 must be between 0 and 1"), ("conformal.alpha=1", "conformal.alpha=1.0 must be between 0 and 1"),
+    ("conformal.alpha=-0.5", "conformal.alpha=-0.5 must be between 0 and 1"), ("conformal.alpha=nan", "conformal.alpha=nan is not a finite number"),
+    ("conformal.calibration=1", "conformal.calibration=1.0 must be between 0 and 1"), ("conformal.kreg=-1", "conformal.kreg=-1 must be an integer"),
+])
+def test_extreme_conformal_values_are_one_line_before_any_work(override, words):
+    from gnngp_cli.config import parse
+    from gnngp_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        parse(compose([*CSBM, "kernel=gcngp", "conformal=raps", override]))
+    assert str(refused.value).startswith(words), str(refused.value)
+
+
+N = 60
+
+
+def _columns(cal=None, **kwargs):
+    return conformal_columns(cal or Calibration("aps", splits=10), torch.arange(N), **kwargs)
+
+
+@pytest.mark.parametrize("case, words", [
+    ("label past the classes", "a test label (7) is no class of the 3 predicted"),
+    ("negative label", "a test label (-1) is no class of the 3 predicted"),   # it indexed the last class's score
+    ("fractional labels", "the test labels are not whole class ids"),
+    ("NaN probabilities", "1 nodes have non-finite class probabilities"),
+    ("NaN means", f"{N} test nodes have non-finite predicted means"),
+    ("infinite deviations", f"{N} test nodes have non-finite predictive deviations"),
+    ("NaN targets", "1 test nodes have non-finite targets"),
+    ("a calibration share that takes every node", "conformal.calibration=0.999 leaves 60 of the 60 test nodes for calibration and 0 to test"),
+])
+def test_predictions_that_give_no_sets_keep_the_row_with_a_warning(case, words):
+    """Inputs that once indexed another class's score, compared NaN false with every threshold
+    (coverage 0 or NaN widths in the row) or ended in an IndexError: no columns, and a warning
+    saying why; the row keeps its results (add_conformal)."""
+    probs, y = _probs(N, 3), torch.randint(0, 3, (N,), generator=torch.Generator().manual_seed(1))
+    target, mean = torch.randn(N, dtype=torch.float64), torch.zeros(N, dtype=torch.float64)
+    if case == "label past the classes":
+        out = _columns(y=torch.where(torch.arange(N) == 5, 7, y), probs=probs)
+    elif case == "negative label":
+        out = _columns(y=torch.where(torch.arange(N) == 5, -1, y), probs=probs)
+    elif case == "fractional labels":
+        out = _columns(y=y.double() + 0.5, probs=probs)
+    elif case == "NaN probabilities":
+        out = _columns(y=y, probs=torch.where(torch.arange(N)[:, None] == 2, math.nan, probs))
+    elif case == "NaN means":
+        out = _columns(y=target, mean=torch.full((N,), math.nan))
+    elif case == "infinite deviations":
+        out = _columns(y=target, mean=mean, sd=torch.full((N,), math.inf))
+    elif case == "NaN targets":
+        out = _columns(y=torch.where(torch.arange(N) == 3, math.nan, target), mean=mean)
+    else:
+        out = _columns(Calibration("aps", calibration=0.999), y=y, probs=probs)
+    assert "coverage" not in out and out["warning"].startswith("no conformal columns: ") and words in out["warning"], out
+
+
+def test_inputs_that_do_not_cover_the_evaluation_nodes_are_one_line():
+    from gnngp_cli.errors import ConfigError, DatasetError
+
+    probs, y = _probs(N, 3), torch.zeros(N, dtype=torch.long)
+    with pytest.raises(DatasetError, match=r"an evaluation node id \(99\) lies past the 60 nodes predicted"):
+        conformal_columns(Calibration("aps"), torch.tensor([0, 1, 99]), y, probs=probs)
+    with pytest.raises(DatasetError, match="lies past the 10 nodes predicted"):
+        conformal_columns(Calibration("aps"), torch.arange(N), y[:10], probs=probs)
+    with pytest.raises(ConfigError, match="conformal=snaps averages scores over the nodes of the most similar features, and none were given"):
+        conformal_columns(Calibration("snaps"), torch.arange(N), y, probs=probs, edge_index=torch.tensor([[0, 1], [1, 0]]))
+
+
+def test_a_gnn_rows_conformal_refusal_is_a_warning_as_a_gps_is():
+    from types import SimpleNamespace
+
+    from gnngp_cli.job.conformal_rows import gnn_conformal
+
+    data = SimpleNamespace(test_mask=torch.ones(N, dtype=torch.bool), y=torch.zeros(N, dtype=torch.long), edge_index=torch.tensor([[0], [1]]),
+                           x=None)
+    out = gnn_conformal(Calibration("snaps"), data, torch.device("cpu"), _probs(N, 3), torch.zeros(N, 3))
+    assert "coverage" not in out and out["warning"].startswith("no conformal columns: conformal=snaps averages scores"), out

@@ -28,7 +28,7 @@ from ...data import DataStore, load_dataset
 from ...data.files import locked
 from ...data.order_cache import cached_order
 from ...data.datasets import DATASETS
-from ...data.shards import TEST, TRAIN, VAL, ShardMeta, changed_files, read_meta, shards_match, write_data
+from ...data.shards import TEST, TRAIN, VAL, ShardMeta, changed_files, read_meta, shards_match, tell_warnings, write_data
 from ...data.store import default_root
 from ...data.trust import untrusted, untrusted_tree
 from ...errors import ComputeError, ConfigError, DatasetError, ResourceError
@@ -127,6 +127,7 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
             raise DatasetError(f"compute.shards={root}: shard file {changed[0]}{more} changed since gnngp partition wrote it; "
                                "write the shards again with gnngp partition (or data.verify=false to use them as they are)")
         log_source_rows(meta)
+        tell_warnings(root, meta)   # the graph is not loaded here: its loader's warnings are the shards'
         return ShardedGraph(root, meta)
     source = dataset_source(spec)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
@@ -138,6 +139,7 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
     if rows == "auto":
         rows, data = auto_rows(spec, store, client, store.root / "shards", f"{name}-r*-{digest}", source)
     root = store.root / "shards" / f"{name}-r{rows}-{digest}"
+    loaded = data is not None   # loaded here (partition.rows=auto): its loader said its warnings
     meta = shards_match(root, source)
     changed = changed_files(root, meta) if meta is not None and store.verify else []
     if changed:
@@ -154,6 +156,9 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
             if meta is None:
                 log.info("partitioning %s into row blocks of %d nodes: %s", name, rows, root)
                 meta = partition(spec, store, root, rows, data)
+                loaded = True   # loaded to be partitioned (or streamed from its raw files, which warn as they go)
+    if not loaded:   # the cached shards of an earlier run: what its loader warned of, said again
+        tell_warnings(root, meta)
     log_source_rows(meta)
     return ShardedGraph(root, meta)
 
