@@ -102,6 +102,12 @@ def console_row(row: dict) -> dict:
 
 def console_summary(rows: list[dict]) -> Optional[str]:
     ok = [r for r in rows if r.get("status") == "ok"]
+    if any(r.get("budget") is not None for r in ok):   # active runs: a row per budget, told each (gnngp report draws the curves)
+        budgets = {r["budget"] for r in ok}
+        last = [r for r in ok if r["budget"] == max(budgets)]
+        if len(last) < 2:
+            return None
+        ok = last
     if len(ok) < 2:
         return None
     test = torch.tensor([r["test"] for r in ok], dtype=torch.float64)
