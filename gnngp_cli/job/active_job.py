@@ -75,6 +75,7 @@ class ActiveJob:
         self.pool = ~backend.data.test_mask.cpu()
         pool_size = int(self.pool.sum())
         top = int(spec.active.budgets[-1])
+        self._exact_root: Optional[torch.Tensor] = None   # an exact kernel's root: the same for every run, computed once
         if top > pool_size:
             raise ConfigError(f"active.budgets={list(spec.active.budgets)}: the budget {top} is above the pool of {pool_size} nodes "
                               f"(every node of {spec.dataset.name} but its test nodes); use budgets of at most {pool_size}")
@@ -108,11 +109,14 @@ class ActiveJob:
             raise ResourceError(f"active={self.strategy.name} with the {'exact' if landmarks is None else 'low-rank'} {arch.label} kernel on "
                                 f"{spec.dataset.name} holds the posterior over all {n:,} nodes: about {size_text(need)}, and the limit is "
                                 f"{size_text(limit)} (max_memory_gb; default half of the free memory); {fix}")
+        if landmarks is None and self._exact_root is not None:
+            return self._exact_root, 0
         if landmarks is None:
             backend.check_exact_memory(arch, ctx, ctx.every_node, None)
             kernel = arch.network(None, ctx, ctx.every_node)
             every = kernel.positions(ctx.every_node)
             root = kernel.root[every] if kernel.root is not None else dense_root(kernel.dense()[every][:, every])
+            self._exact_root = root
             return root, 0
         kernel = arch.network(None, ctx, None)
         return kernel.root[kernel.positions(ctx.every_node)], int(landmarks.numel())

@@ -137,6 +137,10 @@ def test_active_run_writes_a_row_per_budget(tmp_path):
     assert (rows["status"] == "ok").all() and (rows["strategy"] == "sigma_opt").all()
     assert rows["selection_seconds"].is_monotonic_increasing and rows["test"].between(0, 1).all() and rows["macro_f1_all"].between(0, 1).all()
     assert "active=sigma_opt at 20 labels" in out.stderr + out.stdout
+    report = in_process("report", str(tmp_path / "run"), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "## Active learning" in text and "| sigma_opt | 1 | 10: " in text and (tmp_path / "report" / "active_learning.png").is_file()
 
 
 def test_low_rank_active_run_with_mll_nugget(tmp_path):
