@@ -254,16 +254,20 @@ class NodeGP:
         return {"nugget": result.grid.tolist(), "val": result.val_curve.tolist()}
 
     # -- active learning ---------------------------------------------------------------------
-    def select(self, data: Any, budget: int, strategy: str = "sigma_opt", test: Nodes = None) -> list[int]:
+    def select(self, data: Any, budget: int, strategy: str = "sigma_opt", test: Nodes = None, batch: int = 1, initial: int = 0,
+               nugget: Optional[float] = None) -> list[int]:
         """The ``budget`` nodes to label, in the order ``strategy`` buys them (``active=<strategy>``
         of ``gnngp run``: the kernel computed once, the posterior updated per label, never refitted),
         from the pool of every node of ``data`` but its test nodes (``data.test_mask``, or the node
         indices ``test``; none: every node is in the pool). ``data``'s labels are read for the
-        nodes bought (the posterior's mean; the GP strategies' variances do not depend on them);
-        the other settings (``active__batch``, ``active__initial``, the nugget) are this
-        NodeGP's. Returns the node ids, e.g. ``NodeGP(kernel="gcngp_x").select(load_dataset("cora"), budget=40)``."""
-        if isinstance(budget, bool) or not isinstance(budget, int):
-            raise ConfigError(f"budget takes a whole number of labels (budget=40), not {budget!r}")
+        nodes bought (the posterior's mean; the GP strategies' variances do not depend on them).
+        ``batch``: labels chosen per step (``active.batch``); ``initial``: random pool nodes
+        labelled first (``active.initial``, seeded by the NodeGP's ``seed``); ``nugget``: the fixed
+        nugget (``active.nugget``; a NodeGP with ``fit="mll"`` chooses it on the labels instead).
+        The kernel's settings are this NodeGP's. Returns the node ids, e.g. ``NodeGP(kernel="gcngp_x").select(load_dataset("cora"), budget=40)``."""
+        for name, value in (("budget", budget), ("batch", batch), ("initial", initial)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} takes a whole number of labels ({name}=4), not {value!r}")
         if not isinstance(strategy, str):
             raise ConfigError(f"strategy takes a strategy's name (strategy=\"sigma_opt\"), not {type(strategy).__name__}")
         from .cli.messages import check_group_choices
@@ -275,7 +279,8 @@ class NodeGP:
         if own:
             graph_overrides = ["dataset=custom"]
         config = compose([*graph_overrides, f"kernel={self.kernel}", *self.settings, f"active={strategy}", f"active.budgets=[{budget}]",
-                          "runs=1"])
+                          f"active.batch={batch}", f"active.initial={initial}", "runs=1",
+                          *([f"active.nugget={_value(nugget, 'nugget')}"] if nugget is not None else [])])
         validate(config)
         train = val = None
         if own:   # a graph of the caller's own: the pool (as training nodes) is every node but the test ones

@@ -94,7 +94,7 @@ class RootPosterior:
         s = self.root @ c
         d = self.noise + float(q @ c)
         residual = target.to(self.mean.dtype) - self.mean[node]
-        self.mean += torch.outer(s, residual) / d
+        self.mean.addr_(s, residual, alpha=1.0 / d)   # in place: no n x C (nor m x m below) temporary per label
         self.variance -= s * s / d
         self.variance.clamp_(min=0)
         after = s * (self.noise / d)                            # s' = Q A' q
@@ -106,8 +106,8 @@ class RootPosterior:
             agc = self.root @ (self.a @ gc)
             self.squares += -2.0 * s * agc / d + s * s * (float(c @ gc) / d ** 2) - after * after
             self.squares.clamp_(min=0)
-            self.gram -= torch.outer(q, q)
-        self.a -= torch.outer(c, c) / d
+            self.gram.addr_(q, q, alpha=-1.0)
+        self.a.addr_(c, c, alpha=-1.0 / d)
         self.unlabelled[node] = False
         self.labelled.append(int(node))
 

@@ -160,6 +160,8 @@ def test_select_returns_the_nodes_in_order():
     data = Data(x=x, y=torch.arange(40) % 3, edge_index=torch.stack([ring, (ring + 1) % 40]))
     chosen = NodeGP(kernel="gcngp", dtype="float64").select(data, budget=6, strategy="variance", test=torch.arange(30, 40))
     assert len(chosen) == 6 and len(set(chosen)) == 6 and max(chosen) < 30
+    batched = NodeGP(kernel="gcngp_x", dtype="float64").select(data, budget=6, strategy="v_opt", test=torch.arange(30, 40), batch=3, nugget=0.1)
+    assert len(batched) == 6 and max(batched) < 30
     with pytest.raises(ConfigError, match="did you mean active=sigma_opt"):
         NodeGP(kernel="gcngp").select(data, budget=6, strategy="sigmaopt", test=torch.arange(30, 40))
     data.y = torch.randn(40)   # regression: no class probabilities
