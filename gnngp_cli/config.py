@@ -445,7 +445,7 @@ def _validate_active(cfg: Any) -> None:
     if not 0 <= a.seed <= SEED_MAX:
         raise ConfigError(f"active.seed={a.seed} must be an integer from 0 to {SEED_MAX:,}")
     if not a.nugget > 0:
-        raise ConfigError(f"active.nugget={a.nugget} must be positive (the noise, times the mean diagonal of K; e.g. 0.01)")
+        raise ConfigError(f"active.nugget={a.nugget} must be positive (the noise, times the mean diagonal of K; e.g. 0.1)")
     if cfg.method != "gp":
         raise ConfigError(f"active={a.name} selects labels from a GP's posterior; use a GP kernel (kernel=gcngp or kernel=gcngp_x), not gnn={cfg.gnn.name}")
     if cfg.compute.backend != "local":

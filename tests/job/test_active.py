@@ -143,6 +143,14 @@ def test_active_run_writes_a_row_per_budget(tmp_path):
     assert "## Active learning" in text and "| sigma_opt | 1 | 10: " in text and (tmp_path / "report" / "active_learning.png").is_file()
 
 
+def test_graph_strategies_read_the_edges_of_a_loaded_graph(tmp_path):
+    """degree and PageRank read the edge list, which a run otherwise releases once the adjacency is built."""
+    out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=csbm", "dataset.num_nodes=200",
+                     "kernel=gcngp_x", "landmarks.count=20", "active=pagerank", "active.budgets=[5]")
+    assert out.returncode == 0, out.stderr
+    assert list(pd.read_csv(tmp_path / "run" / "results.csv")["strategy"]) == ["pagerank"]
+
+
 def test_low_rank_active_run_with_mll_nugget(tmp_path):
     out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=csbm", "dataset.num_nodes=200",
                      "kernel=gcngp_x", "landmarks.count=40", "active=v_opt", "active.budgets=[8,16]", "active.batch=4", "fit=mll")
@@ -160,7 +168,7 @@ def test_select_returns_the_nodes_in_order():
     data = Data(x=x, y=torch.arange(40) % 3, edge_index=torch.stack([ring, (ring + 1) % 40]))
     chosen = NodeGP(kernel="gcngp", dtype="float64").select(data, budget=6, strategy="variance", test=torch.arange(30, 40))
     assert len(chosen) == 6 and len(set(chosen)) == 6 and max(chosen) < 30
-    batched = NodeGP(kernel="gcngp_x", dtype="float64").select(data, budget=6, strategy="v_opt", test=torch.arange(30, 40), batch=3, nugget=0.1)
+    batched = NodeGP(kernel="gcngp_x", dtype="float64").select(data, budget=6, strategy="v_opt", test=torch.arange(30, 40), batch=3, nugget=0.3)
     assert len(batched) == 6 and max(batched) < 30
     with pytest.raises(ConfigError, match="did you mean active=sigma_opt"):
         NodeGP(kernel="gcngp").select(data, budget=6, strategy="sigmaopt", test=torch.arange(30, 40))
@@ -179,7 +187,7 @@ BASE = ["dataset=csbm", "dataset.num_nodes=200", "kernel=gcngp"]
     (["active=sigma_opt", "active.initial=30", "active.budgets=[10,20]"], "active.initial=30 must be from 0 to the first budget 10"),
     (["active=random", "compute=dask"], "use compute=local"),
     (["active.batch=2"], "active.batch=2 has no effect on this run"),
-    (["active=random", "active.nugget=0.1", "fit=mll"], "active.nugget=0.1 has no effect on this run"),
+    (["active=random", "active.nugget=0.2", "fit=mll"], "active.nugget=0.2 has no effect on this run"),
     (["active=random", "fit.steps=10", "fit=mll"], "fit.steps=10 has no effect on this run"),
 ])
 def test_bad_active_options_are_one_line_errors(overrides, message):
