@@ -96,6 +96,8 @@ class ActiveJob:
         pool_ids = self.pool.nonzero().view(-1).to(backend.device)
         if kspec.low_rank:
             landmarks = torch.sort(choose_landmarks(pool_ids, spec.landmarks.fraction, spec.landmarks.count, seed, spec.dataset.name))[0]
+        if landmarks is None and self._exact_root is not None:
+            return self._exact_root, 0
         base = BaseKernel(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d)
         arch = self.entry.architecture(kspec, candidates(kspec, spec.fit.method == "mll")[0])
         ctx = backend.context(arch.adjacency, base, landmarks, kspec.base.scale)
@@ -109,8 +111,8 @@ class ActiveJob:
             raise ResourceError(f"active={self.strategy.name} with the {'exact' if landmarks is None else 'low-rank'} {arch.label} kernel on "
                                 f"{spec.dataset.name} holds the posterior over all {n:,} nodes: about {size_text(need)}, and the limit is "
                                 f"{size_text(limit)} (max_memory_gb; default half of the free memory); {fix}")
-        if landmarks is None and self._exact_root is not None:
-            return self._exact_root, 0
+        log.info(f"active={self.strategy.name}: the {arch.label} kernel's root and posterior over {n:,} nodes hold about {size_text(need)} "
+                 f"(the limit: {size_text(limit)}); each label is an O(n m) update, m {'the kernel rank, up to n' if landmarks is None else 'the root width'}")
         if landmarks is None:
             backend.check_exact_memory(arch, ctx, ctx.every_node, None)
             kernel = arch.network(None, ctx, ctx.every_node)
