@@ -60,7 +60,7 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
     # compose): done again only when a registry entry or a compute option is not the one stored
     # (entries are frozen: a changed one is a new object; the entries themselves are kept and
     # compared by identity, so a freed entry's address reused by a new one is not mistaken for it)
-    held = [(name, entry) for table in (KERNELS, GNNS, DATASETS, PRESETS, compute) for name, entry in table.items()]
+    held = [(name, entry) for table in (KERNELS, GNNS, DATASETS, PRESETS, STRATEGIES, compute) for name, entry in table.items()]
     stored = _REGISTERED.get(id(cs))
     if stored is not None and len(stored) == len(held) and all(a == c and b is d for (a, b), (c, d) in zip(stored, held)):
         return

@@ -1,5 +1,6 @@
 """Active learning (active=<strategy>): the posterior updated per label equals a refit, the
 design scores equal a brute-force recomputation, and the job's rows, API and refusals."""
+import json
 import re
 
 import pandas as pd
@@ -149,6 +150,21 @@ def test_graph_strategies_read_the_edges_of_a_loaded_graph(tmp_path):
                      "kernel=gcngp_x", "landmarks.count=20", "active=pagerank", "active.budgets=[5]")
     assert out.returncode == 0, out.stderr
     assert list(pd.read_csv(tmp_path / "run" / "results.csv")["strategy"]) == ["pagerank"]
+
+
+def test_a_new_strategy_is_one_registry_entry(tmp_path):
+    """register_strategy alone makes active=<name> a config option that runs end to end."""
+    from gnngp_cli.gp.strategies import Strategy, register_strategy
+
+    register_strategy(Strategy("lowest_id", lambda sel: -torch.arange(sel.posterior.num_nodes, dtype=torch.float64), "the lowest node ids", static=True))
+    try:
+        out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=csbm", "dataset.num_nodes=200",
+                         "kernel=gcngp_x", "landmarks.count=20", "active=lowest_id", "active.budgets=[3]")
+        assert out.returncode == 0, out.stderr
+        nodes = json.loads(pd.read_csv(tmp_path / "run" / "results.csv")["extra"][0])["active"]["nodes"]
+        assert nodes == sorted(nodes) and len(nodes) == 3
+    finally:
+        STRATEGIES.pop("lowest_id")
 
 
 def test_low_rank_active_run_with_mll_nugget(tmp_path):
