@@ -137,7 +137,7 @@ class ActiveJob:
         grid = log_grid(spec.nugget.min, spec.nugget.max, spec.nugget.num, dtype=torch.float64) if mll else None
         posterior = RootPosterior(root, nugget * scale, targets.size(1), self.strategy.tracks)
         generator = torch.Generator().manual_seed(seed)
-        selection = Selection(posterior, backend.data.edge_index, generator)
+        selection = Selection(posterior, backend.data.edge_index, generator, features=backend.data.x)
         select_watch = Stopwatch(device)
         rows: list[dict] = []
         order: list[int] = []
@@ -154,6 +154,7 @@ class ActiveJob:
                 label([int(v) for v in pool_ids[torch.randperm(pool_ids.numel(), generator=generator)[:initial]]])
         batch = int(spec.active.batch)
         for budget in spec.active.budgets:
+            selection.target = int(budget)
             with select_watch.measure():
                 while len(order) < budget:
                     label(choose(self.strategy, selection, self.pool, min(batch, int(budget) - len(order))))

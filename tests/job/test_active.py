@@ -102,7 +102,8 @@ def test_strategies_choose_the_best_open_pool_node_and_random_is_seeded():
     pool = torch.ones(N, dtype=torch.bool)
     pool[:5] = False   # test nodes: never chosen
     post = RootPosterior(q, 0.01, 3, ("v_opt", "sigma_opt"))
-    sel = Selection(post, edges, torch.Generator().manual_seed(0))
+    features = torch.randn(N, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    sel = Selection(post, edges, torch.Generator().manual_seed(0), features=features, target=3)
     for name, strategy in STRATEGIES.items():
         picked = choose(strategy, sel, pool, 3)
         assert len(picked) == 3 and all(p >= 5 for p in picked), name
@@ -110,6 +111,17 @@ def test_strategies_choose_the_best_open_pool_node_and_random_is_seeded():
     assert best == int(torch.argmax(torch.where(pool, post.variance, torch.tensor(-1.0, dtype=torch.float64))))
     draws = [choose(STRATEGIES["random"], Selection(post, edges, torch.Generator().manual_seed(7)), pool, 4) for _ in range(2)]
     assert draws[0] == draws[1]
+
+
+def test_featprop_takes_one_node_per_feature_cluster():
+    """k-means on well-separated clusters: the nearest node of each centre, one per cluster, distinct."""
+    from gnngp_cli.gp.strategies import kmeans_nearest
+
+    g = torch.Generator().manual_seed(4)
+    centres = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]], dtype=torch.float64)
+    x = torch.cat([c + 0.1 * torch.randn(20, 2, generator=g, dtype=torch.float64) for c in centres])
+    chosen = kmeans_nearest(x, 3, torch.Generator().manual_seed(0))
+    assert len(set(chosen)) == 3 and sorted(i // 20 for i in chosen) == [0, 1, 2]
 
 
 def test_marginal_likelihood_over_nuggets_peaks_near_the_true_noise():
