@@ -423,6 +423,9 @@ def _validate_conformal(cfg: Any) -> None:
                           "drop gnn.regime=ntk or conformal")
 
 
+ACTIVE_MODELS = ("gp", "gcn")   # active.model: what predicts from the labels bought
+
+
 def _validate_active(cfg: Any) -> None:
     """``active``: the strategy, the budgets and the combinations an active run refuses (what needs
     the loaded graph, a budget above the pool and entropy on a regression task, is checked once
@@ -444,6 +447,7 @@ def _validate_active(cfg: Any) -> None:
         raise ConfigError(f"active.initial={a.initial} must be from 0 to the first budget {budgets[0]} (the random labels count toward it)")
     if not 0 <= a.seed <= SEED_MAX:
         raise ConfigError(f"active.seed={a.seed} must be an integer from 0 to {SEED_MAX:,}")
+    _choice(a.model, ACTIVE_MODELS, "active.model")
     if not a.nugget > 0:
         raise ConfigError(f"active.nugget={a.nugget} must be positive (the noise, times the mean diagonal of K; e.g. 0.1)")
     if cfg.method != "gp":

@@ -148,7 +148,7 @@ READERS: tuple[Reader, ...] = (
     Reader(tuple(f"fit.{name}" for name in config_fields(FitConfig) if name not in ("method", "nugget")), _mll,
            "fit=mll (an active run's fit=mll chooses the nugget on the nugget grid, with no optimiser)", "drop it, or set fit=mll"),
     Reader(("fit.nugget",), _mll_start, "fit=mll", "drop it, or set fit=mll"),
-    Reader(_keys("active", ActiveConfig, "budgets", "initial", "batch", "seed"), lambda cfg, command: _active(cfg),
+    Reader(_keys("active", ActiveConfig, "budgets", "initial", "batch", "seed", "model"), lambda cfg, command: _active(cfg),
            "active learning (active=<strategy>)", "drop it, or choose a strategy: active=sigma_opt"),
     Reader(("active.nugget",), lambda cfg, command: _active(cfg) and cfg.fit.method == "grid",
            "active learning with fit=grid (the fixed nugget; fit=mll chooses it on the labels so far)", "drop it"),

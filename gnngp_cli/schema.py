@@ -261,6 +261,7 @@ class ActiveConfig(Options):
     initial: int = 0                    # random pool nodes labelled before the strategy chooses (seeded by active.seed)
     batch: int = 1                      # labels chosen per step: the batch's highest scores, then their rank-one updates (one rank-batch step)
     seed: int = II("seed")              # the random draws (the initial labels, random's picks, the landmarks); default: the job's seed
+    model: str = "gp"                   # what predicts at each budget: gp (the GP's posterior mean); gcn: the GCN too (gnn=gcn's defaults, trained on the labels bought), its test metric in gcn_test
     nugget: float = 0.1                 # fit=grid: the fixed nugget, times the mean diagonal of K (no validation set chooses it); fit=mll chooses it on the labels so far
 
 

@@ -22,14 +22,18 @@ marginal likelihood of the labels so far, chosen again at each budget (starting 
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Collection, Optional
 
 import torch
 
-from ..config import parse, with_method_defaults
+from ..config import method_defaults, parse, with_method_defaults
+from ..gnn import GNNS
+from ..gnn.baselines import gnn_defaults
+from ..gnn.training import train_gnn
 from ..errors import ConfigError, ResourceError
 from ..gp.inference import log_grid
 from ..gp.strategies import STRATEGIES, Selection, Strategy, choose
@@ -66,6 +70,8 @@ class ActiveJob:
         self.entry = KERNELS[self.kspec.name]
         self.strategy: Strategy = STRATEGIES[spec.active.name]
         self.metric = METRICS[info.metric or resolve_metric(spec.dataset.get("metric"), info.task, info.num_classes, str(spec.dataset.name).lower())]
+        if spec.active.model == "gcn" and info.task != "classification":
+            raise ConfigError(f"active.model=gcn trains the GCN classifier, and {spec.dataset.name} is a regression task; use active.model=gp")
         if self.strategy.classifies and info.task != "classification":
             raise ConfigError(f"active={self.strategy.name} reads class probabilities, and {spec.dataset.name} is a regression task; "
                               "use active=variance, v_opt or sigma_opt")
@@ -194,9 +200,30 @@ class ActiveJob:
         columns = backend.columns()
         with_extra(row, **columns.pop("extra", {}))
         row.update(columns)
+        if spec.active.model == "gcn":
+            row.update(self.gcn_columns(seed, labelled.cpu()))
         if info.warnings:
             with_extra(row, warnings=list(info.warnings))
         return row
+
+    def gcn_columns(self, seed: int, labelled: torch.Tensor) -> dict:
+        """``active.model=gcn``: the GCN of ``gnn=gcn`` (its defaults for the dataset, ``depth``
+        layers) trained on the labels bought, its epoch chosen on them too (there is no validation
+        set); its test metric, its macro-F1 over every node and its training seconds."""
+        spec, backend, info = self.spec, self.backend, self.backend.info
+        entry = GNNS["gcn"]
+        options = entry.config(name="gcn")
+        defaults = method_defaults(gnn_defaults(entry, "paper"), str(spec.dataset.name).lower(), info.task)
+        options = replace(options, layers=int(spec.depth), **{key: value for key, value in defaults.items()
+                                                               if hasattr(options, key) and getattr(options, key) is None})
+        data = copy.copy(backend.data)
+        mask = torch.zeros(info.num_nodes, dtype=torch.bool, device=backend.data.y.device)
+        mask[labelled.to(mask.device)] = True
+        data.train_mask, data.val_mask = mask, mask.clone()
+        result = train_gnn(options, data, backend.device, seed, False, lambda: Stopwatch(backend.device))
+        predicted = result.outputs.argmax(1) if result.outputs is not None else None
+        return {"gcn_test": result.metrics["test"], "gcn_seconds": result.train_seconds + result.inference_seconds,
+                "gcn_macro_f1_all": macro_f1(predicted, backend.data.y, info.num_classes) if predicted is not None else float("nan")}
 
 
 def run_active(spec: Any, backend: Any, on_row: Optional[Callable[[dict], Any]] = None, skip: Collection[int] = ()) -> list[dict]:

@@ -91,7 +91,7 @@ EXAMPLES = {   # keys whose default (null, a word) gives no value by type: a val
     "compute.queue": "batch", "compute.account": "me", "compute.walltime": "01:00:00", "compute.memory": "16GB",
     "compute.job_extra": ["--constraint=cpu"], "partition.rows": 100, "partition.out": "/tmp/blocks", "verify.widths": [32, 64],
     "dtype": "float64", "depth": 3, "protocol.seed": 7, "conformal.seed": 7, "gnn.members": 3, "gnn.mc_samples": 5,
-    "likelihood.samples": 64, "likelihood.alpha_grid": [0.1], "kernel.layers": 3, "active.budgets": [5, 10],
+    "likelihood.samples": 64, "likelihood.alpha_grid": [0.1], "kernel.layers": 3, "active.budgets": [5, 10], "active.model": "gcn",
 }
 CHECKED = sorted(key for r in READERS if r.reads.__name__ != "_every" for key in r.keys if "*" not in key)
 

@@ -181,10 +181,12 @@ def test_a_new_strategy_is_one_registry_entry(tmp_path):
 
 def test_low_rank_active_run_with_mll_nugget(tmp_path):
     out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=csbm", "dataset.num_nodes=200",
-                     "kernel=gcngp_x", "landmarks.count=40", "active=v_opt", "active.budgets=[8,16]", "active.batch=4", "fit=mll")
+                     "kernel=gcngp_x", "landmarks.count=40", "active=v_opt", "active.budgets=[8,16]", "active.batch=4", "fit=mll",
+                     "active.model=gcn")
     assert out.returncode == 0, out.stderr
     rows = pd.read_csv(tmp_path / "run" / "results.csv")
     assert list(rows["labelled"]) == [8, 16] and (rows["landmarks"] == 40).all() and (rows["fit"] == "mll").all()
+    assert rows["gcn_test"].between(0, 1).all() and rows["gcn_macro_f1_all"].between(0, 1).all()   # active.model=gcn: the GCN on the same labels
 
 
 def test_select_returns_the_nodes_in_order():
@@ -215,6 +217,8 @@ BASE = ["dataset=csbm", "dataset.num_nodes=200", "kernel=gcngp"]
     (["active=sigma_opt", "active.initial=30", "active.budgets=[10,20]"], "active.initial=30 must be from 0 to the first budget 10"),
     (["active=random", "compute=dask"], "use compute=local"),
     (["active.batch=2"], "active.batch=2 has no effect on this run"),
+    (["active.model=gcn"], "active.model=gcn has no effect on this run"),
+    (["active=random", "active.model=gat"], "active.model='gat' is not valid"),
     (["active=random", "active.nugget=0.2", "fit=mll"], "active.nugget=0.2 has no effect on this run"),
     (["active=random", "fit.steps=10", "fit=mll"], "fit.steps=10 has no effect on this run"),
 ])
