@@ -164,13 +164,14 @@ class ActiveJob:
             with select_watch.measure():
                 while len(order) < budget:
                     label(choose(self.strategy, selection, self.pool, min(batch, int(budget) - len(order))))
-            if mll and order:   # the nugget of the highest marginal likelihood of the labels so far; a change rebuilds once
-                values = log_marginal_likelihood(root[order].double(), targets[order].double(), grid * scale)
-                best = float(grid[int(torch.argmax(values))])
-                if best != nugget:
-                    nugget = best
-                    posterior = rebuilt(root, nugget * scale, targets.size(1), order, targets[order], self.strategy.tracks)
-                    selection.posterior = posterior
+            if mll and order:   # the nugget of the highest marginal likelihood of the labels so far; a change rebuilds once (timed as selection)
+                with select_watch.measure():
+                    values = log_marginal_likelihood(root[order].double(), targets[order].double(), grid * scale)
+                    best = float(grid[int(torch.argmax(values))])
+                    if best != nugget:
+                        nugget = best
+                        posterior = rebuilt(root, nugget * scale, targets.size(1), order, targets[order], self.strategy.tracks)
+                        selection.posterior = posterior
             rows.append(self.row(index, seed, int(budget), posterior, nugget, landmarks, select_watch.seconds, kernel_watch.seconds, order))
         return ActiveRun(rows, order, posterior)
 
