@@ -283,7 +283,7 @@ class NodeGP:
                           *([f"active.nugget={_value(nugget, 'nugget')}"] if nugget is not None else [])])
         validate(config)
         train = val = None
-        if own:   # a graph of the caller's own: the pool (as training nodes) is every node but the test ones
+        if own or test is not None:   # a graph of the caller's own, or test nodes given: the pool (as training nodes) is every node but the test ones
             if test is None and getattr(data, "test_mask", None) is None:
                 raise DatasetError("select needs the test nodes, which are never bought and on which the rows are scored: "
                                    "give data.test_mask or select(data, budget, test=...)")
