@@ -253,6 +253,50 @@ class NodeGP:
         result = self._fitted().result
         return {"nugget": result.grid.tolist(), "val": result.val_curve.tolist()}
 
+    # -- active learning ---------------------------------------------------------------------
+    def select(self, data: Any, budget: int, strategy: str = "sigma_opt", test: Nodes = None, batch: int = 1, initial: int = 0,
+               nugget: Optional[float] = None) -> list[int]:
+        """The ``budget`` nodes to label, in the order ``strategy`` buys them (``active=<strategy>``
+        of ``gnngp run``: the kernel computed once, the posterior updated per label, never refitted),
+        from the pool of every node of ``data`` but its test nodes (``data.test_mask``, or the node
+        indices ``test``; none: every node is in the pool). ``data``'s labels are read for the
+        nodes bought (the posterior's mean; the GP strategies' variances do not depend on them).
+        ``batch``: labels chosen per step (``active.batch``); ``initial``: random pool nodes
+        labelled first (``active.initial``, seeded by the NodeGP's ``seed``); ``nugget``: the fixed
+        nugget (``active.nugget``; a NodeGP with ``fit="mll"`` chooses it on the labels instead).
+        The kernel's settings are this NodeGP's. Returns the node ids, e.g. ``NodeGP(kernel="gcngp_x").select(load_dataset("cora"), budget=40)``."""
+        for name, value in (("budget", budget), ("batch", batch), ("initial", initial)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} takes a whole number of labels ({name}=4), not {value!r}")
+        if not isinstance(strategy, str):
+            raise ConfigError(f"strategy takes a strategy's name (strategy=\"sigma_opt\"), not {type(strategy).__name__}")
+        from .cli.messages import check_group_choices
+        from .job.active_job import ActiveJob
+
+        check_group_choices([f"active={strategy}"])
+        graph_overrides = list(getattr(data, "gnngp_overrides", None) or [])
+        own = not graph_overrides
+        if own:
+            graph_overrides = ["dataset=custom"]
+        config = compose([*graph_overrides, f"kernel={self.kernel}", *self.settings, f"active={strategy}", f"active.budgets=[{budget}]",
+                          f"active.batch={batch}", f"active.initial={initial}", "runs=1",
+                          *([f"active.nugget={_value(nugget, 'nugget')}"] if nugget is not None else [])])
+        validate(config)
+        train = val = None
+        if own or test is not None:   # a graph of the caller's own, or test nodes given: the pool (as training nodes) is every node but the test ones
+            if test is None and getattr(data, "test_mask", None) is None:
+                raise DatasetError("select needs the test nodes, which are never bought and on which the rows are scored: "
+                                   "give data.test_mask or select(data, budget, test=...)")
+            held = _node_ids(test if test is not None else torch.as_tensor(data.test_mask).cpu(), int(torch.as_tensor(data.x).size(0)), "test")
+            train = torch.ones(int(torch.as_tensor(data.x).size(0)), dtype=torch.bool).index_fill_(0, held, False)
+            val = torch.zeros_like(train)
+        graph = _adopt(data, train, val, test, own, config)
+        spec = parse(config)
+        backend = LocalBackend(spec, graph)
+        with backend:
+            run = next(ActiveJob(spec, backend).runs())
+        return run.order
+
     # -- prediction --------------------------------------------------------------------------
     def predict(self, nodes: Nodes = None) -> Prediction:
         """The posterior at ``nodes`` (a boolean mask or node indices; default: every node)."""

@@ -11,6 +11,7 @@ from the registries:
   ``kernel=<name>`` and ``gnn=<name>`` on the command line are the same choice, spelled for
   the kind of method (see :func:`method_overrides`);
 - ``dataset=<name>``;
+- ``active=<strategy>``: the active-learning strategies (:data:`gnngp_cli.gp.strategies.STRATEGIES`), and ``none``;
 - ``compute=<name>``: the backends' options, handed down by the caller (the backends sit
   above this layer: :data:`gnngp_cli.backends.BACKENDS`).
 """
@@ -27,7 +28,8 @@ from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import KERNELS
 from .gp.likelihoods import LIKELIHOODS
-from .schema import CONFORMAL, FIT_METHODS, PROTOCOLS, ComputeConfig, ConformalConfig, FitConfig, LikelihoodConfig, ProtocolConfig, RunConfig
+from .gp.strategies import STRATEGIES
+from .schema import CONFORMAL, FIT_METHODS, PROTOCOLS, ActiveConfig, ComputeConfig, ConformalConfig, FitConfig, LikelihoodConfig, ProtocolConfig, RunConfig
 
 
 def config_dir() -> Path:
@@ -58,7 +60,7 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
     # compose): done again only when a registry entry or a compute option is not the one stored
     # (entries are frozen: a changed one is a new object; the entries themselves are kept and
     # compared by identity, so a freed entry's address reused by a new one is not mistaken for it)
-    held = [(name, entry) for table in (KERNELS, GNNS, DATASETS, PRESETS, compute) for name, entry in table.items()]
+    held = [(name, entry) for table in (KERNELS, GNNS, DATASETS, PRESETS, STRATEGIES, compute) for name, entry in table.items()]
     stored = _REGISTERED.get(id(cs))
     if stored is not None and len(stored) == len(held) and all(a == c and b is d for (a, b), (c, d) in zip(stored, held)):
         return
@@ -81,6 +83,8 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
         cs.store(group="protocol", name=name, node=ProtocolConfig(name=name))
     for name in CONFORMAL:
         cs.store(group="conformal", name=name, node=ConformalConfig(name=name))
+    for name in ("none", *STRATEGIES):
+        cs.store(group="active", name=name, node=ActiveConfig(name=name))
     for name, options in compute.items():
         cs.store(group="compute", name=name, node=options)
     _REGISTERED[id(cs)] = held

@@ -26,6 +26,7 @@ from .data.datasets import DATASETS, SPLIT_READS, SPLIT_WORDS
 from .errors import ConfigError
 from .gnn import GNNS
 from .gp.likelihoods import LIKELIHOODS
+from .gp.strategies import STRATEGIES
 from .gnn.baselines import gnn_defaults
 from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
 from .kernels.architectures import KERNEL_COMMON
@@ -116,6 +117,7 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
     _validate_uncertainty(cfg)
     _validate_conformal(cfg)
     _validate_times(cfg)
+    _validate_active(cfg)
     lm = cfg.landmarks
     if lm.count is not None and lm.count < 1:
         raise ConfigError(f"landmarks.count={lm.count} must be at least 1")
@@ -327,6 +329,8 @@ def needs_validation(cfg: Any) -> bool:
     nor does one training time (``inference.time=t``), unless the kernel chooses a value of its own."""
     if cfg.method == "gnn":
         return True
+    if cfg.get("active") is not None and cfg.active.name != "none":   # labels bought from the pool: no validation set
+        return False
     try:
         times = training_times(cfg) if cfg.get("inference") is not None else None
     except ConfigError:   # validate() says what is wrong with it
@@ -400,6 +404,50 @@ def _validate_conformal(cfg: Any) -> None:
     if c.name != "none" and cfg.method == "gnn" and cfg.gnn is not None and cfg.gnn.get("regime") == "ntk":
         raise ConfigError("conformal needs the GNN's class probabilities or predictions, and gnn.regime=ntk records a learning curve instead; "
                           "drop gnn.regime=ntk or conformal")
+
+
+ACTIVE_MODELS = ("gp", "gcn")   # active.model: what predicts from the labels bought
+
+
+def _validate_active(cfg: Any) -> None:
+    """``active``: the strategy, the budgets and the combinations an active run refuses (what needs
+    the loaded graph, a budget above the pool and entropy on a regression task, is checked once
+    it is loaded: :mod:`gnngp_cli.job.active_job`)."""
+    a = cfg.get("active")
+    if a is None:
+        return
+    _choice(a.name, ("none", *STRATEGIES), "active")
+    if a.name == "none":
+        return
+    budgets = list(a.budgets)
+    if not budgets or any(b < 1 for b in budgets):
+        raise ConfigError(f"active.budgets={budgets} must be label counts of at least 1 (e.g. [10,20,40,80,160])")
+    if any(later <= earlier for earlier, later in zip(budgets, budgets[1:])):
+        raise ConfigError(f"active.budgets={budgets} must increase (a row is written as each is reached), e.g. [10,20,40,80,160]")
+    if a.batch < 1:
+        raise ConfigError(f"active.batch={a.batch} must be at least 1 (the labels chosen per step)")
+    if not 0 <= a.initial <= budgets[0]:
+        raise ConfigError(f"active.initial={a.initial} must be from 0 to the first budget {budgets[0]} (the random labels count toward it)")
+    if not 0 <= a.seed <= SEED_MAX:
+        raise ConfigError(f"active.seed={a.seed} must be an integer from 0 to {SEED_MAX:,}")
+    _choice(a.model, ACTIVE_MODELS, "active.model")
+    if not a.nugget > 0:
+        raise ConfigError(f"active.nugget={a.nugget} must be positive (the noise, times the mean diagonal of K; e.g. 0.1)")
+    if cfg.method != "gp":
+        raise ConfigError(f"active={a.name} selects labels from a GP's posterior; use a GP kernel (kernel=gcngp or kernel=gcngp_x), not gnn={cfg.gnn.name}")
+    if cfg.compute.backend != "local":
+        raise ConfigError(f"active={a.name} updates the posterior over every node in this process, and compute={cfg.compute.backend} keeps "
+                          "the nodes in row blocks; use compute=local (a low-rank kernel, kernel=<name>_x, selects on large graphs)")
+    others = [(cfg.get("inference") is not None and cfg.inference.time is not None, "inference.time"),
+              (cfg.likelihood.name != "gaussian", f"likelihood={cfg.likelihood.name}"),
+              (cfg.conformal.name != "none", f"conformal={cfg.conformal.name}"),
+              (cfg.protocol.name != "none", f"protocol={cfg.protocol.name}"),
+              (bool(cfg.kernel is not None and cfg.kernel.gamma_search), "kernel.gamma_search=true"),
+              (bool(cfg.kernel is not None and cfg.kernel.get("limit", "nngp") != "nngp"), f"kernel.limit={cfg.kernel.get('limit') if cfg.kernel is not None else ''}")]
+    for present, what in others:
+        if present:
+            raise ConfigError(f"{what} has no place in an active run (the Gaussian posterior at one nugget, updated per label, the split's test "
+                              f"nodes held out); drop {what}, or drop active={a.name}")
 
 
 def _validate_fit(cfg: Any) -> None:

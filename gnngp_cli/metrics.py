@@ -425,3 +425,16 @@ def merge_scores(*parts: Scores) -> Scores:
     for part in parts[1:]:
         out = out.merged(part)
     return out
+
+
+def macro_f1(predicted: Tensor, y: Tensor, num_classes: int) -> float:
+    """The macro-averaged F1 of the class ids ``predicted`` against ``y``: the mean over classes of
+    ``2 TP / (2 TP + FP + FN)``, a class with neither a prediction nor a node counting 0 (as
+    scikit-learn's ``f1_score(average="macro", labels=range(C))``: FeatProp's protocol)."""
+    predicted, y = predicted.cpu().long(), y.cpu().long()
+    hits = torch.bincount(y[predicted == y], minlength=num_classes).double()
+    said = torch.bincount(predicted, minlength=num_classes).double()
+    true = torch.bincount(y, minlength=num_classes).double()
+    denominator = said + true
+    f1 = torch.where(denominator > 0, 2 * hits / denominator.clamp_min(1), torch.zeros_like(hits))
+    return float(f1[:num_classes].mean())

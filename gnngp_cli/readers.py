@@ -30,7 +30,7 @@ from .data.datasets import DATASETS, PRESETS
 from .errors import ConfigError
 from .gnn import GNNS
 from .kernels import BASE_READS, KERNELS
-from .schema import (ComputeConfig, ConformalConfig, FitConfig, GridConfig, LikelihoodConfig, ProtocolConfig, RunConfig,
+from .schema import (ActiveConfig, ComputeConfig, ConformalConfig, FitConfig, GridConfig, LikelihoodConfig, ProtocolConfig, RunConfig,
                      config_fields)
 
 COMMANDS = ("run", "verify", "partition")
@@ -62,11 +62,21 @@ def _kernel_reads(word: str) -> Callable[[Any, str], bool]:
     return lambda cfg, command: _gp(cfg) and word not in KERNELS[cfg.kernel.name].ignores
 
 
-def _grid_nugget(cfg: Any, command: str) -> bool:   # the nugget grid: fit=grid, without inference.time
+def _active(cfg: Any) -> bool:   # an active-learning run (active=<strategy>)
+    return cfg.get("active") is not None and cfg.active.name != "none"
+
+
+def _grid_nugget(cfg: Any, command: str) -> bool:   # the nugget grid: fit=grid, without inference.time; an active run's fit=mll
+    if _active(cfg):
+        return _gp(cfg) and cfg.fit.method == "mll"
     return _gp(cfg) and cfg.fit.method == "grid" and (cfg.get("inference") is None or cfg.inference.time is None)
 
 
-def _mll(cfg: Any, command: str) -> bool:
+def _mll(cfg: Any, command: str) -> bool:   # an active run's fit=mll chooses the nugget alone, on the grid: no optimiser
+    return _gp(cfg) and cfg.fit.method == "mll" and not _active(cfg)
+
+
+def _mll_start(cfg: Any, command: str) -> bool:   # fit.nugget: the fit's start, or an active run's nugget before its first label
     return _gp(cfg) and cfg.fit.method == "mll"
 
 
@@ -106,7 +116,7 @@ PROTOCOLS_WITH_SEED = ("leave_out_classes", "feature_shift", "structural_shift",
 READERS: tuple[Reader, ...] = (
     # read by every run (their values are checked in gnngp_cli.config: a dataset's split keys, inference.*, data.order ...)
     Reader(("method", "seed", "runs", "repeat_deterministic", "splits", "device", "results_file", "progress", "resume", "logger", "compute.backend",
-            "fit.method", "likelihood.name", "protocol.name", "conformal.name", "inference.time", "inference.learning_rate",
+            "fit.method", "likelihood.name", "protocol.name", "conformal.name", "active.name", "inference.time", "inference.learning_rate",
             "experiment.name", "experiment.stand_in", "experiment.table", "experiment.table.title", "experiment.table.rows",
             "experiment.paper",
             "logger.name", "logger.experiment",
@@ -145,8 +155,14 @@ READERS: tuple[Reader, ...] = (
            "low-rank kernels (kernel=<name>_x) without landmarks.count or landmarks.fraction", LOW_RANK_FIX),
     Reader(("dataset.landmark_count",), lambda cfg, command: _low_rank(cfg, command) and cfg.landmarks.count == cfg.dataset.landmark_count,
            "low-rank kernels (kernel=<name>_x) without landmarks.count", LOW_RANK_FIX),
-    Reader(_keys("nugget", GridConfig), _grid_nugget, "GP kernels with fit=grid and no inference.time", "drop it"),
-    Reader(tuple(f"fit.{name}" for name in config_fields(FitConfig) if name != "method"), _mll, "fit=mll", "drop it, or set fit=mll"),
+    Reader(_keys("nugget", GridConfig), _grid_nugget, "GP kernels with fit=grid and no inference.time (active runs: with fit=mll)", "drop it"),
+    Reader(tuple(f"fit.{name}" for name in config_fields(FitConfig) if name not in ("method", "nugget")), _mll,
+           "fit=mll (an active run's fit=mll chooses the nugget on the nugget grid, with no optimiser)", "drop it, or set fit=mll"),
+    Reader(("fit.nugget",), _mll_start, "fit=mll", "drop it, or set fit=mll"),
+    Reader(_keys("active", ActiveConfig, "budgets", "initial", "batch", "seed", "model"), lambda cfg, command: _active(cfg),
+           "active learning (active=<strategy>)", "drop it, or choose a strategy: active=sigma_opt"),
+    Reader(("active.nugget",), lambda cfg, command: _active(cfg) and cfg.fit.method == "grid",
+           "active learning with fit=grid (the fixed nugget; fit=mll chooses it on the labels so far)", "drop it"),
     Reader(("likelihood.alpha",), lambda cfg, command: _gp(cfg) and cfg.likelihood.name == "dirichlet", "likelihood=dirichlet",
            "drop it, or set likelihood=dirichlet"),
     Reader(("likelihood.alpha_grid",), lambda cfg, command: _gp(cfg) and cfg.likelihood.name == "dirichlet" and cfg.likelihood.alpha is None,
@@ -259,7 +275,8 @@ def defaults_of(cfg: DictConfig, command: str = "run") -> RunConfig:
     else:
         defaults = RunConfig(method=cfg.method, fit=FitConfig(method=cfg.fit.method), likelihood=LikelihoodConfig(name=cfg.likelihood.name),
                              protocol=ProtocolConfig(name=cfg.protocol.name), conformal=ConformalConfig(name=cfg.conformal.name),
-                             compute=ComputeConfig(backend=cfg.compute.backend))
+                             compute=ComputeConfig(backend=cfg.compute.backend),
+                             active=ActiveConfig(name=cfg.active.name) if cfg.get("active") is not None else ActiveConfig())
     if _gp(cfg):
         low_rank = bool(cfg.kernel.low_rank) and command != "verify"   # gnngp verify checks the exact kernel: a _x twin is set
         defaults.kernel = KERNELS[cfg.kernel.name].config(name=cfg.kernel.name, low_rank=low_rank)

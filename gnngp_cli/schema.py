@@ -251,6 +251,21 @@ class ConformalConfig(Options):
 
 
 @dataclass
+class ActiveConfig(Options):
+    """Active learning (``active=<strategy>``; see gnngp_cli/job/active_job.py): labels bought one
+    step at a time from a pool (every node but the test nodes), chosen by the strategy, the GP's
+    posterior updated per label in closed form."""
+
+    name: str = "none"                  # none, or the strategy: random, degree, pagerank, variance, entropy, v_opt, sigma_opt, featprop
+    budgets: list[int] = field(default_factory=lambda: [10, 20, 40, 80, 160])   # the label counts at which a row is written (increasing)
+    initial: int = 0                    # random pool nodes labelled before the strategy chooses (seeded by active.seed)
+    batch: int = 1                      # labels chosen per step: the batch's highest scores, then their rank-one updates (one rank-batch step)
+    seed: int = II("seed")              # the random draws (the initial labels, random's picks, the landmarks); default: the job's seed
+    model: str = "gp"                   # what predicts at each budget: gp (the GP's posterior mean); gcn: the GCN too (gnn=gcn's defaults, trained on the labels bought), its test metric in gcn_test
+    nugget: float = 0.1                 # fit=grid: the fixed nugget, times the mean diagonal of K (no validation set chooses it); fit=mll chooses it on the labels so far
+
+
+@dataclass
 class VerifyConfig(Options):
     widths: list[int] = field(default_factory=lambda: [64, 128, 256, 512])   # hidden widths of the random networks
     seeds: int = 256                    # independent random networks per width (many narrow ones: the most power per second)
@@ -338,6 +353,7 @@ class RunConfig(Options):
     inference: InferenceConfig = field(default_factory=InferenceConfig)   # inference.time: the mean of the infinitely wide network trained for time t (the NTK's with kernel.limit=ntk)
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)   # an uncertainty protocol's splits and OOD nodes (protocol=<name>)
     conformal: ConformalConfig = field(default_factory=ConformalConfig)   # conformal prediction sets or intervals (conformal=<score>)
+    active: ActiveConfig = field(default_factory=ActiveConfig)   # active learning: labels chosen by a strategy under budgets (active=<strategy>)
     data: DataConfig = field(default_factory=DataConfig)   # where datasets are read and cached
     seed: int = 0                       # the first run's seed (run r uses seed + r)
     runs: int = 1                       # runs with seeds seed, seed + 1, ... (mean and std in the summary)

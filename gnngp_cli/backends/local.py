@@ -107,7 +107,8 @@ class LocalBackend:
     def __enter__(self) -> "LocalBackend":
         self.graph = reuse(self.spec, self.graph)
         # data loaded for this job alone: its edge list goes once A is built, unless a conformal score diffuses over it
-        self.graph.keep_edges = not self._owned or self.spec.conformal.name in GRAPH_SCORES
+        # or an active run's strategy reads it (degree, PageRank)
+        self.graph.keep_edges = not self._owned or self.spec.conformal.name in GRAPH_SCORES or self.spec.active.name != "none"
         self.info: GraphInfo = self.graph.info()
         self.load_seconds, self.dtype, self.device = self.graph.load_seconds, self.graph.dtype, self.graph.device
         return self

@@ -15,6 +15,7 @@ from ..backends import LocalBackend, backend_for
 from ..config import check_results_file, needs_validation, parse
 from ..errors import ConfigError, GnngpError, ResourceError
 from ..results.invariants import checked_rows
+from ..job.active_job import run_active
 from ..job.gnn_job import run_gnn
 from ..job.gp_job import planned_runs as gp_planned_runs
 from ..job.gp_job import run_gp
@@ -55,7 +56,8 @@ def memory_advice(cfg: Any) -> str:
 
 def planned_runs(cfg: Any) -> int:
     """How many runs a job makes on each split."""
-    return int(cfg.runs) if cfg.method == "gnn" else gp_planned_runs(cfg)
+    active = cfg.get("active") is not None and cfg.active.name != "none"   # an active run's seeds draw its labels
+    return int(cfg.runs) if cfg.method == "gnn" or active else gp_planned_runs(cfg)
 
 
 class TrialFailed(GnngpError):
@@ -91,7 +93,7 @@ def run_once(spec: RunConfig, graph: Optional[LoadedGraph] = None, on_row: Optio
         graph = graph or load_graph(spec)
         return run_gnn(spec, graph, on_row, skip), graph.info().num_splits
     backend = LocalBackend(spec, graph) if graph is not None else backend_for(spec)
-    rows = run_gp(spec, backend, on_row, skip)
+    rows = (run_active if spec.active.name != "none" else run_gp)(spec, backend, on_row, skip)
     return rows, backend.info.num_splits
 
 

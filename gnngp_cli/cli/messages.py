@@ -19,7 +19,7 @@ from typing import Iterable, Optional, Sequence
 
 from ..errors import ConfigError
 
-GROUP_KEYS = ("dataset", "model", "kernel", "gnn", "experiment", "fit", "compute", "likelihood", "protocol", "conformal")
+GROUP_KEYS = ("dataset", "model", "kernel", "gnn", "experiment", "fit", "compute", "likelihood", "protocol", "conformal", "active")
 ONE_OPTION_GROUPS = (*GROUP_KEYS, "learning_curve", "hparams_search", "logger")   # each takes one option's name, never a list or mapping
 
 
@@ -40,6 +40,7 @@ def group_options(key: str) -> list[str]:
     from ..backends import BACKENDS
     from ..compose import config_dir
     from ..gp.likelihoods import LIKELIHOODS
+    from ..gp.strategies import STRATEGIES
     from ..schema import CONFORMAL, FIT_METHODS, PROTOCOLS
 
     kernels = [name + suffix for name in KERNELS for suffix in ("", "_x")]
@@ -54,6 +55,7 @@ def group_options(key: str) -> list[str]:
         "likelihood": list(LIKELIHOODS),
         "protocol": list(PROTOCOLS),
         "conformal": list(CONFORMAL),
+        "active": ["none", *STRATEGIES],
     }[key]
 
 
@@ -130,7 +132,7 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         first = str(getattr(cause, "msg", "") or cause).splitlines()[0]
         return f"{_user_key(str(cause.full_key), spelled)}: {first}; give a value of the key's type (gnngp run --cfg job shows them)"
     text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
-    group = next((g for g in ("model", "dataset", "likelihood", "protocol", "conformal", "fit", "compute") if f"Could not find '{g}/" in text), None)
+    group = next((g for g in ("model", "dataset", "likelihood", "protocol", "conformal", "active", "fit", "compute") if f"Could not find '{g}/" in text), None)
     if group is not None:
         name = text.split(f"'{group}/", 1)[1].split("'", 1)[0]
         key = spelled.get(group, group)

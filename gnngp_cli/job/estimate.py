@@ -279,3 +279,19 @@ def rowblock_estimate(
         detail += f", {num_blocks:,} row blocks each reading {source_blocks:.3g} source blocks per layer"
     return Estimate(held / 2**30, time_class(seconds * FLOPS_PER_SECOND), detail, on_disk=True, seconds=seconds)   # the tasks' overhead eats what extra threads give on a few cores
 
+
+
+ACTIVE_SQUARES = 3   # m x m blocks an active run holds: A, the V-optimality Gram matrix G, and a product's temporary
+ACTIVE_ROOTS = 3     # n x m blocks: the root Q, its eigenvectors (an exact kernel's eigen-root) and a product's temporary
+
+
+def active_bytes(num_nodes: int, width: int, bytes_per_entry: int, exact: bool) -> float:
+    """What an active run holds beside the kernel (:mod:`gnngp_cli.gp.updates`): the root ``Q``
+    (``n x m``) and its copies, the posterior's ``A`` and ``G`` (``m x m``); an exact kernel's root
+    comes from the dense ``n x n`` kernel's eigendecomposition, which holds the kernel, its
+    eigenvectors and LAPACK's workspace (``m = n``). The candidate scores and the posterior's
+    mean and variance are a few ``n``-vectors."""
+    entries = ACTIVE_ROOTS * num_nodes * width + ACTIVE_SQUARES * width * width
+    if exact:
+        entries += EIGH_SQUARES * num_nodes * num_nodes
+    return float(entries) * bytes_per_entry

@@ -5,7 +5,7 @@ latest row of each rerun (same dataset, stand-in, method, depth, landmark fracti
 and settings), and writes ``runs.{md,csv}`` (:mod:`.runs`: every run, grouped by the settings
 that tell them apart), then, from the rows a paper preset ran with its own settings
 (:func:`.settings.off_preset`), each paper table an experiment config lays out
-(``table4.{md,csv}``, ``table5.{md,csv}``), ``figure1..4.png``, ``correlation_map.png``, ``learning_curves.png`` (:mod:`.curves`), and a
+(``table4.{md,csv}``, ``table5.{md,csv}``), ``figure1..4.png``, ``correlation_map.png``, ``learning_curves.png`` (:mod:`.curves`), ``active_learning.png`` (:mod:`.active`), and a
 ``report.md`` that holds the runs' tables and links the rest. Partial results, missing columns
 and error rows are expected and never fatal.
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from . import layouts
+from . import active
 from . import curves as learning
 from ..errors import ConfigError
 from .paper_check import check_paper, checked
@@ -44,6 +45,10 @@ CURVE_MEANING = ("The rows that recorded the metric along training time: a GP wi
                  "infinitely wide network's mean after training for time t; with kernel.limit=ntk the trained network's limit) and a "
                  "GNN trained with gnn.regime=ntk (the finite network after t gradient steps at the same learning rate); the dashed "
                  "level is t = inf, kernel regression.")
+
+ACTIVE_MEANING = ("The active runs (`active=<strategy>`): the test metric at each budget of labels bought from the pool (every "
+                  "node but the test nodes), a line per strategy, the mean over seeds (band: one standard deviation); the macro-F1 "
+                  "over every node averaged over the budgets is FeatProp's summary.")
 
 UNCERTAINTY_MEANING = ("The runs that scored class probabilities (GP likelihoods, GNN uncertainty): test metric, calibration "
                       "(ECE with 15 bins, MCE, NLL, Brier; in-distribution test nodes) and AUROC of telling wrong predictions "
@@ -87,6 +92,12 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
         why = learning.draw(points, out / "learning_curves.png")
         lines += ["## Learning curves", "", CURVE_MEANING, "", learning.table(points),
                   f"Figure: not drawn: {why}" if why else "![learning curves](learning_curves.png)", ""]
+    (out / "active_learning.png").unlink(missing_ok=True)
+    bought = active.points(rows)
+    if not bought.empty:   # active runs: the test metric against the labels bought, a line per strategy
+        why = active.draw(bought, out / "active_learning.png")
+        lines += ["## Active learning", "", ACTIVE_MEANING, "", active.table(bought),
+                  f"Figure: not drawn: {why}" if why else "![active learning](active_learning.png)", ""]
     calibration = uncertainty_table(rows)
     if calibration:   # runs that scored class probabilities: calibration, detection, reliability diagrams
         (out / "uncertainty.md").write_text("# Uncertainty\n\n" + UNCERTAINTY_MEANING + "\n\n" + calibration)

@@ -126,7 +126,7 @@ def off_preset(row: pd.Series) -> str:
     return ", ".join(reasons)
 
 
-GROUP_CHOICES = ("dataset", "model", "compute", "fit", "likelihood", "protocol", "conformal", "experiment", "learning_curve")   # config groups
+GROUP_CHOICES = ("dataset", "model", "compute", "fit", "likelihood", "protocol", "conformal", "active", "experiment", "learning_curve")   # config groups
 
 
 @lru_cache(maxsize=None)

@@ -29,9 +29,10 @@ COLUMNS = [
     "nll", "brier", "ece", "mce", "auroc_variance", "auroc_entropy", "auroc_maxprob", "aupr_variance", "aupr_entropy", "aupr_maxprob",
     "conformal", "conformal_alpha", "coverage", "coverage_std", "set_size", "set_size_std", "singleton_hit", "singleton_hit_std",
     "interval_width", "interval_width_std", "conformal_seconds",
+    "strategy", "budget", "labelled", "macro_f1_all", "selection_seconds", "gcn_test", "gcn_macro_f1_all", "gcn_seconds",
     "limit", "time", "extra", "error", "version", "timestamp", "overrides",
 ]
-INTEGERS = frozenset({"layers", "landmarks", "seed", "run", "n_nodes", "n_edges", "workers", "split_index", "split_count"})
+INTEGERS = frozenset({"layers", "landmarks", "seed", "run", "n_nodes", "n_edges", "workers", "split_index", "split_count", "budget", "labelled"})
 NUMBERS = frozenset({
     "train", "val", "test", "nugget", "sigma_w", "sigma_b", "landmark_fraction", "load_seconds", "warmup_seconds", "kernel_seconds", "precompute_seconds", "train_seconds",
     "inference_seconds", "total_seconds", "fit_seconds", "estimated_gb", "peak_rss_mb", "peak_cuda_mb", "peak_worker_mb",
@@ -39,7 +40,7 @@ NUMBERS = frozenset({
     "nll", "brier", "ece", "mce", "auroc_variance", "auroc_entropy", "auroc_maxprob", "aupr_variance", "aupr_entropy", "aupr_maxprob",
     "conformal_alpha", "coverage", "coverage_std", "set_size", "set_size_std", "singleton_hit", "singleton_hit_std",
     "interval_width", "interval_width_std", "conformal_seconds",
-    "time",
+    "time", "macro_f1_all", "selection_seconds", "gcn_test", "gcn_macro_f1_all", "gcn_seconds",
 })
 STATUSES = ("ok", "error")
 REQUIRED_OK = ("dataset", "method", "test")   # what a result is; metric and timestamp are absent from some older rows

@@ -102,9 +102,14 @@ def console_row(row: dict) -> dict:
 
 def console_summary(rows: list[dict]) -> Optional[str]:
     ok = [r for r in rows if r.get("status") == "ok"]
+    at = ""
+    budgets = {int(r["budget"]) for r in ok if isinstance(r.get("budget"), (int, float)) and r["budget"] == r["budget"]}
+    if budgets:   # active runs: a row per budget, each told; the summary is of the last budget (gnngp report draws the curves)
+        ok = [r for r in ok if r.get("budget") == max(budgets)]
+        at = f" at {max(budgets)} labels (active={ok[0].get('strategy')})" if ok else ""
     if len(ok) < 2:
         return None
     test = torch.tensor([r["test"] for r in ok], dtype=torch.float64)
     splits = len({r["split_index"] for r in ok if "split_index" in r})
     over = f"{splits} splits" + (f" ({len(ok)} runs)" if len(ok) != splits else "") if splits else f"{len(ok)} runs"
-    return f"{ok[0]['method']} on {console_row(ok[0])['dataset']} over {over}: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"
+    return f"{ok[0]['method']} on {console_row(ok[0])['dataset']} over {over}{at}: test {ok[0]['metric']} {float(test.mean()):.4f} +- {float(test.std()):.4f}"

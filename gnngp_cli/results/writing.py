@@ -91,6 +91,11 @@ def summary_line(row: Mapping) -> str:
         return "nan" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
     split = f"split {row['split_index']}, " if row.get("split_index") is not None and row.get("split_count") else ""
     head = f"{row['method']} on {row['dataset']} ({split}run {row['run']}, seed {row['seed']}): test {row['metric']} {fmt(row['test'])} (val {fmt(row['val'])}, train {fmt(row['train'])}"
+    if not _missing(row.get("budget")):   # an active run: one row per budget
+        f1 = f", macro-F1 over all nodes {fmt(row.get('macro_f1_all'))}" if not _missing(row.get("macro_f1_all")) else ""
+        return (f"{row['method']} on {row['dataset']} ({split}run {row['run']}, seed {row['seed']}), active={row['strategy']} at "
+                f"{row['labelled']} labels: test {row['metric']} {fmt(row['test'])}{f1}, nugget {row['nugget']:.3g}; "
+                f"{row['kernel_seconds']:.2f} s kernel + {row['selection_seconds']:.2f} s selection on {row['device']}")
     if "train_seconds" in row:
         return head + f") in {row['train_seconds']:.2f} s training + {row['inference_seconds']:.2f} s inference on {row['device']}"
     stages = f"{row['kernel_seconds']:.2f} s kernel + {row['inference_seconds']:.2f} s inference on {row['device']}"

@@ -54,7 +54,7 @@ GROUPS = {
     "dataset": sorted(DATASETS), "kernel": sorted([*KERNELS, *(k + "_x" for k in KERNELS)]), "gnn": sorted([*GNNS, "none"]),
     "model": sorted([*KERNELS, *GNNS]), "compute": ["local", "dask", "slurm"], "fit": ["grid", "mll"],
     "likelihood": ["gaussian", "dirichlet"], "protocol": ["leave_out_classes", "feature_shift", "structural_shift"],
-    "conformal": ["aps", "raps", "daps", "snaps", "tps"], "experiment": ["table4", "table5", "figure1", "ntk", "conformal"],
+    "conformal": ["aps", "raps", "daps", "snaps", "tps"], "active": ["random", "v_opt", "sigma_opt"], "experiment": ["table4", "table5", "figure1", "ntk", "conformal"],
 }
 
 # keys: the schema's, the groups, misspelt and unknown ones, deeper than the schema, unicode

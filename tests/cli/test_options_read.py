@@ -23,6 +23,8 @@ BASES = {
     "gcngp_x": ["kernel=gcngp_x", "dataset.num_nodes=300"],
     "rbf": ["kernel=rbf", "dataset.num_nodes=300"],
     "gcn": ["gnn=gcn", "dataset.num_nodes=300"],
+    "active": ["active=sigma_opt", "dataset.num_nodes=300"],
+    "active_mll": ["active=sigma_opt", "fit=mll", "dataset.num_nodes=300"],
 }
 
 
@@ -90,6 +92,7 @@ EXAMPLES = {   # keys whose default (null, a word) gives no value by type: a val
     "compute.job_extra": ["--constraint=cpu"], "partition.rows": 100, "partition.out": "/tmp/blocks", "verify.widths": [32, 64],
     "dtype": "float64", "depth": 3, "protocol.seed": 7, "conformal.seed": 7, "gnn.members": 3, "gnn.mc_samples": 5,
     "likelihood.samples": 64, "likelihood.alpha_grid": [0.1], "kernel.layers": 3, "dataset.landmark_count": 30, "dataset.landmark_fraction": 4.0,
+    "active.budgets": [5, 10], "active.model": "gcn",
 }
 CHECKED = sorted(key for r in READERS if r.reads.__name__ != "_every" for key in r.keys if "*" not in key)
 
@@ -142,10 +145,13 @@ def test_each_option_is_read_by_the_run_it_is_set_on_or_refused_in_one_line(base
     (["gnn=gcn", "gnn.members=3"], "gnn.members=3 has no effect on this run (gnn=gcn): it is read only by gnn.uncertainty=ensemble"),
     (["gnn=gcn", "nugget.num=5"], "nugget.num=5 has no effect on this run (gnn=gcn)"),
     (["gnn=gcn", "max_memory_gb=3"], "max_memory_gb=3.0 has no effect on this run (gnn=gcn)"),
+    (["active.batch=2"], "active.batch=2 has no effect on this run (kernel=gcngp): it is read only by active learning"),
+    (["active", "nugget.num=5"], "nugget.num=5 has no effect on this run (kernel=gcngp): it is read only by GP kernels with fit=grid"),
+    (["active_mll", "fit.steps=5"], "fit.steps=5 has no effect on this run (kernel=gcngp): it is read only by fit=mll (an active run's"),
 ])
 def test_the_issues_options_without_effect_are_refused(bases, overrides, message):
     """The options found accepted and ignored (issue 50, item 4), each on the base run it was set on."""
-    base, *rest = overrides if overrides[0].startswith(("kernel=", "gnn=")) else ["gcngp", *overrides]
+    base, *rest = overrides if overrides[0].startswith(("kernel=", "gnn=")) or overrides[0] in BASES else ["gcngp", *overrides]
     cfg = bases[base.split("=")[-1]]
     for override in rest:
         key, _, value = override.partition("=")

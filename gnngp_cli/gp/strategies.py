@@ -1,0 +1,184 @@
+"""The active-learning strategies (``active=<name>``): a registry, one entry per strategy.
+
+Each strategy scores every node; a step labels the ``active.batch`` highest-scoring nodes of
+the pool that are not labelled yet (ties: the lowest node id). A new strategy is one
+:func:`register_strategy` call here: the config group ``active=<name>``, its checks and the
+report read this registry.
+
+| strategy    | score of a node                                                                    |
+|-------------|------------------------------------------------------------------------------------|
+| random      | a uniform draw (seeded by ``active.seed``): a random sample of the pool             |
+| degree      | its degree in the graph                                                             |
+| pagerank    | its PageRank (damping 0.85)                                                         |
+| variance    | the GP's posterior variance                                                         |
+| entropy     | the entropy of its class probabilities (probit approximation of the posterior)      |
+| v_opt       | V-optimality: the drop of the total predictive variance over the unlabelled nodes   |
+| sigma_opt   | Sigma-optimality: the drop of the sum of the predictive covariance over them        |
+| featprop    | FeatProp's selection (Wu et al. 2019): k-means with k = the budget on the pool's propagated features ``S^2 X``, the pool node nearest each centre (earlier labels kept; the GP, not a GCN, predicts) |
+
+The GP strategies read the posterior as it stands after the labels so far
+(:class:`~gnngp_cli.gp.updates.RootPosterior`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor
+
+from ..data.protocols import centrality
+from ..graph.operators import normalized_adjacency
+from .updates import RootPosterior
+
+
+@dataclass
+class Selection:
+    """What a strategy reads: the posterior so far, the graph's edges and a seeded generator."""
+
+    posterior: RootPosterior
+    edge_index: Tensor
+    generator: torch.Generator
+    static: Optional[Tensor] = None     # a strategy's scores that never change (degree, PageRank), computed once
+    features: Optional[Tensor] = None   # the nodes' features (featprop)
+    propagated: Optional[Tensor] = None  # featprop: S^2 X, computed once
+    target: int = 0                     # the budget the current steps fill (featprop clusters the pool into that many)
+    planned: dict = field(default_factory=dict)   # a budget's planned nodes (featprop), computed once per budget
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    score: Callable[[Selection], Tensor]
+    description: str
+    tracks: tuple[str, ...] = ()        # the design scores the posterior keeps up to date for it (gnngp_cli.gp.updates.TRACKED)
+    classifies: bool = False            # reads class probabilities: a classification task only
+    static: bool = False                # its scores do not depend on the labels (computed once)
+    plans: bool = False                 # chooses a set per budget (featprop) instead of scoring nodes
+    reads_features: bool = False        # reads the nodes' features (featprop)
+
+
+STRATEGIES: dict[str, Strategy] = {}
+
+
+def register_strategy(strategy: Strategy) -> None:
+    STRATEGIES[strategy.name] = strategy
+
+
+def _random(sel: Selection) -> Tensor:
+    return torch.rand(sel.posterior.num_nodes, generator=sel.generator, dtype=torch.float64)
+
+
+def _degree(sel: Selection) -> Tensor:
+    n = sel.posterior.num_nodes
+    src = sel.edge_index[0].cpu()
+    return torch.zeros(n, dtype=torch.float64).index_add_(0, src, torch.ones_like(src, dtype=torch.float64))
+
+
+def _pagerank(sel: Selection) -> Tensor:
+    return centrality(sel.edge_index, sel.posterior.num_nodes, "pagerank")
+
+
+def _variance(sel: Selection) -> Tensor:
+    return sel.posterior.variance
+
+
+def class_entropy(mean: Tensor, variance: Tensor) -> Tensor:
+    """The entropy of ``softmax(f)`` for ``f ~ N(mean, variance)`` by the probit approximation
+    ``p = softmax(mean / sqrt(1 + pi variance / 8))``."""
+    p = torch.softmax(mean.double() / torch.sqrt(1 + math.pi * variance.double().clamp_min(0)[:, None] / 8), dim=1)
+    return -(p * torch.log(p.clamp_min(1e-300))).sum(1)
+
+
+def _entropy(sel: Selection) -> Tensor:
+    return class_entropy(sel.posterior.mean, sel.posterior.variance)
+
+
+register_strategy(Strategy("random", _random, "a uniform random sample of the pool (seeded by active.seed)", static=False))
+register_strategy(Strategy("degree", _degree, "the nodes of highest degree", static=True))
+register_strategy(Strategy("pagerank", _pagerank, "the nodes of highest PageRank", static=True))
+register_strategy(Strategy("variance", _variance, "the largest posterior variance"))
+register_strategy(Strategy("entropy", _entropy, "the largest entropy of the class probabilities", classifies=True))
+register_strategy(Strategy("v_opt", lambda sel: sel.posterior.v_opt(),
+                           "V-optimality (Ji & Han 2012): the most total predictive variance removed", tracks=("v_opt",)))
+register_strategy(Strategy("sigma_opt", lambda sel: sel.posterior.sigma_opt(),
+                           "Sigma-optimality (Ma, Garnett & Schneider 2013): the most predictive covariance removed", tracks=("sigma_opt",)))
+register_strategy(Strategy("featprop", lambda sel: torch.zeros(sel.posterior.num_nodes, dtype=torch.float64),   # plans a set instead (choose)
+                           "FeatProp's selection (Wu et al. 2019): k-means on propagated features, the node nearest each centre",
+                           plans=True, reads_features=True))
+
+
+FEATPROP_HOPS = 2          # S^2 X, FeatProp's propagation
+KMEANS_STEPS = 30          # Lloyd's iterations (k-means++ start, seeded)
+
+
+def propagated(sel: Selection) -> Tensor:
+    """``S^2 X``: the features propagated twice by the symmetric-normalised adjacency with self-loops."""
+    n = sel.posterior.num_nodes
+    index, weight = normalized_adjacency(sel.edge_index.cpu(), n, "sym", dtype=torch.float64)
+    operator = torch.sparse_coo_tensor(index, weight, (n, n)).coalesce()
+    x = sel.features.cpu().double()
+    for _ in range(FEATPROP_HOPS):
+        x = torch.sparse.mm(operator, x)
+    return x
+
+
+def kmeans_nearest(x: Tensor, k: int, generator: torch.Generator) -> list[int]:
+    """The rows of ``x`` nearest the ``k`` centres of k-means (k-means++ start, ``KMEANS_STEPS``
+    Lloyd steps), one per centre, distinct, in the order of the centres."""
+    n = x.size(0)
+    k = min(k, n)
+    squares = (x * x).sum(1)
+    centres = [int(torch.randint(n, (1,), generator=generator))]
+    nearest = squares - 2 * x @ x[centres[0]] + squares[centres[0]]
+    for _ in range(1, k):   # k-means++: the next centre drawn with probability ~ its squared distance to the nearest one
+        weights = nearest.clamp_min(0)
+        pick = int(torch.multinomial(weights / weights.sum(), 1, generator=generator)) if float(weights.sum()) > 0 else int(torch.randint(n, (1,), generator=generator))
+        centres.append(pick)
+        nearest = torch.minimum(nearest, squares - 2 * x @ x[pick] + squares[pick])
+    c = x[centres].clone()
+    for _ in range(KMEANS_STEPS):
+        distance = squares[:, None] - 2 * x @ c.T + (c * c).sum(1)[None, :]
+        assign = distance.argmin(1)
+        counts = torch.bincount(assign, minlength=k).double()
+        sums = torch.zeros_like(c).index_add_(0, assign, x)
+        c = torch.where(counts[:, None] > 0, sums / counts.clamp_min(1)[:, None], c)
+    distance = squares[:, None] - 2 * x @ c.T + (c * c).sum(1)[None, :]
+    chosen: list[int] = []
+    for j in range(k):   # each centre's nearest row not chosen yet
+        for row in torch.argsort(distance[:, j], stable=True).tolist():
+            if row not in chosen:
+                chosen.append(row)
+                break
+    return chosen
+
+
+def _featprop(sel: Selection, pool: Tensor) -> list[int]:
+    """The budget's planned nodes: the pool's nearest to the k-means centres of ``S^2 X`` (k = the budget)."""
+    if sel.target not in sel.planned:
+        if sel.propagated is None:
+            sel.propagated = propagated(sel)
+        ids = pool.cpu().nonzero().view(-1)
+        sel.planned[sel.target] = [int(ids[i]) for i in kmeans_nearest(sel.propagated[ids], sel.target, sel.generator)]
+    return sel.planned[sel.target]
+
+
+def choose(strategy: Strategy, sel: Selection, pool: Tensor, count: int) -> list[int]:
+    """The ``count`` highest-scoring nodes among ``pool`` (a boolean mask) not labelled yet,
+    best first (ties: the lowest id)."""
+    if strategy.plans:   # a set planned per budget: its nodes not labelled yet, then (were they all) the pool's first open ones
+        open_mask = pool.cpu() & sel.posterior.unlabelled.cpu()
+        planned = [node for node in _featprop(sel, pool) if bool(open_mask[node])]
+        if len(planned) < count:
+            planned += [int(v) for v in open_mask.nonzero().view(-1) if int(v) not in planned][:count - len(planned)]
+        return planned[:count]
+    if strategy.static:
+        if sel.static is None:
+            sel.static = strategy.score(sel).to(torch.float64).cpu()
+        scores = sel.static
+    else:
+        scores = strategy.score(sel).to(torch.float64).cpu()
+    open_nodes = (pool.cpu() & sel.posterior.unlabelled.cpu()).nonzero().view(-1)
+    ranked = open_nodes[torch.argsort(-scores[open_nodes], stable=True)]
+    return [int(v) for v in ranked[:count]]

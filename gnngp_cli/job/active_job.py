@@ -1,0 +1,246 @@
+"""The active-learning job (``active=<strategy>``): labels bought under budgets, chosen from the
+GP's own posterior, the posterior updated per label in closed form.
+
+One job is one kernel on one dataset, ``runs`` seeds (``active.seed + r``). Each run
+(:meth:`ActiveJob.run`):
+
+1. the pool: every node but the split's test nodes (whose labels are never bought);
+2. the kernel over every node, computed once: a low-rank kernel's root ``Q`` on landmarks drawn
+   from the pool (labels are not needed for them), an exact kernel's eigen-root
+   (:func:`~gnngp_cli.gp.updates.dense_root`), after refusing, before any work, a run whose
+   kernel and posterior would not fit in memory;
+3. ``active.initial`` random pool nodes labelled, then steps of ``active.batch`` labels chosen
+   by the strategy (:mod:`gnngp_cli.gp.strategies`), each label a rank-one update of the
+   posterior (:class:`~gnngp_cli.gp.updates.RootPosterior`), never a refit;
+4. at each budget, a row: the test metric, the macro-F1 over every node (FeatProp's protocol),
+   the labels so far and the time spent choosing them (cumulative).
+
+The nugget: ``active.nugget`` times the mean diagonal of ``K`` (``fit=grid``, the default: no
+validation set chooses it), or with ``fit=mll`` the value of the ``nugget`` grid of the highest
+marginal likelihood of the labels so far, chosen again at each budget (starting at
+``fit.nugget``); a changed nugget rebuilds the posterior from its labels once, never per label.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Collection, Optional
+
+import torch
+
+from ..config import method_defaults, parse, with_method_defaults
+from ..gnn import GNNS
+from ..gnn.baselines import gnn_defaults
+from ..gnn.training import train_gnn
+from ..errors import ConfigError, ResourceError
+from ..gp.inference import log_grid
+from ..gp.strategies import STRATEGIES, Selection, Strategy, choose
+from ..gp.sufficient import regression_targets
+from ..gp.updates import RootPosterior, dense_root, log_marginal_likelihood, rebuilt
+from ..kernels import KERNELS, BaseKernel
+from ..metrics import METRICS, macro_f1, resolve_metric, score
+from ..results.rows import base_row, graph_columns, with_extra
+from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
+from .estimate import active_bytes, size_text
+from .gp_job import candidates
+from .landmarks import choose_landmarks
+
+log = logging.getLogger("gnngp")
+
+
+@dataclass
+class ActiveRun:
+    """One run: its rows (one per budget) and the labelled nodes in the order they were bought."""
+
+    rows: list[dict]
+    order: list[int] = field(default_factory=list)
+    posterior: Optional[RootPosterior] = None
+
+
+class ActiveJob:
+    """The runs of one active-learning job on an open local backend (see the module docstring)."""
+
+    def __init__(self, spec: Any, backend: Any):
+        info = backend.info
+        self.spec = spec = with_method_defaults(parse(spec), info.task)
+        self.backend = backend
+        self.kspec = spec.kernel
+        self.entry = KERNELS[self.kspec.name]
+        self.strategy: Strategy = STRATEGIES[spec.active.name]
+        self.metric = METRICS[info.metric or resolve_metric(spec.dataset.get("metric"), info.task, info.num_classes, str(spec.dataset.name).lower())]
+        if spec.active.model == "gcn" and info.task != "classification":
+            raise ConfigError(f"active.model=gcn trains the GCN classifier, and {spec.dataset.name} is a regression task; use active.model=gp")
+        if self.strategy.classifies and info.task != "classification":
+            raise ConfigError(f"active={self.strategy.name} reads class probabilities, and {spec.dataset.name} is a regression task; "
+                              "use active=variance, v_opt or sigma_opt")
+        if len(candidates(self.kspec, spec.fit.method == "mll")) > 1:
+            raise ConfigError(f"kernel={self.kspec.name} chooses among candidates on validation, which an active run has not; "
+                              "fix the kernel's choice (one value) for active learning")
+        self.pool = ~backend.data.test_mask.cpu()
+        pool_size = int(self.pool.sum())
+        top = int(spec.active.budgets[-1])
+        self._exact_root: Optional[torch.Tensor] = None   # an exact kernel's root: the same for every run, computed once
+        if top > pool_size:
+            raise ConfigError(f"active.budgets={list(spec.active.budgets)}: the budget {top} is above the pool of {pool_size} nodes "
+                              f"(every node of {spec.dataset.name} but its test nodes); use budgets of at most {pool_size}")
+
+    @property
+    def count(self) -> int:
+        return int(self.spec.runs)
+
+    def runs(self, skip: Collection[int] = ()):
+        for index in range(self.count):
+            if index not in skip:
+                yield self.run(index)
+
+    def root(self, seed: int) -> tuple[torch.Tensor, int]:
+        """The kernel's root over every node (module docstring, 2) and the landmark count (0: exact)."""
+        spec, kspec, backend = self.spec, self.kspec, self.backend
+        landmarks = None
+        pool_ids = self.pool.nonzero().view(-1).to(backend.device)
+        if kspec.low_rank:
+            landmarks = torch.sort(choose_landmarks(pool_ids, spec.landmarks.fraction, spec.landmarks.count, seed, spec.dataset.name))[0]
+        if landmarks is None and self._exact_root is not None:
+            return self._exact_root, 0
+        base = BaseKernel(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d)
+        arch = self.entry.architecture(kspec, candidates(kspec, spec.fit.method == "mll")[0])
+        ctx = backend.context(arch.adjacency, base, landmarks, kspec.base.scale)
+        n, b = backend.info.num_nodes, torch.finfo(backend.dtype).bits // 8
+        width = n if landmarks is None else int(landmarks.numel()) * 2   # a low-rank root is about the landmarks wide (a bias column, a branch or two)
+        need = active_bytes(n, width, b, landmarks is None)
+        limit = memory_limit_bytes(spec.max_memory_gb, ctx.features.device)
+        if current_rss_bytes() + need > limit:
+            fix = (f"use the low-rank kernel (kernel={kspec.name}_x)" if landmarks is None
+                   else "use fewer landmarks (landmarks.count)")
+            raise ResourceError(f"active={self.strategy.name} with the {'exact' if landmarks is None else 'low-rank'} {arch.label} kernel on "
+                                f"{spec.dataset.name} holds the posterior over all {n:,} nodes: about {size_text(need)}, and the limit is "
+                                f"{size_text(limit)} (max_memory_gb; default half of the free memory); {fix}")
+        log.info(f"active={self.strategy.name}: the {arch.label} kernel's root and posterior over {n:,} nodes hold about {size_text(need)} "
+                 f"(the limit: {size_text(limit)}); each label is an O(n m) update, m {'the kernel rank, up to n' if landmarks is None else 'the root width'}")
+        if landmarks is None:
+            backend.check_exact_memory(arch, ctx, ctx.every_node, None)
+            kernel = arch.network(None, ctx, ctx.every_node)
+            every = kernel.positions(ctx.every_node)
+            root = kernel.root[every] if kernel.root is not None else dense_root(kernel.dense()[every][:, every])
+            self._exact_root = root
+            return root, 0
+        kernel = arch.network(None, ctx, None)
+        return kernel.root[kernel.positions(ctx.every_node)], int(landmarks.numel())
+
+    def run(self, index: int) -> ActiveRun:
+        spec, backend, info = self.spec, self.backend, self.backend.info
+        seed = int(spec.active.seed) + index
+        device = backend.device
+        kernel_watch = Stopwatch(device)
+        with kernel_watch.measure():
+            root, landmarks = self.root(seed)
+        targets = regression_targets(backend.data.y, info.task, info.num_classes, root.dtype).to(root.device)
+        scale = float((root * root).sum(1).mean())   # the mean of diag K: the nugget is relative to it
+        mll = spec.fit.method == "mll"
+        nugget = float(spec.fit.nugget if mll else spec.active.nugget)
+        grid = log_grid(spec.nugget.min, spec.nugget.max, spec.nugget.num, dtype=torch.float64) if mll else None
+        posterior = RootPosterior(root, nugget * scale, targets.size(1), self.strategy.tracks)
+        generator = torch.Generator().manual_seed(seed)
+        selection = Selection(posterior, backend.data.edge_index, generator, features=backend.data.x)
+        select_watch = Stopwatch(device)
+        rows: list[dict] = []
+        order: list[int] = []
+
+        def label(nodes: list[int]) -> None:
+            for node in nodes:
+                posterior.label(node, targets[node])
+                order.append(node)
+
+        pool_ids = self.pool.nonzero().view(-1)
+        initial = int(spec.active.initial)
+        if initial:
+            with select_watch.measure():
+                label([int(v) for v in pool_ids[torch.randperm(pool_ids.numel(), generator=generator)[:initial]]])
+        batch = int(spec.active.batch)
+        for budget in spec.active.budgets:
+            selection.target = int(budget)
+            with select_watch.measure():
+                while len(order) < budget:
+                    label(choose(self.strategy, selection, self.pool, min(batch, int(budget) - len(order))))
+            if mll and order:   # the nugget of the highest marginal likelihood of the labels so far; a change rebuilds once (timed as selection)
+                with select_watch.measure():
+                    values = log_marginal_likelihood(root[order].double(), targets[order].double(), grid * scale)
+                    best = float(grid[int(torch.argmax(values))])
+                    if best != nugget:
+                        nugget = best
+                        posterior = rebuilt(root, nugget * scale, targets.size(1), order, targets[order], self.strategy.tracks)
+                        selection.posterior = posterior
+            rows.append(self.row(index, seed, int(budget), posterior, nugget, landmarks, select_watch.seconds, kernel_watch.seconds, order))
+        return ActiveRun(rows, order, posterior)
+
+    def row(self, index: int, seed: int, budget: int, posterior: RootPosterior, nugget: float, landmarks: int, selection_seconds: float,
+            kernel_seconds: float, order: list[int]) -> dict:
+        spec, backend, info = self.spec, self.backend, self.backend.info
+        data = backend.data
+        mean = posterior.mean
+        test = data.test_mask.nonzero().view(-1).to(mean.device)
+        y = data.y.to(mean.device)
+        labelled = torch.tensor(order, dtype=torch.long, device=mean.device)
+        row = base_row(spec)
+        row.update(
+            metric=self.metric.name, strategy=self.strategy.name, budget=budget, labelled=len(order),
+            train=score(self.metric.name, mean[labelled], y[labelled]) if order else float("nan"), val=float("nan"),
+            test=score(self.metric.name, mean[test], y[test]),
+            macro_f1_all=macro_f1(mean.argmax(1), y, info.num_classes) if info.task == "classification" else float("nan"),
+            selection_seconds=selection_seconds, nugget=nugget, layers=self.kspec.layers,
+            sigma_w=self.kspec.get("sigma_w"), sigma_b=self.kspec.get("sigma_b"), landmarks=landmarks, seed=seed,
+            landmark_fraction=spec.landmarks.fraction if self.kspec.low_rank and spec.landmarks.count is None else None,
+            kernel_seconds=kernel_seconds, inference_seconds=selection_seconds, fit=spec.fit.method,
+            likelihood="gaussian" if info.task == "classification" else "",
+            extra=json.dumps({"active": {"initial": int(spec.active.initial), "batch": int(spec.active.batch), "nodes": list(order)}}),
+        )
+        row["total_seconds"] = kernel_seconds + selection_seconds
+        row.update(graph_columns(info, backend.load_seconds, spec, index))
+        columns = backend.columns()
+        with_extra(row, **columns.pop("extra", {}))
+        row.update(columns)
+        if spec.active.model == "gcn":
+            row.update(self.gcn_columns(seed, labelled.cpu()))
+        if info.warnings:
+            with_extra(row, warnings=list(info.warnings))
+        return row
+
+    def gcn_columns(self, seed: int, labelled: torch.Tensor) -> dict:
+        """``active.model=gcn``: the GCN of ``gnn=gcn`` (its defaults for the dataset, ``depth``
+        layers) trained on the labels bought, its epoch chosen on them too (there is no validation
+        set); its test metric, its macro-F1 over every node and its training seconds."""
+        spec, backend, info = self.spec, self.backend, self.backend.info
+        entry = GNNS["gcn"]
+        options = entry.config(name="gcn")
+        defaults = method_defaults(gnn_defaults(entry, "paper"), str(spec.dataset.name).lower(), info.task)
+        options = replace(options, layers=int(spec.depth), **{key: value for key, value in defaults.items()
+                                                               if hasattr(options, key) and getattr(options, key) is None})
+        data = copy.copy(backend.data)
+        mask = torch.zeros(info.num_nodes, dtype=torch.bool, device=backend.data.y.device)
+        mask[labelled.to(mask.device)] = True
+        data.train_mask, data.val_mask = mask, mask.clone()
+        result = train_gnn(options, data, backend.device, seed, False, lambda: Stopwatch(backend.device))
+        predicted = result.outputs.argmax(1) if result.outputs is not None else None
+        return {"gcn_test": result.metrics["test"], "gcn_seconds": result.train_seconds + result.inference_seconds,
+                "gcn_macro_f1_all": macro_f1(predicted, backend.data.y, info.num_classes) if predicted is not None else float("nan")}
+
+
+def run_active(spec: Any, backend: Any, on_row: Optional[Callable[[dict], Any]] = None, skip: Collection[int] = ()) -> list[dict]:
+    """All runs of an active-learning job on ``backend`` (``compute=local``); each run's rows (one
+    per budget) handed to ``on_row`` once the run has reached its last budget, so a stopped job
+    keeps whole runs only."""
+    spec = parse(spec)
+    entry = KERNELS[spec.kernel.name]
+    backend.refuse(spec, entry)
+    if entry.note is not None and entry.note(spec.kernel):
+        log.warning(entry.note(spec.kernel))
+    rows = []
+    with backend:
+        for run in ActiveJob(spec, backend).runs(skip):
+            rows += run.rows
+            if on_row is not None:
+                for row in run.rows:
+                    on_row(row)
+    return rows

@@ -1,0 +1,72 @@
+"""The report's active-learning curves: the test metric (and the macro-F1 over every node) against
+the labels bought, a line per strategy, the mean over seeds with a band of one standard
+deviation, from the rows of ``active=<strategy>`` runs (a row per budget)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from .layouts import display
+
+PANELS = 6   # dataset and kernel pairs drawn at most (the table lists every curve)
+KEYS = ["dataset", "method", "strategy", "labelled"]
+
+
+def points(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ``ok`` rows of active runs: dataset, method, strategy, labels, seed, test metric, macro-F1
+    and selection seconds."""
+    if "strategy" not in rows.columns or "labelled" not in rows.columns:
+        return pd.DataFrame(columns=[*KEYS, "seed", "metric", "test", "macro_f1_all", "selection_seconds"])
+    ok = rows[(rows["status"] == "ok") & rows["strategy"].notna() & rows["strategy"].astype(str).ne("") & rows["labelled"].notna()]
+    out = ok[[c for c in [*KEYS, "seed", "metric", "test", "macro_f1_all", "selection_seconds"] if c in ok.columns]].copy()
+    out["labelled"] = out["labelled"].astype(int)
+    return out
+
+
+def table(found: pd.DataFrame) -> str:
+    """Per dataset, method and strategy: the mean test metric at each label count, the macro-F1 over
+    every node averaged over the budgets (FeatProp's summary) and the selection seconds at the last budget."""
+    lines = ["| dataset | method | strategy | seeds | labels : test metric (mean) | macro-F1, all nodes (mean over budgets) | selection s (last budget) |",
+             "|---|---|---|---|---|---|---|"]
+    for (dataset, method, strategy), group in found.groupby(["dataset", "method", "strategy"], sort=True):
+        means = group.groupby("labelled")["test"].mean()
+        cells = ", ".join(f"{int(n)}: {v:.3f}" for n, v in means.items())
+        f1 = group.groupby("labelled")["macro_f1_all"].mean().mean() if "macro_f1_all" in group else math.nan
+        last = group[group["labelled"] == group["labelled"].max()]["selection_seconds"].mean() if "selection_seconds" in group else math.nan
+        lines.append(f"| {display(str(dataset))} | {method} | {strategy} | {group['seed'].nunique()} | {cells} | "
+                     f"{'-' if pd.isna(f1) else f'{100 * f1:.2f}'} | {'-' if pd.isna(last) else f'{last:.2f}'} |")
+    return "\n".join(lines) + "\n"
+
+
+def draw(found: pd.DataFrame, path: Path) -> Optional[str]:
+    """Test metric against labels (log axis), a panel per dataset and method, a line per strategy with
+    a band of one standard deviation over seeds. Returns why nothing was drawn, or ``None``."""
+    if found.empty:
+        return "no row of an active run"
+    from .figures import _plt
+
+    plt = _plt()
+    panels = sorted(found.groupby(["dataset", "method"]).groups)[:PANELS]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
+    for ax, (dataset, method) in zip(axes[0], panels):
+        here = found[(found["dataset"] == dataset) & (found["method"] == method)]
+        for strategy, group in here.groupby("strategy", sort=True):
+            stats = group.groupby("labelled")["test"].agg(["mean", "std"]).fillna({"std": 0.0})
+            line, = ax.plot(stats.index, stats["mean"], marker="o", markersize=3, label=str(strategy))
+            ax.fill_between(stats.index, stats["mean"] - stats["std"], stats["mean"] + stats["std"], color=line.get_color(), alpha=0.2)
+        ax.set_xscale("log")
+        counts = sorted(int(v) for v in here["labelled"].unique())
+        ax.set_xticks(counts)
+        ax.set_xticklabels([str(v) for v in counts])
+        ax.minorticks_off()
+        ax.set_xlabel("labels bought")
+        ax.set_ylabel(f"test {here['metric'].dropna().iloc[0] if here['metric'].notna().any() else 'metric'}")
+        ax.set_title(f"{display(str(dataset))}, {method}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None

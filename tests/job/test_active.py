@@ -1,0 +1,249 @@
+"""Active learning (active=<strategy>): the posterior updated per label equals a refit, the
+design scores equal a brute-force recomputation, and the job's rows, API and refusals."""
+import json
+import re
+
+import pandas as pd
+import pytest
+import torch
+
+from gnngp_cli.api import NodeGP, compose
+from gnngp_cli.config import validate
+from gnngp_cli.errors import ConfigError
+from gnngp_cli.gp.strategies import STRATEGIES, Selection, choose
+from gnngp_cli.gp.updates import RootPosterior, dense_root, log_marginal_likelihood, rebuilt
+from gnngp_cli.metrics import macro_f1
+from tests.helpers import in_process
+
+N = 30
+
+
+def graph_kernel(n: int = N, features: int = 12, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A linear GCN kernel ``S X X^T S`` on a random graph of ``n`` nodes (``S``: the
+    symmetric-normalised adjacency with self-loops) plus a small ridge, in float64, and its edges."""
+    g = torch.Generator().manual_seed(seed)
+    ring = torch.arange(n)
+    extra = torch.randint(0, n, (2, n), generator=g)
+    edges = torch.cat([torch.stack([ring, (ring + 1) % n]), extra], 1)
+    edges = torch.cat([edges, edges.flip(0)], 1)
+    a = torch.eye(n, dtype=torch.float64)
+    a[edges[0], edges[1]] = 1.0
+    d = a.sum(1).rsqrt()
+    s = d[:, None] * a * d[None, :]
+    x = torch.randn(n, features, generator=g, dtype=torch.float64)
+    k = s @ x @ x.T @ s.T
+    return k + 1e-3 * torch.eye(n, dtype=torch.float64), edges
+
+
+def refit(k: torch.Tensor, labelled: list[int], y: torch.Tensor, noise: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The posterior mean and covariance of every node from scratch: ``K_XL (K_LL + s2 I)^{-1}``."""
+    if not labelled:
+        return torch.zeros(k.size(0), y.size(1), dtype=k.dtype), k.clone()
+    idx = torch.tensor(labelled)
+    system = k[idx][:, idx] + noise * torch.eye(len(labelled), dtype=k.dtype)
+    cross = k[:, idx]
+    mean = cross @ torch.linalg.solve(system, y[idx])
+    cov = k - cross @ torch.linalg.solve(system, cross.T)
+    return mean, cov
+
+
+def roots() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """``(K, Q)`` pairs: an exact kernel and its eigen-root; a low-rank kernel ``Q Q^T`` of rank 8."""
+    k, _ = graph_kernel()
+    q_low = torch.randn(N, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    return {"exact": (k, dense_root(k)), "low_rank": (q_low @ q_low.T, q_low)}
+
+
+@pytest.mark.parametrize("kind", ["exact", "low_rank"])
+def test_posterior_updated_per_label_equals_a_refit(kind):
+    """Rank-one steps, one label at a time: mean, variance and covariance as a refit on the same labels, to 1e-8."""
+    k, q = roots()[kind]
+    y = torch.nn.functional.one_hot(torch.arange(N) % 3, 3).double()
+    noise = 0.05
+    post = RootPosterior(q, noise, 3, ("v_opt", "sigma_opt"))
+    order = [4, 17, 0, 29, 11, 8, 22]
+    for step, node in enumerate(order):
+        post.label(node, y[node])
+        mean, cov = refit(k, order[: step + 1], y, noise)
+        assert torch.allclose(post.mean, mean, atol=1e-8, rtol=0)
+        assert torch.allclose(post.variance, cov.diagonal(), atol=1e-8, rtol=0)
+        assert torch.allclose(post.covariance(), cov, atol=1e-8, rtol=0)
+    again = rebuilt(q, noise, 3, order, y[order])
+    assert torch.allclose(again.mean, post.mean, atol=1e-10) and torch.allclose(again.variance, post.variance, atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["exact", "low_rank"])
+def test_design_scores_equal_a_brute_force_recomputation(kind):
+    """V- and Sigma-optimality of every candidate, kept up to date by the rank-one steps, equal the
+    drop of the total variance and of the covariance sum over the unlabelled nodes that a refit with
+    the candidate labelled gives, on a 30-node graph."""
+    k, q = roots()[kind]
+    y = torch.randn(N, 1, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    noise = 0.1
+    post = RootPosterior(q, noise, 1, ("v_opt", "sigma_opt"))
+    order = []
+    for node in [3, 12, 25, 7]:
+        post.label(node, y[node])
+        order.append(node)
+        _, cov = refit(k, order, y, noise)
+        unlabelled = [u for u in range(N) if u not in order]
+        u = torch.tensor(unlabelled)
+        for j in unlabelled:
+            _, after = refit(k, order + [j], y, noise)
+            v_drop = (cov.diagonal()[u] - after.diagonal()[u]).sum()
+            sigma_drop = cov[u][:, u].sum() - after[u][:, u].sum()
+            assert float(post.v_opt()[j]) == pytest.approx(float(v_drop), abs=1e-8)
+            assert float(post.sigma_opt()[j]) == pytest.approx(float(sigma_drop), abs=1e-8)
+
+
+def test_strategies_choose_the_best_open_pool_node_and_random_is_seeded():
+    k, edges = graph_kernel()
+    q = dense_root(k)
+    pool = torch.ones(N, dtype=torch.bool)
+    pool[:5] = False   # test nodes: never chosen
+    post = RootPosterior(q, 0.01, 3, ("v_opt", "sigma_opt"))
+    features = torch.randn(N, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    sel = Selection(post, edges, torch.Generator().manual_seed(0), features=features, target=3)
+    for name, strategy in STRATEGIES.items():
+        picked = choose(strategy, sel, pool, 3)
+        assert len(picked) == 3 and all(p >= 5 for p in picked), name
+    best = choose(STRATEGIES["variance"], sel, pool, 1)[0]
+    assert best == int(torch.argmax(torch.where(pool, post.variance, torch.tensor(-1.0, dtype=torch.float64))))
+    draws = [choose(STRATEGIES["random"], Selection(post, edges, torch.Generator().manual_seed(7)), pool, 4) for _ in range(2)]
+    assert draws[0] == draws[1]
+
+
+def test_featprop_takes_one_node_per_feature_cluster():
+    """k-means on well-separated clusters: the nearest node of each centre, one per cluster, distinct."""
+    from gnngp_cli.gp.strategies import kmeans_nearest
+
+    g = torch.Generator().manual_seed(4)
+    centres = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]], dtype=torch.float64)
+    x = torch.cat([c + 0.1 * torch.randn(20, 2, generator=g, dtype=torch.float64) for c in centres])
+    chosen = kmeans_nearest(x, 3, torch.Generator().manual_seed(0))
+    assert len(set(chosen)) == 3 and sorted(i // 20 for i in chosen) == [0, 1, 2]
+
+
+def test_marginal_likelihood_over_nuggets_peaks_near_the_true_noise():
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(200, 5, generator=g, dtype=torch.float64)
+    f = q @ torch.randn(5, 2, generator=g, dtype=torch.float64)
+    y = f + 0.5 * torch.randn(200, 2, generator=g, dtype=torch.float64)   # noise variance 0.25
+    noises = torch.logspace(-3, 1, 41, dtype=torch.float64)
+    best = float(noises[int(torch.argmax(log_marginal_likelihood(q, y, noises)))])
+    assert 0.1 < best < 0.6
+
+
+def test_macro_f1_counts_every_class():
+    y = torch.tensor([0, 0, 1, 1, 2])
+    assert macro_f1(y, y, 3) == 1.0
+    assert macro_f1(torch.tensor([0, 0, 0, 0, 0]), y, 3) == pytest.approx((2 * 2 / (5 + 2)) / 3)
+
+
+def test_active_run_writes_a_row_per_budget(tmp_path):
+    """gnngp run ... active=sigma_opt: one row per budget, the labels bought in order, cumulative selection time."""
+    out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=csbm", "dataset.num_nodes=200",
+                     "kernel=gcngp", "active=sigma_opt", "active.budgets=[10,20]", "active.initial=2", "dtype=float64")
+    assert out.returncode == 0, out.stderr
+    rows = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert list(rows["budget"]) == [10, 20] and list(rows["labelled"]) == [10, 20]
+    assert (rows["status"] == "ok").all() and (rows["strategy"] == "sigma_opt").all()
+    assert rows["selection_seconds"].is_monotonic_increasing and rows["test"].between(0, 1).all() and rows["macro_f1_all"].between(0, 1).all()
+    assert "active=sigma_opt at 20 labels" in out.stderr + out.stdout
+    report = in_process("report", str(tmp_path / "run"), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "## Active learning" in text and "| sigma_opt | 1 | 10: " in text and (tmp_path / "report" / "active_learning.png").is_file()
+
+
+def test_graph_strategies_read_the_edges_of_a_loaded_graph(tmp_path):
+    """degree and PageRank read the edge list, which a run otherwise releases once the adjacency is built."""
+    out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=csbm", "dataset.num_nodes=200",
+                     "kernel=gcngp_x", "landmarks.count=20", "active=pagerank", "active.budgets=[5]")
+    assert out.returncode == 0, out.stderr
+    assert list(pd.read_csv(tmp_path / "run" / "results.csv")["strategy"]) == ["pagerank"]
+
+
+def test_a_new_strategy_is_one_registry_entry(tmp_path):
+    """register_strategy alone makes active=<name> a config option that runs end to end."""
+    from gnngp_cli.gp.strategies import Strategy, register_strategy
+
+    register_strategy(Strategy("lowest_id", lambda sel: -torch.arange(sel.posterior.num_nodes, dtype=torch.float64), "the lowest node ids", static=True))
+    try:
+        out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=csbm", "dataset.num_nodes=200",
+                         "kernel=gcngp_x", "landmarks.count=20", "active=lowest_id", "active.budgets=[3]")
+        assert out.returncode == 0, out.stderr
+        nodes = json.loads(pd.read_csv(tmp_path / "run" / "results.csv")["extra"][0])["active"]["nodes"]
+        assert nodes == sorted(nodes) and len(nodes) == 3
+    finally:
+        STRATEGIES.pop("lowest_id")
+
+
+def test_low_rank_active_run_with_mll_nugget(tmp_path):
+    out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=csbm", "dataset.num_nodes=200",
+                     "kernel=gcngp_x", "landmarks.count=40", "active=v_opt", "active.budgets=[8,16]", "active.batch=4", "fit=mll",
+                     "active.model=gcn")
+    assert out.returncode == 0, out.stderr
+    rows = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert list(rows["labelled"]) == [8, 16] and (rows["landmarks"] == 40).all() and (rows["fit"] == "mll").all()
+    assert rows["gcn_test"].between(0, 1).all() and rows["gcn_macro_f1_all"].between(0, 1).all()   # active.model=gcn: the GCN on the same labels
+
+
+def test_select_returns_the_nodes_in_order():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 4, generator=g)
+    ring = torch.arange(40)
+    from torch_geometric.data import Data
+
+    data = Data(x=x, y=torch.arange(40) % 3, edge_index=torch.stack([ring, (ring + 1) % 40]))
+    chosen = NodeGP(kernel="gcngp", dtype="float64").select(data, budget=6, strategy="variance", test=torch.arange(30, 40))
+    assert len(chosen) == 6 and len(set(chosen)) == 6 and max(chosen) < 30
+    batched = NodeGP(kernel="gcngp_x", dtype="float64").select(data, budget=6, strategy="v_opt", test=torch.arange(30, 40), batch=3, nugget=0.3)
+    assert len(batched) == 6 and max(batched) < 30
+    with pytest.raises(ConfigError, match="did you mean active=sigma_opt"):
+        NodeGP(kernel="gcngp").select(data, budget=6, strategy="sigmaopt", test=torch.arange(30, 40))
+    data.y = torch.randn(40)   # regression: no class probabilities
+    with pytest.raises(ConfigError, match="active=entropy reads class probabilities, and .* is a regression task"):
+        NodeGP(kernel="gcngp").select(data, budget=6, strategy="entropy", test=torch.arange(30, 40))
+
+
+BASE = ["dataset=csbm", "dataset.num_nodes=200", "kernel=gcngp"]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["active=sigma_opt", "active.batch=-1"], "active.batch=-1 must be at least 1"),
+    (["active=sigma_opt", "active.budgets=[20,10]"], "must increase"),
+    (["active=sigma_opt", "active.budgets=[0,10]"], "label counts of at least 1"),
+    (["active=sigma_opt", "active.initial=30", "active.budgets=[10,20]"], "active.initial=30 must be from 0 to the first budget 10"),
+    (["active=random", "compute=dask"], "use compute=local"),
+    (["active=random", "gnn=gcn"], "selects labels from a GP's posterior; use a GP kernel"),
+    (["active=random", "likelihood=dirichlet"], "likelihood=dirichlet has no place in an active run"),
+    (["active.batch=2"], "active.batch=2 has no effect on this run"),
+    (["active.model=gcn"], "active.model=gcn has no effect on this run"),
+    (["active=random", "active.model=gat"], "active.model='gat' is not valid"),
+    (["active=random", "active.nugget=0.2", "fit=mll"], "active.nugget=0.2 has no effect on this run"),
+    (["active=random", "fit.steps=10", "fit=mll"], "fit.steps=10 has no effect on this run"),
+])
+def test_bad_active_options_are_one_line_errors(overrides, message):
+    base = [o.replace("kernel=gcngp", "kernel=gcngp_x") for o in BASE] if "compute=dask" in overrides else BASE
+    base = [o for o in base if not o.startswith("kernel=")] if "gnn=gcn" in overrides else base
+    with pytest.raises(ConfigError, match=message):
+        validate(compose([*base, *overrides]))
+
+
+def test_unknown_strategy_lists_the_choices(tmp_path):
+    out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", *BASE, "active=sigmaopt")
+    assert out.returncode != 0
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert len(errors) == 1 and "did you mean active=sigma_opt" in errors[0] and "v_opt" in errors[0]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["active=sigma_opt", "active.budgets=[10,500]"], "the budget 500 is above the pool"),
+    (["active=sigma_opt", "active.budgets=[10,20]", "max_memory_gb=0.001"], "use the low-rank kernel \\(kernel=gcngp_x\\)"),
+])
+def test_refusals_once_the_graph_is_loaded_are_one_line(tmp_path, overrides, message):
+    out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", *BASE, *overrides)
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert out.returncode == 1 and len(errors) == 1, out.stderr
+    assert re.search(message, errors[0]), errors[0]
