@@ -52,7 +52,14 @@ def cached_tensors(folder: Path, raw_digests: Mapping[str, str], build: Callable
     ``raw_digests``, else ``build()`` (written to the cache when it is writable). ``untrusted``:
     why a path is not to be trusted (:meth:`~gnngp_cli.data.store.DataStore.untrusted`); a cache it
     names is not read nor written, and ``build()`` serves this run."""
-    path = folder / PROCESSED
+    return cached_file(folder / PROCESSED, raw_digests, build, untrusted)
+
+
+def cached_file(path: Path, raw_digests: Mapping[str, str], build: Callable[[], dict[str, torch.Tensor]],
+                untrusted: Optional[Callable[[Path], Optional[str]]] = None) -> dict[str, torch.Tensor]:
+    """:func:`cached_tensors` in the file ``path``: what else is built once from a dataset and kept
+    beside it (its normalised adjacency, :mod:`.adjacency_cache`), ``raw_digests`` naming what it
+    was built from, checked the same way."""
     distrusted = untrusted(path) if untrusted is not None else None
     if distrusted is not None:
         print(f"gnngp: warning: not trusting the processed cache: {distrusted}; building the dataset from its verified raw files "
