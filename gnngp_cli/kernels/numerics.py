@@ -109,14 +109,23 @@ class NystromFactor:
         floor = torch.clamp_min(top * 1e-4, torch.finfo(block.dtype).tiny)
         return cls(eigvecs, sqrt_d, sqrt_d / eigvals.clamp_min(floor))
 
+    def project(self, cross: Tensor) -> Tensor:
+        """``C[x, a] V sqrt(D)^+`` (smoothed) on every row of ``cross = C[:, a]``: one matrix
+        product, scaled where it lies (without a gradient)."""
+        if cross.requires_grad or self.eigvecs.requires_grad or self.smoothed_inv.requires_grad:
+            return (cross @ self.eigvecs) * self.smoothed_inv
+        return (cross @ self.eigvecs).mul_(self.smoothed_inv)
+
+    def landmark_rows(self, landmark_index: Tensor) -> Tensor:
+        """``V[i] sqrt(D)``: the root's exact rows on the landmarks ``i``."""
+        return (self.eigvecs * self.sqrt_d)[landmark_index]
+
     def apply(self, cross: Tensor, is_landmark: Tensor, landmark_index: Tensor) -> Tensor:
         """Rows of the root from rows of ``C[:, a]``: ``C[x, a] V sqrt(D)^+`` (smoothed), and
         exactly ``V[i] sqrt(D)`` on the row of the ``i``-th landmark (``is_landmark`` marks
         those rows, ``landmark_index`` gives their ``i`` in order)."""
-        root = torch.empty_like(cross)
-        others = ~is_landmark
-        root[others] = (cross[others] @ self.eigvecs) * self.smoothed_inv
-        root[is_landmark] = (self.eigvecs * self.sqrt_d)[landmark_index]
+        root = self.project(cross)
+        root[is_landmark] = self.landmark_rows(landmark_index)
         return root
 
 
