@@ -31,12 +31,12 @@ def cached_adjacency(edge_index: Tensor, num_nodes: int, kind: str, dtype: torch
     file that fails the check is rebuilt with a warning naming it, as a processed dataset is; one
     that ``untrusted`` names is neither read nor written. The arrays come back on the CPU."""
     path, digest = adjacency_path(root, edge_index, num_nodes, kind, dtype)
-    source = {"edges": digest, "kind": kind, "dtype": str(dtype), "num_nodes": str(num_nodes)}
+    built_from = {"edges": digest, "kind": kind, "dtype": str(dtype), "num_nodes": str(num_nodes)}
 
     def build() -> dict[str, Tensor]:
         with Progress(f"normalising the adjacency of {num_nodes:,} nodes ({kind})"):
             crow, col, weight = normalised_parts(edge_index, num_nodes, kind, dtype)
         return {"crow": crow.cpu(), "col": col.cpu(), "weight": weight.cpu()}
 
-    parts = cached_file(path, source, build, untrusted)
+    parts = cached_file(path, built_from, build, untrusted, what="the normalised adjacency from the edge list", source="the edge list")
     return parts["crow"], parts["col"], parts["weight"]

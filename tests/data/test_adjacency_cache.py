@@ -52,7 +52,7 @@ def test_a_tampered_cached_adjacency_is_rebuilt(tmp_path, monkeypatch, capfd):
     capfd.readouterr()
     again = cached_adjacency(edges, 300, "sym", torch.float32, tmp_path)
     err = capfd.readouterr().err
-    assert f"processed file {path} was changed after it was written (weight no longer match" in err and "rebuilding it" in err
+    assert f"processed file {path} was changed after it was written (weight no longer match" in err and "rebuilding it from the edge list" in err
     assert built == ["sym", "sym"] and all(torch.equal(a, b) for a, b in zip(again, clean))
     assert torch.equal(torch.load(path, weights_only=True)["tensors"]["weight"], clean[2])   # the rebuilt file is the clean one
     path.write_bytes(b"not a torch file")
@@ -70,3 +70,15 @@ def test_a_second_job_on_a_dataset_reads_its_adjacency(mirror, tmp_path, monkeyp
     data = load_graph(cfg).data
     direct = Adjacency.from_graph(data.edge_index, data.num_nodes, "sym", torch.float32, "cpu")
     assert torch.equal(second.edge_index, direct.edge_index) and torch.equal(second.edge_weight, direct.edge_weight)
+
+
+def test_an_untrusted_cached_adjacency_is_neither_read_nor_written(tmp_path, monkeypatch, capfd):
+    """A file another user could write (the store's ``untrusted`` names it): built in memory for the run."""
+    edges = torch.randint(0, 300, (2, 2_000), generator=torch.Generator().manual_seed(2))
+    built = counting_builds(monkeypatch)
+    parts = cached_adjacency(edges, 300, "sym", torch.float32, tmp_path, untrusted=lambda path: f"{path.parent} is world-writable")
+    err = capfd.readouterr().err
+    assert "not trusting the processed cache" in err and "building the normalised adjacency from the edge list in memory" in err
+    assert built == ["sym"] and not (tmp_path / FOLDER).exists()
+    direct = Adjacency.from_graph(edges, 300, "sym", torch.float32, "cpu")
+    assert torch.equal(Adjacency.from_parts(*parts, 300).edge_weight, direct.edge_weight)
