@@ -22,8 +22,8 @@ Reddit), each timed alone, best of ``--repeats``:
   read once, the root read once and the result written once, at the triad bandwidth.
 - ``ReLU Nystrom``: ``chol(g(Q Q^T))`` on the landmarks over every node
   (``TorchRoots.activation_root``), and its parts: ``landmark eigh`` (the eigendecomposition of
-  ``g(Q_a Q_a^T)``, by torch's LAPACK, which the package uses, and by SciPy's ``syevd``, for
-  comparison) and ``rows`` (the two matrix products ``Q Q_a^T`` and ``C V`` with ``g``
+  ``g(Q_a Q_a^T)``, by torch's LAPACK and by SciPy's ``syevd``, which
+  :func:`gnngp_cli.kernels.numerics.lapack_eigh` calls on the CPU since issue 51) and ``rows`` (the two matrix products ``Q Q_a^T`` and ``C V`` with ``g``
   between them). Bound: their ``2 N r (w + r)`` flops at the GEMM peak (the eigh has no bound
   here: it is not one BLAS-3 call).
 
