@@ -458,6 +458,53 @@ def spmm(page: Page) -> None:
     page.figure("", "seconds of A Q by method, with each method's bandwidth bound", draw)
 
 
+def roofline(page: Page) -> None:
+    rows = pd.concat([page.csv(src["file"]) for src in page.entry["sources"]], ignore_index=True)
+    for graph, group in rows.groupby("graph", sort=False):
+        first = group.iloc[0]
+        codes = list(dict.fromkeys(group["code"].fillna("").astype(str)))
+        page.add(f"## {graph}: {int(first.nodes):,} nodes, {int(first.entries):,} entries of A, {int(first.features):,} features, "
+                 f"{int(first.landmarks):,} landmarks")
+        limits = []
+        for code in codes:
+            mine = group[group["code"].fillna("").astype(str) == code].iloc[0]
+            limits.append(f"`{code}`: GEMM peak {mine.gemm_gflops:.0f} GFLOP/s, copy {mine.copy_gbs:.1f} GB/s, triad {mine.triad_gbs:.1f} GB/s, "
+                          f"load average {mine.load1:.1f} ({int(mine.threads)} threads)")
+        page.add("Measured in the same run as the phases: " + "; ".join(limits) + ".")
+        by_code = [group[group["code"].fillna("").astype(str) == code]["phase"] for code in codes]
+        phases = list(dict.fromkeys(max(by_code, key=len).tolist() + group["phase"].tolist()))   # the fullest run's order
+        headers = ["phase", "work"] + [f"{label} ({code})" for code in codes for label in ("seconds", "bound s", "of bound")]
+        body = []
+        for phase in phases:
+            of_phase = group[group["phase"] == phase]
+            r0 = of_phase.iloc[0]
+            work = f"{r0.gflop:,.1f} GFLOP" if r0.gflop else (f"{r0.bytes_gb:,.3f} GB" if r0.bytes_gb else "-")
+            cells = [phase, work]
+            for code in codes:
+                mine = of_phase[of_phase["code"].fillna("").astype(str) == code]
+                if not len(mine):
+                    cells += ["-", "-", "-"]
+                    continue
+                m = mine.iloc[0]
+                bounded = not (isinstance(m.of_bound, float) and math.isnan(m.of_bound))
+                cells += [seconds(m.seconds), seconds(m.bound_s) if bounded else "-", f"{m.of_bound:.0%}" if bounded else "-"]
+            body.append(cells)
+        page.add(table(headers, body, right=tuple(range(2, len(headers)))))
+        facts = []
+        for code in codes:
+            mine = group[group["code"].fillna("").astype(str) == code].set_index("phase")
+            if {"ReLU Nystrom: landmark eigh (torch)", "ReLU Nystrom: landmark eigh (scipy)"} <= set(mine.index):
+                torch_s, scipy_s = mine.loc["ReLU Nystrom: landmark eigh (torch)", "seconds"], mine.loc["ReLU Nystrom: landmark eigh (scipy)", "seconds"]
+                facts.append(f"`{code}`: the landmark eigendecomposition takes {torch_s:.2f} s by torch's LAPACK and "
+                             f"{scipy_s:.2f} s by SciPy's (**{torch_s / scipy_s:.1f}x**)")
+            if {"adjacency (build)", "adjacency (cached)"} <= set(mine.index):
+                built, cached = mine.loc["adjacency (build)", "seconds"], mine.loc["adjacency (cached)", "seconds"]
+                facts.append(f"`{code}`: reading the normalised adjacency back from the data cache takes {cached:.3f} s against "
+                             f"{built:.3f} s to build it (**{built / cached:.1f}x**)")
+        if facts:
+            page.add("In the same run:\n\n" + "\n".join(f"- {fact}." for fact in facts))
+
+
 # --- uncertainty ------------------------------------------------------------------------------
 
 UNCERTAINTY_METHODS = [("GCNGP", "gaussian"), ("GCNGP", "dirichlet"), ("GCNGP-X", "gaussian"), ("GCNGP-X", "dirichlet"),
@@ -900,7 +947,7 @@ KINDS: dict[str, Callable[[Page], None]] = {
     "fresh": fresh,
     "memory": memory, "dask_scaling": dask_scaling, "dask_compare_local": dask_compare_local,
     "heterophily": heterophily, "table_mll": table_mll, "gpu_check": gpu_check, "spmm": spmm, "uncertainty": uncertainty,
-    "ntk": ntk, "gap": gap, "conformal": conformal, "fast_baselines": fast_baselines,
+    "ntk": ntk, "gap": gap, "conformal": conformal, "fast_baselines": fast_baselines, "roofline": roofline,
 }
 
 

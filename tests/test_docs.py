@@ -352,3 +352,17 @@ def test_fast_baselines_table_holds_the_csv_values(pages):
             assert cell["test"] == f"{getattr(r, f'{key}_test'):.4f}"
         if not pd.isna(r.sgc_published):
             assert table[(r.dataset, "SGC")]["SGC published"] == f"{r.sgc_published / 100:.3f}"
+
+
+def test_roofline_tables_hold_the_csv_values(pages):
+    """Each kernel phase's seconds, bound and fraction of it, per graph and per code (scripts/bench_roofline.py)."""
+    rows = pd.read_csv(RESULTS / "roofline.csv")
+    found = tables(pages["roofline"])
+    assert len(found) == rows["graph"].nunique()
+    for graph_rows, (graph, group) in zip(found, rows.groupby("graph", sort=False)):
+        table = {r["phase"]: r for r in graph_rows}
+        for r in group.itertuples(index=False):
+            cell = table[r.phase]
+            code = "" if pd.isna(r.code) else r.code
+            assert cell[f"seconds ({code})"] == (f"{r.seconds:,.2f}" if r.seconds < 1 else f"{r.seconds:,.1f}")
+            assert cell[f"of bound ({code})"] == ("-" if pd.isna(r.of_bound) else f"{r.of_bound:.0%}")

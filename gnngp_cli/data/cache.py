@@ -52,10 +52,19 @@ def cached_tensors(folder: Path, raw_digests: Mapping[str, str], build: Callable
     ``raw_digests``, else ``build()`` (written to the cache when it is writable). ``untrusted``:
     why a path is not to be trusted (:meth:`~gnngp_cli.data.store.DataStore.untrusted`); a cache it
     names is not read nor written, and ``build()`` serves this run."""
-    path = folder / PROCESSED
+    return cached_file(folder / PROCESSED, raw_digests, build, untrusted)
+
+
+def cached_file(path: Path, raw_digests: Mapping[str, str], build: Callable[[], dict[str, torch.Tensor]],
+                untrusted: Optional[Callable[[Path], Optional[str]]] = None,
+                what: str = "the dataset from its verified raw files", source: str = "the verified raw files") -> dict[str, torch.Tensor]:
+    """:func:`cached_tensors` in the file ``path``: what else is built once from a dataset and kept
+    beside it (its normalised adjacency, :mod:`.adjacency_cache`), ``raw_digests`` naming what it
+    was built from, checked the same way; the warnings say what is built from what (``what``) and
+    what a rejected file is rebuilt from (``source``)."""
     distrusted = untrusted(path) if untrusted is not None else None
     if distrusted is not None:
-        print(f"gnngp: warning: not trusting the processed cache: {distrusted}; building the dataset from its verified raw files "
+        print(f"gnngp: warning: not trusting the processed cache: {distrusted}; building {what} "
               "in memory this run, without reading or writing that cache", file=sys.stderr)
         return build()
     if path.is_file():
@@ -64,10 +73,10 @@ def cached_tensors(folder: Path, raw_digests: Mapping[str, str], build: Callable
             problem = _problem(stored, raw_digests)
             if problem is None:
                 return stored["tensors"]
-            print(f"gnngp: warning: processed file {path} {problem}; rebuilding it from the verified raw files", file=sys.stderr)
+            print(f"gnngp: warning: processed file {path} {problem}; rebuilding it from {source}", file=sys.stderr)
         except Exception as err:  # noqa: BLE001 - any failure means: do not trust it, rebuild
             print(f"gnngp: warning: processed file {path} could not be loaded safely ({load_failure(err)}); "
-                  "rebuilding it from the verified raw files", file=sys.stderr)
+                  f"rebuilding it from {source}", file=sys.stderr)
     tensors = build()
     digests = {name: tensor_digest(tensor) for name, tensor in tensors.items()}
     stored = {"format": FORMAT, "raw": dict(raw_digests), "tensors": tensors, "digests": digests, "manifest": manifest(digests)}

@@ -118,6 +118,16 @@ def normalized_adjacency(
     return edge_index, edge_weight
 
 
+def normalised_parts(edge_index: Tensor, num_nodes: int, kind: str, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+    """``(crow, col, weight)``: :func:`normalized_adjacency` in CSR arrays (its entries are in
+    row-major order), on the device of ``edge_index``."""
+    ei, weight = normalized_adjacency(edge_index, num_nodes, kind, dtype=dtype)
+    crow = row_pointers(ei[0], num_nodes)
+    col = ei[1].clone()   # its own storage: the row ids (8 bytes an entry) are released with ei
+    del ei
+    return crow, col, weight
+
+
 def _keys_with_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
     """Sort keys ``row * N + col`` of the edges followed by the self-loops ``(i, i)``, in one
     array (no concatenated copy of the edge list)."""
@@ -163,17 +173,22 @@ class Adjacency:
     @classmethod
     def from_graph(cls, edge_index: Tensor, num_nodes: int, kind: str, dtype: torch.dtype, device,
                    product: str = "torch", order: Optional[Tensor] = None) -> "Adjacency":
-        """The normalised adjacency of a graph. Past ``ROW_BLOCK_ENTRIES`` entries only its CSR
-        form is held (the COO rows, 8 bytes an entry, are rebuilt when asked for: 0.9 GB on a
-        Reddit-sized graph, where the low-rank kernels need only ``A Q``). ``product`` and
-        ``order``: how :meth:`matmul` runs (``compute.product``, ``data.order``)."""
-        ei, w = normalized_adjacency(edge_index.to(device), num_nodes, kind, dtype=dtype)
-        if w.numel() <= runtime.ROW_BLOCK_ENTRIES:
-            return cls(ei, w, num_nodes, product=product, order=order)
-        crow, col = row_pointers(ei[0], num_nodes), ei[1].clone()
-        del ei
+        """The normalised adjacency of a graph (:func:`normalised_parts`, then :meth:`from_parts`).
+        ``product`` and ``order``: how :meth:`matmul` runs (``compute.product``, ``data.order``)."""
+        return cls.from_parts(*normalised_parts(edge_index.to(device), num_nodes, kind, dtype), num_nodes, product, order)
+
+    @classmethod
+    def from_parts(cls, crow: Tensor, col: Tensor, weight: Tensor, num_nodes: int, product: str = "torch",
+                   order: Optional[Tensor] = None) -> "Adjacency":
+        """The adjacency of the CSR arrays ``(crow, col, weight)`` (:func:`normalised_parts`, or the
+        same read back from the data cache). Past ``ROW_BLOCK_ENTRIES`` entries only its CSR form
+        is held (the COO rows, 8 bytes an entry, are rebuilt when asked for: 0.9 GB on a
+        Reddit-sized graph, where the low-rank kernels need only ``A Q``); below, its COO list too."""
+        if weight.numel() <= runtime.ROW_BLOCK_ENTRIES:
+            rows = torch.repeat_interleave(torch.arange(num_nodes, device=crow.device), crow.diff())
+            return cls(torch.stack([rows, col]), weight, num_nodes, product=product, order=order)
         with sparse_beta_quiet():
-            return cls(None, w, num_nodes, torch.sparse_csr_tensor(crow, col, w, (num_nodes, num_nodes)), product, order)
+            return cls(None, weight, num_nodes, torch.sparse_csr_tensor(crow, col, weight, (num_nodes, num_nodes)), product, order)
 
     @property
     def edge_weight(self) -> Tensor:

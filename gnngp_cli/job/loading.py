@@ -11,7 +11,9 @@ from ..config import needs_validation, parse
 from ..data import Adjacency, DataStore, check_graph, load_dataset
 from ..data.datasets import DATASETS
 from ..errors import ResourceError
+from ..data.adjacency_cache import cached_adjacency
 from ..data.order_cache import cached_order
+from ..graph.operators import normalised_parts
 from ..graph.sparse_product import resolve_product
 from ..data.protocols import apply_protocol
 from ..metrics import resolve_metric
@@ -36,6 +38,7 @@ class LoadedGraph:
     keep_edges: bool = True        # False: a GP job that owns the data drops its edge list once A is built
     product: str = "torch"         # how A Q runs (compute.product, resolved for the device)
     order: Any = None              # the node order A Q runs in (data.order), or None
+    store: Optional[DataStore] = None   # the data cache that keeps the normalised adjacencies (None: built in memory)
     _adjacencies: dict = field(default_factory=dict)
 
     def info(self) -> GraphInfo:
@@ -47,14 +50,19 @@ class LoadedGraph:
                          getattr(data, "metric", None) if getattr(data, "protocol_key", None) else None)
 
     def adjacency(self, kind: str) -> Adjacency:
-        """The normalised adjacency of this kind (built once). When the job owns the data
-        (``keep_edges`` false) the loaded edge list is released after the build: the kernels read
-        only ``A`` (1.8 GB on a Reddit-sized graph)."""
+        """The normalised adjacency of this kind (built once per job; with a ``store``, once per
+        dataset: kept in the data cache, :func:`~gnngp_cli.data.adjacency_cache.cached_adjacency`).
+        When the job owns the data (``keep_edges`` false) the loaded edge list is released after
+        the build: the kernels read only ``A`` (1.8 GB on a Reddit-sized graph)."""
         if kind not in self._adjacencies:
             if self.data.edge_index is None:
                 raise RuntimeError(f"the edge list was released before the {kind!r} adjacency was built")
-            self._adjacencies[kind] = Adjacency.from_graph(self.data.edge_index, self.data.num_nodes, kind, self.dtype, self.device,
-                                                           self.product, self.order)
+            n = int(self.data.num_nodes)
+            if self.store is None:
+                parts = normalised_parts(self.data.edge_index, n, kind, self.dtype)
+            else:
+                parts = cached_adjacency(self.data.edge_index, n, kind, self.dtype, self.store.root, self.store.untrusted)
+            self._adjacencies[kind] = Adjacency.from_parts(*(part.to(self.device) for part in parts), n, self.product, self.order)
             if not self.keep_edges:
                 self.data.edge_index = None
         return self._adjacencies[kind]
@@ -113,12 +121,12 @@ def prepared(spec: RunConfig, data: Any, device: torch.device, load_seconds: flo
         data.val_mask = torch.zeros_like(data.val_mask)
     dtype = getattr(torch, spec.dtype)
     product = resolve_product(spec.compute.product, device, dtype)
-    order = None
-    if spec.method == "gp":   # the kernels' product; a GNN's layers keep PyG's own
+    order, store = None, None
+    if spec.method == "gp":   # the kernels' product and adjacency; a GNN's layers keep PyG's own
         store = DataStore.of(spec.data)
         order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders", store.untrusted)
     return LoadedGraph(data, device, dtype, load_seconds, int(data.edge_index.size(1)), product=product,
-                       order=None if order is None else order.to(device))
+                       order=None if order is None else order.to(device), store=store)
 
 
 def reuse(spec: RunConfig, graph: Optional[LoadedGraph]) -> LoadedGraph:

@@ -2,9 +2,13 @@
 fail loudly (never silently NaN) when a kernel is not a covariance."""
 from __future__ import annotations
 
+import functools
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -30,7 +34,7 @@ class _Eigh(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a):
-        w, v = torch.linalg.eigh(a)
+        w, v = lapack_eigh(a)
         ctx.save_for_backward(w, v)
         return w, v
 
@@ -47,6 +51,43 @@ class _Eigh(torch.autograd.Function):
         return v @ middle @ v.T
 
 
+def lapack_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
+    """``(w, V)`` with ``a = V diag(w) V^T``, by LAPACK's divide and conquer (``syevd``). On the CPU,
+    SciPy's LAPACK (OpenBLAS), on as many threads as torch's: torch's own (MKL) is slower on the
+    AMD CPUs this project runs on (``scripts/bench_roofline.py`` times both; the roofline benchmark
+    page); elsewhere torch's. Raises ``LinAlgError`` (numpy's or torch's) when it does not converge."""
+    if a.device.type != "cpu":
+        return torch.linalg.eigh(a)
+    import scipy.linalg   # when used: importing gnngp stays light
+
+    with _blas_threads(torch.get_num_threads()):
+        w, v = scipy.linalg.eigh(a.detach().numpy(), driver="evd", check_finite=False)
+    return torch.from_numpy(w), torch.from_numpy(v)
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    """threadpoolctl's view of the BLAS libraries loaded (SciPy's among them), found once; ``None``
+    without threadpoolctl."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    return ThreadpoolController()
+
+
+@contextmanager
+def _blas_threads(count: int) -> Iterator[None]:
+    """SciPy's BLAS on ``count`` threads while the block runs (a Dask worker of one thread stays at
+    one), where threadpoolctl is installed; else at its own default."""
+    controller = _blas_controller()
+    if controller is None:
+        yield
+        return
+    with controller.limit(limits=count, user_api="blas"):
+        yield
+
+
 def symmetric_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
     """``eigh`` of ``(a + a^T) / 2`` with the entries below ``sqrt(tiny)`` times the largest set
     to zero. LAPACK's reduction multiplies such entries into subnormal numbers, which x86 CPUs
@@ -58,7 +99,8 @@ def symmetric_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
     LAPACK's divide and conquer can fail to converge on a float32 matrix with many equal
     eigenvalues (H2GCNGP-X's 2,100 x 2,100 Gram matrix on minesweeper failed with the small
     entries zeroed and not without them); then the matrix as given is tried, then float64 (the
-    result cast back), and only if all fail is it an error, one line."""
+    result cast back), and only if all fail is it an error, one line. The decomposition itself is
+    :func:`lapack_eigh`'s."""
     a = (a + a.T) / 2
     if a.numel() == 0:
         return torch.linalg.eigh(a)
@@ -67,8 +109,8 @@ def symmetric_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
     attempts = [zeroed, a] + ([a.double()] if a.dtype != torch.float64 else [])
     for candidate in attempts:
         try:
-            w, v = _Eigh.apply(candidate) if candidate.requires_grad else torch.linalg.eigh(candidate)
-        except torch.linalg.LinAlgError:
+            w, v = _Eigh.apply(candidate) if candidate.requires_grad else lapack_eigh(candidate)
+        except (torch.linalg.LinAlgError, np.linalg.LinAlgError):
             continue
         return w.to(a.dtype), v.to(a.dtype)
     raise KernelError(f"the eigendecomposition of a {a.size(0)} x {a.size(0)} kernel block did not converge (LAPACK); "
@@ -109,14 +151,23 @@ class NystromFactor:
         floor = torch.clamp_min(top * 1e-4, torch.finfo(block.dtype).tiny)
         return cls(eigvecs, sqrt_d, sqrt_d / eigvals.clamp_min(floor))
 
+    def project(self, cross: Tensor) -> Tensor:
+        """``C[x, a] V sqrt(D)^+`` (smoothed) on every row of ``cross = C[:, a]``: one matrix
+        product, scaled where it lies (without a gradient)."""
+        if cross.requires_grad or self.eigvecs.requires_grad or self.smoothed_inv.requires_grad:
+            return (cross @ self.eigvecs) * self.smoothed_inv
+        return (cross @ self.eigvecs).mul_(self.smoothed_inv)
+
+    def landmark_rows(self, landmark_index: Tensor) -> Tensor:
+        """``V[i] sqrt(D)``: the root's exact rows on the landmarks ``i``."""
+        return (self.eigvecs * self.sqrt_d)[landmark_index]
+
     def apply(self, cross: Tensor, is_landmark: Tensor, landmark_index: Tensor) -> Tensor:
         """Rows of the root from rows of ``C[:, a]``: ``C[x, a] V sqrt(D)^+`` (smoothed), and
         exactly ``V[i] sqrt(D)`` on the row of the ``i``-th landmark (``is_landmark`` marks
         those rows, ``landmark_index`` gives their ``i`` in order)."""
-        root = torch.empty_like(cross)
-        others = ~is_landmark
-        root[others] = (cross[others] @ self.eigvecs) * self.smoothed_inv
-        root[is_landmark] = (self.eigvecs * self.sqrt_d)[landmark_index]
+        root = self.project(cross)
+        root[is_landmark] = self.landmark_rows(landmark_index)
         return root
 
 

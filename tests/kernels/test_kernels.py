@@ -249,30 +249,31 @@ def test_overflow_raises_instead_of_nan():
 def test_an_eigendecomposition_that_does_not_converge_is_retried_then_a_one_line_error(monkeypatch):
     """LAPACK failed on H2GCNGP-X's Gram matrix on minesweeper once its tiny entries were zeroed
     (not without them): the matrix as given is tried next, then float64; all failing is one line."""
+    import numpy as np
     import pytest
     import torch
 
     from gnngp_cli.errors import KernelError
     from gnngp_cli.kernels import numerics
 
-    eigh = torch.linalg.eigh
+    eigh = numerics.lapack_eigh   # the LAPACK call every attempt makes
     calls = []
 
     def failing(times):
         def fake(m):
             calls.append(m.dtype)
-            if len(calls) <= times:
-                raise torch.linalg.LinAlgError("linalg.eigh: The algorithm failed to converge")
+            if len(calls) <= times:   # SciPy's LAPACK raises numpy's error, torch's its own: both are retried
+                raise (np.linalg.LinAlgError if len(calls) == 1 else torch.linalg.LinAlgError)("eigh: the algorithm failed to converge")
             return eigh(m)
         return fake
 
     a = torch.tensor([[2.0, 1e-30], [1e-30, 1.0]])
-    monkeypatch.setattr(torch.linalg, "eigh", failing(2))
+    monkeypatch.setattr(numerics, "lapack_eigh", failing(2))
     w, v = numerics.symmetric_eigh(a)
     assert calls == [torch.float32, torch.float32, torch.float64] and w.dtype == torch.float32
     torch.testing.assert_close(w, torch.tensor([1.0, 2.0]))
     calls.clear()
-    monkeypatch.setattr(torch.linalg, "eigh", failing(3))
+    monkeypatch.setattr(numerics, "lapack_eigh", failing(3))
     with pytest.raises(KernelError) as caught:
         numerics.symmetric_eigh(a)
     assert "2 x 2 kernel block did not converge" in str(caught.value) and "\n" not in str(caught.value)
@@ -356,3 +357,20 @@ def test_a_malformed_composed_kernel_is_one_line(tmp_path, overrides, message):
     out = in_process("run", "kernel=composed", *overrides, f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.strip().splitlines()[-1].startswith("gnngp: error:")
+
+
+def test_the_lapack_eigendecomposition_is_torchs_to_round_off():
+    """:func:`lapack_eigh` (SciPy's LAPACK on the CPU) gives torch's eigenvalues and an orthonormal
+    basis that rebuilds the matrix, in float32 and float64, the dtype kept."""
+    import torch
+
+    from gnngp_cli.kernels.numerics import lapack_eigh
+
+    for dtype, tol in ((torch.float32, 1e-4), (torch.float64, 1e-10)):
+        x = torch.randn(300, 200, generator=torch.Generator().manual_seed(0), dtype=dtype)
+        a = x @ x.T / 200
+        w, v = lapack_eigh(a)
+        assert w.dtype == v.dtype == dtype
+        torch.testing.assert_close(w, torch.linalg.eigh(a)[0], atol=tol, rtol=tol)
+        torch.testing.assert_close(v.T @ v, torch.eye(300, dtype=dtype), atol=tol, rtol=0)
+        torch.testing.assert_close((v * w) @ v.T, a, atol=tol, rtol=0)
