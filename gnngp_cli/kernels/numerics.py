@@ -53,7 +53,7 @@ class _Eigh(torch.autograd.Function):
 
 def lapack_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
     """``(w, V)`` with ``a = V diag(w) V^T``, by LAPACK's divide and conquer (``syevd``). On the CPU,
-    SciPy's LAPACK (OpenBLAS), on as many threads as torch's: torch's own (MKL) is slower on the
+    SciPy's LAPACK (OpenBLAS), on as many threads as torch's (threadpoolctl): torch's own (MKL) is slower on the
     AMD CPUs this project runs on (``scripts/bench_roofline.py`` times both; the roofline benchmark
     page); elsewhere torch's. Raises ``LinAlgError`` (numpy's or torch's) when it does not converge."""
     if a.device.type != "cpu":
@@ -67,24 +67,16 @@ def lapack_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
 
 @functools.lru_cache(maxsize=1)
 def _blas_controller():
-    """threadpoolctl's view of the BLAS libraries loaded (SciPy's among them), found once; ``None``
-    without threadpoolctl."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return None
+    """threadpoolctl's view of the BLAS libraries loaded (SciPy's among them), found once."""
+    from threadpoolctl import ThreadpoolController
+
     return ThreadpoolController()
 
 
 @contextmanager
 def _blas_threads(count: int) -> Iterator[None]:
-    """SciPy's BLAS on ``count`` threads while the block runs (a Dask worker of one thread stays at
-    one), where threadpoolctl is installed; else at its own default."""
-    controller = _blas_controller()
-    if controller is None:
-        yield
-        return
-    with controller.limit(limits=count, user_api="blas"):
+    """SciPy's BLAS on ``count`` threads while the block runs (a Dask worker of one thread stays at one)."""
+    with _blas_controller().limit(limits=count, user_api="blas"):
         yield
 
 
