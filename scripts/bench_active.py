@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,7 @@ def main() -> int:
     parser.add_argument("--out", default="scripts/results/active.csv")
     parser.add_argument("--smoke", action="store_true", help="cora, random and sigma_opt, budgets [10,20], seed 0, to a temporary CSV")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))   # a stopped benchmark stops its cell's process too (subprocess.run kills it)
     if args.smoke:
         args.datasets, args.strategies, args.budgets, args.seeds = SMOKE["datasets"], SMOKE["strategies"], SMOKE["budgets"], SMOKE["seeds"]
         args.out = str(Path(tempfile.mkdtemp(prefix="bench_active_")) / "active_smoke.csv")

@@ -60,6 +60,7 @@ class Strategy:
     plans: bool = False                 # chooses a set per budget (featprop) instead of scoring nodes
     reads_features: bool = False        # reads the nodes' features (featprop)
     retrains: bool = False              # trains the GCN on the labels so far at each step (age): the job supplies Selection.classifier
+    gcn: dict = field(default_factory=dict)   # a retraining strategy's GCN settings over gnn=gcn's defaults (age: AGE's 16 hidden units)
 
 
 STRATEGIES: dict[str, Strategy] = {}
@@ -177,6 +178,7 @@ def _featprop(sel: Selection, pool: Tensor) -> list[int]:
     return sel.planned[sel.target]
 
 
+AGE_HIDDEN = 16   # AGE's GCN (Kipf & Welling's two layers of 16 hidden units), retrained at every step
 AGE_BASEF = 0.9   # AGE's schedule base (its code's basef for Cora and CiteSeer): gamma ~ Beta(1, 1.005 - AGE_BASEF^t)
 
 
@@ -227,7 +229,7 @@ def _age(sel: Selection) -> Tensor:
 
 
 register_strategy(Strategy("age", _age, "AGE (Cai, Zheng & Chang 2017): entropy, density and centrality of the GCN retrained per step",
-                           classifies=True, retrains=True))
+                           classifies=True, retrains=True, gcn={"hidden": AGE_HIDDEN}))
 
 
 def choose(strategy: Strategy, sel: Selection, pool: Tensor, count: int) -> list[int]:

@@ -147,7 +147,7 @@ class ActiveJob:
         generator = torch.Generator().manual_seed(seed)
         selection = Selection(posterior, backend.data.edge_index, generator, features=backend.data.x)
         if self.strategy.retrains:   # age: the GCN trained on the labels so far at each step, inside the selection's time
-            selection.classifier = lambda labelled: torch.softmax(self.train_gcn(seed, labelled).outputs.double(), dim=1)
+            selection.classifier = lambda labelled: torch.softmax(self.train_gcn(seed, labelled, self.strategy.gcn).outputs.double(), dim=1)
         select_watch = Stopwatch(device)
         rows: list[dict] = []
         order: list[int] = []
@@ -211,14 +211,16 @@ class ActiveJob:
             with_extra(row, warnings=list(info.warnings))
         return row
 
-    def train_gcn(self, seed: int, labelled: torch.Tensor):
-        """The GCN of ``gnn=gcn`` (its defaults for the dataset, ``depth`` layers, ``active.epochs``
-        epochs if set) trained on the ``labelled`` nodes, its epoch chosen on them too (there is no
-        validation set): the :class:`~gnngp_cli.gnn.training.GNNResult`."""
+    def train_gcn(self, seed: int, labelled: torch.Tensor, settings: Optional[dict] = None):
+        """The GCN of ``gnn=gcn`` (its defaults for the dataset, then ``settings``, a retraining
+        strategy's own; ``depth`` layers, ``active.epochs`` epochs if set) trained on the ``labelled``
+        nodes, its epoch chosen on them too (there is no validation set): the
+        :class:`~gnngp_cli.gnn.training.GNNResult`."""
         spec, backend, info = self.spec, self.backend, self.backend.info
         entry = GNNS["gcn"]
         options = entry.config(name="gcn")
         defaults = method_defaults(gnn_defaults(entry, "paper"), str(spec.dataset.name).lower(), info.task)
+        defaults.update(settings or {})
         if spec.active.get("epochs") is not None:
             defaults["epochs"] = int(spec.active.epochs)
         options = replace(options, layers=int(spec.depth), **{key: value for key, value in defaults.items()

@@ -285,7 +285,7 @@ def test_age_retrains_the_gcn_per_step_and_picks_distinct_pool_nodes(tmp_path):
     train_gnn = active_job.train_gnn
 
     def counted(options, data, *args, **kwargs):
-        trained.append((int(data.train_mask.sum()), options.epochs))
+        trained.append((int(data.train_mask.sum()), options.epochs, options.hidden))
         return train_gnn(options, data, *args, **kwargs)
 
     active_job.train_gnn = counted
@@ -298,7 +298,7 @@ def test_age_retrains_the_gcn_per_step_and_picks_distinct_pool_nodes(tmp_path):
     rows = pd.read_csv(tmp_path / "run" / "results.csv")
     assert list(rows["labelled"]) == [3, 5] and (rows["strategy"] == "age").all() and rows["selection_seconds"].is_monotonic_increasing
     nodes = json.loads(rows["extra"].iloc[-1])["active"]["nodes"]
-    assert len(set(nodes)) == 5 and trained == [(k, 3) for k in range(1, 5)]   # a GCN per step after the first label, active.epochs each
+    assert len(set(nodes)) == 5 and trained == [(k, 3, 16) for k in range(1, 5)]   # a GCN per step after the first label: active.epochs, AGE's 16 units
     from gnngp_cli.api import load_dataset
     from gnngp_cli.data.protocols import centrality
 
