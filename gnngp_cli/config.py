@@ -431,6 +431,8 @@ def _validate_active(cfg: Any) -> None:
     if not 0 <= a.seed <= SEED_MAX:
         raise ConfigError(f"active.seed={a.seed} must be an integer from 0 to {SEED_MAX:,}")
     _choice(a.model, ACTIVE_MODELS, "active.model")
+    if a.get("epochs") is not None and a.epochs < 1:
+        raise ConfigError(f"active.epochs={a.epochs} must be at least 1 (the GCN's training epochs)")
     if not a.nugget > 0:
         raise ConfigError(f"active.nugget={a.nugget} must be positive (the noise, times the mean diagonal of K; e.g. 0.1)")
     if cfg.method != "gp":

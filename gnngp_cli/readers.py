@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .data.datasets import DATASETS, PRESETS
 from .errors import ConfigError
+from .gp.strategies import STRATEGIES
 from .gnn import GNNS
 from .kernels import BASE_READS, KERNELS
 from .schema import (ActiveConfig, ComputeConfig, ConformalConfig, FitConfig, GridConfig, LikelihoodConfig, ProtocolConfig, RunConfig,
@@ -64,6 +65,11 @@ def _kernel_reads(word: str) -> Callable[[Any, str], bool]:
 
 def _active(cfg: Any) -> bool:   # an active-learning run (active=<strategy>)
     return cfg.get("active") is not None and cfg.active.name != "none"
+
+
+def _retrains(cfg: Any) -> bool:   # a strategy that trains the GCN at each step (active=age)
+    strategy = STRATEGIES.get(cfg.active.name)
+    return strategy is not None and strategy.retrains
 
 
 def _grid_nugget(cfg: Any, command: str) -> bool:   # the nugget grid: fit=grid, without inference.time; an active run's fit=mll
@@ -161,6 +167,8 @@ READERS: tuple[Reader, ...] = (
     Reader(("fit.nugget",), _mll_start, "fit=mll", "drop it, or set fit=mll"),
     Reader(_keys("active", ActiveConfig, "budgets", "initial", "batch", "seed", "model"), lambda cfg, command: _active(cfg),
            "active learning (active=<strategy>)", "drop it, or choose a strategy: active=sigma_opt"),
+    Reader(("active.epochs",), lambda cfg, command: _active(cfg) and (cfg.active.model == "gcn" or _retrains(cfg)),
+           "active learning that trains a GCN (active=age, or active.model=gcn)", "drop it, or set active.model=gcn"),
     Reader(("active.nugget",), lambda cfg, command: _active(cfg) and cfg.fit.method == "grid",
            "active learning with fit=grid (the fixed nugget; fit=mll chooses it on the labels so far)", "drop it"),
     Reader(("likelihood.alpha",), lambda cfg, command: _gp(cfg) and cfg.likelihood.name == "dirichlet", "likelihood=dirichlet",

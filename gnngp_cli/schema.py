@@ -256,13 +256,14 @@ class ActiveConfig(Options):
     step at a time from a pool (every node but the test nodes), chosen by the strategy, the GP's
     posterior updated per label in closed form."""
 
-    name: str = "none"                  # none, or the strategy: random, degree, pagerank, variance, entropy, v_opt, sigma_opt, featprop
+    name: str = "none"                  # none, or the strategy: random, degree, pagerank, variance, entropy, v_opt, sigma_opt, featprop, age
     budgets: list[int] = field(default_factory=lambda: [10, 20, 40, 80, 160])   # the label counts at which a row is written (increasing)
     initial: int = 0                    # random pool nodes labelled before the strategy chooses (seeded by active.seed)
     batch: int = 1                      # labels chosen per step: the batch's highest scores, then their rank-one updates (one rank-batch step)
     seed: int = II("seed")              # the random draws (the initial labels, random's picks, the landmarks); default: the job's seed
     model: str = "gp"                   # what predicts at each budget: gp (the GP's posterior mean); gcn: the GCN too (gnn=gcn's defaults, trained on the labels bought), its test metric in gcn_test
     nugget: float = 0.1                 # fit=grid: the fixed nugget, times the mean diagonal of K (no validation set chooses it); fit=mll chooses it on the labels so far
+    epochs: Optional[int] = None        # the GCN's epochs (active=age, retrained per step, and active.model=gcn); null: gnn=gcn's default for the dataset
 
 
 @dataclass

@@ -366,3 +366,26 @@ def test_roofline_tables_hold_the_csv_values(pages):
             code = "" if pd.isna(r.code) else r.code
             assert cell[f"seconds ({code})"] == (f"{r.seconds:,.2f}" if r.seconds < 1 else f"{r.seconds:,.1f}")
             assert cell[f"of bound ({code})"] == ("-" if pd.isna(r.of_bound) else f"{r.of_bound:.0%}")
+
+
+def test_active_page_holds_the_csv_values(generator, tmp_path):
+    """The ``active`` kind (scripts/bench_active.py's rows): per dataset a row per strategy with the
+    test metric at each budget, FeatProp's macro-F1 over the budgets, the selection seconds summed
+    over the seeds, and FeatProp's published numbers beside the best strategy; a failed cell named."""
+    results = tmp_path / "results"
+    results.mkdir()
+    rows = [{"status": "ok", "dataset": "cora", "strategy": strategy, "seed": seed, "budget": budget, "test": test + 0.01 * seed,
+             "macro_f1_all": f1, "selection_seconds": 0.1 * budget, "wall_seconds": 12.0, "peak_rss_mb": 500.0}
+            for strategy, test, f1 in (("random", 0.5, 0.4), ("sigma_opt", 0.7, 0.6)) for seed in (0, 1)
+            for budget in (10, 20, 40, 80, 160)]
+    rows.append({"status": "error", "dataset": "cora", "strategy": "age", "seed": 0, "error": "gnngp: error: out of time"})
+    pd.DataFrame(rows).to_csv(results / "active.csv", index=False)
+    (results / "SOURCES.yaml").write_text(yaml.safe_dump({
+        "machines": {"cpu2": {"name": "2-core CPU machine", "details": "a 2-core machine"}},
+        "pages": [{"page": "active", "title": "Active learning", "kind": "active", "sources": [
+            {"file": "active.csv", "machine": "cpu2", "date": "2026-11-30", "when": "a test", "command": "python scripts/bench_active.py",
+             "commit": "abc"}]}]}))
+    text = generator.build(results)["active"].markdown()
+    assert "| sigma_opt | 2 | 0.705 +- 0.007 | 0.705 +- 0.007 | 0.705 +- 0.007 | 0.705 +- 0.007 | 0.705 +- 0.007 | 60.00 +- 0.00 | 32.0 | 12.0 | 500 |" in text
+    assert "the best strategy, `sigma_opt`, 60.00 macro-F1 (%) against FeatProp's published 74.89" in text
+    assert "against GraphPart's published 0.814" in text and "- cora, age, seed 0: gnngp: error: out of time" in text

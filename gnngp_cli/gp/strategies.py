@@ -15,6 +15,7 @@ report read this registry.
 | v_opt       | V-optimality: the drop of the total predictive variance over the unlabelled nodes   |
 | sigma_opt   | Sigma-optimality: the drop of the sum of the predictive covariance over them        |
 | featprop    | FeatProp's selection (Wu et al. 2019): k-means with k = the budget on the pool's propagated features ``S^2 X``, the pool node nearest each centre (earlier labels kept; the GP, not a GCN, predicts) |
+| age         | AGE (Cai, Zheng & Chang 2017): ``alpha P(entropy) + beta P(density) + gamma P(PageRank)`` of the GCN retrained on the labels so far (:func:`age_scores`) |
 
 The GP strategies read the posterior as it stands after the labels so far
 (:class:`~gnngp_cli.gp.updates.RootPosterior`).
@@ -45,6 +46,7 @@ class Selection:
     propagated: Optional[Tensor] = None  # featprop: S^2 X, computed once
     target: int = 0                     # the budget the current steps fill (featprop clusters the pool into that many)
     planned: dict = field(default_factory=dict)   # a budget's planned nodes (featprop), computed once per budget
+    classifier: Optional[Callable[[Tensor], Tensor]] = None   # age: the labelled node ids -> the class probabilities over every node of a GCN trained on them (the job supplies it)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Strategy:
     static: bool = False                # its scores do not depend on the labels (computed once)
     plans: bool = False                 # chooses a set per budget (featprop) instead of scoring nodes
     reads_features: bool = False        # reads the nodes' features (featprop)
+    retrains: bool = False              # trains the GCN on the labels so far at each step (age): the job supplies Selection.classifier
+    gcn: dict = field(default_factory=dict)   # a retraining strategy's GCN settings over gnn=gcn's defaults (age: AGE's 16 hidden units)
 
 
 STRATEGIES: dict[str, Strategy] = {}
@@ -124,9 +128,8 @@ def propagated(sel: Selection) -> Tensor:
     return x
 
 
-def kmeans_nearest(x: Tensor, k: int, generator: torch.Generator) -> list[int]:
-    """The rows of ``x`` nearest the ``k`` centres of k-means (k-means++ start, ``KMEANS_STEPS``
-    Lloyd steps), one per centre, distinct, in the order of the centres."""
+def kmeans_centres(x: Tensor, k: int, generator: torch.Generator) -> Tensor:
+    """The ``k`` centres of k-means on the rows of ``x`` (k-means++ start, ``KMEANS_STEPS`` Lloyd steps)."""
     n = x.size(0)
     k = min(k, n)
     squares = (x * x).sum(1)
@@ -144,9 +147,20 @@ def kmeans_nearest(x: Tensor, k: int, generator: torch.Generator) -> list[int]:
         counts = torch.bincount(assign, minlength=k).double()
         sums = torch.zeros_like(c).index_add_(0, assign, x)
         c = torch.where(counts[:, None] > 0, sums / counts.clamp_min(1)[:, None], c)
-    distance = squares[:, None] - 2 * x @ c.T + (c * c).sum(1)[None, :]
+    return c
+
+
+def squared_distances(x: Tensor, centres: Tensor) -> Tensor:
+    """``||x_i - c_j||^2`` for every row ``i`` of ``x`` and centre ``j``."""
+    return ((x * x).sum(1)[:, None] - 2 * x @ centres.T + (centres * centres).sum(1)[None, :]).clamp_min(0)
+
+
+def kmeans_nearest(x: Tensor, k: int, generator: torch.Generator) -> list[int]:
+    """The rows of ``x`` nearest the ``k`` centres of k-means (:func:`kmeans_centres`), one per
+    centre, distinct, in the order of the centres."""
+    distance = squared_distances(x, kmeans_centres(x, k, generator))
     chosen: list[int] = []
-    for j in range(k):   # each centre's nearest row not chosen yet
+    for j in range(distance.size(1)):   # each centre's nearest row not chosen yet
         for row in torch.argsort(distance[:, j], stable=True).tolist():
             if row not in chosen:
                 chosen.append(row)
@@ -162,6 +176,60 @@ def _featprop(sel: Selection, pool: Tensor) -> list[int]:
         ids = pool.cpu().nonzero().view(-1)
         sel.planned[sel.target] = [int(ids[i]) for i in kmeans_nearest(sel.propagated[ids], sel.target, sel.generator)]
     return sel.planned[sel.target]
+
+
+AGE_HIDDEN = 16   # AGE's GCN (Kipf & Welling's two layers of 16 hidden units), retrained at every step
+AGE_BASEF = 0.9   # AGE's schedule base (its code's basef for Cora and CiteSeer): gamma ~ Beta(1, 1.005 - AGE_BASEF^t)
+
+
+def percentile(values: Tensor) -> Tensor:
+    """AGE's ``perc``: for each node, the fraction of all nodes whose value is strictly smaller
+    (``P_i = |{j : v_j < v_i}| / n``; equal values share a percentile)."""
+    ordered = torch.sort(values)[0]
+    return torch.searchsorted(ordered, values, right=False).to(torch.float64) / values.numel()
+
+
+def percentile_closer(values: Tensor) -> Tensor:
+    """AGE's ``percd`` (for distances, where smaller is better): the fraction of all nodes whose
+    value is strictly larger (``|{j : v_j > v_i}| / n``)."""
+    ordered = torch.sort(values)[0]
+    return (values.numel() - torch.searchsorted(ordered, values, right=True)).to(torch.float64) / values.numel()
+
+
+def age_weights(labels: int, generator: torch.Generator) -> tuple[float, float, float]:
+    """AGE's time-varying weights after ``labels`` labels: ``gamma ~ Beta(1, 1.005 - basef^t)`` (drawn by
+    the inverse CDF of ``Beta(1, b)``, ``1 - U^(1/b)``, from ``generator``), ``alpha = beta = (1 - gamma) / 2``:
+    centrality first, the GCN's entropy and density as it learns."""
+    b = 1.005 - AGE_BASEF ** labels
+    u = float(torch.rand(1, generator=generator, dtype=torch.float64))
+    gamma = 1.0 - u ** (1.0 / b)
+    return (1.0 - gamma) / 2, (1.0 - gamma) / 2, gamma
+
+
+def age_scores(probabilities: Tensor, pagerank: Tensor, weights: tuple[float, float, float], generator: torch.Generator) -> Tensor:
+    """AGE's score of every node: ``alpha P(H(p_i)) + beta Pd(min_j ||p_i - c_j||) + gamma P(PageRank_i)``,
+    ``p_i`` the GCN's class probabilities, ``c_j`` the centres of k-means on them (k = the classes),
+    ``P`` :func:`percentile` and ``Pd`` :func:`percentile_closer` over every node."""
+    p = probabilities.double()
+    entropy = -(p * torch.log(p.clamp_min(1e-300))).sum(1)
+    density = squared_distances(p, kmeans_centres(p, p.size(1), generator)).min(1)[0]
+    alpha, beta, gamma = weights
+    return alpha * percentile(entropy) + beta * percentile_closer(density) + gamma * percentile(pagerank)
+
+
+def _age(sel: Selection) -> Tensor:
+    """AGE: the GCN retrained on the labels so far (``sel.classifier``); with none yet, PageRank's percentile alone."""
+    if sel.static is None:
+        sel.static = centrality(sel.edge_index, sel.posterior.num_nodes, "pagerank")
+    labelled = (~sel.posterior.unlabelled.cpu()).nonzero().view(-1)
+    if labelled.numel() == 0:
+        return percentile(sel.static)
+    probabilities = sel.classifier(labelled).cpu()
+    return age_scores(probabilities, sel.static, age_weights(int(labelled.numel()), sel.generator), sel.generator)
+
+
+register_strategy(Strategy("age", _age, "AGE (Cai, Zheng & Chang 2017): entropy, density and centrality of the GCN retrained per step",
+                           classifies=True, retrains=True, gcn={"hidden": AGE_HIDDEN}))
 
 
 def choose(strategy: Strategy, sel: Selection, pool: Tensor, count: int) -> list[int]:

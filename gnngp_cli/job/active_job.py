@@ -11,7 +11,9 @@ One job is one kernel on one dataset, ``runs`` seeds (``active.seed + r``). Each
    kernel and posterior would not fit in memory;
 3. ``active.initial`` random pool nodes labelled, then steps of ``active.batch`` labels chosen
    by the strategy (:mod:`gnngp_cli.gp.strategies`), each label a rank-one update of the
-   posterior (:class:`~gnngp_cli.gp.updates.RootPosterior`), never a refit;
+   posterior (:class:`~gnngp_cli.gp.updates.RootPosterior`), never a refit; a strategy that
+   retrains (``active=age``) is handed the GCN (:meth:`ActiveJob.train_gcn`) trained on the
+   labels so far at each step, inside the selection's time;
 4. at each budget, a row: the test metric, the macro-F1 over every node (FeatProp's protocol),
    the labels so far and the time spent choosing them (cumulative).
 
@@ -144,6 +146,8 @@ class ActiveJob:
         posterior = RootPosterior(root, nugget * scale, targets.size(1), self.strategy.tracks)
         generator = torch.Generator().manual_seed(seed)
         selection = Selection(posterior, backend.data.edge_index, generator, features=backend.data.x)
+        if self.strategy.retrains:   # age: the GCN trained on the labels so far at each step, inside the selection's time
+            selection.classifier = lambda labelled: torch.softmax(self.train_gcn(seed, labelled, self.strategy.gcn).outputs.double(), dim=1)
         select_watch = Stopwatch(device)
         rows: list[dict] = []
         order: list[int] = []
@@ -207,24 +211,34 @@ class ActiveJob:
             with_extra(row, warnings=list(info.warnings))
         return row
 
-    def gcn_columns(self, seed: int, labelled: torch.Tensor) -> dict:
-        """``active.model=gcn``: the GCN of ``gnn=gcn`` (its defaults for the dataset, ``depth``
-        layers) trained on the labels bought, its epoch chosen on them too (there is no validation
-        set); its test metric, its macro-F1 over every node and its training seconds."""
+    def train_gcn(self, seed: int, labelled: torch.Tensor, settings: Optional[dict] = None):
+        """The GCN of ``gnn=gcn`` (its defaults for the dataset, then ``settings``, a retraining
+        strategy's own; ``depth`` layers, ``active.epochs`` epochs if set) trained on the ``labelled``
+        nodes, its epoch chosen on them too (there is no validation set): the
+        :class:`~gnngp_cli.gnn.training.GNNResult`."""
         spec, backend, info = self.spec, self.backend, self.backend.info
         entry = GNNS["gcn"]
         options = entry.config(name="gcn")
         defaults = method_defaults(gnn_defaults(entry, "paper"), str(spec.dataset.name).lower(), info.task)
+        defaults.update(settings or {})
+        if spec.active.get("epochs") is not None:
+            defaults["epochs"] = int(spec.active.epochs)
         options = replace(options, layers=int(spec.depth), **{key: value for key, value in defaults.items()
                                                                if hasattr(options, key) and getattr(options, key) is None})
         data = copy.copy(backend.data)
         mask = torch.zeros(info.num_nodes, dtype=torch.bool, device=backend.data.y.device)
         mask[labelled.to(mask.device)] = True
         data.train_mask, data.val_mask = mask, mask.clone()
-        result = train_gnn(options, data, backend.device, seed, False, lambda: Stopwatch(backend.device))
+        return train_gnn(options, data, backend.device, seed, False, lambda: Stopwatch(backend.device))
+
+    def gcn_columns(self, seed: int, labelled: torch.Tensor) -> dict:
+        """``active.model=gcn``: the GCN (:meth:`train_gcn`) trained on the labels bought; its test
+        metric, its macro-F1 over every node and its training seconds."""
+        info = self.backend.info
+        result = self.train_gcn(seed, labelled)
         predicted = result.outputs.argmax(1) if result.outputs is not None else None
         return {"gcn_test": result.metrics["test"], "gcn_seconds": result.train_seconds + result.inference_seconds,
-                "gcn_macro_f1_all": macro_f1(predicted, backend.data.y, info.num_classes) if predicted is not None else float("nan")}
+                "gcn_macro_f1_all": macro_f1(predicted, self.backend.data.y, info.num_classes) if predicted is not None else float("nan")}
 
 
 def run_active(spec: Any, backend: Any, on_row: Optional[Callable[[dict], Any]] = None, skip: Collection[int] = ()) -> list[dict]:

@@ -92,7 +92,7 @@ EXAMPLES = {   # keys whose default (null, a word) gives no value by type: a val
     "compute.job_extra": ["--constraint=cpu"], "partition.rows": 100, "partition.out": "/tmp/blocks", "verify.widths": [32, 64],
     "dtype": "float64", "depth": 3, "protocol.seed": 7, "conformal.seed": 7, "gnn.members": 3, "gnn.mc_samples": 5,
     "likelihood.samples": 64, "likelihood.alpha_grid": [0.1], "kernel.layers": 3, "dataset.landmark_count": 30, "dataset.landmark_fraction": 4.0,
-    "active.budgets": [5, 10], "active.model": "gcn",
+    "active.budgets": [5, 10], "active.model": "gcn", "active.epochs": 5,
 }
 CHECKED = sorted(key for r in READERS if r.reads.__name__ != "_every" for key in r.keys if "*" not in key)
 

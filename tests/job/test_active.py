@@ -223,6 +223,8 @@ BASE = ["dataset=csbm", "dataset.num_nodes=200", "kernel=gcngp"]
     (["active=random", "active.model=gat"], "active.model='gat' is not valid"),
     (["active=random", "active.nugget=0.2", "fit=mll"], "active.nugget=0.2 has no effect on this run"),
     (["active=random", "fit.steps=10", "fit=mll"], "fit.steps=10 has no effect on this run"),
+    (["active=age", "active.epochs=0"], "active.epochs=0 must be at least 1"),
+    (["active=random", "active.epochs=5"], "active.epochs=5 has no effect on this run"),
 ])
 def test_bad_active_options_are_one_line_errors(overrides, message):
     base = [o.replace("kernel=gcngp", "kernel=gcngp_x") for o in BASE] if "compute=dask" in overrides else BASE
@@ -247,3 +249,61 @@ def test_refusals_once_the_graph_is_loaded_are_one_line(tmp_path, overrides, mes
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert out.returncode == 1 and len(errors) == 1, out.stderr
     assert re.search(message, errors[0]), errors[0]
+
+
+def test_age_score_ingredients_are_percentiles_on_a_toy_example():
+    """AGE's percentiles (perc: the share of nodes strictly below; percd: strictly above), its weights
+    (gamma ~ Beta(1, 1.005 - 0.9^t), alpha = beta = (1 - gamma) / 2) and its three ingredients apart."""
+    from gnngp_cli.gp.strategies import age_scores, age_weights, percentile, percentile_closer
+
+    values = torch.tensor([3.0, 1.0, 2.0, 2.0], dtype=torch.float64)
+    assert percentile(values).tolist() == [0.75, 0.0, 0.25, 0.25]
+    assert percentile_closer(values).tolist() == [0.0, 0.75, 0.25, 0.25]
+    g = torch.Generator().manual_seed(0)
+    early = [age_weights(0, g) for _ in range(200)]   # Beta(1, 0.005): gamma near 1, centrality first
+    late = [age_weights(60, g) for _ in range(4000)]   # Beta(1, ~1.005): gamma ~ uniform, mean 1 / (1 + b)
+    assert all(a == b and a + b + c == pytest.approx(1.0) for a, b, c in early + late)
+    assert sum(c for _, _, c in early) / len(early) > 0.95
+    assert sum(c for _, _, c in late) / len(late) == pytest.approx(1 / (1 + 1.005 - 0.9 ** 60), abs=0.02)
+    # two classes: three sure nodes of each and one unsure node between, nearer the first cluster
+    p = torch.tensor([[1.0, 0.0]] * 3 + [[0.0, 1.0]] * 3 + [[0.6, 0.4]], dtype=torch.float64)
+    pagerank = torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.05], dtype=torch.float64)
+    entropy = age_scores(p, pagerank, (1.0, 0.0, 0.0), g)
+    assert entropy.tolist() == pytest.approx([0.0] * 6 + [6 / 7])   # the unsure node: the highest entropy
+    density = age_scores(p, pagerank, (0.0, 1.0, 0.0), g)           # centres [0.9, 0.1] and [0, 1]: the second cluster nearest
+    assert density.tolist() == pytest.approx([1 / 7] * 3 + [4 / 7] * 3 + [0.0])
+    centrality = age_scores(p, pagerank, (0.0, 0.0, 1.0), g)
+    assert centrality.tolist() == pytest.approx([1 / 7, 2 / 7, 3 / 7, 4 / 7, 5 / 7, 6 / 7, 0.0])
+
+
+def test_age_retrains_the_gcn_per_step_and_picks_distinct_pool_nodes(tmp_path):
+    """active=age end to end: the GCN trained at each step inside the selection's seconds, distinct
+    nodes from the pool only (never a test node); with no label yet, PageRank alone picks."""
+    import gnngp_cli.job.active_job as active_job
+
+    trained = []
+    train_gnn = active_job.train_gnn
+
+    def counted(options, data, *args, **kwargs):
+        trained.append((int(data.train_mask.sum()), options.epochs, options.hidden))
+        return train_gnn(options, data, *args, **kwargs)
+
+    active_job.train_gnn = counted
+    try:
+        out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=csbm", "dataset.num_nodes=120",
+                         "kernel=gcngp_x", "landmarks.count=20", "active=age", "active.budgets=[3,5]", "active.epochs=3")
+    finally:
+        active_job.train_gnn = train_gnn
+    assert out.returncode == 0, out.stderr
+    rows = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert list(rows["labelled"]) == [3, 5] and (rows["strategy"] == "age").all() and rows["selection_seconds"].is_monotonic_increasing
+    nodes = json.loads(rows["extra"].iloc[-1])["active"]["nodes"]
+    assert len(set(nodes)) == 5 and trained == [(k, 3, 16) for k in range(1, 5)]   # a GCN per step after the first label: active.epochs, AGE's 16 units
+    from gnngp_cli.api import load_dataset
+    from gnngp_cli.data.protocols import centrality
+
+    data = load_dataset("csbm", num_nodes=120, data={"root": str(tmp_path / "cache")})
+    test = torch.as_tensor(data.test_mask)
+    assert not test[torch.tensor(nodes)].any()
+    pagerank = centrality(data.edge_index, 120, "pagerank")
+    assert nodes[0] == int(torch.argmax(torch.where(test, -1.0, pagerank)))

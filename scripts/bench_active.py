@@ -1,0 +1,108 @@
+#!/usr/bin/env python
+"""Active-learning benchmark: strategies x datasets x seeds, each cell a fresh ``gnngp run``
+process (``active=<strategy>``), as a user runs it.
+
+A cell is one dataset, one strategy and one seed: ``gnngp run dataset=<d> <kernel> active=<s>
+active.budgets=<budgets> seed=<seed>``, its wall-clock seconds timed around the process (start-up,
+loading, kernel, selection), its rows (one per budget) read back from its ``results.csv``, peak
+memory included (``peak_rss_mb``). The rows are appended to ``--out`` after every cell, so a
+stopped run keeps them, and a rerun skips the cells ``--out`` holds already. A failed cell writes
+one row with ``status=error`` and the command's one-line error. ``scripts/docs_benchmarks.py``
+makes the docs page from the CSV (kind ``active``).
+
+    python scripts/bench_active.py --datasets cora citeseer pubmed --seeds 0 1 2 3 4 --out scripts/results/active.csv
+    python scripts/bench_active.py --smoke     # cora, random and sigma_opt, budgets [10,20], seed 0: the wiring, to a temporary CSV
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from gnngp_cli.gp.strategies import STRATEGIES
+
+DATASETS = ["cora", "citeseer", "pubmed"]
+BUDGETS = [10, 20, 40, 80, 160]   # FeatProp's protocol
+KERNEL = ["kernel=gcngp"]                                                    # the exact kernel where it fits ...
+KERNEL_FOR = {"pubmed": ["kernel=gcngp_x", "landmarks.count=1000"]}          # ... a low-rank one on the larger graphs
+SMOKE = {"datasets": ["cora"], "strategies": ["random", "sigma_opt"], "budgets": [10, 20], "seeds": [0]}
+KEEP = ["status", "dataset", "strategy", "seed", "kernel", "landmarks", "model", "budget", "labelled", "test", "macro_f1_all",
+        "gcn_test", "gcn_macro_f1_all", "selection_seconds", "kernel_seconds", "total_seconds", "wall_seconds", "peak_rss_mb", "nugget",
+        "command", "error"]
+
+
+def command(dataset: str, strategy: str, seed: int, budgets: list[int], model: str, extra: list[str]) -> list[str]:
+    """The ``gnngp run`` overrides of one cell."""
+    return [f"dataset={dataset}", *KERNEL_FOR.get(dataset, KERNEL), f"active={strategy}", f"active.budgets=[{','.join(map(str, budgets))}]",
+            f"seed={seed}", "runs=1", "progress=false", *([f"active.model={model}"] if model != "gp" else []), *extra]
+
+
+def cell(dataset: str, strategy: str, seed: int, budgets: list[int], model: str, extra: list[str], env: dict) -> list[dict]:
+    """One fresh ``gnngp run`` process: its rows, each with the process's wall-clock seconds."""
+    overrides = command(dataset, strategy, seed, budgets, model, extra)
+    where = {"dataset": dataset, "strategy": strategy, "seed": seed, "model": model, "command": "gnngp run " + " ".join(overrides)}
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", *overrides, f"hydra.run.dir={tmp}"],
+                             env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        results = Path(tmp) / "results.csv"
+        if out.returncode != 0 or not results.exists():
+            errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+            message = errors[-1] if errors else (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
+            return [{**where, "status": "error", "wall_seconds": wall, "error": message}]
+        rows = pd.read_csv(results).to_dict("records")
+    return [{**row, **where, "wall_seconds": wall} for row in rows]
+
+
+def done(out: Path) -> set:
+    """The cells ``out`` holds already (a cell's rows are written together)."""
+    if not out.exists():
+        return set()
+    rows = pd.read_csv(out)
+    return {(r.dataset, r.strategy, int(r.seed), r.model) for r in rows.itertuples()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=DATASETS)
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=list(STRATEGIES))
+    parser.add_argument("--budgets", nargs="+", type=int, default=BUDGETS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--model", choices=["gp", "gcn"], default="gp", help="active.model: gcn trains the GCN on each budget's labels too")
+    parser.add_argument("--extra", nargs="*", default=[], help="more gnngp run overrides for every cell")
+    parser.add_argument("--out", default="scripts/results/active.csv")
+    parser.add_argument("--smoke", action="store_true", help="cora, random and sigma_opt, budgets [10,20], seed 0, to a temporary CSV")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))   # a stopped benchmark stops its cell's process too (subprocess.run kills it)
+    if args.smoke:
+        args.datasets, args.strategies, args.budgets, args.seeds = SMOKE["datasets"], SMOKE["strategies"], SMOKE["budgets"], SMOKE["seeds"]
+        args.out = str(Path(tempfile.mkdtemp(prefix="bench_active_")) / "active_smoke.csv")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    have = done(out)
+    for dataset in args.datasets:
+        for strategy in args.strategies:
+            for seed in args.seeds:
+                if (dataset, strategy, seed, args.model) in have:
+                    continue
+                rows = cell(dataset, strategy, seed, args.budgets, args.model, args.extra, env)
+                pd.DataFrame(rows).reindex(columns=KEEP).to_csv(out, mode="a", header=not out.exists(), index=False)
+                last = rows[-1]
+                print(f"{dataset} {strategy} seed {seed}: {last['status']}, {last['wall_seconds']:.1f} s wall"
+                      + (f", test {last['test']:.4f} at {last['budget']} labels, {last['selection_seconds']:.2f} s selection"
+                         if last["status"] == "ok" else f": {last['error']}"), file=sys.stderr, flush=True)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
