@@ -38,5 +38,6 @@ def cached_adjacency(edge_index: Tensor, num_nodes: int, kind: str, dtype: torch
             crow, col, weight = normalised_parts(edge_index, num_nodes, kind, dtype)
         return {"crow": crow.cpu(), "col": col.cpu(), "weight": weight.cpu()}
 
-    parts = cached_file(path, built_from, build, untrusted, what="the normalised adjacency from the edge list", source="the edge list")
+    parts = cached_file(path, built_from, build, untrusted, what="the normalised adjacency from the edge list", source="the edge list",
+                        derived=True)
     return parts["crow"], parts["col"], parts["weight"]

@@ -55,17 +55,24 @@ def cached_tensors(folder: Path, raw_digests: Mapping[str, str], build: Callable
     return cached_file(folder / PROCESSED, raw_digests, build, untrusted)
 
 
+_DISTRUSTED: set[str] = set()   # the reasons a cache was distrusted in this process (what cached_file warned of)
+
+
 def cached_file(path: Path, raw_digests: Mapping[str, str], build: Callable[[], dict[str, torch.Tensor]],
                 untrusted: Optional[Callable[[Path], Optional[str]]] = None,
-                what: str = "the dataset from its verified raw files", source: str = "the verified raw files") -> dict[str, torch.Tensor]:
+                what: str = "the dataset from its verified raw files", source: str = "the verified raw files",
+                derived: bool = False) -> dict[str, torch.Tensor]:
     """:func:`cached_tensors` in the file ``path``: what else is built once from a dataset and kept
     beside it (its normalised adjacency, :mod:`.adjacency_cache`), ``raw_digests`` naming what it
     was built from, checked the same way; the warnings say what is built from what (``what``) and
-    what a rejected file is rebuilt from (``source``)."""
+    what a rejected file is rebuilt from (``source``). ``derived``: a file built from a dataset
+    whose own cache was distrusted for the same reason says nothing more (one warning per folder)."""
     distrusted = untrusted(path) if untrusted is not None else None
     if distrusted is not None:
-        print(f"gnngp: warning: not trusting the processed cache: {distrusted}; building {what} "
-              "in memory this run, without reading or writing that cache", file=sys.stderr)
+        if not (derived and distrusted in _DISTRUSTED):
+            print(f"gnngp: warning: not trusting the processed cache: {distrusted}; building {what} "
+                  "in memory this run, without reading or writing that cache", file=sys.stderr)
+        _DISTRUSTED.add(distrusted)
         return build()
     if path.is_file():
         try:
