@@ -91,7 +91,8 @@ def cached_file(path: Path, raw_digests: Mapping[str, str], build: Callable[[], 
         atomic_write(path, lambda f: torch.save(stored, f), binary=True)
     except (OSError, RuntimeError) as err:  # a read-only or full cache still serves its raw files (torch.save raises RuntimeError on a full disk)
         reason = (err.strerror or str(err)) if isinstance(err, OSError) else f"the write stopped short, likely a full disk: {str(err).splitlines()[0][:100]}"
-        print(f"gnngp: warning: could not write the processed cache {path} ({reason}); the dataset is rebuilt on every run", file=sys.stderr)
+        built = what.split(" from ", 1)[0]   # "the dataset", "the normalised adjacency"
+        print(f"gnngp: warning: could not write the processed cache {path} ({reason}); {built} is rebuilt on every run", file=sys.stderr)
     return tensors
 
 
