@@ -79,7 +79,9 @@ def load_graph(spec: Any) -> LoadedGraph:
     watch = Stopwatch(device)
     with watch.measure():
         data = load_dataset(spec.dataset, store, spec.experiment.stand_in, validation=needs_validation(spec)).to(device)
-    return prepared(spec, data, device, watch.seconds)
+    entry = DATASETS.get(str(spec.dataset.name).lower())
+    generated = entry is not None and entry.memory is not None   # a graph whose size is a setting (csbm): made anew, not kept
+    return prepared(spec, data, device, watch.seconds, keep_adjacency=not generated)
 
 
 def check_load_memory(spec: Any) -> None:
@@ -108,12 +110,14 @@ def adopt_graph(spec: Any, data: Any) -> LoadedGraph:
     device = resolve_device(spec.device)
     start_job(device)
     check_graph(data, validation=needs_validation(spec))
-    return prepared(spec, data.to(device), device, 0.0)
+    return prepared(spec, data.to(device), device, 0.0, keep_adjacency=False)
 
 
-def prepared(spec: RunConfig, data: Any, device: torch.device, load_seconds: float) -> LoadedGraph:
+def prepared(spec: RunConfig, data: Any, device: torch.device, load_seconds: float, keep_adjacency: bool = True) -> LoadedGraph:
     """``data`` on ``device`` for the job of ``spec``: the validation labels hidden with
-    ``dataset.hide_val``, its metric resolved."""
+    ``dataset.hide_val``, its metric resolved. ``keep_adjacency``: a GP job's normalised adjacency
+    kept in the data cache (a dataset read from files); a generated graph or a caller's own (the
+    Python API) builds it in memory, so that a session of many graphs leaves no file per graph."""
     if getattr(data, "metric", None) is None or getattr(data, "protocol_key", None) is None:   # a graph a protocol made keeps its metric
         data.metric = resolve_metric(spec.dataset.metric, data.task, data.num_classes, str(spec.dataset.name).lower())
     data = apply_protocol(data, spec.protocol, str(spec.dataset.name).lower())   # after the metric: a protocol may keep fewer classes
@@ -126,7 +130,7 @@ def prepared(spec: RunConfig, data: Any, device: torch.device, load_seconds: flo
         store = DataStore.of(spec.data)
         order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders", store.untrusted)
     return LoadedGraph(data, device, dtype, load_seconds, int(data.edge_index.size(1)), product=product,
-                       order=None if order is None else order.to(device), store=store)
+                       order=None if order is None else order.to(device), store=store if keep_adjacency else None)
 
 
 def reuse(spec: RunConfig, graph: Optional[LoadedGraph]) -> LoadedGraph:

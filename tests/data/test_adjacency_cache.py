@@ -82,3 +82,15 @@ def test_an_untrusted_cached_adjacency_is_neither_read_nor_written(tmp_path, mon
     assert built == ["sym"] and not (tmp_path / FOLDER).exists()
     direct = Adjacency.from_graph(edges, 300, "sym", torch.float32, "cpu")
     assert torch.equal(Adjacency.from_parts(*parts, 300).edge_weight, direct.edge_weight)
+
+
+def test_a_generated_graph_and_a_callers_own_keep_no_adjacency_file(tmp_path):
+    """A csbm graph (its size a setting, made anew each run) and a graph the Python API is handed
+    build their adjacency in memory: a session of many graphs leaves no file per graph."""
+    from gnngp_cli.job.loading import adopt_graph
+
+    cfg = compose(["dataset=csbm", "dataset.num_nodes=200", "kernel=gcngp_x", f"data.root={tmp_path}"])
+    loaded = load_graph(cfg)
+    loaded.adjacency("sym")
+    adopt_graph(cfg, loaded.data.cpu()).adjacency("sym")
+    assert not (tmp_path / FOLDER).exists() or not any((tmp_path / FOLDER).iterdir())
