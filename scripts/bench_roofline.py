@@ -37,7 +37,6 @@ the same script; the rows say the load average when they were measured.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime as dt
 import math
 import os
@@ -50,7 +49,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_spmm import bandwidth, graph   # noqa: E402 - the same bandwidth and random graph as the graph-product page
+from bench_spmm import append_rows, bandwidth, graph   # noqa: E402 - the same bandwidth, random graph and CSV rows as the graph-product page
 
 
 def gemm_peak(size: int = 4096, repeats: int = 5) -> float:
@@ -194,13 +193,7 @@ def main() -> None:
     print(f"limits (best of start and end): GEMM peak {peak:.0f} GFLOP/s, copy {bw['copy_gbs']:.1f} GB/s, triad {bw['triad_gbs']:.1f} GB/s",
           flush=True)
     if args.csv is not None:
-        new = not args.csv.is_file()
-        with args.csv.open("a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            if new:
-                writer.writeheader()
-            writer.writerows(rows)
-        print(f"rows appended to {args.csv}", file=sys.stderr)
+        append_rows(args.csv, rows)
 
 
 if __name__ == "__main__":

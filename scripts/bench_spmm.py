@@ -57,6 +57,17 @@ def bandwidth() -> dict:
     return {"copy_gbs": 2 * 4 * n / best["copy"] / 1e9, "triad_gbs": 3 * 4 * n / best["triad"] / 1e9}
 
 
+def append_rows(path: Path, rows: list[dict]) -> None:
+    """``rows`` appended to the CSV ``path`` (its header written first when the file is new)."""
+    new = not path.is_file()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+    print(f"rows appended to {path}", file=sys.stderr)
+
+
 def graph(kind: str, nodes: int, entries: int, seed: int = 0) -> torch.Tensor:
     """``(2, E)`` directed entries, undirected as a whole (each pair mirrored)."""
     g = torch.Generator().manual_seed(seed)
@@ -161,13 +172,7 @@ def main() -> None:
             record(method, name, time.perf_counter() - start, args.width, out, order_s, build_s)
             del out, adj
     if args.csv is not None:
-        new = not args.csv.is_file()
-        with args.csv.open("a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            if new:
-                writer.writeheader()
-            writer.writerows(rows)
-        print(f"rows appended to {args.csv}", file=sys.stderr)
+        append_rows(args.csv, rows)
 
 
 if __name__ == "__main__":
