@@ -98,7 +98,9 @@ def test_runs_are_deterministic_under_their_seed():
 
 @pytest.mark.paper  # slow: runs in CI with -m paper
 def test_mini_batch_training_on_regression_with_batch_norm(data_overrides):
-    row = run(["dataset=chameleon", "gnn=sage", "gnn.batch_size=256", "gnn.epochs=20", "runs=1", "progress=false", *data_overrides])[0]
+    # 64 hidden units and 10 epochs (the defaults' 256 units took 4x the time; R^2 0.35 here)
+    row = run(["dataset=chameleon", "gnn=sage", "gnn.batch_size=256", "gnn.epochs=10", "gnn.hidden=64", "runs=1", "progress=false",
+               *data_overrides])[0]
     settings = json.loads(row["extra"])   # the regression-set defaults, resolved for chameleon
     assert settings["batch_norm"] and settings["lr"] == pytest.approx(0.1 ** 0.5) and settings["batch_size"] == 256
     assert row["metric"] == "r2" and row["test"] > 0.2
