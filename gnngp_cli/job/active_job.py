@@ -32,7 +32,7 @@ from typing import Any, Callable, Collection, Optional
 
 import torch
 
-from ..config import method_defaults, parse, with_method_defaults
+from ..config import method_defaults, parse
 from ..gnn import GNNS
 from ..gnn.baselines import gnn_defaults
 from ..gnn.training import train_gnn
@@ -42,11 +42,11 @@ from ..gp.strategies import STRATEGIES, Selection, Strategy, choose
 from ..gp.sufficient import regression_targets
 from ..gp.updates import RootPosterior, dense_root, log_marginal_likelihood, rebuilt
 from ..kernels import KERNELS, BaseKernel
-from ..metrics import METRICS, macro_f1, resolve_metric, score
+from ..metrics import macro_f1, score
 from ..results.rows import base_row, graph_columns, with_extra
 from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
 from .estimate import active_bytes, size_text
-from .gp_job import candidates
+from .gp_job import KernelJob, candidates
 from .landmarks import choose_landmarks
 
 log = logging.getLogger("gnngp")
@@ -61,17 +61,13 @@ class ActiveRun:
     posterior: Optional[RootPosterior] = None
 
 
-class ActiveJob:
+class ActiveJob(KernelJob):
     """The runs of one active-learning job on an open local backend (see the module docstring)."""
 
     def __init__(self, spec: Any, backend: Any):
-        info = backend.info
-        self.spec = spec = with_method_defaults(parse(spec), info.task)
-        self.backend = backend
-        self.kspec = spec.kernel
-        self.entry = KERNELS[self.kspec.name]
+        super().__init__(spec, backend)
+        info, spec = backend.info, self.spec
         self.strategy: Strategy = STRATEGIES[spec.active.name]
-        self.metric = METRICS[info.metric or resolve_metric(spec.dataset.get("metric"), info.task, info.num_classes, str(spec.dataset.name).lower())]
         if spec.active.model == "gcn" and info.task != "classification":
             raise ConfigError(f"active.model=gcn trains the GCN classifier, and {spec.dataset.name} is a regression task; use active.model=gp")
         if self.strategy.classifies and info.task != "classification":

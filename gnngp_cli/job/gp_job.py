@@ -101,16 +101,27 @@ class Evaluated:
     kernel: Any
 
 
-class GPJob:
-    """The runs of one GP job on an open backend (see the module docstring)."""
+class KernelJob:
+    """A job of one kernel on an open backend: the spec parsed with the method's defaults for the
+    backend's task, the kernel's registry entry, and the metric resolved from the backend's graph
+    (what a GP job and an active-learning job both start from)."""
 
     def __init__(self, spec: Any, backend: Backend):
         info = backend.info
-        self.spec = spec = with_method_defaults(parse(spec), info.task)
+        self.spec = with_method_defaults(parse(spec), info.task)
         self.backend = backend
-        self.kspec = spec.kernel
+        self.kspec = self.spec.kernel
         self.entry = KERNELS[self.kspec.name]
-        self.metric = METRICS[info.metric or resolve_metric(spec.dataset.get("metric"), info.task, info.num_classes, str(spec.dataset.name).lower())]
+        dataset = self.spec.dataset
+        self.metric = METRICS[info.metric or resolve_metric(dataset.get("metric"), info.task, info.num_classes, str(dataset.name).lower())]
+
+
+class GPJob(KernelJob):
+    """The runs of one GP job on an open backend (see the module docstring)."""
+
+    def __init__(self, spec: Any, backend: Backend):
+        super().__init__(spec, backend)
+        info, spec = backend.info, self.spec
         self.uncertainty = uncertainty_metrics(info.task, info.num_classes)
         self.likelihood = Likelihood.from_spec(spec.likelihood)
         if self.likelihood.classifies and info.task != "classification":
