@@ -12,7 +12,8 @@ new option says which runs read it.
 ``command`` is the command the config is parsed for: ``run`` (``gnngp run`` and the Python API),
 ``verify`` or ``partition``. ``gnngp verify`` and ``gnngp partition`` check the keys of their
 own (``verify.*``, ``partition.*``), which ``gnngp run`` never reads; ``gnngp verify`` refuses
-too the keys only ``gnngp run`` reads (:data:`RUN_ONLY`: ``runs``, ``nugget.*``, ``fit=mll``...).
+too the keys only ``gnngp run`` reads (:data:`RUN_ONLY`: ``runs``, ``nugget.*``, ``fit=mll``...),
+and ``gnngp partition`` every key but the graph's and its own (:data:`PARTITION_READS`).
 The other method's section (``kernel.*`` on a GNN run, ``gnn.*`` on a GP run, which a ``+``
 addition or a preset puts there) is read by no run of it; the landmark defaults of a dataset
 (``dataset.landmark_*``) only by the low-rank kernels that take them.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import os
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, Callable, Optional
 
@@ -232,12 +234,32 @@ def _own_parameter_read(cfg: Any, name: str) -> bool:
 # max_memory_gb), and runs no GP, no GNN and no sweep of runs
 RUN_ONLY = ("runs", "repeat_deterministic", "splits", "resume", "results_file", "dtype", "method", "nugget.*", "landmarks.*", "fit.*",
             "likelihood.*", "conformal.*", "inference.*", "compute.*", "gnn.*", "kernel.low_rank", "kernel.gamma_search",
-            "kernel.gamma_grid.*", "dataset.landmark_fraction", "dataset.landmark_count")
+            "kernel.gamma_grid.*", "dataset.landmark_fraction", "dataset.landmark_count", "active.*")
 
 
 def run_only(key: str) -> bool:
     """Whether ``key`` is read by ``gnngp run`` alone (:data:`RUN_ONLY`), never by ``gnngp verify``."""
     return any(fnmatch.fnmatchcase(key, pattern) for pattern in RUN_ONLY)
+
+
+# the keys gnngp partition reads: it writes a dataset's graph as row blocks (the graph's keys, where
+# its files are, the memory bound of a generated graph, its own partition.*) and builds no kernel
+# operator, fits no GP and trains no GNN. method follows kernel= or gnn=, whose sections are told
+PARTITION_READS = ("method", "dataset.*", "data.*", "experiment.stand_in", "max_memory_gb", "partition.*")
+PARTITION_MODEL = "gcngp"   # config.yaml's model: the kernel section gnngp partition takes as its default
+
+
+def partition_skips(key: str) -> bool:
+    """Whether ``gnngp partition`` never reads ``key``, a key of ``gnngp run`` (and of ``gnngp
+    verify``); ``verify.*``, read only by ``gnngp verify``, is told by its :data:`READERS` entry."""
+    if key.startswith("verify."):
+        return False
+    return run_only(key) or not any(fnmatch.fnmatchcase(key, pattern) for pattern in PARTITION_READS)
+
+
+def other_command_skips(key: str, command: str) -> bool:
+    """Whether ``key`` is one of ``gnngp run``'s that ``command`` (``verify``, ``partition``) never reads."""
+    return command == "verify" and run_only(key) or command == "partition" and partition_skips(key)
 
 
 def other_method(cfg: Any, key: str) -> bool:
@@ -248,7 +270,7 @@ def other_method(cfg: Any, key: str) -> bool:
 
 def reads(cfg: Any, key: str, command: str = "run") -> bool:
     """Whether a run of ``cfg`` (for ``command``) reads ``key``."""
-    if command == "verify" and run_only(key):
+    if other_command_skips(key, command):
         return False
     if command != "partition" and other_method(cfg, key):
         return False
@@ -280,6 +302,11 @@ def defaults_of(cfg: DictConfig, command: str = "run") -> RunConfig:
     (for ``gnngp verify``, the groups only ``gnngp run`` reads keep the schema's: ``fit=mll`` is set)."""
     if command == "verify":
         defaults = RunConfig(method=cfg.method, protocol=ProtocolConfig(name=cfg.protocol.name))
+    elif command == "partition":   # every group keeps the schema's, the method config.yaml's; device: as config.yaml resolves it
+        defaults = RunConfig(method=cfg.method, device=os.environ.get("GNNGP_DEVICE", "auto"))
+        if _gp(cfg):
+            defaults.kernel = KERNELS[PARTITION_MODEL].config(name=PARTITION_MODEL, low_rank=False)
+        return defaults
     else:
         defaults = RunConfig(method=cfg.method, fit=FitConfig(method=cfg.fit.method), likelihood=LikelihoodConfig(name=cfg.likelihood.name),
                              protocol=ProtocolConfig(name=cfg.protocol.name), conformal=ConformalConfig(name=cfg.conformal.name),
@@ -403,9 +430,9 @@ def unread_options(cfg: DictConfig, command: str = "run") -> list[Unread]:
         if reads(cfg, key, command):
             continue
         shown = f"{key}={_shown(value)}"
-        if command == "verify" and run_only(key):
-            out.append(Unread(key, value, default, f"{shown} has no effect on gnngp verify: it is read only by gnngp run",
-                              "drop it (gnngp verify checks a kernel against wide random networks; it fits no GP and trains no GNN)"))
+        if other_command_skips(key, command):
+            who = "gnngp run" if run_only(key) else "gnngp run and gnngp verify"
+            out.append(Unread(key, value, default, f"{shown} has no effect on gnngp {command}: it is read only by {who}", OTHER_COMMAND_FIX[command]))
             continue
         if other_method(cfg, key):
             out.append(Unread(key, value, default, *_other_method_words(cfg, shown)))
@@ -416,6 +443,12 @@ def unread_options(cfg: DictConfig, command: str = "run") -> list[Unread]:
         fix = reader.fix.format(low_rank=f"kernel={cfg.kernel.name}_x" if _gp(cfg) else "kernel=<name>_x")
         out.append(Unread(key, value, default, said, fix if fix and command == "run" else "drop it"))
     return out
+
+
+OTHER_COMMAND_FIX = {
+    "verify": "drop it (gnngp verify checks a kernel against wide random networks; it fits no GP and trains no GNN)",
+    "partition": "drop it (gnngp partition writes a dataset's graph as row blocks; it builds no kernel, fits no GP and trains no GNN)",
+}
 
 
 def _other_method_words(cfg: Any, shown: str) -> tuple[str, str]:

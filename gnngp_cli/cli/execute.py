@@ -147,7 +147,8 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
     every = cfg.get("splits") == "all"
     resume, kept = None, []
     if cfg.get("resume", False):
-        resume = resume_state(results, overrides, every)
+        active = cfg.get("active") is not None and cfg.active.name != "none"
+        resume = resume_state(results, overrides, every, [int(b) for b in cfg.active.budgets] if active else None)
         if resume.usable:
             missing = resume.missing(planned_runs(cfg), every)
             if missing == 0:
@@ -181,9 +182,10 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             finished.append(row)
         log.info(summary_line(console_row(row)))
 
-    def kept_now() -> str:
-        before = f", beside the {len(kept)} kept from before" if kept else ""
-        return (f"the {len(finished)} run(s) finished in this job are in {results}{before}" if finished else
+    def kept_now() -> str:   # runs, not rows: an active run writes a row per budget
+        runs = len({(row.get("split_index"), row.get("run")) for row in finished})
+        before = f", beside the {len(resume.done)} kept from before" if kept and resume is not None else ""
+        return (f"the {runs} run(s) finished in this job are in {results}{before}" if finished else
                 f"no run of this job had finished{before.replace(', beside', ' (beside') + ' in ' + str(results) + ')' if kept else ''}")
 
     try:

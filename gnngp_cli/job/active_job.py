@@ -45,6 +45,7 @@ from ..kernels import KERNELS, BaseKernel
 from ..metrics import macro_f1, score
 from ..results.rows import base_row, graph_columns, with_extra
 from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
+from ..stops import signals_held
 from .estimate import active_bytes, size_text
 from .gp_job import KernelJob, candidates
 from .landmarks import choose_landmarks
@@ -239,8 +240,9 @@ class ActiveJob(KernelJob):
 
 def run_active(spec: Any, backend: Any, on_row: Optional[Callable[[dict], Any]] = None, skip: Collection[int] = ()) -> list[dict]:
     """All runs of an active-learning job on ``backend`` (``compute=local``); each run's rows (one
-    per budget) handed to ``on_row`` once the run has reached its last budget, so a stopped job
-    keeps whole runs only."""
+    per budget) handed to ``on_row`` once the run has reached its last budget, together with
+    signals held (a stop between two of them kept a learning curve cut short, which resume then
+    took for a finished run), so a stopped job keeps whole runs only."""
     spec = parse(spec)
     entry = KERNELS[spec.kernel.name]
     backend.refuse(spec, entry)
@@ -251,6 +253,7 @@ def run_active(spec: Any, backend: Any, on_row: Optional[Callable[[dict], Any]] 
         for run in ActiveJob(spec, backend).runs(skip):
             rows += run.rows
             if on_row is not None:
-                for row in run.rows:
-                    on_row(row)
+                with signals_held():
+                    for row in run.rows:
+                        on_row(row)
     return rows

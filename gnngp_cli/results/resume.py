@@ -7,7 +7,9 @@ lost node) keeps its finished runs. With ``resume=true``:
 
 - a results file whose rows are all ``ok``, all written with the overrides the job has now,
   keeps them, and the job runs only the runs that are missing (none: the job is skipped);
-- a file with a failed row, rows of other settings, or malformed rows is kept aside whole in
+- a file with a failed row, rows of other settings, malformed rows, or an active run's learning
+  curve cut short (rows of some of its budgets only: a process killed between its rows, which
+  are written together) is kept aside whole in
   ``<stem>.before-resume-<time>.csv`` (out of the summary), and the job runs from the start;
 - so is a file that another user could have written (it or its folder is group- or
   world-writable, or owned by another user: :mod:`~gnngp_cli.data.trust`), with a warning naming
@@ -64,8 +66,9 @@ class Resume:
         return sum((None, r) not in self.done for r in range(runs))
 
 
-def resume_state(results: Path, overrides: Sequence[str], every_split: bool) -> Resume:
-    """What ``results`` holds for a job with ``overrides`` (see the module docstring)."""
+def resume_state(results: Path, overrides: Sequence[str], every_split: bool, budgets: Optional[Sequence[int]] = None) -> Resume:
+    """What ``results`` holds for a job with ``overrides`` (see the module docstring); ``budgets``:
+    an active job's, whose every run is a row per budget, in order."""
     if not os.path.lexists(results):
         return Resume("no results yet")
     distrusted = untrusted(results, Path(results).parent)
@@ -92,8 +95,15 @@ def resume_state(results: Path, overrides: Sequence[str], every_split: bool) -> 
     try:
         done = {(int(float(row["split_index"])) if every_split else None, int(float(row.get("run") or 0))) for row in rows}
         counts = {int(float(row["split_count"])) for row in rows if row.get("split_count")}
+        curves: dict[Key, list[int]] = {}
+        for row in rows if budgets is not None else ():
+            key = (int(float(row["split_index"])) if every_split else None, int(float(row.get("run") or 0)))
+            curves.setdefault(key, []).append(int(float(row["budget"])))
     except (KeyError, ValueError):
-        return Resume("its rows do not say which run (or split) they are")
+        return Resume("its rows do not say which run (or split, or budget) they are")
+    cut = next(((key, curve) for key, curve in curves.items() if curve != list(budgets or ())), None)
+    if cut is not None:
+        return Resume(f"its run {cut[0][1]} holds the budgets {cut[1]}, not {list(budgets or ())} (a learning curve cut short)")
     return Resume("its rows were computed with the same overrides", done, max(counts) if counts else None, kept=found)
 
 

@@ -263,6 +263,7 @@ def test_landmark_options_on_an_exact_kernel_are_refused_naming_the_low_rank_twi
     ("conformal=aps", "conformal.name=aps"), ("conformal.alpha=0.2", "conformal.alpha=0.2"), ("landmarks.count=5", "landmarks.count=5"),
     ("dtype=float64", "dtype=float64"), ("compute=dask", "compute.backend=dask"), ("splits=all", "splits=all"),
     ("kernel=gcngp_x", "kernel.low_rank=true"), ("results_file=mine.csv", "results_file=mine.csv"),
+    ("active=sigma_opt", "active.name=sigma_opt"),
 ])
 def test_run_only_options_given_to_verify_are_refused(override, key):
     """``gnngp verify`` checks a kernel against wide networks: the options only ``gnngp run`` reads
@@ -285,3 +286,59 @@ def test_verify_refuses_a_run_only_option_on_the_command_line(tmp_path):
         "gnngp: error: runs=3 has no effect on gnngp verify: it is read only by gnngp run; drop it (gnngp verify checks a kernel "
         "against wide random networks; it fits no GP and trains no GNN)"], out.stderr
     assert not (tmp_path / "run").exists()
+
+
+PARTITION_FIX = "drop it (gnngp partition writes a dataset's graph as row blocks; it builds no kernel, fits no GP and trains no GNN)"
+
+
+@pytest.mark.parametrize("override, key, who", [
+    ("runs=3", "runs=3", "gnngp run"), ("nugget.num=5", "nugget.num=5", "gnngp run"), ("fit=mll", "fit.method=mll", "gnngp run"),
+    ("likelihood=dirichlet", "likelihood.name=dirichlet", "gnngp run"), ("conformal=aps", "conformal.name=aps", "gnngp run"),
+    ("inference.time=[1]", "inference.time=[1]", "gnngp run"), ("active=sigma_opt", "active.name=sigma_opt", "gnngp run"),
+    ("gnn=gcn", "gnn.name=gcn", "gnngp run"), ("kernel=gcngp_x", "kernel.low_rank=true", "gnngp run"), ("dtype=float64", "dtype=float64", "gnngp run"),
+    ("compute=dask", "compute.backend=dask", "gnngp run"), ("kernel=rbf", "kernel.name=rbf", "gnngp run and gnngp verify"),
+    ("kernel.layers=3", "kernel.layers=3", "gnngp run and gnngp verify"), ("kernel.adjacency=row", "kernel.adjacency=row", "gnngp run and gnngp verify"),
+    ("seed=3", "seed=3", "gnngp run and gnngp verify"), ("protocol=feature_shift", "protocol.name=feature_shift", "gnngp run and gnngp verify"),
+])
+def test_run_options_given_to_partition_are_refused(override, key, who):
+    """``gnngp partition`` writes the graph as row blocks: a key of ``gnngp run`` (and ``gnngp
+    verify``) that it never reads is one line naming the key, as ``gnngp verify`` refuses them."""
+    with pytest.raises(ConfigError) as refused:
+        parse(compose([override]), command="partition")
+    assert str(refused.value) == f"{key} has no effect on gnngp partition: it is read only by {who}; {PARTITION_FIX}", str(refused.value)
+
+
+def test_partition_reads_the_graph_and_its_own_keys_and_defaults_are_never_refused():
+    for overrides in (["dataset.num_nodes=300"], ["data.order=rcm"], ["max_memory_gb=4"], ["partition.rows=100"], ["dataset=cora", "experiment.stand_in=csbm"],
+                      ["kernel=gcngp"], ["kernel.layers=2"], ["runs=1"], ["fit=grid"], ["seed=0"], ["dtype=float32"], ["active=none"], ["compute=local"]):
+        parse(compose(overrides), command="partition")
+    with pytest.raises(ConfigError, match="verify.seeds=8 has no effect on gnngp partition: it is read only by gnngp verify; drop it$"):
+        parse(compose(["verify.seeds=8"]), command="partition")
+
+
+def test_partition_takes_config_yamls_kernel_as_its_default():
+    from gnngp_cli.readers import PARTITION_MODEL
+
+    assert compose([]).kernel.name == PARTITION_MODEL
+
+
+@pytest.mark.parametrize("args, line", [
+    (["runs=3"], "runs=3 has no effect on gnngp partition: it is read only by gnngp run"),
+    (["gnn=gcn"], "gnn.name=gcn has no effect on gnngp partition: it is read only by gnngp run"),
+    (["kernel=gcngp_x"], "kernel.low_rank=true has no effect on gnngp partition: it is read only by gnngp run"),
+    (["conformal=aps"], "conformal.name=aps has no effect on gnngp partition: it is read only by gnngp run"),
+])
+def test_partition_refuses_a_run_option_on_the_command_line(tmp_path, args, line):
+    out = in_process("partition", "dataset=csbm", "dataset.num_nodes=300", f"out={tmp_path / 'shards'}", *args, f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1 and out.stderr.strip().splitlines() == [f"gnngp: error: {line}; {PARTITION_FIX}"], out.stderr
+    assert not (tmp_path / "run").exists() and not (tmp_path / "shards").exists()
+
+
+def test_a_partition_with_the_keys_it_reads_writes_the_shards(tmp_path):
+    from gnngp_cli.data.shards import read_meta
+
+    out = in_process("partition", "dataset=csbm", "dataset.num_nodes=300", f"out={tmp_path / 'shards'}", "partition.rows=100", "data.order=rcm",
+                     "max_memory_gb=4", "kernel=gcngp", "runs=1", f"data.root={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+    meta = read_meta(tmp_path / "shards")
+    assert (meta.num_nodes, meta.rows, meta.num_blocks) == (300, 100, 3)

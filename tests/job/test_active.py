@@ -1,7 +1,13 @@
 """Active learning (active=<strategy>): the posterior updated per label equals a refit, the
 design scores equal a brute-force recomputation, and the job's rows, API and refusals."""
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -307,3 +313,163 @@ def test_age_retrains_the_gcn_per_step_and_picks_distinct_pool_nodes(tmp_path):
     assert not test[torch.tensor(nodes)].any()
     pagerank = centrality(data.edge_index, 120, "pagerank")
     assert nodes[0] == int(torch.argmax(torch.where(test, -1.0, pagerank)))
+
+
+# --- a stopped selection keeps whole runs only, and resume runs the rest ---------------------------
+
+STOP_DRIVER = r"""
+import sys, time
+from pathlib import Path
+
+when, marker, results, slow_exit = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4] == "slow-exit"
+from gnngp_cli.job import active_job
+choose = active_job.choose
+
+def hanging(*args, **kwargs):   # a selection that hangs: the signal lands inside it
+    if not marker.is_file() and (when == "first" or (results.is_file() and len(results.read_text().splitlines()) > 1)):
+        marker.write_text("selecting")
+        time.sleep(60)
+    return choose(*args, **kwargs)
+active_job.choose = hanging
+if slow_exit:   # a clean-up that hangs: a second signal lands inside it
+    from gnngp_cli.backends.local import LocalBackend
+    close = LocalBackend.__exit__
+    def slow(*args, **kwargs):
+        marker.with_name("clean-up").write_text("clean-up started")
+        time.sleep(60)
+        return close(*args, **kwargs)
+    LocalBackend.__exit__ = slow
+from gnngp_cli.cli.main import main
+main(sys.argv[5:])
+"""
+
+ACTIVE_RUNS = ["dataset=csbm", "dataset.num_nodes=200", "kernel=gcngp", "active=sigma_opt", "active.budgets=[10,20]", "active.initial=2",
+               "runs=2", "dtype=float64"]
+
+
+def _wait_for(proc, path, deadline: float) -> None:
+    while time.time() < deadline and proc.poll() is None and not path.is_file():
+        time.sleep(0.02)
+    assert proc.poll() is None and path.is_file(), proc.communicate()[1][-3000:]
+
+
+def _stopped_selection(tmp_path, when: str, sig: int, second: bool = False) -> tuple[subprocess.CompletedProcess, Path]:
+    """``gnngp run active=sigma_opt runs=2`` stopped by ``sig`` inside a selection (``when``:
+    ``first``, the first run's; ``second``, the second run's, once the first's rows are written);
+    with ``second``, stopped again inside the clean-up that follows."""
+    run_dir, marker = tmp_path / "run", tmp_path / "selecting"
+    results = run_dir / "results.csv"
+    proc = subprocess.Popen([sys.executable, "-c", STOP_DRIVER, when, str(marker), str(results), "slow-exit" if second else "-", "run",
+                             *ACTIVE_RUNS, f"data.root={tmp_path / 'cache'}", f"hydra.run.dir={run_dir}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 240
+    _wait_for(proc, marker, deadline)
+    proc.send_signal(sig)
+    if second:
+        _wait_for(proc, tmp_path / "clean-up", deadline)
+        proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), results
+
+
+def _one_error_line(done: subprocess.CompletedProcess, sig: int) -> str:
+    assert done.returncode == 128 + sig and "Traceback" not in done.stderr, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert len(errors) == 1, done.stderr[-3000:]
+    return errors[0]
+
+
+def _whole_runs(rows: pd.DataFrame, runs: int) -> None:
+    """Each run a row per budget, in order, each row at its budget: never a curve cut short."""
+    assert rows["run"].tolist() == [r for r in range(runs) for _ in (10, 20)] and rows["budget"].tolist() == [10, 20] * runs
+    assert (rows["labelled"] == rows["budget"]).all() and (rows["status"] == "ok").all()
+    assert [len(json.loads(extra)["active"]["nodes"]) for extra in rows["extra"]] == rows["budget"].tolist()
+
+
+@pytest.mark.paper  # a fresh process, then two runs in this one (10-20 s on the 2-core machine): runs in CI with -m paper
+@pytest.mark.parametrize("sig, name", [(signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "Ctrl-C")])
+def test_a_stop_midway_through_a_selection_keeps_whole_runs_and_resume_runs_the_rest(tmp_path, sig, name):
+    """Stopped inside the second run's selection: the first run's learning curve is on disk whole,
+    nothing of the second; the line counts runs, not rows; resume runs the second run alone, as
+    an uninterrupted job does."""
+    done, results = _stopped_selection(tmp_path, "second", sig)
+    error = _one_error_line(done, sig)
+    assert error.startswith(f"gnngp: error: stopped by {name}: the 1 run(s) finished in this job are in {results}"), error
+    kept = pd.read_csv(results)
+    _whole_runs(kept, 1)
+    resume = ("run", *ACTIVE_RUNS, f"data.root={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", "resume=true")
+    again = in_process(*resume)
+    assert again.returncode == 0, again.stderr
+    assert "holds 1 finished runs" in again.stderr + again.stdout
+    table = pd.read_csv(results)
+    _whole_runs(table, 2)
+    assert table.iloc[:2].equals(kept)   # the kept rows, untouched
+    whole = in_process("run", *ACTIVE_RUNS, f"data.root={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'whole'}")
+    assert whole.returncode == 0, whole.stderr
+    assert table["extra"].tolist() == pd.read_csv(tmp_path / "whole" / "results.csv")["extra"].tolist()   # the same labels bought
+
+
+@pytest.mark.paper  # a fresh process per stop (about 10 s on the 2-core machine): runs in CI with -m paper
+def test_a_stop_in_the_first_runs_selection_keeps_no_row_and_claims_no_run(tmp_path):
+    """Stopped before the first run reached its last budget: no row (its first budget's neither,
+    which would stand for a finished run), and the line says so."""
+    done, results = _stopped_selection(tmp_path, "first", signal.SIGTERM)
+    error = _one_error_line(done, signal.SIGTERM)
+    assert error.startswith("gnngp: error: stopped by SIGTERM: no run of this job had finished"), error
+    assert not results.is_file() or pd.read_csv(results).empty
+
+
+@pytest.mark.paper  # a fresh process and a clean-up that hangs until the second signal: runs in CI with -m paper
+def test_a_second_signal_during_an_active_jobs_clean_up_keeps_the_whole_runs(tmp_path):
+    done, results = _stopped_selection(tmp_path, "second", signal.SIGTERM, second=True)
+    error = _one_error_line(done, signal.SIGTERM)
+    assert "stopped by SIGTERM during the clean-up after SIGTERM: clean-up cut short" in error, error
+    assert f"the 1 run(s) finished in this job are in {results}" in error, error
+    _whole_runs(pd.read_csv(results), 1)
+
+
+@pytest.fixture
+def own_stops(monkeypatch):
+    """A stop delivered in this process: the command's stop state and signal handlers put back after."""
+    from gnngp_cli import stops
+
+    monkeypatch.setattr(stops, "_STATE", stops._Stops())
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for s, handler in before.items():
+        signal.signal(s, handler)
+
+
+def test_a_stop_between_the_rows_of_a_run_waits_until_its_last_is_written(tmp_path, monkeypatch, own_stops):
+    """A SIGTERM as the first budget's row is written is delivered after the run's last row: the
+    file never holds a learning curve cut short (which resume would take for a finished run)."""
+    from gnngp_cli.cli import execute
+
+    append = execute.append_rows
+
+    def stopped_after_the_first(path, rows, **kwargs):
+        out = append(path, rows, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return out
+    monkeypatch.setattr(execute, "append_rows", stopped_after_the_first)
+    done = in_process("run", *ACTIVE_RUNS, f"data.root={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert done.returncode == 143 and "stopped by SIGTERM: the 1 run(s) finished" in done.stderr, done.stderr
+    _whole_runs(pd.read_csv(tmp_path / "run" / "results.csv"), 1)
+
+
+def test_resume_runs_again_a_learning_curve_cut_short(tmp_path):
+    """A results file whose last run holds its first budget only (a process killed between its
+    rows): resume keeps it aside and runs the job again, never taking the run for finished."""
+    args = ("run", *ACTIVE_RUNS, f"data.root={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert in_process(*args).returncode == 0
+    results = tmp_path / "run" / "results.csv"
+    whole = pd.read_csv(results)
+    results.write_text("".join(results.read_text().splitlines(keepends=True)[:4]))   # run 1 at budget 10 only
+    again = in_process(*args, "resume=true")
+    assert again.returncode == 0, again.stderr
+    assert "its run 1 holds the budgets [10], not [10, 20] (a learning curve cut short); running it again" in again.stderr + again.stdout
+    table = pd.read_csv(results)
+    _whole_runs(table, 2)
+    assert table["extra"].tolist() == whole["extra"].tolist()
+    assert len(list((tmp_path / "run").glob("results.before-resume-*.csv"))) == 1
