@@ -89,7 +89,6 @@ def timed_run(root: Path, overrides: list[str]) -> dict:
 def phases(root: Path, overrides: list[str]) -> list[tuple[str, float, float]]:
     """``(phase, seconds, peak GB)`` of one in-process run, phase by phase."""
     from gnngp_cli.api import compose, run
-    from gnngp_cli.graph import operators as graph
     from gnngp_cli.job import gp_job as gp, loading
     from gnngp_cli.kernels import blocks
 
@@ -123,11 +122,12 @@ def phases(root: Path, overrides: list[str]) -> list[tuple[str, float, float]]:
         return wrapper
 
     loading.load_dataset = labelled("load the dataset", loading.load_dataset)
-    graph.Adjacency.from_graph = classmethod(labelled("normalised adjacency", graph.Adjacency.from_graph.__func__))
-    for name in ("Input", "Weight", "Scale", "Bias", "Conv", "ReLU"):
+    # the adjacency as a job gets it: built, or read from the data cache (the cached form since 2026-11-30)
+    loading.LoadedGraph.adjacency = labelled("normalised adjacency (built or read from the cache)", loading.LoadedGraph.adjacency)
+    for name in ("Input", "Weight", "Scale", "Bias", "Conv", "Elementwise"):   # ReLU's __call__ is Elementwise's, Weight's Scale's
         cls = getattr(blocks, name)
-        if "__call__" in vars(cls):   # Weight inherits Scale's
-            cls.__call__ = labelled(f"block {name}", cls.__call__)
+        if "__call__" in vars(cls):
+            cls.__call__ = labelled(f"block {'ReLU (Nystrom)' if name == 'Elementwise' else name}", cls.__call__)
     gp.predict = labelled("GP inference", gp.predict)
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
