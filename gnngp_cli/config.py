@@ -32,7 +32,7 @@ from .kernels import BASE_KERNELS, BASE_READS, KERNELS, LIMITS
 from .kernels.architectures import KERNEL_COMMON
 from .conformal import check_values as check_conformal_values
 from .metrics import score_metrics
-from .readers import COMMANDS, unknown_keys, unread_options
+from .readers import COMMANDS, active_run, unknown_keys, unread_options
 from .schema import KernelConfig, RunConfig, freeze, revised
 from .schema import CONFORMAL, DEVICES, DTYPES, GNN_PROPAGATION, GNN_RECIPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
 
@@ -329,7 +329,7 @@ def needs_validation(cfg: Any) -> bool:
     nor does one training time (``inference.time=t``), unless the kernel chooses a value of its own."""
     if cfg.method == "gnn":
         return True
-    if cfg.get("active") is not None and cfg.active.name != "none":   # labels bought from the pool: no validation set
+    if active_run(cfg):   # labels bought from the pool: no validation set
         return False
     try:
         times = training_times(cfg) if cfg.get("inference") is not None else None

@@ -65,7 +65,8 @@ def _kernel_reads(word: str) -> Callable[[Any, str], bool]:
     return lambda cfg, command: _gp(cfg) and word not in KERNELS[cfg.kernel.name].ignores
 
 
-def _active(cfg: Any) -> bool:   # an active-learning run (active=<strategy>)
+def active_run(cfg: Any) -> bool:
+    """Whether a composed config is an active-learning run (``active=<strategy>``)."""
     return cfg.get("active") is not None and cfg.active.name != "none"
 
 
@@ -75,13 +76,13 @@ def _retrains(cfg: Any) -> bool:   # a strategy that trains the GCN at each step
 
 
 def _grid_nugget(cfg: Any, command: str) -> bool:   # the nugget grid: fit=grid, without inference.time; an active run's fit=mll
-    if _active(cfg):
+    if active_run(cfg):
         return _gp(cfg) and cfg.fit.method == "mll"
     return _gp(cfg) and cfg.fit.method == "grid" and (cfg.get("inference") is None or cfg.inference.time is None)
 
 
 def _mll(cfg: Any, command: str) -> bool:   # an active run's fit=mll chooses the nugget alone, on the grid: no optimiser
-    return _gp(cfg) and cfg.fit.method == "mll" and not _active(cfg)
+    return _gp(cfg) and cfg.fit.method == "mll" and not active_run(cfg)
 
 
 def _mll_start(cfg: Any, command: str) -> bool:   # fit.nugget: the fit's start, or an active run's nugget before its first label
@@ -167,11 +168,11 @@ READERS: tuple[Reader, ...] = (
     Reader(tuple(f"fit.{name}" for name in config_fields(FitConfig) if name not in ("method", "nugget")), _mll,
            "fit=mll (an active run's fit=mll chooses the nugget on the nugget grid, with no optimiser)", "drop it, or set fit=mll"),
     Reader(("fit.nugget",), _mll_start, "fit=mll", "drop it, or set fit=mll"),
-    Reader(_keys("active", ActiveConfig, "budgets", "initial", "batch", "seed", "model"), lambda cfg, command: _active(cfg),
+    Reader(_keys("active", ActiveConfig, "budgets", "initial", "batch", "seed", "model"), lambda cfg, command: active_run(cfg),
            "active learning (active=<strategy>)", "drop it, or choose a strategy: active=sigma_opt"),
-    Reader(("active.epochs",), lambda cfg, command: _active(cfg) and (cfg.active.model == "gcn" or _retrains(cfg)),
+    Reader(("active.epochs",), lambda cfg, command: active_run(cfg) and (cfg.active.model == "gcn" or _retrains(cfg)),
            "active learning that trains a GCN (active=age, or active.model=gcn)", "drop it, or set active.model=gcn"),
-    Reader(("active.nugget",), lambda cfg, command: _active(cfg) and cfg.fit.method == "grid",
+    Reader(("active.nugget",), lambda cfg, command: active_run(cfg) and cfg.fit.method == "grid",
            "active learning with fit=grid (the fixed nugget; fit=mll chooses it on the labels so far)", "drop it"),
     Reader(("likelihood.alpha",), lambda cfg, command: _gp(cfg) and cfg.likelihood.name == "dirichlet", "likelihood=dirichlet",
            "drop it, or set likelihood=dirichlet"),

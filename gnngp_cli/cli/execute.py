@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from ..backends import LocalBackend, backend_for
 from ..config import check_results_file, needs_validation, parse
 from ..errors import ConfigError, GnngpError, ResourceError
+from ..readers import active_run
 from ..results.invariants import checked_rows
 from ..job.active_job import run_active
 from ..job.gnn_job import run_gnn
@@ -56,8 +57,7 @@ def memory_advice(cfg: Any) -> str:
 
 def planned_runs(cfg: Any) -> int:
     """How many runs a job makes on each split."""
-    active = cfg.get("active") is not None and cfg.active.name != "none"   # an active run's seeds draw its labels
-    return int(cfg.runs) if cfg.method == "gnn" or active else gp_planned_runs(cfg)
+    return int(cfg.runs) if cfg.method == "gnn" or active_run(cfg) else gp_planned_runs(cfg)   # an active run's seeds draw its labels
 
 
 class TrialFailed(GnngpError):
@@ -147,8 +147,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
     every = cfg.get("splits") == "all"
     resume, kept = None, []
     if cfg.get("resume", False):
-        active = cfg.get("active") is not None and cfg.active.name != "none"
-        resume = resume_state(results, overrides, every, [int(b) for b in cfg.active.budgets] if active else None)
+        resume = resume_state(results, overrides, every, [int(b) for b in cfg.active.budgets] if active_run(cfg) else None)
         if resume.usable:
             missing = resume.missing(planned_runs(cfg), every)
             if missing == 0:

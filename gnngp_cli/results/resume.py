@@ -93,18 +93,18 @@ def resume_state(results: Path, overrides: Sequence[str], every_split: bool, bud
         before = sorted(recorded - {current})[0]
         return Resume(f"its settings changed (was {_show(before)}, now {_show(current)})")
     try:
-        done = {(int(float(row["split_index"])) if every_split else None, int(float(row.get("run") or 0))) for row in rows}
+        keys: list[Key] = [(int(float(row["split_index"])) if every_split else None, int(float(row.get("run") or 0))) for row in rows]
         counts = {int(float(row["split_count"])) for row in rows if row.get("split_count")}
         curves: dict[Key, list[int]] = {}
-        for row in rows if budgets is not None else ():
-            key = (int(float(row["split_index"])) if every_split else None, int(float(row.get("run") or 0)))
+        for key, row in zip(keys, rows) if budgets is not None else ():
             curves.setdefault(key, []).append(int(float(row["budget"])))
     except (KeyError, ValueError):
         return Resume("its rows do not say which run (or split, or budget) they are")
-    cut = next(((key, curve) for key, curve in curves.items() if curve != list(budgets or ())), None)
+    planned = list(budgets or ())
+    cut = next(((key, curve) for key, curve in curves.items() if curve != planned), None)
     if cut is not None:
-        return Resume(f"its run {cut[0][1]} holds the budgets {cut[1]}, not {list(budgets or ())} (a learning curve cut short)")
-    return Resume("its rows were computed with the same overrides", done, max(counts) if counts else None, kept=found)
+        return Resume(f"its run {cut[0][1]} holds the budgets {cut[1]}, not {planned} (a learning curve cut short)")
+    return Resume("its rows were computed with the same overrides", set(keys), max(counts) if counts else None, kept=found)
 
 
 def set_aside(results: Path) -> Path:
