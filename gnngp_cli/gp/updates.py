@@ -11,10 +11,13 @@ code path serves both. With the labelled nodes ``L``, their targets ``Y_L`` and 
 One more label ``i`` (``q = Q[i]``, target ``y``) is a rank-one step, never a refit:
 
     c = A q,  s = Q c = Sigma[:, i],  d = s2 + q^T c,
-    A <- A - c c^T / d,  mean <- mean + s (y - mean_i) / d,  var <- var - s^2 / d,
+    A <- A - c c^T / d,  mean <- mean + s (y - mean_i) / d,  var <- var - s^2 / d.
 
-``O(n m + m^2)`` per label: ``O(n^2)`` for an exact kernel, ``O(n m)`` for a low-rank one. A
-batch of labels is that many rank-one steps, the same as one rank-``b`` step.
+``A`` is never formed: it is ``I - W W^T`` with one column ``c / sqrt(d)`` of ``W`` (``m x k``)
+per label so far, so ``A v = v - W (W^T v)`` costs ``O(m k)`` and a label ``O(n m + m k)``: one
+pass over the root (``O(n^2)`` for an exact kernel, ``O(n m)`` for a low-rank one), where an
+``m x m`` matrix would be read and written several times per label (and be ``n x n`` for an
+exact kernel). A batch of labels is that many rank-one steps, the same as one rank-``b`` step.
 
 The scores of the optimal-design strategies are updated the same way, over the unlabelled
 nodes ``U`` (``G = Q_U^T Q_U``, ``g = Q_U^T 1``):
@@ -29,7 +32,7 @@ After the step at ``i`` (``A' = A - c c^T / d``; ``i`` leaves ``U``; ``s' = s s2
     r_j <- r_j - s_j (c^T g) / d - s'_j,
     w_j <- w_j - 2 s_j (q_j^T A G c) / d + s_j^2 (c^T G c) / d^2 - s'_j^2,
 
-each ``O(n m + m^2)`` (``q_j^T A G c`` for every ``j`` is ``Q (A (G c))``).
+with ``G c = Q_U^T s_U`` (``G`` is never formed either), each ``O(n m + m k)``.
 """
 from __future__ import annotations
 
@@ -69,7 +72,7 @@ class RootPosterior:
         self.root, self.noise = root, float(noise)
         n, m = root.shape
         self.track = tuple(track)
-        self.a = torch.eye(m, dtype=root.dtype, device=root.device)
+        self.w = root.new_zeros(m, 16)      # A = I - W[:, :k] W[:, :k]^T, a column per label (grown by doubling)
         self.mean = root.new_zeros(n, outputs)
         self.variance = (root * root).sum(1)
         self.unlabelled = torch.ones(n, dtype=torch.bool, device=root.device)
@@ -78,8 +81,12 @@ class RootPosterior:
             self.column_sum = root.sum(0)                       # g = Q_U^T 1
             self.sums = root @ self.column_sum                  # r = Q A g (A = I)
         if "v_opt" in self.track:
-            self.gram = root.T @ root                           # G = Q_U^T Q_U
-            self.squares = ((root @ self.gram) * root).sum(1)   # w = diag(Q A G A Q^T) (A = I)
+            self.squares = ((root @ (root.T @ root)) * root).sum(1)   # w = diag(Q A G A Q^T) (A = I, G = Q^T Q)
+
+    def _a(self, v: Tensor) -> Tensor:
+        """``A v`` (``A = I - W W^T``, ``W`` the labels' columns so far)."""
+        w = self.w[:, :len(self.labelled)]
+        return v - w @ (w.T @ v)
 
     @property
     def num_nodes(self) -> int:
@@ -90,11 +97,11 @@ class RootPosterior:
         if not bool(self.unlabelled[node]):
             raise KernelError(f"node {node} is labelled already")
         q = self.root[node]
-        c = self.a @ q
+        c = self._a(q)
         s = self.root @ c
         d = self.noise + float(q @ c)
         residual = target.to(self.mean.dtype) - self.mean[node]
-        self.mean.addr_(s, residual, alpha=1.0 / d)   # in place: no n x C (nor m x m below) temporary per label
+        self.mean.addr_(s, residual, alpha=1.0 / d)   # in place: no n x C temporary per label
         self.variance -= s * s / d
         self.variance.clamp_(min=0)
         after = s * (self.noise / d)                            # s' = Q A' q
@@ -102,12 +109,14 @@ class RootPosterior:
             self.sums -= s * (float(c @ self.column_sum) / d) + after
             self.column_sum -= q
         if "v_opt" in self.track:
-            gc = self.gram @ c
-            agc = self.root @ (self.a @ gc)
+            gc = self.root.T @ (s * self.unlabelled)            # G c = Q_U^T s_U (U still holding the node)
+            agc = self.root @ self._a(gc)
             self.squares += -2.0 * s * agc / d + s * s * (float(c @ gc) / d ** 2) - after * after
             self.squares.clamp_(min=0)
-            self.gram.addr_(q, q, alpha=-1.0)
-        self.a.addr_(c, c, alpha=-1.0 / d)
+        k = len(self.labelled)
+        if k == self.w.size(1):
+            self.w = torch.cat([self.w, torch.zeros_like(self.w)], dim=1)
+        self.w[:, k] = c / math.sqrt(d)
         self.unlabelled[node] = False
         self.labelled.append(int(node))
 
@@ -122,7 +131,8 @@ class RootPosterior:
     def covariance(self, rows: Optional[Tensor] = None) -> Tensor:
         """``Sigma[rows, rows]`` (for small node sets: checks and inspection)."""
         q = self.root if rows is None else self.root[rows]
-        return q @ self.a @ q.T
+        qw = q @ self.w[:, :len(self.labelled)]
+        return q @ q.T - qw @ qw.T
 
 
 def rebuilt(root: Tensor, noise: float, outputs: int, labelled: list[int], targets: Tensor, track: tuple[str, ...] = ()) -> RootPosterior:

@@ -108,7 +108,7 @@ class ActiveJob(KernelJob):
         ctx = backend.context(arch.adjacency, base, landmarks, kspec.base.scale)
         n, b = backend.info.num_nodes, torch.finfo(backend.dtype).bits // 8
         width = n if landmarks is None else int(landmarks.numel()) * 2   # a low-rank root is about the landmarks wide (a bias column, a branch or two)
-        need = active_bytes(n, width, b, landmarks is None)
+        need = active_bytes(n, width, b, landmarks is None, int(spec.active.initial) + max(spec.active.budgets))
         limit = memory_limit_bytes(spec.max_memory_gb, ctx.features.device)
         if current_rss_bytes() + need > limit:
             fix = (f"use the low-rank kernel (kernel={kspec.name}_x)" if landmarks is None

@@ -281,17 +281,18 @@ def rowblock_estimate(
 
 
 
-ACTIVE_SQUARES = 3   # m x m blocks an active run holds: A, the V-optimality Gram matrix G, and a product's temporary
+ACTIVE_SQUARES = 1   # m x m blocks an active run holds: the V-optimality scores' first Gram matrix Q^T Q (A and G are never formed)
 ACTIVE_ROOTS = 3     # n x m blocks: the root Q, its eigenvectors (an exact kernel's eigen-root) and a product's temporary
 
 
-def active_bytes(num_nodes: int, width: int, bytes_per_entry: int, exact: bool) -> float:
+def active_bytes(num_nodes: int, width: int, bytes_per_entry: int, exact: bool, labels: int = 0) -> float:
     """What an active run holds beside the kernel (:mod:`gnngp_cli.gp.updates`): the root ``Q``
-    (``n x m``) and its copies, the posterior's ``A`` and ``G`` (``m x m``); an exact kernel's root
+    (``n x m``) and its copies, the posterior's ``W`` (``m`` by twice the ``labels``, grown by
+    doubling) and the V-optimality scores' first Gram matrix (``m x m``); an exact kernel's root
     comes from the dense ``n x n`` kernel's eigendecomposition, which holds the kernel, its
     eigenvectors and LAPACK's workspace (``m = n``). The candidate scores and the posterior's
     mean and variance are a few ``n``-vectors."""
-    entries = ACTIVE_ROOTS * num_nodes * width + ACTIVE_SQUARES * width * width
+    entries = ACTIVE_ROOTS * num_nodes * width + ACTIVE_SQUARES * width * width + 2 * width * max(labels, 16)
     if exact:
         entries += EIGH_SQUARES * num_nodes * num_nodes
     return float(entries) * bytes_per_entry
