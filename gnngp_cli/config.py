@@ -69,6 +69,7 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
     unknown_keys(cfg)
     removed_keys(cfg)
     resolvable(cfg)
+    no_missing(cfg)
     if cfg.dataset is None:
         raise ConfigError("no dataset chosen; use dataset=<name>")
     _choice(str(cfg.dataset.name).lower(), DATASETS, "dataset")
@@ -256,6 +257,17 @@ def removed_keys(cfg: Any, path: str = "") -> None:
                               f"(a key left out keeps its default; set it with {where}=<value>)")
     for name in names:
         removed_keys(cfg._get_node(name), f"{path}.{name}" if path else name)
+
+
+def no_missing(cfg: Any) -> None:
+    """No value is OmegaConf's ``???`` (a value that must be given: ``dataset.name=???``): else one
+    line naming the key, not an OmegaConf traceback from whichever reader meets it first."""
+    if not OmegaConf.is_config(cfg):
+        return
+    missing = sorted(k for k in OmegaConf.missing_keys(cfg) if not str(k).startswith("hydra"))
+    if missing:
+        raise ConfigError(f"{missing[0]}=??? is a value left to give (??? marks a required value); give {missing[0]} a value "
+                          f"(gnngp run --cfg job shows its default), or drop the override that set it to ???")
 
 
 def resolvable(cfg: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 
 import pytest
 from hypothesis import event, example, given
@@ -50,6 +51,59 @@ def _known_keys() -> list[str]:
 
 
 KNOWN_KEYS = _known_keys()
+
+
+def _typed_keys() -> dict[str, tuple[type, object]]:
+    """Every schema key (the run's, each kernel's, GNN's and dataset's own) with its type and its
+    default: what :data:`typed_override` draws a value of the right kind for."""
+    out: dict[str, tuple[type, object]] = {}
+
+    def walk(cls, prefix: str) -> None:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            key, kind = f"{prefix}.{f.name}" if prefix else f.name, hints[f.name]
+            if dataclasses.is_dataclass(kind):
+                walk(kind, key)
+            elif not key.startswith("hydra"):
+                default = f.default if f.default is not dataclasses.MISSING else (
+                    f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+                out.setdefault(key, (kind, default))
+
+    walk(schema.RunConfig, "")
+    for prefix, entries in (("kernel", [e.config for e in KERNELS.values()]), ("gnn", [e.config for e in GNNS.values()]),
+                            ("dataset", [type(e.config) for e in DATASETS.values()])):
+        for cls in entries:
+            walk(cls, prefix)
+    return out
+
+
+TYPED_KEYS = _typed_keys()
+
+
+def _typed_value(kind, default) -> st.SearchStrategy:
+    """A value of the key's own type, near its default: what a user who read the docs would write."""
+    base = typing.get_args(kind)[0] if typing.get_origin(kind) is typing.Union else kind
+    optional = typing.get_origin(kind) is typing.Union
+    if base is bool:
+        values = st.sampled_from(["true", "false"])
+    elif base is int:
+        d = default if isinstance(default, int) and not isinstance(default, bool) else 2
+        values = st.integers(max(0, d // 2 - 1), 2 * d + 2).map(str)
+    elif base is float:
+        d = default if isinstance(default, (int, float)) and not isinstance(default, bool) and math.isfinite(default) and default else 0.5
+        values = st.sampled_from([0.5, 1.0, 2.0, 0.1, 10.0]).map(lambda f: repr(d * f))
+    elif typing.get_origin(base) is list:
+        inner = typing.get_args(base)[0]
+        item = st.integers(1, 200).map(str) if inner is int else st.floats(0.001, 10.0).map(repr) if inner is float else identifier
+        values = st.lists(item, min_size=1, max_size=4, unique=True).map(lambda vs: "[" + ",".join(sorted(vs, key=lambda v: float(v) if inner is not str else 0)) + "]")
+    elif isinstance(default, str):
+        values = st.sampled_from([default, default, f"'{default}'"]) if default else identifier
+    else:
+        values = st.just("null")
+    return st.one_of(values, st.just("null")) if optional else values
+
+
+typed_override = st.sampled_from(sorted(TYPED_KEYS)).flatmap(lambda k: _typed_value(*TYPED_KEYS[k]).map(lambda v: f"{k}={v}"))
 GROUPS = {
     "dataset": sorted(DATASETS), "kernel": sorted([*KERNELS, *(k + "_x" for k in KERNELS)]), "gnn": sorted([*GNNS, "none"]),
     "model": sorted([*KERNELS, *GNNS]), "compute": ["local", "dask", "slurm"], "fit": ["grid", "mll"],
@@ -100,6 +154,13 @@ override = st.one_of(
     st.text(max_size=24),   # anything at all
 )
 overrides = st.lists(override, max_size=5)
+# biased toward runs a user would write: a group choice or two and typed values near the defaults,
+# so that most of them are valid specs or refused by the spec's own checks, not by the grammar
+valid_choice = st.sampled_from(["kernel", "dataset", "model", "fit", "likelihood", "active", "conformal"]).flatmap(
+    lambda g: st.sampled_from(GROUPS[g]).map(lambda v: f"{g}={v}"))
+typed_overrides = st.tuples(st.lists(valid_choice, max_size=2, unique_by=lambda o: o.split("=")[0]),
+                            st.lists(typed_override, min_size=1, max_size=3, unique_by=lambda o: o.split("=")[0]),
+                            st.lists(override, max_size=1)).map(lambda parts: [*parts[0], *parts[1], *parts[2]])
 
 
 def _refused_or_valid(settings: list[str]) -> str:
@@ -148,6 +209,19 @@ def test_generated_overrides_give_a_spec_or_one_typed_error(settings):
         event(_refused_or_valid(settings))
 
 
+@example(settings=["kernel=gcngp_x", "landmarks.count=50"])
+@example(settings=["dataset.name=???"])
+@example(settings=["kernel.layers=???"])
+@examples(ci=12)
+@given(settings=typed_overrides)
+def test_typed_overrides_near_the_defaults_give_a_spec_or_one_typed_error(settings):
+    """The same property on generated runs a user would write (group choices, typed values near the
+    defaults): these reach the spec's own checks and its readers' refusals, where free text mostly
+    stops at the grammar."""
+    with within(60, f"compose and parse {settings}"):
+        event(_refused_or_valid(settings))
+
+
 @pytest.fixture
 def no_job(monkeypatch):
     """``gnngp run``'s job replaced by one that returns at once (its preflight parse still runs)."""
@@ -165,6 +239,7 @@ def no_job(monkeypatch):
 @example(settings=["--seed=1"])
 @example(settings=["compute.job_extra._=0"])
 @example(settings=["fit.learn.dj0=0"])
+@example(settings=["dataset.name=???"])
 @examples(ci=4)
 @given(settings=overrides)
 def test_generated_command_lines_give_exit_0_or_one_error_line(settings, no_job, tmp_path_factory):
