@@ -79,7 +79,55 @@ LONGEST_FIRST = (
 )
 
 
+# The adversarial trials' cases, kept as regression tests (docs/reliability.md): crafted and tampered
+# files, payloads, kills and signals, concurrent writers, full disks, options without effect,
+# malformed overrides, generated configs and graphs, long sessions. `python -m pytest -m trust` reruns
+# them as one suite (the paper-marked ones among them too).
+TRUST_FILES = (
+    "cli/test_trust_acceptance.py", "cli/test_trust_errors.py", "cli/test_trust_nan.py", "cli/test_options_read.py",
+    "cli/test_config_properties.py", "cli/test_preflight.py", "data/test_trust_loading.py", "data/test_trust_ownership.py",
+    "data/test_custom_properties.py", "data/test_shard_files.py", "results/test_trust_rows.py", "results/test_reliability.py",
+    "results/test_second_signal.py", "api/test_soak.py",
+)
+TRUST_TESTS = {   # ... and those among other tests of their layer
+    "job/test_conformal.py": ("test_bad_conformal_settings_fail_in_one_line", "test_a_calibration_made_in_python_checks_its_values_in_one_line",
+                              "test_extreme_conformal_values_are_one_line_before_any_work", "test_predictions_that_give_no_sets_keep_the_row_with_a_warning",
+                              "test_inputs_that_do_not_cover_the_evaluation_nodes_are_one_line", "test_a_gnn_rows_conformal_refusal_is_a_warning_as_a_gps_is",
+                              "test_a_refusal_in_the_conformal_step_keeps_the_row", "test_too_few_test_nodes_keep_the_row_with_a_warning"),
+    "job/test_active.py": ("test_bad_active_options_are_one_line_errors", "test_unknown_strategy_lists_the_choices",
+                           "test_refusals_once_the_graph_is_loaded_are_one_line",
+                           "test_a_stop_midway_through_a_selection_keeps_whole_runs_and_resume_runs_the_rest",
+                           "test_a_stop_in_the_first_runs_selection_keeps_no_row_and_claims_no_run",
+                           "test_a_second_signal_during_an_active_jobs_clean_up_keeps_the_whole_runs",
+                           "test_a_stop_between_the_rows_of_a_run_waits_until_its_last_is_written", "test_resume_runs_again_a_learning_curve_cut_short"),
+    "data/test_data.py": ("test_truncated_pickle_is_named", "test_planetoid_files_disagreeing_on_node_count_are_named", "test_corrupt_musae_files_are_named",
+                          "test_arxiv_with_wrong_node_count_is_named", "test_truncated_reddit_file_is_named", "test_csbm_rejects_impossible_parameters",
+                          "test_custom_bad_inputs_name_the_file", "test_a_sparse_feature_file_of_broken_structure_is_refused_before_it_is_densified",
+                          "test_custom_missing_folder"),
+    "backends/test_rowblocks.py": ("test_the_roots_of_a_killed_run_on_this_host_are_removed_by_the_next",
+                                   "test_roots_folders_of_an_older_gnngp_are_one_warning_saying_how_to_remove_them", "test_a_non_finite_root_is_one_line_naming_what",
+                                   "test_sigterm_midway_removes_the_runs_roots", "test_a_worker_killed_midway_is_recomputed_with_an_unchanged_result",
+                                   "test_a_roots_dir_that_cannot_be_written_is_one_line", "test_a_roots_dir_without_room_for_the_roots_is_refused_before_any_work",
+                                   "test_a_dask_run_leaves_no_root_files_behind", "test_unreachable_scheduler_is_one_line",
+                                   "test_worker_memory_below_one_row_block_asks_for_smaller_blocks",
+                                   "test_what_the_row_block_backend_cannot_honour_is_refused_in_one_line", "test_worker_count_below_one_is_one_line"),
+}
+
+
 def pytest_collection_modifyitems(config, items):
-    """The tests of LONGEST_FIRST before the others, in its order (a stable sort: the same order in every worker)."""
+    """Marks the adversarial cases ``trust`` (:data:`TRUST_FILES`); then the tests of LONGEST_FIRST
+    before the others, in its order (a stable sort: the same order in every worker)."""
+    here = Path(__file__).parent
+    trusted = {str(here / name) for name in TRUST_FILES}
+    missing = [name for name in TRUST_FILES if not (here / name).exists()]
+    missing += [f"{name}::{test}" for name, tests in TRUST_TESTS.items() for test in tests
+                if f"def {test}(" not in (here / name).read_text(encoding="utf-8")]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py TRUST_FILES/TRUST_TESTS name tests that do not exist: {missing}")
+    named = {str(here / name): set(tests) for name, tests in TRUST_TESTS.items()}
+    for item in items:
+        path = str(item.path)
+        if path in trusted or item.originalname in named.get(path, ()):
+            item.add_marker(pytest.mark.trust)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.originalname, len(LONGEST_FIRST)))
