@@ -231,11 +231,14 @@ def _own_parameter_read(cfg: Any, name: str) -> bool:
 
 
 # the keys only gnngp run reads: gnngp verify checks a kernel against wide networks on a
-# subgraph of the dataset (its kernel.*, dataset.*, data.*, protocol.*, seed, device and
-# max_memory_gb), and runs no GP, no GNN and no sweep of runs
+# subgraph of the dataset (its kernel.*, dataset.*, data.*, protocol.*, experiment.stand_in, seed,
+# device and max_memory_gb), and runs no GP, no GNN and no sweep of runs; it logs to no tracker
+# (logger), prints each width as it samples it whatever progress says, and reads no paper preset's
+# table (experiment.name, .table, .paper)
 RUN_ONLY = ("runs", "repeat_deterministic", "splits", "resume", "results_file", "dtype", "method", "nugget.*", "landmarks.*", "fit.*",
             "likelihood.*", "conformal.*", "inference.*", "compute.*", "gnn.*", "kernel.low_rank", "kernel.gamma_search",
-            "kernel.gamma_grid.*", "dataset.landmark_fraction", "dataset.landmark_count", "active.*")
+            "kernel.gamma_grid.*", "dataset.landmark_fraction", "dataset.landmark_count", "active.*", "progress", "logger", "logger.*",
+            "experiment.name", "experiment.table", "experiment.table.*", "experiment.paper")
 
 
 def run_only(key: str) -> bool:

@@ -263,7 +263,8 @@ def test_landmark_options_on_an_exact_kernel_are_refused_naming_the_low_rank_twi
     ("conformal=aps", "conformal.name=aps"), ("conformal.alpha=0.2", "conformal.alpha=0.2"), ("landmarks.count=5", "landmarks.count=5"),
     ("dtype=float64", "dtype=float64"), ("compute=dask", "compute.backend=dask"), ("splits=all", "splits=all"),
     ("kernel=gcngp_x", "kernel.low_rank=true"), ("results_file=mine.csv", "results_file=mine.csv"),
-    ("active=sigma_opt", "active.name=sigma_opt"),
+    ("active=sigma_opt", "active.name=sigma_opt"), ("progress=false", "progress=false"), ("logger=mlflow", "logger.name=mlflow"),
+    ("experiment.paper=true", "experiment.paper=true"),
 ])
 def test_run_only_options_given_to_verify_are_refused(override, key):
     """``gnngp verify`` checks a kernel against wide networks: the options only ``gnngp run`` reads
@@ -276,7 +277,7 @@ def test_run_only_options_given_to_verify_are_refused(override, key):
 
 def test_verify_reads_the_kernel_the_dataset_and_its_own_keys():
     for overrides in (["seed=3"], ["kernel.layers=3"], ["kernel=sagegp", "kernel.sigma_w1=0.3"], ["dataset=cora"], ["verify.seeds=8"],
-                      ["protocol=feature_shift"], ["kernel.base.name=rbf", "kernel.base.gamma=2"]):
+                      ["protocol=feature_shift"], ["kernel.base.name=rbf", "kernel.base.gamma=2"], ["experiment.stand_in=csbm"]):
         parse(compose(overrides, config_name="verify"), command="verify")
 
 
@@ -296,7 +297,8 @@ PARTITION_FIX = "drop it (gnngp partition writes a dataset's graph as row blocks
     ("likelihood=dirichlet", "likelihood.name=dirichlet", "gnngp run"), ("conformal=aps", "conformal.name=aps", "gnngp run"),
     ("inference.time=[1]", "inference.time=[1]", "gnngp run"), ("active=sigma_opt", "active.name=sigma_opt", "gnngp run"),
     ("gnn=gcn", "gnn.name=gcn", "gnngp run"), ("kernel=gcngp_x", "kernel.low_rank=true", "gnngp run"), ("dtype=float64", "dtype=float64", "gnngp run"),
-    ("compute=dask", "compute.backend=dask", "gnngp run"), ("kernel=rbf", "kernel.name=rbf", "gnngp run and gnngp verify"),
+    ("compute=dask", "compute.backend=dask", "gnngp run"), ("progress=false", "progress=false", "gnngp run"),
+    ("kernel=rbf", "kernel.name=rbf", "gnngp run and gnngp verify"),
     ("kernel.layers=3", "kernel.layers=3", "gnngp run and gnngp verify"), ("kernel.adjacency=row", "kernel.adjacency=row", "gnngp run and gnngp verify"),
     ("seed=3", "seed=3", "gnngp run and gnngp verify"), ("protocol=feature_shift", "protocol.name=feature_shift", "gnngp run and gnngp verify"),
 ])
