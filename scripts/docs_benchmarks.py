@@ -971,7 +971,6 @@ def active(page: Page) -> None:
         rows = rows[(rows["model"] == "gp") | ~rows.set_index(key).index.isin(own)].copy()   # the GP's numbers once per cell
         gcn["test"], gcn["macro_f1_all"], gcn["strategy"] = gcn["gcn_test"], gcn["gcn_macro_f1_all"], gcn["strategy"] + " + GCN"
         rows = pd.concat([rows, gcn], ignore_index=True)
-    budgets = sorted(int(b) for b in rows["budget"].dropna().unique())
     page.add("Each cell is one fresh `gnngp run ... active=<strategy>` process (dataset, strategy, seed); its rows are one per "
              "budget. `test`: the dataset's metric on its test nodes (never in the pool), mean +- std over the seeds (`n`); "
              "`macro-F1 all`: FeatProp's protocol, the macro-F1 over every node averaged over the budgets, in %; `selection s`: "
@@ -983,6 +982,7 @@ def active(page: Page) -> None:
     goals = []
     for dataset in dict.fromkeys(rows["dataset"]):
         mine = rows[rows["dataset"] == dataset]
+        budgets = sorted(int(b) for b in mine["budget"].dropna().unique())   # each dataset's own (a scale cell buys fewer labels)
         body, summary = [], {}
         for strategy, cells in mine.groupby("strategy", sort=False):
             last = cells[cells["budget"] == cells["budget"].max()]
