@@ -70,6 +70,7 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
     removed_keys(cfg)
     resolvable(cfg)
     no_missing(cfg)
+    sections(cfg)
     if cfg.dataset is None:
         raise ConfigError("no dataset chosen; use dataset=<name>")
     _choice(str(cfg.dataset.name).lower(), DATASETS, "dataset")
@@ -257,6 +258,19 @@ def removed_keys(cfg: Any, path: str = "") -> None:
                               f"(a key left out keeps its default; set it with {where}=<value>)")
     for name in names:
         removed_keys(cfg._get_node(name), f"{path}.{name}" if path else name)
+
+
+def sections(cfg: Any) -> None:
+    """``dataset``, ``kernel`` and ``gnn`` (the groups whose schema depends on the choice) each hold
+    a configuration or nothing: a value put in their place (``++kernel=${active.batch}``) is one
+    line, not an ``AttributeError`` from the first check that reads a key of it."""
+    if not OmegaConf.is_config(cfg):
+        return
+    for key in ("dataset", "kernel", "gnn"):
+        value = cfg.get(key)
+        if value is not None and not OmegaConf.is_dict(value):
+            raise ConfigError(f"{key}={value!r} is not a {key} configuration; choose one by its name, {key}=<name> "
+                              f"(gnngp run --help lists them)")
 
 
 def no_missing(cfg: Any) -> None:

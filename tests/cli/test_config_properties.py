@@ -202,6 +202,7 @@ def _refused_or_valid(settings: list[str]) -> str:
 @example(settings=["likelihood.alpha_grid=${compute.account}"])
 @example(settings=["seed=${compute.memory}"])
 @example(settings=["compute=0\n0"])
+@example(settings=["active.batch=0", "++kernel=${active.batch}"])
 @examples(ci=30)
 @given(settings=overrides)
 def test_generated_overrides_give_a_spec_or_one_typed_error(settings):
