@@ -27,7 +27,7 @@ from ..results.resume import Resume, job_overrides, resume_state, set_aside
 from ..schema import RunConfig, revised
 from ..stops import signals_held, stop_signal, stopped_by_signals, telling_kept
 
-OnRow = Callable[[dict], None]
+OnRun = Callable[[list[dict]], None]   # a finished run's rows (a row per budget of an active run, per uncertainty of a GNN's)
 
 log = logging.getLogger("gnngp")
 
@@ -83,7 +83,7 @@ def objective(rows: Sequence[dict], searched: bool = False) -> float:
     return float("nan")
 
 
-def run_once(spec: RunConfig, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRow] = None,
+def run_once(spec: RunConfig, graph: Optional[LoadedGraph] = None, on_run: Optional[OnRun] = None,
              skip: Collection[int] = ()) -> tuple[list[dict], Optional[int]]:
     """One job on one split (the runs in ``skip`` left out): its rows, and how many fixed
     splits its dataset has."""
@@ -91,18 +91,18 @@ def run_once(spec: RunConfig, graph: Optional[LoadedGraph] = None, on_row: Optio
         if spec.compute.backend != "local":
             raise ConfigError(f"compute={spec.compute.backend} runs GP kernels; GNN baselines run with compute=local")
         graph = graph or load_graph(spec)
-        return run_gnn(spec, graph, on_row, skip), graph.info().num_splits
+        return run_gnn(spec, graph, on_run, skip), graph.info().num_splits
     backend = LocalBackend(spec, graph) if graph is not None else backend_for(spec)
-    rows = (run_active if spec.active.name != "none" else run_gp)(spec, backend, on_row, skip)
+    rows = (run_active if spec.active.name != "none" else run_gp)(spec, backend, on_run, skip)
     return rows, backend.info.num_splits
 
 
-def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRow] = None, resume: Optional[Resume] = None,
+def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_run: Optional[OnRun] = None, resume: Optional[Resume] = None,
             unread: str = "refuse") -> list[dict]:
     """One job: a GNN if ``gnn`` is set, else a GP kernel on the backend of ``compute``; on
     every fixed split with ``splits=all`` (rows then carry ``split_index`` and ``split_count``;
     the console summary gives the mean and std over them). ``graph``: data already loaded
-    (``compute=local``). Each row goes to ``on_row`` as its run finishes; the runs ``resume``
+    (``compute=local``). Each run's rows go to ``on_run`` together as the run finishes; the runs ``resume``
     holds are not run again. ``cfg``, the composed config, is parsed here into the job's spec
     (:func:`~gnngp_cli.config.parse`), once: all below reads the spec; ``unread="reset"`` (a job
     of a sweep) runs an option this job would not read at its default, with a warning."""
@@ -118,7 +118,7 @@ def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRo
     count = resume.split_count if resume is not None else None
     rows: list[dict] = []
     if len(skip(first)) < planned or (every and count is None):
-        rows, count = run_once(spec, graph, on_row, skip(first))
+        rows, count = run_once(spec, graph, on_run, skip(first))
     if not every:
         return rows
     if count is None:
@@ -126,7 +126,7 @@ def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[OnRo
     for index in range(count):
         if index != first and len(skip(index)) < planned:
             split_spec = revised(spec, dataset=revised(spec.dataset, split_index=index))
-            rows += run_once(split_spec, None, on_row, skip(index))[0]
+            rows += run_once(split_spec, None, on_run, skip(index))[0]
     return rows
 
 
@@ -174,12 +174,13 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
     finished: list[dict] = []
     validation = needs_validation(cfg)
 
-    def on_row(row: dict) -> None:
-        row = checked_rows([row], validation=validation)[0]
-        with signals_held():   # on disk and counted together: a stop between them told one run fewer than the file held
-            write([row])
-            finished.append(row)
-        log.info(summary_line(console_row(row)))
+    def on_run(rows: list[dict]) -> None:
+        rows = checked_rows(rows, validation=validation)
+        with signals_held():   # a run's rows on disk and counted together: a stop never splits a run, nor tells one run fewer than the file holds
+            write(rows)
+            finished.extend(rows)
+        for row in rows:
+            log.info(summary_line(console_row(row)))
 
     def kept_now() -> str:   # runs, not rows: an active run writes a row per budget
         runs = len({(row.get("split_index"), row.get("run")) for row in finished})
@@ -189,7 +190,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
 
     try:
         with stopped_by_signals(), telling_kept(lambda: kept_now() + "; run it again with resume=true to run only the missing ones"):
-            run_job(cfg, on_row=on_row, resume=resume, unread="reset" if multirun else "refuse")   # preflight refused what no job of a sweep reads
+            run_job(cfg, on_run=on_run, resume=resume, unread="reset" if multirun else "refuse")   # preflight refused what no job of a sweep reads
     except KeyboardInterrupt as err:   # Ctrl-C, or SIGTERM (Stopped): the finished runs are on disk
         name, status = stop_signal(err)
         print(f"gnngp: error: stopped by {name}: {kept_now()}; "

@@ -45,7 +45,6 @@ from ..kernels import KERNELS, BaseKernel
 from ..metrics import macro_f1, score
 from ..results.rows import base_row, graph_columns, with_extra
 from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
-from ..stops import signals_held
 from .estimate import active_bytes, size_text
 from .gp_job import KernelJob, candidates
 from .landmarks import choose_landmarks
@@ -238,11 +237,11 @@ class ActiveJob(KernelJob):
                 "gcn_macro_f1_all": macro_f1(predicted, self.backend.data.y, info.num_classes) if predicted is not None else float("nan")}
 
 
-def run_active(spec: Any, backend: Any, on_row: Optional[Callable[[dict], Any]] = None, skip: Collection[int] = ()) -> list[dict]:
+def run_active(spec: Any, backend: Any, on_run: Optional[Callable[[list[dict]], Any]] = None, skip: Collection[int] = ()) -> list[dict]:
     """All runs of an active-learning job on ``backend`` (``compute=local``); each run's rows (one
-    per budget) handed to ``on_row`` once the run has reached its last budget, together with
-    signals held (a stop between two of them kept a learning curve cut short, which resume then
-    took for a finished run), so a stopped job keeps whole runs only."""
+    per budget) handed to ``on_run`` together once the run has reached its last budget (the
+    command line writes them with signals held: a stop between two of them kept a learning curve
+    cut short, which resume then took for a finished run), so a stopped job keeps whole runs only."""
     spec = parse(spec)
     entry = KERNELS[spec.kernel.name]
     backend.refuse(spec, entry)
@@ -252,8 +251,6 @@ def run_active(spec: Any, backend: Any, on_row: Optional[Callable[[dict], Any]] 
     with backend:
         for run in ActiveJob(spec, backend).runs(skip):
             rows += run.rows
-            if on_row is not None:
-                with signals_held():
-                    for row in run.rows:
-                        on_row(row)
+            if on_run is not None:
+                on_run(run.rows)
     return rows

@@ -33,7 +33,6 @@ from ..conformal import Calibration
 from .conformal_rows import add_conformal, gnn_conformal
 from .loading import LoadedGraph, reuse
 from ..results.rows import base_row, graph_columns, with_extra
-from ..stops import signals_held
 
 ENSEMBLE_SEED_STEP = 1000   # member m of an ensemble trains with seed + 1000 m
 
@@ -153,11 +152,11 @@ def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[st
     return rows
 
 
-def run_gnn(spec: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[Callable[[dict], Any]] = None,
+def run_gnn(spec: Any, graph: Optional[LoadedGraph] = None, on_run: Optional[Callable[[list[dict]], Any]] = None,
             skip: Collection[int] = (), uncertainties: Optional[Sequence[str]] = None) -> list[dict]:
     """All runs of a GNN job (seeds ``seed .. seed+runs-1``) but those in ``skip``; one row per
     run (per item of ``uncertainties``, default ``[gnn.uncertainty]``), a run's rows handed to
-    ``on_row`` together when it finishes (signals held between them)."""
+    ``on_run`` together when it finishes (so a stop never splits a run)."""
     spec = parse(spec)
     graph = reuse(spec, graph)
     info = graph.info()
@@ -179,10 +178,8 @@ def run_gnn(spec: Any, graph: Optional[LoadedGraph] = None, on_row: Optional[Cal
                 continue
             run_rows = gnn_rows(spec, graph, run, wanted)
             rows += run_rows
-            if on_row is not None:
-                with signals_held():   # a run's rows (one per uncertainty) on disk together: a stop never splits a run
-                    for row in run_rows:
-                        on_row(row)
+            if on_run is not None:
+                on_run(run_rows)
     finally:
         torch.use_deterministic_algorithms(was_deterministic)
     return rows

@@ -321,9 +321,9 @@ class GPJob(KernelJob):
         return GPRun(row, choice, result, fitted)
 
 
-def run_gp(spec: Any, backend: Backend, on_row: Optional[Callable[[dict], Any]] = None, skip: Collection[int] = ()) -> list[dict]:
+def run_gp(spec: Any, backend: Backend, on_run: Optional[Callable[[list[dict]], Any]] = None, skip: Collection[int] = ()) -> list[dict]:
     """All runs of a GP job on ``backend``; one row per run (one run only for a deterministic
-    kernel when ``repeat_deterministic`` is false), each handed to ``on_row`` as it finishes
+    kernel when ``repeat_deterministic`` is false), each handed to ``on_run`` as it finishes
     (so a stopped job keeps its finished runs); the runs in ``skip`` are not run. Unsupported
     combinations are refused, in one line, before the backend loads anything."""
     spec = parse(spec)
@@ -340,6 +340,6 @@ def run_gp(spec: Any, backend: Backend, on_row: Optional[Callable[[dict], Any]] 
     with backend:
         for run in GPJob(spec, backend).runs(skip):
             rows.append(run.row)
-            if on_row is not None:
-                on_row(run.row)
+            if on_run is not None:
+                on_run([run.row])
     return rows

@@ -290,10 +290,11 @@ def test_a_protocol_is_applied_once_and_the_callers_graph_is_left_alone(cache):
         NodeGP("gcngp", protocol="feature_shift").fit(shifted)
 
 
-def test_a_stop_between_a_gnn_runs_rows_is_delivered_after_its_last_row(cache):
-    """A GNN run with several ways of reading its probabilities hands its rows over together, signals
-    held between them: a SIGTERM as the first row is handed over stops the job after the run's last
-    row, never between (a results file would hold a run cut short)."""
+def test_a_gnn_runs_rows_are_handed_over_together_so_a_stop_never_splits_them(cache):
+    """A GNN run with several ways of reading its probabilities hands its rows over together (the
+    command line writes them in one append with signals held): a SIGTERM as the run's rows are
+    handed over stops the job after the whole run, never between its rows (a results file would
+    hold a run cut short)."""
     import os
     import signal
 
@@ -308,15 +309,14 @@ def test_a_stop_between_a_gnn_runs_rows_is_delivered_after_its_last_row(cache):
     cfg = compose([*CSBM, "gnn=gcn", "gnn.epochs=2", "gnn.hidden=8", "runs=2", "progress=false", f"data.root={cache}"])
     handed: list[dict] = []
 
-    def on_row(row):
-        handed.append(row)
-        if len(handed) == 1:
-            os.kill(os.getpid(), signal.SIGTERM)
+    def on_run(rows):
+        handed.extend(rows)
+        os.kill(os.getpid(), signal.SIGTERM)
 
     before = signal.signal(signal.SIGTERM, stop)
     try:
         with pytest.raises(Stop):
-            run_gnn(cfg, on_row=on_row, uncertainties=["softmax", "temperature"])
+            run_gnn(cfg, on_run=on_run, uncertainties=["softmax", "temperature"])
     finally:
         signal.signal(signal.SIGTERM, before)
     assert [r["uncertainty"] for r in handed] == ["softmax", "temperature"] and {r["run"] for r in handed} == {0}
