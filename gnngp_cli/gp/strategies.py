@@ -18,7 +18,7 @@ report read this registry.
 | age         | AGE (Cai, Zheng & Chang 2017): ``alpha P(entropy) + beta P(density) + gamma P(PageRank)`` of the GCN retrained on the labels so far (:func:`age_scores`) |
 
 The GP strategies read the posterior as it stands after the labels so far
-(:class:`~gnngp_cli.gp.updates.RootPosterior`).
+(:class:`~gnngp_cli.gp.updates.LabelPosterior`).
 """
 from __future__ import annotations
 
@@ -31,14 +31,14 @@ from torch import Tensor
 
 from ..data.protocols import centrality
 from ..graph.operators import normalized_adjacency
-from .updates import RootPosterior
+from .updates import LabelPosterior
 
 
 @dataclass
 class Selection:
     """What a strategy reads: the posterior so far, the graph's edges and a seeded generator."""
 
-    posterior: RootPosterior
+    posterior: LabelPosterior
     edge_index: Tensor
     generator: torch.Generator
     static: Optional[Tensor] = None     # a strategy's scores that never change (degree, PageRank), computed once
@@ -247,6 +247,11 @@ def choose(strategy: Strategy, sel: Selection, pool: Tensor, count: int) -> list
         scores = sel.static
     else:
         scores = strategy.score(sel).to(torch.float64).cpu()
-    open_nodes = (pool.cpu() & sel.posterior.unlabelled.cpu()).nonzero().view(-1)
+    open_mask = pool.cpu() & sel.posterior.unlabelled.cpu()
+    if count == 1:   # one label (the default): the first maximum, an O(n) pass, not a sort (a NaN, which argmax takes for one, is left to it)
+        best = int(torch.argmax(scores.masked_fill(~open_mask, -math.inf)))
+        if bool(open_mask[best]) and not math.isnan(float(scores[best])):
+            return [best]
+    open_nodes = open_mask.nonzero().view(-1)
     ranked = open_nodes[torch.argsort(-scores[open_nodes], stable=True)]
     return [int(v) for v in ranked[:count]]

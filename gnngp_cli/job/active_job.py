@@ -5,13 +5,13 @@ One job is one kernel on one dataset, ``runs`` seeds (``active.seed + r``). Each
 (:meth:`ActiveJob.run`):
 
 1. the pool: every node but the split's test nodes (whose labels are never bought);
-2. the kernel over every node, computed once: a low-rank kernel's root ``Q`` on landmarks drawn
-   from the pool (labels are not needed for them), an exact kernel's eigen-root
-   (:func:`~gnngp_cli.gp.updates.dense_root`), after refusing, before any work, a run whose
-   kernel and posterior would not fit in memory;
+2. the kernel over every node, computed once (:class:`~gnngp_cli.gp.updates.Prior`): a
+   low-rank kernel's root ``Q`` on landmarks drawn from the pool (labels are not needed for
+   them), an exact kernel's dense matrix, after refusing, before any work, a run whose kernel
+   and posterior would not fit in memory;
 3. ``active.initial`` random pool nodes labelled, then steps of ``active.batch`` labels chosen
    by the strategy (:mod:`gnngp_cli.gp.strategies`), each label a rank-one update of the
-   posterior (:class:`~gnngp_cli.gp.updates.RootPosterior`), never a refit; a strategy that
+   posterior (:class:`~gnngp_cli.gp.updates.LabelPosterior`), never a refit; a strategy that
    retrains (``active=age``) is handed the GCN (:meth:`ActiveJob.train_gcn`) trained on the
    labels so far at each step, inside the selection's time;
 4. at each budget, a row: the test metric, the macro-F1 over every node (FeatProp's protocol),
@@ -40,7 +40,7 @@ from ..errors import ConfigError, ResourceError
 from ..gp.inference import log_grid
 from ..gp.strategies import STRATEGIES, Selection, Strategy, choose
 from ..gp.sufficient import regression_targets
-from ..gp.updates import RootPosterior, dense_root, log_marginal_likelihood, rebuilt
+from ..gp.updates import LabelPosterior, Prior, log_marginal_likelihood, rebuilt
 from ..kernels import KERNELS, BaseKernel
 from ..metrics import macro_f1, score
 from ..results.rows import base_row, graph_columns, with_extra
@@ -58,7 +58,7 @@ class ActiveRun:
 
     rows: list[dict]
     order: list[int] = field(default_factory=list)
-    posterior: Optional[RootPosterior] = None
+    posterior: Optional[LabelPosterior] = None
 
 
 class ActiveJob(KernelJob):
@@ -79,7 +79,7 @@ class ActiveJob(KernelJob):
         self.pool = ~backend.data.test_mask.cpu()
         pool_size = int(self.pool.sum())
         top = int(spec.active.budgets[-1])
-        self._exact_root: Optional[torch.Tensor] = None   # an exact kernel's root: the same for every run, computed once
+        self._exact: Optional[Prior] = None   # an exact kernel: the same for every run, computed once
         if top > pool_size:
             raise ConfigError(f"active.budgets={list(spec.active.budgets)}: the budget {top} is above the pool of {pool_size} nodes "
                               f"(every node of {spec.dataset.name} but its test nodes); use budgets of at most {pool_size}")
@@ -93,15 +93,15 @@ class ActiveJob(KernelJob):
             if index not in skip:
                 yield self.run(index)
 
-    def root(self, seed: int) -> tuple[torch.Tensor, int]:
-        """The kernel's root over every node (module docstring, 2) and the landmark count (0: exact)."""
+    def prior(self, seed: int) -> tuple[Prior, int]:
+        """The kernel over every node (module docstring, 2) and the landmark count (0: exact)."""
         spec, kspec, backend = self.spec, self.kspec, self.backend
         landmarks = None
         pool_ids = self.pool.nonzero().view(-1).to(backend.device)
         if kspec.low_rank:
             landmarks = torch.sort(choose_landmarks(pool_ids, spec.landmarks.fraction, spec.landmarks.count, seed, spec.dataset.name))[0]
-        if landmarks is None and self._exact_root is not None:
-            return self._exact_root, 0
+        if landmarks is None and self._exact is not None:
+            return self._exact, 0
         base = BaseKernel(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d)
         arch = self.entry.architecture(kspec, candidates(kspec, spec.fit.method == "mll")[0])
         ctx = backend.context(arch.adjacency, base, landmarks, kspec.base.scale)
@@ -115,17 +115,21 @@ class ActiveJob(KernelJob):
             raise ResourceError(f"active={self.strategy.name} with the {'exact' if landmarks is None else 'low-rank'} {arch.label} kernel on "
                                 f"{spec.dataset.name} holds the posterior over all {n:,} nodes: about {size_text(need)}, and the limit is "
                                 f"{size_text(limit)} (max_memory_gb; default half of the free memory); {fix}")
-        log.info(f"active={self.strategy.name}: the {arch.label} kernel's root and posterior over {n:,} nodes hold about {size_text(need)} "
-                 f"(the limit: {size_text(limit)}); each label is an O(n m) update, m {'the kernel rank, up to n' if landmarks is None else 'the root width'}")
+        log.info(f"active={self.strategy.name}: the {arch.label} kernel and the posterior over {n:,} nodes hold about {size_text(need)} "
+                 f"(the limit: {size_text(limit)}); each label is an O(n k) update{'' if landmarks is None else ' and an O(n m) product, m the root width'}")
         if landmarks is None:
             backend.check_exact_memory(arch, ctx, ctx.every_node, None)
             kernel = arch.network(None, ctx, ctx.every_node)
             every = kernel.positions(ctx.every_node)
-            root = kernel.root[every] if kernel.root is not None else dense_root(kernel.dense()[every][:, every])
-            self._exact_root = root
-            return root, 0
+            ordered = bool(torch.equal(every, torch.arange(n, device=every.device)))
+            if kernel.root is not None:
+                self._exact = Prior(root=kernel.root if ordered else kernel.root[every])
+            else:
+                dense = kernel.dense()
+                self._exact = Prior(dense=dense if ordered else dense[every][:, every])
+            return self._exact, 0
         kernel = arch.network(None, ctx, None)
-        return kernel.root[kernel.positions(ctx.every_node)], int(landmarks.numel())
+        return Prior(root=kernel.root[kernel.positions(ctx.every_node)]), int(landmarks.numel())
 
     def run(self, index: int) -> ActiveRun:
         spec, backend, info = self.spec, self.backend, self.backend.info
@@ -133,13 +137,14 @@ class ActiveJob(KernelJob):
         device = backend.device
         kernel_watch = Stopwatch(device)
         with kernel_watch.measure():
-            root, landmarks = self.root(seed)
-        targets = regression_targets(backend.data.y, info.task, info.num_classes, root.dtype).to(root.device)
-        scale = float((root * root).sum(1).mean())   # the mean of diag K: the nugget is relative to it
+            prior, landmarks = self.prior(seed)
+        targets = regression_targets(backend.data.y, info.task, info.num_classes, prior.dtype).to(prior.device)
+        scale = float(prior.diagonal().mean())   # the mean of diag K: the nugget is relative to it
         mll = spec.fit.method == "mll"
         nugget = float(spec.fit.nugget if mll else spec.active.nugget)
         grid = log_grid(spec.nugget.min, spec.nugget.max, spec.nugget.num, dtype=torch.float64) if mll else None
-        posterior = RootPosterior(root, nugget * scale, targets.size(1), self.strategy.tracks)
+        capacity = int(spec.active.initial) + max(spec.active.budgets)
+        posterior = LabelPosterior(prior, nugget * scale, targets.size(1), self.strategy.tracks, capacity)
         generator = torch.Generator().manual_seed(seed)
         selection = Selection(posterior, backend.data.edge_index, generator, features=backend.data.x)
         if self.strategy.retrains:   # age: the GCN trained on the labels so far at each step, inside the selection's time
@@ -166,16 +171,16 @@ class ActiveJob(KernelJob):
                     label(choose(self.strategy, selection, self.pool, min(batch, int(budget) - len(order))))
             if mll and order:   # the nugget of the highest marginal likelihood of the labels so far; a change rebuilds once (timed as selection)
                 with select_watch.measure():
-                    values = log_marginal_likelihood(root[order].double(), targets[order].double(), grid * scale)
+                    values = log_marginal_likelihood(prior.block(torch.tensor(order, device=prior.device)).double(), targets[order].double(), grid * scale)
                     best = float(grid[int(torch.argmax(values))])
                     if best != nugget:
                         nugget = best
-                        posterior = rebuilt(root, nugget * scale, targets.size(1), order, targets[order], self.strategy.tracks)
+                        posterior = rebuilt(prior, nugget * scale, targets.size(1), order, targets[order], self.strategy.tracks, capacity)
                         selection.posterior = posterior
             rows.append(self.row(index, seed, int(budget), posterior, nugget, landmarks, select_watch.seconds, kernel_watch.seconds, order))
         return ActiveRun(rows, order, posterior)
 
-    def row(self, index: int, seed: int, budget: int, posterior: RootPosterior, nugget: float, landmarks: int, selection_seconds: float,
+    def row(self, index: int, seed: int, budget: int, posterior: LabelPosterior, nugget: float, landmarks: int, selection_seconds: float,
             kernel_seconds: float, order: list[int]) -> dict:
         spec, backend, info = self.spec, self.backend, self.backend.info
         data = backend.data

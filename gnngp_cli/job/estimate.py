@@ -281,18 +281,17 @@ def rowblock_estimate(
 
 
 
-ACTIVE_SQUARES = 1   # m x m blocks an active run holds: the V-optimality scores' first Gram matrix Q^T Q (A and G are never formed)
-ACTIVE_ROOTS = 3     # n x m blocks: the root Q, its eigenvectors (an exact kernel's eigen-root) and a product's temporary
+ACTIVE_SQUARES = 1   # m x m blocks a low-rank active run holds: the V-optimality scores' first Gram matrix Q^T Q
+ACTIVE_ROOTS = 2     # n x m blocks: the root Q and the product Q (Q^T Q) of the V-optimality scores' start
 
 
 def active_bytes(num_nodes: int, width: int, bytes_per_entry: int, exact: bool, labels: int = 0) -> float:
-    """What an active run holds beside the kernel (:mod:`gnngp_cli.gp.updates`): the root ``Q``
-    (``n x m``) and its copies, the posterior's ``W`` (``m`` by twice the ``labels``, grown by
-    doubling) and the V-optimality scores' first Gram matrix (``m x m``); an exact kernel's root
-    comes from the dense ``n x n`` kernel's eigendecomposition, which holds the kernel, its
-    eigenvectors and LAPACK's workspace (``m = n``). The candidate scores and the posterior's
-    mean and variance are a few ``n``-vectors."""
-    entries = ACTIVE_ROOTS * num_nodes * width + ACTIVE_SQUARES * width * width + 2 * width * max(labels, 16)
-    if exact:
-        entries += EIGH_SQUARES * num_nodes * num_nodes
+    """What an active run holds (:mod:`gnngp_cli.gp.updates`): the prior, a dense ``n x n``
+    kernel (``exact``) or a root ``Q`` (``n x m``) with the V-optimality scores' start (an
+    ``n x m`` product and ``Q^T Q``), and the posterior's ``S`` (``n`` by the ``labels``,
+    allocated once). The candidate scores and the posterior's mean and variance are a few
+    ``n``-vectors. The exact kernel's own computation is checked before it starts
+    (``check_exact_memory``)."""
+    entries = num_nodes * max(labels, 16)
+    entries += num_nodes * num_nodes if exact else ACTIVE_ROOTS * num_nodes * width + ACTIVE_SQUARES * width * width
     return float(entries) * bytes_per_entry

@@ -17,7 +17,7 @@ from gnngp_cli.api import NodeGP, compose
 from gnngp_cli.config import validate
 from gnngp_cli.errors import ConfigError
 from gnngp_cli.gp.strategies import STRATEGIES, Selection, choose
-from gnngp_cli.gp.updates import RootPosterior, dense_root, log_marginal_likelihood, rebuilt
+from gnngp_cli.gp.updates import LabelPosterior, Prior, log_marginal_likelihood, rebuilt
 from gnngp_cli.metrics import macro_f1
 from tests.helpers import in_process
 
@@ -53,11 +53,11 @@ def refit(k: torch.Tensor, labelled: list[int], y: torch.Tensor, noise: float) -
     return mean, cov
 
 
-def roots() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """``(K, Q)`` pairs: an exact kernel and its eigen-root; a low-rank kernel ``Q Q^T`` of rank 8."""
+def roots() -> dict[str, tuple[torch.Tensor, Prior]]:
+    """``(K, prior)`` pairs: an exact kernel held dense; a low-rank kernel ``Q Q^T`` of rank 8 held as its root."""
     k, _ = graph_kernel()
     q_low = torch.randn(N, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    return {"exact": (k, dense_root(k)), "low_rank": (q_low @ q_low.T, q_low)}
+    return {"exact": (k, Prior(dense=k)), "low_rank": (q_low @ q_low.T, Prior(root=q_low))}
 
 
 @pytest.mark.parametrize("kind", ["exact", "low_rank"])
@@ -66,7 +66,7 @@ def test_posterior_updated_per_label_equals_a_refit(kind):
     k, q = roots()[kind]
     y = torch.nn.functional.one_hot(torch.arange(N) % 3, 3).double()
     noise = 0.05
-    post = RootPosterior(q, noise, 3, ("v_opt", "sigma_opt"))
+    post = LabelPosterior(q, noise, 3, ("v_opt", "sigma_opt"), capacity=2)   # grown past its first room
     order = [4, 17, 0, 29, 11, 8, 22]
     for step, node in enumerate(order):
         post.label(node, y[node])
@@ -86,7 +86,7 @@ def test_design_scores_equal_a_brute_force_recomputation(kind):
     k, q = roots()[kind]
     y = torch.randn(N, 1, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     noise = 0.1
-    post = RootPosterior(q, noise, 1, ("v_opt", "sigma_opt"))
+    post = LabelPosterior(q, noise, 1, ("v_opt", "sigma_opt"))
     order = []
     for node in [3, 12, 25, 7]:
         post.label(node, y[node])
@@ -104,10 +104,10 @@ def test_design_scores_equal_a_brute_force_recomputation(kind):
 
 def test_strategies_choose_the_best_open_pool_node_and_random_is_seeded():
     k, edges = graph_kernel()
-    q = dense_root(k)
+    q = Prior(dense=k)
     pool = torch.ones(N, dtype=torch.bool)
     pool[:5] = False   # test nodes: never chosen
-    post = RootPosterior(q, 0.01, 3, ("v_opt", "sigma_opt"))
+    post = LabelPosterior(q, 0.01, 3, ("v_opt", "sigma_opt"))
     features = torch.randn(N, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     sel = Selection(post, edges, torch.Generator().manual_seed(0), features=features, target=3)
     for name, strategy in STRATEGIES.items():
@@ -136,7 +136,7 @@ def test_marginal_likelihood_over_nuggets_peaks_near_the_true_noise():
     f = q @ torch.randn(5, 2, generator=g, dtype=torch.float64)
     y = f + 0.5 * torch.randn(200, 2, generator=g, dtype=torch.float64)   # noise variance 0.25
     noises = torch.logspace(-3, 1, 41, dtype=torch.float64)
-    best = float(noises[int(torch.argmax(log_marginal_likelihood(q, y, noises)))])
+    best = float(noises[int(torch.argmax(log_marginal_likelihood(q @ q.T, y, noises)))])
     assert 0.1 < best < 0.6
 
 
