@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from gnngp_cli.gp.strategies import STRATEGIES
 from gnngp_cli.schema import NuggetConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -952,7 +953,18 @@ FEATPROP_MACRO_F1 = {"cora": 74.89, "citeseer": 51.03, "pubmed": 73.20}
 FEATPROP_SECONDS = {"cora": 239, "citeseer": 622, "pubmed": 1506}
 GRAPHPART_CORA_40 = 0.814
 FEATPROP_BUDGETS = [10, 20, 40, 80, 160]   # the protocol under which FeatProp's numbers compare
-GP_STRATEGIES = ("variance", "entropy", "v_opt", "sigma_opt")   # the strategies that read the GP's posterior (the goals compare these)
+GCN_ROWS = " + GCN"   # the suffix of a strategy's active.model=gcn rows: the GCN trained on the labels it chose
+
+
+def own_strategy(name: str) -> str:
+    """The strategy of a page row (``sigma_opt + GCN`` -> ``sigma_opt``)."""
+    return name.removesuffix(GCN_ROWS)
+
+
+def gp_strategy(name: str) -> bool:
+    """A strategy that reads the GP's posterior (the goals compare these), per the registry."""
+    entry = STRATEGIES.get(own_strategy(name))
+    return entry is not None and entry.reads_posterior
 
 
 def active(page: Page) -> None:
@@ -969,7 +981,7 @@ def active(page: Page) -> None:
         key = ["dataset", "strategy", "seed"]
         own = rows[rows["model"] == "gp"].set_index(key).index
         rows = rows[(rows["model"] == "gp") | ~rows.set_index(key).index.isin(own)].copy()   # the GP's numbers once per cell
-        gcn["test"], gcn["macro_f1_all"], gcn["strategy"] = gcn["gcn_test"], gcn["gcn_macro_f1_all"], gcn["strategy"] + " + GCN"
+        gcn["test"], gcn["macro_f1_all"], gcn["strategy"] = gcn["gcn_test"], gcn["gcn_macro_f1_all"], gcn["strategy"] + GCN_ROWS
         rows = pd.concat([rows, gcn], ignore_index=True)
     page.add("Each cell is one fresh `gnngp run ... active=<strategy>` process (dataset, strategy, seed); its rows are one per "
              "budget. `test`: the dataset's metric on its test nodes (never in the pool), mean +- std over the seeds (`n`); "
@@ -987,7 +999,7 @@ def active(page: Page) -> None:
         for strategy, cells in mine.groupby("strategy", sort=False):
             last = cells[cells["budget"] == cells["budget"].max()]
             f1 = 100 * cells.groupby("seed")["macro_f1_all"].mean()
-            timed = not strategy.endswith(" + GCN")   # a GCN row's selection is its GP row's; its cells are not timed (see the text)
+            timed = own_strategy(strategy) == strategy   # a GCN row's selection is its GP row's; its cells are not timed (see the text)
             body.append([strategy, str(last["seed"].nunique()), *(_mean_std(cells[cells["budget"] == b]["test"]) for b in budgets),
                          _mean_std(f1, 2), seconds(float(last["selection_seconds"].sum())) if timed else "-",
                          seconds(float(last["wall_seconds"].median())) if timed else "-", f"{float(last['peak_rss_mb'].max()):,.0f}"])
@@ -995,21 +1007,21 @@ def active(page: Page) -> None:
         page.add(f"## {dataset}")
         page.add(table(["strategy", "n", *(f"test at {b}" for b in budgets), "macro-F1 all (%)", "selection s", "wall s", "peak MB"], body,
                        right=tuple(range(1, len(budgets) + 6))))
-        gp = {k: v for k, v in summary.items() if k.removesuffix(" + GCN") in GP_STRATEGIES}
+        gp = {k: v for k, v in summary.items() if gp_strategy(k)}
         if dataset in FEATPROP_MACRO_F1 and gp and budgets == FEATPROP_BUDGETS:
             name = max(gp, key=lambda k: gp[k][0])
             f1, _, n = gp[name]
-            per_run = summary.get(name.removesuffix(" + GCN"), gp[name])[1]   # the strategy's own (timed) selection
+            per_run = summary.get(own_strategy(name), gp[name])[1]   # the strategy's own (timed) selection
             line = (f"- {dataset}: the best GP strategy, `{name}`, {f1:.2f} macro-F1 (%) against FeatProp's published "
                     f"{FEATPROP_MACRO_F1[dataset]:.2f}")
-            line += "".join(f", the in-run `{other}`'s {summary[other][0]:.2f}" for other in ("featprop", "featprop + GCN", "age") if other in summary)
+            line += "".join(f", the in-run `{other}`'s {summary[other][0]:.2f}" for other in ("featprop", "featprop" + GCN_ROWS, "age") if other in summary)
             if not math.isnan(per_run):
                 line += (f"; its selection {seconds(per_run)} s a run ({n} runs) against FeatProp's published {FEATPROP_SECONDS[dataset] / 5:,.0f} s "
                          f"a run ({FEATPROP_SECONDS[dataset] / 5 / max(per_run, 1e-9):,.0f}x)")
             line += "".join(f", the in-run `{other}`'s {seconds(summary[other][1])} s ({summary[other][1] / max(per_run, 1e-9):,.0f}x)"
                             for other in ("featprop", "age") if other in summary and not math.isnan(summary[other][1]))
             goals.append(line + ".")
-        at40 = mine[(mine["budget"] == 40) & mine["strategy"].str.removesuffix(" + GCN").isin(GP_STRATEGIES)]
+        at40 = mine[(mine["budget"] == 40) & mine["strategy"].map(gp_strategy)]
         if dataset == "cora" and not at40.empty:
             means = at40.groupby("strategy")["test"].mean()
             goals.append(f"- cora at 40 labels: the best GP strategy, `{means.idxmax()}`, test accuracy {means.max():.3f} against GraphPart's "

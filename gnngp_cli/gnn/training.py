@@ -160,9 +160,11 @@ class GradientDescent:
 
 
 def train_gnn(options: Any, data, device: torch.device, seed: int, progress: bool, watch_factory,
-              descent: Optional[GradientDescent] = None) -> GNNResult:
+              descent: Optional[GradientDescent] = None, last_epoch: bool = False) -> GNNResult:
     """Train one model (seed ``seed``) and report train/val/test at the best validation epoch;
-    with ``descent`` (``gnn.regime=ntk``), by that gradient descent, recording its learning curve."""
+    with ``descent`` (``gnn.regime=ntk``), by that gradient descent, recording its learning curve;
+    with ``last_epoch`` (no validation set to choose on: active learning), the model after its
+    last epoch, no epoch evaluated before it."""
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     regression = data.task == "regression"
@@ -286,7 +288,7 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
                         loss.backward()
                         optimizer.step()
                         epoch_loss += loss.item() * seeds.numel() / order.numel()
-                if recorded is not None and epoch + 1 not in recorded:
+                if last_epoch or (recorded is not None and epoch + 1 not in recorded):
                     lines.step(trial * options.epochs + epoch + 1, "epochs", loss=epoch_loss)
                     if bar is not None:
                         bar.update(1)
@@ -307,11 +309,14 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
                     bar.update(1)
     if bar is not None:
         bar.close()
-    model.load_state_dict(best_state)
+    if best_state is not None:   # (last_epoch: the model as trained)
+        model.load_state_dict(best_state)
     inference_watch = watch_factory()
     with inference_watch.measure():
         outputs = predict()
         final = scores(outputs)
+    if best is None:
+        best, chosen_decay = (options.epochs - 1, final), decays[-1]
 
     def dropout_passes(k: int) -> Tensor:
         model.train()   # dropout on (the layers read the model's flag) ...

@@ -60,6 +60,7 @@ class Strategy:
     plans: bool = False                 # chooses a set per budget (featprop) instead of scoring nodes
     reads_features: bool = False        # reads the nodes' features (featprop)
     retrains: bool = False              # trains the GCN on the labels so far at each step (age): the job supplies Selection.classifier
+    reads_posterior: bool = False       # scores from the GP's posterior (variance, entropy, v_opt, sigma_opt): a "GP strategy"
     gcn: dict = field(default_factory=dict)   # a retraining strategy's GCN settings over gnn=gcn's defaults (age: AGE's 16 hidden units)
 
 
@@ -102,12 +103,13 @@ def _entropy(sel: Selection) -> Tensor:
 register_strategy(Strategy("random", _random, "a uniform random sample of the pool (seeded by active.seed)", static=False))
 register_strategy(Strategy("degree", _degree, "the nodes of highest degree", static=True))
 register_strategy(Strategy("pagerank", _pagerank, "the nodes of highest PageRank", static=True))
-register_strategy(Strategy("variance", _variance, "the largest posterior variance"))
-register_strategy(Strategy("entropy", _entropy, "the largest entropy of the class probabilities", classifies=True))
+register_strategy(Strategy("variance", _variance, "the largest posterior variance", reads_posterior=True))
+register_strategy(Strategy("entropy", _entropy, "the largest entropy of the class probabilities", classifies=True, reads_posterior=True))
 register_strategy(Strategy("v_opt", lambda sel: sel.posterior.v_opt(),
-                           "V-optimality (Ji & Han 2012): the most total predictive variance removed", tracks=("v_opt",)))
+                           "V-optimality (Ji & Han 2012): the most total predictive variance removed", tracks=("v_opt",), reads_posterior=True))
 register_strategy(Strategy("sigma_opt", lambda sel: sel.posterior.sigma_opt(),
-                           "Sigma-optimality (Ma, Garnett & Schneider 2013): the most predictive covariance removed", tracks=("sigma_opt",)))
+                           "Sigma-optimality (Ma, Garnett & Schneider 2013): the most predictive covariance removed", tracks=("sigma_opt",),
+                           reads_posterior=True))
 register_strategy(Strategy("featprop", lambda sel: torch.zeros(sel.posterior.num_nodes, dtype=torch.float64),   # plans a set instead (choose)
                            "FeatProp's selection (Wu et al. 2019): k-means on propagated features, the node nearest each centre",
                            plans=True, reads_features=True))

@@ -215,7 +215,8 @@ class ActiveJob(KernelJob):
     def train_gcn(self, seed: int, labelled: torch.Tensor, settings: Optional[dict] = None):
         """The GCN of ``gnn=gcn`` (its defaults for the dataset, then ``settings``, a retraining
         strategy's own; ``depth`` layers, ``active.epochs`` epochs if set) trained on the ``labelled``
-        nodes, its epoch chosen on them too (there is no validation set): the
+        nodes for its epochs, the model after the last (there is no validation set to choose an
+        epoch on, and the labels bought are all fitted by the first epochs): the
         :class:`~gnngp_cli.gnn.training.GNNResult`."""
         spec, backend, info = self.spec, self.backend, self.backend.info
         entry = GNNS["gcn"]
@@ -230,7 +231,7 @@ class ActiveJob(KernelJob):
         mask = torch.zeros(info.num_nodes, dtype=torch.bool, device=backend.data.y.device)
         mask[labelled.to(mask.device)] = True
         data.train_mask, data.val_mask = mask, mask.clone()
-        return train_gnn(options, data, backend.device, seed, False, lambda: Stopwatch(backend.device))
+        return train_gnn(options, data, backend.device, seed, False, lambda: Stopwatch(backend.device), last_epoch=True)
 
     def gcn_columns(self, seed: int, labelled: torch.Tensor) -> dict:
         """``active.model=gcn``: the GCN (:meth:`train_gcn`) trained on the labels bought; its test

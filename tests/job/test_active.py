@@ -291,6 +291,7 @@ def test_age_retrains_the_gcn_per_step_and_picks_distinct_pool_nodes(tmp_path):
     train_gnn = active_job.train_gnn
 
     def counted(options, data, *args, **kwargs):
+        assert kwargs.get("last_epoch") is True   # no validation set: the model after its last epoch
         trained.append((int(data.train_mask.sum()), options.epochs, options.hidden))
         return train_gnn(options, data, *args, **kwargs)
 
@@ -473,3 +474,27 @@ def test_resume_runs_again_a_learning_curve_cut_short(tmp_path):
     _whole_runs(table, 2)
     assert table["extra"].tolist() == whole["extra"].tolist()
     assert len(list((tmp_path / "run").glob("results.before-resume-*.csv"))) == 1
+
+
+def test_the_gcn_of_an_active_run_is_the_model_after_its_last_epoch(tmp_path):
+    """No validation set: the GCN trained on the labels bought is taken after its last epoch, no
+    epoch evaluated before it (choosing the epoch on the labels themselves took the first that fitted
+    them, a GCN barely trained); the best-epoch choice of a normal run is unchanged."""
+    from dataclasses import replace
+
+    from gnngp_cli.api import load_dataset
+    from gnngp_cli.gnn import GNNS
+    from gnngp_cli.gnn.training import train_gnn
+    from gnngp_cli.runtime import Stopwatch
+
+    data = load_dataset("csbm", num_nodes=120, data={"root": str(tmp_path / "cache")})
+    mask = torch.zeros(120, dtype=torch.bool)
+    mask[:6] = True
+    data.train_mask, data.val_mask = mask, mask.clone()
+    options = replace(GNNS["gcn"].config(name="gcn"), layers=2, epochs=30, hidden=16, lr=0.01, dropout=0.5, weight_decay=5e-4)
+    watch = lambda: Stopwatch(torch.device("cpu"))   # noqa: E731
+    last = train_gnn(options, data, torch.device("cpu"), 0, False, watch, last_epoch=True)
+    best = train_gnn(options, data, torch.device("cpu"), 0, False, watch)
+    assert last.best_epoch == 29 and last.history == []
+    assert len(best.history) == 30 and best.best_epoch < 29   # the six labels are fitted early: the best-epoch rule stops there
+    assert not torch.equal(last.outputs, best.outputs)
