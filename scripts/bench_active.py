@@ -12,6 +12,10 @@ makes the docs page from the CSV (kind ``active``).
 
     python scripts/bench_active.py --datasets cora citeseer pubmed --seeds 0 1 2 3 4 --out scripts/results/active.csv
     python scripts/bench_active.py --smoke     # cora, random and sigma_opt, budgets [10,20], seed 0: the wiring, to a temporary CSV
+    python scripts/bench_active.py --scale --out scripts/results/active_scale.csv   # low rank at scale (SCALE), one seed
+
+A ``--scale`` cell is one of :data:`SCALE`: a graph named by its own overrides (its kernel included)
+with the budgets given there; its wall-clock seconds and peak memory as above.
 """
 from __future__ import annotations
 
@@ -38,9 +42,18 @@ KEEP = ["status", "dataset", "strategy", "seed", "kernel", "landmarks", "model",
         "command", "error"]
 
 
+# --scale: low-rank selection on graphs too large for an exact kernel (the row's dataset label: its overrides, its budgets)
+SCALE = {
+    "csbm, 10^6 nodes": (["dataset=csbm", "dataset.num_nodes=1000000", "kernel=gcngp_x", "landmarks.count=100", "dtype=float32"], [10, 20]),
+    "arxiv (csbm stand-in)": (["dataset=arxiv", "experiment.stand_in=csbm", "kernel=gcngp_x"], BUDGETS),
+}
+SCALE_STRATEGIES = {"csbm, 10^6 nodes": ["sigma_opt", "v_opt"], "arxiv (csbm stand-in)": ["sigma_opt"]}
+
+
 def command(dataset: str, strategy: str, seed: int, budgets: list[int], model: str, extra: list[str]) -> list[str]:
-    """The ``gnngp run`` overrides of one cell."""
-    return [f"dataset={dataset}", *KERNEL_FOR.get(dataset, KERNEL), f"active={strategy}", f"active.budgets=[{','.join(map(str, budgets))}]",
+    """The ``gnngp run`` overrides of one cell (``dataset``: a dataset's name, or a label of :data:`SCALE`)."""
+    graph = SCALE[dataset][0] if dataset in SCALE else [f"dataset={dataset}", *KERNEL_FOR.get(dataset, KERNEL)]
+    return [*graph, f"active={strategy}", f"active.budgets=[{','.join(map(str, budgets))}]",
             f"seed={seed}", "runs=1", "progress=false", *([f"active.model={model}"] if model != "gp" else []), *extra]
 
 
@@ -80,6 +93,7 @@ def main() -> int:
     parser.add_argument("--extra", nargs="*", default=[], help="more gnngp run overrides for every cell")
     parser.add_argument("--out", default="scripts/results/active.csv")
     parser.add_argument("--smoke", action="store_true", help="cora, random and sigma_opt, budgets [10,20], seed 0, to a temporary CSV")
+    parser.add_argument("--scale", action="store_true", help="the SCALE cells (low rank on large graphs), seed 0")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))   # a stopped benchmark stops its cell's process too (subprocess.run kills it)
     if args.smoke:
@@ -89,17 +103,17 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     have = done(out)
-    for dataset in args.datasets:
-        for strategy in args.strategies:
-            for seed in args.seeds:
-                if (dataset, strategy, seed, args.model) in have:
-                    continue
-                rows = cell(dataset, strategy, seed, args.budgets, args.model, args.extra, env)
-                pd.DataFrame(rows).reindex(columns=KEEP).to_csv(out, mode="a", header=not out.exists(), index=False)
-                last = rows[-1]
-                print(f"{dataset} {strategy} seed {seed}: {last['status']}, {last['wall_seconds']:.1f} s wall"
-                      + (f", test {last['test']:.4f} at {last['budget']} labels, {last['selection_seconds']:.2f} s selection"
-                         if last["status"] == "ok" else f": {last['error']}"), file=sys.stderr, flush=True)
+    plan = ([(label, strategy, 0, SCALE[label][1]) for label in SCALE for strategy in SCALE_STRATEGIES[label]] if args.scale else
+            [(dataset, strategy, seed, args.budgets) for dataset in args.datasets for strategy in args.strategies for seed in args.seeds])
+    for dataset, strategy, seed, budgets in plan:
+        if (dataset, strategy, seed, args.model) in have:
+            continue
+        rows = cell(dataset, strategy, seed, budgets, args.model, args.extra, env)
+        pd.DataFrame(rows).reindex(columns=KEEP).to_csv(out, mode="a", header=not out.exists(), index=False)
+        last = rows[-1]
+        print(f"{dataset} {strategy} seed {seed}: {last['status']}, {last['wall_seconds']:.1f} s wall"
+              + (f", test {last['test']:.4f} at {last['budget']} labels, {last['selection_seconds']:.2f} s selection"
+                 if last["status"] == "ok" else f": {last['error']}"), file=sys.stderr, flush=True)
     print(out)
     return 0
 
