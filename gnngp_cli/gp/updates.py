@@ -48,7 +48,7 @@ from torch import Tensor
 from ..errors import KernelError
 
 TRACKED = ("v_opt", "sigma_opt")   # the design scores a posterior can keep up to date
-GROWTH = 16                        # the posterior's S grows by this many columns at least (doubling)
+GROWTH = 16                        # the labels a posterior's S has room for at first, unless told (it doubles when full)
 SQUARES_BLOCK = 1 << 22            # Prior.squares of a dense kernel: the entries of one block of rows
 
 
@@ -61,7 +61,7 @@ class Prior:
             raise ValueError("a Prior is a dense kernel or a root, exactly one")
         self.dense, self.root = dense, root
         held = dense if dense is not None else root
-        if not bool(torch.isfinite(held).all()):
+        if not math.isfinite(float(held.sum())):   # a NaN or an infinity anywhere makes the sum one (no n x n mask)
             raise KernelError("the kernel matrix holds values that are not finite; active learning needs a finite kernel")
 
     @property

@@ -24,9 +24,11 @@ marginal likelihood of the labels so far, chosen again at each budget (starting 
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Collection, Optional
 
@@ -42,6 +44,7 @@ from ..gp.strategies import STRATEGIES, Selection, Strategy, choose
 from ..gp.sufficient import regression_targets
 from ..gp.updates import LabelPosterior, Prior, log_marginal_likelihood, rebuilt
 from ..kernels import KERNELS, BaseKernel
+from ..kernels.planner import low_rank_width
 from ..metrics import macro_f1, score
 from ..results.rows import base_row, graph_columns, with_extra
 from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
@@ -106,8 +109,8 @@ class ActiveJob(KernelJob):
         arch = self.entry.architecture(kspec, candidates(kspec, spec.fit.method == "mll")[0])
         ctx = backend.context(arch.adjacency, base, landmarks, kspec.base.scale)
         n, b = backend.info.num_nodes, torch.finfo(backend.dtype).bits // 8
-        width = n if landmarks is None else int(landmarks.numel()) * 2   # a low-rank root is about the landmarks wide (a bias column, a branch or two)
-        need = active_bytes(n, width, b, landmarks is None, int(spec.active.initial) + max(spec.active.budgets))
+        width = n if landmarks is None else math.ceil(landmarks.numel() * low_rank_width(arch.network, base, arch.adjacency)) + 1   # (a bias column)
+        need = active_bytes(n, width, b, landmarks is None, int(spec.active.initial) + max(spec.active.budgets), "v_opt" in self.strategy.tracks)
         limit = memory_limit_bytes(spec.max_memory_gb, ctx.features.device)
         if current_rss_bytes() + need > limit:
             fix = (f"use the low-rank kernel (kernel={kspec.name}_x)" if landmarks is None
@@ -150,6 +153,8 @@ class ActiveJob(KernelJob):
         if self.strategy.retrains:   # age: the GCN trained on the labels so far at each step, inside the selection's time
             selection.classifier = lambda labelled: torch.softmax(self.train_gcn(seed, labelled, self.strategy.gcn).outputs.double(), dim=1)
         select_watch = Stopwatch(device)
+        # the selection under inference mode (no autograd bookkeeping on its many small steps) unless it trains a GCN (age)
+        selecting = (lambda: torch.inference_mode()) if not self.strategy.retrains else contextlib.nullcontext
         rows: list[dict] = []
         order: list[int] = []
 
@@ -161,16 +166,16 @@ class ActiveJob(KernelJob):
         pool_ids = self.pool.nonzero().view(-1)
         initial = int(spec.active.initial)
         if initial:
-            with select_watch.measure():
+            with select_watch.measure(), selecting():
                 label([int(v) for v in pool_ids[torch.randperm(pool_ids.numel(), generator=generator)[:initial]]])
         batch = int(spec.active.batch)
         for budget in spec.active.budgets:
             selection.target = int(budget)
-            with select_watch.measure():
+            with select_watch.measure(), selecting():
                 while len(order) < budget:
                     label(choose(self.strategy, selection, self.pool, min(batch, int(budget) - len(order))))
             if mll and order:   # the nugget of the highest marginal likelihood of the labels so far; a change rebuilds once (timed as selection)
-                with select_watch.measure():
+                with select_watch.measure(), selecting():
                     values = log_marginal_likelihood(prior.block(torch.tensor(order, device=prior.device)).double(), targets[order].double(), grid * scale)
                     best = float(grid[int(torch.argmax(values))])
                     if best != nugget:

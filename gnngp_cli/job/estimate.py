@@ -281,17 +281,16 @@ def rowblock_estimate(
 
 
 
-ACTIVE_SQUARES = 1   # m x m blocks a low-rank active run holds: the V-optimality scores' first Gram matrix Q^T Q
-ACTIVE_ROOTS = 2     # n x m blocks: the root Q and the product Q (Q^T Q) of the V-optimality scores' start
-
-
-def active_bytes(num_nodes: int, width: int, bytes_per_entry: int, exact: bool, labels: int = 0) -> float:
+def active_bytes(num_nodes: int, width: int, bytes_per_entry: int, exact: bool, labels: int = 0, squares: bool = False) -> float:
     """What an active run holds (:mod:`gnngp_cli.gp.updates`): the prior, a dense ``n x n``
-    kernel (``exact``) or a root ``Q`` (``n x m``) with the V-optimality scores' start (an
-    ``n x m`` product and ``Q^T Q``), and the posterior's ``S`` (``n`` by the ``labels``,
-    allocated once). The candidate scores and the posterior's mean and variance are a few
-    ``n``-vectors. The exact kernel's own computation is checked before it starts
-    (``check_exact_memory``)."""
+    kernel (``exact``) or a root ``Q`` (``n x m``, ``m`` = ``width``), and the posterior's ``S``
+    (``n`` by the ``labels``, allocated once); with ``squares`` (V-optimality) on a root, its
+    scores' start too (the product ``Q (Q^T Q)``, ``n x m``, and ``Q^T Q``). The candidate scores
+    and the posterior's mean and variance are a few ``n``-vectors. The exact kernel's own
+    computation is checked before it starts (``check_exact_memory``)."""
     entries = num_nodes * max(labels, 16)
-    entries += num_nodes * num_nodes if exact else ACTIVE_ROOTS * num_nodes * width + ACTIVE_SQUARES * width * width
+    if exact:
+        entries += num_nodes * num_nodes
+    else:
+        entries += num_nodes * width * (2 if squares else 1) + (width * width if squares else 0)
     return float(entries) * bytes_per_entry

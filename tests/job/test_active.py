@@ -102,6 +102,19 @@ def test_design_scores_equal_a_brute_force_recomputation(kind):
             assert float(post.sigma_opt()[j]) == pytest.approx(float(sigma_drop), abs=1e-8)
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_kernel_that_is_not_finite_is_refused_before_any_label(bad):
+    from gnngp_cli.errors import KernelError
+
+    k, _ = graph_kernel()
+    k[3, 7] = bad
+    q = torch.ones(N, 4, dtype=torch.float64)
+    q[5, 1] = bad
+    for prior in (dict(dense=k), dict(root=q)):
+        with pytest.raises(KernelError, match="not finite"):
+            Prior(**prior)
+
+
 def test_strategies_choose_the_best_open_pool_node_and_random_is_seeded():
     k, edges = graph_kernel()
     q = Prior(dense=k)
