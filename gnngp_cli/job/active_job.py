@@ -112,14 +112,19 @@ class ActiveJob(KernelJob):
         width = n if landmarks is None else math.ceil(landmarks.numel() * low_rank_width(arch.network, base, arch.adjacency)) + 1   # (a bias column)
         need = active_bytes(n, width, b, landmarks is None, int(spec.active.initial) + max(spec.active.budgets), "v_opt" in self.strategy.tracks)
         limit = memory_limit_bytes(spec.max_memory_gb, ctx.features.device)
-        if current_rss_bytes() + need > limit:
+        peak = current_rss_bytes() + need
+        if landmarks is not None:   # the root's own computation comes first: the process's peak then is a GP job's (gnngp_cli.job.estimate)
+            peak = max(peak, backend.estimate(arch, ctx, landmarks, False).gb * 2**30)
+        if peak > limit:
             fix = (f"use the low-rank kernel (kernel={kspec.name}_x)" if landmarks is None
                    else "use fewer landmarks (landmarks.count)")
             raise ResourceError(f"active={self.strategy.name} with the {'exact' if landmarks is None else 'low-rank'} {arch.label} kernel on "
-                                f"{spec.dataset.name} holds the posterior over all {n:,} nodes: about {size_text(need)}, and the limit is "
-                                f"{size_text(limit)} (max_memory_gb; default half of the free memory); {fix}")
-        log.info(f"active={self.strategy.name}: the {arch.label} kernel and the posterior over {n:,} nodes hold about {size_text(need)} "
-                 f"(the limit: {size_text(limit)}); each label is an O(n k) update{'' if landmarks is None else ' and an O(n m) product, m the root width'}")
+                                f"{spec.dataset.name} needs about {size_text(peak)} at its peak (the kernel, then the posterior over all "
+                                f"{n:,} nodes: {size_text(need)}), and the limit is {size_text(limit)} (max_memory_gb; default half of the "
+                                f"free memory); {fix}")
+        log.info(f"active={self.strategy.name}: the {arch.label} kernel and the posterior over {n:,} nodes hold about {size_text(need)}, "
+                 f"the process about {size_text(peak)} at its peak (the limit: {size_text(limit)}); each label is an O(n k) update"
+                 f"{'' if landmarks is None else ' and an O(n m) product, m the root width'}")
         if landmarks is None:
             backend.check_exact_memory(arch, ctx, ctx.every_node, None)
             kernel = arch.network(None, ctx, ctx.every_node)
