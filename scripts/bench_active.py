@@ -35,24 +35,23 @@ from gnngp_cli.gp.strategies import STRATEGIES
 DATASETS = ["cora", "citeseer", "pubmed"]
 BUDGETS = [10, 20, 40, 80, 160]   # FeatProp's protocol
 KERNEL = ["kernel=gcngp"]   # the exact kernel: it fits on all three (pubmed's dense 19,717^2 kernel in float32 is 1.6 GB)
-KERNEL_FOR: dict[str, list[str]] = {}   # a dataset's own kernel overrides (e.g. a low-rank one on a graph where the exact one does not fit)
 SMOKE = {"datasets": ["cora"], "strategies": ["random", "sigma_opt"], "budgets": [10, 20], "seeds": [0]}
 KEEP = ["status", "dataset", "strategy", "seed", "kernel", "landmarks", "model", "budget", "labelled", "test", "macro_f1_all",
         "gcn_test", "gcn_macro_f1_all", "selection_seconds", "kernel_seconds", "total_seconds", "wall_seconds", "peak_rss_mb", "nugget",
         "command", "error"]
 
 
-# --scale: low-rank selection on graphs too large for an exact kernel (the row's dataset label: its overrides, its budgets)
+# --scale: low-rank selection on graphs too large for an exact kernel (the row's dataset label: its overrides, budgets, strategies)
 SCALE = {
-    "csbm, 10^6 nodes": (["dataset=csbm", "dataset.num_nodes=1000000", "kernel=gcngp_x", "landmarks.count=100", "dtype=float32"], [10, 20]),
-    "arxiv (csbm stand-in)": (["dataset=arxiv", "experiment.stand_in=csbm", "kernel=gcngp_x"], BUDGETS),
+    "csbm, 10^6 nodes": (["dataset=csbm", "dataset.num_nodes=1000000", "kernel=gcngp_x", "landmarks.count=100", "dtype=float32"], [10, 20],
+                         ["sigma_opt", "v_opt"]),
+    "arxiv (csbm stand-in)": (["dataset=arxiv", "experiment.stand_in=csbm", "kernel=gcngp_x"], BUDGETS, ["sigma_opt"]),
 }
-SCALE_STRATEGIES = {"csbm, 10^6 nodes": ["sigma_opt", "v_opt"], "arxiv (csbm stand-in)": ["sigma_opt"]}
 
 
 def command(dataset: str, strategy: str, seed: int, budgets: list[int], model: str, extra: list[str]) -> list[str]:
     """The ``gnngp run`` overrides of one cell (``dataset``: a dataset's name, or a label of :data:`SCALE`)."""
-    graph = SCALE[dataset][0] if dataset in SCALE else [f"dataset={dataset}", *KERNEL_FOR.get(dataset, KERNEL)]
+    graph = SCALE[dataset][0] if dataset in SCALE else [f"dataset={dataset}", *KERNEL]
     return [*graph, f"active={strategy}", f"active.budgets=[{','.join(map(str, budgets))}]",
             f"seed={seed}", "runs=1", "progress=false", *([f"active.model={model}"] if model != "gp" else []), *extra]
 
@@ -103,7 +102,7 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     have = done(out)
-    plan = ([(label, strategy, 0, SCALE[label][1]) for label in SCALE for strategy in SCALE_STRATEGIES[label]] if args.scale else
+    plan = ([(label, strategy, 0, budgets) for label, (_, budgets, strategies) in SCALE.items() for strategy in strategies] if args.scale else
             [(dataset, strategy, seed, args.budgets) for dataset in args.datasets for strategy in args.strategies for seed in args.seeds])
     for dataset, strategy, seed, budgets in plan:
         if (dataset, strategy, seed, args.model) in have:

@@ -60,21 +60,21 @@ class Prior:
         if (dense is None) == (root is None):
             raise ValueError("a Prior is a dense kernel or a root, exactly one")
         self.dense, self.root = dense, root
-        held = dense if dense is not None else root
-        if not math.isfinite(float(held.sum())):   # a NaN or an infinity anywhere makes the sum one (no n x n mask)
+        self.held = dense if dense is not None else root   # whichever it is: its rows are the nodes
+        if not math.isfinite(float(self.held.sum())):   # a NaN or an infinity anywhere makes the sum one (no n x n mask)
             raise KernelError("the kernel matrix holds values that are not finite; active learning needs a finite kernel")
 
     @property
     def num_nodes(self) -> int:
-        return int((self.dense if self.dense is not None else self.root).size(0))
+        return int(self.held.size(0))
 
     @property
     def dtype(self) -> torch.dtype:
-        return (self.dense if self.dense is not None else self.root).dtype
+        return self.held.dtype
 
     @property
     def device(self) -> torch.device:
-        return (self.dense if self.dense is not None else self.root).device
+        return self.held.device
 
     def column(self, i: int) -> Tensor:
         """``K[:, i]`` (a dense kernel's row ``i``: it is symmetric, and a row is contiguous)."""
@@ -114,7 +114,7 @@ class LabelPosterior:
         self.prior, self.noise = prior, float(noise)
         n = prior.num_nodes
         self.track = tuple(track)
-        self.s = (prior.dense if prior.dense is not None else prior.root).new_zeros(max(int(capacity), 1), n)   # S^T, a row per label
+        self.s = prior.held.new_zeros(max(int(capacity), 1), n)   # S^T, a row per label
         self.mean = self.s.new_zeros(n, outputs)
         self.variance = prior.diagonal()
         self.unlabelled = torch.ones(n, dtype=torch.bool, device=prior.device)

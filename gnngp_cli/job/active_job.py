@@ -91,6 +91,11 @@ class ActiveJob(KernelJob):
     def count(self) -> int:
         return int(self.spec.runs)
 
+    @property
+    def labels(self) -> int:
+        """The labels a run buys: ``active.initial`` random ones, then up to the last budget."""
+        return int(self.spec.active.initial) + max(self.spec.active.budgets)
+
     def runs(self, skip: Collection[int] = ()):
         for index in range(self.count):
             if index not in skip:
@@ -110,7 +115,7 @@ class ActiveJob(KernelJob):
         ctx = backend.context(arch.adjacency, base, landmarks, kspec.base.scale)
         n, b = backend.info.num_nodes, torch.finfo(backend.dtype).bits // 8
         width = n if landmarks is None else math.ceil(landmarks.numel() * low_rank_width(arch.network, base, arch.adjacency)) + 1   # (a bias column)
-        need = active_bytes(n, width, b, landmarks is None, int(spec.active.initial) + max(spec.active.budgets), "v_opt" in self.strategy.tracks)
+        need = active_bytes(n, width, b, landmarks is None, self.labels, "v_opt" in self.strategy.tracks)
         limit = memory_limit_bytes(spec.max_memory_gb, ctx.features.device)
         peak = current_rss_bytes() + need
         if landmarks is not None:   # the root's own computation comes first: the process's peak then is a GP job's (gnngp_cli.job.estimate)
@@ -151,8 +156,7 @@ class ActiveJob(KernelJob):
         mll = spec.fit.method == "mll"
         nugget = float(spec.fit.nugget if mll else spec.active.nugget)
         grid = log_grid(spec.nugget.min, spec.nugget.max, spec.nugget.num, dtype=torch.float64) if mll else None
-        capacity = int(spec.active.initial) + max(spec.active.budgets)
-        posterior = LabelPosterior(prior, nugget * scale, targets.size(1), self.strategy.tracks, capacity)
+        posterior = LabelPosterior(prior, nugget * scale, targets.size(1), self.strategy.tracks, self.labels)
         generator = torch.Generator().manual_seed(seed)
         selection = Selection(posterior, backend.data.edge_index, generator, features=backend.data.x)
         if self.strategy.retrains:   # age: the GCN trained on the labels so far at each step, inside the selection's time
@@ -185,7 +189,7 @@ class ActiveJob(KernelJob):
                     best = float(grid[int(torch.argmax(values))])
                     if best != nugget:
                         nugget = best
-                        posterior = rebuilt(prior, nugget * scale, targets.size(1), order, targets[order], self.strategy.tracks, capacity)
+                        posterior = rebuilt(prior, nugget * scale, targets.size(1), order, targets[order], self.strategy.tracks, self.labels)
                         selection.posterior = posterior
             rows.append(self.row(index, seed, int(budget), posterior, nugget, landmarks, select_watch.seconds, kernel_watch.seconds, order))
         return ActiveRun(rows, order, posterior)
