@@ -919,16 +919,20 @@ FAST_METHODS = [("GCNGP", "gcngp"), ("GCNGP-X", "gcngp_x"), ("SGC", "sgc"), ("SI
 def fast_baselines(page: Page) -> None:
     """scripts/bench_vs_gnn.py's rows: per dataset, each method's test accuracy and seconds, measured in one process."""
     rows = pd.concat([page.csv(s["file"]) for s in page.entry["sources"]], ignore_index=True)
-    page.add("Per dataset, in one process on the same loaded graph: test accuracy (the public split; chameleon and squirrel "
-             "are regression sets, R^2) and method seconds (device-synchronised wall time without loading): kernel + inference "
-             "for the GPs (the median of the repeats), precomputation + training + inference for SGC and SIGN (SGC's training is "
-             "its whole weight-decay grid, 10 fits), training + inference for GCN (100 epochs). SGC's published accuracy is "
-             "Wu et al. (2019), Table 2. The last columns are ratios within the process, the numbers to compare: the machine "
-             "was shared, so the seconds themselves are noisy.")
+    page.add("Per dataset, in one process on the same loaded graph: the test metric (accuracy on the public split; chameleon and "
+             "squirrel are regression sets, R^2; the heterophily suite's sets on their split 0, accuracy on chameleon_filtered and "
+             "ROC-AUC on minesweeper and tolokers; a stand-in's, e.g. the Reddit-sized random graph's, means nothing) and method "
+             "seconds (device-synchronised wall time without loading): kernel + inference for the GPs (the median of the repeats), "
+             "precomputation + training + inference for SGC and SIGN (SGC's training is its whole weight-decay grid, 10 fits), "
+             "training + inference for GCN (100 epochs; '-' where it was not run). SGC's published accuracy is Wu et al. (2019), "
+             "Table 2. The last columns are ratios within the process, the numbers to compare: each source above says how busy "
+             "the machine was, and a shared machine's seconds are noisy.")
     body = []
     for r in rows.itertuples(index=False):
         row = r._asdict()
         for label, key in FAST_METHODS:
+            if key == "gcn" and isinstance(row.get("gcn_set"), str) and row["gcn_set"].strip():
+                label = f"GCN ({row['gcn_set'].strip()})"   # part of a long training (bench_vs_gnn.py --gnn-set): its seconds a lower bound
             secs = row.get(f"{key}_seconds")
             test = row.get(f"{key}_test")
             pre = row.get(f"{key}_precompute_seconds")
@@ -942,6 +946,21 @@ def fast_baselines(page: Page) -> None:
     if "target_sgc" in rows:
         page.add("Issue 51's target, GCNGP-X's time at most 2x SGC's, as computed from these rows: " +
                  "; ".join(f"{r.dataset} {r.gcngp_x_over_sgc:.2f}x" for r in rows.itertuples(index=False) if not pd.isna(r.gcngp_x_over_sgc)) + ".")
+    anchored = rows[rows["dataset"].isin(SGC_ACCURACY_SETS)]
+    if len(anchored):
+        page.add(f"Issue 51's accuracy target, at or above SGC's test on at least 4 of {', '.join(SGC_ACCURACY_SETS)}, from these rows: " +
+                 "; ".join(at_or_above_sgc(anchored, key, label) for label, key in FAST_METHODS[:2]) + ".")
+
+
+SGC_ACCURACY_SETS = ["cora", "citeseer", "pubmed", "chameleon", "squirrel"]   # the datasets of issue 51's accuracy target
+
+
+def at_or_above_sgc(rows: pd.DataFrame, key: str, label: str) -> str:
+    """``GCNGP-X at or above SGC on 3 of 5 (cora 0.7980 < 0.8100, ...)``: a kernel's test against SGC's, per dataset."""
+    ok = [r for r in rows.itertuples(index=False) if not pd.isna(getattr(r, f"{key}_test"))]
+    above = [r.dataset for r in ok if getattr(r, f"{key}_test") >= r.sgc_test]
+    below = ", ".join(f"{r.dataset} {getattr(r, f'{key}_test'):.4f} < {r.sgc_test:.4f}" for r in ok if r.dataset not in above)
+    return f"{label} on {len(above)} of {len(ok)}" + (f" (below: {below})" if below else "")
 
 
 # --- active learning -------------------------------------------------------------------------

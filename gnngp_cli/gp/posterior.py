@@ -12,7 +12,7 @@ from torch import Tensor
 from .. import runtime
 from ..errors import KernelError
 from ..kernels.numerics import psd_tolerance
-from .sufficient import SPLITS, TrainingStatistics, gram_eigh
+from .sufficient import SPLITS, TrainingStatistics, gram, gram_eigh
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ class LowRankPosterior(Posterior):
         y = y.to(device=values.device, dtype=torch.float64)
         q = values.double()
         r = q.size(1)
-        m = q.T @ q + nu * torch.eye(r, dtype=q.dtype, device=q.device)
+        m = gram(q) + nu * torch.eye(r, dtype=q.dtype, device=q.device)
         chol, info = torch.linalg.cholesky_ex(m)
         if int(info):
             raise KernelError("Q_b^T Q_b + nu I is not positive definite")

@@ -136,6 +136,19 @@ def test_a_gram_of_orthogonal_columns_is_decomposed_by_its_diagonal_and_others_b
 
 
 
+@pytest.mark.parametrize("columns", [1023, 1024, 1301])
+def test_the_gram_of_column_blocks_equals_the_one_product(columns):
+    """Past 4 x 256 columns the Gram matrix is built from its blocks on and above the diagonal
+    (uneven ones too); below, it is the one product."""
+    from gnngp_cli.gp.sufficient import gram
+
+    q = torch.randn(700, columns, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    g = gram(q)
+    torch.testing.assert_close(g, q.T @ q, rtol=1e-12, atol=1e-10)
+    edge = round(columns / 4)
+    assert columns < 1024 or torch.equal(g[edge:, :edge], g[:edge, edge:].T)   # a block below the diagonal: its mirror's transpose
+
+
 def test_posterior_variances_by_row_blocks_equal_the_one_product(monkeypatch):
     """Past ROW_BLOCK_ENTRIES the variances are computed by row blocks (a Reddit-sized
     GCNGP-X held three N x r temporaries for them); the values are the same."""
