@@ -16,6 +16,12 @@ every dataset; issue 51: GCNGP-X's time at most 2x SGC's.
 
     python scripts/bench_vs_gnn.py --out outputs/bench/bench_vs_gnn.csv
 
+``--no-gcn`` skips GCN and ``--stand-in`` names the rows of data that are not the published
+dataset, e.g. the Reddit-sized graph of ``scripts/bench_reddit.py``:
+
+    python scripts/bench_vs_gnn.py --no-edges --no-gcn --stand-in --datasets reddit --repeats 1 \
+        --set data.root=/tmp/reddit_full data.verify=false data.mirror=null data.download=false
+
 crocodile's features (MUSAE's ``crocodile.json``) are not in the mirror; ``--crocodile-root DIR``
 times crocodile at its size anyway: the mirror's genuine edges and targets beside a
 ``crocodile.json`` written in MUSAE's format with random nouns (13,183 of them, the count MUSAE
@@ -100,8 +106,9 @@ def main() -> None:
         gcn_cfg = compose([*common, "gnn=gcn", *args.gnn_set])
         prep = load_graph(gcn_cfg)  # loaded once; every method below uses the same data in this process
         gcn = None if args.no_gcn else run_job(gcn_cfg, prep)[0]
-        row = {"dataset": f"{name} (stand-in)" if args.stand_in else name, "gcn_seconds": gcn and gcn["total_seconds"], "gcn_test": gcn and gcn["test"], "gcn_edges_seconds": None,
-               "gcn_edges_test": None, "gcn_set": "" if gcn is None else " ".join(args.gnn_set)}
+        row = {"dataset": f"{name} (stand-in)" if args.stand_in else name, "gcn_seconds": gcn and gcn["total_seconds"],
+               "gcn_test": gcn and gcn["test"], "gcn_edges_seconds": None, "gcn_edges_test": None,
+               "gcn_set": "" if gcn is None else " ".join(args.gnn_set)}
         if not args.no_edges and gcn is not None:
             edges = run_job(compose([*common, "gnn=gcn", *args.gnn_set, "gnn.propagation=edges"]), prep)[0]
             row.update(gcn_edges_seconds=edges["total_seconds"], gcn_edges_test=edges["test"])

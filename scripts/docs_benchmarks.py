@@ -956,7 +956,7 @@ SGC_ACCURACY_SETS = ["cora", "citeseer", "pubmed", "chameleon", "squirrel"]   # 
 
 
 def at_or_above_sgc(rows: pd.DataFrame, key: str, label: str) -> str:
-    """``GCNGP-X at or above SGC on 3 of 5 (cora 0.7980 < 0.8100, ...)``: a kernel's test against SGC's, per dataset."""
+    """``GCNGP-X on 3 of 5 (below: cora 0.7980 < 0.8100, ...)``: on how many datasets a kernel's test is at or above SGC's."""
     ok = [r for r in rows.itertuples(index=False) if not pd.isna(getattr(r, f"{key}_test"))]
     above = [r.dataset for r in ok if getattr(r, f"{key}_test") >= r.sgc_test]
     below = ", ".join(f"{r.dataset} {getattr(r, f'{key}_test'):.4f} < {r.sgc_test:.4f}" for r in ok if r.dataset not in above)
