@@ -344,8 +344,8 @@ def test_the_gap_benchmark_chooses_each_familys_setting_on_validation_and_its_va
 
 def test_fast_baselines_table_holds_the_csv_values(pages):
     """SGC and SIGN beside the kernels and GCN (scripts/bench_vs_gnn.py): every method's test and seconds, SGC's published accuracy."""
-    entry = next(e for e in yaml.safe_load((RESULTS / "SOURCES.yaml").read_text())["pages"] if e["page"] == "fast-baselines")
-    rows = pd.concat([pd.read_csv(RESULTS / source["file"]) for source in entry["sources"]], ignore_index=True)
+    files = [s["file"] for s in next(p for p in sources()["pages"] if p["page"] == "fast-baselines")["sources"]]
+    rows = pd.concat([pd.read_csv(RESULTS / name) for name in files], ignore_index=True)
     table = {(r["dataset"], r["method"].split(" (")[0]): r for r in tables(pages["fast-baselines"])[0]}
     for r in rows.itertuples(index=False):
         for label, key in (("GCNGP", "gcngp"), ("GCNGP-X", "gcngp_x"), ("SGC", "sgc"), ("SIGN", "sign"), ("GCN", "gcn")):
