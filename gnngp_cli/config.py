@@ -114,6 +114,9 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
         raise ConfigError("nothing to run: choose a GP kernel (kernel=gcngp) or a GNN (gnn=gcn)")
     else:
         validate_kernel(cfg.kernel)
+    if cfg.runs < 1:
+        raise ConfigError(f"runs={cfg.runs} must be at least 1")
+    _seeds(cfg)   # before the sections whose seeds default to it (conformal.seed, active.seed): a bad seed is named as the user typed it
     _grid(cfg.nugget, "nugget", cfg.dtype)
     _validate_fit(cfg)
     _validate_uncertainty(cfg)
@@ -125,9 +128,6 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
         raise ConfigError(f"landmarks.count={lm.count} must be at least 1")
     if lm.count is None and lm.fraction < 1:
         raise ConfigError(f"landmarks.fraction={lm.fraction} must be >= 1 (each training node is a landmark with probability 1/fraction)")
-    if cfg.runs < 1:
-        raise ConfigError(f"runs={cfg.runs} must be at least 1")
-    _seeds(cfg)
     _paths(cfg)
     _choice(cfg.device, DEVICES, "device")
     _choice(cfg.dtype, DTYPES, "dtype")
@@ -534,7 +534,7 @@ def _validate_gnn(g: Any) -> None:
         raise ConfigError(f"gnn.batch_size={g.batch_size} must be at least 1 (0 or null: full batch)")
     graph_layers = GNNS[g.name].graph_layers(g.layers)
     if graph_layers == 0 and g.batch_size and not GNNS[g.name].row_batches:
-        raise ConfigError(f"gnn={g.name} trains full batch only; set gnn.batch_size=null")
+        raise ConfigError(f"gnn={g.name} trains full batch only; set gnn.batch_size=0 (full batch)")
     _choice(g.regime, GNN_REGIMES, "gnn.regime")
     _choice(g.propagation, GNN_PROPAGATION, "gnn.propagation")
     common = gnn_defaults(GNNS[g.name], g.recipe)["*"]   # what a null hidden or dropout becomes
@@ -542,7 +542,7 @@ def _validate_gnn(g: Any) -> None:
     dropout = g.dropout if g.dropout is not None else common["dropout"]
     if g.regime == "ntk":
         standard = {"gnn": (g.name == "gcn", "gnn=gcn"), "gnn.dropout": (dropout == 0, "gnn.dropout=0"),
-                    "gnn.batch_norm": (not g.batch_norm, "gnn.batch_norm=false"), "gnn.batch_size": (not g.batch_size, "gnn.batch_size=null"),
+                    "gnn.batch_norm": (not g.batch_norm, "gnn.batch_norm=false"), "gnn.batch_size": (not g.batch_size, "gnn.batch_size=0"),
                     "gnn.weight_decay": (g.weight_decay == 0, "gnn.weight_decay=0"), "gnn.uncertainty": (g.uncertainty == "softmax", "gnn.uncertainty=softmax")}
         for key, (fine, fix) in standard.items():
             if not fine:

@@ -359,6 +359,36 @@ def test_fast_baselines_table_holds_the_csv_values(pages):
     assert f"GCNGP-X on {above} of {len(anchored)}" in pages["fast-baselines"]
 
 
+def test_bench_vs_gnn_without_gcn_on_a_stand_in_writes_rows_the_page_reads(generator, tmp_path, monkeypatch):
+    """The command that wrote the Reddit-sized rows (``--no-gcn --stand-in``), end to end on a small
+    csbm: the row is named a stand-in, GCN and SGC's published accuracy are left empty, the fast
+    baselines and both kernels are timed with their ratio to SGC, and the page shows GCN as '-'."""
+    import runpy
+    import sys
+
+    results = tmp_path / "results"
+    results.mkdir()
+    monkeypatch.setattr(sys, "argv", ["bench_vs_gnn.py", "--no-edges", "--no-gcn", "--stand-in", "--datasets", "csbm", "--repeats", "1",
+                                      "--out", str(results / "vs.csv"), "--set", "dataset.num_nodes=300"])
+    runpy.run_path(str(ROOT / "scripts" / "bench_vs_gnn.py"), run_name="__main__")
+    row = pd.read_csv(results / "vs.csv").iloc[0]
+    assert row["dataset"] == "csbm (stand-in)" and pd.isna(row["gcn_seconds"]) and pd.isna(row["gcn_test"]) and pd.isna(row["sgc_published"])
+    for key in ("sgc", "sign", "gcngp", "gcngp_x"):
+        assert row[f"{key}_seconds"] > 0 and 0 <= row[f"{key}_test"] <= 1, key
+    assert row["gcngp_x_over_sgc"] == pytest.approx(row["gcngp_x_seconds"] / row["sgc_seconds"])
+    assert row["target_sgc"] == f"GCNGP-X time <= 2x SGC's: {'PASS' if row['gcngp_x_over_sgc'] <= 2 else 'FAIL'}"
+    (results / "SOURCES.yaml").write_text(yaml.safe_dump({
+        "machines": {"cpu2": {"name": "2-core CPU machine", "details": "a 2-core machine"}},
+        "pages": [{"page": "fast-baselines", "title": "Fast baselines", "kind": "fast_baselines", "sources": [
+            {"file": "vs.csv", "machine": "cpu2", "date": "2026-11-30", "when": "a test", "command": "python scripts/bench_vs_gnn.py",
+             "commit": "abc"}]}]}))
+    text = generator.build(results)["fast-baselines"].markdown()
+    table = {r["method"]: r for r in tables(text)[0]}
+    assert table["GCN"]["test"] == "-" and table["GCN"]["seconds"] == "-" and table["SGC"]["SGC published"] == ""
+    assert table["GCNGP-X"]["test"] == f"{row['gcngp_x_test']:.4f}" and f"csbm (stand-in) {row['gcngp_x_over_sgc']:.2f}x" in text
+    assert "accuracy target" not in text   # a stand-in is none of the anchored datasets
+
+
 def test_roofline_tables_hold_the_csv_values(pages):
     """Each kernel phase's seconds, bound and fraction of it, per graph and per code (scripts/bench_roofline.py)."""
     rows = pd.read_csv(RESULTS / "roofline.csv")

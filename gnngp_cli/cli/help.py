@@ -38,6 +38,22 @@ def _defaults_list(config_name: str) -> dict[str, tuple[str, str]]:
     return entries
 
 
+def plugin_launchers() -> list[str]:
+    """Hydra's launchers beside this package's: basic (Hydra's own), and those of the launcher
+    plugins installed (the ``launchers`` extra: joblib, submitit_local and submitit_slurm)."""
+    import importlib.util
+
+    plugins = {"hydra_plugins.hydra_joblib_launcher": ["joblib"], "hydra_plugins.hydra_submitit_launcher": ["submitit_local", "submitit_slurm"]}
+    found = ["basic"]
+    for module, names in plugins.items():
+        try:
+            installed = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:   # hydra_plugins itself absent
+            installed = False
+        found += names if installed else []
+    return found
+
+
 def config_groups(config_name: str = "config") -> dict[str, tuple[list[str], str, str]]:
     """Every config group: ``group -> (options, default, description)``. The groups the
     registries store (``dataset``, ``model``, ``fit``, ``compute``) and every folder of YAML
@@ -58,6 +74,7 @@ def config_groups(config_name: str = "config") -> dict[str, tuple[list[str], str
     for path in root.rglob("*.yaml"):
         if path.parent != root:
             options.setdefault(path.parent.relative_to(root).as_posix(), set()).add(path.stem)
+    options.setdefault("hydra/launcher", set()).update(plugin_launchers())
     listed = _defaults_list(config_name)
     out = {}
     for group, names in sorted(options.items()):

@@ -13,7 +13,7 @@ commands:
   partition  write a dataset as row blocks for compute=dask (once):
            gnngp partition dataset=<name> out=<dir> partition.rows=100000
   report   tables of your runs, and the paper's from its presets: gnngp report DIR... [--out DIR] [--check-paper 0.002]
-  verify   wide random networks (PyG layers) against the analytic kernel, PASS/FAIL (exit 1):
+  verify   wide random networks built from the kernel's own blocks against the kernel, PASS/FAIL (exit 1):
            gnngp verify kernel=gcn2gp verify.widths=[256,512,1024,2048] verify.seeds=16
 
 options:
@@ -54,10 +54,17 @@ HYDRA_FLAGS = frozenset({"-h", "--help", "--hydra-help", "--version", "-c", "--c
 def check_flags(argv: list[str], prog: str) -> None:
     """An argument that starts with ``-`` is one of Hydra's flags, else one line (argparse would
     print its usage, nine lines, then its own error)."""
-    for arg in argv:
+    for i, arg in enumerate(argv):
         if arg.startswith("-") and arg.split("=", 1)[0] not in HYDRA_FLAGS:
             _fail(f"{arg!r} is not an option of {prog}; give overrides as key=value, and flags from {prog} --help "
                   "(-m for a sweep, --cfg job for the composed config)")
+        key, eq, value = arg.partition("=")
+        if eq and value.count("[") > value.count("]") and i + 1 < len(argv):   # [10, 20] unquoted: the shell cut the list at its spaces
+            whole = " ".join([value, *argv[i + 1:]])
+            depth = next((n for n in range(len(whole)) if whole[:n + 1].count("[") == whole[:n + 1].count("]")), len(whole) - 1)
+            whole = whole[:depth + 1]
+            _fail(f"{key}={value} was cut at a space by the shell; write the list without spaces, {key}={whole.replace(' ', '')}, "
+                  f"or quote it: '{key}={whole}'")
 
 
 def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") -> None:
@@ -178,7 +185,8 @@ def _partition_task(cfg) -> None:
     except GnngpError as err:
         print(f"gnngp: error: {err}", file=sys.stderr)
         raise SystemExit(1)
-    print(f"wrote {meta.num_blocks} row blocks of {meta.rows} nodes ({meta.num_nodes} nodes, {meta.num_edges} edges) "
+    blocks = f"{meta.num_blocks:,} row block{'s' if meta.num_blocks != 1 else ''} of up to {meta.rows:,} nodes"
+    print(f"wrote {blocks} ({meta.num_nodes:,} nodes, {meta.num_edges:,} edges) "
           f"to {spec.partition.out} in {time.perf_counter() - start:.1f} s; run with compute=dask compute.shards={spec.partition.out}")
 
 
@@ -191,6 +199,11 @@ def _verify_task(cfg) -> None:
 
     try:
         spec = parse(cfg, command="verify")
+        if spec.kernel is None:   # gnn=... (or model=<a GNN>): verify compares a kernel with its networks
+            from ..errors import ConfigError
+
+            raise ConfigError(f"gnngp verify checks a kernel against the wide networks it is the limit of, and gnn={spec.gnn.name} is a GNN; "
+                              "use kernel=<name> (e.g. kernel=gcngp, the GCN's kernel)")
         if spec.kernel.low_rank:
             print("gnngp: note: the check compares networks with the exact kernel; the _x twin is ignored", file=sys.stderr)
         result = verify(spec, Path(HydraConfig.get().runtime.output_dir))
@@ -207,7 +220,12 @@ def _report(argv: list[str]) -> None:
     from ..errors import ConfigError
     from ..report import write_report
 
-    parser = argparse.ArgumentParser(prog="gnngp report", description="Tables of your runs, and the GNNGP paper's tables and figures "
+    class OneLine(argparse.ArgumentParser):
+        def error(self, message):   # argparse's usage block and message: one line, as every other mistake (exit 2: a usage error)
+            print(f"gnngp: error: {message} (gnngp report --help lists the options)", file=sys.stderr)
+            raise SystemExit(2)
+
+    parser = OneLine(prog="gnngp report", description="Tables of your runs, and the GNNGP paper's tables and figures "
                                      "from the runs of its presets, from the results.csv / summary.csv files under the folders given (only those).")
     parser.add_argument("dirs", nargs="*", help="folders with results.csv / summary.csv, e.g. outputs/2026-11-27 multirun/table4")
     parser.add_argument("--out", default="outputs/report", help="report folder (default: outputs/report)")

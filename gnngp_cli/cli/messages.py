@@ -101,6 +101,34 @@ def _schema_keys(object_type) -> list[str]:
     return []
 
 
+# a key that is not the run's, typed where another key holds its meaning (``depth`` sets kernel.layers and gnn.layers)
+ALIASES = {"layers": ["depth"]}
+
+
+def sections() -> dict[str, type]:
+    """Each section of the run's config (a key that holds keys) and its schema; ``kernel`` and
+    ``gnn`` by what every kernel and GNN has."""
+    import typing
+
+    from ..schema import GNNConfig, KernelConfig, RunConfig
+
+    found = {name: hint for name, hint in typing.get_type_hints(RunConfig).items() if dataclasses.is_dataclass(hint)}
+    found.update(kernel=KernelConfig, gnn=GNNConfig)
+    return found
+
+
+def placed_elsewhere(leaf: str, parent: str) -> list[str]:
+    """Where a key named ``leaf``, unknown under ``parent`` (``""``: the top level), is one: under
+    another section (``epochs``: ``gnn.epochs``), a section of its own (``kernel.landmarks``:
+    ``landmarks.count`` ...), or an alias (``layers``: ``depth``)."""
+    known = sections()
+    found = list(ALIASES.get(leaf, [])) if not parent else []
+    if parent and leaf in known:
+        found += [f"{leaf}.{key}" for key in _schema_keys(known[leaf])]
+    found += [f"{name}.{leaf}" for name, schema in known.items() if name != parent and leaf in _schema_keys(schema)]
+    return found
+
+
 def spellings(overrides: Sequence[str]) -> dict[str, str]:
     """How the user spelled the method group (``kernel=``, ``gnn=`` or ``model=``; Hydra only
     sees ``model=``): ``{"model": "kernel"}``, for :func:`one_line` to name keys as typed."""
@@ -123,14 +151,25 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         full_key = str(cause.full_key)
         parent, _, leaf = full_key.rpartition(".")
         keys = _schema_keys(getattr(cause, "object_type", None))
+        elsewhere = placed_elsewhere(leaf, parent)
         near = closest(leaf, keys)
         where = f" of {parent}" if parent else ""
-        hint = f"did you mean {(parent + '.' if parent else '') + near}? " if near else ""
+        hint = (f"did you mean {' or '.join(elsewhere)}? " if elsewhere else
+                f"did you mean {(parent + '.' if parent else '') + near}? " if near else "")
         listed = f"keys{where}: {', '.join(keys)}" if keys else "see gnngp run --cfg job for the keys"
         return f"unknown key {full_key}; {hint}{listed}"
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
         first = str(getattr(cause, "msg", "") or cause).splitlines()[0]
-        return f"{_user_key(str(cause.full_key), spelled)}: {first}; give a value of the key's type (gnngp run --cfg job shows them)"
+        key = _user_key(str(cause.full_key), spelled)
+        value = getattr(cause, "value", None)
+        known = sections()
+        if str(cause.full_key) in known and "is not a subclass of" in first:   # landmarks=500: a value given to a whole section
+            keys = _schema_keys(known[str(cause.full_key)])
+            return (f"{key}={value} gives a value to a section; set one of its keys, e.g. {key}.{keys[0]}={value} "
+                    f"(keys of {key}: {', '.join(keys)})")
+        if "is not a ListConfig" in first:   # active.budgets=20: a list key given one value
+            return f"{key}={value} is not a list; give a list, e.g. {key}=[{value}] (quoted in a shell: '{key}=[{value}]')"
+        return f"{key}: {first}; give a value of the key's type (gnngp run --cfg job shows them)"
     text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
     group = next((g for g in ("model", "dataset", "likelihood", "protocol", "conformal", "active", "fit", "compute") if f"Could not find '{g}/" in text), None)
     if group is not None:
@@ -138,6 +177,13 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         key = spelled.get(group, group)
         valid = group_options(key)
         return _unknown(f"{key}={name}", closest(name, valid), f"{key}={{name}}", valid)
+    missing = re.search(r"Could not find '([\w/]+)/([^'/]+)'", text)
+    if missing is not None and "Available options in" in str(err):   # another group (hydra/launcher=jobib): the options Hydra lists
+        group, name = missing.groups()
+        listed = str(err).split("Available options in", 1)[1].split("\n", 1)[-1].split("Config search path", 1)[0]
+        options = [line.strip() for line in listed.splitlines() if line.strip()]
+        if options:
+            return _unknown(f"{group}={name}", closest(name, options), f"{group}={{name}}", options)
     text = text.replace("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.", "").strip()
     if isinstance(cause, OmegaConfBaseException):
         text += " " + str(cause).splitlines()[0]

@@ -37,9 +37,12 @@ from .uncertainty import conformal_table
 from .uncertainty import table as uncertainty_table
 
 FIGURES = {"figure1": figure1, "figure2": figure2, "figure3": figure3, "figure4": figure4}
+# the files of report.md's sections that rows may or may not make: an earlier report's are removed first
+SECTION_FILES = ("correlation_map.png", "learning_curves.png", "active_learning.png", "uncertainty.md", "reliability.png", "conformal.md")
 SHOWN = 12   # missing cells named in report.md (the table shows every one)
 MEANING = ("One table per task: a line per dataset, method and group of settings, the mean +- std over its runs and splits; "
-           "runs with different settings are never averaged together.")
+           "runs with different settings are never averaged together. Active-learning rows (a row per budget) are in their own "
+           "section below.")
 
 CURVE_MEANING = ("The rows that recorded the metric along training time: a GP with several inference.time values (the "
                  "infinitely wide network's mean after training for time t; with kernel.limit=ntk the trained network's limit) and a "
@@ -75,25 +78,23 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
         if unknown:
             raise ConfigError(f"--exclude {','.join(unknown)}: not a dataset of the paper's tables; choose among {', '.join(known)}")
     out.mkdir(parents=True, exist_ok=True)
-    for name in [f"{t.name}{suffix}" for t in layouts.tables() for suffix in (".md", ".csv")] + [f"{f}.png" for f in FIGURES] + ["correlation_map.png"]:
+    for name in [f"{t.name}{suffix}" for t in layouts.tables() for suffix in (".md", ".csv")] + [f"{f}.png" for f in FIGURES] + list(SECTION_FILES):
         (out / name).unlink(missing_ok=True)   # what an earlier report wrote here and these rows may not make again
     rows = read_results(folders)
     ok, failed = int((rows["status"] == "ok").sum()), int((rows["status"] != "ok").sum())
     lines = ["# gnngp report", "", f"Results read from: {', '.join(str(f) for f in folders)} ({ok} result rows, {failed} error rows).", ""]
     own = own_runs(rows)
     runs_frame(own).to_csv(out / "runs.csv", index=False)
-    own_md = "\n".join(t.markdown() for t in own) if own else "No result rows under these folders.\n"
+    bought = active.points(rows)
+    own_md = ("\n".join(t.markdown() for t in own) if own else
+              "Only active-learning rows: see Active learning below.\n" if not bought.empty else "No result rows under these folders.\n")
     (out / "runs.md").write_text("# Your runs\n\n" + MEANING + "\n\n" + own_md)
     lines += ["## Your runs", "", MEANING + " ([csv](runs.csv))", "", own_md]
-    (out / "reliability.png").unlink(missing_ok=True)
-    (out / "learning_curves.png").unlink(missing_ok=True)
     points = learning.curves(rows)
     if not points.empty:   # learning curves: the GP's mean along training time beside the finite network's
         why = learning.draw(points, out / "learning_curves.png")
         lines += ["## Learning curves", "", CURVE_MEANING, "", learning.table(points),
                   f"Figure: not drawn: {why}" if why else "![learning curves](learning_curves.png)", ""]
-    (out / "active_learning.png").unlink(missing_ok=True)
-    bought = active.points(rows)
     if not bought.empty:   # active runs: the test metric against the labels bought, a line per strategy
         why = active.draw(bought, out / "active_learning.png")
         lines += ["## Active learning", "", ACTIVE_MEANING, "", active.table(bought),

@@ -29,7 +29,7 @@ def points(rows: pd.DataFrame) -> pd.DataFrame:
 def table(found: pd.DataFrame) -> str:
     """Per dataset, method and strategy: the mean test metric at each label count, the macro-F1 over
     every node averaged over the budgets (FeatProp's summary) and the selection seconds at the last budget."""
-    lines = ["| dataset | method | strategy | seeds | labels : test metric (mean) | macro-F1, all nodes (mean over budgets) | selection s (last budget) |",
+    lines = ["| dataset | method | strategy | seeds | labels : test metric (mean) | macro-F1 (%), all nodes (mean over budgets; FeatProp's unit) | selection s (last budget) |",
              "|---|---|---|---|---|---|---|"]
     for (dataset, method, strategy), group in found.groupby(["dataset", "method", "strategy"], sort=True):
         means = group.groupby("labelled")["test"].mean()

@@ -67,7 +67,8 @@ def _label(group: dict, varying: list[str]) -> str:
 
 def own_runs(rows: pd.DataFrame) -> list[RunsTable]:
     """The tables of every row read (:func:`.reading.read_results`), ok and error rows: per task
-    and metric, a line per (dataset, method, settings group), sorted."""
+    and metric, a line per (dataset, method, settings group), sorted. An active run's rows (a row
+    per budget) are left to the Active learning section (:mod:`.active`)."""
     if rows.empty:
         return []
     rows = rows.copy()
@@ -75,6 +76,8 @@ def own_runs(rows: pd.DataFrame) -> list[RunsTable]:
     rows["metric"] = rows["metric"].fillna("").astype(str)
     tables = []
     ok = rows[rows["status"] == "ok"]
+    if "strategy" in ok.columns and "labelled" in ok.columns:   # an active run's rows are its budgets, not runs: the report's Active learning section
+        ok = ok[~(ok["strategy"].notna() & ok["strategy"].astype(str).ne("") & ok["labelled"].notna())]
     for (task, metric), part in ok.groupby(["task", "metric"], sort=True):
         groups = {g: json.loads(g) for g in part["group"].unique()}
         keys = sorted({k for g in groups.values() for k in g})

@@ -128,6 +128,16 @@ def test_verify_prints_error_by_width(tmp_path):
         (["dataset.num_nodez=5"], "gnngp: error: unknown key dataset.num_nodez; did you mean dataset.num_nodes?"),
         (["runs=two"], "gnngp: error: runs: Value 'two' of type 'str' could not be converted to Integer"),
         (["nugget.num=1.5"], "gnngp: error: nugget.num: Value '1.5' of type 'float' could not be converted to Integer"),
+        # a key typed where another holds it (the nearest spelling under the wrong section misled: kernel.landmarks -> kernel.layers)
+        (["kernel.landmarks=500"], "gnngp: error: unknown key kernel.landmarks; did you mean landmarks.fraction or landmarks.count?"),
+        (["layers=3"], "gnngp: error: unknown key layers; did you mean depth or kernel.layers or gnn.layers?"),
+        (["epochs=50"], "gnngp: error: unknown key epochs; did you mean active.epochs or gnn.epochs?"),
+        (["landmarks=500"], "gnngp: error: landmarks=500 gives a value to a section; set one of its keys, e.g. landmarks."),
+        (["nugget=0.1"], "gnngp: error: nugget=0.1 gives a value to a section; set one of its keys, e.g. nugget.min=0.1 (keys of nugget: min, max, num)"),
+        (["active=random", "active.budgets=20"], "gnngp: error: active.budgets=20 is not a list; give a list, e.g. active.budgets=[20]"),
+        (["active=random", "active.budgets=[10,", "20]"], "gnngp: error: active.budgets=[10, was cut at a space by the shell; write the list "
+                                                          "without spaces, active.budgets=[10,20], or quote it: 'active.budgets=[10, 20]'"),
+        (["hydra/launcher=jobib"], "gnngp: error: hydra/launcher=jobib is not an option; did you mean hydra/launcher=joblib? valid: basic, joblib,"),
     ],
 )
 def test_every_config_mistake_is_one_line_with_the_closest_name(tmp_path, args, message):

@@ -376,7 +376,9 @@ def test_a_bad_tolerance_or_an_unknown_excluded_dataset_is_one_line(tmp_path):
     runs = results(tmp_path, [row("cora", "GCNGP", 0.828)])
     for args, message in ((["--check-paper", "-1"], "--check-paper -1.0 is not a tolerance"),
                           (["--check-paper", "nan"], "--check-paper nan is not a tolerance"),
-                          (["--check-paper", "0.002", "--exclude", "crocodil"], "--exclude crocodil: not a dataset of the paper's tables; choose among")):
+                          (["--check-paper", "0.002", "--exclude", "crocodil"], "--exclude crocodil: not a dataset of the paper's tables; choose among"),
+                          (["--check-paper", "abc"], "argument --check-paper: invalid float value: 'abc' (gnngp report --help lists the options)"),
+                          (["--outt", "x"], "unrecognized arguments: --outt"), (["--out"], "argument --out: expected one argument")):
         out = in_process("report", str(runs), "--out", str(tmp_path / "r"), *args)
         assert out.returncode == 2 and out.stderr.strip().startswith(f"gnngp: error: {message}") and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
@@ -433,6 +435,27 @@ def test_reliability_panels_have_whole_titles_that_tell_them_apart(tmp_path, mon
     assert all(t.startswith("Cora\nGCNGP dirichlet") for t in titles)
     assert all(len(line) <= 44 for t in titles for line in t.splitlines()[:-1])   # wrapped to the panel
     assert "kernel.sigma_w=1.5" in fig._suptitle.get_text() and "kernel.sigma_w" not in titles[0]
+
+
+def test_an_active_runs_budgets_are_not_runs_and_an_earlier_reports_sections_go(tmp_path):
+    """An active run's rows (one per budget, one seed) are left out of "Your runs", where they were
+    averaged as 5 runs, and shown in the Active learning section (macro-F1 in percent, FeatProp's
+    unit, as the header says); a later report into the same folder from rows without probabilities
+    removes the earlier uncertainty.md."""
+    bins = json.dumps({"reliability": {"count": [0, 5, 5], "confidence": [None, 0.5, 0.9], "accuracy": [None, 0.4, 0.8]}})
+    scored = [row("cora", "GCNGP", 0.8, experiment="", ece=0.05, likelihood="dirichlet", extra=bins, overrides=typed("dataset=cora", "model=gcngp"))]
+    out = tmp_path / "r"
+    write_report([results(tmp_path / "first", scored)], out)
+    assert (out / "uncertainty.md").is_file()
+    bought = [row("cora", "GCNGP", 0.6 + budget / 1000, experiment="", strategy="sigma_opt", budget=budget, labelled=budget, macro_f1_all=0.5,
+                  extra=json.dumps({"labelled_nodes": list(range(budget))}),   # a real row's extra: the nodes bought, which tells budgets apart
+                  task="classification", metric="accuracy", overrides=typed("dataset=cora", "model=gcngp", "active=sigma_opt"))
+              for budget in (10, 20, 40, 80, 160)]
+    write_report([results(tmp_path / "second", bought)], out)
+    assert not (out / "uncertainty.md").exists() and not (out / "runs.csv").read_text().strip()   # no run: the budgets are not runs
+    text = (out / "report.md").read_text()
+    assert "Only active-learning rows: see Active learning below." in text
+    assert "| macro-F1 (%), all nodes (mean over budgets; FeatProp's unit) |" in text and "| sigma_opt | 1 | 10: 0.610, " in text and "| 50.00 |" in text
 
 
 def test_figure2_of_one_size_has_numbers_on_both_axes_and_says_one_size(tmp_path, monkeypatch):

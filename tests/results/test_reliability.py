@@ -331,7 +331,8 @@ def test_an_edge_id_past_64_bits_is_one_line(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["fit=mll", "fit.lr=1e300"], "fit.lr=1e+300 must be positive and at most 1000"),
     (["seed=18446744073709551616"], "seed=18446744073709551616 must be an integer from 0 to"),
-    (["seed=-1"], "seed=-1 must be an integer from 0 to"),
+    (["seed=-1"], "gnngp: error: seed=-1 must be an integer from 0 to"),   # named as typed, not as conformal.seed or active.seed (which default to it)
+    (["seed=-1", "active=random", "active.budgets=[10]"], "gnngp: error: seed=-1 must be an integer from 0 to"),
     (["seed=18446744073709551615"], "seed=18446744073709551615 must be an integer from 0 to"),
     (["seed=9223372036854775807", "runs=2"], "(the runs use seed..seed+1)"),
 ])

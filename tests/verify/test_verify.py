@@ -405,6 +405,8 @@ def test_verify_command_exits_1_on_fail(tmp_path):
     (["verify.widths=[512]"], "gnngp: error: verify.widths=[512] must hold at least two"),
     (["verify.num_nodes=100000"], "gnngp: error: verify.num_nodes=100000 exceeds the 3000 nodes"),
     (["kernel=sagegp", "verify.oracle=true"], "gnngp: error: verify.oracle=true samples a hand-written network, and kernel=sagegp has none"),
+    (["gnn=gcn"], "gnngp: error: gnngp verify checks a kernel against the wide networks it is the limit of, and gnn=gcn is a GNN; use kernel="),
+    (["model=sgc"], "gnngp: error: gnngp verify checks a kernel against the wide networks it is the limit of, and gnn=sgc is a GNN"),
 ])
 def test_verify_bad_input_is_one_line(tmp_path, args, message):
     small = [] if any(a.startswith("verify.") for a in args) else ["verify.widths=[16,32]", "verify.seeds=2", "verify.activation_samples=1000"]
