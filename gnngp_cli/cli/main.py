@@ -61,7 +61,7 @@ def check_flags(argv: list[str], prog: str) -> None:
         key, eq, value = arg.partition("=")
         if eq and value.count("[") > value.count("]") and i + 1 < len(argv):   # [10, 20] unquoted: the shell cut the list at its spaces
             whole = " ".join([value, *argv[i + 1:]])
-            depth = next((n for n in range(len(whole)) if whole[:n + 1].count("[") == whole[:n + 1].count("]")), len(whole) - 1)
+            depth = next((n for n in range(whole.index("["), len(whole)) if whole[:n + 1].count("[") == whole[:n + 1].count("]")), len(whole) - 1)
             whole = whole[:depth + 1]
             _fail(f"{key}={value} was cut at a space by the shell; write the list without spaces, {key}={whole.replace(' ', '')}, "
                   f"or quote it: '{key}={whole}'")

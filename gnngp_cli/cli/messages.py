@@ -118,11 +118,15 @@ def sections() -> dict[str, type]:
 
 
 def placed_elsewhere(leaf: str, parent: str) -> list[str]:
-    """Where a key named ``leaf``, unknown under ``parent`` (``""``: the top level), is one: under
-    another section (``epochs``: ``gnn.epochs``), a section of its own (``kernel.landmarks``:
-    ``landmarks.count`` ...), or an alias (``layers``: ``depth``)."""
+    """Where a key named ``leaf``, unknown under ``parent`` (``""``: the top level), is one: the
+    top level (``dataset.seed``: ``seed``), under another section (``epochs``: ``gnn.epochs``), a
+    section of its own (``kernel.landmarks``: ``landmarks.count`` ...), or an alias (``layers``: ``depth``)."""
+    from ..schema import RunConfig
+
     known = sections()
     found = list(ALIASES.get(leaf, [])) if not parent else []
+    if parent and leaf in _schema_keys(RunConfig) and leaf not in known:   # dataset.seed: the run's own seed
+        found.append(leaf)
     if parent and leaf in known:
         found += [f"{leaf}.{key}" for key in _schema_keys(known[leaf])]
     found += [f"{name}.{leaf}" for name, schema in known.items() if name != parent and leaf in _schema_keys(schema)]

@@ -132,11 +132,14 @@ def test_verify_prints_error_by_width(tmp_path):
         (["kernel.landmarks=500"], "gnngp: error: unknown key kernel.landmarks; did you mean landmarks.fraction or landmarks.count?"),
         (["layers=3"], "gnngp: error: unknown key layers; did you mean depth or kernel.layers or gnn.layers?"),
         (["epochs=50"], "gnngp: error: unknown key epochs; did you mean active.epochs or gnn.epochs?"),
+        (["dataset.seed=3"], "gnngp: error: unknown key dataset.seed; did you mean seed or protocol.seed or conformal.seed or active.seed?"),
         (["landmarks=500"], "gnngp: error: landmarks=500 gives a value to a section; set one of its keys, e.g. landmarks."),
         (["nugget=0.1"], "gnngp: error: nugget=0.1 gives a value to a section; set one of its keys, e.g. nugget.min=0.1 (keys of nugget: min, max, num)"),
         (["active=random", "active.budgets=20"], "gnngp: error: active.budgets=20 is not a list; give a list, e.g. active.budgets=[20]"),
         (["active=random", "active.budgets=[10,", "20]"], "gnngp: error: active.budgets=[10, was cut at a space by the shell; write the list "
                                                           "without spaces, active.budgets=[10,20], or quote it: 'active.budgets=[10, 20]'"),
+        (["verify.widths=[16,", "32,", "64]", "seed=0"], "gnngp: error: verify.widths=[16, was cut at a space by the shell; write the list "
+                                                          "without spaces, verify.widths=[16,32,64], or quote it: 'verify.widths=[16, 32, 64]'"),
         (["hydra/launcher=jobib"], "gnngp: error: hydra/launcher=jobib is not an option; did you mean hydra/launcher=joblib? valid: basic, joblib,"),
     ],
 )
