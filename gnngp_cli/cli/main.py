@@ -40,10 +40,23 @@ def check_output_dir(argv: list[str]) -> None:
     folder = Path(literal).expanduser().absolute()
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK) or not _can_create_in(folder):
         why = "is not a folder" if not folder.is_dir() else "is not writable"
         print(f"gnngp: error: the output folder {value} cannot be created: {folder} {why}; set {key}<a writable folder>", file=sys.stderr)
         raise SystemExit(1)
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether a folder can be made in ``folder`` (one is made and removed): ``os.access`` says
+    yes to root everywhere, /proc included."""
+    import os
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".gnngp-check-", dir=folder))
+    except OSError:
+        return False
+    return True
 
 
 HYDRA_FLAGS = frozenset({"-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "--resolve", "-p", "--package", "-r", "--run", "-m",

@@ -152,3 +152,16 @@ def test_out_of_memory_advice_fits_the_job(tmp_path, monkeypatch, args, advice):
     assert code == 1 and len(errors) == 1 and row["status"] == "error"
     assert errors[0] == f"gnngp: error: out of memory (test: no memory left); {advice}"
     assert ("low-rank kernel" in errors[0]) == (args == ["kernel=gcngp"])
+
+
+def test_an_output_folder_where_nothing_can_be_made_is_one_line():
+    """/proc passes ``os.access`` for root but takes no folder: found by making one, before Hydra
+    would fail with a traceback (the newcomer's trial ran as root)."""
+    import os
+
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc here")
+    out = in_process("run", "hydra.run.dir=/proc/gnngp-out")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert len(errors) == 1 and "the output folder /proc/gnngp-out cannot be created: /proc is not writable" in errors[0]
