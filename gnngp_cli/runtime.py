@@ -109,32 +109,10 @@ class Stopwatch:
             self.seconds += time.perf_counter() - start
 
 
-_JOBS: list[int] = []   # jobs begun in this process (job_began)
-
-
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process, in MiB: since the current job began where the
-    system lets :func:`job_began` restart it (Linux's ``VmHWM``), else since the process started."""
-    hwm = _proc_bytes("/proc/self/status", "VmHWM:")
-    if hwm is not None:
-        return hwm / 2**20
+    """Peak resident memory of this process so far, in MiB."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
-
-
-def job_began() -> None:
-    """A job begins: from the second job of a process on (a sweep's jobs, a benchmark's cells, a
-    session of API calls), the peak resident memory restarts from the memory held now (Linux:
-    ``5`` to ``/proc/self/clear_refs``), so that a job's ``peak_rss_mb`` is not an earlier job's
-    larger one; the first job's peak stays the process's (its imports and loading included).
-    Where the system refuses it, the peak stays the process's."""
-    if _JOBS:
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-        except OSError:
-            pass
-    _JOBS.append(1)
 
 
 def peak_cuda_mb(device: torch.device) -> float:

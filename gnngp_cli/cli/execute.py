@@ -24,7 +24,6 @@ from ..job.loading import LoadedGraph, load_graph
 from ..results.rows import console_row, console_summary, error_row
 from ..results.writing import ResultsNotWritten, append_rows, summary_line
 from ..results.resume import Resume, job_overrides, resume_state, set_aside
-from ..runtime import job_began
 from ..schema import RunConfig, revised
 from ..stops import signals_held, stop_signal, stopped_by_signals, telling_kept
 
@@ -108,7 +107,6 @@ def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_run: Optional[OnRu
     (:func:`~gnngp_cli.config.parse`), once: all below reads the spec; ``unread="reset"`` (a job
     of a sweep) runs an option this job would not read at its default, with a warning."""
     spec = parse(cfg, unread=unread)
-    job_began()   # its peak memory its own, not an earlier job's of this process
     every = spec.splits == "all"
     done = resume.done if resume is not None else set()
     planned = planned_runs(spec)
