@@ -26,6 +26,14 @@ def load_generator():
     return module
 
 
+def one_page_sources(results: Path, page: str, title: str, kind: str, file: str, command: str) -> None:
+    """``results/SOURCES.yaml`` for one generated page from one CSV (a test's own results folder)."""
+    (results / "SOURCES.yaml").write_text(yaml.safe_dump({
+        "machines": {"cpu2": {"name": "2-core CPU machine", "details": "a 2-core machine"}},
+        "pages": [{"page": page, "title": title, "kind": kind, "sources": [
+            {"file": file, "machine": "cpu2", "date": "2026-11-30", "when": "a test", "command": command, "commit": "abc"}]}]}))
+
+
 @pytest.fixture(scope="module")
 def generator():
     return load_generator()
@@ -377,11 +385,7 @@ def test_bench_vs_gnn_without_gcn_on_a_stand_in_writes_rows_the_page_reads(gener
         assert row[f"{key}_seconds"] > 0 and 0 <= row[f"{key}_test"] <= 1, key
     assert row["gcngp_x_over_sgc"] == pytest.approx(row["gcngp_x_seconds"] / row["sgc_seconds"])
     assert row["target_sgc"] == f"GCNGP-X time <= 2x SGC's: {'PASS' if row['gcngp_x_over_sgc'] <= 2 else 'FAIL'}"
-    (results / "SOURCES.yaml").write_text(yaml.safe_dump({
-        "machines": {"cpu2": {"name": "2-core CPU machine", "details": "a 2-core machine"}},
-        "pages": [{"page": "fast-baselines", "title": "Fast baselines", "kind": "fast_baselines", "sources": [
-            {"file": "vs.csv", "machine": "cpu2", "date": "2026-11-30", "when": "a test", "command": "python scripts/bench_vs_gnn.py",
-             "commit": "abc"}]}]}))
+    one_page_sources(results, "fast-baselines", "Fast baselines", "fast_baselines", "vs.csv", "python scripts/bench_vs_gnn.py")
     text = generator.build(results)["fast-baselines"].markdown()
     table = {r["method"]: r for r in tables(text)[0]}
     assert table["GCN"]["test"] == "-" and table["GCN"]["seconds"] == "-" and table["SGC"]["SGC published"] == ""
@@ -417,11 +421,7 @@ def test_active_page_holds_the_csv_values(generator, tmp_path):
     # active.model=gcn cells of variance: the GP's numbers again (kept once) and the GCN's on the same labels
     rows += [{**row, "model": "gcn", "gcn_test": 0.65, "gcn_macro_f1_all": 0.55} for row in rows if row["strategy"] == "variance"]
     pd.DataFrame(rows).to_csv(results / "active.csv", index=False)
-    (results / "SOURCES.yaml").write_text(yaml.safe_dump({
-        "machines": {"cpu2": {"name": "2-core CPU machine", "details": "a 2-core machine"}},
-        "pages": [{"page": "active", "title": "Active learning", "kind": "active", "sources": [
-            {"file": "active.csv", "machine": "cpu2", "date": "2026-11-30", "when": "a test", "command": "python scripts/bench_active.py",
-             "commit": "abc"}]}]}))
+    one_page_sources(results, "active", "Active learning", "active", "active.csv", "python scripts/bench_active.py")
     text = generator.build(results)["active"].markdown()
     assert "| sigma_opt | 2 | 0.705 +- 0.007 | 0.705 +- 0.007 | 0.705 +- 0.007 | 0.705 +- 0.007 | 0.705 +- 0.007 | 60.00 +- 0.00 | 32.0 | 12.0 | 500 |" in text
     # the best of the GP strategies (featprop's higher F1 is the in-run baseline's, beside): selection 16 s a run, FeatProp's 47.8 s a run

@@ -47,11 +47,14 @@ def check_output_dir(argv: list[str]) -> None:
 
 
 def _can_create_in(folder: Path) -> bool:
-    """Whether a folder can be made in ``folder`` (one is made and removed): ``os.access`` says
-    yes to root everywhere, /proc included."""
+    """Whether a folder can be made in ``folder``: for root, whom ``os.access`` tells yes
+    everywhere (/proc included), by making one and removing it; for anyone else ``os.access``
+    (which the caller asked) is the answer, and nothing is made."""
     import os
     import tempfile
 
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return True
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".gnngp-check-", dir=folder))
     except OSError:

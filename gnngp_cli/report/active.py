@@ -15,12 +15,19 @@ PANELS = 6   # dataset and kernel pairs drawn at most (the table lists every cur
 KEYS = ["dataset", "method", "strategy", "labelled"]
 
 
+def bought(rows: pd.DataFrame) -> pd.Series:
+    """Which rows are an active run's (a row per budget: a strategy and the labels bought)."""
+    if "strategy" not in rows.columns or "labelled" not in rows.columns:
+        return pd.Series(False, index=rows.index)
+    return rows["strategy"].notna() & rows["strategy"].astype(str).ne("") & rows["labelled"].notna()
+
+
 def points(rows: pd.DataFrame) -> pd.DataFrame:
     """The ``ok`` rows of active runs: dataset, method, strategy, labels, seed, test metric, macro-F1
     and selection seconds."""
     if "strategy" not in rows.columns or "labelled" not in rows.columns:
         return pd.DataFrame(columns=[*KEYS, "seed", "metric", "test", "macro_f1_all", "selection_seconds"])
-    ok = rows[(rows["status"] == "ok") & rows["strategy"].notna() & rows["strategy"].astype(str).ne("") & rows["labelled"].notna()]
+    ok = rows[(rows["status"] == "ok") & bought(rows)]
     out = ok[[c for c in [*KEYS, "seed", "metric", "test", "macro_f1_all", "selection_seconds"] if c in ok.columns]].copy()
     out["labelled"] = out["labelled"].astype(int)
     return out

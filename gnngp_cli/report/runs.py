@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .active import bought
 from .layouts import display
 
 SECONDS = (("kernel_seconds", "kernel s"), ("inference_seconds", "inference s"), ("fit_seconds", "fit s"), ("train_seconds", "train s"))
@@ -76,8 +77,7 @@ def own_runs(rows: pd.DataFrame) -> list[RunsTable]:
     rows["metric"] = rows["metric"].fillna("").astype(str)
     tables = []
     ok = rows[rows["status"] == "ok"]
-    if "strategy" in ok.columns and "labelled" in ok.columns:   # an active run's rows are its budgets, not runs: the report's Active learning section
-        ok = ok[~(ok["strategy"].notna() & ok["strategy"].astype(str).ne("") & ok["labelled"].notna())]
+    ok = ok[~bought(ok)]   # an active run's rows are its budgets, not runs: the report's Active learning section
     for (task, metric), part in ok.groupby(["task", "metric"], sort=True):
         groups = {g: json.loads(g) for g in part["group"].unique()}
         keys = sorted({k for g in groups.values() for k in g})
