@@ -34,7 +34,7 @@ from .conformal import check_values as check_conformal_values
 from .metrics import score_metrics
 from .readers import COMMANDS, active_run, unknown_keys, unread_options
 from .schema import KernelConfig, RunConfig, freeze, revised
-from .schema import CONFORMAL, DEVICES, DTYPES, GNN_PROPAGATION, GNN_RECIPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
+from .schema import CONFORMAL, DEVICES, DTYPES, LANDMARK_POOLS, GNN_PROPAGATION, GNN_RECIPES, GNN_REGIMES, GNN_UNCERTAINTY, InferenceConfig, NuggetConfig, METHODS, OPTIMIZERS, PROTOCOLS, TASKS
 
 
 def check_results_file(name: str) -> None:
@@ -127,7 +127,8 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
     if lm.count is not None and lm.count < 1:
         raise ConfigError(f"landmarks.count={lm.count} must be at least 1")
     if lm.count is None and lm.fraction < 1:
-        raise ConfigError(f"landmarks.fraction={lm.fraction} must be >= 1 (each training node is a landmark with probability 1/fraction)")
+        raise ConfigError(f"landmarks.fraction={lm.fraction} must be >= 1 (each node of landmarks.pool is a landmark with probability 1/fraction)")
+    _choice(lm.pool, LANDMARK_POOLS, "landmarks.pool")
     _paths(cfg)
     _choice(cfg.device, DEVICES, "device")
     _choice(cfg.dtype, DTYPES, "dtype")

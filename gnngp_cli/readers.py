@@ -158,6 +158,7 @@ READERS: tuple[Reader, ...] = (
     Reader(("landmarks.fraction",), lambda cfg, command: _low_rank(cfg, command) and cfg.landmarks.count is None,
            "low-rank kernels (kernel=<name>_x) without landmarks.count", LOW_RANK_FIX),
     Reader(("landmarks.count",), _low_rank, "low-rank kernels (kernel=<name>_x)", LOW_RANK_FIX),
+    Reader(("landmarks.pool",), _low_rank, "low-rank kernels (kernel=<name>_x)", LOW_RANK_FIX),
     # a dataset's landmark defaults, which landmarks.* take unless set (a value the dataset's entry or a preset of it has is its default)
     Reader(("dataset.landmark_fraction",), lambda cfg, command: _low_rank(cfg, command) and cfg.landmarks.count is None
            and cfg.landmarks.fraction == cfg.dataset.landmark_fraction,

@@ -21,6 +21,7 @@ from typing import Any, Optional
 from omegaconf import II, MISSING
 
 DEVICES = ("auto", "cpu", "cuda")
+LANDMARK_POOLS = ("train", "all")   # landmarks.pool: where the low-rank kernels' landmarks are drawn
 DTYPES = ("float32", "float64")
 TASKS = ("classification", "regression")
 METHODS = ("gp", "gnn")
@@ -169,8 +170,9 @@ class GNNConfig(Options):
 
 @dataclass
 class LandmarksConfig(Options):
-    fraction: float = II("dataset.landmark_fraction")   # each training node is a landmark w.p. 1/fraction
+    fraction: float = II("dataset.landmark_fraction")   # each node of landmarks.pool is a landmark w.p. 1/fraction
     count: Optional[int] = II("dataset.landmark_count")  # or exactly this many training nodes
+    pool: str = "train"                 # train: landmarks among the training nodes (the paper's); all: among every node (Nystrom reads features, not labels)
 
 
 @dataclass

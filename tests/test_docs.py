@@ -360,11 +360,20 @@ def test_fast_baselines_table_holds_the_csv_values(pages):
             cell = table[(r.dataset, label)]
             value = getattr(r, f"{key}_test")
             assert cell["test"] == ("-" if pd.isna(value) else f"{value:.4f}")
+        count = getattr(r, "gcngp_x_all_landmarks", float("nan"))
+        all_label = f"GCNGP-X, {int(count):,} landmarks of every node" if not pd.isna(count) else None
+        assert (r.dataset, all_label) in table if all_label else not any(k[0] == r.dataset and "every node" in k[1] for k in table)
+        if all_label:
+            assert table[(r.dataset, all_label)]["test"] == f"{r.gcngp_x_all_test:.4f}"
         if not pd.isna(r.sgc_published):
             assert table[(r.dataset, "SGC")]["SGC published"] == f"{r.sgc_published / 100:.3f}"
     anchored = rows[rows["dataset"].isin(["cora", "citeseer", "pubmed", "chameleon", "squirrel"])]
     above = int((anchored["gcngp_x_test"] >= anchored["sgc_test"]).sum())
     assert f"GCNGP-X on {above} of {len(anchored)}" in pages["fast-baselines"]
+    if "gcngp_x_all_test" in anchored:
+        some = anchored.dropna(subset=["gcngp_x_all_test"])
+        above = int((some["gcngp_x_all_test"] >= some["sgc_test"]).sum())
+        assert f"GCNGP-X, landmarks of every node on {above} of {len(some)}" in pages["fast-baselines"]
 
 
 def test_bench_vs_gnn_without_gcn_on_a_stand_in_writes_rows_the_page_reads(generator, tmp_path, monkeypatch):
@@ -381,15 +390,18 @@ def test_bench_vs_gnn_without_gcn_on_a_stand_in_writes_rows_the_page_reads(gener
     runpy.run_path(str(ROOT / "scripts" / "bench_vs_gnn.py"), run_name="__main__")
     row = pd.read_csv(results / "vs.csv").iloc[0]
     assert row["dataset"] == "csbm (stand-in)" and pd.isna(row["gcn_seconds"]) and pd.isna(row["gcn_test"]) and pd.isna(row["sgc_published"])
-    for key in ("sgc", "sign", "gcngp", "gcngp_x"):
+    for key in ("sgc", "sign", "gcngp", "gcngp_x", "gcngp_x_all"):
         assert row[f"{key}_seconds"] > 0 and 0 <= row[f"{key}_test"] <= 1, key
+    assert row["gcngp_x_all_landmarks"] == 300   # --all-landmarks' 1,000, at most the graph's nodes
     assert row["gcngp_x_over_sgc"] == pytest.approx(row["gcngp_x_seconds"] / row["sgc_seconds"])
+    assert row["gcngp_x_all_over_sgc"] == pytest.approx(row["gcngp_x_all_seconds"] / row["sgc_seconds"])
     assert row["target_sgc"] == f"GCNGP-X time <= 2x SGC's: {'PASS' if row['gcngp_x_over_sgc'] <= 2 else 'FAIL'}"
     one_page_sources(results, "fast-baselines", "Fast baselines", "fast_baselines", "vs.csv", "python scripts/bench_vs_gnn.py")
     text = generator.build(results)["fast-baselines"].markdown()
     table = {r["method"]: r for r in tables(text)[0]}
     assert table["GCN"]["test"] == "-" and table["GCN"]["seconds"] == "-" and table["SGC"]["SGC published"] == ""
     assert table["GCNGP-X"]["test"] == f"{row['gcngp_x_test']:.4f}" and f"csbm (stand-in) {row['gcngp_x_over_sgc']:.2f}x" in text
+    assert table["GCNGP-X, 300 landmarks of every node"]["test"] == f"{row['gcngp_x_all_test']:.4f}"
     assert "accuracy target" not in text   # a stand-in is none of the anchored datasets
 
 

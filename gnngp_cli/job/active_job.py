@@ -6,8 +6,8 @@ One job is one kernel on one dataset, ``runs`` seeds (``active.seed + r``). Each
 
 1. the pool: every node but the split's test nodes (whose labels are never bought);
 2. the kernel over every node, computed once (:class:`~gnngp_cli.gp.updates.Prior`): a
-   low-rank kernel's root ``Q`` on landmarks drawn from the pool (labels are not needed for
-   them), an exact kernel's dense matrix, after refusing, before any work, a run whose kernel
+   low-rank kernel's root ``Q`` on landmarks drawn from the pool (every node with
+   ``landmarks.pool=all``; labels are not needed for them), an exact kernel's dense matrix, after refusing, before any work, a run whose kernel
    and posterior would not fit in memory;
 3. ``active.initial`` random pool nodes labelled, then steps of ``active.batch`` labels chosen
    by the strategy (:mod:`gnngp_cli.gp.strategies`), each label a rank-one update of the
@@ -50,7 +50,7 @@ from ..results.rows import base_row, graph_columns, with_extra
 from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
 from .estimate import active_bytes, size_text
 from .gp_job import KernelJob, candidates
-from .landmarks import choose_landmarks
+from .landmarks import choose_landmarks, landmark_pool
 
 log = logging.getLogger("gnngp")
 
@@ -107,7 +107,9 @@ class ActiveJob(KernelJob):
         landmarks = None
         pool_ids = self.pool.nonzero().view(-1).to(backend.device)
         if kspec.low_rank:
-            landmarks = torch.sort(choose_landmarks(pool_ids, spec.landmarks.fraction, spec.landmarks.count, seed, spec.dataset.name))[0]
+            drawn, what = landmark_pool(spec.landmarks.pool, pool_ids, backend.info.num_nodes)
+            what = "pool nodes" if drawn is pool_ids else what
+            landmarks = torch.sort(choose_landmarks(drawn, spec.landmarks.fraction, spec.landmarks.count, seed, spec.dataset.name, what))[0]
         if landmarks is None and self._exact is not None:
             return self._exact, 0
         base = BaseKernel(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d)

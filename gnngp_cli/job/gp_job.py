@@ -39,7 +39,7 @@ from ..gp.probabilities import CHUNK_ENTRIES as PROBABILITY_CHUNK, TEMPERATURES
 from ..gp.inference import GRID_CHUNK_MIN, GPResult, best_index, chunk_rows, grid_chunk, log_grid, predict
 from ..gp.posterior import TrainingTimes
 from .conformal_rows import add_conformal, gp_conformal
-from .landmarks import choose_landmarks
+from .landmarks import choose_landmarks, landmark_pool
 from ..gp.likelihoods import Likelihood
 from ..results.rows import base_row, graph_columns, run_settings, with_extra
 
@@ -148,7 +148,8 @@ class GPJob(KernelJob):
         train = backend.train_ids()
         landmarks = None
         if kspec.low_rank:   # sorted: a backend whose training ids come in another order (shards in a data.order) draws the same set
-            landmarks = torch.sort(choose_landmarks(train, spec.landmarks.fraction, spec.landmarks.count, seed, spec.dataset.name))[0]
+            pool, what = landmark_pool(spec.landmarks.pool, train, backend.info.num_nodes)
+            landmarks = torch.sort(choose_landmarks(pool, spec.landmarks.fraction, spec.landmarks.count, seed, spec.dataset.name, what))[0]
         choices = candidates(kspec, self.mll)
         base = BaseKernel(kspec.base.name, kspec.base.gamma, kspec.base.c, kspec.base.d)
         arch = self.entry.architecture(kspec, {k: v for k, v in choices[0].items() if k != "gamma"})

@@ -77,7 +77,8 @@ def run_settings(spec: Any, fitted: Iterable[str] = ()) -> dict:
         grid = {}
     else:
         grid = {"nugget_grid": [float(spec.nugget.min), float(spec.nugget.max), int(spec.nugget.num)]}
-    return {**grid, **params}
+    pool = {"landmark_pool": str(spec.landmarks.pool)} if spec.kernel.low_rank and spec.landmarks.pool != "train" else {}
+    return {**grid, **params, **pool}
 
 
 def dataset_label(name: str, stand_in: str) -> str:

@@ -102,8 +102,34 @@ def test_impossible_values_fail_before_any_work(override, message):
 
 
 def test_landmark_count_above_training_set_is_refused():
-    with pytest.raises(ConfigError, match="landmarks.count=5000 exceeds the 300 training nodes of csbm"):
+    with pytest.raises(ConfigError, match="landmarks.count=5000 exceeds the 300 training nodes of csbm; use at most 300 or "
+                                          "landmarks.fraction, or landmarks.pool=all"):
         run(["kernel=gcngp_x", "landmarks.count=5000"])
+    with pytest.raises(ConfigError, match="landmarks.count=5000 exceeds the 3000 nodes of csbm; use at most 3000 or landmarks.fraction$"):
+        run(["kernel=gcngp_x", "landmarks.count=5000", "landmarks.pool=all"])
+    with pytest.raises(ConfigError, match="landmarks.pool='every' is not valid; use one of train, all"):
+        validate(compose(["kernel=gcngp_x", "landmarks.pool=every"]))
+
+
+def test_landmarks_of_every_node_include_unlabelled_nodes_and_are_recorded():
+    """``landmarks.pool=all``: the Nystrom landmarks are drawn from every node (features, never
+    labels), seeded; the row records the pool so the report keeps such runs apart."""
+    import json
+
+    import torch
+
+    from gnngp_cli.job.landmarks import choose_landmarks, landmark_pool
+
+    train = torch.arange(0, 300, 3)
+    drawn, what = landmark_pool("all", train, 1000)
+    chosen = choose_landmarks(drawn, 1.0, 200, seed=0, dataset="csbm", what=what)
+    assert what == "nodes" and chosen.numel() == 200 and bool((chosen[1:] > chosen[:-1]).all())
+    assert not bool(torch.isin(chosen, train).all())   # 200 of 1,000 nodes: not all among the 100 training ones
+    assert torch.equal(chosen, choose_landmarks(drawn, 1.0, 200, seed=0, dataset="csbm", what=what))
+    assert landmark_pool("train", train, 1000) == (train, "training nodes")
+    row = run(["kernel=gcngp_x", "landmarks.pool=all", "landmarks.count=400"])[0]
+    assert row["status"] == "ok" and row["landmarks"] == 400 and json.loads(row["extra"])["landmark_pool"] == "all"
+    assert "landmark_pool" not in json.loads(run(["kernel=gcngp_x", "landmarks.count=40"])[0]["extra"])
 
 
 @pytest.mark.parametrize("overrides, message", [
