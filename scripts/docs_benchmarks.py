@@ -913,7 +913,7 @@ def _conformal_goals(rows: pd.DataFrame) -> list[str]:
 
 # --- the fast baselines (SGC, SIGN) beside the kernels and GCN -------------------------------------
 
-FAST_METHODS = [("GCNGP", "gcngp"), ("GCNGP-X", "gcngp_x"), ("GCNGP-X, landmarks of every node", "gcngp_x_all"), ("SGC", "sgc"),
+FAST_METHODS = [("GCNGP", "gcngp"), ("GCNGP-X", "gcngp_x"), ("GCNGP-X (landmarks of every node)", "gcngp_x_all"), ("SGC", "sgc"),
                 ("SIGN", "sign"), ("GCN", "gcn")]
 KERNEL_METHODS = FAST_METHODS[:3]   # the rows the issue's targets read
 
@@ -955,7 +955,7 @@ def fast_baselines(page: Page) -> None:
     for label, key in KERNEL_METHODS[1:]:
         ratio = f"{key}_over_sgc"
         if ratio in rows and rows[ratio].notna().any():
-            page.add(f"Issue 51's target, {label}'s time at most 2x SGC's, as computed from these rows: " +
+            page.add(f"Issue 51's target, the time at most 2x SGC's, as computed from these rows for {label}: " +
                      "; ".join(f"{r.dataset} {getattr(r, ratio):.2f}x" for r in rows.itertuples(index=False) if not pd.isna(getattr(r, ratio))) + ".")
     anchored = rows[rows["dataset"].isin(SGC_ACCURACY_SETS)]
     if len(anchored):
