@@ -43,7 +43,7 @@ def _kernels():
     about 0.3 s, which the command line and the small graphs (torch's product) never pay."""
     from . import tiles as tiled_kernels
 
-    return tiled_kernels.layout, tiled_kernels.product
+    return tiled_kernels.layout, tiled_kernels.product, tiled_kernels.slice_in, tiled_kernels.slice_out
 
 
 _READY: Optional[str] = None   # "" once the kernels imported; else why they cannot
@@ -89,7 +89,7 @@ class TiledProduct:
 
     @classmethod
     def build(cls, crow: Tensor, col: Tensor, weight: Tensor, num_nodes: int, order: Optional[Tensor] = None) -> "TiledProduct":
-        layout, _ = _kernels()
+        layout = _kernels()[0]
         tile_rows = max(1, TILE_BYTES // SLICE_BYTES)
         tiles = max(1, math.ceil(num_nodes / tile_rows))
         none = np.empty(0, dtype=np.int64)
@@ -113,23 +113,23 @@ class TiledProduct:
         """``A @ dense`` (``N x width``, on the CPU, of the layout's dtype), slice by slice."""
         if dense.dim() != 2 or dense.size(0) != self.num_nodes:
             raise ValueError(f"A @ Q needs Q of {self.num_nodes} rows, got shape {tuple(dense.shape)}")
-        _, product = _kernels()
+        _, product, slice_in, slice_out = _kernels()
         _threads()
-        q = dense.detach().numpy()   # a view's strides kept: each column slice is made contiguous below (no copy of the whole)
+        q = dense.detach().numpy()   # a view's strides kept: each column slice is copied out below (no copy of the whole)
         out = np.empty(q.shape, dtype=q.dtype)
         step = max(1, SLICE_BYTES // q.itemsize)
+        order = np.empty(0, dtype=np.int64) if self.order is None else self.order
+        part = np.empty((q.shape[0], min(step, q.shape[1])), dtype=q.dtype)   # reused by every slice of that width
+        acc = np.empty_like(part)
         starts = range(0, q.shape[1], step)
         for s, start in enumerate(starts):
-            stop = min(start + step, q.shape[1])
+            width = min(start + step, q.shape[1]) - start
+            if width != part.shape[1]:   # the last, narrower slice
+                part, acc = np.empty((q.shape[0], width), dtype=q.dtype), np.empty((q.shape[0], width), dtype=q.dtype)
             with within(f"A Q column slice {s + 1} of {len(starts)}"):
-                part = q[:, start:stop] if self.order is None else q[self.order, start:stop]
-                part = np.ascontiguousarray(part)
-                acc = np.zeros_like(part)
+                slice_in(q, order, start, part, acc)   # in the slice's node order, on the threads; acc zeroed
                 product(self.tile_start, self.rows, self.entry, self.local, self.weight, self.tile_rows, part, acc)
-                if self.order is None:
-                    out[:, start:stop] = acc
-                else:
-                    out[self.order, start:stop] = acc
+                slice_out(acc, order, start, out)
         return torch.from_numpy(out)
 
     def coo(self) -> tuple[Tensor, Tensor, Tensor]:

@@ -63,7 +63,10 @@ def layout(crow, col, val, order, pos, tile_rows, tiles):   # pragma: no cover -
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
 def product(tile_start, rows, entry, local, weight, tile_rows, q, out):   # pragma: no cover - compiled
     """``out += A q`` for one column slice ``q`` (``N x w``, contiguous): tile by tile, so that
-    the tile's rows of ``q`` stay in cache; a tile's listed rows split among the threads."""
+    the tile's rows of ``q`` stay in cache; a tile's listed rows split among the threads. A row's
+    entries go four at a time into its output segment, which is then read and written once per
+    four entries rather than once per entry; the terms are added in the same order as one at a
+    time (each parenthesised), so the sums are the same bit for bit."""
     w = out.shape[1]
     chunks = 64
     for t in range(tile_start.size - 1):
@@ -72,8 +75,41 @@ def product(tile_start, rows, entry, local, weight, tile_rows, q, out):   # prag
         for c in prange(chunks):
             for k in range(lo + c * (hi - lo) // chunks, lo + (c + 1) * (hi - lo) // chunks):
                 o = out[rows[k]]
-                for j in range(entry[k], entry[k + 1]):
+                j, stop = entry[k], entry[k + 1]
+                while j + 4 <= stop:
+                    r0, r1, r2, r3 = q[base + local[j]], q[base + local[j + 1]], q[base + local[j + 2]], q[base + local[j + 3]]
+                    v0, v1, v2, v3 = weight[j], weight[j + 1], weight[j + 2], weight[j + 3]
+                    for m in range(w):
+                        o[m] = (((o[m] + v0 * r0[m]) + v1 * r1[m]) + v2 * r2[m]) + v3 * r3[m]
+                    j += 4
+                while j < stop:
                     row = q[base + local[j]]
                     v = weight[j]
                     for m in range(w):
                         o[m] += v * row[m]
+                    j += 1
+
+
+@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+def slice_in(q, order, start, part, acc):   # pragma: no cover - compiled
+    """``part[i] = q[order[i], start:start + w]`` (``order`` empty: ``q[i, ...]``) and ``acc = 0``,
+    rows split among the threads: a column slice and its output made ready for :func:`product`."""
+    n, w = part.shape
+    permuted = order.size > 0
+    for i in prange(n):
+        src = order[i] if permuted else np.int64(i)
+        for m in range(w):
+            part[i, m] = q[src, start + m]
+            acc[i, m] = 0
+
+
+@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+def slice_out(acc, order, start, out):   # pragma: no cover - compiled
+    """``out[order[i], start:start + w] = acc[i]`` (``order`` empty: ``out[i, ...]``), rows split
+    among the threads."""
+    n, w = acc.shape
+    permuted = order.size > 0
+    for i in prange(n):
+        dst = order[i] if permuted else np.int64(i)
+        for m in range(w):
+            out[dst, start + m] = acc[i, m]
