@@ -36,6 +36,7 @@ from .cli.execute import run_job
 from .results.invariants import checked_rows
 from .job.gp_job import GPJob, GPRun
 from .job.loading import adopt_graph, load_graph
+from .gnn import GNNS
 from .kernels import KERNELS
 from .kernels.planner import exact_kernel
 from .metrics import MetricInput
@@ -74,7 +75,7 @@ def _check_bare_keys(settings: Mapping[str, Any]) -> None:
     groups = {"kernel": {f.name for entry in KERNELS.values() for f in fields(entry.config)}}
     groups.update({f.name: {g.name for g in fields(f.default_factory)} for f in fields(RunConfig)
                    if f.default_factory is not MISSING and is_dataclass(f.default_factory)})
-    top = {f.name for f in fields(RunConfig)}
+    top = {f.name for f in fields(RunConfig)} | {"model", "gnn"}   # model=<name>, gnn=<name>: the run's choices (NodeGP says what to do with them)
     for key in settings:
         owner = next((group for group, keys in groups.items() if key in keys), None)
         if "." not in key and "__" not in key and key not in top and owner is not None:
@@ -186,8 +187,15 @@ class NodeGP:
         self.kernel = kernel
         _check_bare_keys(settings)
         self.settings = overrides_of(settings)
-        if any(o.split("=", 1)[0] in ("dataset", "model", "gnn") for o in self.settings):
-            raise ConfigError("NodeGP takes its graph in fit(data) and its kernel as kernel=...; load a dataset with load_dataset(name, ...)")
+        given = {o.split("=", 1)[0]: o.split("=", 1)[1] for o in self.settings if "=" in o}
+        if "gnn" in given or ("model" in given and given["model"] in GNNS):
+            name = given.get("gnn", given.get("model"))
+            raise ConfigError(f"NodeGP is a GP and takes a kernel (kernel=\"gcngp\"), not gnn={name}; a GNN baseline runs with "
+                              f"gnngp run gnn={name}, or run([\"gnn={name}\", ...]) from gnngp_cli.api")
+        if "model" in given:
+            raise ConfigError(f"NodeGP takes its kernel as kernel=..., not model=; use NodeGP(kernel=\"{given['model']}\")")
+        if "dataset" in given:
+            raise ConfigError("NodeGP takes its graph in fit(data), not dataset=...; load a dataset with load_dataset(name, ...)")
         self.config = compose([f"kernel={kernel}", *self.settings])   # checked now: a typo fails here, not at fit
         validate(self.config)
         if self.config.method == "gnn":
@@ -271,9 +279,21 @@ class NodeGP:
         if not isinstance(strategy, str):
             raise ConfigError(f"strategy takes a strategy's name (strategy=\"sigma_opt\"), not {type(strategy).__name__}")
         from .cli.messages import check_group_choices
-        from .job.active_job import ActiveJob
 
         check_group_choices([f"active={strategy}"])
+        named = {f"active.budgets=[{budget}]": f"budget={budget}", "active.budgets": "budget", "active.batch": "batch",
+                 "active.initial": "initial", "active.nugget": "nugget"}   # an error names the arguments as select takes them
+        try:
+            return self._select(data, budget, strategy, test, batch, initial, nugget)
+        except ConfigError as err:
+            text = str(err)
+            for key, argument in named.items():
+                text = text.replace(key, argument)
+            raise ConfigError(text) from None
+
+    def _select(self, data: Any, budget: int, strategy: str, test: Nodes, batch: int, initial: int, nugget: Optional[float]) -> list[int]:
+        from .job.active_job import ActiveJob
+
         graph_overrides = list(getattr(data, "gnngp_overrides", None) or [])
         own = not graph_overrides
         if own:

@@ -233,7 +233,7 @@ def _verify_task(cfg) -> None:
 def _report(argv: list[str]) -> None:
     import argparse
 
-    from ..errors import ConfigError
+    from ..errors import ConfigError, DatasetError
     from ..report import write_report
 
     class OneLine(argparse.ArgumentParser):
@@ -273,6 +273,9 @@ def _report(argv: list[str]) -> None:
     except ConfigError as err:
         print(f"gnngp: error: {err}", file=sys.stderr)
         raise SystemExit(2)
+    except DatasetError as err:   # no rows under the folders given
+        print(f"gnngp: error: {err}", file=sys.stderr)
+        raise SystemExit(1)
     print(f"report: {Path(args.out) / 'report.md'}")
     print((Path(args.out) / "report.md").read_text())
     if status:

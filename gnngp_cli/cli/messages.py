@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import logging
 import re
+import typing
 from typing import Iterable, Optional, Sequence
 
 from ..errors import ConfigError
@@ -105,6 +106,29 @@ def _schema_keys(object_type) -> list[str]:
 ALIASES = {"layers": ["depth"]}
 
 
+def _key_for(object_type, value) -> Optional[str]:
+    """The first key of a section's schema whose type takes ``value`` as typed: an integer an
+    ``int`` key (``landmarks=500``: ``landmarks.count``), a decimal a ``float`` one; ``None``: none."""
+    if object_type is None or not dataclasses.is_dataclass(object_type):
+        return None
+    text = str(value)
+    wanted = int if text.lstrip("-").isdigit() else float if _is_number(text) else str
+    hints = typing.get_type_hints(object_type)
+    for f in dataclasses.fields(object_type):
+        kind = hints.get(f.name)
+        if kind is wanted or wanted in typing.get_args(kind):
+            return f.name
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def sections() -> dict[str, type]:
     """Each section of the run's config (a key that holds keys) and its schema; ``kernel`` and
     ``gnn`` by what every kernel and GNN has."""
@@ -169,7 +193,8 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         known = sections()
         if str(cause.full_key) in known and "is not a subclass of" in first:   # landmarks=500: a value given to a whole section
             keys = _schema_keys(known[str(cause.full_key)])
-            return (f"{key}={value} gives a value to a section; set one of its keys, e.g. {key}.{keys[0]}={value} "
+            example = _key_for(known[str(cause.full_key)], value) or keys[0]
+            return (f"{key}={value} gives a value to a section; set one of its keys, e.g. {key}.{example}={value} "
                     f"(keys of {key}: {', '.join(keys)})")
         if "is not a ListConfig" in first:   # active.budgets=20: a list key given one value
             return f"{key}={value} is not a list; give a list, e.g. {key}=[{value}] (quoted in a shell: '{key}=[{value}]')"

@@ -108,9 +108,15 @@ def _overrides(job: Path) -> str:
 
 
 def console_table(summary: pd.DataFrame) -> str:
+    """The summary's main columns; an empty cell (an ok row's error, a failed row's test) is blank, not NaN."""
+    import pandas as pd   # here, not at the top: Hydra imports this callback for every command
     show = [c for c in ("job", "swept", "status", "dataset", "method", "run", "test", "val", "total_seconds", "error")
-            if c in summary.columns and not (c == "swept" and summary[c].isna().all())]
-    return summary[show].to_string(index=False, float_format=lambda v: f"{v:.4f}")
+            if c in summary.columns and not (c in ("swept", "error") and summary[c].isna().all())]
+    table = summary[show].astype(object)
+    for column in show:
+        table[column] = ["" if pd.isna(v) else f"{v:.4f}" if isinstance(v, float) and column in ("test", "val", "total_seconds")
+                         else int(v) if isinstance(v, float) and v.is_integer() else v for v in summary[column]]
+    return table.to_string(index=False)
 
 
 def best_trial(sweep_dir: Path, swept: dict[str, str]) -> Optional[str]:

@@ -143,6 +143,11 @@ class DataStore:
         """:meth:`open`, for a loader's ``opener`` argument."""
         return self.open
 
+    def _prune(self, name: str, missing: Sequence[str]) -> None:
+        """The empty folders a failed fetch of ``name`` made (a download makes its file's folder first)."""
+        for f in missing:
+            _prune_empty((self.folder(name) / f).parent, self.root)
+
     def _checked(self, path: Path, key: str, shown: Optional[str] = None) -> str:
         return verify_file(path, key, shown) if self.verify else sha256(path)
 
@@ -189,12 +194,25 @@ class DataStore:
         return target
 
     def _unavailable(self, name: str, missing: Sequence[str], why: str) -> DatasetUnavailable:
+        self._prune(name, missing)
         mirror = str(self.mirror / name) if self.mirror else f"no mirror set ({MIRROR_ENV} unset)"
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         return DatasetUnavailable(
             f"dataset '{name}' is not available: {shown} not in cache {self.folder(name)} nor mirror {mirror}, "
             f"and the {why}; fix: set data.mirror=<dir> (or {MIRROR_ENV}) to a folder with {name}/..., or go online"
         )
+
+
+def _prune_empty(folder: Path, root: Path) -> None:
+    """Remove ``folder`` and its parents up to ``root`` (not ``root``) while they are empty: the
+    folders a failed download made (``<root>/Cora/raw``) leave nothing behind."""
+    folder, root = Path(folder), Path(root)
+    while folder != root and root in folder.parents:
+        try:
+            folder.rmdir()   # only an empty folder; anything in it stays
+        except OSError:
+            return
+        folder = folder.parent
 
 
 def _download(url: str, dst: Path, timeout_s: float) -> None:

@@ -34,7 +34,9 @@ The time class comes from the same sizes as operations (dense: ``ENTRY_COST`` pe
 measured on exact GCNIIGP on PubMed, and the ``n_train^3`` eigendecomposition; low rank:
 ``N m^2`` per layer), at 10 GFLOP/s, the order of this project's 2-core CI machine: "seconds" (under 10 s), "minutes"
 (under 10 min) or "hours". A GPU is faster; the memory figure holds for its device memory
-minus ``rss_now``.
+minus ``rss_now``. ``fit=mll`` evaluates the kernel and its gradient at each of its steps
+(:func:`fit_evaluations`: ``FIT_STEP_COST`` kernel evaluations a step, the backward pass about
+twice the forward one), each candidate's fit before the chosen kernel's run.
 """
 from __future__ import annotations
 
@@ -133,6 +135,15 @@ def duration_text(seconds: float) -> str:
 
 def _gb(value: float) -> str:
     return f"{value:.2g}" if value < 10 else f"{value:.0f}"
+
+
+FIT_STEP_COST = 3   # fit=mll: one step's kernel, its gradient (about twice the forward pass) and the likelihood, in kernel evaluations
+
+
+def fit_evaluations(steps: int, candidates: int) -> int:
+    """The kernel evaluations of ``fit=mll`` for ``candidates`` candidates of ``steps`` steps
+    each (the last values scored too)."""
+    return FIT_STEP_COST * (int(steps) + 1) * max(int(candidates), 1)
 
 
 def time_class(flops: float) -> str:

@@ -34,7 +34,7 @@ from ..progress import Progress
 from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
 from .backend_interface import Backend
 from ..gp.mll import FitResult, check_learn, fit_hyperparameters, plan_parameters
-from .estimate import Estimate, grid_bytes, grid_seconds, monte_carlo_bytes, monte_carlo_seconds, size_text
+from .estimate import fit_evaluations, Estimate, grid_bytes, grid_seconds, monte_carlo_bytes, monte_carlo_seconds, size_text
 from ..gp.probabilities import CHUNK_ENTRIES as PROBABILITY_CHUNK, TEMPERATURES
 from ..gp.inference import GRID_CHUNK_MIN, GPResult, best_index, chunk_rows, grid_chunk, log_grid, predict
 from ..gp.posterior import TrainingTimes
@@ -157,7 +157,10 @@ class GPJob(KernelJob):
         if training_times(spec) is not None:   # a tangent kernel keeps its NNGP kernel: the covariance along training time reads both
             ctx = replace(ctx, keep_nngp=True)
         estimate = self.with_grid(backend.estimate(arch, ctx, landmarks, self.mll), landmarks, int(train.numel()))
-        estimate = estimate.times(len(choices) + (1 if len(choices) > 1 else 0))   # each candidate on validation, then the chosen one
+        evaluations = len(choices) + (1 if len(choices) > 1 else 0)   # each candidate on validation, then the chosen one
+        if self.mll:   # each candidate fitted first, its kernel and gradient at every step, then the chosen one run
+            evaluations = 1 + fit_evaluations(spec.fit.steps, len(choices))
+        estimate = estimate.times(evaluations)
         log.info(estimate.line(arch.label, backend.where))
         if index == 0 and estimate.long_warning(arch.label, backend.where):
             log.warning(estimate.long_warning(arch.label, backend.where))

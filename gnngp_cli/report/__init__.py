@@ -24,7 +24,7 @@ from typing import Iterable, Optional
 from . import layouts
 from . import active
 from . import curves as learning
-from ..errors import ConfigError
+from ..errors import ConfigError, DatasetError
 from .paper_check import check_paper, checked
 from .figures import FIGURE3_NOTE, correlation_map, figure1, figure2, figure3, figure4
 from .reading import paper_values, preset_runs, read_results
@@ -77,10 +77,13 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
         unknown = sorted(set(exclude) - set(known))
         if unknown:
             raise ConfigError(f"--exclude {','.join(unknown)}: not a dataset of the paper's tables; choose among {', '.join(known)}")
+    rows = read_results(folders)
+    if rows.empty:   # before anything is written or removed: an earlier report in out stays as it was
+        raise DatasetError(f"no result rows under {', '.join(str(f) for f in folders)} (no results.csv or summary.csv with rows); "
+                           f"nothing written, {out} left as it was; give the folders gnngp run wrote, e.g. outputs multirun")
     out.mkdir(parents=True, exist_ok=True)
     for name in [f"{t.name}{suffix}" for t in layouts.tables() for suffix in (".md", ".csv")] + [f"{f}.png" for f in FIGURES] + list(SECTION_FILES):
         (out / name).unlink(missing_ok=True)   # what an earlier report wrote here and these rows may not make again
-    rows = read_results(folders)
     ok, failed = int((rows["status"] == "ok").sum()), int((rows["status"] != "ok").sum())
     lines = ["# gnngp report", "", f"Results read from: {', '.join(str(f) for f in folders)} ({ok} result rows, {failed} error rows).", ""]
     own = own_runs(rows)

@@ -112,6 +112,12 @@ def test_bad_graphs_and_calls_are_one_line_errors():
         NodeGP(kernel="gcngp_x", landmarks={"count": 500}).fit(data, **SPLIT)
     with pytest.raises(ConfigError, match="takes its graph in fit"):
         NodeGP(dataset="cora")
+    with pytest.raises(ConfigError, match=re.escape('NodeGP is a GP and takes a kernel (kernel="gcngp"), not gnn=gcn; a GNN baseline runs with gnngp run gnn=gcn')):
+        NodeGP(gnn="gcn")
+    with pytest.raises(ConfigError, match=re.escape("not gnn=sgc")):
+        NodeGP(model="sgc")
+    with pytest.raises(ConfigError, match=re.escape('NodeGP takes its kernel as kernel=..., not model=; use NodeGP(kernel="gcngp_x")')):
+        NodeGP(model="gcngp_x")
     with pytest.raises(ConfigError, match="give its keys apart: kernel__layers=3"):
         NodeGP(kernel={"layers": 3})
     with pytest.raises(DatasetError, match=re.escape("edge_index must be an integer tensor of shape [2, E]")):

@@ -129,11 +129,11 @@ def test_verify_prints_error_by_width(tmp_path):
         (["runs=two"], "gnngp: error: runs: Value 'two' of type 'str' could not be converted to Integer"),
         (["nugget.num=1.5"], "gnngp: error: nugget.num: Value '1.5' of type 'float' could not be converted to Integer"),
         # a key typed where another holds it (the nearest spelling under the wrong section misled: kernel.landmarks -> kernel.layers)
-        (["kernel.landmarks=500"], "gnngp: error: unknown key kernel.landmarks; did you mean landmarks.fraction or landmarks.count?"),
+        (["kernel.landmarks=500"], "gnngp: error: unknown key kernel.landmarks; did you mean landmarks.fraction or landmarks.count or landmarks.pool?"),
         (["layers=3"], "gnngp: error: unknown key layers; did you mean depth or kernel.layers or gnn.layers?"),
         (["epochs=50"], "gnngp: error: unknown key epochs; did you mean active.epochs or gnn.epochs?"),
         (["dataset.seed=3"], "gnngp: error: unknown key dataset.seed; did you mean seed or protocol.seed or conformal.seed or active.seed?"),
-        (["landmarks=500"], "gnngp: error: landmarks=500 gives a value to a section; set one of its keys, e.g. landmarks."),
+        (["landmarks=500"], "gnngp: error: landmarks=500 gives a value to a section; set one of its keys, e.g. landmarks.count=500 (keys of landmarks: fraction, count, pool)"),
         (["nugget=0.1"], "gnngp: error: nugget=0.1 gives a value to a section; set one of its keys, e.g. nugget.min=0.1 (keys of nugget: min, max, num)"),
         (["active=random", "active.budgets=20"], "gnngp: error: active.budgets=20 is not a list; give a list, e.g. active.budgets=[20]"),
         (["active=random", "active.budgets=[10,", "20]"], "gnngp: error: active.budgets=[10, was cut at a space by the shell; write the list "

@@ -92,6 +92,8 @@ def test_a_sweep_summary_of_any_jobs_names_their_values(tmp_path):
     summary = to_frame(header, rows)
     assert summary["swept"].tolist() == ["dataset=cora kernel=gcngp", "dataset=citeseer kernel=gcngp_x", "dataset=citeseer gnn=gcn"]
     assert summary["status"].tolist() == ["ok", "ok", "error"] and "dataset=citeseer gnn=gcn" in console_table(summary)
+    shown = console_table(summary)
+    assert "NaN" not in shown and "nan" not in shown   # an ok row's error and a failed row's test are blank
     (tmp_path / "optimization_results.yaml").write_text("name: optuna\nbest_params:\n  model: gcngp_x\n  dataset: citeseer\nbest_value: 0.8\n")
     assert best_trial(tmp_path, {str(r["job"]): r["swept"] for r in rows}) == \
         "best trial: kernel=gcngp_x dataset=citeseer (validation metric 0.8000; job 1)"

@@ -221,6 +221,10 @@ def test_select_returns_the_nodes_in_order():
     assert len(batched) == 6 and max(batched) < 30
     with pytest.raises(ConfigError, match="did you mean active=sigma_opt"):
         NodeGP(kernel="gcngp").select(data, budget=6, strategy="sigmaopt", test=torch.arange(30, 40))
+    with pytest.raises(ConfigError, match=r"^budget=5000: the budget 5000 is above the pool of 30 nodes .*use budgets of at most 30$"):
+        NodeGP(kernel="gcngp").select(data, budget=5000, test=torch.arange(30, 40))   # named as select takes it, not active.budgets=[5000]
+    with pytest.raises(ConfigError, match=r"^batch=0 must be at least 1"):
+        NodeGP(kernel="gcngp").select(data, budget=6, batch=0, test=torch.arange(30, 40))
     data.y = torch.randn(40)   # regression: no class probabilities
     with pytest.raises(ConfigError, match="active=entropy reads class probabilities, and .* is a regression task"):
         NodeGP(kernel="gcngp").select(data, budget=6, strategy="entropy", test=torch.arange(30, 40))

@@ -333,6 +333,12 @@ def test_report_reads_only_the_folders_it_is_given(tmp_path):
     runs = results(tmp_path, [row("cora", "GCNGP", 0.828)])
     typo = in_process("report", str(runs), str(tmp_path / "mulitrun"))
     assert typo.returncode == 1 and "mulitrun: not a folder" in typo.stderr and typo.stderr.count("\n") == 1
+    assert in_process("report", str(runs), "--out", str(tmp_path / "r")).returncode == 0
+    before = (tmp_path / "r" / "report.md").read_text()
+    (tmp_path / "empty").mkdir()
+    empty = in_process("report", str(tmp_path / "empty"), "--out", str(tmp_path / "r"))   # no rows: one line, the earlier report kept
+    assert empty.returncode == 1 and empty.stderr.count("\n") == 1 and "no result rows under" in empty.stderr
+    assert (tmp_path / "r" / "report.md").read_text() == before
 
 
 @pytest.mark.paper
