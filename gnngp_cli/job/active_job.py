@@ -215,7 +215,8 @@ class ActiveJob(KernelJob):
             landmark_fraction=spec.landmarks.fraction if self.kspec.low_rank and spec.landmarks.count is None else None,
             kernel_seconds=kernel_seconds, inference_seconds=selection_seconds, fit=spec.fit.method,
             likelihood="gaussian" if info.task == "classification" else "",
-            extra=json.dumps({"active": {"initial": int(spec.active.initial), "batch": int(spec.active.batch), "nodes": list(order)}}),
+            extra=json.dumps({"active": {"initial": int(spec.active.initial), "batch": int(spec.active.batch), "nodes": list(order)},
+                              **({"landmark_pool": str(spec.landmarks.pool)} if self.kspec.low_rank and spec.landmarks.pool != "train" else {})}),
         )
         row["total_seconds"] = kernel_seconds + selection_seconds
         row.update(graph_columns(info, backend.load_seconds, spec, index))

@@ -3,6 +3,7 @@ the labels bought, a line per strategy, the mean over seeds with a band of one s
 deviation, from the rows of ``active=<strategy>`` runs (a row per budget)."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Optional
@@ -30,7 +31,22 @@ def points(rows: pd.DataFrame) -> pd.DataFrame:
     ok = rows[(rows["status"] == "ok") & bought(rows)]
     out = ok[[c for c in [*KEYS, "seed", "metric", "test", "macro_f1_all", "selection_seconds"] if c in ok.columns]].copy()
     out["labelled"] = out["labelled"].astype(int)
+    if "group" in ok.columns:   # runs of one strategy with other settings are never averaged together: a curve each
+        out["strategy"] = [f"{strategy} ({label})" if label else strategy for strategy, label in zip(out["strategy"], setting_labels(ok["group"]))]
     return out
+
+
+APART = frozenset({"active", "active.budgets", "active.seed"})   # the strategy itself, and what only adds points or varies seeds
+
+
+def setting_labels(groups: pd.Series) -> list[str]:
+    """Each row's settings that differ among the active rows read (its group of settings,
+    :func:`.settings.group_settings`, but the strategy, the budgets and the seed), as
+    ``key=value, ...``; empty where every row has the same."""
+    parsed = {g: {k: v for k, v in json.loads(g).items() if k not in APART} for g in groups.unique()}
+    keys = sorted({k for g in parsed.values() for k in g})
+    varying = [k for k in keys if len({str(g.get(k)) for g in parsed.values()}) > 1]
+    return [", ".join(f"{k}={parsed[g][k]}" for k in varying if k in parsed[g]) for g in groups]
 
 
 def table(found: pd.DataFrame) -> str:

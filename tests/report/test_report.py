@@ -464,6 +464,18 @@ def test_an_active_runs_budgets_are_not_runs_and_an_earlier_reports_sections_go(
     assert "| macro-F1 (%), all nodes (mean over budgets; FeatProp's unit) |" in text and "| sigma_opt | 1 | 10: 0.610, " in text and "| 50.00 |" in text
 
 
+def test_active_runs_with_other_settings_are_curves_of_their_own(tmp_path):
+    """Two sigma_opt runs on cora, one with active.nugget=0.03: two lines, each named by the
+    setting that tells them apart, never one averaged line (as "Your runs" never averages them)."""
+    rows = [row("cora", "GCNGP", value + budget / 1000, experiment="", strategy="sigma_opt", budget=budget, labelled=budget, macro_f1_all=0.5,
+                extra=json.dumps({"labelled_nodes": list(range(budget))}), task="classification", metric="accuracy",
+                overrides=typed("dataset=cora", "model=gcngp", "active=sigma_opt", *extra))
+            for value, extra in ((0.6, ()), (0.7, ("active.nugget=0.03",))) for budget in (10, 20)]
+    write_report([results(tmp_path / "runs", rows)], tmp_path / "r")
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "| sigma_opt (active.nugget=0.03) | 1 | 10: 0.710, 20: 0.720 |" in text and "| sigma_opt | 1 | 10: 0.610, 20: 0.620 |" in text
+
+
 def test_figure2_of_one_size_has_numbers_on_both_axes_and_says_one_size(tmp_path, monkeypatch):
     """One landmark kernel timed at one graph size (two seeds, 1.2 s and 1.5 s): the time axis,
     under a decade, still has numbers (a log axis has no tick there), and the legend says '1 size'."""
