@@ -189,8 +189,8 @@ class NodeGP:
         self.settings = overrides_of(settings)
         given = {o.split("=", 1)[0]: o.split("=", 1)[1] for o in self.settings if "=" in o}
         if "gnn" in given or ("model" in given and given["model"] in GNNS):
-            name = given.get("gnn", given.get("model"))
-            raise ConfigError(f"NodeGP is a GP and takes a kernel (kernel=\"gcngp\"), not gnn={name}; a GNN baseline runs with "
+            typed, name = ("gnn", given["gnn"]) if "gnn" in given else ("model", given["model"])
+            raise ConfigError(f"NodeGP is a GP and takes a kernel (kernel=\"gcngp\"), not {typed}={name}; a GNN baseline runs with "
                               f"gnngp run gnn={name}, or run([\"gnn={name}\", ...]) from gnngp_cli.api")
         if "model" in given:
             raise ConfigError(f"NodeGP takes its kernel as kernel=..., not model=; use NodeGP(kernel=\"{given['model']}\")")

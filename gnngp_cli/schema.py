@@ -171,7 +171,7 @@ class GNNConfig(Options):
 @dataclass
 class LandmarksConfig(Options):
     fraction: float = II("dataset.landmark_fraction")   # each node of landmarks.pool is a landmark w.p. 1/fraction
-    count: Optional[int] = II("dataset.landmark_count")  # or exactly this many training nodes
+    count: Optional[int] = II("dataset.landmark_count")  # or exactly this many nodes of landmarks.pool
     pool: str = "train"                 # train: landmarks among the training nodes (the paper's); all: among every node (Nystrom reads features, not labels)
 
 

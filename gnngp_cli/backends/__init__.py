@@ -19,6 +19,12 @@ from .local import LocalBackend
 
 
 def _rowblocks(spec: Any) -> Any:
+    import importlib.util
+
+    missing = [name for name in ("dask", "distributed") if importlib.util.find_spec(name) is None]
+    if missing:   # the package installed without its dask extra: one line, before any work
+        raise ConfigError(f"compute={spec.compute.backend} needs {' and '.join(missing)}, which are not installed; install gnngp with "
+                          "the dask extra (pip install 'gnngp[dask]', or pip install -e '.[dask]' in a checkout), or use compute=local")
     from .rowblocks.dask_backend import DaskBackend
 
     return DaskBackend(spec)

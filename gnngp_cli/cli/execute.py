@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from ..backends import LocalBackend, backend_for
 from ..config import check_results_file, needs_validation, parse
 from ..errors import ConfigError, GnngpError, ResourceError
-from ..readers import active_run
+from ..readers import active_run, unread_options
 from ..results.invariants import checked_rows
 from ..job.active_job import run_active
 from ..job.gnn_job import run_gnn
@@ -130,6 +130,17 @@ def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_run: Optional[OnRu
     return rows
 
 
+def read_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:
+    """``overrides`` but those this job does not read (a sweep's ``landmarks.pool=all`` in its
+    exact-kernel job, which runs at the default and says so): the settings its rows record. A
+    config that cannot be checked keeps them all (its error row says why)."""
+    try:
+        ignored = {item.key for item in unread_options(cfg, "run")}
+    except Exception:  # noqa: BLE001 - validate() reports a broken config; the overrides are then recorded as typed
+        return list(overrides)
+    return [o for o in overrides if o.lstrip("+~").split("=", 1)[0] not in ignored]
+
+
 def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[str] = ()) -> list[dict]:
     """Run a job and write its rows to ``<out_dir>/results.csv``, each as its run finishes (a
     stopped job keeps its finished runs; Ctrl-C and SIGTERM end it with one line saying how many).
@@ -143,6 +154,8 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         results = out_dir / cfg.results_file
     except ConfigError:   # validate() reports it; the error row stays in the run dir
         results = out_dir / "results.csv"
+    if multirun:   # what this job of a sweep does not read runs at its default (parse's unread="reset"): not recorded as its setting
+        overrides = read_overrides(cfg, overrides)
     recorded = job_overrides(overrides)
     every = cfg.get("splits") == "all"
     resume, kept = None, []

@@ -193,6 +193,9 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         known = sections()
         if str(cause.full_key) in known and "is not a subclass of" in first:   # landmarks=500: a value given to a whole section
             keys = _schema_keys(known[str(cause.full_key)])
+            if {"min", "max", "num"} <= set(keys) and _is_number(str(value)):   # nugget=0.1: a grid of that one value
+                return (f"{key}={value} gives a value to a section; for that one value set {key}.min={value} {key}.max={value} "
+                        f"{key}.num=1 (keys of {key}: {', '.join(keys)})")
             example = _key_for(known[str(cause.full_key)], value) or keys[0]
             return (f"{key}={value} gives a value to a section; set one of its keys, e.g. {key}.{example}={value} "
                     f"(keys of {key}: {', '.join(keys)})")

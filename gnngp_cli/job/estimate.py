@@ -35,8 +35,8 @@ measured on exact GCNIIGP on PubMed, and the ``n_train^3`` eigendecomposition; l
 ``N m^2`` per layer), at 10 GFLOP/s, the order of this project's 2-core CI machine: "seconds" (under 10 s), "minutes"
 (under 10 min) or "hours". A GPU is faster; the memory figure holds for its device memory
 minus ``rss_now``. ``fit=mll`` evaluates the kernel and its gradient at each of its steps
-(:func:`fit_evaluations`: ``FIT_STEP_COST`` kernel evaluations a step, the backward pass about
-twice the forward one), each candidate's fit before the chosen kernel's run.
+(:func:`fit_evaluations`: ``FIT_STEP_COST`` kernel evaluations a step), each candidate's fit
+before the chosen kernel's run.
 """
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def _gb(value: float) -> str:
     return f"{value:.2g}" if value < 10 else f"{value:.0f}"
 
 
-FIT_STEP_COST = 3   # fit=mll: one step's kernel, its gradient (about twice the forward pass) and the likelihood, in kernel evaluations
+FIT_STEP_COST = 1   # fit=mll: one step's kernel, gradient and likelihood, in kernel evaluations: an exact kernel's step (on the training block) costs less than one, a low-rank kernel's under L-BFGS's line search more
 
 
 def fit_evaluations(steps: int, candidates: int) -> int:

@@ -114,7 +114,7 @@ def test_bad_graphs_and_calls_are_one_line_errors():
         NodeGP(dataset="cora")
     with pytest.raises(ConfigError, match=re.escape('NodeGP is a GP and takes a kernel (kernel="gcngp"), not gnn=gcn; a GNN baseline runs with gnngp run gnn=gcn')):
         NodeGP(gnn="gcn")
-    with pytest.raises(ConfigError, match=re.escape("not gnn=sgc")):
+    with pytest.raises(ConfigError, match=re.escape("not model=sgc; a GNN baseline runs with gnngp run gnn=sgc")):
         NodeGP(model="sgc")
     with pytest.raises(ConfigError, match=re.escape('NodeGP takes its kernel as kernel=..., not model=; use NodeGP(kernel="gcngp_x")')):
         NodeGP(model="gcngp_x")

@@ -151,3 +151,17 @@ def test_a_row_block_is_the_same_task_whether_computed_whole_or_through_a_gather
     assert any(renamed(a) for a in graphs()), "Dask no longer renames what it fuses: this test no longer tests it"
     with dask.config.set(cluster.SAME_KEY_SAME_TASK):
         assert not any(renamed(a) for a in graphs())
+
+
+def test_compute_dask_without_the_dask_extra_is_one_line(monkeypatch):
+    """A package installed without its dask extra: compute=dask names what to install, before any
+    work, where it was ModuleNotFoundError's traceback."""
+    import importlib.util
+
+    from gnngp_cli.backends import backend_for
+    from gnngp_cli.config import parse
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("dask", "distributed") else real(name, *a))
+    with pytest.raises(ConfigError, match=r"^compute=dask needs dask and distributed, which are not installed; install gnngp with the dask extra"):
+        backend_for(parse(compose(["dataset=csbm", "kernel=gcngp_x", "compute=dask"])))

@@ -134,7 +134,7 @@ def test_verify_prints_error_by_width(tmp_path):
         (["epochs=50"], "gnngp: error: unknown key epochs; did you mean active.epochs or gnn.epochs?"),
         (["dataset.seed=3"], "gnngp: error: unknown key dataset.seed; did you mean seed or protocol.seed or conformal.seed or active.seed?"),
         (["landmarks=500"], "gnngp: error: landmarks=500 gives a value to a section; set one of its keys, e.g. landmarks.count=500 (keys of landmarks: fraction, count, pool)"),
-        (["nugget=0.1"], "gnngp: error: nugget=0.1 gives a value to a section; set one of its keys, e.g. nugget.min=0.1 (keys of nugget: min, max, num)"),
+        (["nugget=0.1"], "gnngp: error: nugget=0.1 gives a value to a section; for that one value set nugget.min=0.1 nugget.max=0.1 nugget.num=1 (keys of nugget: min, max, num)"),
         (["active=random", "active.budgets=20"], "gnngp: error: active.budgets=20 is not a list; give a list, e.g. active.budgets=[20]"),
         (["active=random", "active.budgets=[10,", "20]"], "gnngp: error: active.budgets=[10, was cut at a space by the shell; write the list "
                                                           "without spaces, active.budgets=[10,20], or quote it: 'active.budgets=[10, 20]'"),

@@ -84,7 +84,7 @@ EXAMPLES = {   # keys whose default (null, a word) gives no value by type: a val
     "likelihood.alpha": 0.05, "likelihood.temperature": True, "likelihood.probabilities": "mc", "fit.learn": ["nugget"],
     "fit.output_scale": 2.0, "fit.optimizer": "lbfgs", "protocol.left_out": 1, "protocol.perturbation": "swap",
     "protocol.ordering": "personalised", "protocol.shares": [0.2, 0.1, 0.1], "protocol.split": [0.3, 0.1],
-    "landmarks.count": 20, "landmarks.fraction": 2.0, "max_memory_gb": 8.0, "kernel.adjacency": "row", "kernel.base.gamma": 2.0,
+    "landmarks.count": 20, "landmarks.pool": "all", "landmarks.fraction": 2.0, "max_memory_gb": 8.0, "kernel.adjacency": "row", "kernel.base.gamma": 2.0,
     "kernel.base.c": 1.0, "kernel.base.d": 2.0, "kernel.gamma_grid.max": 50.0, "kernel.gamma_grid.min": 0.1, "nugget.min": 0.01,
     "nugget.max": 5.0, "compute.product": "torch", "compute.workers": 2, "compute.memory_limit": "2GB", "compute.spill_dir": "/tmp/spill",
     "compute.address": "tcp://127.0.0.1:8786", "compute.shards": "/tmp/shards", "compute.dashboard": ":0", "compute.roots_dir": "/tmp/roots",
@@ -211,6 +211,10 @@ def test_a_sweep_refuses_only_what_no_job_reads_and_the_others_run_it_at_the_def
         spec = parse(copy.deepcopy(rbf), unread="reset")
     assert spec.kernel.layers == 2 and "kernel.layers=3 has no effect on this run (kernel=rbf)" in caplog.text
     assert "this job of the sweep runs with its default kernel.layers=2" in caplog.text
+    from gnngp_cli.cli.execute import read_overrides   # and its rows record the settings it ran, not the one it ignored
+
+    assert read_overrides(rbf, ["model=rbf", "kernel.layers=3", "seed=1"]) == ["model=rbf", "seed=1"]
+    assert read_overrides(gcngp, ["model=gcngp", "kernel.layers=3"]) == ["model=gcngp", "kernel.layers=3"]
 
 
 def test_verify_and_partition_read_their_own_keys(bases):
