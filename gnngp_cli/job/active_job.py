@@ -46,7 +46,7 @@ from ..gp.updates import LabelPosterior, Prior, log_marginal_likelihood, rebuilt
 from ..kernels import KERNELS, BaseKernel
 from ..kernels.planner import low_rank_width
 from ..metrics import macro_f1, score
-from ..results.rows import base_row, graph_columns, with_extra
+from ..results.rows import base_row, graph_columns, pool_setting, with_extra
 from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
 from .estimate import active_bytes, size_text
 from .gp_job import KernelJob, candidates
@@ -107,8 +107,7 @@ class ActiveJob(KernelJob):
         landmarks = None
         pool_ids = self.pool.nonzero().view(-1).to(backend.device)
         if kspec.low_rank:
-            drawn, what = landmark_pool(spec.landmarks.pool, pool_ids, backend.info.num_nodes)
-            what = "pool nodes" if drawn is pool_ids else what
+            drawn, what = landmark_pool(spec.landmarks.pool, pool_ids, backend.info.num_nodes, "pool nodes")
             landmarks = torch.sort(choose_landmarks(drawn, spec.landmarks.fraction, spec.landmarks.count, seed, spec.dataset.name, what))[0]
         if landmarks is None and self._exact is not None:
             return self._exact, 0
@@ -216,7 +215,7 @@ class ActiveJob(KernelJob):
             kernel_seconds=kernel_seconds, inference_seconds=selection_seconds, fit=spec.fit.method,
             likelihood="gaussian" if info.task == "classification" else "",
             extra=json.dumps({"active": {"initial": int(spec.active.initial), "batch": int(spec.active.batch), "nodes": list(order)},
-                              **({"landmark_pool": str(spec.landmarks.pool)} if self.kspec.low_rank and spec.landmarks.pool != "train" else {})}),
+                              **pool_setting(spec)}),
         )
         row["total_seconds"] = kernel_seconds + selection_seconds
         row.update(graph_columns(info, backend.load_seconds, spec, index))

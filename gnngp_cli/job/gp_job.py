@@ -72,6 +72,12 @@ def deterministic(spec: Any) -> bool:
     return not spec.kernel.low_rank or (lm.count is None and lm.fraction == 1)
 
 
+def evaluated(candidates: int) -> int:
+    """Kernel evaluations of a search over ``candidates``: each on validation, then the chosen
+    one again (one alone is evaluated once)."""
+    return candidates + (1 if candidates > 1 else 0)
+
+
 def planned_runs(spec: Any) -> int:
     """How many runs a GP job makes: ``runs``, or one for a deterministic kernel unless ``repeat_deterministic``."""
     return 1 if deterministic(spec) and not spec.repeat_deterministic else int(spec.runs)
@@ -157,10 +163,8 @@ class GPJob(KernelJob):
         if training_times(spec) is not None:   # a tangent kernel keeps its NNGP kernel: the covariance along training time reads both
             ctx = replace(ctx, keep_nngp=True)
         estimate = self.with_grid(backend.estimate(arch, ctx, landmarks, self.mll), landmarks, int(train.numel()))
-        evaluations = len(choices) + (1 if len(choices) > 1 else 0)   # each candidate on validation, then the chosen one
-        if self.mll:   # each candidate fitted first, its kernel and gradient at every step, then the chosen one run
-            evaluations = 1 + fit_evaluations(spec.fit.steps, len(choices))
-        estimate = estimate.times(evaluations)
+        planned = 1 + fit_evaluations(spec.fit.steps, len(choices)) if self.mll else evaluated(len(choices))   # mll: each candidate fitted, then the chosen one run
+        estimate = estimate.times(planned)
         log.info(estimate.line(arch.label, backend.where))
         if index == 0 and estimate.long_warning(arch.label, backend.where):
             log.warning(estimate.long_warning(arch.label, backend.where))
@@ -172,7 +176,7 @@ class GPJob(KernelJob):
             base = fitted.base(base)
 
         layers = int(kspec.layers)
-        evaluations = len(choices) + (1 if len(choices) > 1 else 0)   # each candidate on validation, then the chosen one
+        evaluations = evaluated(len(choices))
         progress = Progress(f"{arch.label} on {backend.where}", total=evaluations * (layers + 1))
         done = {"evaluation": 0, "layers": 0, "candidate": ""}
 

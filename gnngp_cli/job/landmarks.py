@@ -10,12 +10,13 @@ import torch
 from ..errors import ConfigError
 
 
-def landmark_pool(pool: str, train: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, str]:
+def landmark_pool(pool: str, train: torch.Tensor, num_nodes: int, called: str = "training nodes") -> tuple[torch.Tensor, str]:
     """The sorted node ids landmarks are drawn from, and what they are called in an error:
-    ``train`` (the job's labelled set: the training nodes, an active run's pool) or every node."""
+    ``train`` (the job's labelled set ``train``, ``called`` so: the training nodes, an active
+    run's pool nodes) or every node."""
     if pool == "all":
         return torch.arange(num_nodes, device=train.device), "nodes"
-    return train, "training nodes"
+    return train, called
 
 
 def choose_landmarks(train: torch.Tensor, fraction: float, count: Optional[int], seed: int, dataset: str,

@@ -77,8 +77,13 @@ def run_settings(spec: Any, fitted: Iterable[str] = ()) -> dict:
         grid = {}
     else:
         grid = {"nugget_grid": [float(spec.nugget.min), float(spec.nugget.max), int(spec.nugget.num)]}
-    pool = {"landmark_pool": str(spec.landmarks.pool)} if spec.kernel.low_rank and spec.landmarks.pool != "train" else {}
-    return {**grid, **params, **pool}
+    return {**grid, **params, **pool_setting(spec)}
+
+
+def pool_setting(spec: Any) -> dict:
+    """``{"landmark_pool": ...}`` for a low-rank kernel whose landmarks are not the default
+    pool's (a row's ``extra``, so the report keeps such runs apart), else nothing."""
+    return {"landmark_pool": str(spec.landmarks.pool)} if spec.kernel.low_rank and spec.landmarks.pool != "train" else {}
 
 
 def dataset_label(name: str, stand_in: str) -> str:
