@@ -273,7 +273,7 @@ def _report(argv: list[str]) -> None:
     except ConfigError as err:
         print(f"gnngp: error: {err}", file=sys.stderr)
         raise SystemExit(2)
-    except DatasetError as err:   # no rows under the folders given
+    except DatasetError as err:   # no results file under the folders given
         print(f"gnngp: error: {err}", file=sys.stderr)
         raise SystemExit(1)
     print(f"report: {Path(args.out) / 'report.md'}")

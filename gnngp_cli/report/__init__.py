@@ -27,7 +27,7 @@ from . import curves as learning
 from ..errors import ConfigError, DatasetError
 from .paper_check import check_paper, checked
 from .figures import FIGURE3_NOTE, correlation_map, figure1, figure2, figure3, figure4
-from .reading import paper_values, preset_runs, read_results
+from .reading import paper_values, preset_runs, read_results, result_files
 from .runs import frame as runs_frame
 from .runs import own_runs
 from .settings import left_out
@@ -78,8 +78,8 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
         if unknown:
             raise ConfigError(f"--exclude {','.join(unknown)}: not a dataset of the paper's tables; choose among {', '.join(known)}")
     rows = read_results(folders)
-    if rows.empty:   # before anything is written or removed: an earlier report in out stays as it was
-        raise DatasetError(f"no result rows under {', '.join(str(f) for f in folders)} (no results.csv or summary.csv with rows); "
+    if rows.empty and not result_files(folders):   # before anything is written or removed: an earlier report in out stays as it was
+        raise DatasetError(f"no result rows under {', '.join(str(f) for f in folders)} (no results.csv or summary.csv); "
                            f"nothing written, {out} left as it was; give the folders gnngp run wrote, e.g. outputs multirun")
     out.mkdir(parents=True, exist_ok=True)
     for name in [f"{t.name}{suffix}" for t in layouts.tables() for suffix in (".md", ".csv")] + [f"{f}.png" for f in FIGURES] + list(SECTION_FILES):

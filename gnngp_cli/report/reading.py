@@ -26,6 +26,14 @@ def known_deviations() -> pd.DataFrame:
         return pd.read_csv(f)
 
 
+RESULT_FILES = ("results.csv", "summary.csv")
+
+
+def result_files(folders: Iterable[Path]) -> list[Path]:
+    """The results.csv and summary.csv files below ``folders``, sorted per folder."""
+    return [path for folder in folders for path in sorted(Path(folder).rglob("*.csv")) if path.name in RESULT_FILES]
+
+
 def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     """Every row of every results.csv / summary.csv below ``folders``; reruns deduplicated (the
     latest of the same dataset, stand-in, method, depth, landmark fraction, seed, split and settings).
@@ -33,20 +41,17 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     and a file that is not a regular file (a FIFO would block) or cannot be read is skipped,
     each with a warning naming the file."""
     frames = []
-    for folder in folders:
-        for path in sorted(Path(folder).rglob("*.csv")):
-            if path.name not in ("results.csv", "summary.csv"):
-                continue
-            try:
-                found = read_rows(path)
-            except (OSError, NotAResultsFile) as err:
-                print(f"gnngp: warning: skipped {path}: {err}", file=sys.stderr)
-                continue
-            if found.problems:
-                print(f"gnngp: warning: {path}: left out {len(found.problems)} malformed row(s) ({found.shown_problems()}); "
-                      f"{len(found.rows)} good rows read", file=sys.stderr)
-            if found.rows:
-                frames.append(found.frame())
+    for path in result_files(folders):
+        try:
+            found = read_rows(path)
+        except (OSError, NotAResultsFile) as err:
+            print(f"gnngp: warning: skipped {path}: {err}", file=sys.stderr)
+            continue
+        if found.problems:
+            print(f"gnngp: warning: {path}: left out {len(found.problems)} malformed row(s) ({found.shown_problems()}); "
+                  f"{len(found.rows)} good rows read", file=sys.stderr)
+        if found.rows:
+            frames.append(found.frame())
     if not frames:
         return pd.DataFrame(columns=[*KEY, "status", "test", "val", "timestamp", "differs", "off_preset", "experiment", "task", "metric", "error"])
     rows = pd.concat(frames, ignore_index=True)
