@@ -39,6 +39,7 @@ from .job.loading import adopt_graph, load_graph
 from .gnn import GNNS
 from .kernels import KERNELS
 from .kernels.planner import exact_kernel
+from .kernels.value import held
 from .metrics import MetricInput
 from .metrics import Scores
 
@@ -362,7 +363,7 @@ class NodeGP:
         evaluated = run.evaluated
         if evaluated.ctx.low_rank:
             root = evaluated.kernel.kernel
-            return root.root[root.positions(rows)] @ root.root[root.positions(cols)].T
+            return held(root.root[root.positions(rows)]) @ held(root.root[root.positions(cols)]).T   # a factored root: its rows multiplied out
         union, inverse = torch.unique(torch.cat([rows, cols]), return_inverse=True)
         backend.check_exact_memory(evaluated.arch, evaluated.ctx, union, union)
         kernel, _ = exact_kernel(evaluated.arch.network, evaluated.ctx, union, union,

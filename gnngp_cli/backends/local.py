@@ -23,6 +23,8 @@ from ..results.rows import dataset_label
 from ..kernels import Architecture, BaseKernel, Kernel, KernelContext
 from ..kernels.architectures import KernelEntry
 from ..kernels.blocks import branch_count, dense_branch_count, graph_operators
+from ..kernels.torch_roots import LOCAL_ROOTS, TorchRoots
+from ..kernels.value import FactoredRoot
 from ..kernels.planner import exact_kernel, low_rank_width, nngp_diagonal, pair_plan_fits, square_first
 from ..runtime import current_rss_bytes, memory_limit_bytes, peak_cuda_mb, peak_rss_mb
 
@@ -31,12 +33,13 @@ from ..runtime import current_rss_bytes, memory_limit_bytes, peak_cuda_mb, peak_
 class LocalKernel:
     """An evaluated kernel as the local backend holds it: the prediction features ``F`` of the
     rows ``kernel.nodes`` (``Q``, or ``K[rows, training nodes]``), the strategy that reads them,
-    and ``diag K`` on every node."""
+    and ``diag K`` on every node (``None`` for a factored root ``Q = L R``: its sum is read from the
+    Gram matrices, :func:`~gnngp_cli.gp.sufficient.factored_statistics`)."""
 
     kernel: Kernel
-    features: Tensor
+    features: Any
     strategy: str
-    diagonal: Tensor
+    diagonal: Optional[Tensor]
     nngp: Optional["LocalKernel"] = None   # a tangent kernel's NNGP kernel, read the same way (the covariance along training time)
 
 
@@ -67,8 +70,8 @@ def local_statistics(k: LocalKernel, train: Tensor, y_train: Tensor, per_class: 
     """The training statistics of ``k`` (``y_train``: the targets of ``train``, in ``k``'s dtype;
     ``per_class``: each class's Gram matrix too, for a per-class likelihood)."""
     pos_train = k.kernel.positions(train)
-    n = k.diagonal.numel()
-    diagonal_sum = float(k.diagonal.mean()) * n   # the mean in the kernel's precision, as the nugget grid reads it
+    n = k.diagonal.numel() if k.diagonal is not None else k.features.size(0)
+    diagonal_sum = float(k.diagonal.mean()) * n if k.diagonal is not None else None   # the mean in the kernel's precision, as the nugget grid reads it
     nngp = None if k.nngp is None else k.nngp.features
     if k.strategy == "low_rank":   # the root's rows may be the labelled nodes only (an exact root): diag K from every node
         return low_rank_statistics(k.features, pos_train, y_train, n, diagonal_sum, per_class, nngp)
@@ -85,6 +88,9 @@ def local_group(k: LocalKernel, nodes: dict[str, Tensor], y: Tensor, ood: Option
     nngp = None if k.nngp is None else local_group(k.nngp, nodes, y)
     return RowGroup(k.features, positions, {key: y[nodes[key]] for key in SPLITS}, prior, flags,
                     None if nngp is None else nngp.features, None if nngp is None else nngp.prior)
+
+
+FACTORED_ROOTS = TorchRoots(factored=True)
 
 
 class LocalBackend:
@@ -193,8 +199,10 @@ class LocalBackend:
         ``diag K`` on every node, after the memory check (:func:`local_kernel`)."""
         train = self.train_ids()
         if ctx.low_rank:
+            if ctx.roots is LOCAL_ROOTS and self.spec.kernel.limit == "nngp":
+                ctx = replace(ctx, roots=FACTORED_ROOTS)   # the last Nystrom step's root kept as two factors (the GP reads Q[rows] @ M alone)
             kernel = arch.network(None, ctx, None)
-            diagonal = kernel.diagonal()
+            diagonal = None if isinstance(kernel.root, FactoredRoot) else kernel.diagonal()
         else:
             target = self._nodes()
             self.check_exact_memory(arch, ctx, target, train)

@@ -10,7 +10,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .. import runtime
 from ..kernels.numerics import symmetric_eigh
+from ..kernels.value import FactoredRoot, held
 
 SPLITS = ("train", "val", "test")
 
@@ -83,7 +85,13 @@ def low_rank_statistics(q: Tensor, train: Tensor, y_train: Tensor, num_nodes: in
     ``y_train`` their targets); ``num_nodes``: the graph's node count; ``diagonal_sum``: the sum
     of ``diag K`` where the caller has it (default: over ``Q``'s rows, ``||Q||^2``); with
     ``per_class`` (one-hot ``y_train``), each class's Gram matrix and ``Q[b]^T 1`` too; with
-    ``nngp`` (the NNGP kernel's root on the same rows, ``q`` a tangent kernel's), their cross Gram matrix."""
+    ``nngp`` (the NNGP kernel's root on the same rows, ``q`` a tangent kernel's), their cross Gram matrix.
+    A :class:`~gnngp_cli.kernels.value.FactoredRoot` ``Q = L R`` is read as ``L``'s statistics with
+    ``R`` on their small sides (:func:`factored_statistics`)."""
+    if isinstance(q, FactoredRoot):
+        if nngp is None:
+            return factored_statistics(q, train, y_train, num_nodes, diagonal_sum, per_class)
+        q = held(q)
     q_train = q[train]
     if diagonal_sum is None:
         diagonal_sum = float((q * q).sum().double())
@@ -95,6 +103,60 @@ def low_rank_statistics(q: Tensor, train: Tensor, y_train: Tensor, num_nodes: in
     return TrainingStatistics("low_rank", gram(q_train), q_train.T @ y_train, float((y_train * y_train).sum()),
                               int(train.numel()), diagonal_sum, num_nodes, class_grams, column_sum,
                               None if nngp is None else q_train.T @ nngp[train])
+
+
+def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nodes: int, diagonal_sum: Optional[float] = None,
+                        per_class: bool = False) -> TrainingStatistics:
+    """:func:`low_rank_statistics` of ``Q = L R`` without forming ``Q``: ``Q[b]^T Q[b] = R^T (L[b]^T L[b]) R``,
+    ``Q[b]^T y_b = R^T (L[b]^T y_b)``, and ``||Q||^2 = sum (L^T L) o (R R^T)``, ``L^T L`` the training rows'
+    Gram matrix plus the other rows' (each ``N r^2 / 2`` operations where ``L R`` would cost ``N r^2``).
+    ``R`` weighs ``L``'s small directions up (a Nystrom step's ``V D^-1/2``), so ``L``'s Gram matrices are
+    taken about their rows' mean and joined to ``R`` in float64 (:func:`centred_gram`); rows are read a
+    block at a time, never copied whole."""
+    left, right = q.left, q.right
+    wide = right.double()
+    g_train, rhs = centred_gram(left, train, y_train)
+
+    def joined(g: Tensor) -> Tensor:
+        return (wide.T @ g @ wide).to(left.dtype)
+
+    if diagonal_sum is None:
+        rest = torch.ones(left.size(0), dtype=torch.bool, device=left.device)
+        rest[train] = False
+        g_all = g_train + centred_gram(left, rest.nonzero().view(-1))[0]
+        diagonal_sum = float((g_all * (wide @ wide.T)).sum())
+    class_grams = column_sum = None
+    if per_class:
+        own = y_train > 0
+        class_grams = torch.stack([joined(centred_gram(left, train[own[:, c]])[0]) for c in range(y_train.size(1))])
+        column_sum = (left[train].sum(0).double() @ wide).to(left.dtype)
+    return TrainingStatistics("low_rank", joined(g_train), right.T @ rhs, float((y_train * y_train).sum()),
+                              int(train.numel()), diagonal_sum, num_nodes, class_grams, column_sum)
+
+
+def centred_gram(rows: Tensor, index: Tensor, y: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
+    """``rows[index]^T rows[index]`` in float64 in one pass of row blocks, each block less a centre ``c``
+    (the first block's mean, held in the rows' dtype), then ``c s^T + s c^T - n c c^T`` added (``s``: the
+    rows' sum): a kernel's cross block has one large common direction, whose rounding would otherwise
+    swamp the small ones. With ``y`` (a row of targets per index), ``rows[index]^T y`` too."""
+    n, width = index.numel(), rows.size(1)
+    g = torch.zeros(width, width, dtype=torch.float64, device=rows.device)
+    total = torch.zeros(width, dtype=torch.float64, device=rows.device)
+    rhs = None if y is None else rows.new_zeros(width, y.size(1))
+    centre = None
+    for start, stop in runtime.row_blocks(n, width):
+        block = rows[index[start:stop]]
+        if y is not None:
+            rhs += block.T @ y[start:stop]
+        sums = block.sum(0)
+        total += sums.double()
+        if centre is None:
+            centre = sums / block.size(0)
+        g += gram(block.sub_(centre)).double()
+    if centre is None:
+        return g, rhs
+    c = centre.double()
+    return g + torch.outer(c, total) + torch.outer(total, c) - n * torch.outer(c, c), rhs
 
 
 def gram_eigh(gram: Tensor) -> tuple[Tensor, Tensor]:

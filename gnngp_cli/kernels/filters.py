@@ -28,7 +28,7 @@ from ..progress import within
 from . import layers
 from .blocks import Block, Conv, node_count
 from .context import KernelContext
-from .value import Kernel, Nodes, _find
+from .value import FactoredRoot, Kernel, Nodes, _find
 from .pairs import Pairs, PairValues, PatternTooLarge, product_terms
 
 
@@ -95,6 +95,8 @@ class Poly(Block):
         node, a root that the context's backing holds: each ``A Y`` is its ``convolve``), by
         Horner's rule on shrinking node sets."""
         g = self.coefficients
+        if isinstance(values, FactoredRoot):   # P (L R) = (P L) R
+            return FactoredRoot(self.apply(values.left, held, rows, adjacency, ctx), values.right)
         if rows is None:
             out = g[-1] * values
             for gk in reversed(g[:-1]):

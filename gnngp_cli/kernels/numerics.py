@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ..errors import KernelError
-from .value import Kernel
+from .value import FactoredRoot, Kernel
 
 
 def psd_tolerance(dtype: torch.dtype, n: int) -> float:
@@ -154,6 +154,22 @@ class NystromFactor:
         """``V[i] sqrt(D)``: the root's exact rows on the landmarks ``i``."""
         return (self.eigvecs * self.sqrt_d)[landmark_index]
 
+    @property
+    def right(self) -> Tensor:
+        """``V s``, ``s = sqrt(D)^+`` (smoothed): the root is ``C[:, a] V s``, this its right factor."""
+        return self.eigvecs * self.smoothed_inv
+
+    def left_rows(self, cross: Tensor, is_landmark: Tensor, landmark_index: Tensor) -> Tensor:
+        """Rows of the left factor ``L`` with ``L V s`` the root :meth:`apply` gives: ``C[x, a]``,
+        and on the ``i``-th landmark's row ``V[i] max(D, 1e-4 D_max) V^T`` (``C[a, a]`` with its
+        smoothed eigenvalues raised to the floor), whose product with ``V s`` is ``V[i] sqrt(D)``
+        exactly as :meth:`apply`'s. ``cross`` is written in place."""
+        if bool(is_landmark.any()):
+            rows = self.eigvecs[landmark_index]
+            floored = self.sqrt_d / torch.where(self.smoothed_inv > 0, self.smoothed_inv, torch.ones_like(self.smoothed_inv))
+            cross[is_landmark] = (rows * floored) @ self.eigvecs.T
+        return cross
+
     def apply(self, cross: Tensor, is_landmark: Tensor, landmark_index: Tensor) -> Tensor:
         """Rows of the root from rows of ``C[:, a]``: ``C[x, a] V sqrt(D)^+`` (smoothed), and
         exactly ``V[i] sqrt(D)`` on the row of the ``i``-th landmark (``is_landmark`` marks
@@ -188,6 +204,10 @@ CHECK_ROWS = 1024   # rows of a kernel block that check_kernel reads at a time
 
 def check_kernel(k: Kernel, where: str) -> None:
     """Fail loudly (never silently NaN) if a layer's kernel is not a covariance."""
+    if isinstance(k.root, FactoredRoot):
+        if not k.root.finite():
+            raise not_finite(where)
+        return
     values = (k.root if k.root is not None else k.matrix).detach()  # a check, not part of a fitted objective
     if values.numel() and not (math.isfinite(float(values.amax())) and math.isfinite(float(values.amin()))):  # NaN propagates; no temporaries
         raise not_finite(where)

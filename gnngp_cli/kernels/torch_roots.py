@@ -32,7 +32,7 @@ from .. import runtime
 from ..progress import within
 from .numerics import NystromFactor, check_kernel, nystrom_root
 from .activations import RELU, Activation
-from .value import Kernel
+from .value import FactoredRoot, Kernel, held
 
 
 def activation_nystrom_rows(q: Tensor, q_a: Tensor, var_a: Tensor, factor: NystromFactor, is_landmark: Tensor, index: Tensor,
@@ -115,36 +115,58 @@ class RootBacking(Protocol):
 
 
 class TorchRoots:
-    """Roots as tensors in this process (today's path, ``compute=local``)."""
+    """Roots as tensors in this process (today's path, ``compute=local``). With ``factored``, a
+    Nystrom step by row blocks gives its root as a :class:`~.value.FactoredRoot` ``(C[:, a], V s)``
+    (its reader multiplies, or not: the GP reads only ``Q[rows] @ M``); the other operations take
+    either kind, a factored input multiplied out a row block at a time where they read by row blocks."""
 
-    def with_constant(self, root: Tensor, value: float) -> Tensor:
-        """``[Q, value 1]``."""
+    def __init__(self, factored: bool = False):
+        self.factored = factored
+
+    def with_constant(self, root: Any, value: float) -> Any:
+        """``[Q, value 1]`` (factored: ``[L, value 1]`` and ``right`` with a ``1`` below and right of it)."""
+        if isinstance(root, FactoredRoot):
+            right = root.right
+            wider = right.new_zeros(right.size(0) + 1, right.size(1) + 1)
+            wider[:-1, :-1] = right
+            wider[-1, -1] = 1
+            return FactoredRoot(self.with_constant(root.left, value), wider)
         column = root.new_ones(root.size(0), 1) * value   # value may be a tensor being fitted
         return torch.cat([root, column], dim=1)
 
-    def side_by_side(self, roots: list[Tensor]) -> Tensor:
+    def side_by_side(self, roots: list) -> Tensor:
         """``[Q1, Q2, ...]``: the root of the sum of independent kernels."""
-        return torch.cat(roots, dim=1)
+        return torch.cat([held(root) for root in roots], dim=1)
 
-    def convolve(self, adjacency, root: Tensor) -> Tensor:
-        """``A Q`` over every node."""
+    def convolve(self, adjacency, root: Any) -> Any:
+        """``A Q`` over every node (factored: ``(A L) right``)."""
+        if isinstance(root, FactoredRoot):
+            return FactoredRoot(adjacency.matmul(root.left), root.right)
         return adjacency.matmul(root)
 
-    def activation_root(self, root: Tensor, landmarks: Tensor, activation: Activation = RELU) -> Tensor:
+    def activation_root(self, root: Any, landmarks: Tensor, activation: Activation = RELU) -> Any:
         """``chol(g(Q Q^T))``: ``g`` of ``Q Q[a]^T`` with the variances ``diag Q Q^T``, then the
         Nystrom root on the landmarks ``a``. Past ``runtime.ROW_BLOCK_ENTRIES``, without a gradient, the
-        same by row blocks into one output (:func:`activation_nystrom_rows`, as the Dask backing)."""
+        same by row blocks into one output (:func:`activation_nystrom_rows`, as the Dask backing),
+        with ``factored`` kept as ``(C[:, a], V s)`` (:meth:`~.numerics.NystromFactor.left_rows`)."""
         n, r = root.size(0), landmarks.numel()
         if root.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
+            root = held(root)
             var = (root * root).sum(1)
             cross = activation.expectation(root @ root[landmarks].T, var, var[landmarks])
             return nystrom_root(cross, landmarks, "activation")
-        q_a = root[landmarks]
+        q_a = held(root[landmarks])
         var_a = (q_a * q_a).sum(1)
         factor = NystromFactor.of(activation.expectation(q_a @ q_a.T, var_a, var_a), "activation")
+        if self.factored:
+            def left(start, stop, is_landmark, index):
+                q = held(root[start:stop])
+                return factor.left_rows(activation.expectation(q @ q_a.T, (q * q).sum(1), var_a), is_landmark, index)
+
+            return FactoredRoot(by_row_blocks(root, landmarks, activation.name, left), factor.right)
         return by_row_blocks(root, landmarks, activation.name,
-                             lambda start, stop, is_landmark, index: activation_nystrom_rows(root[start:stop], q_a, var_a, factor, is_landmark, index,
-                                                                                             activation))
+                             lambda start, stop, is_landmark, index: activation_nystrom_rows(held(root[start:stop]), q_a, var_a, factor, is_landmark,
+                                                                                             index, activation))
 
     def activation_tangent_root(self, root: Tensor, tangent: Tensor, landmarks: Tensor, activation: Activation = RELU) -> Tensor:
         """The root of ``g'(Q Q^T) o P P^T`` (``P``: the tangent kernel's root): its columns on the
@@ -154,6 +176,8 @@ class TorchRoots:
             return tangent
         n, r = root.size(0), landmarks.numel()
         same = tangent is root   # Theta = K: P P^T is Q Q^T, computed once
+        root, tangent = held(root), held(tangent)   # a tangent kernel's roots are not kept factored: multiplied out here if one is
+        tangent = root if same else tangent
         if tangent.requires_grad or root.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
             return nystrom_root(activation_tangent_cross(root, None if same else tangent, root[landmarks], None if same else tangent[landmarks],
                                                          activation), landmarks, "activation (tangent)")
@@ -170,6 +194,8 @@ class TorchRoots:
         ``kernel_root``, the tangent root alone (``None`` for ``g``'s)."""
         n, r = root.size(0), landmarks.numel()
         same = tangent is root   # Theta = K (after a first layer): P P[a]^T is Q Q[a]^T, computed once
+        root = held(root)
+        tangent = root if same else held(tangent)
         q_a, p_a = root[landmarks], None if same else tangent[landmarks]
         var_a = (q_a * q_a).sum(1)
         if tangent.requires_grad or root.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
@@ -192,6 +218,7 @@ class TorchRoots:
         """The root of ``Q1 Q1^T o Q2 Q2^T`` (an entrywise product of kernels): its columns on the
         landmarks ``a``, then the Nystrom root on ``a`` (by row blocks past ``runtime.ROW_BLOCK_ENTRIES``)."""
         n, r = first.size(0), landmarks.numel()
+        first, second = held(first), held(second)
         q1_a, q2_a = first[landmarks], second[landmarks]
         if first.requires_grad or second.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
             return nystrom_root(product_cross(first, second, q1_a, q2_a), landmarks, "product")

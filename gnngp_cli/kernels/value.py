@@ -8,6 +8,7 @@ variances from its own input.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
@@ -15,6 +16,78 @@ import torch
 from torch import Tensor
 
 Nodes = Optional[Tensor]  # sorted global node ids; None means every node
+
+
+class FactoredRoot:
+    """A root held as two factors, ``Q = left @ right`` (``left``: a row per node; ``right``: a small
+    square-or-wider matrix), never multiplied out over every node unless a reader needs ``Q`` itself.
+
+    A Nystrom step's root is ``C[:, a] V s`` (:class:`~.numerics.NystromFactor`): kept as
+    ``(C[:, a], V s)``, the convolution, the weight and the bias that follow it apply to the left
+    factor or to the right one, and the GP reads ``Q`` only as ``Q[rows] @ M`` and its Gram matrix,
+    where ``right`` joins the small side (:func:`~gnngp_cli.gp.sufficient.low_rank_statistics`).
+    That saves the ``N x m x m`` product of the last Nystrom step. What reads ``Q`` any other way
+    calls :func:`held` (a row block's worth at a time where it reads by row blocks). The factors are
+    never written in place: a weight's output shares ``left`` with its input."""
+
+    __slots__ = ("left", "right")
+
+    def __init__(self, left: Tensor, right: Tensor):
+        self.left, self.right = left, right
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((self.left.size(0), self.right.size(1)))
+
+    def size(self, dim: Optional[int] = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.left.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.left.device
+
+    @property
+    def requires_grad(self) -> bool:
+        return False
+
+    def new_empty(self, *size: Any) -> Tensor:
+        return self.left.new_empty(*size)
+
+    def __getitem__(self, rows: Any) -> Any:
+        """Rows (still factored); an index of rows and columns reads ``Q`` itself."""
+        if isinstance(rows, tuple):
+            return self.multiplied()[rows]
+        return FactoredRoot(self.left[rows], self.right)
+
+    def __add__(self, other: Any) -> Tensor:
+        return held(self) + held(other)
+
+    __radd__ = __add__
+
+    def __matmul__(self, other: Tensor) -> Tensor:
+        return self.left @ (self.right @ other)
+
+    def __mul__(self, factor: Any) -> "FactoredRoot":
+        return FactoredRoot(self.left, self.right * factor)
+
+    __rmul__ = __mul__
+
+    def finite(self) -> bool:
+        """Whether both factors are finite (so is their product, short of an overflow)."""
+        return all(math.isfinite(float(t.amax())) and math.isfinite(float(t.amin())) for t in (self.left, self.right) if t.numel())
+
+    def multiplied(self) -> Tensor:
+        """``left @ right``, a new tensor (the factors may be shared: a weight's output shares ``left``)."""
+        return self.left @ self.right
+
+
+def held(root: Any) -> Any:
+    """``Q`` itself: a :class:`FactoredRoot` multiplied out (see :meth:`FactoredRoot.multiplied`), anything else as it is."""
+    return root.multiplied() if isinstance(root, FactoredRoot) else root
 
 
 @dataclass(frozen=True)
@@ -79,8 +152,9 @@ class Kernel:
         """``K[nodes, cols]`` as a matrix."""
         if self.matrix is not None:
             return self.matrix
-        right = self.root if self.cols is None else self.root[self.positions(self.cols)]
-        return self.root @ right.T
+        root = held(self.root)
+        right = root if self.cols is None else root[self.positions(self.cols)]
+        return root @ right.T
 
     def as_matrix(self) -> "Kernel":
         """This kernel with its block held as a matrix (a root's product formed once, for readers
@@ -95,7 +169,8 @@ class Kernel:
     def diagonal(self) -> Tensor:
         """``K_xx`` on the rows (a rectangular matrix block reads it from :meth:`variances`)."""
         if self.root is not None:
-            return (self.root * self.root).sum(1)
+            root = held(self.root)
+            return (root * root).sum(1)
         if self.cols is not None:
             raise ValueError("a rectangular kernel block holds no diagonal; use variances()")
         return torch.diagonal(self.matrix)

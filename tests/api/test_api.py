@@ -236,3 +236,23 @@ def test_the_validation_curve_is_the_grid_the_fit_scored_and_one_nugget_is_a_gri
     with pytest.raises(ConfigError, match="nugget.num=1 is one value, but nugget.min=0.1 and nugget.max=1.0 differ"):
         NodeGP(kernel="gcngp", nugget={"min": 0.1, "max": 1.0, "num": 1})
 
+
+
+def test_a_factored_root_predicts_and_gives_kernel_blocks_as_the_plain_one(monkeypatch):
+    """Past ROW_BLOCK_ENTRIES a GP fit keeps its last Nystrom step factored: ``predict`` and
+    ``kernel_matrix`` read it (rows multiplied out where a block is asked for) as they read the plain root."""
+    from gnngp_cli import runtime
+    from gnngp_cli.backends import local
+    from gnngp_cli.kernels.torch_roots import LOCAL_ROOTS
+    from gnngp_cli.kernels.value import FactoredRoot
+
+    monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 2000)
+    data = graph()
+    factored = NodeGP(kernel="gcngp_x", dtype="float64", landmarks={"count": 30}).fit(data, **SPLIT)
+    assert isinstance(factored._fitted().evaluated.kernel.kernel.root, FactoredRoot)
+    monkeypatch.setattr(local, "FACTORED_ROOTS", LOCAL_ROOTS)
+    plain = NodeGP(kernel="gcngp_x", dtype="float64", landmarks={"count": 30}).fit(data, **SPLIT)
+    a, b = factored.predict(), plain.predict()
+    torch.testing.assert_close(a.mean, b.mean, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(a.variance, b.variance, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(factored.kernel_matrix([0, 1, 190], [1, 190]), plain.kernel_matrix([0, 1, 190], [1, 190]), rtol=1e-9, atol=1e-12)

@@ -165,3 +165,26 @@ def test_posterior_variances_by_row_blocks_equal_the_one_product(monkeypatch):
     whole = post.variance(root, pos, eps, None)
     monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 30 * 64 + 7)
     torch.testing.assert_close(post.variance(root, pos, eps, None), whole, rtol=1e-12, atol=1e-14)
+
+
+def test_a_gp_job_on_a_factored_root_gives_the_plain_roots_row(monkeypatch):
+    """Past ROW_BLOCK_ENTRIES a GP job keeps the last Nystrom step's root factored (the GP reads its
+    Gram matrices and ``Q[rows] @ M``); in float64 its row is the plain root's: the same nugget, the
+    same metrics to round-off, on a network with a bias after the convolution (GCN) and one whose
+    branches are added (GCNII, multiplied out there)."""
+    from gnngp_cli import runtime
+    from gnngp_cli.api import run
+    from gnngp_cli.backends import local
+    from gnngp_cli.kernels.torch_roots import LOCAL_ROOTS
+
+    monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 4000)
+    for kernel in (["kernel=gcngp_x", "kernel.sigma_b=0.3"], ["kernel=gcn2gp_x"]):
+        args = ["dataset=csbm", "dataset.num_nodes=600", *kernel, "landmarks.count=40", "dtype=float64", "runs=1", "progress=false"]
+        factored = run(args)[0]
+        monkeypatch.setattr(local, "FACTORED_ROOTS", LOCAL_ROOTS)
+        plain = run(args)[0]
+        monkeypatch.undo()
+        monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 4000)
+        assert factored["nugget"] == pytest.approx(plain["nugget"], rel=1e-12)
+        for key in ("test", "val", "train"):
+            assert factored[key] == pytest.approx(plain[key], rel=1e-9, abs=1e-12), (kernel, key)

@@ -1,5 +1,6 @@
 """Kernels: each block and architecture against independent computations."""
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -374,3 +375,64 @@ def test_the_lapack_eigendecomposition_is_torchs_to_round_off():
         torch.testing.assert_close(w, torch.linalg.eigh(a)[0], atol=tol, rtol=tol)
         torch.testing.assert_close(v.T @ v, torch.eye(300, dtype=dtype), atol=tol, rtol=0)
         torch.testing.assert_close((v * w) @ v.T, a, atol=tol, rtol=0)
+
+
+def test_a_factored_relu_root_is_the_row_block_root(monkeypatch):
+    """``TorchRoots(factored=True)`` keeps a row-block Nystrom step's root as ``(C[:, a], V s)``;
+    multiplied out it is the root the plain backing gives, landmark rows included (``V sqrt(D)``,
+    also where eigenvalues are smoothed: a rank-deficient input makes some fall below the floor),
+    and the weight, the convolution and the bias that follow act on it as on that root."""
+    from gnngp_cli.kernels import torch_roots as roots
+    from gnngp_cli.kernels.value import FactoredRoot, held
+
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1000, 6, generator=g, dtype=torch.float64)   # 6 columns under 70 landmarks: smoothed eigenvalues
+    landmarks = torch.sort(torch.randperm(1000, generator=g)[:70]).values
+    monkeypatch.setattr(roots.runtime, "ROW_BLOCK_ENTRIES", 70 * 128 + 5)
+    plain = roots.TorchRoots().activation_root(q, landmarks)
+    backing = roots.TorchRoots(factored=True)
+    factored = backing.activation_root(q, landmarks)
+    assert isinstance(factored, FactoredRoot) and factored.shape == plain.shape
+    torch.testing.assert_close(held(factored), plain, rtol=1e-10, atol=1e-12)
+    ei, _ = random_graph(n=1000, m=4000, d=3)
+    adjacency = Adjacency.from_graph(ei, 1000, "sym", torch.float64, "cpu")
+    out = backing.with_constant(backing.convolve(adjacency, factored * 1.7), 0.3)
+    expect = roots.TorchRoots().with_constant(adjacency.matmul(plain * 1.7), 0.3)
+    torch.testing.assert_close(held(out), expect, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(out[torch.tensor([5, 2])] @ torch.eye(expect.size(1), dtype=torch.float64), expect[[5, 2]], rtol=1e-10, atol=1e-12)
+    again = backing.activation_root(out, landmarks)   # a factored input is multiplied out a row block at a time
+    torch.testing.assert_close(held(again), roots.TorchRoots().activation_root(expect, landmarks), rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("name", ["gcn", "gcn2", "gprgp", "gcn3"])
+def test_factored_gp_statistics_equal_the_plain_ones(monkeypatch, name):
+    """What the GP reads of a factored root (its Gram matrix and right-hand side on the training
+    rows, each class's Gram matrix and column sum, the sum of ``diag K``, the rows it predicts
+    from) equals what it reads of the plain root, for networks whose last Nystrom step is followed
+    by a convolution, an addition of branches or a polynomial filter, and a deeper one."""
+    from gnngp_cli.gp.posterior import LowRankPosterior
+    from gnngp_cli.gp.sufficient import low_rank_statistics
+    from gnngp_cli.kernels import torch_roots as roots
+    from gnngp_cli.kernels.value import FactoredRoot, held
+
+    arch = {"gcn": ARCHS["gcn"](2), "gcn2": ARCHS["gcn2"](2), "gprgp": PLANNED["gprgp"](2), "gcn3": ARCHS["gcn"](3)}[name]
+    ei, x = random_graph(n=400, m=1500, d=12)
+    ctx = KernelContext(x, Adjacency.from_graph(ei, 400, "sym", torch.float64, "cpu"), BaseKernel(), torch.arange(0, 400, 8))
+    monkeypatch.setattr(roots.runtime, "ROW_BLOCK_ENTRIES", 50 * 64)
+    plain = arch(None, ctx, None).root
+    factored = arch(None, replace(ctx, roots=roots.TorchRoots(factored=True)), None).root
+    if name != "gcn2":   # GCNII adds two branches: their roots go side by side, multiplied out
+        assert isinstance(factored, FactoredRoot)
+    train = torch.arange(1, 400, 3)
+    y = torch.nn.functional.one_hot(torch.arange(train.numel()) % 3, 3).double()
+    a = low_rank_statistics(factored, train, y, 400, per_class=True)
+    b = low_rank_statistics(plain, train, y, 400, per_class=True)
+    for field in ("gram", "rhs", "class_grams", "column_sum"):
+        torch.testing.assert_close(getattr(a, field), getattr(b, field), rtol=1e-9, atol=1e-10)
+    assert a.diagonal_sum == pytest.approx(b.diagonal_sum, rel=1e-10)
+    post = LowRankPosterior(b)
+    pos = torch.arange(0, 400, 2)
+    eps = torch.tensor(0.05, dtype=torch.float64)
+    torch.testing.assert_close(post.mean(factored, pos, eps), post.mean(plain, pos, eps), rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(post.variance(factored, pos, eps, None), post.variance(plain, pos, eps, None), rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(held(factored), plain, rtol=1e-9, atol=1e-10)
