@@ -32,8 +32,10 @@ in bytes of the working dtype (``b`` bytes per entry):
 The time class comes from the same sizes as operations (dense: ``ENTRY_COST`` per entry of
 ``P`` per layer, for the ReLU expectation's transcendental functions and the sparse products,
 measured on exact GCNIIGP on PubMed, and the ``n_train^3`` eigendecomposition; low rank:
-``N m^2`` per layer), at 10 GFLOP/s, the order of this project's 2-core CI machine: "seconds" (under 10 s), "minutes"
-(under 10 min) or "hours". A GPU is faster; the memory figure holds for its device memory
+``N m^2`` per layer), at 10 GFLOP/s: "seconds" (under a minute), "minutes" (under an hour) or
+"hours", the line telling the predicted duration too. Dense work on this project's 2-core CI machine
+runs at about that rate; low-rank work, dense products at the GEMM peak, runs several times faster
+(the Reddit-sized GCNGP-X: about 13 min predicted, under 2 min of kernel and inference measured). A GPU is faster; the memory figure holds for its device memory
 minus ``rss_now``. ``fit=mll`` evaluates the kernel and its gradient at each of its steps
 (:func:`fit_evaluations`: ``FIT_STEP_COST`` kernel evaluations a step), each candidate's fit
 before the chosen kernel's run.
@@ -118,7 +120,8 @@ class Estimate:
 
     def line(self, label: str, dataset: str) -> str:
         size = f"{_gb(self.gb)} GB" if self.gb >= 0.1 else size_text(self.gb * 2**30)   # 0.0042 GB reads as nothing
-        return f"{label} on {dataset}: ~{size}, {self.detail}, {self.time_class} (estimate before computing)"
+        return (f"{label} on {dataset}: ~{size}, {self.detail}, {self.time_class}: about {duration_text(self.seconds)} of work at "
+                f"{FLOPS_PER_SECOND / 1e9:g} GFLOP/s (estimate before computing)")
 
 
 LONG_SECONDS = 300.0   # work estimated past this is a warning before it starts
@@ -148,7 +151,7 @@ def fit_evaluations(steps: int, candidates: int) -> int:
 
 def time_class(flops: float) -> str:
     seconds = flops / FLOPS_PER_SECOND
-    return "seconds" if seconds < 10 else "minutes" if seconds < 600 else "hours"
+    return "seconds" if seconds < 60 else "minutes" if seconds < 3600 else "hours"
 
 
 def gp_estimate(
