@@ -12,6 +12,7 @@ from torch import Tensor
 from .. import runtime
 from ..errors import KernelError
 from ..kernels.numerics import psd_tolerance
+from ..kernels.value import FactoredRoot
 from .sufficient import SPLITS, TrainingStatistics, gram, gram_eigh
 
 
@@ -68,6 +69,14 @@ def _rows(features: Tensor, pos: Tensor) -> Tensor:
     return features if every else features[pos]
 
 
+def _reader(features: Any, v: Tensor) -> tuple[Tensor, Tensor]:
+    """``(rows, m)`` with ``rows[pos] @ m == features[pos] @ v``: a factored root ``L R`` is read as ``L``
+    with ``R v`` (formed once, not per row block), anything else as it is."""
+    if isinstance(features, FactoredRoot):
+        return features.left, features.right @ v
+    return features, v
+
+
 class Posterior:
     """The GP posterior over a nugget grid, from one eigendecomposition of the training Gram
     matrix ``V diag(w) V^T`` and ``coef = V^T rhs``: at nugget ``eps`` the mean of rows with
@@ -113,9 +122,10 @@ class Posterior:
         """``||F[pos] V (w + eps)^-1/2||^2`` per row; by row blocks past ``runtime.ROW_BLOCK_ENTRIES``
         (the variance of every node of a Reddit-sized GCNGP-X held three ``N x r`` temporaries)."""
         inv = 1.0 / (self.w + eps)
+        source, by = _reader(features, self.v)
 
         def rows(at: Tensor) -> Tensor:
-            proj = _rows(features, at) @ self.v
+            proj = _rows(source, at) @ by
             return (proj * proj * inv).sum(1)
 
         return self._by_row_blocks(pos, self.w.numel(), rows, features)
@@ -224,9 +234,10 @@ class LowRankPosterior(Posterior):
         (for the NNGP, ``Q = P``: ``||P[*] V (1 - w phi)||^2``, which vanishes at ``t = inf`` where the
         rank-``r`` kernel is pinned by at least ``r`` training nodes)."""
         phi = times.filter(self.w)
+        source, by = _reader(features, self.v)
 
         def rows(at: Tensor) -> Tensor:
-            proj = _rows(features, at) @ self.v
+            proj = _rows(source, at) @ by
             if nngp is None:
                 return (proj * (1 - self.w * phi)).square().sum(1)
             return (_rows(nngp, at) - (proj * phi) @ self.cross).square().sum(1)

@@ -130,7 +130,7 @@ def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nod
         own = y_train > 0
         class_grams = torch.stack([joined(centred_gram(left, train[own[:, c]])[0]) for c in range(y_train.size(1))])
         column_sum = (left[train].sum(0).double() @ wide).to(left.dtype)
-    return TrainingStatistics("low_rank", joined(g_train), right.T @ rhs, float((y_train * y_train).sum()),
+    return TrainingStatistics("low_rank", joined(g_train), (wide.T @ rhs).to(left.dtype), float((y_train * y_train).sum()),
                               int(train.numel()), diagonal_sum, num_nodes, class_grams, column_sum)
 
 
@@ -138,24 +138,28 @@ def centred_gram(rows: Tensor, index: Tensor, y: Optional[Tensor] = None) -> tup
     """``rows[index]^T rows[index]`` in float64 in one pass of row blocks, each block less a centre ``c``
     (the first block's mean, held in the rows' dtype), then ``c s^T + s c^T - n c c^T`` added (``s``: the
     rows' sum): a kernel's cross block has one large common direction, whose rounding would otherwise
-    swamp the small ones. With ``y`` (a row of targets per index), ``rows[index]^T y`` too."""
+    swamp the small ones. With ``y`` (a row of targets per index), ``rows[index]^T y`` too, in float64
+    the same way."""
     n, width = index.numel(), rows.size(1)
     g = torch.zeros(width, width, dtype=torch.float64, device=rows.device)
     total = torch.zeros(width, dtype=torch.float64, device=rows.device)
-    rhs = None if y is None else rows.new_zeros(width, y.size(1))
+    rhs = None if y is None else torch.zeros(width, y.size(1), dtype=torch.float64, device=rows.device)
     centre = None
     for start, stop in runtime.row_blocks(n, width):
         block = rows[index[start:stop]]
-        if y is not None:
-            rhs += block.T @ y[start:stop]
         sums = block.sum(0)
         total += sums.double()
         if centre is None:
             centre = sums / block.size(0)
-        g += gram(block.sub_(centre)).double()
+        block.sub_(centre)
+        g += gram(block).double()
+        if y is not None:   # (l - c)^T y in float64 (n r outputs: a small product); c 1^T y added below
+            rhs += block.double().T @ y[start:stop].double()
     if centre is None:
         return g, rhs
     c = centre.double()
+    if y is not None:
+        rhs += torch.outer(c, y.double().sum(0))
     return g + torch.outer(c, total) + torch.outer(total, c) - n * torch.outer(c, c), rhs
 
 

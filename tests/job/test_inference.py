@@ -188,3 +188,22 @@ def test_a_gp_job_on_a_factored_root_gives_the_plain_roots_row(monkeypatch):
         assert factored["nugget"] == pytest.approx(plain["nugget"], rel=1e-12)
         for key in ("test", "val", "train"):
             assert factored[key] == pytest.approx(plain[key], rel=1e-9, abs=1e-12), (kernel, key)
+
+
+def test_factored_statistics_in_float32_keep_the_right_hand_side_to_its_rounding():
+    """The right factor weighs the left one's small directions up (``V D^-1/2``); the right-hand side
+    ``R^T L[b]^T y`` is summed about the rows' centre in float64, so in float32 it stays near float32's
+    rounding of the exact value (7e-8 here; 1.0e-6 when it was summed in float32, 4.1e-7 from the
+    plain root ``(L R)[b]^T y``)."""
+    from gnngp_cli.gp.sufficient import factored_statistics
+    from gnngp_cli.kernels.value import FactoredRoot
+
+    g = torch.Generator().manual_seed(4)
+    left = 5.0 + torch.rand(3000, 60, generator=g, dtype=torch.float64)   # one large common direction
+    q, _ = torch.linalg.qr(torch.randn(60, 60, generator=g, dtype=torch.float64))
+    right = q * torch.logspace(0, 2, 60, dtype=torch.float64)
+    train = torch.arange(0, 3000, 2)
+    y = torch.nn.functional.one_hot(torch.randint(0, 4, (train.numel(),), generator=g), 4).double()
+    exact = right.T @ (left[train].T @ y)
+    got = factored_statistics(FactoredRoot(left.float(), right.float()), train, y.float(), 3000).rhs.double()
+    assert float((got - exact).abs().max() / exact.abs().max()) < 5e-7
