@@ -25,7 +25,10 @@ Reddit), each timed alone, best of ``--repeats``:
   ``g(Q_a Q_a^T)``, by torch's LAPACK and by SciPy's ``syevd``, which
   :func:`gnngp_cli.kernels.numerics.lapack_eigh` calls on the CPU since issue 51) and ``rows`` (the two matrix products ``Q Q_a^T`` and ``C V`` with ``g``
   between them). Bound: their ``2 N r (w + r)`` flops at the GEMM peak (the eigh has no bound
-  here: it is not one BLAS-3 call).
+  here: it is not one BLAS-3 call). ``factored rows``: the step as a GP job takes it past
+  ``ROW_BLOCK_ENTRIES`` (``TorchRoots(factored=True)``: ``C[:, a]`` kept beside ``V s``, the ``C V``
+  product left to the GP's Gram matrices); bound: ``Q Q_a^T``'s ``2 N r w`` flops. Code before
+  the factored root has no such row.
 
 ``of_bound`` is ``bound_s / seconds``. The script runs against whichever ``gnngp_cli`` is on the
 path (``--code`` names it in the rows), so a row of the main branch and one of a change come from
@@ -173,6 +176,15 @@ def main() -> None:
                                                                                                          marks, idx))
     seconds, relu = best_of(args.repeats, rows_only)
     record("ReLU Nystrom: rows (2 GEMMs + g)", seconds, flops=flops, width=w)
+    try:
+        from gnngp_cli.kernels.torch_roots import TorchRoots
+
+        factored = TorchRoots(factored=True)
+    except TypeError:   # code before the factored root
+        factored = None
+    if factored is not None:
+        seconds, _ = best_of(args.repeats, lambda: factored.activation_root(q, landmarks))
+        record("ReLU Nystrom: factored rows (1 GEMM + g)", seconds, flops=2.0 * n * r * w, width=w)
     convolution(torch.cat([relu, torch.full((n, 1), 0.1)], dim=1), "A Q (layer 2)")
     # The limits: the best of their measurements before and after the phases (on a shared machine
     # a single measurement can land in a busy moment, and a phase then seems faster than its bound).
