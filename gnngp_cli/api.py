@@ -17,6 +17,7 @@ returns its rows.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Union
 
@@ -281,7 +282,10 @@ class NodeGP:
             raise ConfigError(f"strategy takes a strategy's name (strategy=\"sigma_opt\"), not {type(strategy).__name__}")
         from .cli.messages import check_group_choices
 
-        check_group_choices([f"active={strategy}"])
+        try:
+            check_group_choices([f"active={strategy}"])
+        except ConfigError as err:   # the strategy as select takes it
+            raise ConfigError(re.sub(r"\bactive=(\w+)", r'strategy="\1"', str(err))) from None
         named = {f"active.budgets=[{budget}]": f"budget={budget}", "active.budgets": "budget", "active.batch": "batch",
                  "active.initial": "initial", "active.nugget": "nugget"}   # an error names the arguments as select takes them
         try:
