@@ -115,7 +115,7 @@ def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nod
     block at a time, never copied whole."""
     left, right = q.left, q.right
     wide = right.double()
-    g_train, rhs = centred_gram(left, train, y_train)
+    g_train, rhs, total = centred_gram(left, train, y_train)
 
     def joined(g: Tensor) -> Tensor:
         return (wide.T @ g @ wide).to(left.dtype)
@@ -129,17 +129,17 @@ def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nod
     if per_class:
         own = y_train > 0
         class_grams = torch.stack([joined(centred_gram(left, train[own[:, c]])[0]) for c in range(y_train.size(1))])
-        column_sum = (left[train].sum(0).double() @ wide).to(left.dtype)
+        column_sum = (total @ wide).to(left.dtype)
     return TrainingStatistics("low_rank", joined(g_train), (wide.T @ rhs).to(left.dtype), float((y_train * y_train).sum()),
                               int(train.numel()), diagonal_sum, num_nodes, class_grams, column_sum)
 
 
-def centred_gram(rows: Tensor, index: Tensor, y: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
+def centred_gram(rows: Tensor, index: Tensor, y: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor], Tensor]:
     """``rows[index]^T rows[index]`` in float64 in one pass of row blocks, each block less a centre ``c``
     (the first block's mean, held in the rows' dtype), then ``c s^T + s c^T - n c c^T`` added (``s``: the
     rows' sum): a kernel's cross block has one large common direction, whose rounding would otherwise
     swamp the small ones. With ``y`` (a row of targets per index), ``rows[index]^T y`` too, in float64
-    the same way."""
+    the same way; and ``s`` (float64)."""
     n, width = index.numel(), rows.size(1)
     g = torch.zeros(width, width, dtype=torch.float64, device=rows.device)
     total = torch.zeros(width, dtype=torch.float64, device=rows.device)
@@ -156,11 +156,11 @@ def centred_gram(rows: Tensor, index: Tensor, y: Optional[Tensor] = None) -> tup
         if y is not None:   # (l - c)^T y in float64 (n r outputs: a small product); c 1^T y added below
             rhs += block.double().T @ y[start:stop].double()
     if centre is None:
-        return g, rhs
+        return g, rhs, total
     c = centre.double()
     if y is not None:
         rhs += torch.outer(c, y.double().sum(0))
-    return g + torch.outer(c, total) + torch.outer(total, c) - n * torch.outer(c, c), rhs
+    return g + torch.outer(c, total) + torch.outer(total, c) - n * torch.outer(c, c), rhs, total
 
 
 def gram_eigh(gram: Tensor) -> tuple[Tensor, Tensor]:

@@ -35,7 +35,7 @@ measured on exact GCNIIGP on PubMed, and the ``n_train^3`` eigendecomposition; l
 ``N m^2`` per layer), at 10 GFLOP/s: "seconds" (under a minute), "minutes" (under an hour) or
 "hours", the line telling the predicted duration too. Dense work on this project's 2-core CI machine
 runs at about that rate; low-rank work, dense products at the GEMM peak, runs several times faster
-(the Reddit-sized GCNGP-X: about 13 min predicted, under 2 min of kernel and inference measured). A GPU is faster; the memory figure holds for its device memory
+(docs/usage.md). A GPU is faster; the memory figure holds for its device memory
 minus ``rss_now``. ``fit=mll`` evaluates the kernel and its gradient at each of its steps
 (:func:`fit_evaluations`: ``FIT_STEP_COST`` kernel evaluations a step), each candidate's fit
 before the chosen kernel's run.

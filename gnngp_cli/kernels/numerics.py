@@ -204,13 +204,14 @@ CHECK_ROWS = 1024   # rows of a kernel block that check_kernel reads at a time
 
 def check_kernel(k: Kernel, where: str) -> None:
     """Fail loudly (never silently NaN) if a layer's kernel is not a covariance."""
-    if isinstance(k.root, FactoredRoot):
-        if not k.root.finite():
+    if isinstance(k.root, FactoredRoot):   # its factors finite: so is their product, short of an overflow
+        parts = (k.root.left, k.root.right)
+    else:
+        parts = ((k.root if k.root is not None else k.matrix).detach(),)  # a check, not part of a fitted objective
+    for values in parts:
+        if values.numel() and not (math.isfinite(float(values.amax())) and math.isfinite(float(values.amin()))):  # NaN propagates; no temporaries
             raise not_finite(where)
-        return
-    values = (k.root if k.root is not None else k.matrix).detach()  # a check, not part of a fitted objective
-    if values.numel() and not (math.isfinite(float(values.amax())) and math.isfinite(float(values.amin()))):  # NaN propagates; no temporaries
-        raise not_finite(where)
+    values = parts[0]
     if k.matrix is None or not k.square or k.matrix.numel() == 0:  # a rectangular block's variances are checked by the pair evaluation
         return
     diag = torch.diagonal(values)

@@ -36,12 +36,14 @@ from .value import FactoredRoot, Kernel, held
 
 
 def activation_nystrom_rows(q: Tensor, q_a: Tensor, var_a: Tensor, factor: NystromFactor, is_landmark: Tensor, index: Tensor,
-                            activation: Activation = RELU) -> Tensor:
+                            activation: Activation = RELU, factored: bool = False) -> Tensor:
     """Rows of ``chol(g(Q Q^T))`` from rows ``q`` of ``Q``: ``C[b, a] = g(Q_b Q[a]^T)`` with the
     variances ``diag Q_b Q_b^T`` and ``var_a``, then the factor of ``C[a, a]`` (``is_landmark``,
-    ``index``: which rows are landmarks, and which; see :meth:`NystromFactor.apply`)."""
+    ``index``: which rows are landmarks, and which; see :meth:`NystromFactor.apply`); with
+    ``factored``, the rows of the left factor instead (:meth:`NystromFactor.left_rows`)."""
     var = (q * q).sum(1)
-    return factor.apply(activation.expectation(q @ q_a.T, var, var_a), is_landmark, index)
+    finish = factor.left_rows if factored else factor.apply
+    return finish(activation.expectation(q @ q_a.T, var, var_a), is_landmark, index)
 
 
 def activation_tangent_cross(q: Tensor, p: Optional[Tensor], q_a: Tensor, p_a: Optional[Tensor], activation: Activation = RELU) -> Tensor:
@@ -158,15 +160,10 @@ class TorchRoots:
         q_a = held(root[landmarks])
         var_a = (q_a * q_a).sum(1)
         factor = NystromFactor.of(activation.expectation(q_a @ q_a.T, var_a, var_a), "activation")
-        if self.factored:
-            def left(start, stop, is_landmark, index):
-                q = held(root[start:stop])
-                return factor.left_rows(activation.expectation(q @ q_a.T, (q * q).sum(1), var_a), is_landmark, index)
-
-            return FactoredRoot(by_row_blocks(root, landmarks, activation.name, left), factor.right)
-        return by_row_blocks(root, landmarks, activation.name,
-                             lambda start, stop, is_landmark, index: activation_nystrom_rows(held(root[start:stop]), q_a, var_a, factor, is_landmark,
-                                                                                             index, activation))
+        out = by_row_blocks(root, landmarks, activation.name,
+                            lambda start, stop, is_landmark, index: activation_nystrom_rows(held(root[start:stop]), q_a, var_a, factor, is_landmark,
+                                                                                            index, activation, self.factored))
+        return FactoredRoot(out, factor.right) if self.factored else out
 
     def activation_tangent_root(self, root: Tensor, tangent: Tensor, landmarks: Tensor, activation: Activation = RELU) -> Tensor:
         """The root of ``g'(Q Q^T) o P P^T`` (``P``: the tangent kernel's root): its columns on the

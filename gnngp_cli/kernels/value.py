@@ -8,7 +8,6 @@ variances from its own input.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
@@ -63,11 +62,6 @@ class FactoredRoot:
             return self.multiplied()[rows]
         return FactoredRoot(self.left[rows], self.right)
 
-    def __add__(self, other: Any) -> Tensor:
-        return held(self) + held(other)
-
-    __radd__ = __add__
-
     def __matmul__(self, other: Tensor) -> Tensor:
         return self.left @ (self.right @ other)
 
@@ -75,10 +69,6 @@ class FactoredRoot:
         return FactoredRoot(self.left, self.right * factor)
 
     __rmul__ = __mul__
-
-    def finite(self) -> bool:
-        """Whether both factors are finite (so is their product, short of an overflow)."""
-        return all(math.isfinite(float(t.amax())) and math.isfinite(float(t.amin())) for t in (self.left, self.right) if t.numel())
 
     def multiplied(self) -> Tensor:
         """``left @ right``, a new tensor (the factors may be shared: a weight's output shares ``left``)."""
