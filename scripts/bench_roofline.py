@@ -172,8 +172,8 @@ def main() -> None:
     def rows_only() -> torch.Tensor:
         from gnngp_cli.kernels.torch_roots import activation_nystrom_rows, by_row_blocks
 
-        return by_row_blocks(q, landmarks, "relu", lambda start, stop, marks, idx: activation_nystrom_rows(q[start:stop], q_a, var_a, factor,
-                                                                                                         marks, idx))
+        return by_row_blocks(q, landmarks, "relu", lambda start, stop, marks, idx, *into: activation_nystrom_rows(   # into: since its rows are written in place
+            q[start:stop], q_a, var_a, factor, marks, idx, **({"into": into[0]} if into else {})))
     seconds, relu = best_of(args.repeats, rows_only)
     record("ReLU Nystrom: rows (2 GEMMs + g)", seconds, flops=flops, width=w)
     try:

@@ -39,5 +39,5 @@ def cached_adjacency(edge_index: Tensor, num_nodes: int, kind: str, dtype: torch
         return {"crow": crow.cpu(), "col": col.cpu(), "weight": weight.cpu()}
 
     parts = cached_file(path, built_from, build, untrusted, what="the normalised adjacency from the edge list", source="the edge list",
-                        derived=True)
+                        derived=True, mapped=True)   # its three arrays live and go together: mapped, not copied
     return parts["crow"], parts["col"], parts["weight"]

@@ -7,19 +7,23 @@ digests (a flipped bit in a tensor's name, which both dicts share, is caught by 
 ``torch.load(weights_only=True)`` only (no global may be named, so no code in it can run), and
 its tensors are hashed again on every load: a file that fails that load, was built from other
 raw files, or whose tensors are not the ones written (an edited label, one flipped byte) is
-rebuilt from the verified raw files, with a warning naming it. A file that another user could have
+rebuilt from the verified raw files, with a warning naming it. Its tensors are hashed side by side
+on the machine's cores. A file that another user could have
 written (it, or a folder from the data root down to it, is group- or world-writable or owned by
 another user: :mod:`.trust`) is neither read nor written: whoever can write it can rewrite its
 digests too. The run says so in one warning naming the path and the fix, and builds the tensors
-from the raw files (checked against the digests shipped in the package), in memory. Hashing costs about a second per
-GB of tensors (Reddit: 2.4 GB), against minutes of kernel work.
+from the raw files (checked against the digests shipped in the package), in memory. A tensor's digest is
+kept with it while its bytes are unchanged (:func:`tensor_digest`): the edge list verified here names
+its adjacency's file (:mod:`.adjacency_cache`) without being hashed again.
 PyG's and OGB's own processed files (``data.pt``, ``pre_transform.pt``, ``geometric_data_processed.pt``)
 are never read: their loaders fall back to ``weights_only=False``.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
@@ -61,12 +65,16 @@ _DISTRUSTED: set[str] = set()   # the reasons a cache was distrusted in this pro
 def cached_file(path: Path, raw_digests: Mapping[str, str], build: Callable[[], dict[str, torch.Tensor]],
                 untrusted: Optional[Callable[[Path], Optional[str]]] = None,
                 what: str = "the dataset from its verified raw files", source: str = "the verified raw files",
-                derived: bool = False) -> dict[str, torch.Tensor]:
+                derived: bool = False, mapped: bool = False) -> dict[str, torch.Tensor]:
     """:func:`cached_tensors` in the file ``path``: what else is built once from a dataset and kept
     beside it (its normalised adjacency, :mod:`.adjacency_cache`), ``raw_digests`` naming what it
     was built from, checked the same way; the warnings say what is built from what (``what``) and
     what a rejected file is rebuilt from (``source``). ``derived``: a file built from a dataset
-    whose own cache was distrusted for the same reason says nothing more (one warning per folder)."""
+    whose own cache was distrusted for the same reason says nothing more (one warning per folder).
+    ``mapped``: the file is mapped into memory (copy-on-write) instead of copied into it, for tensors
+    that are held together as long as any of them is (one mapping serves them all, and is
+    released with the last: a dataset's edge list, released once its adjacency is built, would
+    keep its pages while its features live)."""
     distrusted = untrusted(path) if untrusted is not None else None
     if distrusted is not None:
         if not (derived and distrusted in _DISTRUSTED):
@@ -76,7 +84,7 @@ def cached_file(path: Path, raw_digests: Mapping[str, str], build: Callable[[], 
         return build()
     if path.is_file():
         try:
-            stored = torch.load(path, map_location="cpu", weights_only=True)
+            stored = torch.load(path, map_location="cpu", weights_only=True, mmap=mapped)
             problem = _problem(stored, raw_digests)
             if problem is None:
                 return stored["tensors"]
@@ -85,7 +93,7 @@ def cached_file(path: Path, raw_digests: Mapping[str, str], build: Callable[[], 
             print(f"gnngp: warning: processed file {path} could not be loaded safely ({load_failure(err)}); "
                   f"rebuilding it from {source}", file=sys.stderr)
     tensors = build()
-    digests = {name: tensor_digest(tensor) for name, tensor in tensors.items()}
+    digests = tensor_digests(tensors)
     stored = {"format": FORMAT, "raw": dict(raw_digests), "tensors": tensors, "digests": digests, "manifest": manifest(digests)}
     try:
         atomic_write(path, lambda f: torch.save(stored, f), binary=True)
@@ -111,19 +119,46 @@ def _problem(stored: object, raw_digests: Mapping[str, str]):
     digests = stored["digests"]
     if set(digests) != set(stored["tensors"]) or manifest(digests) != stored.get("manifest"):
         return "was changed after it was written (its tensor names or digests are not the ones written)"
-    changed = sorted(name for name, tensor in stored["tensors"].items() if tensor_digest(tensor) != digests[name])
+    now = tensor_digests(stored["tensors"])
+    changed = sorted(name for name in now if now[name] != digests[name])
     if changed:
         return f"was changed after it was written ({', '.join(changed)} no longer match the digests stored with them)"
     return None
 
 
 def tensor_digest(tensor: torch.Tensor) -> str:
-    """sha256 of a tensor's dtype, shape and bytes (contiguous, on the CPU)."""
+    """sha256 of a tensor's dtype, shape and bytes (contiguous, on the CPU). Kept on the tensor
+    with its version counter, storage and layout, so that asking again costs nothing until one of
+    them changes (an in-place write through any view bumps the version)."""
+    strided = tensor.layout == torch.strided
+    key = (tensor._version, tensor.data_ptr(), tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.device) if strided else None
+    known = getattr(tensor, "_gnngp_digest", None)
+    if strided and known is not None and known[0] == key:
+        return known[1]
     h = hashlib.sha256(f"{tensor.dtype}|{tuple(tensor.shape)}|".encode())
     data = tensor.detach().cpu().contiguous()
     if data.numel():
         h.update(memoryview(data.view(-1).view(torch.uint8).numpy()))
-    return h.hexdigest()
+    digest = h.hexdigest()
+    if strided:
+        try:
+            tensor._gnngp_digest = (key, digest)
+        except (AttributeError, RuntimeError):   # a tensor that takes no attribute is hashed each time
+            pass
+    return digest
+
+
+def tensor_digests(tensors: Mapping[str, torch.Tensor]) -> dict[str, str]:
+    """:func:`tensor_digest` of each tensor, side by side on the machine's cores (hashlib releases
+    the GIL while it hashes), the largest first."""
+    names = sorted(tensors, key=lambda name: -tensors[name].numel() * tensors[name].element_size())
+    workers = min(len(names), os.cpu_count() or 1)
+    if workers <= 1:
+        found = {name: tensor_digest(tensors[name]) for name in names}
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            found = dict(zip(names, pool.map(lambda name: tensor_digest(tensors[name]), names)))
+    return {name: found[name] for name in tensors}
 
 
 def _valid(stored: object) -> bool:

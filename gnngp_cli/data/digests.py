@@ -77,13 +77,15 @@ def verify_file(path: Path, key: str, shown: str | None = None) -> str:
 
 def verify_handle(f: BinaryIO, size: int, key: str, shown: str) -> str:
     """:func:`verify_file` of the ``size`` bytes an open file ``f`` holds from where it stands,
-    read once: its sha256 and its git blob id are taken from the same bytes."""
-    digest, blob = hashlib.sha256(), hashlib.sha1(f"blob {size}\0".encode())
+    read once: its sha256, and its git blob id from the same bytes where the table accepts one."""
+    accepted = expected(key)
+    digest = hashlib.sha256()
+    blob = hashlib.sha1(f"blob {size}\0".encode()) if any(d.startswith("gitblob:") for d in accepted) else None
     for block in iter(lambda: f.read(1 << 20), b""):
         digest.update(block)
-        blob.update(block)
+        if blob is not None:
+            blob.update(block)
     actual = digest.hexdigest()
-    accepted = expected(key)
     if not accepted or actual in accepted:
         return actual
     blobs = [d.split(":", 1)[1] for d in accepted if d.startswith("gitblob:")]

@@ -63,10 +63,33 @@ def spectral_filter(w: Tensor, eps) -> Tensor:
     return 1.0 / (w[:, None] + eps[None, :]) if eps.dim() else 1.0 / (w + eps)
 
 
+def _every_row(features: Any, pos: Tensor) -> bool:
+    return pos.numel() == features.size(0) and torch.equal(pos, torch.arange(features.size(0), device=pos.device))
+
+
 def _rows(features: Tensor, pos: Tensor) -> Tensor:
     """``features[pos]`` (no copy when ``pos`` is every row in order)."""
-    every = pos.numel() == features.size(0) and torch.equal(pos, torch.arange(features.size(0), device=pos.device))
-    return features if every else features[pos]
+    return features if _every_row(features, pos) else features[pos]
+
+
+class _Projection:
+    """``rows[pos] @ m`` for the row blocks of one pass, into buffers taken at its first (largest)
+    block and reused: a new block each time would be new pages of memory, zeroed by the system."""
+
+    def __init__(self, rows: Tensor, m: Tensor):
+        self.source, self.m = rows, m
+        self.picked: Optional[Tensor] = None
+        self.out: Optional[Tensor] = None
+
+    def __call__(self, pos: Tensor) -> Tensor:
+        k, picked = pos.numel(), self.source
+        if not _every_row(self.source, pos):
+            if self.picked is None:
+                self.picked = self.source.new_empty(k, self.source.size(1))
+            picked = torch.index_select(self.source, 0, pos, out=self.picked[:k])
+        if self.out is None:
+            self.out = picked.new_empty(k, self.m.size(1))
+        return torch.mm(picked, self.m, out=self.out[:k])
 
 
 def _reader(features: Any, v: Tensor) -> tuple[Tensor, Tensor]:
@@ -122,11 +145,11 @@ class Posterior:
         """``||F[pos] V (w + eps)^-1/2||^2`` per row; by row blocks past ``runtime.ROW_BLOCK_ENTRIES``
         (the variance of every node of a Reddit-sized GCNGP-X held three ``N x r`` temporaries)."""
         inv = 1.0 / (self.w + eps)
-        source, by = _reader(features, self.v)
+        project = _Projection(*_reader(features, self.v))
 
         def rows(at: Tensor) -> Tensor:
-            proj = _rows(source, at) @ by
-            return (proj * proj * inv).sum(1)
+            proj = project(at)
+            return proj.mul_(proj).mul_(inv).sum(1)
 
         return self._by_row_blocks(pos, self.w.numel(), rows, features)
 

@@ -60,15 +60,15 @@ GRAM_BLOCKS = 4           # column blocks of a Gram matrix: the blocks on and ab
 GRAM_BLOCK_MIN = 256      # below this many columns a block, one product (a small one gains nothing from the split)
 
 
-def gram(q: Tensor) -> Tensor:
+def gram(q: Tensor, out: Optional[Tensor] = None) -> Tensor:
     """``q^T q`` from the products of ``q``'s column blocks on and above the diagonal, the others
     their transposes: ``(k + 1) / 2k`` of one product's flops (5/8 at 4 blocks; a symmetric rank-k
-    update that torch does not offer). Equal to ``q.T @ q`` to round-off."""
+    update that torch does not offer). Equal to ``q.T @ q`` to round-off. Into ``out`` where given."""
     r = q.size(1)
     if r < GRAM_BLOCKS * GRAM_BLOCK_MIN:
-        return q.T @ q
+        return q.T @ q if out is None else torch.mm(q.T, q, out=out)
     edges = [round(i * r / GRAM_BLOCKS) for i in range(GRAM_BLOCKS + 1)]
-    out = q.new_empty(r, r)
+    out = q.new_empty(r, r) if out is None else out
     for i in range(GRAM_BLOCKS):
         rows = slice(edges[i], edges[i + 1])
         for j in range(i, GRAM_BLOCKS):
@@ -134,27 +134,34 @@ def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nod
                               int(train.numel()), diagonal_sum, num_nodes, class_grams, column_sum)
 
 
+RHS_ROWS = 1024   # rows of a block taken to float64 at a time for the right-hand side (a small temporary, reused by the allocator)
+
+
 def centred_gram(rows: Tensor, index: Tensor, y: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor], Tensor]:
     """``rows[index]^T rows[index]`` in float64 in one pass of row blocks, each block less a centre ``c``
     (the first block's mean, held in the rows' dtype), then ``c s^T + s c^T - n c c^T`` added (``s``: the
     rows' sum): a kernel's cross block has one large common direction, whose rounding would otherwise
     swamp the small ones. With ``y`` (a row of targets per index), ``rows[index]^T y`` too, in float64
-    the same way; and ``s`` (float64)."""
+    the same way; and ``s`` (float64). The row blocks and each block's Gram matrix are written into
+    buffers taken once (a new block each time would be new pages of memory, zeroed by the system)."""
     n, width = index.numel(), rows.size(1)
     g = torch.zeros(width, width, dtype=torch.float64, device=rows.device)
     total = torch.zeros(width, dtype=torch.float64, device=rows.device)
     rhs = None if y is None else torch.zeros(width, y.size(1), dtype=torch.float64, device=rows.device)
-    centre = None
+    centre = block_buffer = gram_buffer = None
     for start, stop in runtime.row_blocks(n, width):
-        block = rows[index[start:stop]]
+        if block_buffer is None:
+            block_buffer, gram_buffer = rows.new_empty(stop - start, width), rows.new_empty(width, width)
+        block = torch.index_select(rows, 0, index[start:stop], out=block_buffer[:stop - start])
         sums = block.sum(0)
         total += sums.double()
         if centre is None:
             centre = sums / block.size(0)
         block.sub_(centre)
-        g += gram(block).double()
-        if y is not None:   # (l - c)^T y in float64 (n r outputs: a small product); c 1^T y added below
-            rhs += block.double().T @ y[start:stop].double()
+        g += gram(block, out=gram_buffer)
+        if y is not None:   # (l - c)^T y in float64 (n r outputs: a small product), a few rows at a time; c 1^T y added below
+            for at in range(0, block.size(0), RHS_ROWS):
+                rhs += block[at:at + RHS_ROWS].double().T @ y[start + at:min(start + at + RHS_ROWS, stop)].double()
     if centre is None:
         return g, rhs, total
     c = centre.double()

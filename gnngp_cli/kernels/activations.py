@@ -23,9 +23,10 @@ from .relu import relu_derivative_expectation_entries, relu_expectation_entries,
 Entries = Callable[[Tensor, Tensor, Tensor], Tensor]   # (cov, var_x, var_y), broadcasting, -> the expectation
 
 
-def _by_rows(entries: Entries, cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int) -> Tensor:
-    """``entries`` over a block ``cov = K[rows, cols]`` in row chunks, to bound the temporaries."""
-    out = torch.empty_like(cov)
+def _by_rows(entries: Entries, cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int, out: Optional[Tensor] = None) -> Tensor:
+    """``entries`` over a block ``cov = K[rows, cols]`` in row chunks, to bound the temporaries;
+    into ``out`` where given (``cov`` itself: in place, each chunk read before it is written)."""
+    out = torch.empty_like(cov) if out is None else out
     for start in range(0, cov.size(0), chunk_rows):
         stop = min(start + chunk_rows, cov.size(0))
         out[start:stop] = entries(cov[start:stop], var_rows[start:stop, None], var_cols[None, :])
@@ -44,9 +45,10 @@ class Activation:
     derivative_entries: Entries              # g', entry by entry
     both: Optional[Callable[..., tuple[Tensor, Tensor]]] = None
 
-    def expectation(self, cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> Tensor:
-        """``g(K)`` of a block ``cov = K[rows, cols]`` with the variances of its rows and columns."""
-        return _by_rows(self.expectation_entries, cov, var_rows, var_cols, chunk_rows)
+    def expectation(self, cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048, out: Optional[Tensor] = None) -> Tensor:
+        """``g(K)`` of a block ``cov = K[rows, cols]`` with the variances of its rows and columns
+        (into ``out``, which may be ``cov``: a block of a large root needs no second block)."""
+        return _by_rows(self.expectation_entries, cov, var_rows, var_cols, chunk_rows, out)
 
     def derivative(self, cov: Tensor, var_rows: Tensor, var_cols: Tensor, chunk_rows: int = 2048) -> Tensor:
         """``g'(K)`` of a block, as :meth:`expectation`."""

@@ -6,7 +6,7 @@ import functools
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Optional
 
 import numpy as np
 import torch
@@ -143,12 +143,12 @@ class NystromFactor:
         floor = torch.clamp_min(top * 1e-4, torch.finfo(block.dtype).tiny)
         return cls(eigvecs, sqrt_d, sqrt_d / eigvals.clamp_min(floor))
 
-    def project(self, cross: Tensor) -> Tensor:
+    def project(self, cross: Tensor, into: Optional[Tensor] = None) -> Tensor:
         """``C[x, a] V sqrt(D)^+`` (smoothed) on every row of ``cross = C[:, a]``: one matrix
-        product, scaled where it lies (without a gradient)."""
+        product, scaled where it lies (without a gradient; into ``into`` where given)."""
         if cross.requires_grad or self.eigvecs.requires_grad or self.smoothed_inv.requires_grad:
             return (cross @ self.eigvecs) * self.smoothed_inv
-        return (cross @ self.eigvecs).mul_(self.smoothed_inv)
+        return (cross @ self.eigvecs if into is None else torch.mm(cross, self.eigvecs, out=into)).mul_(self.smoothed_inv)
 
     def landmark_rows(self, landmark_index: Tensor) -> Tensor:
         """``V[i] sqrt(D)``: the root's exact rows on the landmarks ``i``."""
@@ -170,11 +170,11 @@ class NystromFactor:
             cross[is_landmark] = (rows * floored) @ self.eigvecs.T
         return cross
 
-    def apply(self, cross: Tensor, is_landmark: Tensor, landmark_index: Tensor) -> Tensor:
+    def apply(self, cross: Tensor, is_landmark: Tensor, landmark_index: Tensor, into: Optional[Tensor] = None) -> Tensor:
         """Rows of the root from rows of ``C[:, a]``: ``C[x, a] V sqrt(D)^+`` (smoothed), and
         exactly ``V[i] sqrt(D)`` on the row of the ``i``-th landmark (``is_landmark`` marks
-        those rows, ``landmark_index`` gives their ``i`` in order)."""
-        root = self.project(cross)
+        those rows, ``landmark_index`` gives their ``i`` in order); written into ``into`` where given."""
+        root = self.project(cross, into)
         root[is_landmark] = self.landmark_rows(landmark_index)
         return root
 

@@ -36,14 +36,19 @@ from .value import FactoredRoot, Kernel, held
 
 
 def activation_nystrom_rows(q: Tensor, q_a: Tensor, var_a: Tensor, factor: NystromFactor, is_landmark: Tensor, index: Tensor,
-                            activation: Activation = RELU, factored: bool = False) -> Tensor:
+                            activation: Activation = RELU, factored: bool = False, into: Optional[Tensor] = None) -> Tensor:
     """Rows of ``chol(g(Q Q^T))`` from rows ``q`` of ``Q``: ``C[b, a] = g(Q_b Q[a]^T)`` with the
     variances ``diag Q_b Q_b^T`` and ``var_a``, then the factor of ``C[a, a]`` (``is_landmark``,
     ``index``: which rows are landmarks, and which; see :meth:`NystromFactor.apply`); with
-    ``factored``, the rows of the left factor instead (:meth:`NystromFactor.left_rows`)."""
+    ``factored``, the rows of the left factor instead (:meth:`NystromFactor.left_rows`). Written
+    into ``into`` where given (a row block of the root), ``g`` in place of ``Q_b Q[a]^T``: no
+    block-sized temporary is allocated (each would be new pages of memory, zeroed by the system)."""
     var = (q * q).sum(1)
-    finish = factor.left_rows if factored else factor.apply
-    return finish(activation.expectation(q @ q_a.T, var, var_a), is_landmark, index)
+    if factored:
+        cross = q @ q_a.T if into is None else torch.mm(q, q_a.T, out=into)
+        return factor.left_rows(activation.expectation(cross, var, var_a, out=None if cross.requires_grad else cross), is_landmark, index)
+    cross = q @ q_a.T
+    return factor.apply(activation.expectation(cross, var, var_a, out=None if cross.requires_grad else cross), is_landmark, index, into)
 
 
 def activation_tangent_cross(q: Tensor, p: Optional[Tensor], q_a: Tensor, p_a: Optional[Tensor], activation: Activation = RELU) -> Tensor:
@@ -83,10 +88,12 @@ def product_cross(q1: Tensor, q2: Tensor, q1_a: Tensor, q2_a: Tensor) -> Tensor:
 def by_row_blocks(root: Tensor, landmarks: Tensor, label: str, rows: Callable[[int, int, Tensor, Tensor], Any],
                   outputs: int = 1) -> Any:
     """A Nystrom root on ``landmarks`` over every node of ``root``, by row blocks into one output
-    of a column per landmark: ``rows(start, stop, is_landmark, index)`` gives its rows
+    of a column per landmark: ``rows(start, stop, is_landmark, index, into)`` gives its rows
     ``start:stop`` (``is_landmark``: which of them are landmarks, ``index``: which landmarks; see
-    :meth:`NystromFactor.apply`). With ``outputs`` > 1, that many roots at once (``rows`` gives a
-    tuple), each its own contiguous tensor (a column slice of one would be copied by what reads it)."""
+    :meth:`NystromFactor.apply`), written into ``into`` (those rows of the output; a tuple of them
+    with ``outputs`` > 1) or returned to be copied there. With ``outputs`` > 1, that many roots at
+    once (``rows`` gives a tuple), each its own contiguous tensor (a column slice of one would be
+    copied by what reads it)."""
     n, r = root.size(0), landmarks.numel()
     position = torch.full((n,), -1, dtype=torch.long, device=root.device)
     position[landmarks] = torch.arange(r, device=root.device)
@@ -96,9 +103,11 @@ def by_row_blocks(root: Tensor, landmarks: Tensor, label: str, rows: Callable[[i
         with within(f"{label} row block {i + 1} of {len(blocks)}"):
             block = position[start:stop]
             is_landmark = block >= 0
-            parts = rows(start, stop, is_landmark, block[is_landmark])
-            for out, part in zip(outs, parts if outputs > 1 else (parts,)):
-                out[start:stop] = part
+            into = tuple(out[start:stop] for out in outs)
+            parts = rows(start, stop, is_landmark, block[is_landmark], into if outputs > 1 else into[0])
+            for target, part in zip(into, parts if outputs > 1 else (parts,)):
+                if part.data_ptr() != target.data_ptr():
+                    target.copy_(part)
     return tuple(outs) if outputs > 1 else outs[0]
 
 
@@ -161,8 +170,8 @@ class TorchRoots:
         var_a = (q_a * q_a).sum(1)
         factor = NystromFactor.of(activation.expectation(q_a @ q_a.T, var_a, var_a), "activation")
         out = by_row_blocks(root, landmarks, activation.name,
-                            lambda start, stop, is_landmark, index: activation_nystrom_rows(held(root[start:stop]), q_a, var_a, factor, is_landmark,
-                                                                                            index, activation, self.factored))
+                            lambda start, stop, is_landmark, index, into: activation_nystrom_rows(held(root[start:stop]), q_a, var_a, factor,
+                                                                                                  is_landmark, index, activation, self.factored, into))
         return FactoredRoot(out, factor.right) if self.factored else out
 
     def activation_tangent_root(self, root: Tensor, tangent: Tensor, landmarks: Tensor, activation: Activation = RELU) -> Tensor:
@@ -180,8 +189,8 @@ class TorchRoots:
                                                          activation), landmarks, "activation (tangent)")
         q_a, p_a = root[landmarks], None if same else tangent[landmarks]
         factor = NystromFactor.of(activation_tangent_cross(q_a, p_a, q_a, p_a, activation), "activation (tangent)")
-        return by_row_blocks(root, landmarks, f"{activation.name} tangent", lambda start, stop, is_landmark, index: factor.apply(
-            activation_tangent_cross(root[start:stop], None if same else tangent[start:stop], q_a, p_a, activation), is_landmark, index))
+        return by_row_blocks(root, landmarks, f"{activation.name} tangent", lambda start, stop, is_landmark, index, into: factor.apply(
+            activation_tangent_cross(root[start:stop], None if same else tangent[start:stop], q_a, p_a, activation), is_landmark, index, into))
 
     def activation_roots(self, root: Tensor, tangent: Tensor, landmarks: Tensor, with_kernel: bool,
                          kernel_root: bool = True, activation: Activation = RELU) -> tuple[Optional[Tensor], Tensor]:
@@ -201,11 +210,11 @@ class TorchRoots:
         g_a, theta_a = activation_pair_rows(q_a, p_a, q_a, p_a, var_a, with_kernel, activation)
         factors = NystromFactor.of(g_a, "activation") if kernel_root else None, NystromFactor.of(theta_a, "activation (tangent)")
 
-        def rows(start, stop, is_landmark, index):
+        def rows(start, stop, is_landmark, index, into):
             g, theta = activation_pair_rows(root[start:stop], None if same else tangent[start:stop], q_a, p_a, var_a, with_kernel, activation)
             if not kernel_root:
-                return factors[1].apply(theta, is_landmark, index)
-            return factors[0].apply(g, is_landmark, index), factors[1].apply(theta, is_landmark, index)
+                return factors[1].apply(theta, is_landmark, index, into)
+            return factors[0].apply(g, is_landmark, index, into[0]), factors[1].apply(theta, is_landmark, index, into[1])
 
         if not kernel_root:
             return None, by_row_blocks(root, landmarks, f"{activation.name}'s tangent", rows)
@@ -220,8 +229,8 @@ class TorchRoots:
         if first.requires_grad or second.requires_grad or n * r <= runtime.ROW_BLOCK_ENTRIES:
             return nystrom_root(product_cross(first, second, q1_a, q2_a), landmarks, "product")
         factor = NystromFactor.of(product_cross(q1_a, q2_a, q1_a, q2_a), "product")
-        return by_row_blocks(first, landmarks, "product", lambda start, stop, is_landmark, index: factor.apply(
-            product_cross(first[start:stop], second[start:stop], q1_a, q2_a), is_landmark, index))
+        return by_row_blocks(first, landmarks, "product", lambda start, stop, is_landmark, index, into: factor.apply(
+            product_cross(first[start:stop], second[start:stop], q1_a, q2_a), is_landmark, index, into))
 
     def layer_output(self, k: Kernel, name: str) -> Kernel:
         """A named layer's output (and its tangent kernel), checked to be a valid covariance."""
