@@ -66,15 +66,21 @@ def local_kernel(kernel: Kernel, train: Tensor, diagonal: Tensor, low_rank: bool
     return LocalKernel(kernel, features, "exact", diagonal)
 
 
-def local_statistics(k: LocalKernel, train: Tensor, y_train: Tensor, per_class: bool = False) -> TrainingStatistics:
+def local_statistics(k: LocalKernel, train: Tensor, y_train: Tensor, per_class: bool = False, keep: Optional[Tensor] = None) -> TrainingStatistics:
     """The training statistics of ``k`` (``y_train``: the targets of ``train``, in ``k``'s dtype;
-    ``per_class``: each class's Gram matrix too, for a per-class likelihood)."""
+    ``per_class``: each class's Gram matrix too, for a per-class likelihood). ``keep``: nodes whose
+    rows the posterior reads again (validation and test): a factored root may keep them projected,
+    and ``k`` then holds that root (:class:`~gnngp_cli.gp.sufficient.ProjectedRoot`)."""
     pos_train = k.kernel.positions(train)
     n = k.diagonal.numel() if k.diagonal is not None else k.features.size(0)
     diagonal_sum = float(k.diagonal.mean()) * n if k.diagonal is not None else None   # the mean in the kernel's precision, as the nugget grid reads it
     nngp = None if k.nngp is None else k.nngp.features
     if k.strategy == "low_rank":   # the root's rows may be the labelled nodes only (an exact root): diag K from every node
-        return low_rank_statistics(k.features, pos_train, y_train, n, diagonal_sum, per_class, nngp)
+        kept = None if keep is None or not isinstance(k.features, FactoredRoot) else torch.sort(k.kernel.positions(keep))[0]
+        stats = low_rank_statistics(k.features, pos_train, y_train, n, diagonal_sum, per_class, nngp, kept)
+        if stats.projected is not None:
+            k.features = stats.projected
+        return replace(stats, projected=None)
     return TrainingStatistics("exact", k.features[pos_train], y_train, float((y_train * y_train).sum()), int(train.numel()), diagonal_sum, n,
                               cross=None if nngp is None else nngp[pos_train])
 
@@ -215,7 +221,7 @@ class LocalBackend:
     def statistics(self, k: LocalKernel) -> TrainingStatistics:
         train = self.train_ids()
         return local_statistics(k, train, regression_targets(self.data.y[train], self.info.task, self.info.num_classes, k.features.dtype),
-                                LIKELIHOODS[self.spec.likelihood.name].per_class)
+                                LIKELIHOODS[self.spec.likelihood.name].per_class, torch.cat([self._nodes("val"), self._nodes("test")]))
 
     def reduce(self, k: LocalKernel, fn: Callable[[RowGroup], Any], combine: Callable[..., Any]) -> Any:
         """``fn`` on one row group: every labelled node."""

@@ -13,7 +13,7 @@ from .. import runtime
 from ..errors import KernelError
 from ..kernels.numerics import psd_tolerance
 from ..kernels.value import FactoredRoot
-from .sufficient import SPLITS, TrainingStatistics, gram, gram_eigh
+from .sufficient import SPLITS, ProjectedRoot, TrainingStatistics, gram, gram_eigh
 
 
 @dataclass(frozen=True)
@@ -73,16 +73,23 @@ def _rows(features: Tensor, pos: Tensor) -> Tensor:
 
 
 class _Projection:
-    """``rows[pos] @ m`` for the row blocks of one pass, into buffers taken at its first (largest)
-    block and reused: a new block each time would be new pages of memory, zeroed by the system."""
+    """``features[pos] @ v`` for the row blocks of one pass, into buffers taken at its first (largest)
+    block and reused: a new block each time would be new pages of memory, zeroed by the system.
+    Rows that a :class:`~.sufficient.ProjectedRoot` keeps projected onto ``v`` are copied from there."""
 
-    def __init__(self, rows: Tensor, m: Tensor):
-        self.source, self.m = rows, m
+    def __init__(self, features: Any, v: Tensor):
+        self.features, self.v = features, v
+        self.source, self.m = _reader(features, v)
         self.picked: Optional[Tensor] = None
         self.out: Optional[Tensor] = None
 
     def __call__(self, pos: Tensor) -> Tensor:
         k, picked = pos.numel(), self.source
+        kept = self.features.locations(pos, self.v) if isinstance(self.features, ProjectedRoot) else None
+        if kept is not None:
+            if self.out is None:
+                self.out = self.features.rows.new_empty(k, self.features.rows.size(1))
+            return torch.index_select(self.features.rows, 0, kept, out=self.out[:k])
         if not _every_row(self.source, pos):
             if self.picked is None:
                 self.picked = self.source.new_empty(k, self.source.size(1))
@@ -108,7 +115,7 @@ class Posterior:
     predicts every row group (on Dask it is sent to the workers once)."""
 
     def __init__(self, stats: TrainingStatistics):
-        w, v = gram_eigh(stats.gram)
+        w, v = stats.decomposed[1:] if stats.decomposed is not None and stats.decomposed[0] is stats.gram else gram_eigh(stats.gram)
         if not bool(torch.isfinite(w).all()):
             raise KernelError("the kernel on the training nodes has NaN or infinite entries; check the features and sigmas")
         top = float(w[-1].clamp_min(0))
@@ -145,7 +152,7 @@ class Posterior:
         """``||F[pos] V (w + eps)^-1/2||^2`` per row; by row blocks past ``runtime.ROW_BLOCK_ENTRIES``
         (the variance of every node of a Reddit-sized GCNGP-X held three ``N x r`` temporaries)."""
         inv = 1.0 / (self.w + eps)
-        project = _Projection(*_reader(features, self.v))
+        project = _Projection(features, self.v)
 
         def rows(at: Tensor) -> Tensor:
             proj = project(at)

@@ -41,6 +41,9 @@ class TrainingStatistics:
     column_sum: Optional[Tensor] = None    # ... and ``Q[b]^T 1``
     cross: Optional[Tensor] = None         # a tangent kernel's NNGP ``K`` on the training rows (the covariance along training time):
                                            # exact ``K[b, b]``; low rank ``P[b]^T Q[b]`` (``Theta = P P^T``, ``K = Q Q^T``)
+    decomposed: Optional[tuple[Tensor, Tensor, Tensor]] = None   # ``(gram, w, V)``: ``gram``'s decomposition where the statistics
+                                                                 # took it (:func:`factored_statistics`); read only for that same ``gram``
+    projected: Optional["ProjectedRoot"] = None   # the root with rows kept projected onto that ``V`` (:func:`factored_statistics`)
 
     @property
     def scale(self) -> float:
@@ -53,7 +56,7 @@ class TrainingStatistics:
                        n_train=self.n_train + other.n_train, diagonal_sum=self.diagonal_sum + other.diagonal_sum,
                        class_grams=None if self.class_grams is None else self.class_grams + other.class_grams,
                        column_sum=None if self.column_sum is None else self.column_sum + other.column_sum,
-                       cross=None if self.cross is None else self.cross + other.cross)
+                       cross=None if self.cross is None else self.cross + other.cross, decomposed=None, projected=None)
 
 
 GRAM_BLOCKS = 4           # column blocks of a Gram matrix: the blocks on and above the diagonal, 10 of 16 products
@@ -80,17 +83,17 @@ def gram(q: Tensor, out: Optional[Tensor] = None) -> Tensor:
 
 
 def low_rank_statistics(q: Tensor, train: Tensor, y_train: Tensor, num_nodes: int, diagonal_sum: Optional[float] = None,
-                        per_class: bool = False, nngp: Optional[Tensor] = None) -> TrainingStatistics:
+                        per_class: bool = False, nngp: Optional[Tensor] = None, keep: Optional[Tensor] = None) -> TrainingStatistics:
     """The statistics of a root ``Q`` held on some rows (``train``: the training rows among them,
     ``y_train`` their targets); ``num_nodes``: the graph's node count; ``diagonal_sum``: the sum
     of ``diag K`` where the caller has it (default: over ``Q``'s rows, ``||Q||^2``); with
     ``per_class`` (one-hot ``y_train``), each class's Gram matrix and ``Q[b]^T 1`` too; with
     ``nngp`` (the NNGP kernel's root on the same rows, ``q`` a tangent kernel's), their cross Gram matrix.
     A :class:`~gnngp_cli.kernels.value.FactoredRoot` ``Q = L R`` is read as ``L``'s statistics with
-    ``R`` on their small sides (:func:`factored_statistics`)."""
+    ``R`` on their small sides (:func:`factored_statistics`; ``keep``: the rows it may keep projected)."""
     if isinstance(q, FactoredRoot):
         if nngp is None:
-            return factored_statistics(q, train, y_train, num_nodes, diagonal_sum, per_class)
+            return factored_statistics(q, train, y_train, num_nodes, diagonal_sum, per_class, keep)
         q = held(q)
     q_train = q[train]
     if diagonal_sum is None:
@@ -105,14 +108,41 @@ def low_rank_statistics(q: Tensor, train: Tensor, y_train: Tensor, num_nodes: in
                               None if nngp is None else q_train.T @ nngp[train])
 
 
+class ProjectedRoot(FactoredRoot):
+    """A factored root ``Q = L R`` with the rows ``index`` (positions, sorted) kept projected onto a
+    basis ``V``: ``rows[i] = Q[index[i]] V``. :func:`factored_statistics` forms them for the nugget
+    scale (``||Q_i||^2 = ||Q_i V||^2``, ``V`` orthogonal), and the posterior's variance pass reads
+    them where its basis is that ``V`` (:meth:`~.posterior.Posterior.explained`) instead of forming
+    them again. Anything else reads it as the factored root it is."""
+
+    __slots__ = ("index", "basis", "rows")
+
+    def __init__(self, root: FactoredRoot, index: Tensor, basis: Tensor, rows: Tensor):
+        super().__init__(root.left, root.right)
+        self.index, self.basis, self.rows = index, basis, rows
+
+    def locations(self, pos: Tensor, basis: Tensor) -> Optional[Tensor]:
+        """Where the positions ``pos`` sit among the kept rows, if every one does and ``basis`` is
+        the one they were projected onto; else ``None``."""
+        if basis is not self.basis or not pos.numel():
+            return None
+        at = torch.searchsorted(self.index, pos).clamp_max(self.index.numel() - 1)
+        return at if bool(torch.equal(self.index[at], pos)) else None
+
+
 def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nodes: int, diagonal_sum: Optional[float] = None,
-                        per_class: bool = False) -> TrainingStatistics:
+                        per_class: bool = False, keep: Optional[Tensor] = None) -> TrainingStatistics:
     """:func:`low_rank_statistics` of ``Q = L R`` without forming ``Q``: ``Q[b]^T Q[b] = R^T (L[b]^T L[b]) R``,
     ``Q[b]^T y_b = R^T (L[b]^T y_b)``, and ``||Q||^2 = sum (L^T L) o (R R^T)``, ``L^T L`` the training rows'
     Gram matrix plus the other rows' (each ``N r^2 / 2`` operations where ``L R`` would cost ``N r^2``).
     ``R`` weighs ``L``'s small directions up (a Nystrom step's ``V D^-1/2``), so ``L``'s Gram matrices are
     taken about their rows' mean and joined to ``R`` in float64 (:func:`centred_gram`); rows are read a
-    block at a time, never copied whole."""
+    block at a time, never copied whole. ``keep``: positions (sorted) of rows the posterior will read
+    again (the validation and test nodes): where they take at most half of ``L``'s memory, the
+    training Gram matrix is decomposed here (``decomposed``, which the posterior then takes) and
+    those rows projected onto its eigenbasis, ``Q[keep] V`` (``projected``), give their share of
+    ``||Q||^2`` in place of their Gram matrix (each ``N r^2`` operations, then their variances for
+    free); the other rows' share is read from their Gram matrix."""
     left, right = q.left, q.right
     wide = right.double()
     g_train, rhs, total = centred_gram(left, train, y_train)
@@ -120,18 +150,38 @@ def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nod
     def joined(g: Tensor) -> Tensor:
         return (wide.T @ g @ wide).to(left.dtype)
 
+    gram = joined(g_train)
+    decomposed = projected = None
     if diagonal_sum is None:
         rest = torch.ones(left.size(0), dtype=torch.bool, device=left.device)
         rest[train] = False
+        kept = 0.0
+        if keep is not None and keep.numel() and 2 * keep.numel() * right.size(1) <= left.numel():
+            decomposed = (gram, *gram_eigh(gram))
+            rows = project_rows(left, keep, right @ decomposed[2])
+            kept = float(torch.linalg.vecdot(rows, rows).double().sum())   # ||Q_i V||^2 per row (no temporary of the rows' size), summed in float64
+            projected = ProjectedRoot(q, keep, decomposed[2], rows)
+            rest[keep] = False
         g_all = g_train + centred_gram(left, rest.nonzero().view(-1))[0]
-        diagonal_sum = float((g_all * (wide @ wide.T)).sum())
+        diagonal_sum = float((g_all * (wide @ wide.T)).sum()) + kept
     class_grams = column_sum = None
     if per_class:
         own = y_train > 0
         class_grams = torch.stack([joined(centred_gram(left, train[own[:, c]])[0]) for c in range(y_train.size(1))])
         column_sum = (total @ wide).to(left.dtype)
-    return TrainingStatistics("low_rank", joined(g_train), (wide.T @ rhs).to(left.dtype), float((y_train * y_train).sum()),
-                              int(train.numel()), diagonal_sum, num_nodes, class_grams, column_sum)
+    return TrainingStatistics("low_rank", gram, (wide.T @ rhs).to(left.dtype), float((y_train * y_train).sum()),
+                              int(train.numel()), diagonal_sum, num_nodes, class_grams, column_sum, decomposed=decomposed, projected=projected)
+
+
+def project_rows(rows: Tensor, index: Tensor, m: Tensor) -> Tensor:
+    """``rows[index] @ m`` by row blocks into one tensor (each block gathered into one buffer)."""
+    out = rows.new_empty(index.numel(), m.size(1))
+    buffer = None
+    for start, stop in runtime.row_blocks(index.numel(), max(rows.size(1), m.size(1))):
+        if buffer is None:
+            buffer = rows.new_empty(stop - start, rows.size(1))
+        torch.mm(torch.index_select(rows, 0, index[start:stop], out=buffer[:stop - start]), m, out=out[start:stop])
+    return out
 
 
 RHS_ROWS = 1024   # rows of a block taken to float64 at a time for the right-hand side (a small temporary, reused by the allocator)

@@ -171,23 +171,30 @@ def test_a_gp_job_on_a_factored_root_gives_the_plain_roots_row(monkeypatch):
     """Past ROW_BLOCK_ENTRIES a GP job keeps the last Nystrom step's root factored (the GP reads its
     Gram matrices and ``Q[rows] @ M``); in float64 its row is the plain root's: the same nugget, the
     same metrics to round-off, on a network with a bias after the convolution (GCN) and one whose
-    branches are added (GCNII, multiplied out there)."""
+    branches are added (GCNII, multiplied out there). The validation and test rows kept projected
+    onto the posterior's eigenbasis (the nugget scale's share of them, then their variances) give
+    the same uncertainty columns."""
     from gnngp_cli import runtime
     from gnngp_cli.api import run
     from gnngp_cli.backends import local
+    from gnngp_cli.gp import sufficient
     from gnngp_cli.kernels.torch_roots import LOCAL_ROOTS
 
+    projected = []
+    real = sufficient.project_rows
+    monkeypatch.setattr(sufficient, "project_rows", lambda rows, index, m: projected.append(index.numel()) or real(rows, index, m))
     monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 4000)
     for kernel in (["kernel=gcngp_x", "kernel.sigma_b=0.3"], ["kernel=gcn2gp_x"]):
-        args = ["dataset=csbm", "dataset.num_nodes=600", *kernel, "landmarks.count=40", "dtype=float64", "runs=1", "progress=false"]
+        args = ["dataset=csbm", "dataset.num_nodes=600", "dataset.train_ratio=0.66", *kernel, "landmarks.count=40", "dtype=float64", "runs=1",
+                "progress=false"]   # Reddit's proportions: the validation and test rows take less than half of the root's memory
         factored = run(args)[0]
         monkeypatch.setattr(local, "FACTORED_ROOTS", LOCAL_ROOTS)
         plain = run(args)[0]
-        monkeypatch.undo()
-        monkeypatch.setattr(runtime, "ROW_BLOCK_ENTRIES", 4000)
+        monkeypatch.setattr(local, "FACTORED_ROOTS", local.TorchRoots(factored=True))
         assert factored["nugget"] == pytest.approx(plain["nugget"], rel=1e-12)
-        for key in ("test", "val", "train"):
+        for key in ("test", "val", "train", "var_correct", "var_wrong", "nll", "brier", "ece", "temperature"):
             assert factored[key] == pytest.approx(plain[key], rel=1e-9, abs=1e-12), (kernel, key)
+    assert len(projected) == 1 and projected[0] > 0   # GCN's run kept its validation and test rows projected (GCNII's root is multiplied out)
 
 
 def test_factored_statistics_in_float32_keep_the_right_hand_side_to_its_rounding():
