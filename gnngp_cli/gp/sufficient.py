@@ -133,7 +133,7 @@ class ProjectedRoot(FactoredRoot):
 def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nodes: int, diagonal_sum: Optional[float] = None,
                         per_class: bool = False, keep: Optional[Tensor] = None) -> TrainingStatistics:
     """:func:`low_rank_statistics` of ``Q = L R`` without forming ``Q``: ``Q[b]^T Q[b] = R^T (L[b]^T L[b]) R``,
-    ``Q[b]^T y_b = R^T (L[b]^T y_b)``, and ``||Q||^2 = sum (L^T L) o (R R^T)``, ``L^T L`` the training rows'
+    ``Q[b]^T y_b = R^T (L[b]^T y_b)``, and ``||Q||^2 = sum (L^T L R) o R``, ``L^T L`` the training rows'
     Gram matrix plus the other rows' (each ``N r^2 / 2`` operations where ``L R`` would cost ``N r^2``).
     ``R`` weighs ``L``'s small directions up (a Nystrom step's ``V D^-1/2``), so ``L``'s Gram matrices are
     taken about their rows' mean and joined to ``R`` in float64 (:func:`centred_gram`); rows are read a
@@ -147,10 +147,14 @@ def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nod
     wide = right.double()
     g_train, rhs, total = centred_gram(left, train, y_train)
 
-    def joined(g: Tensor) -> Tensor:
-        return (wide.T @ g @ wide).to(left.dtype)
+    def joined(g: Tensor, g_wide: Optional[Tensor] = None) -> Tensor:
+        return (wide.T @ (g @ wide if g_wide is None else g_wide)).to(left.dtype)
 
-    gram = joined(g_train)
+    def share(g_wide: Tensor) -> float:   # sum (L^T L) o (R R^T) = sum (L^T L R) o R: those rows' share of ||Q||^2
+        return float((g_wide * wide).sum())
+
+    g_wide = g_train @ wide
+    gram = joined(g_train, g_wide)
     decomposed = projected = None
     if diagonal_sum is None:
         rest = torch.ones(left.size(0), dtype=torch.bool, device=left.device)
@@ -162,8 +166,8 @@ def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nod
             kept = float(torch.linalg.vecdot(rows, rows).double().sum())   # ||Q_i V||^2 per row (no temporary of the rows' size), summed in float64
             projected = ProjectedRoot(q, keep, decomposed[2], rows)
             rest[keep] = False
-        g_all = g_train + centred_gram(left, rest.nonzero().view(-1))[0]
-        diagonal_sum = float((g_all * (wide @ wide.T)).sum()) + kept
+        others = rest.nonzero().view(-1)
+        diagonal_sum = share(g_wide) + kept + (share(centred_gram(left, others)[0] @ wide) if others.numel() else 0.0)
     class_grams = column_sum = None
     if per_class:
         own = y_train > 0
