@@ -13,7 +13,7 @@ written (it, or a folder from the data root down to it, is group- or world-writa
 another user: :mod:`.trust`) is neither read nor written: whoever can write it can rewrite its
 digests too. The run says so in one warning naming the path and the fix, and builds the tensors
 from the raw files (checked against the digests shipped in the package), in memory. A tensor's digest is
-kept with it while its bytes are unchanged (:func:`tensor_digest`): the edge list verified here names
+remembered beside it while its bytes are unchanged (:func:`tensor_digest`): the edge list verified here names
 its adjacency's file (:mod:`.adjacency_cache`) without being hashed again.
 PyG's and OGB's own processed files (``data.pt``, ``pre_transform.pt``, ``geometric_data_processed.pt``)
 are never read: their loaders fall back to ``weights_only=False``.
@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Mapping, Optional
@@ -126,25 +127,27 @@ def _problem(stored: object, raw_digests: Mapping[str, str]):
     return None
 
 
+_KNOWN: dict[int, tuple] = {}   # id(tensor) -> (a weak reference to it, its key, its digest): see tensor_digest
+
+
 def tensor_digest(tensor: torch.Tensor) -> str:
-    """sha256 of a tensor's dtype, shape and bytes (contiguous, on the CPU). Kept on the tensor
-    with its version counter, storage and layout, so that asking again costs nothing until one of
-    them changes (an in-place write through any view bumps the version)."""
+    """sha256 of a tensor's dtype, shape and bytes (contiguous, on the CPU). Remembered for the
+    tensor (beside it, never on it: nothing of it is saved with the tensor) with its version
+    counter, storage and layout, so that asking again costs nothing until one of them changes (an
+    in-place write through any view bumps the version)."""
     strided = tensor.layout == torch.strided
     key = (tensor._version, tensor.data_ptr(), tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.device) if strided else None
-    known = getattr(tensor, "_gnngp_digest", None)
-    if strided and known is not None and known[0] == key:
-        return known[1]
+    known = _KNOWN.get(id(tensor))
+    if strided and known is not None and known[0]() is tensor and known[1] == key:
+        return known[2]
     h = hashlib.sha256(f"{tensor.dtype}|{tuple(tensor.shape)}|".encode())
     data = tensor.detach().cpu().contiguous()
     if data.numel():
         h.update(memoryview(data.view(-1).view(torch.uint8).numpy()))
     digest = h.hexdigest()
     if strided:
-        try:
-            tensor._gnngp_digest = (key, digest)
-        except (AttributeError, RuntimeError):   # a tensor that takes no attribute is hashed each time
-            pass
+        ident = id(tensor)
+        _KNOWN[ident] = (weakref.ref(tensor, lambda _, ident=ident: _KNOWN.pop(ident, None)), key, digest)
     return digest
 
 

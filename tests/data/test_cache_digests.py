@@ -4,6 +4,7 @@ adjacency's file without being hashed again, and any in-place write is seen."""
 from __future__ import annotations
 
 import hashlib
+import io
 
 import torch
 
@@ -30,6 +31,19 @@ def test_a_digest_kept_on_a_tensor_follows_every_in_place_write():
     many = {"a": t, "b": torch.ones(5), "c": torch.zeros(0)}
     assert tensor_digests(many) == {name: fresh_digest(x) for name, x in many.items()}   # side by side, the same as one at a time
     assert list(tensor_digests(many)) == ["a", "b", "c"]
+
+
+def test_a_remembered_digest_is_never_saved_with_its_tensor():
+    """Beside the tensor, not on it: a file written after a tensor was hashed is the file of one never
+    hashed (a digest saved in it would come back with the tensor, trusted, from an untrusted file)."""
+    hashed, fresh = torch.arange(100), torch.arange(100)
+    tensor_digest(hashed)
+    saved = []
+    for t in (hashed, fresh):
+        buffer = io.BytesIO()
+        torch.save({"t": t}, buffer)
+        saved.append(buffer.getvalue())
+    assert saved[0] == saved[1]
 
 
 def test_a_mapped_cache_is_a_private_copy_of_its_file(tmp_path, capfd):
