@@ -133,7 +133,7 @@ class ProjectedRoot(FactoredRoot):
 def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nodes: int, diagonal_sum: Optional[float] = None,
                         per_class: bool = False, keep: Optional[Tensor] = None) -> TrainingStatistics:
     """:func:`low_rank_statistics` of ``Q = L R`` without forming ``Q``: ``Q[b]^T Q[b] = R^T (L[b]^T L[b]) R``,
-    ``Q[b]^T y_b = R^T (L[b]^T y_b)``, and ``||Q||^2 = sum (L^T L R) o R``, ``L^T L`` the training rows'
+    ``Q[b]^T y_b = R^T (L[b]^T y_b)``, and ``||Q||^2 = sum (R^T L^T L) o R^T``, ``L^T L`` the training rows'
     Gram matrix plus the other rows' (each ``N r^2 / 2`` operations where ``L R`` would cost ``N r^2``).
     ``R`` weighs ``L``'s small directions up (a Nystrom step's ``V D^-1/2``), so ``L``'s Gram matrices are
     taken about their rows' mean and joined to ``R`` in float64 (:func:`centred_gram`); rows are read a
@@ -147,14 +147,14 @@ def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nod
     wide = right.double()
     g_train, rhs, total = centred_gram(left, train, y_train)
 
-    def joined(g: Tensor, g_wide: Optional[Tensor] = None) -> Tensor:
-        return (wide.T @ (g @ wide if g_wide is None else g_wide)).to(left.dtype)
+    def joined(g: Tensor, wide_g: Optional[Tensor] = None) -> Tensor:   # (R^T g) R, in that order
+        return ((wide.T @ g if wide_g is None else wide_g) @ wide).to(left.dtype)
 
-    def share(g_wide: Tensor) -> float:   # sum (L^T L) o (R R^T) = sum (L^T L R) o R: those rows' share of ||Q||^2
-        return float((g_wide * wide).sum())
+    def share(wide_g: Tensor) -> float:   # sum (L^T L) o (R R^T) = sum (R^T L^T L) o R^T: those rows' share of ||Q||^2
+        return float((wide_g * wide.T).sum())
 
-    g_wide = g_train @ wide
-    gram = joined(g_train, g_wide)
+    wide_g = wide.T @ g_train
+    gram = joined(g_train, wide_g)
     decomposed = projected = None
     if diagonal_sum is None:
         rest = torch.ones(left.size(0), dtype=torch.bool, device=left.device)
@@ -167,7 +167,7 @@ def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nod
             projected = ProjectedRoot(q, keep, decomposed[2], rows)
             rest[keep] = False
         others = rest.nonzero().view(-1)
-        diagonal_sum = share(g_wide) + kept + (share(centred_gram(left, others)[0] @ wide) if others.numel() else 0.0)
+        diagonal_sum = share(wide_g) + kept + (share(wide.T @ centred_gram(left, others)[0]) if others.numel() else 0.0)
     class_grams = column_sum = None
     if per_class:
         own = y_train > 0
