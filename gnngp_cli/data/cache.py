@@ -20,14 +20,13 @@ are never read: their loaders fall back to ``weights_only=False``.
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
 import torch
 
+from .digests import side_by_side
 from .files import atomic_write
 
 FORMAT = 3   # 2: tensor digests; 3: and a manifest of names and digests (an older file is rebuilt once, with a warning)
@@ -138,15 +137,9 @@ def tensor_digest(tensor: torch.Tensor) -> str:
 
 
 def tensor_digests(tensors: Mapping[str, torch.Tensor]) -> dict[str, str]:
-    """:func:`tensor_digest` of each tensor, side by side on the machine's cores (hashlib releases
-    the GIL while it hashes), the largest first."""
+    """:func:`tensor_digest` of each tensor, side by side on the machine's cores, the largest first."""
     names = sorted(tensors, key=lambda name: -tensors[name].numel() * tensors[name].element_size())
-    workers = min(len(names), os.cpu_count() or 1)
-    if workers <= 1:
-        found = {name: tensor_digest(tensors[name]) for name in names}
-    else:
-        with ThreadPoolExecutor(workers) as pool:
-            found = dict(zip(names, pool.map(lambda name: tensor_digest(tensors[name]), names)))
+    found = dict(zip(names, side_by_side(lambda name: tensor_digest(tensors[name]), names)))
     return {name: found[name] for name in tensors}
 
 

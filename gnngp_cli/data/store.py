@@ -25,13 +25,12 @@ import shutil
 import socket
 import tempfile
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, ContextManager, Iterator, Mapping, Optional, Sequence
 
 from ..errors import DatasetError, DatasetUnavailable
-from .digests import DigestMismatch, sha256, verify_file, verify_handle, warn_unverified
+from .digests import DigestMismatch, sha256, side_by_side, verify_file, verify_handle, warn_unverified
 from .files import atomic_copy, atomic_write
 from .trust import untrusted
 
@@ -111,7 +110,7 @@ class DataStore:
                 f"the data cache {self.root} cannot be written ({err.strerror or err}{f': {err.filename}' if err.filename else ''}); "
                 f"set data.root (or {ROOT_ENV}) to a writable folder"
             ) from err
-        self.digests[name] = self._checked_all(target, name, files)
+        self.digests[name] = dict(zip(files, side_by_side(lambda f: self._checked(target / f, f"{name}/{f}"), files)))
         return target
 
     @contextlib.contextmanager
@@ -151,15 +150,6 @@ class DataStore:
 
     def _checked(self, path: Path, key: str, shown: Optional[str] = None) -> str:
         return verify_file(path, key, shown) if self.verify else sha256(path)
-
-    def _checked_all(self, target: Path, name: str, files: Sequence[str]) -> dict[str, str]:
-        """:meth:`_checked` of each file of ``name``, side by side on the machine's cores (hashlib
-        releases the GIL while it hashes); the first file that fails raises, as one at a time would."""
-        workers = min(len(files), os.cpu_count() or 1)
-        if workers <= 1:
-            return {f: self._checked(target / f, f"{name}/{f}") for f in files}
-        with ThreadPoolExecutor(workers) as pool:
-            return dict(zip(files, pool.map(lambda f: self._checked(target / f, f"{name}/{f}"), files)))
 
     def _obtain(self, name: str, files: Sequence[str], urls, archive) -> Path:
         target = self.folder(name)
