@@ -13,7 +13,7 @@ from .. import runtime
 from ..errors import KernelError
 from ..kernels.numerics import psd_tolerance
 from ..kernels.value import FactoredRoot
-from .sufficient import SPLITS, ProjectedRoot, TrainingStatistics, gram, gram_eigh
+from .sufficient import SPLITS, ProjectedRoot, RowProjection, TrainingStatistics, every_row, gram, gram_eigh
 
 
 @dataclass(frozen=True)
@@ -63,40 +63,9 @@ def spectral_filter(w: Tensor, eps) -> Tensor:
     return 1.0 / (w[:, None] + eps[None, :]) if eps.dim() else 1.0 / (w + eps)
 
 
-def _every_row(features: Any, pos: Tensor) -> bool:
-    return pos.numel() == features.size(0) and torch.equal(pos, torch.arange(features.size(0), device=pos.device))
-
-
 def _rows(features: Tensor, pos: Tensor) -> Tensor:
     """``features[pos]`` (no copy when ``pos`` is every row in order)."""
-    return features if _every_row(features, pos) else features[pos]
-
-
-class _Projection:
-    """``features[pos] @ v`` for the row blocks of one pass, into buffers taken at its first (largest)
-    block and reused: a new block each time would be new pages of memory, zeroed by the system.
-    Rows that a :class:`~.sufficient.ProjectedRoot` keeps projected onto ``v`` are copied from there."""
-
-    def __init__(self, features: Any, v: Tensor):
-        self.features, self.v = features, v
-        self.source, self.m = _reader(features, v)
-        self.picked: Optional[Tensor] = None
-        self.out: Optional[Tensor] = None
-
-    def __call__(self, pos: Tensor) -> Tensor:
-        k, picked = pos.numel(), self.source
-        kept = self.features.locations(pos, self.v) if isinstance(self.features, ProjectedRoot) else None
-        if kept is not None:
-            if self.out is None:
-                self.out = self.features.rows.new_empty(k, self.features.rows.size(1))
-            return torch.index_select(self.features.rows, 0, kept, out=self.out[:k])
-        if not _every_row(self.source, pos):
-            if self.picked is None:
-                self.picked = self.source.new_empty(k, self.source.size(1))
-            picked = torch.index_select(self.source, 0, pos, out=self.picked[:k])
-        if self.out is None:
-            self.out = picked.new_empty(k, self.m.size(1))
-        return torch.mm(picked, self.m, out=self.out[:k])
+    return features if every_row(features, pos) else features[pos]
 
 
 def _reader(features: Any, v: Tensor) -> tuple[Tensor, Tensor]:
@@ -105,6 +74,26 @@ def _reader(features: Any, v: Tensor) -> tuple[Tensor, Tensor]:
     if isinstance(features, FactoredRoot):
         return features.left, features.right @ v
     return features, v
+
+
+class _Projection(RowProjection):
+    """``features[pos] @ v`` for the row blocks of one pass (:class:`~.sufficient.RowProjection`, a
+    factored root read through :func:`_reader`); rows that a :class:`~.sufficient.ProjectedRoot` keeps
+    projected onto ``v`` are copied from there."""
+
+    def __init__(self, features: Any, v: Tensor):
+        super().__init__(*_reader(features, v))
+        self.features, self.v = features, v
+
+    def __call__(self, pos: Tensor, out: Optional[Tensor] = None) -> Tensor:
+        kept = self.features.locations(pos, self.v) if isinstance(self.features, ProjectedRoot) else None
+        if kept is None:
+            return super().__call__(pos, out)
+        if out is None:
+            if self.out is None:
+                self.out = self.features.rows.new_empty(pos.numel(), self.features.rows.size(1))
+            out = self.out[:pos.numel()]
+        return torch.index_select(self.features.rows, 0, kept, out=out)
 
 
 class Posterior:

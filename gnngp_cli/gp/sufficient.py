@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
@@ -177,14 +177,41 @@ def factored_statistics(q: FactoredRoot, train: Tensor, y_train: Tensor, num_nod
                               int(train.numel()), diagonal_sum, num_nodes, class_grams, column_sum, decomposed=decomposed, projected=projected)
 
 
+class RowProjection:
+    """``rows[pos] @ m`` for the row blocks of one pass, into buffers taken at its first (largest)
+    block and reused: a new block each time would be new pages of memory, zeroed by the system.
+    Every row in order is read without a gather. What a call returns is overwritten by the next."""
+
+    def __init__(self, rows: Tensor, m: Tensor):
+        self.rows, self.m = rows, m
+        self.picked: Optional[Tensor] = None
+        self.out: Optional[Tensor] = None
+
+    def __call__(self, pos: Tensor, out: Optional[Tensor] = None) -> Tensor:
+        """The product for the rows ``pos``: into ``out`` where given, else into the pass's buffer."""
+        k, picked = pos.numel(), self.rows
+        if not every_row(self.rows, pos):
+            if self.picked is None:
+                self.picked = self.rows.new_empty(k, self.rows.size(1))
+            picked = torch.index_select(self.rows, 0, pos, out=self.picked[:k])
+        if out is None:
+            if self.out is None:
+                self.out = picked.new_empty(k, self.m.size(1))
+            out = self.out[:k]
+        return torch.mm(picked, self.m, out=out)
+
+
+def every_row(rows: Any, pos: Tensor) -> bool:
+    """Whether ``pos`` is every row of ``rows`` in order."""
+    return pos.numel() == rows.size(0) and torch.equal(pos, torch.arange(rows.size(0), device=pos.device))
+
+
 def project_rows(rows: Tensor, index: Tensor, m: Tensor) -> Tensor:
-    """``rows[index] @ m`` by row blocks into one tensor (each block gathered into one buffer)."""
+    """``rows[index] @ m`` by row blocks into one tensor (:class:`RowProjection`)."""
     out = rows.new_empty(index.numel(), m.size(1))
-    buffer = None
+    project = RowProjection(rows, m)
     for start, stop in runtime.row_blocks(index.numel(), max(rows.size(1), m.size(1))):
-        if buffer is None:
-            buffer = rows.new_empty(stop - start, rows.size(1))
-        torch.mm(torch.index_select(rows, 0, index[start:stop], out=buffer[:stop - start]), m, out=out[start:stop])
+        project(index[start:stop], out=out[start:stop])
     return out
 
 
