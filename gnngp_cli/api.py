@@ -143,6 +143,13 @@ def load_dataset(name: str, **settings: Any):
     own = DATASETS.get(name) or DATASETS.get(getattr(PRESETS.get(name), "name", None) or "")   # csbm's num_nodes too, not only the common keys
     dataset_keys = set(config_fields(type(own.config) if own is not None else DatasetConfig))
     top = set(config_fields(RunConfig))
+    unknown = [k for k in settings if k not in dataset_keys | top]
+    if unknown:   # the nearest among the dataset's keys too (split_idx: split_index, not the top level's splits)
+        from .cli.messages import closest
+
+        near = closest(unknown[0], dataset_keys | top)
+        raise ConfigError(f"unknown setting {unknown[0]}; {f'did you mean {near}? ' if near else ''}the keys of dataset={name}: "
+                          f"{', '.join(sorted(dataset_keys))}, or a key of gnngp run (gnngp run --cfg job shows them)")
     scoped = {(f"dataset.{k}" if k in dataset_keys and k not in top else k): v for k, v in settings.items()}
     overrides = [f"dataset={name}", *overrides_of(scoped)]
     cfg = compose(overrides)
@@ -277,7 +284,9 @@ class NodeGP:
         The kernel's settings are this NodeGP's. Returns the node ids, e.g. ``NodeGP(kernel="gcngp_x").select(load_dataset("cora"), budget=40)``."""
         for name, value in (("budget", budget), ("batch", batch), ("initial", initial)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{name} takes a whole number of labels ({name}=4), not {value!r}")
+                raise ConfigError(f"{name} takes a whole number of labels, e.g. {name}={ {'budget': 40, 'batch': 1, 'initial': 0}[name]}, not {value!r}")
+        if budget < 1:
+            raise ConfigError(f"budget={budget} must be at least 1 label, e.g. budget=40")
         if not isinstance(strategy, str):
             raise ConfigError(f"strategy takes a strategy's name (strategy=\"sigma_opt\"), not {type(strategy).__name__}")
         from .cli.messages import check_group_choices
@@ -314,6 +323,9 @@ class NodeGP:
                                    "give data.test_mask or select(data, budget, test=...)")
             held = _node_ids(test if test is not None else torch.as_tensor(data.test_mask).cpu(), int(torch.as_tensor(data.x).size(0)), "test")
             train = torch.ones(int(torch.as_tensor(data.x).size(0)), dtype=torch.bool).index_fill_(0, held, False)
+            if not bool(train.any()):
+                raise DatasetError(f"the pool is empty: every one of the graph's {train.numel():,} nodes is a test node (never bought); "
+                                   "give fewer test nodes (test=... or data.test_mask)")
             val = torch.zeros_like(train)
         graph = _adopt(data, train, val, test, own, config)
         spec = parse(config)

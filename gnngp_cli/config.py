@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 from dataclasses import asdict, fields
 from typing import Any, Mapping, Optional
 
@@ -68,11 +69,11 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
     _choice(unread, UNREAD, "unread")
     unknown_keys(cfg)
     removed_keys(cfg)
+    if cfg.dataset is None:   # before the interpolations that read it (landmarks.fraction=${dataset.landmark_fraction})
+        raise ConfigError("no dataset chosen (dataset is null, e.g. by ~dataset); use dataset=<name>")
     resolvable(cfg)
     no_missing(cfg)
     sections(cfg)
-    if cfg.dataset is None:
-        raise ConfigError("no dataset chosen; use dataset=<name>")
     _choice(str(cfg.dataset.name).lower(), DATASETS, "dataset")
     if cfg.dataset.task is not None:
         _choice(cfg.dataset.task, TASKS, "dataset.task")
@@ -135,9 +136,11 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
     v = cfg.verify
     if len(v.widths) < 2 or min(v.widths) < 1 or len(set(v.widths)) < len(v.widths):
         raise ConfigError(f"verify.widths={list(v.widths)} must hold at least two different positive widths (for the slope)")
-    if v.seeds < 2 or v.num_nodes < 2 or v.bootstrap < 100 or not 0 < v.level < 1 or v.activation_samples < 1000:
-        raise ConfigError("verify.seeds must be >= 2, verify.num_nodes >= 2, verify.bootstrap >= 100, "
-                          "verify.activation_samples >= 1000 and 0 < verify.level < 1")
+    for key, ok, need in (("seeds", v.seeds >= 2, "at least 2"), ("num_nodes", v.num_nodes >= 2, "at least 2"),
+                          ("bootstrap", v.bootstrap >= 100, "at least 100"), ("activation_samples", v.activation_samples >= 1000, "at least 1000"),
+                          ("level", 0 < v.level < 1, "between 0 and 1, e.g. 0.95")):
+        if not ok:
+            raise ConfigError(f"verify.{key}={v[key]} must be {need}")
     if cfg.experiment.stand_in is not None:
         _choice(cfg.experiment.stand_in, ("csbm",), "experiment.stand_in")
     check_results_file(cfg.results_file)
@@ -298,9 +301,30 @@ def resolvable(cfg: Any) -> None:
         OmegaConf.to_container(cfg, resolve=True)
     except InterpolationResolutionError as err:
         where = f"{err.full_key}: " if getattr(err, "full_key", None) else ""
+        absent = re.search(r"Interpolation key '([^']+)' not found", str(err))
+        written = _written_with(cfg, "${" + absent.group(1) + "}") if absent else None
+        if written is not None:   # the key whose value names the absent one (seed=${foo}), not the first key to read it (protocol.seed=${seed})
+            where = f"{written[0]}={written[1]}: "
         raise ConfigError(f"{where}{str(err.msg if hasattr(err, 'msg') else err).splitlines()[0]}; an interpolation ${{...}} must name a key "
                           "of the config (gnngp run --cfg job shows them); or give the value itself") from None
     _typed_interpolations(copy.deepcopy(cfg))
+
+
+def _written_with(node: Any, needle: str, path: str = "") -> Optional[tuple[str, str]]:
+    """``(key, value as written)`` of the first interpolation whose written value holds ``needle``."""
+    from omegaconf import DictConfig, ListConfig
+
+    for key in list(node.keys()) if isinstance(node, DictConfig) else range(len(node)):
+        where = f"{path}.{key}" if path and isinstance(node, DictConfig) else f"{path}[{key}]" if path else str(key)
+        child = node._get_node(key)
+        if OmegaConf.is_interpolation(node, key):
+            if needle in str(child._value()):
+                return where, str(child._value())
+        elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none() and not child._is_missing():
+            found = _written_with(child, needle, where)
+            if found is not None:
+                return found
+    return None
 
 
 def _typed_interpolations(node: Any, path: str = "") -> None:

@@ -32,6 +32,10 @@ def check_output_dir(argv: list[str]) -> None:
     multirun = "-m" in argv or "--multirun" in argv
     key = "hydra.sweep.dir=" if multirun else "hydra.run.dir="
     value = next((a[len(key):] for a in reversed(argv) if a.startswith(key)), "multirun" if multirun else "outputs")
+    if not value.strip():   # an unset shell variable (hydra.run.dir=$OUT): Hydra would write into the working directory
+        print(f"gnngp: error: {key} is empty, as an unset shell variable leaves (e.g. {key}$OUT); give the folder, e.g. {key}outputs/my-run",
+              file=sys.stderr)
+        raise SystemExit(1)
     if "//" in value.split("://")[-1]:
         print(f"gnngp: error: {key}{value} has an empty part ('//'), as an unset shell variable leaves (e.g. $USER); give the folder in full",
               file=sys.stderr)
@@ -235,6 +239,7 @@ def _report(argv: list[str]) -> None:
 
     from ..errors import ConfigError, DatasetError
     from ..report import write_report
+    from ..results.writing import ResultsNotWritten
 
     class OneLine(argparse.ArgumentParser):
         def error(self, message):   # argparse's usage block and message: one line, as every other mistake (exit 2: a usage error)
@@ -273,7 +278,7 @@ def _report(argv: list[str]) -> None:
     except ConfigError as err:
         print(f"gnngp: error: {err}", file=sys.stderr)
         raise SystemExit(2)
-    except DatasetError as err:   # no results file under the folders given
+    except (DatasetError, ResultsNotWritten) as err:   # no result rows under the folders given; --out not writable
         print(f"gnngp: error: {err}", file=sys.stderr)
         raise SystemExit(1)
     print(f"report: {Path(args.out) / 'report.md'}")

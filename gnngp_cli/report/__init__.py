@@ -18,6 +18,9 @@ and error rows are expected and never fatal.
 """
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -25,6 +28,7 @@ from . import layouts
 from . import active
 from . import curves as learning
 from ..errors import ConfigError, DatasetError
+from ..results.writing import ResultsNotWritten
 from .paper_check import check_paper, checked
 from .figures import FIGURE3_NOTE, correlation_map, figure1, figure2, figure3, figure4
 from .reading import paper_values, preset_runs, read_results, result_files
@@ -78,12 +82,62 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
         if unknown:
             raise ConfigError(f"--exclude {','.join(unknown)}: not a dataset of the paper's tables; choose among {', '.join(known)}")
     rows = read_results(folders)
-    if rows.empty and not result_files(folders):   # before anything is written or removed: an earlier report in out stays as it was
-        raise DatasetError(f"no result rows under {', '.join(str(f) for f in folders)} (no results.csv or summary.csv); "
-                           f"nothing written, {out} left as it was; give the folders gnngp run wrote, e.g. outputs multirun")
-    out.mkdir(parents=True, exist_ok=True)
-    for name in [f"{t.name}{suffix}" for t in layouts.tables() for suffix in (".md", ".csv")] + [f"{f}.png" for f in FIGURES] + list(SECTION_FILES):
-        (out / name).unlink(missing_ok=True)   # what an earlier report wrote here and these rows may not make again
+    if rows.empty:   # before anything is written or removed: an earlier report in out stays as it was
+        where = ", ".join(str(f) for f in folders)
+        what = ("no results.csv or summary.csv" if not result_files(folders)
+                else "every results file was skipped or every row malformed: the warnings above say which")
+        raise DatasetError(f"no result rows under {where} ({what}); nothing written, {out} left as it was; "
+                           "give the folders gnngp run wrote, e.g. outputs multirun")
+    stage = _stage(out)
+    try:
+        status = _write(rows, folders, stage, tolerance, exclude, require_all)
+        _publish(stage, out)
+    except OSError as err:   # a full disk, a read-only folder: the earlier report in out stays whole
+        raise ResultsNotWritten(f"could not write the report to {out} ({err.strerror or type(err).__name__}"
+                                f"{': ' + str(err.filename) if err.filename else ''}); {out} left as it was; "
+                                "free space there or give another --out") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return status
+
+
+def report_files() -> list[str]:
+    """Every file name a report may write (the tables, figures and sections that rows may or may not make)."""
+    return (["report.md", "runs.md", "runs.csv"] + [f"{t.name}{suffix}" for t in layouts.tables() for suffix in (".md", ".csv")]
+            + [f"{f}.png" for f in FIGURES] + list(SECTION_FILES))
+
+
+def _stage(out: Path) -> Path:
+    """A new folder beside ``out`` (the same file system) that the report is written into first."""
+    if out.exists() and not out.is_dir():
+        raise ResultsNotWritten(f"--out {out} is a file, not a folder; give a folder, e.g. --out outputs/report")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{out.name}.writing-", dir=out.parent))
+    except OSError as err:
+        raise ResultsNotWritten(f"--out {out}: cannot write there ({err.strerror or type(err).__name__}); "
+                                "give a folder you can write, e.g. --out outputs/report") from None
+
+
+def _publish(stage: Path, out: Path) -> None:
+    """The staged report moved into ``out`` a file at a time (each move whole: a rename in one file
+    system), then what an earlier report wrote there and these rows did not make again removed;
+    other files in ``out`` are left alone."""
+    out.mkdir(exist_ok=True)
+    made = {p.name for p in stage.iterdir()}
+    taken = sorted(name for name in made if (out / name).is_dir())
+    if taken:   # before anything moves: a rename onto a folder fails, and the report would be half new
+        raise ResultsNotWritten(f"--out {out}: {', '.join(taken)} there {'is a folder' if len(taken) == 1 else 'are folders'}; "
+                                f"move {'it' if len(taken) == 1 else 'them'} or give another --out; {out} left as it was")
+    for name in sorted(made):
+        os.replace(stage / name, out / name)
+    for name in report_files():
+        if name not in made:
+            (out / name).unlink(missing_ok=True)
+
+
+def _write(rows, folders: list[Path], out: Path, tolerance: Optional[float], exclude: Iterable[str], require_all: bool) -> int:
+    """The report of ``rows`` into the empty folder ``out`` (:func:`write_report`)."""
     ok, failed = int((rows["status"] == "ok").sum()), int((rows["status"] != "ok").sum())
     lines = ["# gnngp report", "", f"Results read from: {', '.join(str(f) for f in folders)} ({ok} result rows, {failed} error rows).", ""]
     own = own_runs(rows)

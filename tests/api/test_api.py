@@ -199,6 +199,7 @@ MASK_01 = (torch.arange(200) < 80).long()
     (lambda: run("dataset=cora"), ConfigError, "got 'dataset=cora'"),
     (lambda: NodeGP(seed="${foo}"), ConfigError, "seed='${foo}': a setting takes a value, and ${...} is an interpolation"),
     (lambda: run(["seed=${foo}"]), ConfigError, "Interpolation key 'foo' not found; an interpolation ${...} must name a key of the config"),
+    (lambda: load_dataset("cora", split_idx=1), ConfigError, "unknown setting split_idx; did you mean split_index? the keys of dataset=cora: "),
 ])
 def test_a_bad_input_is_one_typed_error(call, error, message):
     """Each of these was a traceback from deep inside torch or OmegaConf, or silently wrong (a

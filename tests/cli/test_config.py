@@ -94,6 +94,9 @@ def test_wrong_key_or_type_fails_at_composition():
         ("device=tpu", "device='tpu' is not valid"),
         ("dtype=float16", "dtype='float16' is not valid"),
         ("kernel.base.name=rbff", "kernel.base.name='rbff' is not valid \\(did you mean 'rbf'\\?\\)"),
+        ("verify.level=2", "verify.level=2.0 must be between 0 and 1"),
+        ("verify.seeds=1", "verify.seeds=1 must be at least 2"),
+        ("verify.bootstrap=5", "verify.bootstrap=5 must be at least 100"),
     ],
 )
 def test_impossible_values_fail_before_any_work(override, message):

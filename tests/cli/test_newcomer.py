@@ -55,6 +55,14 @@ def test_no_folder_is_made_from_an_empty_shell_variable(tmp_path, args, env, sai
     assert not (tmp_path / "made").exists()
 
 
+@pytest.mark.parametrize("args", [["hydra.run.dir="], ["-m", "hydra.sweep.dir= ", "dataset=cora"]])
+def test_an_empty_output_folder_is_refused_not_the_working_directory(tmp_path, args):
+    """``hydra.run.dir=$OUT`` with ``OUT`` unset: Hydra would write the job into the working directory."""
+    out = in_process("run", *args, cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "is empty, as an unset shell variable leaves" in out.stderr, out.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.paper  # slow end to end: runs with the paper tests, keeping the fast suite within its 10 minutes
 def test_with_splits_all_every_line_of_a_split_names_it(tmp_path, data_overrides):
     out = in_process("run", "dataset=chameleon_filtered", "kernel=gcngp_x", "splits=all", *data_overrides, f"hydra.run.dir={tmp_path}")

@@ -132,7 +132,9 @@ def test_an_interpolation_that_does_not_resolve_is_one_line(tmp_path):
     out = in_process("run", "seed=${foo}", f"hydra.run.dir={tmp_path / 'run'}")
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 1 and len(lines) == 1 and not (tmp_path / "run").exists()
-    assert lines[0].startswith("gnngp: error: ") and "Interpolation key 'foo' not found; an interpolation ${...} must name a key" in lines[0]
+    assert lines[0].startswith("gnngp: error: seed=${foo}: ") and "Interpolation key 'foo' not found; an interpolation ${...} must name a key" in lines[0]
+    removed = in_process("run", "~dataset", f"hydra.run.dir={tmp_path / 'run'}")   # not landmarks.fraction, which reads dataset
+    assert removed.returncode == 1 and removed.stderr.strip() == "gnngp: error: no dataset chosen (dataset is null, e.g. by ~dataset); use dataset=<name>"
 
 
 @pytest.mark.parametrize("args, advice", [

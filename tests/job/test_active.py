@@ -15,7 +15,7 @@ import torch
 
 from gnngp_cli.api import NodeGP, compose
 from gnngp_cli.config import validate
-from gnngp_cli.errors import ConfigError
+from gnngp_cli.errors import ConfigError, DatasetError
 from gnngp_cli.gp.strategies import STRATEGIES, Selection, choose
 from gnngp_cli.gp.updates import LabelPosterior, Prior, log_marginal_likelihood, rebuilt
 from gnngp_cli.metrics import macro_f1
@@ -225,6 +225,12 @@ def test_select_returns_the_nodes_in_order():
         NodeGP(kernel="gcngp").select(data, budget=5000, test=torch.arange(30, 40))   # named as select takes it, not active.budgets=[5000]
     with pytest.raises(ConfigError, match=r"^batch=0 must be at least 1"):
         NodeGP(kernel="gcngp").select(data, budget=6, batch=0, test=torch.arange(30, 40))
+    with pytest.raises(ConfigError, match=r"^budget=0 must be at least 1 label, e.g. budget=40$"):   # an int, not active.budgets' list
+        NodeGP(kernel="gcngp").select(data, budget=0, test=torch.arange(30, 40))
+    with pytest.raises(ConfigError, match=r"^budget takes a whole number of labels, e.g. budget=40, not 10.5$"):
+        NodeGP(kernel="gcngp").select(data, budget=10.5, test=torch.arange(30, 40))
+    with pytest.raises(DatasetError, match=r"^the pool is empty: every one of the graph's 40 nodes is a test node"):
+        NodeGP(kernel="gcngp").select(data, budget=6, test=torch.arange(40))
     data.y = torch.randn(40)   # regression: no class probabilities
     with pytest.raises(ConfigError, match="active=entropy reads class probabilities, and .* is a regression task"):
         NodeGP(kernel="gcngp").select(data, budget=6, strategy="entropy", test=torch.arange(30, 40))

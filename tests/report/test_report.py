@@ -341,6 +341,41 @@ def test_report_reads_only_the_folders_it_is_given(tmp_path):
     assert (tmp_path / "r" / "report.md").read_text() == before
 
 
+def test_an_unwritable_out_is_one_line_and_an_earlier_report_stays_whole(tmp_path, monkeypatch):
+    runs = results(tmp_path, [row("cora", "GCNGP", 0.828)])
+    (tmp_path / "afile").write_text("mine")
+    as_file = in_process("report", str(runs), "--out", str(tmp_path / "afile"))
+    assert as_file.returncode == 1 and as_file.stderr.count("\n") == 1 and "is a file, not a folder" in as_file.stderr
+    assert (tmp_path / "afile").read_text() == "mine"
+    (tmp_path / "o" / "report.md").mkdir(parents=True)
+    taken = in_process("report", str(runs), "--out", str(tmp_path / "o"))
+    assert taken.returncode == 1 and taken.stderr.count("\n") == 1 and "report.md there is a folder" in taken.stderr
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["report.md"]   # nothing of the new report moved in
+    assert in_process("report", str(runs), "--out", str(tmp_path / "r")).returncode == 0
+    (tmp_path / "r" / "notes.txt").write_text("the user's own")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir()}
+    import gnngp_cli.report as report
+
+    def full(*args, **kwargs):   # the disk fills while the report is written: after runs.md and runs.csv, before report.md
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report, "uncertainty_table", full)
+    with pytest.raises(report.ResultsNotWritten, match="No space left on device.*left as it was"):
+        write_report([runs], tmp_path / "r")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []   # no staging folder left behind
+
+
+def test_rows_all_malformed_are_refused_and_the_earlier_report_kept(tmp_path):
+    good = results(tmp_path / "good", [row("cora", "GCNGP", 0.828)])
+    assert in_process("report", str(good), "--out", str(tmp_path / "r")).returncode == 0
+    before = (tmp_path / "r" / "report.md").read_text()
+    bad = results(tmp_path / "bad", [{**row("cora", "GCNGP", 0.828), "status": "maybe"}])
+    done = in_process("report", str(bad), "--out", str(tmp_path / "r"))
+    assert done.returncode == 1 and "malformed row" in done.stderr and "every row malformed" in done.stderr
+    assert (tmp_path / "r" / "report.md").read_text() == before
+
+
 @pytest.mark.paper
 def test_report_of_real_grid_mll_and_dask_runs_on_cora(tmp_path, mirror):
     """The CLI end to end: a Table 4 preset's grid runs on Cora, the same preset with fit=mll and

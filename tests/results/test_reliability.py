@@ -173,8 +173,9 @@ def test_the_report_skips_a_fifo_instead_of_blocking(tmp_path):
     os.mkfifo(folder / "results.csv")
     done = subprocess.run([sys.executable, "-m", "gnngp_cli", "report", str(tmp_path / "runs"), "--out", str(tmp_path / "report")],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr   # nothing read: one line, and no report written over an earlier one
     assert f"gnngp: warning: skipped {folder / 'results.csv'}: {folder / 'results.csv'} is not a regular file" in done.stderr
+    assert "every results file was skipped" in done.stderr and not (tmp_path / "report").exists()
 
 
 def test_appending_to_a_fifo_sends_the_rows_to_a_fallback_file(tmp_path):
