@@ -140,7 +140,7 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
                           ("bootstrap", v.bootstrap >= 100, "at least 100"), ("activation_samples", v.activation_samples >= 1000, "at least 1000"),
                           ("level", 0 < v.level < 1, "between 0 and 1, e.g. 0.95")):
         if not ok:
-            raise ConfigError(f"verify.{key}={v[key]} must be {need}")
+            raise ConfigError(f"verify.{key}={getattr(v, key)} must be {need}")
     if cfg.experiment.stand_in is not None:
         _choice(cfg.experiment.stand_in, ("csbm",), "experiment.stand_in")
     check_results_file(cfg.results_file)

@@ -88,16 +88,18 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
                 else "every results file was skipped or every row malformed: the warnings above say which")
         raise DatasetError(f"no result rows under {where} ({what}); nothing written, {out} left as it was; "
                            "give the folders gnngp run wrote, e.g. outputs multirun")
+    created = not out.exists()
     stage = _stage(out)
     try:
         status = _write(rows, folders, stage, tolerance, exclude, require_all)
         _publish(stage, out)
     except OSError as err:   # a full disk, a read-only folder: the earlier report in out stays whole
-        raise ResultsNotWritten(f"could not write the report to {out} ({err.strerror or type(err).__name__}"
-                                f"{': ' + str(err.filename) if err.filename else ''}); {out} left as it was; "
+        raise ResultsNotWritten(f"could not write the report to {out} ({err.strerror or type(err).__name__}); {out} left as it was; "
                                 "free space there or give another --out") from None
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        if created and out.is_dir() and not any(out.iterdir()):   # made for this report, which failed
+            out.rmdir()
     return status
 
 
@@ -108,12 +110,13 @@ def report_files() -> list[str]:
 
 
 def _stage(out: Path) -> Path:
-    """A new folder beside ``out`` (the same file system) that the report is written into first."""
+    """A new hidden folder inside ``out`` (made if need be), so on ``out``'s own file system, that
+    the report is written into first."""
     if out.exists() and not out.is_dir():
         raise ResultsNotWritten(f"--out {out} is a file, not a folder; give a folder, e.g. --out outputs/report")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f".{out.name}.writing-", dir=out.parent))
+        out.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".writing-", dir=out))
     except OSError as err:
         raise ResultsNotWritten(f"--out {out}: cannot write there ({err.strerror or type(err).__name__}); "
                                 "give a folder you can write, e.g. --out outputs/report") from None
@@ -123,7 +126,6 @@ def _publish(stage: Path, out: Path) -> None:
     """The staged report moved into ``out`` a file at a time (each move whole: a rename in one file
     system), then what an earlier report wrote there and these rows did not make again removed;
     other files in ``out`` are left alone."""
-    out.mkdir(exist_ok=True)
     made = {p.name for p in stage.iterdir()}
     taken = sorted(name for name in made if (out / name).is_dir())
     if taken:   # before anything moves: a rename onto a folder fails, and the report would be half new

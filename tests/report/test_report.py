@@ -363,7 +363,7 @@ def test_an_unwritable_out_is_one_line_and_an_earlier_report_stays_whole(tmp_pat
     with pytest.raises(report.ResultsNotWritten, match="No space left on device.*left as it was"):
         write_report([runs], tmp_path / "r")
     assert {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir()} == before
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []   # no staging folder left behind
+    assert not [p for p in tmp_path.rglob(".writing-*")]   # no staging folder left behind
 
 
 def test_rows_all_malformed_are_refused_and_the_earlier_report_kept(tmp_path):
