@@ -143,7 +143,7 @@ def load_dataset(name: str, **settings: Any):
     own = DATASETS.get(name) or DATASETS.get(getattr(PRESETS.get(name), "name", None) or "")   # csbm's num_nodes too, not only the common keys
     dataset_keys = set(config_fields(type(own.config) if own is not None else DatasetConfig))
     top = set(config_fields(RunConfig))
-    unknown = [k for k in settings if k not in dataset_keys | top]
+    unknown = [k for k in settings if "." not in k and k not in dataset_keys | top]   # a dotted key (dataset.num_nodes): the config's own check
     if unknown:   # the nearest among the dataset's keys too (split_idx: split_index, not the top level's splits)
         from .cli.messages import closest
 

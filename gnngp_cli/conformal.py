@@ -77,9 +77,10 @@ def check_values(c) -> None:
         raise ConfigError(f"conformal.penalty={c.penalty} must be at least 0 (e.g. 0.01)")
     whole("kreg", 0, COUNT_MAX, "e.g. 1")
     neighbours, xi, mu = finite("neighbours"), finite("xi"), finite("mu")
-    if not (0 <= neighbours <= 1 and xi >= 0 and mu >= 0 and xi + mu <= 1):
-        raise ConfigError(f"conformal.neighbours={neighbours}, conformal.xi={xi} and conformal.mu={mu} are weights: each in [0, 1], "
-                          "xi + mu at most 1 (e.g. 0.5, 1/3 and 1/3)")
+    if not 0 <= neighbours <= 1:   # daps's weight
+        raise ConfigError(f"conformal.neighbours={neighbours} is a weight: give a value in [0, 1] (e.g. 0.5)")
+    if not (xi >= 0 and mu >= 0 and xi + mu <= 1):   # snaps's two weights
+        raise ConfigError(f"conformal.xi={xi} and conformal.mu={mu} are weights: each at least 0, xi + mu at most 1 (e.g. 1/3 and 1/3)")
     whole("k", 1, COUNT_MAX, "e.g. 20 feature-similar nodes")
 
 

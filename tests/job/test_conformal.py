@@ -227,6 +227,7 @@ def test_conformal_on_dask_gives_the_local_columns(cache):
     ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.alpha=1.5"], "conformal.alpha=1.5 must be between 0 and 1"),
     ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.splits=0"], "conformal.splits=0"),
     ([*CSBM, "kernel=gcngp", "conformal=snaps", "conformal.xi=0.8", "conformal.mu=0.5"], "xi + mu at most 1"),
+    ([*CSBM, "kernel=gcngp", "conformal=daps", "conformal.neighbours=2"], "conformal.neighbours=2.0 is a weight: give a value in [0, 1]"),
     ([*CSBM, "kernel=gcngp_x", "conformal=daps", "compute=dask"], "use compute=local, or conformal=aps"),
     ([*CSBM, "kernel=gcngp", "conformal=aps", "protocol=random_split", "protocol.split=[0.8,0.3]"], "sum below 1"),
     ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.splits=99999999999999999999"], "conformal.splits="),
