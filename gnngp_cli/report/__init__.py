@@ -88,16 +88,17 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
                 else "every results file was skipped or every row malformed: the warnings above say which")
         raise DatasetError(f"no result rows under {where} ({what}); nothing written, {out} left as it was; "
                            "give the folders gnngp run wrote, e.g. outputs multirun")
-    created = not out.exists()
-    stage = _stage(out)
+    created, stage = not out.exists(), None
     try:
+        stage = _stage(out)
         status = _write(rows, folders, stage, tolerance, exclude, require_all)
         _publish(stage, out)
     except OSError as err:   # a full disk, a read-only folder: the earlier report in out stays whole
         raise ResultsNotWritten(f"could not write the report to {out} ({err.strerror or type(err).__name__}); {out} left as it was; "
                                 "free space there or give another --out") from None
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
         if created and out.is_dir() and not any(out.iterdir()):   # made for this report, which failed
             out.rmdir()
     return status
