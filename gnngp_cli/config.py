@@ -17,7 +17,7 @@ import math
 import os
 import re
 from dataclasses import asdict, fields
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from omegaconf import OmegaConf
 
@@ -310,44 +310,40 @@ def resolvable(cfg: Any) -> None:
     _typed_interpolations(copy.deepcopy(cfg))
 
 
-def _written_with(node: Any, needle: str, path: str = "") -> Optional[tuple[str, str]]:
-    """``(key, value as written)`` of the first interpolation whose written value holds ``needle``."""
+def _interpolations(node: Any, path: str = "") -> Iterator[tuple[str, Any, Any, Any]]:
+    """``(key path, parent, key, node)`` of every interpolation under ``node``, depth first in key
+    order, as written (none resolved); containers that are none or missing are not entered."""
     from omegaconf import DictConfig, ListConfig
 
     for key in list(node.keys()) if isinstance(node, DictConfig) else range(len(node)):
         where = f"{path}.{key}" if path and isinstance(node, DictConfig) else f"{path}[{key}]" if path else str(key)
         child = node._get_node(key)
         if OmegaConf.is_interpolation(node, key):
-            if needle in str(child._value()):
-                return where, str(child._value())
+            yield where, node, key, child
         elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none() and not child._is_missing():
-            found = _written_with(child, needle, where)
-            if found is not None:
-                return found
-    return None
+            yield from _interpolations(child, where)
 
 
-def _typed_interpolations(node: Any, path: str = "") -> None:
+def _written_with(cfg: Any, needle: str) -> Optional[tuple[str, str]]:
+    """``(key, value as written)`` of the first interpolation whose written value holds ``needle``."""
+    return next(((where, str(child._value())) for where, _, _, child in _interpolations(cfg) if needle in str(child._value())), None)
+
+
+def _typed_interpolations(cfg: Any) -> None:
     """Each interpolation's value assigned to its typed key, as if given there: a value of the
     wrong type (``likelihood.alpha_grid=${compute.memory}``, a string into a list) is one line
     naming the key, not a ``TypeError`` deep in a later check."""
-    from omegaconf import DictConfig, ListConfig
     from omegaconf.errors import OmegaConfBaseException
 
-    for key in list(node.keys()) if isinstance(node, DictConfig) else range(len(node)):
-        where = f"{path}.{key}" if path and isinstance(node, DictConfig) else f"{path}[{key}]" if path else str(key)
-        child = node._get_node(key)
-        if OmegaConf.is_interpolation(node, key):
-            written = child._value()
-            try:
-                value = node[key]
-                node[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-            except OmegaConfBaseException as err:
-                why = str(err).splitlines()[0] if str(err).strip() else type(err).__name__
-                raise ConfigError(f"{where}={written}: {why}; an interpolation ${{...}} must name a key whose value {where} can hold "
-                                  "(gnngp run --cfg job shows the keys and their values); or give the value itself") from None
-        elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none() and not child._is_missing():
-            _typed_interpolations(child, where)
+    for where, node, key, child in _interpolations(cfg):
+        written = child._value()
+        try:
+            value = node[key]
+            node[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        except OmegaConfBaseException as err:
+            why = str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ConfigError(f"{where}={written}: {why}; an interpolation ${{...}} must name a key whose value {where} can hold "
+                              "(gnngp run --cfg job shows the keys and their values); or give the value itself") from None
 
 
 def validate_kernel(k: Any) -> None:
