@@ -89,11 +89,8 @@ class _Projection(RowProjection):
         kept = self.features.locations(pos, self.v) if isinstance(self.features, ProjectedRoot) else None
         if kept is None:
             return super().__call__(pos, out)
-        if out is None:
-            if self.out is None:
-                self.out = self.features.rows.new_empty(pos.numel(), self.features.rows.size(1))
-            out = self.out[:pos.numel()]
-        return torch.index_select(self.features.rows, 0, kept, out=out)
+        rows = self.features.rows
+        return torch.index_select(rows, 0, kept, out=self.into(out, pos.numel(), rows, rows.size(1)))
 
 
 class Posterior:

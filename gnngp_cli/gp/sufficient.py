@@ -194,11 +194,15 @@ class RowProjection:
             if self.picked is None:
                 self.picked = self.rows.new_empty(k, self.rows.size(1))
             picked = torch.index_select(self.rows, 0, pos, out=self.picked[:k])
-        if out is None:
-            if self.out is None:
-                self.out = picked.new_empty(k, self.m.size(1))
-            out = self.out[:k]
-        return torch.mm(picked, self.m, out=out)
+        return torch.mm(picked, self.m, out=self.into(out, k, picked, self.m.size(1)))
+
+    def into(self, out: Optional[Tensor], k: int, like: Tensor, width: int) -> Tensor:
+        """``out`` where given, else the first ``k`` rows of the pass's output buffer (taken at the first call)."""
+        if out is not None:
+            return out
+        if self.out is None:
+            self.out = like.new_empty(k, width)
+        return self.out[:k]
 
 
 def every_row(rows: Any, pos: Tensor) -> bool:
