@@ -38,3 +38,17 @@ def test_a_users_config_folder_is_read_on_every_compose(tmp_path):
     assert composing.compose([search, "experiment=mine"]).runs == 2   # as gnngp run composes it (the API knows only the package's presets)
     preset.write_text("# @package _global_\nruns: 4\n")   # edited between two calls of one session
     assert composing.compose([search, "experiment=mine"]).runs == 4
+
+
+
+def test_a_compose_copies_no_config_store():
+    """Hydra copies its config repository at each compose; the config store inside it is shared
+    (:func:`gnngp_cli.compose.share_config_store`): the copies Hydra makes hold no second store
+    (the options stored again after a registry change are composed: the test above)."""
+    import copy
+
+    from hydra.core.config_store import ConfigStore
+
+    compose(["dataset=cora"])
+    store = ConfigStore.instance()
+    assert copy.deepcopy(store) is store and copy.deepcopy({"in": [store]})["in"][0] is store
