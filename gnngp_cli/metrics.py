@@ -17,9 +17,11 @@ Two kinds:
   ``var_wrong``).
 
 A new metric is :func:`register_metric` beside its code (a test file will do): its
-``partial``, the states it gathers instead of adding, and its ``compute``. The ROC-AUC
-arithmetic is torchmetrics' (imported when a two-class dataset is scored); counts and sums are
-one line each.
+``partial``, the states it gathers instead of adding, and its ``compute``. Counts and sums are
+one line each; the ranking metrics (ROC-AUC, AUPR) and the calibration errors (ECE, MCE) a few
+(:func:`binary_auroc`, :func:`binary_average_precision`, :func:`calibration_error`), which the
+tests check against torchmetrics and scikit-learn: importing torchmetrics (scipy.signal and
+matplotlib with it) took longer than importing torch, in every process that scores a row.
 """
 from __future__ import annotations
 
@@ -209,18 +211,66 @@ def _roc_auc_state(p: MetricInput) -> State:
     return {"scores": positive_score(p.mean).double(), "positive": (p.y == 1).to(torch.int8)}
 
 
+def midranks(values: Tensor) -> Tensor:
+    """The 1-based ranks of ``values`` (one dimension), tied values sharing the mean of their ranks."""
+    order = torch.argsort(values)
+    _, counts = torch.unique_consecutive(values[order], return_counts=True)
+    mean_rank = torch.cumsum(counts, 0).double() - (counts - 1).double() / 2   # a group's last rank, less half its extent
+    ranks = torch.empty(values.shape, dtype=torch.float64, device=values.device)
+    ranks[order] = torch.repeat_interleave(mean_rank, counts)
+    return ranks
+
+
+def binary_auroc(scores: Tensor, positive: Tensor) -> Tensor:
+    """The area under the ROC curve of ``scores`` (higher: positive) for the boolean labels
+    ``positive``: the chance that a positive scores above a negative, ties counting half (the
+    Mann-Whitney statistic with mean ranks; the trapezoids under the exact ROC curve, as
+    torchmetrics' ``binary_auroc`` and scikit-learn's ``roc_auc_score`` give it). Both classes present."""
+    n1 = int(positive.sum())
+    n0 = positive.numel() - n1
+    return (midranks(scores)[positive].sum() - n1 * (n1 + 1) / 2) / (n1 * n0)
+
+
+def binary_average_precision(scores: Tensor, positive: Tensor) -> Tensor:
+    """Average precision: ``sum_k (R_k - R_(k-1)) P_k`` over the distinct thresholds, highest first
+    (no interpolation; torchmetrics' ``binary_average_precision`` and scikit-learn's
+    ``average_precision_score``). Both classes present."""
+    order = torch.argsort(scores, descending=True)
+    ranked = scores[order]
+    hits = torch.cumsum(positive[order].double(), 0)
+    last = torch.cat([torch.nonzero(ranked[1:] != ranked[:-1]).view(-1), torch.tensor([ranked.numel() - 1], device=scores.device)])
+    found = hits[last]   # the positives at or above each distinct threshold
+    recall = found / found[-1]
+    return (torch.diff(recall, prepend=recall.new_zeros(1)) * found / (last + 1)).sum()
+
+
+def calibration_error(probs: Tensor, y: Tensor, bins: int, norm: str) -> Tensor:
+    """ECE (``norm="l1"``: the bins' ``|accuracy - confidence|`` weighted by their share of the
+    nodes) or MCE (``"max"``: the largest) of class probabilities ``probs`` (nodes x classes) for
+    labels ``y``: each node's confidence its largest probability, right when its argmax is the
+    label; ``bins`` equal-width bins ``[i/bins, (i+1)/bins)``, a confidence of exactly 1 in a bin of
+    its own (torchmetrics' ``multiclass_calibration_error``)."""
+    confidence, predicted = probs.max(1)
+    right = (predicted == y).to(confidence.dtype)
+    edges = torch.linspace(0, 1, bins + 1, dtype=confidence.dtype, device=confidence.device)
+    index = torch.bucketize(confidence, edges, right=True) - 1
+
+    def per_bin(values: Tensor) -> Tensor:
+        return torch.zeros(bins + 1, dtype=values.dtype, device=values.device).index_add_(0, index, values)
+
+    gap = (per_bin(right) - per_bin(confidence)).abs()   # count x |accuracy - confidence| of each bin
+    if norm == "l1":
+        return gap.sum() / confidence.numel()
+    return (gap / per_bin(torch.ones_like(confidence)).clamp_min(1)).max()
+
+
 def _roc_auc(s: State) -> Tensor:
-    """ROC-AUC per column (torchmetrics' exact binary AUROC; ties count half, as the
-    Mann-Whitney statistic with average ranks); NaN when a class is absent. Each column is
-    mapped onto [0, 1] first (monotone, so the AUC is the same): torchmetrics reads scores
-    outside [0, 1] as logits and takes their sigmoid, which ties every score above ~37."""
-    positive = s["positive"].long()
+    """ROC-AUC per column (:func:`binary_auroc`); NaN when a class is absent."""
+    positive = s["positive"].bool()
     n1 = int(positive.sum())
     if n1 == 0 or n1 == positive.numel():
         return torch.full((s["scores"].size(1),), math.nan, dtype=torch.float64, device=positive.device)
-    from torchmetrics.functional.classification import binary_auroc
-
-    return torch.stack([binary_auroc(column, positive, thresholds=None) for column in _unit(s["scores"]).T]).double()
+    return torch.stack([binary_auroc(column, positive) for column in s["scores"].T]).double()
 
 
 def _two_classes(task: str, classes: int) -> bool:
@@ -298,7 +348,7 @@ register_metric("var_wrong", ("classification",), functools.partial(_variance_wh
 # --- uncertainty from class probabilities (classification; see gnngp_cli.gp.probabilities) ----------
 # Calibration reads the in-distribution test rows; detection (AUROC, AUPR) tells the
 # out-of-distribution test rows of a protocol from the others, or, without one, the wrong
-# predictions from the right ones (misclassification detection). The arithmetic is torchmetrics'.
+# predictions from the right ones (misclassification detection).
 
 ECE_BINS = 15   # equal-width confidence bins of ECE and MCE (the common choice)
 
@@ -329,13 +379,7 @@ def _brier(s: State) -> Tensor:
 def _calibration_error(norm: str, s: State) -> Tensor:
     if s["y"].numel() == 0:
         return torch.full((1,), math.nan, dtype=torch.float64)
-    from torchmetrics.functional.classification import multiclass_calibration_error
-
-    probs = s["probs"]
-    if probs.size(1) < 2:   # one class (a graph whose training nodes hold one): its probability 1 beside an empty class
-        probs = torch.cat([probs, torch.zeros_like(probs)], dim=1)
-    value = multiclass_calibration_error(probs, s["y"], num_classes=probs.size(1), n_bins=ECE_BINS, norm=norm)
-    return value.double().view(1)
+    return calibration_error(s["probs"], s["y"], ECE_BINS, norm).double().view(1)
 
 
 for _name, _compute, _bounds in (("nll", _nll, (0, math.inf)), ("brier", _brier, (0, 2)), ("ece", functools.partial(_calibration_error, "l1"), (0, 1)),
@@ -363,8 +407,8 @@ def uncertainty_score(p: MetricInput, name: str) -> Tensor:
 
 def misclassified(p: MetricInput) -> Tensor:
     """The one rule for a wrong prediction among the uncertainty metrics: the argmax of the class
-    probabilities differs from the label (as ECE and MCE read them; torchmetrics' calibration
-    error takes the probabilities' argmax), or of the posterior mean where a method has no
+    probabilities differs from the label (as ECE and MCE read them: :func:`calibration_error`
+    takes the probabilities' argmax), or of the posterior mean where a method has no
     probabilities. The accuracy columns read the mean's argmax (the paper's); the two differ
     only where the probabilities reorder close classes."""
     scores = p.probs if p.probs is not None else p.mean[:, 0, :]
@@ -376,22 +420,13 @@ def _detection_state(score: str, p: MetricInput) -> State:
     return {"scores": uncertainty_score(p, score).double(), "positive": positive.to(torch.int8)}
 
 
-def _unit(scores: Tensor) -> Tensor:
-    """Scores mapped onto [0, 1] (monotone: the same AUROC and AUPR; torchmetrics reads scores
-    outside [0, 1] as logits and takes their sigmoid, which ties every score above ~37)."""
-    low, high = scores.amin(0), scores.amax(0)
-    return (scores - low) / torch.where(high > low, high - low, torch.ones_like(high))
-
-
 def _detection(kind: str, s: State) -> Tensor:
-    positive = s["positive"].long()
+    positive = s["positive"].bool()
     n1 = int(positive.sum())
     if n1 == 0 or n1 == positive.numel() or not bool(torch.isfinite(s["scores"]).all()):
         return torch.full((1,), math.nan, dtype=torch.float64)
-    from torchmetrics.functional.classification import binary_auroc, binary_average_precision
-
     fn = binary_auroc if kind == "auroc" else binary_average_precision
-    return fn(_unit(s["scores"]), positive, thresholds=None).double().view(1)
+    return fn(s["scores"], positive).double().view(1)
 
 
 for _score in UNCERTAINTY_SCORES:

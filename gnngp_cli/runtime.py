@@ -8,7 +8,7 @@ import sys
 import time
 import warnings
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -43,13 +43,12 @@ _WARM: set[str] = set()
 _WARMUP = {"seconds": 0.0}   # the process's one-time start-up, not yet reported in a row
 
 
-def start_job(device: torch.device) -> None:
+def start_job(device: torch.device, eigh: Callable[[torch.Tensor], Any] = torch.linalg.eigh) -> None:
     """Before a job's clocks start: the process's one-time costs, paid once and timed apart
     (:func:`take_warmup_seconds`, the rows' ``warmup_seconds``), so that the first job's kernel
     and inference seconds are what every later job of the process pays. On any device: the
-    metrics' library imported (torchmetrics, which imports scipy: the largest part) and the
     dense, sparse and eigen routines called once on a small matrix (their thread pools and
-    dispatch). On CUDA also: float32 products kept in float32 (TF32 rounds operands to 10
+    dispatch; ``eigh``: the eigensolver the job will call). On CUDA also: float32 products kept in float32 (TF32 rounds operands to 10
     mantissa bits, a relative error of about 5e-4), each job's peak memory started from zero,
     and the cuBLAS/cuSOLVER/cuSPARSE handles created."""
     if device.type == "cuda":
@@ -61,16 +60,13 @@ def start_job(device: torch.device) -> None:
     if str(device) in _WARM:
         return
     start = time.perf_counter()
-    import torchmetrics.functional.classification as metrics   # the metrics of every classification row: imported, not run
-    del metrics
-
     with warnings.catch_warnings():   # torch's "sparse CSR support is in beta" notice: the job's own products say it if they do
         warnings.simplefilter("ignore", UserWarning)
         a = torch.eye(8, device=device, dtype=torch.float32) * 2
-        torch.linalg.eigh(a @ a)
+        eigh(a @ a)
         torch.linalg.cholesky(a)
         (a.to_sparse_csr() @ a).sum().item()
-        torch.linalg.eigh(a.double())
+        eigh(a.double())
         torch.exp(torch.full((256, 256), 0.5, device=device)).sum().item()   # no draw: the global random state is the job's
     synchronize(device)
     if device.type == "cuda":

@@ -16,6 +16,7 @@ from ..data.order_cache import cached_order
 from ..graph.operators import normalised_parts
 from ..graph.sparse_product import resolve_product
 from ..data.protocols import apply_protocol
+from ..kernels.numerics import lapack_eigh
 from ..metrics import resolve_metric
 from ..runtime import Stopwatch, memory_limit_bytes, resolve_device, start_job
 from ..schema import RunConfig
@@ -73,7 +74,7 @@ def load_graph(spec: Any) -> LoadedGraph:
     here), timed apart from the method; the dataset's metric is resolved."""
     spec = parse(spec)
     device = resolve_device(spec.device)
-    start_job(device)
+    start_job(device, lapack_eigh)
     store = DataStore.of(spec.data)
     check_load_memory(spec)
     watch = Stopwatch(device)
@@ -108,7 +109,7 @@ def adopt_graph(spec: Any, data: Any) -> LoadedGraph:
     is (:func:`~gnngp_cli.data.check_graph`), moved to the job's device."""
     spec = parse(spec)
     device = resolve_device(spec.device)
-    start_job(device)
+    start_job(device, lapack_eigh)
     check_graph(data, validation=needs_validation(spec))
     return prepared(spec, data.to(device), device, 0.0, keep_adjacency=False)
 

@@ -247,8 +247,8 @@ def test_roc_auc_curve_is_each_column_and_the_pair_definition():
 
 
 def test_roc_auc_is_not_moved_by_scores_beyond_a_sigmoids_range():
-    """torchmetrics reads scores outside [0, 1] as logits (a sigmoid ties every score above
-    ~37 in float64); the registry maps each column onto [0, 1] first, which keeps its order."""
+    """Scores far outside [0, 1] keep their order (torchmetrics, the tests' reference, reads them as
+    logits, and its sigmoid ties every score above ~37 in float64; gnngp's ranks never do)."""
     scores, y = torch.tensor([0.5, 100.0, 101.0, -3.0], dtype=torch.float64), torch.tensor([0, 1, 0, 1])
     assert roc_auc_curve(scores, y == 1)[0] == pytest.approx(0.25)
 

@@ -86,8 +86,8 @@ def test_every_metric_pickles_as_it_is():
 def test_the_misclassification_auroc_and_ece_read_the_same_wrong_nodes():
     """Where the class probabilities reorder the posterior mean's close classes, the
     misclassification AUROC marks a node wrong by the probabilities' argmax, as ECE does
-    (torchmetrics' calibration error bins each node's top probability and whether its argmax is
-    the label), not by the mean's."""
+    (the calibration error bins each node's top probability and whether its argmax is the label),
+    not by the mean's."""
     from gnngp_cli.metrics import misclassified
 
     g = torch.Generator().manual_seed(3)
@@ -108,3 +108,36 @@ def test_the_misclassification_auroc_and_ece_read_the_same_wrong_nodes():
     expected = sum(abs(float((~by_probs[bins == b]).double().mean() - confidence[bins == b].mean())) * int((bins == b).sum()) / n
                    for b in range(15) if bool((bins == b).any()))
     assert abs(ece - expected) < 1e-6
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ranking_and_calibration_arithmetic_equals_torchmetrics_and_scikit_learn(seed):
+    """gnngp's ROC-AUC, AUPR, ECE and MCE (:mod:`gnngp_cli.metrics`: a few lines each, so that no run
+    imports torchmetrics) are torchmetrics' and scikit-learn's, on scores with many ties and on
+    probabilities with confidences exactly on the bins' edges and exactly 1."""
+    tm = pytest.importorskip("torchmetrics.functional.classification")
+    skm = pytest.importorskip("sklearn.metrics")
+    from gnngp_cli.metrics import binary_auroc, binary_average_precision, calibration_error
+
+    g = torch.Generator().manual_seed(seed)
+    n = 500
+    scores = torch.round(torch.rand(n, generator=g, dtype=torch.float64) * 20) / 20   # ties: 21 distinct values
+    positive = torch.rand(n, generator=g) < 0.3
+    for ours, theirs, sk in ((binary_auroc, tm.binary_auroc, skm.roc_auc_score),
+                             (binary_average_precision, tm.binary_average_precision, skm.average_precision_score)):
+        value = float(ours(scores, positive))
+        assert value == pytest.approx(float(theirs(scores, positive.long(), thresholds=None)), abs=1e-6)
+        assert value == pytest.approx(float(sk(positive.numpy(), scores.numpy())), abs=1e-12)
+    c = 5
+    probs = torch.softmax(3 * torch.randn(n, c, generator=g, dtype=torch.float64), 1)
+    probs[:40] = torch.nn.functional.one_hot(torch.randint(c, (40,), generator=g), c).double()   # confidence exactly 1
+    edge = torch.arange(40, 80)
+    probs[edge] = 0.0
+    probs[edge, 0] = torch.tensor([k / 15 for k in range(6, 14)], dtype=torch.float64).repeat(5)   # confidences on the edges
+    probs[edge, 1] = 1 - probs[edge, 0]
+    y = torch.randint(c, (n,), generator=g)
+    for norm in ("l1", "max"):
+        ours = float(calibration_error(probs, y, 15, norm))
+        assert ours == pytest.approx(float(tm.multiclass_calibration_error(probs, y, num_classes=c, n_bins=15, norm=norm)), abs=1e-6)
+    one_class = torch.ones(n, 1, dtype=torch.float64)   # training nodes of one class: the probability 1, right or wrong
+    assert float(calibration_error(one_class, y, 15, "l1")) == pytest.approx(float((y != 0).double().mean()))

@@ -42,6 +42,7 @@ from ...results.rows import dataset_label
 from ...kernels import Architecture, BaseKernel
 from ...kernels.architectures import KernelEntry
 from ...kernels.blocks import Block, branch_count
+from ...kernels.numerics import lapack_eigh
 from ...runtime import Stopwatch, peak_rss_mb, start_job
 from ...stops import stopped_by_signals
 from .cluster import dask_client, peak_worker_mb, task_times, time_summary, worker_memory_limits
@@ -379,7 +380,7 @@ class DaskBackend:
             self._stack.enter_context(stopped_by_signals())   # SIGTERM clears the roots as Ctrl-C does
             if self._start_cluster:   # before partitioning: partition.rows=auto sizes the blocks by the workers' memory
                 self.client = self._stack.enter_context(dask_client(spec.compute))
-            start_job(torch.device("cpu"))   # the process's one-time start-up, timed apart (warmup_seconds)
+            start_job(torch.device("cpu"), lapack_eigh)   # the process's one-time start-up, timed apart (warmup_seconds)
             watch = Stopwatch(torch.device("cpu"))
             with watch.measure():
                 self.graph = sharded_graph(spec, store, self.client)
