@@ -90,6 +90,10 @@ class BaseKernel:
 
     def on_pairs(self, xa: Tensor, xb: Tensor) -> Tensor:
         """``C0(xa[i], xb[i])`` for matching rows (the entries of :meth:`block`'s diagonal)."""
+        return self.from_statistic(self.pair_statistic(xa, xb))
+
+    def pair_statistic(self, xa: Tensor, xb: Tensor) -> Tensor:
+        """The statistic of :meth:`on_pairs` (as :meth:`statistic` of :meth:`block`), for matching rows."""
         name = self.statistic_name
         if name == "sqeuclidean":
             stat = ((xa - xb) ** 2).sum(1)
@@ -99,4 +103,4 @@ class BaseKernel:
             stat = ((xa * xb).sum(1) / (xa.norm(dim=1) * xb.norm(dim=1)).clamp_min(torch.finfo(xa.dtype).tiny)).clamp(-1, 1)
         else:
             stat = (xa * xb).sum(1)
-        return self.from_statistic(stat)
+        return stat

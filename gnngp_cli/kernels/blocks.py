@@ -58,7 +58,7 @@ from . import layers
 from .activations import RELU, Activation
 from .context import KernelContext
 from .numerics import psd_tolerance
-from .pairs import Pairs, PairValues, base_on_pairs, conv_terms, root_on_pairs
+from .pairs import Pairs, PairValues, conv_terms, root_on_pairs
 from .value import Kernel, Nodes
 
 
@@ -210,7 +210,7 @@ class Input(Block):
     def on_pairs(self, k, ctx, pairs):
         if ctx.base.is_linear:
             return Kernel(None, root=ctx.features)
-        return PairValues(pairs, base_on_pairs(ctx, pairs))
+        return PairValues(pairs, ctx.base_on_pairs(pairs))
 
     def tangent_terms(self):
         return []   # no parameters before the input layer: Theta = 0

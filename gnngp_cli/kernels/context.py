@@ -44,15 +44,36 @@ class KernelContext:
 
     def base_block(self, rows: Nodes, cols: Nodes) -> Tensor:
         """``C0[rows, cols]`` (``None`` = every node), from a cached pairwise statistic."""
-        key = self.base.statistic_name
-        cached = self._statistics.get(key)
-        if cached is None or not _same_nodes(cached[0], rows) or not _same_nodes(cached[1], cols):
+        def compute() -> Tensor:
             xa = self.features if rows is None else self.features[rows]
             xb = self.features if cols is None else self.features[cols]
-            self._statistics.clear()  # hold one statistic at a time
-            cached = (rows, cols, self.base.statistic(xa, xb, self.sparse_features if rows is None else None))
-            self._statistics[key] = cached
-        return self.base.from_statistic(cached[2])
+            return self.base.statistic(xa, xb, self.sparse_features if rows is None else None)
+
+        return self.base.from_statistic(self._statistic("block", rows, cols, compute))
+
+    def base_on_pairs(self, pairs: Any, chunk: int = 4096) -> Tensor:
+        """``C0(x_r, x_c)`` for every pair of ``pairs`` (e.g. each node with itself: the diagonal
+        of an exact kernel), from a cached statistic, as :meth:`base_block`'s."""
+        def compute() -> Tensor:
+            x = self.features
+            out = x.new_empty(len(pairs))
+            for start in range(0, len(pairs), chunk):
+                r, c = pairs.rows[start:start + chunk], pairs.cols[start:start + chunk]
+                out[start:start + chunk] = self.base.pair_statistic(x[r], x[c])
+            return out
+
+        return self.base.from_statistic(self._statistic("pairs", pairs.rows, pairs.cols, compute))
+
+    def _statistic(self, kind: str, rows: Nodes, cols: Nodes, compute: Callable[[], Tensor]) -> Tensor:
+        """The base kernel's parameter-free statistic on a node block or a pair set (``kind``),
+        kept (one of each kind at a time) for the next evaluation on the same nodes: the next
+        gamma of a search reads it, not the features again."""
+        cached = self._statistics.get(kind)
+        if cached is None or cached[0] != self.base.statistic_name or not _same_nodes(cached[1], rows) or not _same_nodes(cached[2], cols):
+            self._statistics.pop(kind, None)   # the one kept is released before the next is made
+            cached = (self.base.statistic_name, rows, cols, compute())
+            self._statistics[kind] = cached
+        return cached[3]
 
     @property
     def sparse_features(self) -> Optional[Tensor]:

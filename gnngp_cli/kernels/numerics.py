@@ -209,7 +209,7 @@ def check_kernel(k: Kernel, where: str) -> None:
     else:
         parts = ((k.root if k.root is not None else k.matrix).detach(),)  # a check, not part of a fitted objective
     for values in parts:
-        if values.numel() and not (math.isfinite(float(values.amax())) and math.isfinite(float(values.amin()))):  # NaN propagates; no temporaries
+        if values.numel() and not all(math.isfinite(float(v)) for v in torch.aminmax(values)):  # one pass; NaN propagates; no temporaries
             raise not_finite(where)
     values = parts[0]
     if k.matrix is None or not k.square or k.matrix.numel() == 0:  # a rectangular block's variances are checked by the pair evaluation
@@ -220,7 +220,7 @@ def check_kernel(k: Kernel, where: str) -> None:
     if float(diag.min()) < -tol:
         raise KernelError(f"{where}: the kernel has a negative variance ({float(diag.min()):.3g}); it is not positive semi-definite")
     s = diag.clamp_min(0).sqrt()
-    excess = max(float((values[i:i + CHECK_ROWS].abs() - s[i:i + CHECK_ROWS, None] * s[None, :]).max())   # by rows: no temporaries of the block's size
+    excess = max(float(values[i:i + CHECK_ROWS].abs().addcmul_(s[i:i + CHECK_ROWS, None], s[None, :], value=-1).max())   # by rows: one temporary of a row block
                  for i in range(0, values.size(0), CHECK_ROWS))
     if excess > tol:
         raise KernelError(f"{where}: the kernel breaks |K_xy| <= sqrt(K_xx K_yy) by {float(excess):.3g}; it is not positive semi-definite")

@@ -104,13 +104,3 @@ def product_terms(rows: Tensor, cols: Tensor, crow: Tensor, col: Tensor, weight:
     ej = crow[rows][pair_id] + jr
     ek = crow[cols][pair_id] + kc
     return pair_id, col[ej], col[ek], weight[ej] * weight[ek]
-
-
-def base_on_pairs(ctx, pairs: Pairs, chunk: int = 4096) -> Tensor:
-    """``C0(x_r, x_c)`` for every pair, in chunks."""
-    x = ctx.features
-    out = x.new_empty(len(pairs))
-    for start in range(0, len(pairs), chunk):
-        r, c = pairs.rows[start:start + chunk], pairs.cols[start:start + chunk]
-        out[start:start + chunk] = ctx.base.on_pairs(x[r], x[c])
-    return out

@@ -436,3 +436,27 @@ def test_factored_gp_statistics_equal_the_plain_ones(monkeypatch, name):
     torch.testing.assert_close(post.mean(factored, pos, eps), post.mean(plain, pos, eps), rtol=1e-8, atol=1e-10)
     torch.testing.assert_close(post.variance(factored, pos, eps, None), post.variance(plain, pos, eps, None), rtol=1e-8, atol=1e-10)
     torch.testing.assert_close(held(factored), plain, rtol=1e-9, atol=1e-10)
+
+
+def test_a_gamma_search_reads_the_features_once_for_the_block_and_once_for_the_diagonal(monkeypatch):
+    """The base kernel's statistics (the block's and the diagonal pairs') are kept in the context and
+    shared by every gamma of a search (``with_base``): the features are read once, and each gamma's
+    kernel equals one computed afresh."""
+    g = torch.Generator().manual_seed(0)
+    n = 60
+    x = torch.randn(n, 5, generator=g, dtype=torch.float64)
+    ring = torch.arange(n)
+    edges = torch.stack([ring, (ring + 1) % n])
+    adjacency = Adjacency.from_graph(torch.cat([edges, edges.flip(0)], 1), n, "sym", torch.float64, "cpu")
+    rows, cols = torch.arange(0, n, 2), torch.arange(0, n, 4)
+    reads = {"block": 0, "pairs": 0}
+    block, pairs = BaseKernel.statistic, BaseKernel.pair_statistic
+    monkeypatch.setattr(BaseKernel, "statistic", lambda self, *a, **kw: reads.__setitem__("block", reads["block"] + 1) or block(self, *a, **kw))
+    monkeypatch.setattr(BaseKernel, "pair_statistic", lambda self, *a: reads.__setitem__("pairs", reads["pairs"] + 1) or pairs(self, *a))
+    ctx = KernelContext(x, adjacency, BaseKernel("rbf", 1.0))
+    for gamma in (0.01, 0.1, 1.0):
+        searched = ctx.with_base(BaseKernel("rbf", gamma))
+        kernel, diagonal = exact_kernel(rbf(1), searched, rows, cols)
+        fresh, fresh_diagonal = exact_kernel(rbf(1), KernelContext(x, adjacency, BaseKernel("rbf", gamma)), rows, cols)
+        assert torch.equal(kernel.dense(), fresh.dense()) and torch.equal(diagonal, fresh_diagonal)
+    assert reads == {"block": 1 + 3, "pairs": 1 + 3}   # the search's once each, the three fresh contexts' once each
