@@ -48,9 +48,9 @@ def start_job(device: torch.device, eigh: Callable[[torch.Tensor], Any] = torch.
     (:func:`take_warmup_seconds`, the rows' ``warmup_seconds``), so that the first job's kernel
     and inference seconds are what every later job of the process pays. On any device: the
     dense, sparse and eigen routines called once on a small matrix (their thread pools and
-    dispatch; ``eigh``: the eigensolver the job will call). On CUDA also: float32 products kept in float32 (TF32 rounds operands to 10
-    mantissa bits, a relative error of about 5e-4), each job's peak memory started from zero,
-    and the cuBLAS/cuSOLVER/cuSPARSE handles created."""
+    dispatch; ``eigh``: the eigensolver the job will call). On CUDA also: float32 products kept
+    in float32 (TF32 rounds operands to 10 mantissa bits, a relative error of about 5e-4), each
+    job's peak memory started from zero, and the cuBLAS/cuSOLVER/cuSPARSE handles created."""
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
