@@ -88,12 +88,9 @@ class BaseKernel:
         """``C0[a, b]`` for feature rows ``xa`` and ``xb``."""
         return self.from_statistic(self.statistic(xa, xb))
 
-    def on_pairs(self, xa: Tensor, xb: Tensor) -> Tensor:
-        """``C0(xa[i], xb[i])`` for matching rows (the entries of :meth:`block`'s diagonal)."""
-        return self.from_statistic(self.pair_statistic(xa, xb))
-
     def pair_statistic(self, xa: Tensor, xb: Tensor) -> Tensor:
-        """The statistic of :meth:`on_pairs` (as :meth:`statistic` of :meth:`block`), for matching rows."""
+        """The statistic of ``C0(xa[i], xb[i])`` for matching rows (:meth:`statistic`'s diagonal entries;
+        :meth:`from_statistic` of it is ``C0`` on the pairs)."""
         name = self.statistic_name
         if name == "sqeuclidean":
             stat = ((xa - xb) ** 2).sum(1)
