@@ -58,6 +58,12 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
     OmegaConf.register_new_resolver("pid", os.getpid, replace=True, use_cache=True)
     _LAST_COMPUTE["options"] = dict(compute)
     share_config_store(ConfigStore)
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.config_source import ConfigSource
+
+    # the source classes Hydra uses: its plugin scan imports its core plugins' modules anew (new classes)
+    sources = {source.__name__: source for source in Plugins.instance().discover(ConfigSource)}
+    keep_package_configs(sources["FileConfigSource"], sources["ImportlibResourcesConfigSource"])
     cs = ConfigStore.instance()
     # storing every option makes and validates about 60 structured configs (0.6 s, most of a
     # compose): done again only when a registry entry or a compute option is not the one stored
@@ -103,6 +109,71 @@ def share_config_store(store_class: type) -> None:
     Hydra's own fix has it (hydra PR 2928: the source reads ``ConfigStore.instance()`` at each use)."""
     if "__deepcopy__" not in vars(store_class):
         store_class.__deepcopy__ = lambda self, memo: self
+
+
+_SOURCES: dict = {}   # a config file of the package's or of Hydra's -> the ConfigResult parsed from it (keep_package_configs)
+
+
+def keep_package_configs(file_source: type, package_source: type) -> None:
+    """Every Hydra compose reads and parses each YAML file it composes (its own ``hydra/*.yaml``
+    and the package's ``conf/*.yaml``) again: parsing one is six times a copy of it. The
+    files shipped with gnngp (``file_source``: Hydra's ``FileConfigSource``, for the package's
+    ``conf`` folder, the file's size and modification time in the key) and with Hydra or its
+    plugins (``package_source``: ``ImportlibResourcesConfigSource``, installed packages) are
+    parsed once a process, and each load gets its own copy (Hydra changes what it loads: it
+    takes the defaults list out). A user's config folder (``hydra.searchpath``) is read each time."""
+    from hydra.plugins.config_source import ConfigResult
+
+    ours = str(config_dir()) + os.sep
+    for source, key_of in ((file_source, lambda self, full: _file_key(full, ours)),
+                           (package_source, lambda self, full: (self.path, full) if self.path.split(".")[0] in ("hydra", "hydra_plugins") else None)):
+        if getattr(source.load_config, "kept_by_gnngp", False):
+            continue
+
+        def load_config(self, config_path: str, _original=source.load_config, _key_of=key_of) -> ConfigResult:
+            key = _key_of(self, os.path.join(str(self.path), self._normalize_file_name(config_path)))
+            if key is None:
+                return _original(self, config_path)
+            if key not in _SOURCES:
+                _SOURCES[key] = _original(self, config_path)
+            kept = _SOURCES[key]
+            return ConfigResult(provider=kept.provider, path=kept.path, config=copy.deepcopy(kept.config), header=dict(kept.header))
+
+        load_config.kept_by_gnngp = True
+        source.load_config = load_config
+
+
+def _file_key(full: str, folder: str) -> Optional[tuple]:
+    """A config file under ``folder`` (the package's ``conf``) and its size and modification time
+    (an edited file is a new key); ``None`` for any other file, or one that is not there."""
+    full = os.path.realpath(full)
+    if not full.startswith(folder):
+        return None
+    try:
+        stat = os.stat(full)
+    except OSError:
+        return None
+    return full, stat.st_mtime_ns, stat.st_size
+
+
+def skip_unset_mode(hydra_class: type) -> None:
+    """Hydra's app composes the whole config once only to read ``hydra.mode`` (``Hydra.get_mode``,
+    ``None`` when unset), then composes it again to run. No config shipped with gnngp or Hydra sets
+    ``hydra.mode``; so when the command line neither sets it nor adds a config folder of the
+    user's (``hydra.searchpath``, ``--config-dir``, ``--config-path``), the mode is ``None`` without that compose
+    (then ``-m`` chooses, as Hydra does)."""
+    if getattr(hydra_class.get_mode, "kept_by_gnngp", False):
+        return
+    original = hydra_class.get_mode
+
+    def get_mode(self, config_name, overrides):
+        ours = {("hydra", "pkg://hydra.conf"), ("main", str(config_dir())), ("main", f"file://{config_dir()}"), ("schema", "structured://")}
+        shipped = all((entry.provider, entry.path) in ours for entry in self.config_loader.get_search_path().get_path())
+        named = any(o.lstrip("+~").split("=", 1)[0] in ("hydra", "hydra.mode", "hydra.searchpath") for o in overrides)
+        return None if shipped and not named else original(self, config_name, overrides)
+
+    get_mode.kept_by_gnngp = True
+    hydra_class.get_mode = get_mode
 
 
 _REGISTERED: dict = {}   # the config store's id -> the registries' entries it holds (register_configs)

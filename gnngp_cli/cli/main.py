@@ -118,17 +118,19 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
         _fail(str(err))
     check_output_dir(argv)
     import hydra
+    from hydra._internal.hydra import Hydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     from . import sweep
     from ..backends import compute_options
-    from ..compose import config_dir, register_configs
+    from ..compose import config_dir, register_configs, skip_unset_mode
 
     mark_launcher()
     spell_methods_in_logs()   # the launchers' and the sweeper's log lines name the method as the user does (kernel=)
     sweep.LAST_SWEEP = None   # this command's sweep, not one an earlier call in this process ran
     register_configs(compute_options())
+    skip_unset_mode(Hydra)
     sys.argv = [prog, *argv]
     user_full_error = "HYDRA_FULL_ERROR" in os.environ
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # Hydra raises instead of printing its multi-line report

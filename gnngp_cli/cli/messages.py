@@ -16,6 +16,7 @@ import difflib
 import logging
 import re
 import typing
+from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from ..errors import ConfigError
@@ -75,6 +76,7 @@ def check_group_choices(overrides: Sequence[str]) -> None:
     """Raise a one-line :class:`ConfigError` for an unknown ``dataset=``, ``kernel=``,
     ``gnn=``, ``model=``, ``experiment=``, ``fit=``, ``compute=``, ``likelihood=``, ``protocol=`` or ``conformal=`` value (every
     value of a sweep), naming the closest valid one; a list or mapping given to a group (``compute=[0]``) is refused too."""
+    folders = user_config_folders(overrides)
     for override in overrides:
         key, sep, value = override.partition("=")
         key = key.lstrip("+~")
@@ -83,10 +85,25 @@ def check_group_choices(overrides: Sequence[str]) -> None:
                               "not a list or mapping; a sweep over options is gnngp run -m " + f"{key}=a,b")
         if not sep or key not in GROUP_KEYS:
             continue
-        valid = group_options(key)
+        valid = [*group_options(key), *sorted({p.stem for folder in folders for p in (folder / key).glob("*.yaml")})]
         for choice in _sweep_values(value):
             if choice not in valid:
                 raise ConfigError(_unknown(f"{key}={choice}", closest(choice, valid), f"{key}={{name}}", valid))
+
+
+def user_config_folders(overrides: Sequence[str]) -> list[Path]:
+    """The config folders of the user's that a command line adds to the package's: the ``file://``
+    entries of ``hydra.searchpath=[...]`` and the folder of ``--config-dir`` (``-cd``); their
+    ``<group>/<name>.yaml`` files are options of the group (``experiment=mine``)."""
+    folders: list[Path] = []
+    for i, arg in enumerate(overrides):
+        key, sep, value = arg.partition("=")
+        if key.lstrip("+~") == "hydra.searchpath" and sep:
+            folders += [Path(found) for found in re.findall(r"file://([^,\]\[\s'\"]+)", value)]
+        elif key in ("--config-dir", "-cd"):
+            value = value if sep else (overrides[i + 1] if i + 1 < len(overrides) else "")
+            folders += [Path(value)] if value else []
+    return folders
 
 
 def _unknown(what: str, near: Optional[str], fix: str, valid: Sequence[str]) -> str:

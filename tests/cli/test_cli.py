@@ -150,6 +150,21 @@ def test_every_config_mistake_is_one_line_with_the_closest_name(tmp_path, args, 
     assert "Traceback" not in out.stderr and "HYDRA_FULL_ERROR" not in out.stderr
 
 
+def test_a_preset_in_the_users_config_folder_is_an_option_and_a_typo_of_it_names_it(tmp_path):
+    """docs/configuration.md: ``my_conf/experiment/mine.yaml`` added with ``hydra.searchpath`` (or
+    ``--config-dir``) is ``experiment=mine``, checked like the package's presets."""
+    (tmp_path / "my_conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "my_conf" / "experiment" / "mine.yaml").write_text("# @package _global_\nruns: 2\ndataset:\n  num_nodes: 120\n")
+    search = f"hydra.searchpath=[file://{tmp_path / 'my_conf'}]"
+    done = in_process("run", "-m", "experiment=mine", search, "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    assert done.returncode == 0, done.stderr
+    assert pd.read_csv(tmp_path / "sweep" / "0" / "results.csv")["run"].tolist() == [0, 1]
+    typo = in_process("run", "experiment=mien", search, f"hydra.run.dir={tmp_path / 'typo'}")
+    assert typo.returncode == 1 and typo.stderr.startswith("gnngp: error: experiment=mien is not an option; did you mean experiment=mine?")
+    other = in_process("run", "experiment=mine", f"hydra.run.dir={tmp_path / 'other'}")   # without the folder: not an option
+    assert other.returncode == 1 and "experiment=mine is not an option" in other.stderr
+
+
 def test_every_gp_run_tells_its_memory_estimate_before_computing(tmp_path):
     out = in_process("run", "kernel=gcngp_x", "landmarks.count=200", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 0, out.stderr

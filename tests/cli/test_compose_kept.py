@@ -52,3 +52,44 @@ def test_a_compose_copies_no_config_store():
     compose(["dataset=cora"])
     store = ConfigStore.instance()
     assert copy.deepcopy(store) is store and copy.deepcopy({"in": [store]})["in"][0] is store
+
+
+def test_the_packages_config_files_are_parsed_once_and_each_compose_gets_its_own_copy():
+    """The YAML files shipped with gnngp and Hydra are parsed once a process
+    (:func:`gnngp_cli.compose.keep_package_configs`); each load is a copy, so what Hydra takes
+    out of one (the defaults list) is still in the next, and a composed config is the same."""
+    first = composing.compose(["dataset=cora", "seed=101"])
+    kept = {key: result.config for key, result in composing._SOURCES.items()}
+    assert any(str(key[0]).endswith("config.yaml") for key in kept) and any(key[0] == "hydra.conf" for key in kept)
+    again = composing.compose(["dataset=cora", "seed=102"])
+    assert {key: result.config for key, result in composing._SOURCES.items()} == kept   # parsed once: the same objects kept
+    assert all("defaults" in config for key, config in kept.items() if str(key[0]).endswith("config.yaml"))   # never handed out
+    assert again.seed == 102 and first.seed == 101 and again.dataset == first.dataset
+
+
+def test_a_run_composes_once_unless_the_mode_may_be_set_by_the_command_line_or_a_users_configs(tmp_path, monkeypatch):
+    """Hydra's app composes once to read ``hydra.mode`` before the run's own compose; no config
+    shipped with gnngp sets it, so that compose is skipped (:func:`gnngp_cli.compose.skip_unset_mode`)
+    unless the command line sets the mode or adds a config folder of the user's, which may."""
+    from hydra._internal.hydra import Hydra
+
+    from helpers import in_process
+
+    composed = []
+    real = Hydra.compose_config
+    monkeypatch.setattr(Hydra, "compose_config", lambda self, *a, **kw: composed.append(kw.get("run_mode")) or real(self, *a, **kw))
+    small = ["dataset=csbm", "dataset.num_nodes=120", "progress=false"]
+    done = in_process("run", *small, f"hydra.run.dir={tmp_path / 'plain'}")
+    assert done.returncode == 0, done.stderr
+    assert len(composed) == 1 and (tmp_path / "plain" / "results.csv").is_file()
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "sweep.yaml").write_text("# @package _global_\nhydra:\n  mode: MULTIRUN\n")
+    composed.clear()
+    done = in_process("run", *small, f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "experiment=sweep",
+                      f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    assert done.returncode == 0, done.stderr
+    assert len(composed) >= 2 and (tmp_path / "sweep" / "multirun.yaml").is_file()   # the user's config made it a sweep, without -m
+    composed.clear()
+    done = in_process("run", *small, "hydra.mode=MULTIRUN", f"hydra.sweep.dir={tmp_path / 'set'}")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "set" / "multirun.yaml").is_file()
