@@ -93,3 +93,23 @@ def test_a_run_composes_once_unless_the_mode_may_be_set_by_the_command_line_or_a
     done = in_process("run", *small, "hydra.mode=MULTIRUN", f"hydra.sweep.dir={tmp_path / 'set'}")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "set" / "multirun.yaml").is_file()
+
+
+def test_a_kept_interpolation_parse_resolves_in_each_config_to_its_own_values():
+    """The parse trees of interpolation texts are kept (:func:`gnngp_cli.compose.keep_parsed_interpolations`):
+    the same text resolves in each config to that config's values, and a text that does not parse
+    is refused each time."""
+    import pytest
+    from omegaconf import OmegaConf
+    from omegaconf.errors import GrammarParseError
+
+    compose(["dataset=cora"])   # installs it
+    from omegaconf import base
+
+    assert getattr(base.parse, "kept_by_gnngp", False)
+    for value in (1, 2, "x"):
+        cfg = OmegaConf.create({"a": value, "b": "${a}", "c": "a${a}b", "d": {"e": "${..a}"}, "f": "${oc.select:g, 7}"})
+        assert OmegaConf.to_container(cfg, resolve=True) == {"a": value, "b": value, "c": f"a{value}b", "d": {"e": value}, "f": 7}
+    for _ in range(2):
+        with pytest.raises(GrammarParseError):
+            OmegaConf.create({"a": 1, "b": "${a"})
