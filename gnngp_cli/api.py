@@ -303,7 +303,7 @@ class NodeGP:
             text = str(err)
             for key, argument in named.items():
                 text = text.replace(key, argument)
-            raise ConfigError(text) from None
+            raise ConfigError(re.sub(r"\bactive=(\w+)", r'strategy="\1"', text)) from None   # the strategy as select takes it
 
     def _select(self, data: Any, budget: int, strategy: str, test: Nodes, batch: int, initial: int, nugget: Optional[float]) -> list[int]:
         from .job.active_job import ActiveJob

@@ -98,7 +98,9 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
         _choice(str(cfg.splits), ("all",), "splits")
         if entry.split != "fixed":
             fixed = ", ".join(name for name, e in DATASETS.items() if e.split == "fixed")
-            raise ConfigError(f"splits=all needs a dataset with fixed splits ({fixed}); {cfg.dataset.name} has none: use runs=N or dataset.split_seed")
+            fix = "; another split is dataset.split_seed=<seed>" if "split_seed" in SPLIT_READS[entry.split] else "; drop splits=all"
+            raise ConfigError(f"splits=all needs a dataset with numbered fixed splits ({fixed}); the split of {cfg.dataset.name} is "
+                              f"{SPLIT_WORDS[entry.split]}{fix}")
     if entry.split == "random":   # split by dataset.train_ratio and dataset.val_ratio
         if cfg.dataset.val_ratio == 0 and needs_validation(cfg):
             raise ConfigError("dataset.val_ratio=0 leaves no validation nodes, and the nugget (and a GNN's epoch) is chosen on them; use a positive dataset.val_ratio, or fit=mll")
@@ -138,7 +140,7 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
         raise ConfigError(f"verify.widths={list(v.widths)} must hold at least two different positive widths (for the slope)")
     for key, ok, need in (("seeds", v.seeds >= 2, "at least 2"), ("num_nodes", v.num_nodes >= 2, "at least 2"),
                           ("bootstrap", v.bootstrap >= 100, "at least 100"), ("activation_samples", v.activation_samples >= 1000, "at least 1000"),
-                          ("level", 0 < v.level < 1, "between 0 and 1, e.g. 0.95")):
+                          ("level", 0 < v.level < 1, "between 0 and 1, e.g. 0.01 (the default)")):
         if not ok:
             raise ConfigError(f"verify.{key}={getattr(v, key)} must be {need}")
     if cfg.experiment.stand_in is not None:

@@ -435,6 +435,10 @@ def unread_options(cfg: DictConfig, command: str = "run") -> list[Unread]:
         if reads(cfg, key, command):
             continue
         shown = f"{key}={_shown(value)}"
+        if key == "kernel.low_rank" and command == "verify" and value:   # kernel=gcngp_x, as the user typed it
+            out.append(Unread(key, value, default, f"kernel={cfg.kernel.name}_x is a low-rank kernel, and gnngp verify checks an exact "
+                              "kernel against wide random networks", f"use kernel={cfg.kernel.name}"))
+            continue
         if other_command_skips(key, command):
             who = "gnngp run" if run_only(key) else "gnngp run and gnngp verify"
             out.append(Unread(key, value, default, f"{shown} has no effect on gnngp {command}: it is read only by {who}", OTHER_COMMAND_FIX[command]))
@@ -446,6 +450,8 @@ def unread_options(cfg: DictConfig, command: str = "run") -> list[Unread]:
         run = f"gnngp {command}" if command != "run" and reader.commands == COMMANDS else f"this run ({_method_words(cfg)})"
         said = f"{shown} has no effect on {run}: it is read only by {reader.who}"
         fix = reader.fix.format(low_rank=f"kernel={cfg.kernel.name}_x" if _gp(cfg) else "kernel=<name>_x")
+        if reader.fix == LOW_RANK_FIX and _gp(cfg) and cfg.kernel.low_rank:   # the twin already: only dropping it helps
+            fix = "drop it"
         out.append(Unread(key, value, default, said, fix if fix and command == "run" else "drop it"))
     return out
 

@@ -115,7 +115,7 @@ class DatasetConfig(Options):
 
 @dataclass
 class BaseKernelConfig(Options):
-    name: str = "linear"                # the input covariance C0: linear, polynomial or rbf
+    name: str = "linear"                # the input covariance C0: linear, polynomial, rbf, laplacian, arccos, sigmoid (not PSD)
     gamma: float = 1.0                  # rbf: exp(-gamma |x - x'|^2 / d), d the feature count
     c: float = 0.0                      # polynomial: (x.x' + c)^d
     d: float = 1.0                      # polynomial: the degree d of (x.x' + c)^d

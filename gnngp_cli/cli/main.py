@@ -78,7 +78,19 @@ def check_flags(argv: list[str], prog: str) -> None:
         if arg.startswith("-") and arg.split("=", 1)[0] not in HYDRA_FLAGS:
             _fail(f"{arg!r} is not an option of {prog}; give overrides as key=value, and flags from {prog} --help "
                   "(-m for a sweep, --cfg job for the composed config)")
+        flag, eq, shown = arg.partition("=")
+        if flag in ("-c", "--cfg"):
+            shown = shown if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            if shown not in ("job", "hydra", "all"):
+                _fail(f"{flag} {shown} is not a choice: {flag} job shows the run's config (hydra: Hydra's own, all: both)")
         key, eq, value = arg.partition("=")
+        if eq and not key.startswith("~") and (value == "~" or value.startswith("~/")):   # the shell expands ~ only at a word's start
+            _fail(f"{arg}: the shell expands ~ only at the start of a word, so {value} reached gnngp as typed; give the whole path, "
+                  f"e.g. {key}=$HOME{value[1:]}")
+        if (eq and value.endswith(",") and value.count("[") == value.count("]") and i + 1 < len(argv) and "=" not in argv[i + 1]
+                and not argv[i + 1].startswith("-")):
+            _fail(f"{arg} {argv[i + 1]}: the shell cut the sweep at the space after the comma; write it without spaces, "
+                  f"{arg}{argv[i + 1]}")
         if eq and value.count("[") > value.count("]") and i + 1 < len(argv):   # [10, 20] unquoted: the shell cut the list at its spaces
             whole = " ".join([value, *argv[i + 1:]])
             depth = next((n for n in range(whole.index("["), len(whole)) if whole[:n + 1].count("[") == whole[:n + 1].count("]")), len(whole) - 1)
@@ -265,7 +277,10 @@ def _report(argv: list[str]) -> None:
         raise SystemExit(2)
     absent = [d for d in args.dirs if not Path(d).is_dir()]
     if absent:
-        print(f"gnngp: error: {', '.join(absent)}: not a folder; give the folders that hold results.csv files", file=sys.stderr)
+        overrides = [d for d in absent if "=" in d]
+        hint = (f"; gnngp report takes folders and flags (--check-paper, --out), not key=value overrides such as {overrides[0]}: "
+                "it reports every row of the folders given" if overrides else "")
+        print(f"gnngp: error: {', '.join(absent)}: not a folder; give the folders that hold results.csv files{hint}", file=sys.stderr)
         raise SystemExit(1)
     folders = [Path(d) for d in args.dirs]
     exclude = [d.strip().lower() for d in args.exclude.split(",") if d.strip()]

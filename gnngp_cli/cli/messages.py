@@ -99,7 +99,15 @@ def user_config_folders(overrides: Sequence[str]) -> list[Path]:
     for i, arg in enumerate(overrides):
         key, sep, value = arg.partition("=")
         if key.lstrip("+~") == "hydra.searchpath" and sep:
-            folders += [Path(found) for found in re.findall(r"file://([^,\]\[\s'\"]+)", value)]
+            for entry in (e.strip().strip("'\"") for e in value.strip().strip("[]").split(",") if e.strip()):
+                scheme, found, path = entry.partition("://")
+                if not found:
+                    raise ConfigError(f"hydra.searchpath entry {entry} is not a URL; name a folder as file://{Path(entry).absolute()} "
+                                      "(or a Python package as pkg://name)")
+                if scheme == "file" and not Path(path).is_dir():
+                    raise ConfigError(f"hydra.searchpath entry {entry}: {path} is not a folder; name the folder that holds "
+                                      "your experiment/ (or dataset/ ...) configs")
+                folders += [Path(path)] if scheme == "file" else []
         elif key in ("--config-dir", "-cd"):
             value = value if sep else (overrides[i + 1] if i + 1 < len(overrides) else "")
             folders += [Path(value)] if value else []
@@ -191,7 +199,8 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
     spelled = spelled or {}
-    cause = err if isinstance(err, OmegaConfBaseException) else err.__cause__
+    cause = err if isinstance(err, OmegaConfBaseException) else (err.__cause__ or err.__context__)
+    preset = re.match(r"In '([^']+)': ", str(err))   # a key of a config file (a preset of the user's: experiment/mine)
     if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and getattr(cause, "full_key", None):
         full_key = str(cause.full_key)
         parent, _, leaf = full_key.rpartition(".")
@@ -202,7 +211,13 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         hint = (f"did you mean {' or '.join(elsewhere)}? " if elsewhere else
                 f"did you mean {(parent + '.' if parent else '') + near}? " if near else "")
         listed = f"keys{where}: {', '.join(keys)}" if keys else "see gnngp run --cfg job for the keys"
-        return f"unknown key {full_key}; {hint}{listed}"
+        if preset is None:
+            return f"unknown key {full_key}; {hint}{listed}"
+        group = preset.group(1).split("/")[0]
+        if full_key.startswith(group + ".") and group not in ("dataset", "model"):   # the file's keys went under its group
+            return (f"{preset.group(1)}.yaml sets {leaf}, which is read as {full_key}: a preset that sets the run's keys "
+                    f"(runs, kernel.layers, ...) begins with the line '# @package _global_'")
+        return f"{preset.group(1)}.yaml sets the unknown key {full_key}; {hint}{listed}"
     if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
         first = str(getattr(cause, "msg", "") or cause).splitlines()[0]
         key = _user_key(str(cause.full_key), spelled)

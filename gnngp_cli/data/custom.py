@@ -121,7 +121,9 @@ def _read_labels(path: Path) -> np.ndarray:
     if labels.dtype == np.bool_:
         labels = labels.astype(np.int64)
     if np.issubdtype(labels.dtype, np.complexfloating) or not np.issubdtype(labels.dtype, np.number):
-        raise DatasetError(f"label file {path} must hold real numbers, got {labels.dtype}")
+        named = labels.dtype.kind in "OUS"   # class names: text
+        raise DatasetError(f"label file {path} must hold real numbers, got {labels.dtype}"
+                           + ("; write each class as an integer id 0..C-1 (e.g. pandas' factorize of the names)" if named else ""))
     return labels
 
 

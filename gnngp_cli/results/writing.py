@@ -63,7 +63,7 @@ def append_rows(path: Path, rows: Iterable[Mapping], fallback_dir: Optional[Path
     ``<fallback_dir, else the temp dir>/results.fallback-<time>-<pid>.csv`` and
     :class:`ResultsNotWritten` names it. Returns every row of the file, old then new."""
     new = [dict(row) for row in rows]
-    new_header = ordered_columns(*(row.keys() for row in new))
+    new_header = ordered_columns(("status", "error"), *(row.keys() for row in new))   # error: empty in an ok row, always a column
     try:
         with locked(path):
             header, old = _read_existing(path)

@@ -141,6 +141,19 @@ def test_verify_prints_error_by_width(tmp_path):
         (["verify.widths=[16,", "32,", "64]", "seed=0"], "gnngp: error: verify.widths=[16, was cut at a space by the shell; write the list "
                                                           "without spaces, verify.widths=[16,32,64], or quote it: 'verify.widths=[16, 32, 64]'"),
         (["hydra/launcher=jobib"], "gnngp: error: hydra/launcher=jobib is not an option; did you mean hydra/launcher=joblib? valid: basic, joblib,"),
+        # a newcomer's trial (a helper, fresh clone): each was Hydra's grammar error or advice that did not fit
+        (["dataset=custom", "dataset.path=~/graph"], "gnngp: error: dataset.path=~/graph: the shell expands ~ only at the start of a word, "
+                                                     "so ~/graph reached gnngp as typed; give the whole path, e.g. dataset.path=$HOME/graph"),
+        (["-m", "dataset=cora,", "citeseer"], "gnngp: error: dataset=cora, citeseer: the shell cut the sweep at the space after the comma; "
+                                              "write it without spaces, dataset=cora,citeseer"),
+        (["--cfg", "jobs"], "gnngp: error: --cfg jobs is not a choice: --cfg job shows the run's config"),
+        (["experiment=mine", "hydra.searchpath=[/no/such/conf]"], "gnngp: error: hydra.searchpath entry /no/such/conf is not a URL; name a "
+                                                                  "folder as file:///no/such/conf"),
+        (["experiment=mine", "hydra.searchpath=[file:///no/such/conf]"], "gnngp: error: hydra.searchpath entry file:///no/such/conf: "
+                                                                         "/no/such/conf is not a folder"),
+        (["kernel=gcngp_x", "landmarks.count=100", "landmarks.fraction=5"], "gnngp: error: landmarks.fraction=5.0 has no effect on this run "
+                                                                            "(kernel=gcngp_x): it is read only by low-rank kernels (kernel=<name>_x) without landmarks.count; drop it"),
+        (["dataset=cora", "splits=all"], "gnngp: error: splits=all needs a dataset with numbered fixed splits (chameleon"),
     ],
 )
 def test_every_config_mistake_is_one_line_with_the_closest_name(tmp_path, args, message):
@@ -163,6 +176,13 @@ def test_a_preset_in_the_users_config_folder_is_an_option_and_a_typo_of_it_names
     assert typo.returncode == 1 and typo.stderr.startswith("gnngp: error: experiment=mien is not an option; did you mean experiment=mine?")
     other = in_process("run", "experiment=mine", f"hydra.run.dir={tmp_path / 'other'}")   # without the folder: not an option
     assert other.returncode == 1 and "experiment=mine is not an option" in other.stderr
+    (tmp_path / "my_conf" / "experiment" / "bare.yaml").write_text("runs: 2\n")   # no '# @package _global_'
+    (tmp_path / "my_conf" / "experiment" / "typo.yaml").write_text("# @package _global_\nkernel:\n  layer: 3\n")
+    bare = in_process("run", "experiment=bare", search, f"hydra.run.dir={tmp_path / 'bare'}")
+    assert bare.stderr.strip() == ("gnngp: error: experiment/bare.yaml sets runs, which is read as experiment.runs: a preset that sets "
+                                   "the run's keys (runs, kernel.layers, ...) begins with the line '# @package _global_'")
+    typo = in_process("run", "experiment=typo", search, f"hydra.run.dir={tmp_path / 'typo'}")
+    assert typo.stderr.startswith("gnngp: error: experiment/typo.yaml sets the unknown key kernel.layer; did you mean kernel.layers?")
 
 
 def test_every_gp_run_tells_its_memory_estimate_before_computing(tmp_path):

@@ -266,7 +266,7 @@ def test_landmark_options_on_an_exact_kernel_are_refused_naming_the_low_rank_twi
     ("runs=3", "runs=3"), ("nugget.num=5", "nugget.num=5"), ("fit=mll", "fit.method=mll"), ("likelihood=dirichlet", "likelihood.name=dirichlet"),
     ("conformal=aps", "conformal.name=aps"), ("conformal.alpha=0.2", "conformal.alpha=0.2"), ("landmarks.count=5", "landmarks.count=5"),
     ("dtype=float64", "dtype=float64"), ("compute=dask", "compute.backend=dask"), ("splits=all", "splits=all"),
-    ("kernel=gcngp_x", "kernel.low_rank=true"), ("results_file=mine.csv", "results_file=mine.csv"),
+    ("results_file=mine.csv", "results_file=mine.csv"),
     ("active=sigma_opt", "active.name=sigma_opt"), ("progress=false", "progress=false"), ("logger=mlflow", "logger.name=mlflow"),
     ("experiment.paper=true", "experiment.paper=true"),
 ])
@@ -277,6 +277,13 @@ def test_run_only_options_given_to_verify_are_refused(override, key):
     with pytest.raises(ConfigError) as refused:
         parse(compose(overrides, config_name="verify"), command="verify")
     assert str(refused.value).startswith(f"{key} has no effect on gnngp verify: it is read only by gnngp run; drop it"), str(refused.value)
+
+
+def test_verify_of_a_low_rank_kernel_names_its_exact_twin():
+    with pytest.raises(ConfigError) as refused:
+        parse(compose(["kernel=gcngp_x"], config_name="verify"), command="verify")
+    assert str(refused.value) == ("kernel=gcngp_x is a low-rank kernel, and gnngp verify checks an exact kernel against wide random "
+                                  "networks; use kernel=gcngp")
 
 
 def test_verify_reads_the_kernel_the_dataset_and_its_own_keys():

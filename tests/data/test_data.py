@@ -295,6 +295,13 @@ def test_custom_classification_with_random_split(tmp_path):
     assert split_sizes(data) == (15, 6, 9)
 
 
+def test_class_names_as_labels_say_to_write_integer_ids(tmp_path):
+    folder = write_custom(tmp_path / "g", labels="float")
+    (folder / "labels.csv").write_text("label\n" + "".join(f"{name}\n" for name in ["cat", "dog", "bird"] * 10))
+    with pytest.raises(DatasetError, match=r"must hold real numbers, got object; write each class as an integer id 0..C-1"):
+        load("custom", None, tmp_path, path=folder)
+
+
 def test_custom_regression_csv_labels_masks_and_sparse_features(tmp_path):
     folder = write_custom(tmp_path / "g", labels="float", masks=True, header=False)
     (folder / "features.npy").unlink()

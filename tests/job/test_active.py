@@ -232,7 +232,7 @@ def test_select_returns_the_nodes_in_order():
     with pytest.raises(DatasetError, match=r"^the pool is empty: every one of the graph's 40 nodes is a test node"):
         NodeGP(kernel="gcngp").select(data, budget=6, test=torch.arange(40))
     data.y = torch.randn(40)   # regression: no class probabilities
-    with pytest.raises(ConfigError, match="active=entropy reads class probabilities, and .* is a regression task"):
+    with pytest.raises(ConfigError, match='^strategy="entropy" reads class probabilities, and .* is a regression task; use strategy="variance"'):
         NodeGP(kernel="gcngp").select(data, budget=6, strategy="entropy", test=torch.arange(30, 40))
 
 

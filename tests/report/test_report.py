@@ -186,6 +186,8 @@ def test_report_command_line(tmp_path):
     assert "6 deterministic cells checked, 0 unexplained deviations, 0 error rows, 0 not run" in out.stdout
     missing = gnngp("report", str(tmp_path / "nope"))   # end to end: the report's one-line error and exit status
     assert missing.returncode == 1 and missing.stderr.startswith("gnngp: error:")
+    keyed = in_process("report", str(runs), "dataset=cora")   # a run's override given to the report
+    assert keyed.returncode == 1 and "gnngp report takes folders and flags (--check-paper, --out), not key=value overrides such as dataset=cora" in keyed.stderr
 
 
 def test_paper_check_fails_on_an_error_row_or_a_missing_cell_and_says_which(tmp_path):
