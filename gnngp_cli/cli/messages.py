@@ -182,6 +182,20 @@ def placed_elsewhere(leaf: str, parent: str) -> list[str]:
     return found
 
 
+def other_methods_with(leaf: str, parent: str) -> list[str]:
+    """The kernels (or GNNs) whose own key ``leaf`` is, for a key unknown under ``kernel`` (or ``gnn``):
+    ``kernel.alpha`` is GCNII's, ``["kernel=gcn2gp (its kernel.alpha)"]``."""
+    from ..gnn import GNNS
+    from ..kernels import KERNELS
+
+    table = {"kernel": KERNELS, "gnn": GNNS, "model": {**KERNELS, **GNNS}}.get(parent)
+    if table is None:
+        return []
+    owners = [name for name, entry in table.items() if leaf in _schema_keys(type(entry.config(name=name)))]
+    kind = "kernel" if parent == "model" and owners and owners[0] in KERNELS else parent
+    return [f"{kind}={name} (its {kind}.{leaf})" for name in owners[:3]]
+
+
 def spellings(overrides: Sequence[str]) -> dict[str, str]:
     """How the user spelled the method group (``kernel=``, ``gnn=`` or ``model=``; Hydra only
     sees ``model=``): ``{"model": "kernel"}``, for :func:`one_line` to name keys as typed."""
@@ -205,11 +219,14 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         full_key = str(cause.full_key)
         parent, _, leaf = full_key.rpartition(".")
         keys = _schema_keys(getattr(cause, "object_type", None))
-        elsewhere = placed_elsewhere(leaf, parent)
         near = closest(leaf, keys)
+        elsewhere = placed_elsewhere(leaf, parent)
+        # this section's near key, first when it only adds or drops an ending (verify.seed: verify.seeds), else only when no other fits
+        first = near is not None and (near.startswith(leaf) or leaf.startswith(near))
+        guesses = ([(parent + "." if parent else "") + near] if near and (first or not elsewhere) else [])
+        guesses += other_methods_with(leaf, parent) + elsewhere   # kernel.alpha: GCNII's own key before likelihood.alpha
         where = f" of {parent}" if parent else ""
-        hint = (f"did you mean {' or '.join(elsewhere)}? " if elsewhere else
-                f"did you mean {(parent + '.' if parent else '') + near}? " if near else "")
+        hint = f"did you mean {' or '.join(guesses)}? " if guesses else ""
         listed = f"keys{where}: {', '.join(keys)}" if keys else "see gnngp run --cfg job for the keys"
         if preset is None:
             return f"unknown key {full_key}; {hint}{listed}"

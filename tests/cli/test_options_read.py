@@ -286,6 +286,11 @@ def test_verify_of_a_low_rank_kernel_names_its_exact_twin():
                                   "networks; use kernel=gcngp")
 
 
+def test_a_key_of_verify_mistyped_names_the_key_it_is_near_first(tmp_path):
+    out = in_process("verify", "verify.seed=3", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1 and out.stderr.startswith("gnngp: error: unknown key verify.seed; did you mean verify.seeds or seed"), out.stderr
+
+
 def test_verify_reads_the_kernel_the_dataset_and_its_own_keys():
     for overrides in (["seed=3"], ["kernel.layers=3"], ["kernel=sagegp", "kernel.sigma_w1=0.3"], ["dataset=cora"], ["verify.seeds=8"],
                       ["protocol=feature_shift"], ["kernel.base.name=rbf", "kernel.base.gamma=2"], ["experiment.stand_in=csbm"]):

@@ -367,7 +367,7 @@ def test_two_class_custom_dataset_defaults_to_roc_auc_and_can_be_overridden(tmp_
     (["dataset=chameleon_filtered", "dataset.metric=roc_auc"], "gnngp: error: dataset.metric=roc_auc needs a two-class task but chameleon_filtered is a 5-class task"),
     (["dataset=tolokers", "kernel=gprgp", "kernel.coefficients=[]"], "gnngp: error: kernel.coefficients: the filter coefficient list [] is empty"),
     (["dataset=tolokers", "kernel=composed", "kernel.first=[input,{poly:[]}]"], "gnngp: error: kernel block {poly: ...}: the filter coefficient list [] is empty"),
-    (["dataset=csbm", "splits=all"], "gnngp: error: splits=all needs a dataset with fixed splits"),
+    (["dataset=csbm", "splits=all"], "gnngp: error: splits=all needs a dataset with numbered fixed splits"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, message):
     mirror = tmp_path / "mirror"
