@@ -93,7 +93,7 @@ def check_group_choices(overrides: Sequence[str]) -> None:
 
 def user_config_folders(overrides: Sequence[str]) -> list[Path]:
     """The config folders of the user's that a command line adds to the package's: the ``file://``
-    entries of ``hydra.searchpath=[...]`` and the folder of ``--config-dir`` (``-cd``); their
+    and ``pkg://`` entries of ``hydra.searchpath=[...]`` and the folder of ``--config-dir`` (``-cd``); their
     ``<group>/<name>.yaml`` files are options of the group (``experiment=mine``)."""
     folders: list[Path] = []
     for i, arg in enumerate(overrides):
@@ -104,10 +104,18 @@ def user_config_folders(overrides: Sequence[str]) -> list[Path]:
                 if not found:
                     raise ConfigError(f"hydra.searchpath entry {entry} is not a URL; name a folder as file://{Path(entry).absolute()} "
                                       "(or a Python package as pkg://name)")
-                if scheme == "file" and not Path(path).is_dir():
+                if scheme == "pkg":   # a package's folder of configs (an installed package's files, read where they lie)
+                    import importlib.resources
+
+                    try:
+                        path = str(importlib.resources.files(path))
+                    except (ImportError, TypeError, ValueError):
+                        raise ConfigError(f"hydra.searchpath entry {entry} names no installed Python package; install it, or "
+                                          "name a folder as file:///path/to/my_conf") from None
+                if not Path(path).is_dir():
                     raise ConfigError(f"hydra.searchpath entry {entry}: {path} is not a folder; name the folder that holds "
                                       "your experiment/ (or dataset/ ...) configs")
-                folders += [Path(path)] if scheme == "file" else []
+                folders.append(Path(path))
         elif key in ("--config-dir", "-cd"):
             value = value if sep else (overrides[i + 1] if i + 1 < len(overrides) else "")
             folders += [Path(value)] if value else []

@@ -165,6 +165,18 @@ def test_every_config_mistake_is_one_line_with_the_closest_name(tmp_path, args, 
     assert "Traceback" not in out.stderr and "HYDRA_FULL_ERROR" not in out.stderr
 
 
+def test_a_preset_in_a_package_on_the_search_path_is_an_option(tmp_path, monkeypatch):
+    (tmp_path / "my_presets" / "experiment").mkdir(parents=True)
+    (tmp_path / "my_presets" / "__init__.py").write_text("")
+    (tmp_path / "my_presets" / "experiment" / "small.yaml").write_text("# @package _global_\ndataset:\n  num_nodes: 120\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    done = in_process("run", "experiment=small", "hydra.searchpath=[pkg://my_presets]", "progress=false", f"hydra.run.dir={tmp_path / 'run'}")
+    assert done.returncode == 0, done.stderr
+    assert pd.read_csv(tmp_path / "run" / "results.csv")["n_nodes"].tolist() == [120]
+    absent = in_process("run", "experiment=small", "hydra.searchpath=[pkg://no_such_presets]", f"hydra.run.dir={tmp_path / 'absent'}")
+    assert absent.stderr.startswith("gnngp: error: hydra.searchpath entry pkg://no_such_presets names no installed Python package")
+
+
 def test_a_preset_in_the_users_config_folder_is_an_option_and_a_typo_of_it_names_it(tmp_path):
     """docs/configuration.md: ``my_conf/experiment/mine.yaml`` added with ``hydra.searchpath`` (or
     ``--config-dir``) is ``experiment=mine``, checked like the package's presets."""
