@@ -293,8 +293,10 @@ class NodeGP:
 
         try:
             check_group_choices([f"active={strategy}"])
-        except ConfigError as err:   # the strategy as select takes it
-            raise ConfigError(re.sub(r"\bactive=(\w+)", r'strategy="\1"', str(err))) from None
+        except ConfigError as err:   # the strategy as select takes it (none, the command line's "no active learning", is no strategy)
+            raise ConfigError(re.sub(r"\bnone, |, none\b", "", re.sub(r"\bactive=(\w+)", r'strategy="\1"', str(err)))) from None
+        if strategy == "none":
+            raise ConfigError('strategy="none" chooses no labels; select needs a strategy, e.g. strategy="sigma_opt"')
         named = {f"active.budgets=[{budget}]": f"budget={budget}", "active.budgets": "budget", "active.batch": "batch",
                  "active.initial": "initial", "active.nugget": "nugget"}   # an error names the arguments as select takes them
         try:

@@ -82,7 +82,9 @@ class Preflight(Callback):
         self.command = command
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        check(config, command=self.command)
+        task = check(config, command=self.command)
+        if self.command == "partition" and not task.partition.get("out"):   # before Hydra makes the run's folder
+            _refuse("gnngp partition needs the folder to write: out=<dir>")
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from hydra.core.global_hydra import GlobalHydra

@@ -334,6 +334,12 @@ def test_partition_reads_the_graph_and_its_own_keys_and_defaults_are_never_refus
         parse(compose(["verify.seeds=8"]), command="partition")
 
 
+def test_partition_without_out_is_refused_before_any_folder_is_made(tmp_path):
+    out = in_process("partition", "dataset.num_nodes=300", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1 and out.stderr.strip() == "gnngp: error: gnngp partition needs the folder to write: out=<dir>", out.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_partition_takes_config_yamls_kernel_as_its_default():
     from gnngp_cli.readers import PARTITION_MODEL
 

@@ -219,8 +219,11 @@ def test_select_returns_the_nodes_in_order():
     assert len(chosen) == 6 and len(set(chosen)) == 6 and max(chosen) < 30
     batched = NodeGP(kernel="gcngp_x", dtype="float64").select(data, budget=6, strategy="v_opt", test=torch.arange(30, 40), batch=3, nugget=0.3)
     assert len(batched) == 6 and max(batched) < 30
-    with pytest.raises(ConfigError, match=r'^strategy="sigmaopt" is not an option; did you mean strategy="sigma_opt"\?'):   # as select takes it
+    with pytest.raises(ConfigError, match=r'^strategy="sigmaopt" is not an option; did you mean strategy="sigma_opt"\?') as unknown:   # as select takes it
         NodeGP(kernel="gcngp").select(data, budget=6, strategy="sigmaopt", test=torch.arange(30, 40))
+    assert "none" not in str(unknown.value)   # the command line's active=none is no strategy of select
+    with pytest.raises(ConfigError, match=r'^strategy="none" chooses no labels; select needs a strategy, e.g. strategy="sigma_opt"$'):
+        NodeGP(kernel="gcngp").select(data, budget=6, strategy="none", test=torch.arange(30, 40))
     with pytest.raises(ConfigError, match=r"^budget=5000: the budget 5000 is above the pool of 30 nodes .*use budgets of at most 30$"):
         NodeGP(kernel="gcngp").select(data, budget=5000, test=torch.arange(30, 40))   # named as select takes it, not active.budgets=[5000]
     with pytest.raises(ConfigError, match=r"^batch=0 must be at least 1"):
