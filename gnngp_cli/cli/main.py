@@ -208,11 +208,12 @@ def _partition_task(cfg) -> None:
     from ..config import parse
     from ..data import DataStore
     from ..errors import ConfigError, GnngpError
+    from .preflight import NO_OUT
 
     try:
         spec = parse(cfg, command="partition")
         if not spec.partition.out:
-            raise ConfigError("gnngp partition needs the folder to write: out=<dir>")
+            raise ConfigError(NO_OUT)   # a sweep's job (its preflight checks each run alone)
         store = DataStore.of(spec.data)
         start = time.perf_counter()
         meta = partition(spec, store, Path(spec.partition.out), spec.partition.rows)

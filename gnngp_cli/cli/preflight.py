@@ -16,6 +16,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
 
 
+NO_OUT = "gnngp partition needs the folder to write: out=<dir>"
+
+
 def _refuse(message: str, job: str = "") -> None:
     where = f" (sweep job {job})" if job[:1].isdigit() else f" ({job})" if job else ""
     print(f"gnngp: error: {message}{where}", file=sys.stderr)
@@ -84,7 +87,7 @@ class Preflight(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         task = check(config, command=self.command)
         if self.command == "partition" and not task.partition.get("out"):   # before Hydra makes the run's folder
-            _refuse("gnngp partition needs the folder to write: out=<dir>")
+            _refuse(NO_OUT)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from hydra.core.global_hydra import GlobalHydra
