@@ -87,11 +87,23 @@ def dask_client(c: Any) -> Iterator[Any]:
 SAME_KEY_SAME_TASK = {"optimization.fuse.active": False}
 
 
+def _unset_future_race(record: logging.LogRecord) -> bool:
+    """False for the one record of a race in distributed's ``sync``: a stop (``KeyboardInterrupt``,
+    as a first SIGTERM or Ctrl-C raises it) that lands before ``sync``'s coroutine has made its future
+    makes the cancel it schedules raise ``NameError`` on the loop's thread, which tornado logs with a
+    traceback; the stop itself goes on as it should, so the record is only noise on the console."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not (isinstance(error, NameError) and "'future'" in str(error))
+
+
 @contextmanager
 def _client(c: Any) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     logging.getLogger("distributed").setLevel(logging.WARNING)
+    tornado = logging.getLogger("tornado.application")
+    if _unset_future_race not in tornado.filters:
+        tornado.addFilter(_unset_future_race)
     cluster = None
     if c.address:
         try:
