@@ -183,9 +183,9 @@ def skip_unset_mode(hydra_class: type) -> None:
     if getattr(hydra_class.get_mode, "kept_by_gnngp", False):
         return
     original = hydra_class.get_mode
+    ours = {("hydra", "pkg://hydra.conf"), ("main", str(config_dir())), ("main", f"file://{config_dir()}"), ("schema", "structured://")}
 
     def get_mode(self, config_name, overrides):
-        ours = {("hydra", "pkg://hydra.conf"), ("main", str(config_dir())), ("main", f"file://{config_dir()}"), ("schema", "structured://")}
         shipped = all((entry.provider, entry.path) in ours for entry in self.config_loader.get_search_path().get_path())
         named = any(o.lstrip("+~").split("=", 1)[0] in ("hydra", "hydra.mode", "hydra.searchpath") for o in overrides)
         return None if shipped and not named else original(self, config_name, overrides)

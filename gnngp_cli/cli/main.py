@@ -75,15 +75,14 @@ def check_flags(argv: list[str], prog: str) -> None:
     """An argument that starts with ``-`` is one of Hydra's flags, else one line (argparse would
     print its usage, nine lines, then its own error)."""
     for i, arg in enumerate(argv):
-        if arg.startswith("-") and arg.split("=", 1)[0] not in HYDRA_FLAGS:
+        key, eq, value = arg.partition("=")
+        if arg.startswith("-") and key not in HYDRA_FLAGS:
             _fail(f"{arg!r} is not an option of {prog}; give overrides as key=value, and flags from {prog} --help "
                   "(-m for a sweep, --cfg job for the composed config)")
-        flag, eq, shown = arg.partition("=")
-        if flag in ("-c", "--cfg"):
-            shown = shown if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+        if key in ("-c", "--cfg"):
+            shown = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
             if shown not in ("job", "hydra", "all"):
-                _fail(f"{flag} {shown} is not a choice: {flag} job shows the run's config (hydra: Hydra's own, all: both)")
-        key, eq, value = arg.partition("=")
+                _fail(f"{key} {shown} is not a choice: {key} job shows the run's config (hydra: Hydra's own, all: both)")
         if eq and not key.startswith("~") and (value == "~" or value.startswith("~/")):   # the shell expands ~ only at a word's start
             _fail(f"{arg}: the shell expands ~ only at the start of a word, so {value} reached gnngp as typed; give the whole path, "
                   f"e.g. {key}=$HOME{value[1:]}")
