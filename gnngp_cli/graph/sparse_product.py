@@ -154,10 +154,16 @@ def tiles_pay(num_entries: int, num_nodes: int) -> bool:
 
 
 def _threads() -> None:
-    """numba's threads follow torch's (a Dask worker of one thread stays at one)."""
+    """numba's threads follow torch's (a Dask worker of one thread stays at one). numba's OpenMP
+    layer, started by the first call, sets the OpenMP thread count it shares with torch to its own
+    pool's (the machine's cores): torch's count is put back, or every torch operation after the
+    first tiled product runs on all cores whatever the job asked for."""
     import numba
 
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    count = torch.get_num_threads()
+    numba.set_num_threads(max(1, min(count, numba.config.NUMBA_NUM_THREADS)))
+    if torch.get_num_threads() != count:
+        torch.set_num_threads(count)
 
 
 def resolve_product(name: str, device: torch.device | str, dtype: torch.dtype) -> str:

@@ -251,3 +251,31 @@ def test_auto_takes_the_tiled_product_where_it_pays(monkeypatch):
     dense.matmul(q), sparse.matmul(q)
     assert dense._tiled is not None and sparse._tiled is None
     assert products.tiles_pay(2 * n, n) and not products.tiles_pay(n, n)
+
+
+def test_a_tiled_product_leaves_torchs_thread_count_as_it_was():
+    """numba's OpenMP layer, started by the first tiled product, shares OpenMP's thread count with
+    torch and sets it to the machine's cores: a job (or a Dask worker) on one thread stayed on one for
+    the tiled product only and ran every torch operation after it on every core. A fresh process, so
+    that the layer starts inside the product."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import torch
+        torch.set_num_threads(1)
+        from gnngp_cli.graph.operators import Adjacency
+        n = 3000
+        edges = torch.randint(0, n, (2, 20_000), generator=torch.Generator().manual_seed(0))
+        adj = Adjacency.from_graph(edges, n, "sym", torch.float32, "cpu", product="tiled")
+        adj.matmul(torch.randn(n, 8))
+        import numba
+        print(torch.get_num_threads(), numba.threading_layer(), numba.config.NUMBA_NUM_THREADS)
+    """)
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    env["NUMBA_NUM_THREADS"] = "2"   # a pool of two, whatever the machine, so that the count would change
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    threads, layer, pool = out.stdout.split()
+    assert (threads, pool) == ("1", "2"), out.stdout
