@@ -31,22 +31,30 @@ def scored(rows: pd.DataFrame) -> pd.DataFrame:
     """The ok rows with calibration columns, with ``how`` (likelihood or GNN uncertainty) and ``protocol`` filled."""
     if "ece" not in rows.columns:
         return rows.iloc[0:0]
-    return _labelled(rows[(rows["status"] == "ok") & pd.to_numeric(rows["ece"], errors="coerce").notna()].copy(), HIDDEN)
+    return _labelled(rows[(rows["status"] == "ok") & pd.to_numeric(rows["ece"], errors="coerce").notna()].copy(), HIDDEN, KEYS[:-1])
 
 
-def _labelled(out: pd.DataFrame, hidden: frozenset) -> pd.DataFrame:
+def _labelled(out: pd.DataFrame, hidden: frozenset, shown: list[str]) -> pd.DataFrame:
     """``out`` with ``how`` (likelihood or GNN uncertainty), ``protocol`` (``none`` for none), the
-    ``settings`` the table's columns do not show (``hidden`` they do) and ``group_key`` filled."""
+    ``settings`` the table's columns do not show (``hidden`` they do, or that would only lengthen
+    every line) and ``group_key`` filled. Lines whose ``shown`` cells would read the same though
+    their settings differ (a float32 and a float64 run, say) show every setting no column shows."""
     out["how"] = [_how(r) for _, r in out.iterrows()]
     out["protocol"] = out["protocol"].fillna("").astype(str) if "protocol" in out.columns else ""
     out["protocol"] = out["protocol"].replace("", "none")
     groups = out["group"] if "group" in out.columns else pd.Series([""] * len(out), index=out.index)
     out["settings"] = [_settings(g, hidden) for g in groups]
     out["group_key"] = groups.fillna("").astype(str)   # every setting tells lines apart; the table shows those the columns do not
+    if not out.empty:
+        alike = out[shown].astype(str).agg("\x1f".join, axis=1)
+        clash = out.groupby(alike, sort=False)["group_key"].transform("nunique") > 1
+        if bool(clash.any()):
+            out.loc[clash, "settings"] = [_settings(g, hidden - UNSHOWN) for g in out.loc[clash, "group_key"]]
     return out
 
 
-HIDDEN = {"device", "dtype", "likelihood", "protocol", "gnn.uncertainty", "experiment"}
+UNSHOWN = frozenset({"device", "dtype", "experiment"})   # hidden to keep lines short, shown where two lines would read the same
+HIDDEN = UNSHOWN | {"likelihood", "protocol", "gnn.uncertainty"}   # the others: in the likelihood / probabilities and protocol columns
 CONFORMAL_SHOWN = HIDDEN | {"conformal", "conformal.alpha"}   # the conformal table's own columns
 
 
@@ -89,13 +97,13 @@ def conformal_table(rows: pd.DataFrame) -> str:
     split-averaged column); runs with different settings are never averaged together."""
     if "conformal" not in rows.columns or "coverage" not in rows.columns:
         return ""
+    keys = ["dataset", "protocol", "method", "how", "conformal", "conformal_alpha", "settings", "group_key"]
     found = _labelled(rows[(rows["status"] == "ok") & rows["conformal"].fillna("").astype(str).ne("")
-                           & pd.to_numeric(rows["coverage"], errors="coerce").notna()].copy(), CONFORMAL_SHOWN)
+                           & pd.to_numeric(rows["coverage"], errors="coerce").notna()].copy(), CONFORMAL_SHOWN, keys[:-1])
     if found.empty:
         return ""
     head = ["dataset", "protocol", "method", "likelihood / probabilities", "score", "alpha", "settings", "runs", "test", *CONFORMAL]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    keys = ["dataset", "protocol", "method", "how", "conformal", "conformal_alpha", "settings", "group_key"]
     for (dataset, protocol, method, how, score, alpha, settings, _), group in found.groupby(keys, sort=True):
         cells = [display(dataset), protocol, method, how or "-", str(score), f"{float(alpha):g}", settings or "-", str(len(group)),
                  _cell(group["test"]), *[_cell(group[c]) if c in group.columns else "-" for c in CONFORMAL]]

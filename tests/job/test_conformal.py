@@ -382,3 +382,24 @@ def test_a_gnn_rows_conformal_refusal_is_a_warning_as_a_gps_is():
                            x=None)
     out = gnn_conformal(Calibration("snaps"), data, torch.device("cpu"), _probs(N, 3), torch.zeros(N, 3))
     assert "coverage" not in out and out["warning"].startswith("no conformal columns: conformal=snaps averages scores"), out
+
+
+def test_two_lines_that_would_read_the_same_show_the_setting_that_tells_them_apart():
+    """dtype, device and experiment are left out of a line's settings to keep it short; two lines
+    whose cells would then read the same (a float32 and a float64 run) show them."""
+    import pandas as pd
+
+    from gnngp_cli.report.uncertainty import conformal_table, table
+
+    def row(group, **extra):
+        return {"status": "ok", "dataset": "cora", "protocol": "", "method": "GCNGP", "likelihood": "gaussian", "conformal": "aps",
+                "conformal_alpha": 0.1, "test": 0.8, "coverage": 0.9, "set_size": 1.5, "singleton_hit": 0.6, "conformal_seconds": 0.1,
+                "ece": 0.05, "total_seconds": 1.0, "group": json.dumps(group), **extra}
+
+    rows = pd.DataFrame([row({}), row({"dtype": "float64"}, test=0.81), row({"dtype": "float64", "kernel.layers": 3}, test=0.7)])
+    for text in (table(rows), conformal_table(rows)):
+        lines = [line for line in text.splitlines() if line.startswith("| Cora")]
+        assert len(lines) == 3 and len(set(lines)) == 3, lines
+        assert sum("dtype=float64" in line for line in lines) == 1, lines   # where it tells two lines apart; the 3-layer line needs it not
+    one = pd.DataFrame([row({"dtype": "float64"})])
+    assert "dtype" not in table(one) and "dtype" not in conformal_table(one)   # alone, a line stays short
