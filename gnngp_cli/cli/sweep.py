@@ -30,15 +30,29 @@ class SweepOutcome:
 LAST_SWEEP: Optional[SweepOutcome] = None
 
 
-def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequence[str] = ()) -> tuple[list[str], list[dict]]:
-    """The header and rows of every job's results under ``sweep_dir``, each with its ``job``:
-    a job folder without results (it died before writing) becomes an error row; a results
-    file with malformed rows gives its good rows, an error row naming the file, and a warning.
-    Never raises on a bad file."""
+def job_folders(sweep_dir: Path) -> list[Path]:
+    """The job folders of ``sweep_dir`` (those with Hydra's ``.hydra``), in job order."""
+    return sorted((p for p in sweep_dir.iterdir() if p.is_dir() and (p / ".hydra").is_dir()), key=_job_order)
+
+
+def _stamp(job: Path) -> Optional[int]:
+    """When Hydra last wrote the job's ``.hydra`` files (each launch of the job writes them anew)."""
+    try:
+        return (job / ".hydra" / "overrides.yaml").stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequence[str] = (),
+            jobs: Optional[Sequence[Path]] = None) -> tuple[list[str], list[dict]]:
+    """The header and rows of every job's results under ``sweep_dir`` (or of ``jobs`` only), each
+    with its ``job``: a job folder without results (it died before writing) becomes an error row;
+    a results file with malformed rows gives its good rows, an error row naming the file, and a
+    warning. Never raises on a bad file."""
     from ..results.rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows
 
     header, rows = [], []
-    jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and (p / ".hydra").is_dir()), key=_job_order)
+    jobs = job_folders(sweep_dir) if jobs is None else list(jobs)
     swept = swept_values({job.name: _overrides(job) for job in jobs}, swept_keys)
     for job in jobs:
         path = job / results_file
@@ -144,7 +158,16 @@ def best_trial(sweep_dir: Path, swept: dict[str, str]) -> Optional[str]:
 
 
 class SweepSummary(Callback):
-    """``on_multirun_end``: write ``summary.csv`` in the sweep dir and print it."""
+    """``on_multirun_end``: write ``summary.csv`` in the sweep dir and print it. Only this sweep's
+    jobs: a folder that held another sweep (``resume=true`` into it, or the same folder given
+    again) keeps that sweep's other job folders, which ``on_multirun_start`` notes as they are."""
+
+    def __init__(self) -> None:
+        self._before: Optional[dict[str, Optional[int]]] = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        self._before = {job.name: _stamp(job) for job in job_folders(sweep_dir)} if sweep_dir.is_dir() else {}
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -152,7 +175,14 @@ class SweepSummary(Callback):
             return
         from ..results.rowfile import to_frame, to_text   # here, not at the top: Hydra imports this callback for every command
 
-        header, rows = collect(sweep_dir, config.get("results_file", "results.csv"), swept_keys(config))
+        every = job_folders(sweep_dir)
+        ours = [job for job in every if self._before is None or job.name not in self._before or self._before[job.name] != _stamp(job)]
+        if len(ours) < len(every):
+            others = [job.name for job in every if job not in ours]
+            log.info("summary: %d job folder%s of an earlier sweep in %s (job %s) left out: this sweep did not run %s",
+                     len(others), "s" if len(others) > 1 else "", sweep_dir, ", ".join(others[:10]) + (", ..." if len(others) > 10 else ""),
+                     "them" if len(others) > 1 else "it")
+        header, rows = collect(sweep_dir, config.get("results_file", "results.csv"), swept_keys(config), jobs=ours)
         path = sweep_dir / "summary.csv"
         atomic_write(path, lambda f: f.write(to_text(header, rows)))   # a reader never sees half a summary
         summary = to_frame(header, rows)

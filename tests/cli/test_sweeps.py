@@ -46,6 +46,18 @@ def test_resume_skips_finished_jobs_and_reruns_failed_ones(tmp_path):
     assert len(kept) == 1 and pd.read_csv(kept[0])["error"].tolist() == ["killed"]
 
 
+def test_a_sweep_into_the_folder_of_a_larger_one_summarises_its_own_jobs_only(tmp_path):
+    """A sweep of one job (resumed or not) into a folder where a sweep of two failed one: the
+    summary and the exit status are the one job's, and the other folder, left as it was, is named."""
+    summary, _ = sweep(tmp_path, "kernel=gcngp_x", "landmarks.count=10,100000", status=1)
+    assert summary["status"].tolist() == ["ok", "error"]
+    for extra in ([], ["resume=true"]):
+        summary, out = sweep(tmp_path, "kernel=gcngp_x", "landmarks.count=10", *extra)   # exit 0: the failed job is not this sweep's
+        assert set(summary["job"]) == {0} and (summary["status"] == "ok").all(), summary   # (a job's file keeps every run's rows)
+        assert "1 job folder of an earlier sweep" in out.stderr + out.stdout and "(job 1) left out" in out.stderr + out.stdout
+    assert (tmp_path / "1" / "results.csv").is_file()   # never removed
+
+
 @pytest.mark.paper  # slow: runs in CI with -m paper
 @pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
 def test_launchers_run_the_sweep(tmp_path, launcher):
