@@ -502,6 +502,23 @@ def test_worker_memory_below_one_row_block_asks_for_smaller_blocks(cache):
         run([*common, "compute.memory_limit=1MB"])      # blocks small enough would be under 1,000 rows: more memory is the fix
 
 
+def test_in_process_workers_below_this_process_memory_are_never_paused():
+    """compute.processes=false: the workers are threads of this process, whose memory (hundreds of MB
+    here) Dask reads as theirs; with a limit below it, Dask paused them for good once its monitor
+    ticked, and a job waited forever (seen in the test above, under load). Tasks still run."""
+    import time
+    from types import SimpleNamespace
+
+    from gnngp_cli.backends.rowblocks.cluster import dask_client
+
+    c = SimpleNamespace(address=None, backend="dask", memory_limit="40MB", processes=False, workers=1, threads_per_worker=1,
+                        spill_dir=None, dashboard=":0")
+    with dask_client(c) as client:
+        time.sleep(1.0)   # the memory monitor's ticks (every 100 ms)
+        assert client.submit(lambda: 41 + 1).result(timeout=30) == 42
+        assert all(w["memory_limit"] == 40_000_000 for w in client.scheduler_info(n_workers=-1)["workers"].values())   # still what sizes the blocks
+
+
 def test_cli_error_for_an_exact_kernel_on_dask_is_one_line(tmp_path):   # end to end: a backend's refusal from the command
     done = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "kernel=gcngp", "compute=dask", f"hydra.run.dir={tmp_path}"],
                           capture_output=True, text=True)
@@ -554,6 +571,13 @@ def test_a_stand_in_says_so_on_row_blocks_as_locally(cache, tmp_path):
 def test_what_the_row_block_backend_cannot_honour_is_refused_in_one_line(setting, message):
     with pytest.raises(ConfigError, match=message):
         run(["kernel=gcngp_x", "compute=dask", setting])
+
+
+def test_fit_mll_on_dask_with_an_exact_kernel_is_refused_for_the_fit_first():
+    """The exact kernel's refusal names its low-rank twin, which fit=mll on compute=dask would refuse in turn:
+    the fit's refusal, whose fixes both run, comes first."""
+    with pytest.raises(ConfigError, match=r"^fit=mll needs gradients through the kernel on every node"):
+        run(["kernel=gcngp", "compute=dask", "fit=mll"])
 
 
 def labelled_own_ids(shards: Path) -> np.ndarray:

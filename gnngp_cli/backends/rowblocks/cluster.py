@@ -96,8 +96,16 @@ def _unset_future_race(record: logging.LogRecord) -> bool:
     return not (isinstance(error, NameError) and "'future'" in str(error))
 
 
+# Workers that are threads of this process (compute.processes=false) share its memory, which Dask
+# reads as theirs: below their memory limit it would pause them for good (no task runs again) and a
+# job would wait forever. Their limit still sizes the row blocks (gnngp's own check); Dask's
+# spilling, pausing and restarting are for worker processes.
+IN_PROCESS_MEMORY = {f"distributed.worker.memory.{key}": False for key in ("target", "spill", "pause", "terminate")}
+
+
 @contextmanager
 def _client(c: Any) -> Iterator[Any]:
+    import dask
     from distributed import Client, LocalCluster
 
     logging.getLogger("distributed").setLevel(logging.WARNING)
@@ -119,7 +127,7 @@ def _client(c: Any) -> Iterator[Any]:
         client.wait_for_workers(1, timeout=c.worker_timeout)
     else:
         memory = c.memory_limit if str(c.memory_limit) == "auto" else parse_bytes(c.memory_limit)
-        with sigint_ignored_by_children():
+        with sigint_ignored_by_children(), dask.config.set(IN_PROCESS_MEMORY if not c.processes else {}):
             cluster = LocalCluster(n_workers=worker_count(c), threads_per_worker=c.threads_per_worker, memory_limit=memory,
                                    processes=c.processes, local_directory=c.spill_dir, dashboard_address=c.dashboard,
                                    silence_logs=logging.WARNING)
