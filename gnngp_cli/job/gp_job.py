@@ -336,11 +336,11 @@ def run_gp(spec: Any, backend: Backend, on_run: Optional[Callable[[list[dict]], 
     combinations are refused, in one line, before the backend loads anything."""
     spec = parse(spec)
     entry = KERNELS[spec.kernel.name]
+    if spec.fit.method == "mll" and not backend.supports_fit:   # before the backend's own refusals: their fix (a low-rank twin) would not lift it
+        raise ConfigError(f"fit=mll needs gradients through the kernel on every node, which compute={backend.name} does not compute; "
+                          f"use fit=grid with compute={backend.name}, or fit=mll with compute=local")
     backend.refuse(spec, entry)
     if spec.fit.method == "mll":
-        if not backend.supports_fit:
-            raise ConfigError(f"fit=mll needs gradients through the kernel on every node, which compute={backend.name} does not compute; "
-                              f"use fit=grid with compute={backend.name}, or fit=mll with compute=local")
         check_learn(spec.kernel, spec.fit)
     if entry.note is not None and entry.note(spec.kernel):
         log.warning(entry.note(spec.kernel))
