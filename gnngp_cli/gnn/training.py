@@ -45,7 +45,7 @@ class Graph:
             values = self.weight if self.weight is not None else torch.ones(self.col.numel(), device=self.col.device)
             with sparse_beta_quiet():
                 self._operator = carrying_transpose(
-                    torch.sparse_csr_tensor(self.crow, self.col, values.to(dtype), (self.num_nodes, self.num_nodes)))
+                    torch.sparse_csr_tensor(self.crow, self.col, values.to(dtype), (self.num_nodes, self.num_nodes), check_invariants=False))
         return self._operator
 
     @classmethod

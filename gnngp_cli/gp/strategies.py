@@ -123,7 +123,7 @@ def propagated(sel: Selection) -> Tensor:
     """``S^2 X``: the features propagated twice by the symmetric-normalised adjacency with self-loops."""
     n = sel.posterior.num_nodes
     index, weight = normalized_adjacency(sel.edge_index.cpu(), n, "sym", dtype=torch.float64)
-    operator = torch.sparse_coo_tensor(index, weight, (n, n)).coalesce()
+    operator = torch.sparse_coo_tensor(index, weight, (n, n), check_invariants=False).coalesce()
     x = sel.features.cpu().double()
     for _ in range(FEATPROP_HOPS):
         x = torch.sparse.mm(operator, x)

@@ -188,7 +188,8 @@ class Adjacency:
             rows = torch.repeat_interleave(torch.arange(num_nodes, device=crow.device), crow.diff())
             return cls(torch.stack([rows, col]), weight, num_nodes, product=product, order=order)
         with sparse_beta_quiet():
-            return cls(None, weight, num_nodes, torch.sparse_csr_tensor(crow, col, weight, (num_nodes, num_nodes)), product, order)
+            matrix = torch.sparse_csr_tensor(crow, col, weight, (num_nodes, num_nodes), check_invariants=False)
+            return cls(None, weight, num_nodes, matrix, product, order)
 
     @property
     def edge_weight(self) -> Tensor:
@@ -238,7 +239,8 @@ class Adjacency:
         for i, (start, stop) in enumerate(blocks):
             lo, hi = int(crow[start]), int(crow[stop])
             with sparse_beta_quiet():
-                rows = torch.sparse_csr_tensor(crow[start:stop + 1] - lo, col[lo:hi], weight[lo:hi], (stop - start, self.num_nodes))
+                rows = torch.sparse_csr_tensor(crow[start:stop + 1] - lo, col[lo:hi], weight[lo:hi], (stop - start, self.num_nodes),
+                                               check_invariants=False)
             with within(f"A Q row block {i + 1} of {len(blocks)}"):
                 out[start:stop] = torch.sparse.mm(rows, dense)
         return out
@@ -344,10 +346,10 @@ def coo_to_csr(index: Tensor, weight: Tensor, shape: tuple[int, int]) -> Tensor:
     row, col = index[0], index[1]
     if _row_major(row, col):
         with sparse_beta_quiet():
-            return torch.sparse_csr_tensor(row_pointers(row, shape[0]), col, weight, shape)
+            return torch.sparse_csr_tensor(row_pointers(row, shape[0]), col, weight, shape, check_invariants=False)
     crow, order = csr_order(row, col, shape)
     with sparse_beta_quiet():
-        return torch.sparse_csr_tensor(crow, col[order], weight[order], shape)
+        return torch.sparse_csr_tensor(crow, col[order], weight[order], shape, check_invariants=False)
 
 
 def _row_major(row: Tensor, col: Tensor) -> bool:
@@ -373,8 +375,9 @@ def two_hop_edges(edge_index: Tensor, num_nodes: int) -> Tensor:
     if one.numel() == 0:
         return one
     ones = torch.ones(one.size(1), dtype=torch.float32, device=one.device)
-    a = torch.sparse_coo_tensor(one, ones, (num_nodes, num_nodes)).coalesce()
-    reach = torch.sparse.mm(a, a).coalesce().indices()
+    a = torch.sparse_coo_tensor(one, ones, (num_nodes, num_nodes), check_invariants=False).coalesce()
+    with sparse_beta_quiet():
+        reach = torch.sparse.mm(a, a).coalesce().indices()
     keys = reach[0] * num_nodes + reach[1]
     excluded = torch.cat([one[0] * num_nodes + one[1], torch.arange(num_nodes, device=one.device) * (num_nodes + 1)])
     keep = ~torch.isin(keys, excluded)

@@ -136,8 +136,9 @@ class Poly(Block):
         a = ctx.adjacency
         local = torch.arange(nodes.numel(), device=device)
         with sparse_beta_quiet():
-            adjacency = torch.sparse_coo_tensor(a.edge_index, a.edge_weight.to(dtype), (n, n)).coalesce()
-            power = torch.sparse_coo_tensor(torch.stack([local, nodes]), torch.ones(nodes.numel(), dtype=dtype, device=device), (nodes.numel(), n)).coalesce()
+            adjacency = torch.sparse_coo_tensor(a.edge_index, a.edge_weight.to(dtype), (n, n), check_invariants=False).coalesce()
+            power = torch.sparse_coo_tensor(torch.stack([local, nodes]), torch.ones(nodes.numel(), dtype=dtype, device=device), (nodes.numel(), n),
+                                            check_invariants=False).coalesce()
             total = power * self.coefficients[0]
             for gk in self.coefficients[1:]:
                 power = torch.sparse.mm(power, adjacency).coalesce()

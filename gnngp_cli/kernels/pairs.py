@@ -76,7 +76,7 @@ def root_on_pairs(root: Tensor, pairs: Pairs) -> Tensor:
     n = root.size(0)
     crow = row_pointers(pairs.rows, n)
     with sparse_beta_quiet():
-        pattern = torch.sparse_csr_tensor(crow, pairs.cols, root.new_zeros(len(pairs)), (n, n))
+        pattern = torch.sparse_csr_tensor(crow, pairs.cols, root.new_zeros(len(pairs)), (n, n), check_invariants=False)
         return torch.sparse.sampled_addmm(pattern, root, root.T.contiguous(), beta=0.0).values()
 
 

@@ -458,3 +458,22 @@ def test_gprgp_fit_mll_fits_every_filter_on_its_graph_and_keeps_the_most_likely(
     assert len({round(r["fit_mll"], 6) for r in alone.values()}) > 1               # the filters do differ
     pair = run([*common, "kernel.coefficients=[[1,-1],[0,1]]"])[0]                   # a list of filters under fit=mll
     assert json.loads(pair["extra"])["coefficients"] in ([1.0, -1.0], [0.0, 1.0]) and pair["status"] == "ok"
+
+
+def test_the_sparse_operators_print_no_torch_warning():
+    """torch warns once a process ("Sparse invariant checks are implicitly disabled ... SEGFAULT") at the first
+    sparse tensor made without saying whether to check it; gnngp's own say so. A fresh process: the first one
+    decides (gnn=h2gcn printed it, through the exact 2-hop set)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import torch
+        from gnngp_cli.graph.operators import Adjacency, two_hop_edges
+        edges = torch.randint(0, 50, (2, 200), generator=torch.Generator().manual_seed(0))
+        two_hop_edges(edges, 50)
+        Adjacency.from_graph(edges, 50, "sym", torch.float32, "cpu").matmul(torch.ones(50, 2))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)   # the warnings a user sees
+    assert out.returncode == 0 and "invariant" not in out.stderr and "UserWarning" not in out.stderr, out.stderr[-2000:]
