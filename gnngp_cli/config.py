@@ -94,8 +94,11 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
             readers = ", ".join(name for name, e in DATASETS.items() if key in SPLIT_READS[e.split])
             raise ConfigError(f"dataset.{key}={getattr(cfg.dataset, key)} does not apply to {entry.name}, whose split is {SPLIT_WORDS[entry.split]}; "
                               f"drop it (it applies to {readers})")
-    if cfg.get("splits") is not None:
-        _choice(str(cfg.splits), ("all",), "splits")
+    if cfg.get("splits") is not None and str(cfg.splits) != "all":
+        one = str(cfg.splits).strip()
+        pick = (f"; one split is dataset.split_index={one} (splits=all runs every fixed split)" if one.isdigit()
+                else "; splits=all runs every fixed split of the dataset, dataset.split_index=<k> one of them (default 0)")
+        raise ConfigError(f"splits={cfg.splits!r} is not valid: it takes only all{pick}")
         if entry.split != "fixed":
             fixed = ", ".join(name for name, e in DATASETS.items() if e.split == "fixed")
             fix = "; another split is dataset.split_seed=<seed>" if "split_seed" in SPLIT_READS[entry.split] else "; drop splits=all"
@@ -752,7 +755,13 @@ def kernel_spec(architecture: str, task: str = "classification", **settings: Any
     the architecture's own parameters (``sigma_w``, ``alpha``, ``coefficients``...), ``base``
     (the base kernel's name), ``gamma``, ``c``, ``d``."""
     if architecture not in KERNELS:
-        raise ConfigError(f"architecture '{architecture}' is not known; use one of {', '.join(KERNELS)}")
+        stem = str(architecture).removesuffix("_x")
+        if stem in KERNELS:   # the command line's low-rank twin: here the landmarks make it
+            raise ConfigError(f"architecture '{architecture}' is not known: the low-rank twin of kernel={architecture} is "
+                              f"architecture '{stem}' with landmarks=<node ids> (a tensor of the landmark nodes)")
+        close = difflib.get_close_matches(str(architecture), list(KERNELS), n=1)
+        raise ConfigError(f"architecture '{architecture}' is not known{f' (did you mean {close[0]!r}?)' if close else ''}; "
+                          f"use one of {', '.join(KERNELS)}")
     entry = KERNELS[architecture]
     defaults = entry.config(name=architecture)
     own = [f.name for f in fields(defaults) if f.name not in KERNEL_COMMON]

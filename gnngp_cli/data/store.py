@@ -197,9 +197,17 @@ class DataStore:
         self._prune(name, missing)
         mirror = str(self.mirror / name) if self.mirror else f"no mirror set ({MIRROR_ENV} unset)"
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        if not self.mirror:
+            fix = f"set data.mirror=<dir> (or {MIRROR_ENV}) to a folder with {name}/..., or go online"
+        elif not (self.mirror / name).is_dir():
+            fix = (f"the mirror {self.mirror} has no {name}/ folder: add it there, set data.mirror=<dir> (or {MIRROR_ENV}) "
+                   f"to a folder that has it, or go online")
+        else:
+            fix = (f"the mirror's {name}/ folder lacks {shown}: add {'it' if len(missing) == 1 else 'them'} there, set data.mirror=<dir> "
+                   f"(or {MIRROR_ENV}) to a folder that has {'it' if len(missing) == 1 else 'them'}, or go online")
         return DatasetUnavailable(
             f"dataset '{name}' is not available: {shown} not in cache {self.folder(name)} nor mirror {mirror}, "
-            f"and the {why}; fix: set data.mirror=<dir> (or {MIRROR_ENV}) to a folder with {name}/..., or go online"
+            f"and the {why}; fix: {fix}"
         )
 
 

@@ -81,6 +81,10 @@ def test_bad_inputs_are_clear_errors(cora):
 
     with pytest.raises(ConfigError, match="has no parameter to learn"):
         GNNGPKernel("ggp", cora, base="linear")
+    with pytest.raises(ConfigError, match=r"the low-rank twin of kernel=gcngp_x is architecture 'gcngp' with landmarks=<node ids>"):
+        GNNGPKernel("gcngp_x", cora)   # the command line's name
+    with pytest.raises(ConfigError, match=r"architecture 'gcngpp' is not known \(did you mean 'gcngp'\?\)"):
+        GNNGPKernel("gcngpp", cora)
     kernel = GNNGPKernel("gcngp", cora)
     with pytest.raises(ValueError, match="node ids"):
         kernel(torch.tensor([[0.5]], dtype=torch.float64)).to_dense()

@@ -72,3 +72,18 @@ def test_with_splits_all_every_line_of_a_split_names_it(tmp_path, data_overrides
     assert [f"GCNGP-X on chameleon_filtered (split {i}): ~" in line for i, line in enumerate(estimates)] == [True] * 10, estimates
     ends = [line for line in lines if "test accuracy" in line and "(split " in line]
     assert len(ends) == 10   # each split's line as it ends
+
+
+@pytest.mark.parametrize("value, said", [
+    ("11", "splits='11' is not valid: it takes only all; one split is dataset.split_index=11 (splits=all runs every fixed split)"),
+    ("every", "splits='every' is not valid: it takes only all; splits=all runs every fixed split of the dataset, dataset.split_index=<k> one of them"),
+])
+def test_splits_other_than_all_say_how_to_run_one_split(value, said):
+    """splits takes only all: "use one of all" read oddly, and running one chosen split is another key."""
+    from gnngp_cli.api import compose
+    from gnngp_cli.config import validate
+    from gnngp_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        validate(compose(["dataset=chameleon", f"splits={value}"]))
+    assert str(err.value).startswith(said), str(err.value)

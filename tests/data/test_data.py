@@ -97,6 +97,18 @@ def test_absent_large_datasets_fail_clearly(mirror, tmp_path):
             load(name, mirror, tmp_path)
 
 
+def test_a_mirror_without_the_dataset_is_named_as_what_to_fix(mirror, tmp_path):
+    """With a mirror set, "set data.mirror" is no fix: the message says what the mirror lacks."""
+    partial = tmp_path / "mirror"
+    (partial / "Cora" / "raw").mkdir(parents=True)
+    shutil.copy(mirror / "Cora" / "raw" / "ind.cora.x", partial / "Cora" / "raw")   # one genuine file of eight
+    for folder, fix in ((tmp_path / "empty", "has no Cora/ folder: add it there"), (partial, "the mirror's Cora/ folder lacks raw/")):
+        folder.mkdir(exist_ok=True)
+        with pytest.raises(DatasetError) as err:
+            load("cora", folder, tmp_path / "cache", download=False)
+        assert fix in str(err.value) and "to a folder that has" in str(err.value), str(err.value)
+
+
 def test_unknown_dataset_suggests_the_close_name(tmp_path):
     cfg = compose(["dataset=cora"]).dataset
     cfg.name = "coraa"
