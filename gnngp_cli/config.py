@@ -94,11 +94,12 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
             readers = ", ".join(name for name, e in DATASETS.items() if key in SPLIT_READS[e.split])
             raise ConfigError(f"dataset.{key}={getattr(cfg.dataset, key)} does not apply to {entry.name}, whose split is {SPLIT_WORDS[entry.split]}; "
                               f"drop it (it applies to {readers})")
-    if cfg.get("splits") is not None and str(cfg.splits) != "all":
-        one = str(cfg.splits).strip()
-        pick = (f"; one split is dataset.split_index={one} (splits=all runs every fixed split)" if one.isdigit()
-                else "; splits=all runs every fixed split of the dataset, dataset.split_index=<k> one of them (default 0)")
-        raise ConfigError(f"splits={cfg.splits!r} is not valid: it takes only all{pick}")
+    if cfg.get("splits") is not None:
+        if str(cfg.splits) != "all":
+            one = str(cfg.splits).strip()
+            pick = (f"; one split is dataset.split_index={one} (splits=all runs every fixed split)" if one.isdigit()
+                    else "; splits=all runs every fixed split of the dataset, dataset.split_index=<k> one of them (default 0)")
+            raise ConfigError(f"splits={cfg.splits!r} is not valid: it takes only all{pick}")
         if entry.split != "fixed":
             fixed = ", ".join(name for name, e in DATASETS.items() if e.split == "fixed")
             fix = "; another split is dataset.split_seed=<seed>" if "split_seed" in SPLIT_READS[entry.split] else "; drop splits=all"
