@@ -35,6 +35,9 @@ def job_folders(sweep_dir: Path) -> list[Path]:
     return sorted((p for p in sweep_dir.iterdir() if p.is_dir() and (p / ".hydra").is_dir()), key=_job_order)
 
 
+_UNSEEN = object()   # a job folder that was not there when the sweep started
+
+
 def _stamp(job: Path) -> Optional[int]:
     """When Hydra last wrote the job's ``.hydra`` files (each launch of the job writes them anew)."""
     try:
@@ -175,10 +178,13 @@ class SweepSummary(Callback):
             return
         from ..results.rowfile import to_frame, to_text   # here, not at the top: Hydra imports this callback for every command
 
-        every = job_folders(sweep_dir)
-        ours = [job for job in every if self._before is None or job.name not in self._before or self._before[job.name] != _stamp(job)]
-        if len(ours) < len(every):
-            others = [job.name for job in every if job not in ours]
+        ours, others = [], []
+        for job in job_folders(sweep_dir):   # a folder this sweep launched was written anew (or is new)
+            if self._before is None or self._before.get(job.name, _UNSEEN) != _stamp(job):
+                ours.append(job)
+            else:
+                others.append(job.name)
+        if others:
             log.info("summary: %d job folder%s of an earlier sweep in %s (job %s) left out: this sweep did not run %s",
                      len(others), "s" if len(others) > 1 else "", sweep_dir, ", ".join(others[:10]) + (", ..." if len(others) > 10 else ""),
                      "them" if len(others) > 1 else "it")

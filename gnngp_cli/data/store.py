@@ -203,8 +203,9 @@ class DataStore:
             fix = (f"the mirror {self.mirror} has no {name}/ folder: add it there, set data.mirror=<dir> (or {MIRROR_ENV}) "
                    f"to a folder that has it, or go online")
         else:
-            fix = (f"the mirror's {name}/ folder lacks {shown}: add {'it' if len(missing) == 1 else 'them'} there, set data.mirror=<dir> "
-                   f"(or {MIRROR_ENV}) to a folder that has {'it' if len(missing) == 1 else 'them'}, or go online")
+            them = "it" if len(missing) == 1 else "them"
+            fix = (f"the mirror's {name}/ folder lacks {shown}: add {them} there, set data.mirror=<dir> "
+                   f"(or {MIRROR_ENV}) to a folder that has {them}, or go online")
         return DatasetUnavailable(
             f"dataset '{name}' is not available: {shown} not in cache {self.folder(name)} nor mirror {mirror}, "
             f"and the {why}; fix: {fix}"
