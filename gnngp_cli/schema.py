@@ -258,7 +258,7 @@ class ActiveConfig(Options):
     step at a time from a pool (every node but the test nodes), chosen by the strategy, the GP's
     posterior updated per label in closed form."""
 
-    name: str = "none"                  # none, or the strategy: random, degree, pagerank, variance, entropy, v_opt, sigma_opt, featprop, age
+    name: str = "none"                  # none, or the strategy: random, degree, pagerank, variance, entropy, v_opt, sigma_opt, eer, featprop, age
     budgets: list[int] = field(default_factory=lambda: [10, 20, 40, 80, 160])   # the label counts at which a row is written (increasing)
     initial: int = 0                    # random pool nodes labelled before the strategy chooses (seeded by active.seed)
     batch: int = 1                      # labels chosen per step: the batch's highest scores, then their rank-one updates (one rank-batch step)

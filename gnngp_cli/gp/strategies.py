@@ -14,6 +14,7 @@ report read this registry.
 | entropy     | the entropy of its class probabilities (probit approximation of the posterior)      |
 | v_opt       | V-optimality: the drop of the total predictive variance over the unlabelled nodes   |
 | sigma_opt   | Sigma-optimality: the drop of the sum of the predictive covariance over them        |
+| eer         | expected error reduction: the drop of the expected misclassifications over them, the label drawn from the node's class probabilities (:func:`expected_errors`) |
 | featprop    | FeatProp's selection (Wu et al. 2019): k-means with k = the budget on the pool's propagated features ``S^2 X``, the pool node nearest each centre (earlier labels kept; the GP, not a GCN, predicts) |
 | age         | AGE (Cai, Zheng & Chang 2017): ``alpha P(entropy) + beta P(density) + gamma P(PageRank)`` of the GCN retrained on the labels so far (:func:`age_scores`) |
 
@@ -47,6 +48,7 @@ class Selection:
     target: int = 0                     # the budget the current steps fill (featprop clusters the pool into that many)
     planned: dict = field(default_factory=dict)   # a budget's planned nodes (featprop), computed once per budget
     classifier: Optional[Callable[[Tensor], Tensor]] = None   # age: the labelled node ids -> the class probabilities over every node of a GCN trained on them (the job supplies it)
+    open: Optional[Tensor] = None       # the nodes a step may label (the pool's unlabelled ones, a mask), set by choose before it scores
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ class Strategy:
     plans: bool = False                 # chooses a set per budget (featprop) instead of scoring nodes
     reads_features: bool = False        # reads the nodes' features (featprop)
     retrains: bool = False              # trains the GCN on the labels so far at each step (age): the job supplies Selection.classifier
-    reads_posterior: bool = False       # scores from the GP's posterior (variance, entropy, v_opt, sigma_opt): a "GP strategy"
+    reads_posterior: bool = False       # scores from the GP's posterior (variance, entropy, v_opt, sigma_opt, eer): a "GP strategy"
+    working: int = 0                    # the float64 entries a step's scores work in at most, beyond the posterior (eer's blocks)
     gcn: dict = field(default_factory=dict)   # a retraining strategy's GCN settings over gnn=gcn's defaults (age: AGE's 16 hidden units)
 
 
@@ -89,11 +92,70 @@ def _variance(sel: Selection) -> Tensor:
     return sel.posterior.variance
 
 
+def class_probabilities(mean: Tensor, variance: Tensor) -> Tensor:
+    """The class probabilities ``softmax(f)`` for ``f ~ N(mean, variance)`` by the probit
+    approximation ``p = softmax(mean / sqrt(1 + pi variance / 8))`` (one row per node)."""
+    return torch.softmax(mean.double() / torch.sqrt(1 + math.pi * variance.double().clamp_min(0)[:, None] / 8), dim=1)
+
+
 def class_entropy(mean: Tensor, variance: Tensor) -> Tensor:
-    """The entropy of ``softmax(f)`` for ``f ~ N(mean, variance)`` by the probit approximation
-    ``p = softmax(mean / sqrt(1 + pi variance / 8))``."""
-    p = torch.softmax(mean.double() / torch.sqrt(1 + math.pi * variance.double().clamp_min(0)[:, None] / 8), dim=1)
+    """The entropy of the :func:`class_probabilities`."""
+    p = class_probabilities(mean, variance)
     return -(p * torch.log(p.clamp_min(1e-300))).sum(1)
+
+
+ERROR_CANDIDATES = 200     # eer: the open nodes of highest Sigma-optimality whose expected errors a step computes
+ERROR_BLOCK = 1 << 22      # eer: the entries (candidates x nodes x classes) one block of that computation holds
+
+
+def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
+    """For each node ``j`` of ``candidates``: the expected misclassifications over the unlabelled
+    nodes but ``j`` once ``j`` is labelled, ``sum_c p_jc sum_{u in U, u != j} (1 - max_k p'_uk)``,
+    ``p`` the :func:`class_probabilities` now and ``p'`` those of the posterior with ``j``
+    labelled ``c`` (Zhu, Lafferty & Ghahramani 2003's expected risk, on the GP's posterior). The
+    label's rank-one step gives ``p'`` in closed form (:class:`~gnngp_cli.gp.updates.LabelPosterior`:
+    ``mean' = mean + s (e_c - mean_j) / d``, ``var' = var - s^2 / d``, ``s = Sigma[:, j]``,
+    ``d = s2 + var_j``): ``O(n C^2)`` a candidate, a block of candidates at a time."""
+    mean, variance = posterior.mean.double(), posterior.variance.double()
+    n, classes = mean.shape
+    now = class_probabilities(mean, variance)
+    counted = posterior.unlabelled.to(torch.float64)
+    out = []
+    for chunk in candidates.split(max(1, ERROR_BLOCK // max(n * classes, 1))):
+        column = posterior.rows(chunk).double()                      # s = Sigma[j, :] of each candidate j
+        gain = column / (posterior.noise + variance[chunk])[:, None]  # s / d
+        scale = torch.rsqrt(1 + math.pi * (variance[None] - gain * column).clamp_min(0) / 8)   # from var' (the same for every c)
+        del column
+        weight = counted.expand(chunk.numel(), n).clone()
+        weight[torch.arange(chunk.numel(), device=weight.device), chunk] = 0   # j itself is labelled then
+        errors = torch.zeros(chunk.numel(), dtype=torch.float64, device=mean.device)
+        for c in range(classes):
+            residual = -mean[chunk]
+            residual[:, c] += 1                                       # e_c - mean_j
+            after = (mean[None] + gain[:, :, None] * residual[:, None, :]) * scale[:, :, None]
+            top = torch.softmax(after, dim=2).amax(dim=2)             # max_k p'_uk
+            errors += now[chunk, c] * ((1 - top) * weight).sum(1)
+        out.append(errors)
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64, device=mean.device)
+
+
+def _error_reduction(sel: Selection) -> Tensor:
+    """The expected misclassifications removed by labelling each candidate (:func:`expected_errors`):
+    the ``ERROR_CANDIDATES`` open nodes of highest Sigma-optimality; every other node ``-inf``. With
+    no label yet the posterior knows no class (every node's probabilities are uniform, and what a
+    first label would "correct" is the zero prior mean's arbitrary argmax): Sigma-optimality's scores
+    alone, as AGE starts from PageRank alone."""
+    post = sel.posterior
+    if not post.labelled:
+        return post.sigma_opt()
+    open_mask = (sel.open if sel.open is not None else post.unlabelled).to(post.unlabelled.device)
+    ids = open_mask.nonzero().view(-1)
+    ids = ids[torch.argsort(-post.sigma_opt()[ids], stable=True)[:ERROR_CANDIDATES]]
+    counted = post.unlabelled.to(torch.float64)
+    errors_now = ((1 - class_probabilities(post.mean, post.variance).amax(1)) * counted).sum()
+    scores = torch.full((post.num_nodes,), -math.inf, dtype=torch.float64, device=ids.device)
+    scores[ids] = errors_now - expected_errors(post, ids)
+    return scores
 
 
 def _entropy(sel: Selection) -> Tensor:
@@ -110,6 +172,9 @@ register_strategy(Strategy("v_opt", lambda sel: sel.posterior.v_opt(),
 register_strategy(Strategy("sigma_opt", lambda sel: sel.posterior.sigma_opt(),
                            "Sigma-optimality (Ma, Garnett & Schneider 2013): the most predictive covariance removed", tracks=("sigma_opt",),
                            reads_posterior=True))
+register_strategy(Strategy("eer", _error_reduction,
+                           "expected error reduction (Zhu, Lafferty & Ghahramani 2003): the most expected misclassifications removed",
+                           tracks=("sigma_opt",), classifies=True, reads_posterior=True, working=4 * ERROR_BLOCK))
 register_strategy(Strategy("featprop", lambda sel: torch.zeros(sel.posterior.num_nodes, dtype=torch.float64),   # plans a set instead (choose)
                            "FeatProp's selection (Wu et al. 2019): k-means on propagated features, the node nearest each centre",
                            plans=True, reads_features=True))
@@ -243,13 +308,14 @@ def choose(strategy: Strategy, sel: Selection, pool: Tensor, count: int) -> list
         if len(planned) < count:
             planned += [int(v) for v in open_mask.nonzero().view(-1) if int(v) not in planned][:count - len(planned)]
         return planned[:count]
+    open_mask = pool.cpu() & sel.posterior.unlabelled.cpu()
+    sel.open = open_mask
     if strategy.static:
         if sel.static is None:
             sel.static = strategy.score(sel).to(torch.float64).cpu()
         scores = sel.static
     else:
         scores = strategy.score(sel).to(torch.float64).cpu()
-    open_mask = pool.cpu() & sel.posterior.unlabelled.cpu()
     if count == 1:   # one label (the default): the first maximum, an O(n) pass, not a sort (a NaN, which argmax takes for one, is left to it)
         best = int(torch.argmax(scores.masked_fill(~open_mask, -math.inf)))
         if bool(open_mask[best]) and not math.isnan(float(scores[best])):

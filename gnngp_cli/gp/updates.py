@@ -94,6 +94,10 @@ class Prior:
             return torch.cat([(block * block).sum(1) for block in self.dense.split(step)])
         return ((self.root @ (self.root.T @ self.root)) * self.root).sum(1)
 
+    def rows(self, rows: Tensor) -> Tensor:
+        """``K[rows, :]`` (``len(rows) x n``)."""
+        return self.dense[rows] if self.dense is not None else self.root[rows] @ self.root.T
+
     def block(self, rows: Tensor) -> Tensor:
         """``K[rows, rows]``."""
         if self.dense is not None:
@@ -166,6 +170,11 @@ class LabelPosterior:
     def sigma_opt(self) -> Tensor:
         """Each node's Sigma-optimality score: the drop of ``1^T Sigma_UU 1`` were it labelled."""
         return self.sums * self.sums / (self.variance + self.noise)
+
+    def rows(self, rows: Tensor) -> Tensor:
+        """``Sigma[rows, :]`` (``len(rows) x n``): the posterior covariance of ``rows`` with every node."""
+        st = self._s()
+        return self.prior.rows(rows) - st[:, rows].T @ st
 
     def covariance(self, rows: Optional[Tensor] = None) -> Tensor:
         """``Sigma[rows, rows]`` (for small node sets: checks and inspection)."""

@@ -295,16 +295,18 @@ def rowblock_estimate(
 
 
 
-def active_bytes(num_nodes: int, width: int, bytes_per_entry: int, exact: bool, labels: int = 0, squares: bool = False) -> float:
+def active_bytes(num_nodes: int, width: int, bytes_per_entry: int, exact: bool, labels: int = 0, squares: bool = False,
+                 working: int = 0) -> float:
     """What an active run holds (:mod:`gnngp_cli.gp.updates`): the prior, a dense ``n x n``
     kernel (``exact``) or a root ``Q`` (``n x m``, ``m`` = ``width``), and the posterior's ``S``
     (``n`` by the ``labels``, allocated once); with ``squares`` (V-optimality) on a root, its
-    scores' start too (the product ``Q (Q^T Q)``, ``n x m``, and ``Q^T Q``). The candidate scores
-    and the posterior's mean and variance are a few ``n``-vectors. The exact kernel's own
-    computation is checked before it starts (``check_exact_memory``)."""
+    scores' start too (the product ``Q (Q^T Q)``, ``n x m``, and ``Q^T Q``); and the float64
+    entries a strategy's step works in (``working``: eer's blocks). The candidate scores and the
+    posterior's mean and variance are a few ``n``-vectors. The exact kernel's own computation is
+    checked before it starts (``check_exact_memory``)."""
     entries = num_nodes * max(labels, 16)
     if exact:
         entries += num_nodes * num_nodes
     else:
         entries += num_nodes * width * (2 if squares else 1) + (width * width if squares else 0)
-    return float(entries) * bytes_per_entry
+    return float(entries) * bytes_per_entry + 8.0 * working

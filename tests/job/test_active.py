@@ -102,6 +102,57 @@ def test_design_scores_equal_a_brute_force_recomputation(kind):
             assert float(post.sigma_opt()[j]) == pytest.approx(float(sigma_drop), abs=1e-8)
 
 
+@pytest.mark.parametrize("kind", ["exact", "low_rank"])
+def test_expected_errors_equal_a_refit_per_candidate_and_class(kind, monkeypatch):
+    """eer's expected misclassifications of each candidate, from the closed-form step, equal those of a
+    refit with the candidate labelled each class in turn, weighted by its class probabilities, on a
+    30-node graph; computed a block of candidates at a time (blocks of 2 here) or all at once."""
+    from gnngp_cli.gp import strategies
+    from gnngp_cli.gp.strategies import class_probabilities, expected_errors
+
+    k, q = roots()[kind]
+    classes = 3
+    y = torch.nn.functional.one_hot(torch.arange(N) % classes, classes).double()
+    noise = 0.1
+    post = LabelPosterior(q, noise, classes, ("sigma_opt",))
+    order = [3, 12, 25, 7]
+    for node in order:
+        post.label(node, y[node])
+    unlabelled = [u for u in range(N) if u not in order]
+    candidates = torch.tensor(unlabelled)
+    whole = expected_errors(post, candidates)
+    monkeypatch.setattr(strategies, "ERROR_BLOCK", 2 * N * classes)
+    assert torch.allclose(expected_errors(post, candidates), whole, atol=1e-12, rtol=0)
+    now = class_probabilities(post.mean, post.variance)
+    for i, j in enumerate(unlabelled):
+        brute = 0.0
+        for c in range(classes):
+            target = torch.nn.functional.one_hot(torch.tensor(c), classes).double()
+            after = rebuilt(q, noise, classes, order + [j], torch.cat([y[order], target[None]]))
+            p = class_probabilities(after.mean, after.variance)
+            others = [u for u in unlabelled if u != j]
+            brute += float(now[j, c]) * float((1 - p[others].amax(1)).sum())
+        assert float(whole[i]) == pytest.approx(brute, abs=1e-8)
+
+
+def test_eer_labels_the_candidate_that_removes_the_most_expected_errors():
+    """active=eer's step: among the open pool's candidates (the ERROR_CANDIDATES of highest
+    Sigma-optimality), the node whose label removes the most expected misclassifications."""
+    from gnngp_cli.gp.strategies import ERROR_CANDIDATES, expected_errors
+
+    k, edges = graph_kernel()
+    y = torch.nn.functional.one_hot(torch.arange(N) % 3, 3).double()
+    post = LabelPosterior(Prior(dense=k), 0.05, 3, ("sigma_opt",))
+    for node in (6, 20):
+        post.label(node, y[node])
+    pool = torch.ones(N, dtype=torch.bool)
+    pool[:5] = False
+    open_ids = (pool & post.unlabelled).nonzero().view(-1)
+    assert open_ids.numel() < ERROR_CANDIDATES   # every open node a candidate here
+    best = int(open_ids[torch.argmin(expected_errors(post, open_ids))])
+    assert choose(STRATEGIES["eer"], Selection(post, edges, torch.Generator().manual_seed(0)), pool, 1) == [best]
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_a_kernel_that_is_not_finite_is_refused_before_any_label(bad):
     from gnngp_cli.errors import KernelError
