@@ -112,10 +112,15 @@ def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
     """For each node ``j`` of ``candidates``: the expected misclassifications over the unlabelled
     nodes but ``j`` once ``j`` is labelled, ``sum_c p_jc sum_{u in U, u != j} (1 - max_k p'_uk)``,
     ``p`` the :func:`class_probabilities` now and ``p'`` those of the posterior with ``j``
-    labelled ``c`` (Zhu, Lafferty & Ghahramani 2003's expected risk, on the GP's posterior). The
-    label's rank-one step gives ``p'`` in closed form (:class:`~gnngp_cli.gp.updates.LabelPosterior`:
-    ``mean' = mean + s (e_c - mean_j) / d``, ``var' = var - s^2 / d``, ``s = Sigma[:, j]``,
-    ``d = s2 + var_j``): ``O(n C^2)`` a candidate, a block of candidates at a time."""
+    labelled ``c`` (Zhu, Lafferty & Ghahramani 2003's expected risk, on the GP's posterior).
+
+    The label's rank-one step gives ``p'`` in closed form (:class:`~gnngp_cli.gp.updates.LabelPosterior`:
+    ``mean' = mean + g (e_c - mean_j)``, ``var' = var - s^2 / d``, ``s = Sigma[:, j]``,
+    ``d = s2 + var_j``, ``g = s / d``). The probit's logits ``z' = r mean'``, ``r = (1 + pi
+    var' / 8)^(-1/2)``, are ``a + t e_c`` with ``a = r (mean - g mean_j)`` and ``t = r g`` the
+    same for every class ``c``: so ``log sum_k exp z'_k = logaddexp(log sum_{k != c} exp a_k,
+    a_c + t)`` and ``max_k z'_k = max(max_{k != c} a_k, a_c + t)``, and a candidate costs
+    ``O(n C)``, not ``O(n C^2)``; a block of candidates at a time."""
     mean, variance = posterior.mean.double(), posterior.variance.double()
     n, classes = mean.shape
     now = class_probabilities(mean, variance)
@@ -123,17 +128,26 @@ def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
     out = []
     for chunk in candidates.split(max(1, ERROR_BLOCK // max(n * classes, 1))):
         column = posterior.rows(chunk).double()                      # s = Sigma[j, :] of each candidate j
-        gain = column / (posterior.noise + variance[chunk])[:, None]  # s / d
+        gain = column / (posterior.noise + variance[chunk])[:, None]  # g = s / d
         scale = torch.rsqrt(1 + math.pi * (variance[None] - gain * column).clamp_min(0) / 8)   # from var' (the same for every c)
         del column
+        lift = gain * scale                                           # t: what e_c adds to z'_c
+        base = (mean[None] - gain[:, :, None] * mean[chunk][:, None, :]) * scale[:, :, None]   # a: z' but e_c's term
+        del gain, scale
+        total = torch.logsumexp(base, dim=2)                          # log sum_k exp a_k
+        largest = base.topk(min(2, classes), dim=2)                   # the two largest a_k (which, and their values)
         weight = counted.expand(chunk.numel(), n).clone()
         weight[torch.arange(chunk.numel(), device=weight.device), chunk] = 0   # j itself is labelled then
         errors = torch.zeros(chunk.numel(), dtype=torch.float64, device=mean.device)
         for c in range(classes):
-            residual = -mean[chunk]
-            residual[:, c] += 1                                       # e_c - mean_j
-            after = (mean[None] + gain[:, :, None] * residual[:, None, :]) * scale[:, :, None]
-            top = torch.softmax(after, dim=2).amax(dim=2)             # max_k p'_uk
+            own = base[:, :, c]
+            lifted = own + lift                                       # z'_c
+            if classes > 1:   # the rest's log-sum-exp and maximum (the second largest a_k where a_c is the largest)
+                rest = total + torch.log1p(-torch.exp(own - total).clamp_max(1.0))
+                other = torch.where(largest.indices[:, :, 0] == c, largest.values[:, :, -1], largest.values[:, :, 0])
+                top = torch.exp(torch.maximum(other, lifted) - torch.logaddexp(rest, lifted)).clamp_max(1.0)   # max_k p'_uk
+            else:
+                top = torch.ones_like(lifted)
             errors += now[chunk, c] * ((1 - top) * weight).sum(1)
         out.append(errors)
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64, device=mean.device)
