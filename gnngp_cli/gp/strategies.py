@@ -63,7 +63,7 @@ class Strategy:
     reads_features: bool = False        # reads the nodes' features (featprop)
     retrains: bool = False              # trains the GCN on the labels so far at each step (age): the job supplies Selection.classifier
     reads_posterior: bool = False       # scores from the GP's posterior (variance, entropy, v_opt, sigma_opt, eer): a "GP strategy"
-    working: int = 0                    # the float64 entries a step's scores work in at most, beyond the posterior (eer's blocks)
+    working: Optional[Callable[[int, int], int]] = None   # (nodes, classes) -> the float64 entries a step's scores work in at most, beyond the posterior (eer's blocks)
     gcn: dict = field(default_factory=dict)   # a retraining strategy's GCN settings over gnn=gcn's defaults (age: AGE's 16 hidden units)
 
 
@@ -188,7 +188,8 @@ register_strategy(Strategy("sigma_opt", lambda sel: sel.posterior.sigma_opt(),
                            reads_posterior=True))
 register_strategy(Strategy("eer", _error_reduction,
                            "expected error reduction (Zhu, Lafferty & Ghahramani 2003): the most expected misclassifications removed",
-                           tracks=("sigma_opt",), classifies=True, reads_posterior=True, working=4 * ERROR_BLOCK))
+                           tracks=("sigma_opt",), classifies=True, reads_posterior=True,
+                           working=lambda nodes, classes: 4 * max(ERROR_BLOCK, nodes * classes)))   # four blocks (a block: one candidate at least)
 register_strategy(Strategy("featprop", lambda sel: torch.zeros(sel.posterior.num_nodes, dtype=torch.float64),   # plans a set instead (choose)
                            "FeatProp's selection (Wu et al. 2019): k-means on propagated features, the node nearest each centre",
                            plans=True, reads_features=True))

@@ -116,7 +116,8 @@ class ActiveJob(KernelJob):
         ctx = backend.context(arch.adjacency, base, landmarks, kspec.base.scale)
         n, b = backend.info.num_nodes, torch.finfo(backend.dtype).bits // 8
         width = n if landmarks is None else math.ceil(landmarks.numel() * low_rank_width(arch.network, base, arch.adjacency)) + 1   # (a bias column)
-        need = active_bytes(n, width, b, landmarks is None, self.labels, "v_opt" in self.strategy.tracks, self.strategy.working)
+        working = self.strategy.working(n, backend.info.num_classes or 1) if self.strategy.working is not None else 0
+        need = active_bytes(n, width, b, landmarks is None, self.labels, "v_opt" in self.strategy.tracks, working)
         limit = memory_limit_bytes(spec.max_memory_gb, ctx.features.device)
         peak = current_rss_bytes() + need
         if landmarks is not None:   # the root's own computation comes first: the process's peak then is a GP job's (gnngp_cli.job.estimate)
