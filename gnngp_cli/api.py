@@ -276,8 +276,9 @@ class NodeGP:
         """The ``budget`` nodes to label, in the order ``strategy`` buys them (``active=<strategy>``
         of ``gnngp run``: the kernel computed once, the posterior updated per label, never refitted),
         from the pool of every node of ``data`` but its test nodes (``data.test_mask``, or the node
-        indices ``test``; none: every node is in the pool). ``data``'s labels are read for the
-        nodes bought (the posterior's mean; the GP strategies' variances do not depend on them).
+        indices ``test``, which replace it; one of them is needed: the rows are scored on them).
+        ``data``'s labels are read for the nodes bought (the posterior's mean; the GP strategies'
+        variances do not depend on them).
         ``batch``: labels chosen per step (``active.batch``); ``initial``: random pool nodes
         labelled first (``active.initial``, seeded by the NodeGP's ``seed``); ``nugget``: the fixed
         nugget (``active.nugget``; a NodeGP with ``fit="mll"`` chooses it on the labels instead).

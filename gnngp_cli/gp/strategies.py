@@ -108,6 +108,12 @@ ERROR_CANDIDATES = 200     # eer: the open nodes of highest Sigma-optimality who
 ERROR_BLOCK = 1 << 22      # eer: the entries (candidates x nodes x classes) one block of that computation holds
 
 
+def error_block(nodes: int, classes: int) -> int:
+    """The candidates of one block of :func:`expected_errors`: as many as ``ERROR_BLOCK`` entries
+    hold (one at least), and no more than a step scores."""
+    return min(ERROR_CANDIDATES, max(1, ERROR_BLOCK // max(nodes * classes, 1)))
+
+
 def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
     """For each node ``j`` of ``candidates``: the expected misclassifications over the unlabelled
     nodes but ``j`` once ``j`` is labelled, ``sum_c p_jc sum_{u in U, u != j} (1 - max_k p'_uk)``,
@@ -126,7 +132,7 @@ def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
     now = class_probabilities(mean, variance)
     counted = posterior.unlabelled.to(torch.float64)
     out = []
-    for chunk in candidates.split(max(1, ERROR_BLOCK // max(n * classes, 1))):
+    for chunk in candidates.split(error_block(n, classes)):
         column = posterior.rows(chunk).double()                      # s = Sigma[j, :] of each candidate j
         gain = column / (posterior.noise + variance[chunk])[:, None]  # g = s / d
         scale = torch.rsqrt(1 + math.pi * (variance[None] - gain * column).clamp_min(0) / 8)   # from var' (the same for every c)
@@ -189,7 +195,7 @@ register_strategy(Strategy("sigma_opt", lambda sel: sel.posterior.sigma_opt(),
 register_strategy(Strategy("eer", _error_reduction,
                            "expected error reduction (Zhu, Lafferty & Ghahramani 2003): the most expected misclassifications removed",
                            tracks=("sigma_opt",), classifies=True, reads_posterior=True,
-                           working=lambda nodes, classes: 4 * max(ERROR_BLOCK, nodes * classes)))   # four blocks (a block: one candidate at least)
+                           working=lambda nodes, classes: 4 * error_block(nodes, classes) * nodes * classes))   # four blocks of n x C a candidate
 register_strategy(Strategy("featprop", lambda sel: torch.zeros(sel.posterior.num_nodes, dtype=torch.float64),   # plans a set instead (choose)
                            "FeatProp's selection (Wu et al. 2019): k-means on propagated features, the node nearest each centre",
                            plans=True, reads_features=True))

@@ -123,12 +123,19 @@ class ActiveJob(KernelJob):
         if landmarks is not None:   # the root's own computation comes first: the process's peak then is a GP job's (gnngp_cli.job.estimate)
             peak = max(peak, backend.estimate(arch, ctx, landmarks, False).gb * 2**30)
         if peak > limit:
-            fix = (f"use the low-rank kernel (kernel={kspec.name}_x)" if landmarks is None
-                   else "use fewer landmarks (landmarks.count)")
+            scoring = 8.0 * working   # a strategy's own blocks (eer's), which neither a low-rank kernel nor fewer landmarks make smaller
+            if landmarks is None:
+                fix = f"use the low-rank kernel (kernel={kspec.name}_x)"
+            elif scoring and peak - scoring <= limit:   # the blocks are what does not fit
+                fix = "choose a strategy without scoring blocks (active=sigma_opt), or raise max_memory_gb if the memory is yours"
+            else:
+                fix = "use fewer landmarks (landmarks.count), or raise max_memory_gb if the memory is yours"
+            held = f"the posterior over all {n:,} nodes: {size_text(need - scoring)}"
+            if scoring:
+                held += f", and active={self.strategy.name}'s scoring blocks: {size_text(scoring)}"
             raise ResourceError(f"active={self.strategy.name} with the {'exact' if landmarks is None else 'low-rank'} {arch.label} kernel on "
-                                f"{spec.dataset.name} needs about {size_text(peak)} at its peak (the kernel, then the posterior over all "
-                                f"{n:,} nodes: {size_text(need)}), and the limit is {size_text(limit)} (max_memory_gb; default half of the "
-                                f"free memory); {fix}")
+                                f"{spec.dataset.name} needs about {size_text(peak)} at its peak (the kernel, then {held}), and the limit is "
+                                f"{size_text(limit)} (max_memory_gb; default half of the free memory); {fix}")
         log.info(f"active={self.strategy.name}: the {arch.label} kernel and the posterior over {n:,} nodes hold about {size_text(need)}, "
                  f"the process about {size_text(peak)} at its peak (the limit: {size_text(limit)}); each label is an O(n k) update"
                  f"{'' if landmarks is None else ' and an O(n m) product, m the root width'}")
