@@ -136,7 +136,8 @@ class ActiveJob(KernelJob):
             raise ResourceError(f"active={self.strategy.name} with the {'exact' if landmarks is None else 'low-rank'} {arch.label} kernel on "
                                 f"{spec.dataset.name} needs about {size_text(peak)} at its peak (the kernel, then {held}), and the limit is "
                                 f"{size_text(limit)} (max_memory_gb; default half of the free memory); {fix}")
-        log.info(f"active={self.strategy.name}: the {arch.label} kernel and the posterior over {n:,} nodes hold about {size_text(need)}, "
+        blocks = f" (its scoring blocks {size_text(8.0 * working)})" if working else ""
+        log.info(f"active={self.strategy.name}: the {arch.label} kernel and the posterior over {n:,} nodes hold about {size_text(need)}{blocks}, "
                  f"the process about {size_text(peak)} at its peak (the limit: {size_text(limit)}); each label is an O(n k) update"
                  f"{'' if landmarks is None else ' and an O(n m) product, m the root width'}")
         if landmarks is None:
