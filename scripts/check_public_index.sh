@@ -12,9 +12,15 @@ if ! python3 -c "import urllib.request; urllib.request.urlopen('https://pypi.org
   exit 0
 fi
 report="$(mktemp)"
-trap 'rm -f "$report"' EXIT
+tool="$(mktemp -d)"
+trap 'rm -f "$report"; rm -rf "$tool"' EXIT
+# a pip that reads the index's metadata files (PEP 658/714: data-core-metadata, pip 23.3 on): an older one (a
+# machine's python3 may bring 23.2) downloads every wheel whole to read its metadata, torch's CUDA build and its
+# libraries included (gigabytes)
+python3 -m venv "$tool"
+"$tool/bin/python" -m pip install -q --disable-pip-version-check "pip==26.3"
 env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL -u PIP_CONSTRAINT -u PIP_NO_INDEX PIP_CONFIG_FILE=/dev/null \
-  python3 -m pip install --dry-run --ignore-installed --quiet --report "$report" --index-url https://pypi.org/simple \
+  "$tool/bin/python" -m pip install --disable-pip-version-check --dry-run --ignore-installed --quiet --report "$report" --index-url https://pypi.org/simple \
   -c "$repo/constraints.txt" -e "$repo[test,launchers,dask,gpytorch,search,tracking,docs]"
 python3 - "$report" <<'PY'
 import json, sys
