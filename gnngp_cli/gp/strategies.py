@@ -32,6 +32,7 @@ from torch import Tensor
 
 from ..data.protocols import centrality
 from ..graph.operators import normalized_adjacency
+from .probabilities import class_probabilities
 from .updates import LabelPosterior
 
 
@@ -92,15 +93,11 @@ def _variance(sel: Selection) -> Tensor:
     return sel.posterior.variance
 
 
-def class_probabilities(mean: Tensor, variance: Tensor) -> Tensor:
-    """The class probabilities ``softmax(f)`` for ``f ~ N(mean, variance)`` by the probit
-    approximation ``p = softmax(mean / sqrt(1 + pi variance / 8))`` (one row per node)."""
-    return torch.softmax(mean.double() / torch.sqrt(1 + math.pi * variance.double().clamp_min(0)[:, None] / 8), dim=1)
-
-
 def class_entropy(mean: Tensor, variance: Tensor) -> Tensor:
-    """The entropy of the :func:`class_probabilities`."""
-    p = class_probabilities(mean, variance)
+    """The entropy of ``softmax(f)`` for ``f ~ N(mean, variance)`` by the probit approximation
+    ``p = softmax(mean / sqrt(1 + pi variance / 8))``
+    (:func:`~gnngp_cli.gp.probabilities.class_probabilities`)."""
+    p = class_probabilities(mean, variance, approx="probit")
     return -(p * torch.log(p.clamp_min(1e-300))).sum(1)
 
 
@@ -117,7 +114,8 @@ def error_block(nodes: int, classes: int) -> int:
 def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
     """For each node ``j`` of ``candidates``: the expected misclassifications over the unlabelled
     nodes but ``j`` once ``j`` is labelled, ``sum_c p_jc sum_{u in U, u != j} (1 - max_k p'_uk)``,
-    ``p`` the :func:`class_probabilities` now and ``p'`` those of the posterior with ``j``
+    ``p`` the class probabilities now (the probit approximation:
+    :func:`~gnngp_cli.gp.probabilities.class_probabilities`) and ``p'`` those of the posterior with ``j``
     labelled ``c`` (Zhu, Lafferty & Ghahramani 2003's expected risk, on the GP's posterior).
 
     The label's rank-one step gives ``p'`` in closed form (:class:`~gnngp_cli.gp.updates.LabelPosterior`:
@@ -129,7 +127,7 @@ def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
     ``O(n C)``, not ``O(n C^2)``; a block of candidates at a time."""
     mean, variance = posterior.mean.double(), posterior.variance.double()
     n, classes = mean.shape
-    now = class_probabilities(mean, variance)
+    now = class_probabilities(mean, variance, approx="probit")
     counted = posterior.unlabelled.to(torch.float64)
     out = []
     for chunk in candidates.split(error_block(n, classes)):
@@ -172,7 +170,7 @@ def _error_reduction(sel: Selection) -> Tensor:
     ids = open_mask.nonzero().view(-1)
     ids = ids[torch.argsort(-post.sigma_opt()[ids], stable=True)[:ERROR_CANDIDATES]]
     counted = post.unlabelled.to(torch.float64)
-    errors_now = ((1 - class_probabilities(post.mean, post.variance).amax(1)) * counted).sum()
+    errors_now = ((1 - class_probabilities(post.mean, post.variance, approx="probit").amax(1)) * counted).sum()
     scores = torch.full((post.num_nodes,), -math.inf, dtype=torch.float64, device=ids.device)
     scores[ids] = errors_now - expected_errors(post, ids)
     return scores
