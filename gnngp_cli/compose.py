@@ -68,6 +68,12 @@ def register_configs(compute: Mapping[str, ComputeConfig]) -> None:
     from omegaconf import _utils, base
 
     keep_parsed_interpolations((base, _utils))
+    from hydra._internal import defaults_list
+
+    skip_unused_interpolation_maps(defaults_list)
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    embed_loaded_configs(ConfigLoaderImpl)
     cs = ConfigStore.instance()
     # storing every option makes and validates about 60 structured configs (0.6 s, most of a
     # compose): done again only when a registry entry or a compute option is not the one stored
@@ -172,6 +178,54 @@ def keep_parsed_interpolations(modules: Sequence[Any]) -> None:
             kept = functools.lru_cache(maxsize=4096)(module.parse)
             kept.kept_by_gnngp = True
             module.parse = kept
+
+
+def skip_unused_interpolation_maps(module: Any) -> None:
+    """Hydra builds, for every config it expands (a score a compose), a config of the choices made so far
+    (``_create_interpolation_map``) that only a defaults entry naming an interpolation
+    (``model: ${...}``) reads; it is built whether or not one does, and it was the largest single
+    part of a compose. No config shipped with gnngp or Hydra has such an entry, so the map is built
+    only for a defaults list that holds one (a user's config may); for any other it is ``None``,
+    which nothing reads."""
+    original = module._create_interpolation_map
+    if getattr(original, "kept_by_gnngp", False):
+        return
+
+    def create_interpolation_map(overrides, defaults_list, self_added):
+        if any(not d.is_self() and not d.is_override() and d.is_interpolation() for d in defaults_list):
+            return original(overrides, defaults_list, self_added)
+        return None
+
+    create_interpolation_map.kept_by_gnngp = True
+    module._create_interpolation_map = create_interpolation_map
+
+
+def embed_loaded_configs(loader_class: type) -> None:
+    """Hydra puts each config it loads under its package (``dataset``, ``model``...) in a new
+    config (``_embed_result_config``), and the assignment deep-copies it, though the config was
+    loaded for this compose alone (every source hands out its own copy: ``ConfigStore.load``,
+    :func:`keep_package_configs`). The config is put there as it is, as Hydra's own merge of the
+    embedded configs does (``no_deepcopy_set_nodes``); a config already placed somewhere (the same
+    file embedded under two packages) is copied as before."""
+    original = loader_class.__dict__["_embed_result_config"].__func__
+    if getattr(original, "kept_by_gnngp", False):
+        return
+    from omegaconf import Container
+    from omegaconf import flag_override   # the helper Hydra's composition itself uses
+
+    def embed_result_config(ret, package_override):
+        package = ret.header["package"] if package_override is None else package_override
+        if package is None or package == "" or not isinstance(ret.config, Container) or ret.config._get_parent() is not None:
+            return original(ret, package_override)
+        cfg = OmegaConf.create()
+        with flag_override(cfg, "no_deepcopy_set_nodes", True):
+            OmegaConf.update(cfg, package, ret.config, merge=False)
+        ret = copy.copy(ret)
+        ret.config = cfg
+        return ret
+
+    embed_result_config.kept_by_gnngp = True
+    loader_class._embed_result_config = staticmethod(embed_result_config)
 
 
 def skip_unset_mode(hydra_class: type) -> None:

@@ -18,7 +18,7 @@ trap 'rm -f "$report"; rm -rf "$tool"' EXIT
 # machine's python3 may bring 23.2) downloads every wheel whole to read its metadata, torch's CUDA build and its
 # libraries included (gigabytes)
 python3 -m venv "$tool"
-"$tool/bin/python" -m pip install -q --disable-pip-version-check "pip==26.3"
+"$tool/bin/python" -m pip install -q --disable-pip-version-check -c "$repo/constraints.txt" pip   # the pip CI installs with
 env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL -u PIP_CONSTRAINT -u PIP_NO_INDEX PIP_CONFIG_FILE=/dev/null \
   "$tool/bin/python" -m pip install --disable-pip-version-check --dry-run --ignore-installed --quiet --report "$report" --index-url https://pypi.org/simple \
   -c "$repo/constraints.txt" -e "$repo[test,launchers,dask,gpytorch,search,tracking,docs]"

@@ -113,3 +113,27 @@ def test_a_kept_interpolation_parse_resolves_in_each_config_to_its_own_values():
     for _ in range(2):
         with pytest.raises(GrammarParseError):
             OmegaConf.create({"a": 1, "b": "${a"})
+
+
+def test_a_users_interpolated_defaults_and_a_config_under_two_packages_compose_as_hydra_has_them(tmp_path):
+    """The two steps of Hydra's composition gnngp skips where nothing reads them
+    (:func:`gnngp_cli.compose.skip_unused_interpolation_maps`, :func:`gnngp_cli.compose.embed_loaded_configs`)
+    still run where a user's configs need them: a defaults entry naming an interpolation of the
+    choices, and one config file placed under two packages (two configs, not one)."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    compose(["dataset=cora"])   # the steps are set up with the configs
+    for path, text in {"config.yaml": "defaults:\n  - db@src: mysql\n  - db@dst: mysql\n  - db: postgres\n  - server: ${db}\n  - _self_\n",
+                       "db/mysql.yaml": "port: 3306\n", "db/postgres.yaml": "port: 5432\n", "server/postgres.yaml": "name: pg\n"}.items():
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        (tmp_path / path).write_text(text)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
+            cfg = hydra_compose("config")
+    finally:
+        GlobalHydra.instance().clear()
+    assert (cfg.src.port, cfg.dst.port, cfg.db.port, cfg.server.name) == (3306, 3306, 5432, "pg")
+    cfg.src.port = 1
+    assert cfg.dst.port == 3306
