@@ -28,7 +28,7 @@ from .backends import compute_options
 from .backends.local import LocalBackend
 from .cli.messages import check_group_choices, one_line, spellings
 from .compose import compose as compose_config
-from .config import needs_validation, parse, training_times, validate
+from .config import needs_validation, parse, reads_training_set, training_times, validate
 from .data.container import GraphData
 from .data.labels import class_ids, whole_number_floats
 from .graph.operators import make_undirected
@@ -450,11 +450,12 @@ def _features(x: Any) -> torch.Tensor:
     return x if x.is_floating_point() else x.float()
 
 
-def _targets(y: torch.Tensor, task: str) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[str]]:
+def _targets(y: torch.Tensor, task: str, masks_only: bool = True) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[str]]:
     """``y`` of a graph of the caller's own as the job's targets: regression targets as given;
     class ids (non-negative integers) renumbered ``0..C-1`` where they are not
     (:func:`~gnngp_cli.data.labels.class_ids`), with the given id of each class and the note
-    that says so."""
+    that says so. ``masks_only``: the job reads the labels of the masks' nodes alone (not
+    ``select``, which reads the label of every node it buys)."""
     if y.dtype == torch.bool:
         raise DatasetError("y is boolean; give integer class ids (data.y = data.y.long()) for classification, or floats for regression")
     if y.is_complex():
@@ -465,8 +466,10 @@ def _targets(y: torch.Tensor, task: str) -> tuple[torch.Tensor, Optional[torch.T
         raise DatasetError("y holds real numbers but the task is classification; give integer class ids, or floats for regression")
     if int(y.min()) < 0:
         first = int((y < 0).nonzero()[0])
+        read = ("an unlabelled node may have any class id: only the nodes of the masks are read" if masks_only
+                else "select reads the label of every node it buys, any node but the test ones, and of the test nodes")
         raise DatasetError(f"y holds negative class ids (node {first} has {int(y[first])}); class ids are non-negative integers, "
-                           "one for every node (an unlabelled node may have any class id: only the nodes of the masks are read)")
+                           f"one for every node ({read})")
     ids, classes, note = class_ids(y.cpu().numpy(), "y")
     note = None if note is None else f"{note}; gp.classes maps a prediction's class back to its id in y"
     return torch.from_numpy(ids).to(y.device), torch.from_numpy(classes), note
@@ -505,7 +508,7 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     if task == "regression" and not getattr(data, "task", None) and whole_number_floats(y.cpu().double().numpy()):
         notes.append("y is floating point, so this is regression (metric r2), though every value is a whole number; "
                      "for classification give integer class ids: data.y = data.y.long()")
-    y, classes, renumbered = _targets(y, task)
+    y, classes, renumbered = _targets(y, task, masks_only=reads_training_set(cfg))
     notes += [renumbered] if renumbered else []
     for note in notes:
         log.warning(note)

@@ -375,6 +375,12 @@ def validate_kernel(k: Any) -> None:
     KERNELS[k.name].validate(OmegaConf.to_object(k) if OmegaConf.is_config(k) else k)   # its parameters' ranges, its candidates: on the typed options
 
 
+def reads_training_set(cfg: Any) -> bool:
+    """Whether a job fits on the dataset's training nodes (``train_mask``): every job but an
+    active-learning run, which buys its labels from the pool (every node but the test ones)."""
+    return not active_run(cfg)
+
+
 def needs_validation(cfg: Any) -> bool:
     """Whether a job chooses something on the validation set: a GNN (early stopping) or a GP
     with ``fit=grid`` (the nugget, and gamma with ``gamma_search``). ``fit=mll`` never reads

@@ -125,10 +125,12 @@ def _overrides(job: Path) -> str:
 
 
 def console_table(summary: pd.DataFrame) -> str:
-    """The summary's main columns; an empty cell (an ok row's error, a failed row's test) is blank, not NaN."""
+    """The summary's main columns (an active-learning sweep's strategy and labels bought, a row per
+    budget, where it has them); an empty cell (an ok row's error, a failed row's test) is blank, not NaN."""
     import pandas as pd   # here, not at the top: Hydra imports this callback for every command
-    show = [c for c in ("job", "swept", "status", "dataset", "method", "run", "test", "val", "total_seconds", "error")
-            if c in summary.columns and not (c in ("swept", "error") and summary[c].isna().all())]
+    optional = ("swept", "strategy", "labelled", "error")
+    show = [c for c in ("job", "swept", "status", "dataset", "method", "strategy", "labelled", "run", "test", "val", "total_seconds", "error")
+            if c in summary.columns and not (c in optional and summary[c].isna().all())]
     table = summary[show].astype(object)
     for column in show:
         table[column] = ["" if pd.isna(v) else f"{v:.4f}" if isinstance(v, float) and column in ("test", "val", "total_seconds")

@@ -43,10 +43,12 @@ def stand_in(name: str, kind: str, seed: int) -> GraphData:
     return data
 
 
-def load_dataset(options: Any, store: DataStore, stand_in_kind: Optional[str] = None, validation: bool = True) -> GraphData:
+def load_dataset(options: Any, store: DataStore, stand_in_kind: Optional[str] = None, validation: bool = True,
+                 training: bool = True) -> GraphData:
     """Load ``options.name`` (a :class:`~gnngp_cli.config.DatasetConfig`), preprocess and check it.
     With ``stand_in_kind="csbm"``, an absent large dataset is replaced by a csbm stand-in.
-    ``validation=False``: the job reads no validation labels (``fit=mll``), so they may be absent."""
+    ``validation=False``: the job reads no validation labels (``fit=mll``), so they may be absent;
+    ``training=False``: nor the training mask (an active-learning run buys its labels from the pool)."""
     name = str(options.name).lower()
     try:
         with _stdout_to_log():  # PyG's "Processing... Done!" and OGB's prints go to the job's log, as log lines
@@ -57,7 +59,7 @@ def load_dataset(options: Any, store: DataStore, stand_in_kind: Optional[str] = 
         data = stand_in(name, stand_in_kind, options.split_seed)
     data.name = name
     preprocess_features(data, options.center, options.scale)
-    check_graph(data, validation)
+    check_graph(data, validation, training)
     return data
 
 
@@ -117,11 +119,12 @@ def preprocess_features(data: GraphData, center: bool, scale: bool) -> None:
     data.x = x
 
 
-def check_graph(data: GraphData, validation: bool = True) -> None:
+def check_graph(data: GraphData, validation: bool = True, training: bool = True) -> None:
     """Invariants every loader must meet; a violation is a loader bug or a bad file. Checked
     before any computation: disjoint, non-empty splits; finite features; finite regression
     targets on every labelled node. A single training class is allowed (toy graphs) with a
-    warning, kept in ``data.warnings`` for the result row."""
+    warning, kept in ``data.warnings`` for the result row. ``training=False`` (an active-learning
+    run, whose labels are bought from the pool): the training mask may be empty or of one class."""
     n = data.num_nodes
     where = f"dataset '{getattr(data, 'name', '?')}'"
     if data.x.size(0) != n or data.y.size(0) != n:
@@ -131,7 +134,7 @@ def check_graph(data: GraphData, validation: bool = True) -> None:
     for key in ("train_mask", "val_mask", "test_mask"):
         if data[key].numel() != n:
             raise DatasetError(f"{where}: {key} has length {data[key].numel()}, not {n}")
-    if int(data.train_mask.sum()) == 0:
+    if training and int(data.train_mask.sum()) == 0:
         raise DatasetError(f"{where}: the training set is empty; give a training mask or a positive dataset.train_ratio")
     for key, what, fix in (("val_mask", "validation", "the nugget is chosen on it; give a validation mask or a positive dataset.val_ratio"),
                            ("test_mask", "test", "give a test mask, or dataset.train_ratio + dataset.val_ratio below 1")):
@@ -144,12 +147,22 @@ def check_graph(data: GraphData, validation: bool = True) -> None:
         raise DatasetError(f"{where}: {int(overlap.sum())} nodes are in both the validation and the test set (first: node {int(overlap.nonzero()[0])}); the masks must be disjoint")
     if not torch.isfinite(data.x).all():
         raise DatasetError(f"{where}: the features contain NaN or infinite values")
-    labelled = data.train_mask | data.val_mask | data.test_mask
+    # the nodes whose labels the job reads: the masks', or (an active run) every node: any pool node may be bought
+    labelled = (data.train_mask | data.val_mask | data.test_mask) if training else torch.ones(n, dtype=torch.bool, device=data.y.device)
+    label_fix = "fix the labels, or leave those nodes out of the masks" if training else "fix the labels: an active run may buy any node but the test ones"
     if data.task == "regression":
         bad = labelled & ~torch.isfinite(data.y.float())
         if bad.any():
             raise DatasetError(f"{where}: {int(bad.sum())} labelled nodes have a NaN or infinite regression target (first: node {int(bad.nonzero()[0])}); "
-                               "fix the labels, or leave those nodes out of the masks")
+                               f"{label_fix}")
+    elif not training:
+        classes = int(getattr(data, "num_classes", 0) or 0)
+        y = data.y.reshape(-1) if data.y.numel() == n else data.y[:, 0]   # a class id a node ([N] or [N, 1])
+        bad = labelled & ((y < 0) | (y >= classes)) if classes else labelled & (y < 0)
+        if bad.any():
+            first = int(bad.nonzero()[0])
+            raise DatasetError(f"{where}: {int(bad.sum())} nodes have no valid class id (node {first} has {int(y[first])}; "
+                               f"class ids are 0..{max(classes - 1, 0)}); {label_fix}")
     else:
         classes = torch.unique(data.y[data.train_mask])
         if classes.numel() == 1:

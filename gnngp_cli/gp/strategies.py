@@ -122,9 +122,10 @@ def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
     ``mean' = mean + g (e_c - mean_j)``, ``var' = var - s^2 / d``, ``s = Sigma[:, j]``,
     ``d = s2 + var_j``, ``g = s / d``). The probit's logits ``z' = r mean'``, ``r = (1 + pi
     var' / 8)^(-1/2)``, are ``a + t e_c`` with ``a = r (mean - g mean_j)`` and ``t = r g`` the
-    same for every class ``c``: so ``log sum_k exp z'_k = logaddexp(log sum_{k != c} exp a_k,
-    a_c + t)`` and ``max_k z'_k = max(max_{k != c} a_k, a_c + t)``, and a candidate costs
-    ``O(n C)``, not ``O(n C^2)``; a block of candidates at a time."""
+    same for every class ``c``: with ``P = softmax(a)``, ``log sum_k exp z'_k = logsumexp(a) +
+    log1p(P_c (e^t - 1))`` and ``max_k z'_k = max(max_{k != c} a_k, a_c + t)``, for every ``c`` at
+    once: a candidate costs ``O(n C)``, not ``O(n C^2)``; a block of candidates at a time, in at
+    most four arrays of the block's ``n x C`` entries a candidate (:data:`STRATEGIES`' ``working``)."""
     mean, variance = posterior.mean.double(), posterior.variance.double()
     n, classes = mean.shape
     now = class_probabilities(mean, variance, approx="probit")
@@ -138,22 +139,25 @@ def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
         lift = gain * scale                                           # t: what e_c adds to z'_c
         base = (mean[None] - gain[:, :, None] * mean[chunk][:, None, :]) * scale[:, :, None]   # a: z' but e_c's term
         del gain, scale
-        total = torch.logsumexp(base, dim=2)                          # log sum_k exp a_k
-        largest = base.topk(min(2, classes), dim=2)                   # the two largest a_k (which, and their values)
+        peak = base.amax(dim=2, keepdim=True)
+        shares = (base - peak).exp_()                                 # softmax(a) below, from exp(a - max a): torch's softmax and
+        norm = shares.sum(dim=2, keepdim=True)                        # logsumexp over a last dim of C classes are slow
+        total = norm.log().add_(peak)                                 # log sum_k exp a_k
+        del peak
+        if classes > 1:   # the largest a_k but a_c: the second largest where a_c is the largest
+            largest = base.topk(2, dim=2)
+            other = torch.where(largest.indices[:, :, :1] == torch.arange(classes, device=base.device), largest.values[:, :, 1:], largest.values[:, :, :1])
+            del largest
+        else:
+            other = torch.full_like(base, -math.inf)
+        shift = shares.div_(norm).mul_(torch.expm1(lift)[:, :, None]).log1p_()   # log sum_k exp z'_k - log sum_k exp a_k
+        del shares, norm
+        lifted = base.add_(lift[:, :, None])                          # z'_c = a_c + t (base's storage: a is read no more)
+        top = torch.maximum(other, lifted, out=other).sub_(total).sub_(shift).exp_().clamp_max_(1.0)   # max_k p'_uk, for each label c
+        del lifted, shift
         weight = counted.expand(chunk.numel(), n).clone()
         weight[torch.arange(chunk.numel(), device=weight.device), chunk] = 0   # j itself is labelled then
-        errors = torch.zeros(chunk.numel(), dtype=torch.float64, device=mean.device)
-        for c in range(classes):
-            own = base[:, :, c]
-            lifted = own + lift                                       # z'_c
-            if classes > 1:   # the rest's log-sum-exp and maximum (the second largest a_k where a_c is the largest)
-                rest = total + torch.log1p(-torch.exp(own - total).clamp_max(1.0))
-                other = torch.where(largest.indices[:, :, 0] == c, largest.values[:, :, -1], largest.values[:, :, 0])
-                top = torch.exp(torch.maximum(other, lifted) - torch.logaddexp(rest, lifted)).clamp_max(1.0)   # max_k p'_uk
-            else:
-                top = torch.ones_like(lifted)
-            errors += now[chunk, c] * ((1 - top) * weight).sum(1)
-        out.append(errors)
+        out.append(torch.einsum("bnc,bn,bc->b", top.neg_().add_(1.0), weight, now[chunk]))
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64, device=mean.device)
 
 

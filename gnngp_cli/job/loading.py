@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import torch
 
-from ..config import needs_validation, parse
+from ..config import needs_validation, parse, reads_training_set
 from ..data import Adjacency, DataStore, check_graph, load_dataset
 from ..data.datasets import DATASETS
 from ..errors import ResourceError
@@ -79,7 +79,8 @@ def load_graph(spec: Any) -> LoadedGraph:
     check_load_memory(spec)
     watch = Stopwatch(device)
     with watch.measure():
-        data = load_dataset(spec.dataset, store, spec.experiment.stand_in, validation=needs_validation(spec)).to(device)
+        data = load_dataset(spec.dataset, store, spec.experiment.stand_in, validation=needs_validation(spec),
+                            training=reads_training_set(spec)).to(device)
     entry = DATASETS.get(str(spec.dataset.name).lower())
     generated = entry is not None and entry.memory is not None   # a graph whose size is a setting (csbm): made anew, not kept
     return prepared(spec, data, device, watch.seconds, keep_adjacency=not generated)
@@ -110,7 +111,7 @@ def adopt_graph(spec: Any, data: Any) -> LoadedGraph:
     spec = parse(spec)
     device = resolve_device(spec.device)
     start_job(device, lapack_eigh)
-    check_graph(data, validation=needs_validation(spec))
+    check_graph(data, validation=needs_validation(spec), training=reads_training_set(spec))
     return prepared(spec, data.to(device), device, 0.0, keep_adjacency=False)
 
 

@@ -33,7 +33,11 @@ def points(rows: pd.DataFrame) -> pd.DataFrame:
     out["labelled"] = out["labelled"].astype(int)
     if "group" in ok.columns:   # runs of one strategy with other settings are never averaged together: a curve each
         out["strategy"] = [f"{strategy} ({label})" if label else strategy for strategy, label in zip(out["strategy"], setting_labels(ok["group"]))]
-    return out
+    # one point per seed and label count: two runs of a seed whose budgets differ (the same curve,
+    # other points) both hold their shared counts, which count once (their mean), not as two seeds
+    keys = [c for c in [*KEYS, "seed", "metric"] if c in out.columns]
+    values = [c for c in ("test", "macro_f1_all", "selection_seconds") if c in out.columns]
+    return out.groupby(keys, dropna=False, sort=False, as_index=False)[values].mean()
 
 
 APART = frozenset({"active", "active.budgets", "active.seed"})   # the strategy itself, and what only adds points or varies seeds

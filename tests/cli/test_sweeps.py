@@ -106,6 +106,22 @@ def test_a_sweep_summary_of_any_jobs_names_their_values(tmp_path):
     assert summary["status"].tolist() == ["ok", "ok", "error"] and "dataset=citeseer gnn=gcn" in console_table(summary)
     shown = console_table(summary)
     assert "NaN" not in shown and "nan" not in shown   # an ok row's error and a failed row's test are blank
+    assert "strategy" not in shown and "labelled" not in shown   # no active run: no columns of one
     (tmp_path / "optimization_results.yaml").write_text("name: optuna\nbest_params:\n  model: gcngp_x\n  dataset: citeseer\nbest_value: 0.8\n")
     assert best_trial(tmp_path, {str(r["job"]): r["swept"] for r in rows}) == \
         "best trial: kernel=gcngp_x dataset=citeseer (validation metric 0.8000; job 1)"
+
+
+def test_an_active_sweeps_console_summary_names_the_strategy_and_labels_of_each_row():
+    """A sweep of strategies (``-m active=random,sigma_opt``): a row per budget, told apart by the
+    strategy and the labels bought; a GP job's row beside them leaves those cells blank."""
+    from gnngp_cli.cli.sweep import console_table
+
+    summary = pd.DataFrame([{"job": 0, "status": "ok", "dataset": "cora", "method": "GCNGP", "strategy": "random", "labelled": 10, "test": 0.5},
+                            {"job": 0, "status": "ok", "dataset": "cora", "method": "GCNGP", "strategy": "random", "labelled": 20, "test": 0.6},
+                            {"job": 1, "status": "ok", "dataset": "cora", "method": "GCNGP", "strategy": "sigma_opt", "labelled": 10, "test": 0.7},
+                            {"job": 2, "status": "ok", "dataset": "cora", "method": "GCNGP", "test": 0.8}])
+    lines = console_table(summary).splitlines()
+    assert lines[0].split()[3:6] == ["method", "strategy", "labelled"]
+    assert lines[2].split()[3:6] == ["GCNGP", "random", "20"] and lines[3].split()[3:6] == ["GCNGP", "sigma_opt", "10"]
+    assert "nan" not in lines[4].lower() and lines[4].split()[3:5] == ["GCNGP", "0.8000"]

@@ -296,6 +296,51 @@ def test_select_returns_the_nodes_in_order():
         NodeGP(kernel="gcngp").select(data, budget=6, strategy="entropy", test=torch.arange(30, 40))
 
 
+def test_select_reads_every_nodes_label_and_no_training_mask(capfd):
+    """An active run has no training set: a graph whose training mask is empty, or of one class,
+    is no concern of select (no warning, no refusal); every node's label may be read (the nodes
+    bought, the test nodes), so a node without a valid one is refused in one line, naming select."""
+    from torch_geometric.data import Data
+
+    ring = torch.arange(40)
+    data = Data(x=torch.randn(40, 4, generator=torch.Generator().manual_seed(0)), y=torch.arange(40) % 3,
+                edge_index=torch.stack([ring, (ring + 1) % 40]), train_mask=torch.zeros(40, dtype=torch.bool))
+    data.train_mask[3] = True   # one training node: one class
+    data.test_mask = torch.zeros(40, dtype=torch.bool)
+    data.test_mask[30:] = True
+    assert len(NodeGP(kernel="gcngp").select(data, budget=6)) == 6
+    assert "every training node has class" not in capfd.readouterr().err
+    data.y = data.y.clone()
+    data.y[5] = -1   # an "unlabelled" pool node: select may buy it
+    with pytest.raises(DatasetError, match=r"^y holds negative class ids \(node 5 has -1\).*select reads the label of every node it buys"):
+        NodeGP(kernel="gcngp").select(data, budget=6)
+    data.y = torch.randn(40, dtype=torch.float64)
+    data.y[7] = float("nan")
+    with pytest.raises(DatasetError, match=r"1 labelled nodes have a NaN .*first: node 7.*an active run may buy any node but the test ones"):
+        NodeGP(kernel="gcngp").select(data, budget=6, strategy="variance")
+
+
+def test_an_active_run_on_a_dataset_whose_training_mask_is_one_class_warns_nothing(tmp_path):
+    """gnngp run ... active=...: the dataset's own training mask is not read (the labels are bought
+    from the pool), so its one class is not warned of, in the log or in the rows."""
+    import numpy as np
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    n = 60
+    np.save(folder / "features.npy", np.random.default_rng(0).normal(size=(n, 4)))
+    np.save(folder / "labels.npy", np.arange(n) % 3)
+    (folder / "edges.csv").write_text("".join(f"{i},{(i + 1) % n}\n" for i in range(n)))
+    masks = {"train_mask": np.arange(n) == 0, "val_mask": (np.arange(n) >= 40) & (np.arange(n) < 45), "test_mask": np.arange(n) >= 45}
+    for name, mask in masks.items():   # one training node: one class
+        np.save(folder / f"{name}.npy", mask)
+    out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=custom", f"dataset.path={folder}",
+                     "kernel=gcngp", "active=sigma_opt", "active.budgets=[5]")
+    assert out.returncode == 0, out.stderr
+    assert "every training node has class" not in out.stderr + out.stdout
+    assert "every training node" not in pd.read_csv(tmp_path / "run" / "results.csv")["extra"].fillna("").str.cat()
+
+
 BASE = ["dataset=csbm", "dataset.num_nodes=200", "kernel=gcngp"]
 
 
