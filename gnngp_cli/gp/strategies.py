@@ -139,17 +139,17 @@ def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
         lift = gain * scale                                           # t: what e_c adds to z'_c
         base = (mean[None] - gain[:, :, None] * mean[chunk][:, None, :]) * scale[:, :, None]   # a: z' but e_c's term
         del gain, scale
+        if classes > 1:   # the largest a_k but a_c: the second largest where a_c is the largest (before the softmax's array:
+            largest = base.topk(2, dim=2)   # with two classes the two largest are two arrays of a block's size)
+            other = torch.where(largest.indices[:, :, :1] == torch.arange(classes, device=base.device), largest.values[:, :, 1:], largest.values[:, :, :1])
+            del largest
+        else:
+            other = torch.full_like(base, -math.inf)
         peak = base.amax(dim=2, keepdim=True)
         shares = (base - peak).exp_()                                 # softmax(a) below, from exp(a - max a): torch's softmax and
         norm = shares.sum(dim=2, keepdim=True)                        # logsumexp over a last dim of C classes are slow
         total = norm.log().add_(peak)                                 # log sum_k exp a_k
         del peak
-        if classes > 1:   # the largest a_k but a_c: the second largest where a_c is the largest
-            largest = base.topk(2, dim=2)
-            other = torch.where(largest.indices[:, :, :1] == torch.arange(classes, device=base.device), largest.values[:, :, 1:], largest.values[:, :, :1])
-            del largest
-        else:
-            other = torch.full_like(base, -math.inf)
         shift = shares.div_(norm).mul_(torch.expm1(lift)[:, :, None]).log1p_()   # log sum_k exp z'_k - log sum_k exp a_k
         del shares, norm
         lifted = base.add_(lift[:, :, None])                          # z'_c = a_c + t (base's storage: a is read no more)
