@@ -306,6 +306,8 @@ class NodeGP:
             text = str(err)
             for key, argument in named.items():
                 text = text.replace(key, argument)
+            if not getattr(data, "gnngp_overrides", None):   # a graph of the caller's own, which gnngp calls dataset=custom
+                text = text.replace("every node of custom but", "every node of the graph but")
             raise ConfigError(re.sub(r"\bactive=(\w+)", r'strategy="\1"', text)) from None   # the strategy as select takes it
 
     def _select(self, data: Any, budget: int, strategy: str, test: Nodes, batch: int, initial: int, nugget: Optional[float]) -> list[int]:
@@ -320,11 +322,16 @@ class NodeGP:
                           *([f"active.nugget={_value(nugget, 'nugget')}"] if nugget is not None else [])])
         validate(config)
         train = val = None
+        needs_test = ("select needs the test nodes, which are never bought and on which the rows are scored: "
+                      "give data.test_mask or select(data, budget, test=...)")
+        if test is None and getattr(data, "test_mask", None) is not None and not bool(torch.as_tensor(data.test_mask).any()):
+            raise DatasetError(f"{needs_test} (data.test_mask holds no node)")
         if own or test is not None:   # a graph of the caller's own, or test nodes given: the pool (as training nodes) is every node but the test ones
             if test is None and getattr(data, "test_mask", None) is None:
-                raise DatasetError("select needs the test nodes, which are never bought and on which the rows are scored: "
-                                   "give data.test_mask or select(data, budget, test=...)")
+                raise DatasetError(needs_test)
             held = _node_ids(test if test is not None else torch.as_tensor(data.test_mask).cpu(), int(torch.as_tensor(data.x).size(0)), "test")
+            if not held.numel():
+                raise DatasetError(f"{needs_test} (test= holds no node)")
             train = torch.ones(int(torch.as_tensor(data.x).size(0)), dtype=torch.bool).index_fill_(0, held, False)
             if not bool(train.any()):
                 raise DatasetError(f"the pool is empty: every one of the graph's {train.numel():,} nodes is a test node (never bought); "
@@ -416,6 +423,8 @@ def _node_ids(nodes: Any, n: int, what: str) -> torch.Tensor:
         if ids.numel() != n:
             raise DatasetError(f"{what}: a mask of {ids.numel()} entries for a graph of {n} nodes; give one entry per node, or node indices")
         return ids.nonzero().view(-1)
+    if ids.numel() == 0 and ids.dim() == 1:   # an empty list (torch reads [] as float32): no node
+        return torch.zeros(0, dtype=torch.long)
     if ids.is_floating_point() or ids.is_complex() or ids.dim() > 1:
         raise DatasetError(f"{what}: give a boolean mask or a 1-D tensor of node indices (got {ids.dtype}, shape {tuple(ids.shape)})")
     ids = ids.view(-1).long()

@@ -140,28 +140,33 @@ def check_graph(data: GraphData, validation: bool = True, training: bool = True)
                            ("test_mask", "test", "give a test mask, or dataset.train_ratio + dataset.val_ratio below 1")):
         if int(data[key].sum()) == 0 and (validation or key != "val_mask"):
             raise DatasetError(f"{where}: the {what} set is empty ({fix})")
-    if (data.train_mask & (data.val_mask | data.test_mask)).any():
+    if training and (data.train_mask & (data.val_mask | data.test_mask)).any():
         raise DatasetError(f"{where}: training nodes overlap validation or test nodes; the masks must be disjoint")
     overlap = data.val_mask & data.test_mask
-    if overlap.any():
+    if (training or validation) and overlap.any():   # an active run reads neither mask: its pool is every node but the test ones
         raise DatasetError(f"{where}: {int(overlap.sum())} nodes are in both the validation and the test set (first: node {int(overlap.nonzero()[0])}); the masks must be disjoint")
     if not torch.isfinite(data.x).all():
         raise DatasetError(f"{where}: the features contain NaN or infinite values")
     # the nodes whose labels the job reads: the masks', or (an active run) every node: any pool node may be bought
     labelled = (data.train_mask | data.val_mask | data.test_mask) if training else torch.ones(n, dtype=torch.bool, device=data.y.device)
-    label_fix = "fix the labels, or leave those nodes out of the masks" if training else "fix the labels: an active run may buy any node but the test ones"
+    label_fix = ("fix the labels, or leave those nodes out of the masks" if training else
+                 "fix the labels: an active run reads every node's, as it may buy any node but the test ones and scores the test nodes")
     if data.task == "regression":
         bad = labelled & ~torch.isfinite(data.y.float())
         if bad.any():
-            raise DatasetError(f"{where}: {int(bad.sum())} labelled nodes have a NaN or infinite regression target (first: node {int(bad.nonzero()[0])}); "
+            count = int(bad.sum())
+            which = "labelled nodes have" if training else "nodes have"
+            if count == 1:
+                which = "labelled node has" if training else "node has"
+            raise DatasetError(f"{where}: {count} {which} a NaN or infinite regression target (first: node {int(bad.nonzero()[0])}); "
                                f"{label_fix}")
     elif not training:
         classes = int(getattr(data, "num_classes", 0) or 0)
         y = data.y.reshape(-1) if data.y.numel() == n else data.y[:, 0]   # a class id a node ([N] or [N, 1])
         bad = labelled & ((y < 0) | (y >= classes)) if classes else labelled & (y < 0)
         if bad.any():
-            first = int(bad.nonzero()[0])
-            raise DatasetError(f"{where}: {int(bad.sum())} nodes have no valid class id (node {first} has {int(y[first])}; "
+            first, count = int(bad.nonzero()[0]), int(bad.sum())
+            raise DatasetError(f"{where}: {count} {'node has' if count == 1 else 'nodes have'} no valid class id (node {first} has {int(y[first])}; "
                                f"class ids are 0..{max(classes - 1, 0)}); {label_fix}")
     else:
         classes = torch.unique(data.y[data.train_mask])

@@ -23,7 +23,7 @@ def test_nan_or_infinite_regression_target_at_a_labelled_node_is_refused_before_
     folder = write_graph(tmp_path / "g", labels=labels, masks=split_masks(60))
     code, _, row, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
     assert code == 1 and len(errors) == 1
-    assert f"1 labelled nodes have a NaN or infinite regression target (first: node {node})" in errors[0]
+    assert f"1 labelled node has a NaN or infinite regression target (first: node {node})" in errors[0]
     assert row["status"] == "error" and math.isnan(row.get("kernel_seconds", float("nan")))  # nothing was computed
 
 

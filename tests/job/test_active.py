@@ -315,9 +315,22 @@ def test_select_reads_every_nodes_label_and_no_training_mask(capfd):
     with pytest.raises(DatasetError, match=r"^y holds negative class ids \(node 5 has -1\).*select reads the label of every node it buys"):
         NodeGP(kernel="gcngp").select(data, budget=6)
     data.y = torch.randn(40, dtype=torch.float64)
-    data.y[7] = float("nan")
-    with pytest.raises(DatasetError, match=r"1 labelled nodes have a NaN .*first: node 7.*an active run may buy any node but the test ones"):
+    data.y[35] = float("nan")   # a test node's: scored, so read
+    with pytest.raises(DatasetError, match=r"1 node has a NaN .*first: node 35.*reads every node's, as it may buy any node but the test ones "
+                                           r"and scores the test nodes$"):
         NodeGP(kernel="gcngp").select(data, budget=6, strategy="variance")
+    data.y = torch.arange(40) % 3
+    data.train_mask = data.test_mask.clone()   # a training mask over the test nodes, and a validation mask too: neither is read
+    data.val_mask = data.test_mask.clone()
+    assert len(NodeGP(kernel="gcngp").select(data, budget=6)) == 6
+    empty = data.clone()
+    empty.test_mask = torch.zeros(40, dtype=torch.bool)   # no test node: the rows have nothing to be scored on
+    with pytest.raises(DatasetError, match=r"^select needs the test nodes, .*give data.test_mask or select\(data, budget, test=...\) \(data.test_mask holds no node\)$"):
+        NodeGP(kernel="gcngp").select(empty, budget=6)
+    with pytest.raises(DatasetError, match=r"\(test= holds no node\)$"):
+        NodeGP(kernel="gcngp").select(data, budget=6, test=[])
+    with pytest.raises(ConfigError, match=r"above the pool of 30 nodes \(every node of the graph but its test nodes\)"):
+        NodeGP(kernel="gcngp").select(data, budget=31)
 
 
 def test_an_active_run_on_a_dataset_whose_training_mask_is_one_class_warns_nothing(tmp_path):
@@ -334,6 +347,19 @@ def test_an_active_run_on_a_dataset_whose_training_mask_is_one_class_warns_nothi
     masks = {"train_mask": np.arange(n) == 0, "val_mask": (np.arange(n) >= 40) & (np.arange(n) < 45), "test_mask": np.arange(n) >= 45}
     for name, mask in masks.items():   # one training node: one class
         np.save(folder / f"{name}.npy", mask)
+    overlapping = tmp_path / "overlapping"   # training and validation masks over test nodes: an active run reads neither
+    overlapping.mkdir()
+    for name in ("features.npy", "labels.npy", "edges.csv", "test_mask.npy"):
+        (overlapping / name).write_bytes((folder / name).read_bytes())
+    np.save(overlapping / "train_mask.npy", np.arange(n) >= 50)
+    np.save(overlapping / "val_mask.npy", (np.arange(n) >= 44) & (np.arange(n) < 50))
+    for folder_, active, expected in ((overlapping, True, None), (overlapping, False, "training nodes overlap validation or test nodes")):
+        out = in_process("run", f"hydra.run.dir={tmp_path / ('run_' + str(active))}", f"data.root={tmp_path / 'cache'}", "dataset=custom",
+                         f"dataset.path={folder_}", "kernel=gcngp", *(["active=sigma_opt", "active.budgets=[5]"] if active else []))
+        if expected is None:
+            assert out.returncode == 0, out.stderr
+        else:   # a run that reads the masks still refuses them, in one line
+            assert out.returncode == 1 and expected in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
     out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=custom", f"dataset.path={folder}",
                      "kernel=gcngp", "active=sigma_opt", "active.budgets=[5]")
     assert out.returncode == 0, out.stderr
