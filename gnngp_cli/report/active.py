@@ -54,8 +54,9 @@ def setting_labels(groups: pd.Series) -> list[str]:
 
 
 def table(found: pd.DataFrame) -> str:
-    """Per dataset, method and strategy: the mean test metric at each label count, the macro-F1 over
-    every node averaged over the budgets (FeatProp's summary) and the selection seconds at the last budget."""
+    """Per dataset, method and strategy: the seeds (a range where some label counts have fewer), the
+    mean test metric at each label count, the macro-F1 over every node averaged over the budgets
+    (FeatProp's summary) and the selection seconds at the last budget."""
     lines = ["| dataset | method | strategy | seeds | labels : test metric (mean) | macro-F1 (%), all nodes (mean over budgets; FeatProp's unit) | selection s (last budget) |",
              "|---|---|---|---|---|---|---|"]
     for (dataset, method, strategy), group in found.groupby(["dataset", "method", "strategy"], sort=True):
@@ -63,7 +64,9 @@ def table(found: pd.DataFrame) -> str:
         cells = ", ".join(f"{int(n)}: {v:.3f}" for n, v in means.items())
         f1 = group.groupby("labelled")["macro_f1_all"].mean().mean() if "macro_f1_all" in group else math.nan
         last = group[group["labelled"] == group["labelled"].max()]["selection_seconds"].mean() if "selection_seconds" in group else math.nan
-        lines.append(f"| {display(str(dataset))} | {method} | {strategy} | {group['seed'].nunique()} | {cells} | "
+        seeds = group.groupby("labelled")["seed"].nunique()   # a label count that fewer seeds' runs reached says so
+        count = str(seeds.max()) if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
+        lines.append(f"| {display(str(dataset))} | {method} | {strategy} | {count} | {cells} | "
                      f"{'-' if pd.isna(f1) else f'{100 * f1:.2f}'} | {'-' if pd.isna(last) else f'{last:.2f}'} |")
     return "\n".join(lines) + "\n"
 

@@ -516,7 +516,7 @@ def test_active_runs_with_other_settings_are_curves_of_their_own(tmp_path):
 def test_two_runs_of_one_seed_with_other_budgets_are_one_seeds_curve(tmp_path):
     """sigma_opt on cora, seed 0, run with budgets 10,20 and again with 10,20,40 (the same curve, one
     more point), and seed 1 with 10,20: at 10 and 20 labels each seed counts once (seed 0's two runs
-    are its mean), so the mean is over two seeds, not three rows, and the table says 2 seeds."""
+    are its mean), so the mean is over two seeds, not three rows; the table says 1-2 seeds (40 labels: one)."""
     def run_rows(seed, budgets, value):
         return [row("cora", "GCNGP", value + budget / 1000, seed=seed, experiment="", strategy="sigma_opt", budget=budget, labelled=budget,
                     macro_f1_all=0.5, extra=json.dumps({"labelled_nodes": list(range(budget))}), task="classification", metric="accuracy",
@@ -525,7 +525,7 @@ def test_two_runs_of_one_seed_with_other_budgets_are_one_seeds_curve(tmp_path):
     rows = run_rows(0, (10, 20), 0.6) + run_rows(0, (10, 20, 40), 0.6) + run_rows(1, (10, 20), 0.9)
     write_report([results(tmp_path / "runs", rows)], tmp_path / "r")
     text = (tmp_path / "r" / "report.md").read_text()
-    assert "| sigma_opt | 2 | 10: 0.760, 20: 0.770, 40: 0.640 |" in text, text   # (0.61 + 0.91) / 2, not (0.61 + 0.61 + 0.91) / 3
+    assert "| sigma_opt | 1-2 | 10: 0.760, 20: 0.770, 40: 0.640 |" in text, text   # (0.61 + 0.91) / 2, not (0.61 + 0.61 + 0.91) / 3; 40: one seed
 
 
 def test_figure2_of_one_size_has_numbers_on_both_axes_and_says_one_size(tmp_path, monkeypatch):
