@@ -111,7 +111,7 @@ def error_block(nodes: int, classes: int) -> int:
     return min(ERROR_CANDIDATES, max(1, ERROR_BLOCK // max(nodes * classes, 1)))
 
 
-def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
+def expected_errors(posterior: LabelPosterior, candidates: Tensor, now: Optional[Tensor] = None) -> Tensor:
     """For each node ``j`` of ``candidates``: the expected misclassifications over the unlabelled
     nodes but ``j`` once ``j`` is labelled, ``sum_c p_jc sum_{u in U, u != j} (1 - max_k p'_uk)``,
     ``p`` the class probabilities now (the probit approximation:
@@ -125,10 +125,11 @@ def expected_errors(posterior: LabelPosterior, candidates: Tensor) -> Tensor:
     same for every class ``c``: with ``P = softmax(a)``, ``log sum_k exp z'_k = logsumexp(a) +
     log1p(P_c (e^t - 1))`` and ``max_k z'_k = max(max_{k != c} a_k, a_c + t)``, for every ``c`` at
     once: a candidate costs ``O(n C)``, not ``O(n C^2)``; a block of candidates at a time, in at
-    most four arrays of the block's ``n x C`` entries a candidate (:data:`STRATEGIES`' ``working``)."""
+    most four arrays of the block's ``n x C`` entries a candidate (:data:`STRATEGIES`' ``working``).
+    ``now``: the class probabilities now, where the caller has them."""
     mean, variance = posterior.mean.double(), posterior.variance.double()
     n, classes = mean.shape
-    now = class_probabilities(mean, variance, approx="probit")
+    now = class_probabilities(mean, variance, approx="probit") if now is None else now
     counted = posterior.unlabelled.to(torch.float64)
     out = []
     for chunk in candidates.split(error_block(n, classes)):
@@ -174,9 +175,10 @@ def _error_reduction(sel: Selection) -> Tensor:
     ids = open_mask.nonzero().view(-1)
     ids = ids[torch.argsort(-post.sigma_opt()[ids], stable=True)[:ERROR_CANDIDATES]]
     counted = post.unlabelled.to(torch.float64)
-    errors_now = ((1 - class_probabilities(post.mean, post.variance, approx="probit").amax(1)) * counted).sum()
+    now = class_probabilities(post.mean, post.variance, approx="probit")
+    errors_now = ((1 - now.amax(1)) * counted).sum()
     scores = torch.full((post.num_nodes,), -math.inf, dtype=torch.float64, device=ids.device)
-    scores[ids] = errors_now - expected_errors(post, ids)
+    scores[ids] = errors_now - expected_errors(post, ids, now)
     return scores
 
 

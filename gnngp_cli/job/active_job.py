@@ -122,8 +122,8 @@ class ActiveJob(KernelJob):
         peak = current_rss_bytes() + need
         if landmarks is not None:   # the root's own computation comes first: the process's peak then is a GP job's (gnngp_cli.job.estimate)
             peak = max(peak, backend.estimate(arch, ctx, landmarks, False).gb * 2**30)
+        scoring = 8.0 * working   # a strategy's own blocks (eer's, float64), which neither a low-rank kernel nor fewer landmarks make smaller
         if peak > limit:
-            scoring = 8.0 * working   # a strategy's own blocks (eer's), which neither a low-rank kernel nor fewer landmarks make smaller
             if landmarks is None:
                 fix = f"use the low-rank kernel (kernel={kspec.name}_x)"
             elif scoring and peak - scoring <= limit:   # the blocks are what does not fit
@@ -136,7 +136,7 @@ class ActiveJob(KernelJob):
             raise ResourceError(f"active={self.strategy.name} with the {'exact' if landmarks is None else 'low-rank'} {arch.label} kernel on "
                                 f"{spec.dataset.name} needs about {size_text(peak)} at its peak (the kernel, then {held}), and the limit is "
                                 f"{size_text(limit)} (max_memory_gb; default half of the free memory); {fix}")
-        blocks = f" (its scoring blocks {size_text(8.0 * working)})" if working else ""
+        blocks = f" (its scoring blocks {size_text(scoring)})" if scoring else ""
         log.info(f"active={self.strategy.name}: the {arch.label} kernel and the posterior over {n:,} nodes hold about {size_text(need)}{blocks}, "
                  f"the process about {size_text(peak)} at its peak (the limit: {size_text(limit)}); each label is an O(n k) update"
                  f"{'' if landmarks is None else ' and an O(n m) product, m the root width'}")
