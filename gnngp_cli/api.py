@@ -368,6 +368,9 @@ class NodeGP:
         ood = getattr(self._backend.data, "ood_mask", None)
         if nodes is None and ood is not None:   # the test metric reads the in-distribution test nodes, as the row's does
             ids = ids[~ood[ids]]
+        if not ids.numel():   # a metric of no node is no number
+            raise DatasetError("score: nodes= holds no node; give a boolean mask with some True entry, or node indices" if nodes is not None
+                               else "score: the graph has no test node to score; give nodes=")
         mean = self.predict(ids).mean
         mean = mean[:, None] if mean.dim() == 1 else mean
         from .metrics import METRICS

@@ -551,8 +551,10 @@ def _validate_gnn(g: Any) -> None:
             raise ConfigError(f"gnn.{key}={getattr(g, key)} must be at least 1")
     if g.lr is not None and not 0 < g.lr <= LR_MAX:
         raise ConfigError(f"gnn.lr={g.lr:g} must be positive and at most {LR_MAX:g} (e.g. gnn.lr=0.01)")
-    if (g.dropout is not None and not 0 <= g.dropout < 1) or g.weight_decay < 0:
-        raise ConfigError("gnn.dropout must lie in [0, 1) and gnn.weight_decay must be >= 0")
+    if g.dropout is not None and not 0 <= g.dropout < 1:
+        raise ConfigError(f"gnn.dropout={g.dropout:g} must lie in [0, 1) (e.g. gnn.dropout=0.5)")
+    if not g.weight_decay >= 0:
+        raise ConfigError(f"gnn.weight_decay={g.weight_decay:g} must be >= 0 (e.g. gnn.weight_decay=5e-4)")
     if g.recipe != "paper":
         networks = RECIPE_NETWORKS[g.recipe]
         if g.name not in networks:

@@ -75,6 +75,25 @@ def _retrains(cfg: Any) -> bool:   # a strategy that trains the GCN at each step
     return strategy is not None and strategy.retrains
 
 
+def _follows_depth(section: Any) -> bool:
+    """Whether ``section`` (``kernel`` or ``gnn``) takes its ``layers`` from ``depth`` (its
+    default ``${depth}``), not from a value of its own (``kernel.layers=2`` beside ``depth=3``)."""
+    if not OmegaConf.is_config(section) or "layers" not in section:
+        return True
+    node = section._get_node("layers")
+    return OmegaConf.is_interpolation(section, "layers") and "depth" in str(node._value())
+
+
+def _depth_read(cfg: Any, command: str) -> bool:
+    """``depth``: read by the GCN an active run trains (active=age, active.model=gcn), and by a
+    GNN's or kernel's layers where they are not set themselves."""
+    if active_run(cfg) and (cfg.active.model == "gcn" or _retrains(cfg)):
+        return True
+    if cfg.method == "gnn":
+        return cfg.gnn is None or _follows_depth(cfg.gnn)
+    return _kernel_reads("layers")(cfg, command) and _follows_depth(cfg.kernel)
+
+
 def _grid_nugget(cfg: Any, command: str) -> bool:   # the nugget grid: fit=grid, without inference.time; an active run's fit=mll
     if active_run(cfg):
         return _gp(cfg) and cfg.fit.method == "mll"
@@ -140,8 +159,9 @@ READERS: tuple[Reader, ...] = (
            _every, "every run"),
     Reader(("logger.tracking_uri",), lambda cfg, command: cfg.logger.name == "mlflow", "logger=mlflow", "drop it"),
     Reader(("logger.save_dir",), lambda cfg, command: cfg.logger.name == "tensorboard", "logger=tensorboard", "drop it"),
-    Reader(("depth",), lambda cfg, command: cfg.method == "gnn" or _kernel_reads("layers")(cfg, command),
-           "the GNNs and the kernels with layers (not rbf, ggp)", "drop it"),
+    Reader(("depth",), lambda cfg, command: _depth_read(cfg, command),
+           "the GNNs and the kernels with layers (not rbf, ggp), where gnn.layers or kernel.layers does not set them",
+           "drop it (or the gnn.layers / kernel.layers beside it, which it would set)"),
     Reader(("kernel.layers",), _kernel_reads("layers"), "the kernels with layers (not rbf, ggp)", "drop it"),
     Reader(("kernel.adjacency",), _kernel_reads("adjacency"), "the kernels that read the graph (not rbf)", "drop it"),
     Reader(("kernel.*",), lambda cfg, command: _gp(cfg), "the kernel configurations whose blocks use it", "drop it",

@@ -206,8 +206,14 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             run_job(cfg, on_run=on_run, resume=resume, unread="reset" if multirun else "refuse")   # preflight refused what no job of a sweep reads
     except KeyboardInterrupt as err:   # Ctrl-C, or SIGTERM (Stopped): the finished runs are on disk
         name, status = stop_signal(err)
-        print(f"gnngp: error: stopped by {name}: {kept_now()}; "
-              "run it again with resume=true and the same overrides (and output folder) to run only the missing ones", file=sys.stderr)
+        earlier = ""   # a sweep's job: the jobs numbered before it have folders (and rows) of their own, which this job's line would not say
+        if multirun and out_dir.name.isdigit() and int(out_dir.name) > 0:
+            number = int(out_dir.name)
+            earlier = (f" (job {number} of the sweep in {out_dir.parent}; job{'s 0-' if number > 1 else ' '}{number - 1} before it "
+                       f"{'are' if number > 1 else 'is'} in {'their folders' if number > 1 else 'its folder'} there)")
+        print(f"gnngp: error: stopped by {name}: {kept_now()}{earlier}; "
+              f"run {'the sweep' if multirun else 'it'} again with resume=true and the same overrides (and output folder) to run only the "
+              "missing ones", file=sys.stderr)
         raise SystemExit(status) from None
     except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError, RuntimeError) as err:
         if isinstance(err, RuntimeError) and not isinstance(err, torch.cuda.OutOfMemoryError) and not out_of_memory(err):

@@ -66,7 +66,12 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
                          "error": f"no results ({type(err).__name__}); the job did not finish", "overrides": _overrides(job)})
             continue
         header = ordered_columns(header, found.header)
-        rows += [{"job": job.name, "swept": swept[job.name], **row} for row in found.rows]
+        recorded = _overrides(job)   # this job's: rows of an earlier sweep's job of other overrides in the same folder are not its
+        kept = [row for row in found.rows if not recorded or not row.get("overrides") or row.get("overrides") == recorded]
+        if len(kept) < len(found.rows):
+            left = len(found.rows) - len(kept)
+            log.info("summary: %s holds %d row%s of an earlier job with other overrides, left out", path, left, "s" if left > 1 else "")
+        rows += [{"job": job.name, "swept": swept[job.name], **row} for row in kept]
         if found.problems:
             log.warning("%s has malformed rows, left out of the summary: %s", path, found.shown_problems())
             rows.append({"job": job.name, "swept": swept[job.name], "status": "error",

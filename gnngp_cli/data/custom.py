@@ -34,16 +34,38 @@ MASKS = ("train_mask", "val_mask", "test_mask")
 
 
 def _one_of(folder: Path, names: tuple[str, ...], what: str) -> Path:
-    for name in names:
-        if (folder / name).is_file():
-            return folder / name
+    found = [folder / name for name in names if (folder / name).is_file()]
+    if len(found) > 1:   # two files of one kind (features.npy beside features.npz): which is meant is not gnngp's guess
+        raise DatasetError(f"custom dataset {folder} has {len(found)} {what} files ({', '.join(p.name for p in found)}); "
+                           "keep one and move the other out of the folder")
+    if found:
+        return found[0]
     raise DatasetError(f"custom dataset {folder} has no {what} file; add one of {', '.join(names)}")
+
+
+def _load(path: Path, what: str):
+    """``np.load(path)``, never unpickling, after checking that the file is NumPy's format: numpy
+    calls any other file (a text file, random bytes) "pickled data" and suggests
+    ``allow_pickle=True``, which gnngp never uses on a data file."""
+    with open(path, "rb") as f:
+        head = f.read(6)
+    npz = path.suffix == ".npz"
+    if not head.startswith(b"PK" if npz else b"\x93NUMPY"):
+        raise DatasetError(f"{what} file {path} is not a NumPy {path.suffix} file (its first bytes are not NumPy's header); "
+                           f"save it with {'np.savez or scipy.sparse.save_npz' if npz else 'np.save'}")
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as err:
+        if "pickle" not in str(err):
+            raise
+        raise DatasetError(f"{what} file {path} holds Python objects (an object array), which gnngp never unpickles (a data file "
+                           "is untrusted input); save a numeric array with np.save") from None
 
 
 def _read_features(path: Path) -> torch.Tensor:
     try:
         if path.suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
+            with _load(path, "feature") as z:
                 sparse = {"format", "shape"} <= set(z.files)   # what scipy.sparse.save_npz writes
                 if not sparse and len(z.files) != 1:
                     raise DatasetError(f"feature file {path} holds {len(z.files)} arrays; save one array (np.savez) or a scipy sparse matrix (scipy.sparse.save_npz)")
@@ -51,7 +73,7 @@ def _read_features(path: Path) -> torch.Tensor:
             if sparse:
                 array = _densified(path)
         else:
-            array = np.load(path, allow_pickle=False)
+            array = _load(path, "feature")
     except DatasetError:
         raise
     except Exception as err:  # noqa: BLE001 - numpy raises many types for bad files
@@ -101,7 +123,7 @@ def _read_labels(path: Path) -> np.ndarray:
 
     try:
         if path.suffix == ".npy":
-            labels = np.load(path, allow_pickle=False)
+            labels = _load(path, "label")
         else:
             frame = pd.read_csv(path, header=None)
             if frame.shape[1] != 1:
@@ -130,7 +152,9 @@ def _read_labels(path: Path) -> np.ndarray:
 def _read_mask(path: Path, n: int) -> torch.Tensor:
     """A boolean (or 0/1) node mask saved with ``np.save``; never unpickled."""
     try:
-        mask = np.load(path, allow_pickle=False)
+        mask = _load(path, "mask")
+    except DatasetError:
+        raise
     except Exception as err:  # noqa: BLE001 - numpy raises many types for bad files
         raise DatasetError(f"mask file {path} could not be read ({type(err).__name__}: {err}); save a boolean array with np.save (no pickles)") from err
     mask = np.asarray(mask).reshape(-1)
@@ -142,10 +166,21 @@ def _read_mask(path: Path, n: int) -> torch.Tensor:
     return torch.from_numpy(mask.astype(bool))
 
 
+def _nodes(count: int) -> str:
+    return f"{count:,} node" + ("s" if count != 1 else "")
+
+
+def _whole_or(value) -> str:
+    return f"{value:.0f}" if float(value) == int(value) else f"{value:g}"
+
+
 def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, val_ratio: float, seed: int) -> Data:
     if not path:
         raise DatasetError("dataset=custom needs dataset.path=<dir> holding edges.csv, features.npy|npz and labels.npy|csv")
     folder = Path(path)
+    if folder.is_file():   # the path of one of its files
+        raise DatasetError(f"dataset.path={folder} is a file; give the folder that holds edges.csv, features and labels "
+                           f"(dataset.path={folder.parent})")
     if not folder.is_dir():
         raise DatasetError(f"custom dataset folder {folder} does not exist; set dataset.path to a folder holding edges.csv, features and labels")
     x = _read_features(_one_of(folder, ("features.npy", "features.npz"), "features"))
@@ -155,13 +190,21 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
     if labels.shape[0] != n:
         raise DatasetError(f"label file {label_path} has {labels.shape[0]} labels but the features have {n} rows; every file must agree on the node count")
     notes = []
+    missing = int(np.isnan(labels).sum()) if np.issubdtype(labels.dtype, np.floating) else 0
     if not task and whole_number_floats(labels):
-        notes.append(f"label file {label_path} holds floating-point values, so this is regression (metric r2), though every value is a "
+        blank = f" (and NaN on {_nodes(missing)})" if missing else ""
+        notes.append(f"label file {label_path} holds floating-point values, so this is regression (metric r2), though every value{blank} is a "
                      "whole number; for classification save integer class ids (labels.astype(int)) or set dataset.task=classification")
     task = task or ("classification" if np.issubdtype(labels.dtype, np.integer) else "regression")
     if task == "classification":
+        if missing:
+            raise DatasetError(f"label file {label_path} has NaN on {_nodes(missing)}, and classification needs a class id for every node "
+                               "(any id for a node outside train/val/test: only active learning reads those); give each node a class id, "
+                               "or set dataset.task=regression for real targets")
         if not np.all(np.equal(np.mod(labels, 1), 0)) or labels.min() < 0:
-            raise DatasetError(f"label file {label_path} must hold non-negative integer class ids for classification; set dataset.task=regression for real targets")
+            raise DatasetError(f"label file {label_path} must hold non-negative integer class ids for classification (it has "
+                               f"{_whole_or(labels.min() if labels.min() < 0 else labels[np.mod(labels, 1) != 0][0])}); "
+                               "set dataset.task=regression for real targets")
         ids, classes, renumbered = class_ids(labels, f"label file {label_path}")
         num_classes = int(classes.size)
         if renumbered:

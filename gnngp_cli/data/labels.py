@@ -34,12 +34,13 @@ def class_ids(labels: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray, O
 
 
 def whole_number_floats(labels: np.ndarray) -> bool:
-    """Floating-point labels that are all whole numbers, with few distinct values: class ids
-    saved as floats, most likely, which gnngp would read as regression targets."""
+    """Floating-point labels whose finite values are all whole numbers, few distinct ones (NaN
+    beside them, for nodes without a label, or not): class ids saved as floats, most likely,
+    which gnngp would read as regression targets."""
     if not np.issubdtype(labels.dtype, np.floating) or labels.size == 0:
         return False
-    finite = labels[np.isfinite(labels)]
-    return finite.size == labels.size and bool((finite == np.round(finite)).all()) and np.unique(finite).size <= CLASS_LIKE_VALUES
+    finite = labels[np.isfinite(labels)]   # NaN: a node without a label (a class id saved as a float beside it is still one)
+    return finite.size > 0 and bool((finite == np.round(finite)).all()) and np.unique(finite).size <= CLASS_LIKE_VALUES
 
 
 def _whole(value) -> str:

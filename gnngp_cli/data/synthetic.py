@@ -34,8 +34,11 @@ def generate_csbm(
 ) -> Data:
     if num_nodes < num_classes or num_classes < 2:
         raise DatasetError(f"csbm needs num_classes >= 2 and num_nodes >= num_classes (got {num_nodes} nodes, {num_classes} classes)")
-    if not 0.0 <= homophily <= 1.0 or avg_degree < 0 or num_features < 1 or snr < 0:
-        raise DatasetError("csbm needs 0 <= homophily <= 1, avg_degree >= 0, num_features >= 1 and snr >= 0")
+    for key, value, ok, need in (("homophily", homophily, 0.0 <= homophily <= 1.0, "from 0 to 1"), ("avg_degree", avg_degree, avg_degree >= 0, ">= 0"),
+                                 ("num_features", num_features, num_features >= 1, "at least 1"), ("snr", snr, snr >= 0, ">= 0")):
+        if not ok:   # (NaN fails each test)
+            raise DatasetError(f"dataset.{key}={value:g} must be {need}; csbm needs 0 <= homophily <= 1, avg_degree >= 0, "
+                               "num_features >= 1 and snr >= 0")
     g = torch.Generator().manual_seed(seed)
     y = (torch.arange(num_nodes) % num_classes)[torch.randperm(num_nodes, generator=g)]
     order = torch.argsort(y)

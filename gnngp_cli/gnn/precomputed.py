@@ -64,6 +64,7 @@ class SGC(nn.Module):
     reads rows of that cache."""
 
     normalised_graph = False   # SGConv normalises (gcn_norm, unit self-loops) itself
+    widthless = True           # one linear map: no hidden width (gnn.hidden is refused; a row records none)
     reads_operator = True      # gnn.propagation=sparse: the raw adjacency as one sparse matrix, K sparse products
     graph_layers = 0
 

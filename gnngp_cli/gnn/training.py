@@ -179,7 +179,7 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
     adjacency, adjacency_weight = (graph.operator(x.dtype), None) if fast else (graph.edge_index, graph.edge_weight)
     precompute_watch = watch_factory() if hasattr(model, "precompute") else None
     if precompute_watch is not None:   # SGC's S^K X, SIGN's [X, S X, ..., S^K X]: the graph read once; the model trains on these rows
-        with precompute_watch.measure(), torch.no_grad():
+        with precompute_watch.measure(), torch.no_grad(), sparse_beta_quiet():   # PyG's CSR products (torch's beta and invariant-check warnings)
             x = model.precompute(x, adjacency, adjacency_weight)
     rows = precompute_watch is not None and entry.row_batches   # training reads rows of x (its training rows, or a mini-batch's), no graph
     target = y.float().view(-1, 1) if regression else y

@@ -45,7 +45,8 @@ NORMALISATIONS = ("sym", "row")
 
 @contextmanager
 def sparse_beta_quiet():
-    """Silence PyTorch's warning that sparse CSR support is in beta (known and accepted here)."""
+    """Silence PyTorch's warnings that sparse CSR support is in beta and that its invariant checks
+    are off (known and accepted here: the operators are built from checked edges)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*[Ss]parse.*")
         yield

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from ..config import check_steps, parse, training_times, with_method_defaults
 from ..errors import ConfigError
-from ..gnn import GradientDescent, train_gnn
+from ..gnn import GNNS, GradientDescent, train_gnn
 from ..metrics import MetricInput, Scores, score, uncertainty_metrics
 from ..gp.probabilities import best_temperature, class_probabilities, nll_by_temperature, reliability_bins
 from ..runtime import Stopwatch, peak_cuda_mb, peak_rss_mb
@@ -129,11 +129,13 @@ def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[st
             train_seconds=train_seconds, inference_seconds=inference_seconds, precompute_seconds=precompute_seconds,
             total_seconds=(precompute_seconds or 0.0) + train_seconds + inference_seconds,
             uncertainty=uncertainty if info.task == "classification" and descent is None else "",
-            extra=json.dumps({"best_epoch": used[0].best_epoch, "epochs": g.epochs, "lr": g.lr if descent is None else descent.lr, "hidden": g.hidden,
+            extra=json.dumps({"best_epoch": used[0].best_epoch, "epochs": g.epochs, "lr": g.lr if descent is None else descent.lr,
+                              **({"hidden": g.hidden} if not getattr(GNNS[g.name].model, "widthless", False) else {}),
                               "batch_size": g.batch_size, "batch_norm": g.batch_norm, "dropout": g.dropout,
                               **({"recipe": g.recipe} if g.recipe != "paper" else {}),
+                              # the weight decay trained with: chosen on validation from gnn.weight_decay_grid (SGC's), or gnn.weight_decay
                               **({"weight_decay": used[0].weight_decay, "weight_decay_grid": len(g.weight_decay_grid)}
-                                 if used[0].weight_decay is not None else {}),
+                                 if used[0].weight_decay is not None else {"weight_decay": g.weight_decay}),
                               **({"members": len(used)} if len(used) > 1 else {}),
                               **({"mc_samples": int(g.mc_samples)} if uncertainty == "mc_dropout" else {})}),
             **{k: v for k, v in columns.items() if k != "reliability"},

@@ -18,6 +18,7 @@ and error rows are expected and never fatal.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -28,6 +29,7 @@ from . import layouts
 from . import active
 from . import curves as learning
 from ..errors import ConfigError, DatasetError
+from ..data.files import atomic_write
 from ..results.writing import ResultsNotWritten
 from .paper_check import check_paper, checked
 from .figures import FIGURE3_NOTE, correlation_map, figure1, figure2, figure3, figure4
@@ -123,20 +125,46 @@ def _stage(out: Path) -> Path:
                                 "give a folder you can write, e.g. --out outputs/report") from None
 
 
+MANIFEST = ".gnngp-report"   # in --out: the files the last report wrote there (JSON), the only ones a report replaces or removes
+
+
+def _earlier(out: Path) -> set[str]:
+    """The files an earlier report wrote in ``out``: its manifest's; a report written before there
+    were manifests (its report.md starts as a report's does): every file a report may write."""
+    try:
+        names = json.loads((out / MANIFEST).read_text())
+        return {str(name) for name in names} if isinstance(names, list) else set()
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(out / "report.md", encoding="utf-8", errors="replace") as f:
+            return set(report_files()) if f.readline().rstrip("\n") == "# gnngp report" else set()
+    except OSError:
+        return set()
+
+
 def _publish(stage: Path, out: Path) -> None:
     """The staged report moved into ``out`` a file at a time (each move whole: a rename in one file
     system), then what an earlier report wrote there and these rows did not make again removed;
-    other files in ``out`` are left alone."""
+    other files in ``out`` are left alone, and a file of a report's name that no earlier report
+    wrote (the user's own ``report.md``) refuses the report before anything moves."""
     made = {p.name for p in stage.iterdir()}
     taken = sorted(name for name in made if (out / name).is_dir())
     if taken:   # before anything moves: a rename onto a folder fails, and the report would be half new
         raise ResultsNotWritten(f"--out {out}: {', '.join(taken)} there {'is a folder' if len(taken) == 1 else 'are folders'}; "
                                 f"move {'it' if len(taken) == 1 else 'them'} or give another --out; {out} left as it was")
+    earlier = _earlier(out)
+    yours = sorted(name for name in made if (out / name).exists() and name not in earlier)
+    if yours:
+        raise ResultsNotWritten(f"--out {out}: {', '.join(yours)} there {'was' if len(yours) == 1 else 'were'} not written by a gnngp report, "
+                                f"and the report would replace {'it' if len(yours) == 1 else 'them'}; move {'it' if len(yours) == 1 else 'them'} "
+                                f"or give another --out; {out} left as it was")
     for name in sorted(made):
         os.replace(stage / name, out / name)
     for name in report_files():
-        if name not in made:
+        if name not in made and name in earlier:
             (out / name).unlink(missing_ok=True)
+    atomic_write(out / MANIFEST, lambda f: f.write(json.dumps(sorted(made))))
 
 
 def _write(rows, folders: list[Path], out: Path, tolerance: Optional[float], exclude: Iterable[str], require_all: bool) -> int:

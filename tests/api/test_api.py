@@ -76,6 +76,9 @@ def test_own_graph_regression_with_masks():
     assert gp.row["metric"] == "r2" and gp.row["landmarks"] == 40 and pred.probabilities is None
     assert pred.mean.shape == (60,) and (pred.predictive_variance > pred.variance).all()
     assert gp.score(data.test_mask) == pytest.approx(gp.row["test"], abs=1e-6)
+    for empty in ([], torch.zeros(200, dtype=torch.bool)):   # a trial: score of no node was nan
+        with pytest.raises(DatasetError, match=r"^score: nodes= holds no node"):
+            gp.score(empty)
 
 
 @pytest.mark.parametrize("settings, cli", [

@@ -161,6 +161,24 @@ def test_the_issues_options_without_effect_are_refused(bases, overrides, message
     assert str(refused.value).startswith(message), str(refused.value)
 
 
+@pytest.mark.parametrize("overrides, read", [
+    (["kernel=gcngp", "depth=3", "kernel.layers=2"], False),   # the kernel's own layers win: depth=3 set nothing
+    (["gnn=sgc", "depth=3", "gnn.layers=2"], False),
+    (["kernel=gcngp", "depth=3"], True),
+    (["gnn=gcn", "depth=3"], True),
+    (["kernel=gcngp", "depth=3", "kernel.layers=2", "active=random", "active.model=gcn"], True),   # the GCN it trains takes depth
+])
+def test_depth_beside_a_methods_own_layers_is_refused(overrides, read):
+    """A trial's ``depth=3 kernel.layers=2``: the run had 2 layers and the report called it depth=3."""
+    cfg = compose(["dataset=csbm", *overrides])
+    if read:
+        validate(cfg)
+        return
+    with pytest.raises(ConfigError) as refused:
+        validate(cfg)
+    assert str(refused.value).startswith("depth=3 has no effect on this run") and "gnn.layers or kernel.layers" in str(refused.value)
+
+
 def yaml_value(text: str):
     return OmegaConf.create({"v": text}).v if not text[:1].isdigit() else OmegaConf.create(f"v: {text}").v
 

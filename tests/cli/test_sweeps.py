@@ -1,8 +1,11 @@
 """Sweeps: a summary gathers every job, failed jobs become rows, resume skips finished jobs,
 and the joblib and submitit launchers run for real."""
+import signal
+import time
+
 import pandas as pd
 import pytest
-from helpers import gnngp, in_process
+from helpers import gnngp, gnngp_popen, in_process
 
 
 def sweep(tmp_path, *args, status=0, fresh=False):
@@ -56,6 +59,19 @@ def test_a_sweep_into_the_folder_of_a_larger_one_summarises_its_own_jobs_only(tm
         assert set(summary["job"]) == {0} and (summary["status"] == "ok").all(), summary   # (a job's file keeps every run's rows)
         assert "1 job folder of an earlier sweep" in out.stderr + out.stdout and "(job 1) left out" in out.stderr + out.stdout
     assert (tmp_path / "1" / "results.csv").is_file()   # never removed
+
+
+def test_a_sweep_of_other_settings_into_a_used_folder_summarises_its_own_rows_only(tmp_path):
+    """A trial: 4 GCNGP jobs, then 2 GCNGP-X jobs into the same folder; jobs 0 and 1's files keep
+    both sweeps' rows, and the second summary said '4 rows' for its 2 jobs, GCNGP's among them."""
+    sweep(tmp_path, "kernel=gcngp", "seed=0,1,2")
+    summary, out = sweep(tmp_path, "kernel=gcngp_x", "seed=0,1")
+    assert summary["method"].tolist() == ["GCNGP-X", "GCNGP-X"] and summary["job"].tolist() == [0, 1]
+    assert "sweep summary (2 rows, 0 failed)" in out.stderr + out.stdout
+    assert "holds 1 row of an earlier job with other overrides, left out" in out.stderr + out.stdout
+    assert len(pd.read_csv(tmp_path / "0" / "results.csv")) == 2   # the file keeps both: nothing is lost
+    summary, _ = sweep(tmp_path, "kernel=gcngp_x", "seed=0,1", "resume=true")   # the same jobs resumed: their rows, as before
+    assert summary["method"].tolist() == ["GCNGP-X", "GCNGP-X"]
 
 
 @pytest.mark.paper  # slow: runs in CI with -m paper
@@ -125,3 +141,20 @@ def test_an_active_sweeps_console_summary_names_the_strategy_and_labels_of_each_
     assert lines[0].split()[3:6] == ["method", "strategy", "labelled"]
     assert lines[2].split()[3:6] == ["GCNGP", "random", "20"] and lines[3].split()[3:6] == ["GCNGP", "sigma_opt", "10"]
     assert "nan" not in lines[4].lower() and lines[4].split()[3:5] == ["GCNGP", "0.8000"]
+
+
+def test_a_sweep_stopped_in_a_later_job_names_the_jobs_before_it(tmp_path):
+    """A trial: SIGTERM (or Ctrl-C) in job 2 of a sweep said only what job 2 had finished; jobs 0
+    and 1 were whole on disk. The line names the sweep's folder and the jobs before this one."""
+    proc = gnngp_popen("run", "-m", "dataset=csbm", "dataset.num_nodes=300", "kernel=gcngp_x", "landmarks.count=16", "runs=1,2,100000",
+                       "progress=false", f"hydra.sweep.dir={tmp_path}")
+    results, deadline = tmp_path / "2" / "results.csv", time.time() + 120
+    while time.time() < deadline and proc.poll() is None and not (results.is_file() and len(results.read_text().splitlines()) > 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    errors = [line for line in err.splitlines() if line.startswith("gnngp: error:")]
+    assert proc.returncode == 128 + signal.SIGTERM and len(errors) == 1, err[-2000:]
+    assert f"in {results} (job 2 of the sweep in {tmp_path}; jobs 0-1 before it are in their folders there)" in errors[0]
+    assert "run the sweep again with resume=true" in errors[0]
+    assert [len(pd.read_csv(tmp_path / str(job) / "results.csv")) for job in (0, 1)] == [1, 2]

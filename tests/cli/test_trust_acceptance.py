@@ -114,6 +114,26 @@ def test_whole_number_float_labels_warn_that_the_task_is_regression(tmp_path):
     assert code == 0 and "whole number" not in err   # the task said: no question left
 
 
+def test_float_class_ids_with_nan_on_unlabelled_nodes_warn_too_and_classification_names_the_nans(tmp_path):
+    """A trial's labels.npy: 0.0/1.0/2.0 with NaN on the nodes outside the masks ran as regression
+    without a word (the warning wanted every value finite), and dataset.task=classification then
+    said 'non-negative integer class ids' without naming the NaNs."""
+    labels = np.random.default_rng(1).integers(0, 3, 60).astype(np.float64)
+    masks = split_masks(60, train=(0, 20), val=(20, 30), test=(30, 40))
+    labels[40:] = np.nan   # 20 nodes in no mask
+    folder = write_graph(tmp_path / "g", labels=labels, masks=masks)
+    code, err, row, _ = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 0 and row["metric"] == "r2"
+    warning = [line for line in err.splitlines() if line.startswith("gnngp: warning: label file")]
+    assert len(warning) == 1 and "though every value (and NaN on 20 nodes) is a whole number" in warning[0], err
+    code, err, row, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}", "dataset.task=classification", run_dir=tmp_path / "c")
+    assert code == 1 and len(errors) == 1 and "has NaN on 20 nodes, and classification needs a class id for every node" in errors[0], err
+    labels[40:] = 0   # any id outside the masks: it runs
+    folder = write_graph(tmp_path / "ids", labels=labels.astype(np.int64), masks=masks)
+    code, err, row, _ = run(tmp_path, "dataset=custom", f"dataset.path={folder}", run_dir=tmp_path / "ids-run")
+    assert code == 0 and row["status"] == "ok" and row["metric"] == "accuracy", err
+
+
 def _children(pid):
     out = []
     for d in Path("/proc").iterdir():

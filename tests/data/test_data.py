@@ -2,6 +2,7 @@
 files written here in the real on-disk format; every bad input gives a clear error."""
 import gzip
 import json
+import re
 import pickle
 import shutil
 from pathlib import Path
@@ -265,6 +266,14 @@ def test_truncated_reddit_file_is_named(tmp_path):
         load("reddit", mirror, tmp_path / "cache")
 
 
+@pytest.mark.parametrize("key, value, need", [("homophily", 1.5, "from 0 to 1"), ("snr", -1.0, ">= 0"), ("num_features", 0, "at least 1"),
+                                             ("homophily", float("nan"), "from 0 to 1")])
+def test_a_bad_csbm_setting_is_named_with_its_value(key, value, need):
+    """A trial: dataset.homophily=1.5 said 'csbm needs 0 <= homophily <= 1, avg_degree >= 0, ...', not which one."""
+    with pytest.raises(DatasetError, match=rf"^dataset\.{key}={value:g} must be {re.escape(need)}; csbm needs"):
+        generate_csbm(num_nodes=100, **{key: value})
+
+
 def test_csbm_sizes_determinism_and_homophily():
     data = generate_csbm(num_nodes=20000, avg_degree=8, num_classes=5, homophily=0.7, num_features=16, seed=3)
     assert data.num_nodes == 20000 and data.num_features == 16 and data.num_classes == 5
@@ -336,7 +345,12 @@ def test_custom_task_override(tmp_path):
         (lambda f: np.save(f / "labels.npy", np.zeros(29, int)), "labels.npy has 29 labels but the features have 30 rows"),
         (lambda f: (f / "features.npy").unlink(), "has no features file; add one of features.npy, features.npz"),
         (lambda f: np.save(f / "train_mask.npy", np.ones(30, bool)), "has train_mask but not all of"),
-        (lambda f: (f / "features.npy").write_bytes(b"garbage"), "feature file .*features.npy could not be read"),
+        (lambda f: (f / "features.npy").write_bytes(b"garbage"), "feature file .*features.npy is not a NumPy .npy file"),   # not "pickled"
+        (lambda f: np.save(f / "labels.npy", np.array([{"a": 1}] * 30, dtype=object), allow_pickle=True),
+         "label file .*labels.npy holds Python objects .*never unpickles"),
+        (lambda f: (f / "features.npy").unlink() or (f / "features.npz").write_text("a,b\n"), "features.npz is not a NumPy .npz file"),
+        (lambda f: np.savez(f / "features.npz", x=np.zeros((30, 2))), "has 2 features files \\(features.npy, features.npz\\); keep one"),
+        (lambda f: (f / "edges.csv").write_text("0;1\n"), "edges.csv has 1 columns; .* separated by a comma \\(or spaces or a tab\\)"),
     ],
 )
 def test_custom_bad_inputs_name_the_file(tmp_path, breakage, message):
@@ -344,6 +358,18 @@ def test_custom_bad_inputs_name_the_file(tmp_path, breakage, message):
     breakage(folder)
     with pytest.raises(DatasetError, match=message):
         load("custom", None, tmp_path, path=folder)
+
+
+@pytest.mark.parametrize("line", ["{a} {b}\n", "{a}\t{b}\n", "{a}  {b}\n"])
+def test_edges_separated_by_spaces_or_a_tab_read_as_by_commas(tmp_path, line):
+    """A trial: np.savetxt's edges.csv (spaces, or a tab) was '1 columns; it needs exactly two
+    integer columns', which says nothing of commas."""
+    folder = write_custom(tmp_path / "g")
+    edges = [(0, 1), (1, 2), (5, 29)]
+    (folder / "edges.csv").write_text("".join(f"{a},{b}\n" for a, b in edges))
+    expected = load("custom", None, tmp_path, path=folder).edge_index
+    (folder / "edges.csv").write_text("".join(line.format(a=a, b=b) for a, b in edges))
+    assert torch.equal(load("custom", None, tmp_path, path=folder).edge_index, expected)
 
 
 def _broken_npz(folder, **arrays):
@@ -370,6 +396,12 @@ def test_a_sparse_feature_file_of_sound_structure_reads_as_its_dense_matrix(tmp_
     _broken_npz(folder)
     x = load("custom", None, tmp_path, path=folder).x
     assert x.shape == (30, 7) and x[0, 0] == x[0, 5] == x[1, 6] == 1 and float(x.abs().sum()) == 3
+
+
+def test_custom_path_of_a_file_names_its_folder(tmp_path):
+    folder = write_custom(tmp_path / "g")
+    with pytest.raises(DatasetError, match=rf"dataset.path=.*edges.csv is a file; .* \(dataset.path={re.escape(str(folder))}\)"):
+        load("custom", None, tmp_path, path=folder / "edges.csv")
 
 
 def test_custom_missing_folder(tmp_path):

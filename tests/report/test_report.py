@@ -307,6 +307,7 @@ def test_a_sweep_of_no_preset_gets_its_own_table_and_no_paper_table(tmp_path):
                                 overrides=typed(f"dataset={dataset}", f"model={model}", f"seed={seed}", "landmarks.count=100"),
                                 task="classification", metric="accuracy", kernel_seconds=0.5, inference_seconds=0.1, peak_rss_mb=300.0 + seed))
     (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "report.md").write_text("# gnngp report\n\nan earlier report\n")   # (one written before reports kept a manifest)
     (tmp_path / "r" / "table4.md").write_text("an earlier report's table")
     assert write_report([results(tmp_path, rows)], tmp_path / "r") == 0
     runs = pd.read_csv(tmp_path / "r" / "runs.csv")
@@ -366,6 +367,32 @@ def test_an_unwritable_out_is_one_line_and_an_earlier_report_stays_whole(tmp_pat
         write_report([runs], tmp_path / "r")
     assert {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir()} == before
     assert not [p for p in tmp_path.rglob(".writing-*")]   # no staging folder left behind
+
+
+def test_files_of_the_users_own_named_like_a_reports_are_never_replaced(tmp_path):
+    """A trial: the user's own report.md and runs.csv in --out were replaced without a word (the
+    docs: files of your own are never touched). Only what an earlier report wrote (its manifest;
+    before manifests, a report.md that is a report's) is replaced or removed."""
+    runs = results(tmp_path, [row("cora", "GCNGP", 0.828)])
+    out = tmp_path / "mine"
+    out.mkdir()
+    for name, text in (("report.md", "MY NOTES"), ("runs.csv", "a,b"), ("notes.txt", "keep")):
+        (out / name).write_text(text)
+    refused = in_process("report", str(runs), "--out", str(out))
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "report.md, runs.csv there were not written by a gnngp report" in refused.stderr and "left as it was" in refused.stderr
+    assert {p.name: p.read_text() for p in out.iterdir()} == {"report.md": "MY NOTES", "runs.csv": "a,b", "notes.txt": "keep"}
+    (out / "report.md").unlink()
+    (out / "runs.csv").unlink()
+    assert in_process("report", str(runs), "--out", str(out)).returncode == 0
+    assert in_process("report", str(runs), "--out", str(out)).returncode == 0   # its own earlier report: replaced
+    assert (out / "notes.txt").read_text() == "keep" and (out / "report.md").read_text().startswith("# gnngp report")
+    old = tmp_path / "old"   # a report written before manifests: replaced, and its files these rows do not make removed
+    old.mkdir()
+    (old / "report.md").write_text("# gnngp report\n\nan older one\n")
+    (old / "conformal.md").write_text("an older section")
+    assert in_process("report", str(runs), "--out", str(old)).returncode == 0
+    assert "an older one" not in (old / "report.md").read_text() and not (old / "conformal.md").exists()
 
 
 def test_rows_all_malformed_are_refused_and_the_earlier_report_kept(tmp_path):

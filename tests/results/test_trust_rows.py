@@ -159,3 +159,14 @@ def test_results_and_cached_raw_files_honour_the_umask(tmp_path, mirror):
         os.umask(old)
     assert (tmp_path / "results.csv").stat().st_mode & 0o777 == 0o644
     assert (folder / "raw" / "ind.cora.y").stat().st_mode & 0o777 == 0o644
+
+
+def test_runs_that_cannot_differ_say_why_their_spread_is_zero():
+    """A trial: runs=4 of an exact kernel gave 0.9235 +- 0.0000 without a word."""
+    from gnngp_cli.results.rows import console_summary
+
+    exact = [{"status": "ok", "method": "GCNGP", "dataset": "csbm", "metric": "accuracy", "kernel": "gcngp", "landmarks": 0, "test": 0.9235}] * 3
+    assert "the same in every run: an exact kernel on one split draws nothing at random" in console_summary(exact)
+    varied = [{**exact[0], "test": t} for t in (0.9, 0.91)]   # a spread, or a low-rank kernel's same values by chance: no word
+    assert "the same in every run" not in console_summary(varied)
+    assert "the same in every run" not in console_summary([{**row, "kernel": "gcngp_x", "landmarks": 30} for row in exact])
