@@ -154,6 +154,12 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         results = out_dir / cfg.results_file
     except ConfigError:   # validate() reports it; the error row stays in the run dir
         results = out_dir / "results.csv"
+    if results.is_file() and not results.stat().st_mode & 0o200:   # made read-only by its owner: not replaced by a writable copy
+        print(f"gnngp: error: {results} is read-only (mode {results.stat().st_mode & 0o777:o}), and a run adds its rows to it; "
+              f"make it writable (chmod u+w {results}) or give another {'hydra.sweep.dir' if multirun else 'hydra.run.dir'}", file=sys.stderr)
+        if not multirun:
+            raise SystemExit(1)
+        return []
     if multirun:   # what this job of a sweep does not read runs at its default (parse's unread="reset"): not recorded as its setting
         overrides = read_overrides(cfg, overrides)
     recorded = job_overrides(overrides)

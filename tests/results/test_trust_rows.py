@@ -170,3 +170,19 @@ def test_runs_that_cannot_differ_say_why_their_spread_is_zero():
     varied = [{**exact[0], "test": t} for t in (0.9, 0.91)]   # a spread, or a low-rank kernel's same values by chance: no word
     assert "the same in every run" not in console_summary(varied)
     assert "the same in every run" not in console_summary([{**row, "kernel": "gcngp_x", "landmarks": 30} for row in exact])
+
+
+def test_a_read_only_results_file_is_refused_not_replaced(tmp_path):
+    """A trial: a results.csv made read-only (0444) by its owner was replaced by a writable copy
+    with the new rows, without a word."""
+    args = ["run", "dataset=csbm", "dataset.num_nodes=300", "progress=false", f"hydra.run.dir={tmp_path}"]
+    assert in_process(*args).returncode == 0
+    results = tmp_path / "results.csv"
+    before = results.read_bytes()
+    results.chmod(0o444)
+    try:
+        out = in_process(*args)
+        assert out.returncode == 1 and out.stderr.strip().splitlines()[-1].startswith(f"gnngp: error: {results} is read-only (mode 444)")
+        assert results.read_bytes() == before and results.stat().st_mode & 0o777 == 0o444
+    finally:
+        results.chmod(0o644)
