@@ -66,7 +66,6 @@ LONGEST_FIRST = (
     "test_report_of_real_grid_mll_and_dask_runs_on_cora",
     "test_gcn_for_100_epochs_on_cora_reaches_the_paper",
     "test_a_stopped_job_keeps_its_finished_runs_and_resume_runs_only_the_missing",
-    "test_help_cfg_report_and_config_errors_import_neither_torch_geometric_nor_ogb",
     "test_every_tangent_kernel_passes_at_two_layers",
     "test_every_low_rank_kernel_on_larger_graphs_gives_the_local_predictions",
     "test_fit_mll_increases_the_objective_and_adam_and_lbfgs_agree",

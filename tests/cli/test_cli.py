@@ -1,6 +1,7 @@
 """The ``gnngp`` command as a user runs it: a few tests end to end in a fresh process (``gnngp``:
 the README's first run, a one-line error and its exit status, ``--version`` and an unknown
 command, help into a closed pipe), the rest through the same ``main`` in this process."""
+import json
 import subprocess
 import sys
 
@@ -227,13 +228,31 @@ def test_version_and_unknown_command():   # end to end: the exit statuses of the
     assert unknown.returncode == 2 and "run, partition, report, verify" in unknown.stderr
 
 
-@pytest.mark.paper  # six processes with -X importtime (25 s): runs in CI with -m paper
+IMPORTS_AFTER_EACH = r"""
+import json, sys
+from gnngp_cli.cli.main import main
+for args in json.loads(sys.argv[1]):
+    try:
+        main(args)
+    except SystemExit:
+        pass
+    found = sorted(m for m in sys.modules if m.split(".")[0] in ("torch_geometric", "ogb"))
+    print("IMPORTED", json.dumps([args, found[:3]]), flush=True)
+"""
+
+
+@pytest.mark.paper  # a fresh process: runs in CI with -m paper
 def test_help_cfg_report_and_config_errors_import_neither_torch_geometric_nor_ogb(tmp_path):
-    for args in (["run", "--help"], ["run", "--cfg", "job"], ["run", "dataset=coraa"], ["run", "runs=two"],
-                 ["report", str(tmp_path), "--out", str(tmp_path / "r")], ["run", f"hydra.run.dir={tmp_path / 'csbm'}"]):
-        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "gnngp_cli.cli", *args], capture_output=True, text=True, timeout=600)
-        modules = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
-        assert "torch_geometric" not in modules and "ogb" not in modules, args
+    """The commands one after another in one fresh process, its modules read after each: a module
+    once imported stays, so none after the last command means none imported by any of them."""
+    commands = [["run", "--help"], ["run", "--cfg", "job"], ["run", "dataset=coraa"], ["run", "runs=two"],
+                ["report", str(tmp_path), "--out", str(tmp_path / "r")], ["run", f"hydra.run.dir={tmp_path / 'csbm'}"]]
+    out = subprocess.run([sys.executable, "-c", IMPORTS_AFTER_EACH, json.dumps(commands)], capture_output=True, text=True, timeout=600)
+    seen = [json.loads(line[len("IMPORTED "):]) for line in out.stdout.splitlines() if line.startswith("IMPORTED ")]
+    assert [args for args, _ in seen] == commands, out.stderr[-2000:]   # every command ran (the last a whole csbm job)
+    assert (tmp_path / "csbm" / "results.csv").is_file()
+    for args, found in seen:
+        assert not found, (args, found)
 
 
 @pytest.mark.paper  # slow: runs in CI with -m paper

@@ -462,8 +462,8 @@ def test_gprgp_fit_mll_fits_every_filter_on_its_graph_and_keeps_the_most_likely(
 
 def test_the_sparse_operators_print_no_torch_warning():
     """torch warns once a process ("Sparse invariant checks are implicitly disabled ... SEGFAULT") at the first
-    sparse tensor made without saying whether to check it; gnngp's own say so. A fresh process: the first one
-    decides (gnn=h2gcn printed it, through the exact 2-hop set)."""
+    sparse tensor made without saying whether to check it; gnngp's own say so, and PyG's are made quiet. A fresh
+    process: the first one decides (gnn=h2gcn printed it, through the exact 2-hop set; gnn=sgc through SGConv)."""
     import subprocess
     import sys
     import textwrap
@@ -474,6 +474,9 @@ def test_the_sparse_operators_print_no_torch_warning():
         edges = torch.randint(0, 50, (2, 200), generator=torch.Generator().manual_seed(0))
         two_hop_edges(edges, 50)
         Adjacency.from_graph(edges, 50, "sym", torch.float32, "cpu").matmul(torch.ones(50, 2))
+        # then SGC's S^K X, through PyG's CSR product (a trial: every gnn=sgc and gnn=sign run printed it)
+        from gnngp_cli.api import run
+        run(["dataset=csbm", "dataset.num_nodes=300", "gnn=sgc", "gnn.epochs=5", "progress=false"])
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)   # the warnings a user sees
     assert out.returncode == 0 and "invariant" not in out.stderr and "UserWarning" not in out.stderr, out.stderr[-2000:]
