@@ -520,8 +520,7 @@ def test_in_process_workers_below_this_process_memory_are_never_paused():
 
 
 def test_cli_error_for_an_exact_kernel_on_dask_is_one_line(tmp_path):   # end to end: a backend's refusal from the command
-    done = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "kernel=gcngp", "compute=dask", f"hydra.run.dir={tmp_path}"],
-                          capture_output=True, text=True)
+    done = in_process("run", "kernel=gcngp", "compute=dask", f"hydra.run.dir={tmp_path}")   # (a fresh process's: tests/cli/test_cli.py)
     assert done.returncode == 1
     lines = [l for l in done.stderr.splitlines() if l.strip()]
     assert lines == ["gnngp: error: exact kernels are not distributed: kernel=gcngp with compute=dask; use its low-rank twin kernel=gcngp_x (Nystrom, with landmarks) or compute=local"]

@@ -2,8 +2,6 @@
 method on CUDA against the CPU. scripts/gpu_check.sh runs this file and the whole fast suite
 with GNNGP_DEVICE=cuda on a GPU; without one the CUDA tests are skipped."""
 import gc
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -13,6 +11,7 @@ from gnngp_cli.cli.messages import group_options
 from gnngp_cli.config import validate
 from gnngp_cli.errors import ConfigError
 from gnngp_cli.runtime import resolve_device, start_job
+from helpers import in_process
 
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU (scripts/gpu_check.sh runs these on one)")
@@ -32,8 +31,7 @@ def test_cuda_without_a_gpu_is_an_error_never_a_fallback(monkeypatch):
 
 @pytest.mark.skipif(CUDA, reason="the machine has a GPU")
 def test_cli_device_cuda_without_a_gpu_is_one_line(tmp_path):   # end to end: a refusal from the command, its exit status
-    out = subprocess.run([sys.executable, "-m", "gnngp_cli", "run", "device=cuda", f"hydra.run.dir={tmp_path}"],
-                         capture_output=True, text=True, timeout=600)
+    out = in_process("run", "device=cuda", f"hydra.run.dir={tmp_path}")   # (a fresh process's: tests/cli/test_cli.py, the README's)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1] == "gnngp: error: device=cuda but no CUDA device is available; use device=cpu or device=auto"
 

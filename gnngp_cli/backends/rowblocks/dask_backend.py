@@ -82,6 +82,15 @@ def _differences(written: str, wanted: str) -> str:
     return "; ".join(f"{k}={a.get(k)!s}, not {b.get(k)!s}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
 
 
+def refuse_streamed_order(spec: Any) -> None:
+    """``data.order`` with a dataset partitioned streaming from its raw files (papers100M): one line."""
+    name = str(spec.dataset.name).lower()
+    entry = DATASETS.get(name)
+    if entry is not None and entry.partition is not None and spec.data.order != "none":
+        raise ConfigError(f"data.order={spec.data.order} numbers the nodes of a graph loaded in one process; {name} is partitioned "
+                          "streaming from its raw files: drop data.order")
+
+
 def partition(spec: Any, store: DataStore, out: Path, rows: int, data: Any = None) -> ShardMeta:
     """Write ``spec.dataset`` as row blocks of ``rows`` nodes into ``out``: streamed from the raw
     files when the dataset's entry can (papers100M), else from the graph loaded in this process
@@ -92,9 +101,7 @@ def partition(spec: Any, store: DataStore, out: Path, rows: int, data: Any = Non
     entry = DATASETS.get(name)
     source = dataset_source(spec)
     if entry is not None and entry.partition is not None:
-        if spec.data.order != "none":
-            raise ConfigError(f"data.order={spec.data.order} numbers the nodes of a graph loaded in one process; {name} is partitioned "
-                              "streaming from its raw files: drop data.order")
+        refuse_streamed_order(spec)
         return entry.partition(spec.dataset, store, out, rows, source)
     if data is None:
         check_load_memory(spec)
@@ -370,6 +377,7 @@ class DaskBackend:
                               f"kernel={spec.kernel.name}_x (Nystrom, with landmarks) or compute=local")
         if not entry.runs_on(self.name):
             raise ConfigError(f"kernel={entry.name}_x does not run with compute={self.name}; use compute={' or compute='.join(entry.backends)}")
+        refuse_streamed_order(spec)   # before the cluster starts (a refusal seconds later, after its workers, was this one)
 
     def __enter__(self) -> "DaskBackend":
         spec = self.spec
