@@ -66,7 +66,9 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
                          "error": f"no results ({type(err).__name__}); the job did not finish", "overrides": _overrides(job)})
             continue
         header = ordered_columns(header, found.header)
-        recorded = _overrides(job)   # this job's: rows of an earlier sweep's job of other overrides in the same folder are not its
+        # this job's rows: those of the overrides its last row records (a row records the overrides its job reads, which
+        # .hydra/overrides.yaml may hold more of); an earlier sweep's job of other overrides in the same folder wrote the others
+        recorded = found.rows[-1].get("overrides") if found.rows else None
         kept = [row for row in found.rows if not recorded or not row.get("overrides") or row.get("overrides") == recorded]
         if len(kept) < len(found.rows):
             left = len(found.rows) - len(kept)

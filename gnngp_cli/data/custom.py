@@ -171,7 +171,7 @@ def _nodes(count: int) -> str:
 
 
 def _whole_or(value) -> str:
-    return f"{value:.0f}" if float(value) == int(value) else f"{value:g}"
+    return f"{value:.0f}" if np.isfinite(value) and float(value) == int(value) else f"{value:g}"
 
 
 def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, val_ratio: float, seed: int) -> Data:
@@ -201,10 +201,12 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
             raise DatasetError(f"label file {label_path} has NaN on {_nodes(missing)}, and classification needs a class id for every node "
                                "(any id for a node outside train/val/test: only active learning reads those); give each node a class id, "
                                "or set dataset.task=regression for real targets")
-        if not np.all(np.equal(np.mod(labels, 1), 0)) or labels.min() < 0:
+        with np.errstate(invalid="ignore"):   # inf's remainder is NaN: not a class id, and no warning of numpy's
+            ids_ok = np.isfinite(labels) & (np.mod(labels, 1) == 0) & (labels >= 0) if np.issubdtype(labels.dtype, np.floating) else labels >= 0
+        if not ids_ok.all():
+            first = int(np.flatnonzero(~ids_ok)[0])
             raise DatasetError(f"label file {label_path} must hold non-negative integer class ids for classification (it has "
-                               f"{_whole_or(labels.min() if labels.min() < 0 else labels[np.mod(labels, 1) != 0][0])}); "
-                               "set dataset.task=regression for real targets")
+                               f"{_whole_or(labels[first])}, first on node {first}); set dataset.task=regression for real targets")
         ids, classes, renumbered = class_ids(labels, f"label file {label_path}")
         num_classes = int(classes.size)
         if renumbered:

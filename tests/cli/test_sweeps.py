@@ -70,6 +70,9 @@ def test_a_sweep_of_other_settings_into_a_used_folder_summarises_its_own_rows_on
     assert "sweep summary (1 rows, 0 failed)" in out.stderr + out.stdout
     assert "holds 1 row of an earlier job with other overrides, left out" in out.stderr + out.stdout
     assert len(pd.read_csv(tmp_path / "0" / "results.csv")) == 2   # the file keeps both: nothing is lost
+    # a job that does not read a key of the sweep records its rows without it (.hydra/overrides.yaml has it): still its rows
+    summary, _ = sweep(tmp_path / "unread", "kernel=gcngp,ggp", "kernel.layers=3", "dataset.num_nodes=300")
+    assert summary["method"].tolist() == ["GCNGP", "GGP"] and (summary["status"] == "ok").all()
 
 
 @pytest.mark.paper  # slow: runs in CI with -m paper

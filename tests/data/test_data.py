@@ -398,6 +398,16 @@ def test_a_sparse_feature_file_of_sound_structure_reads_as_its_dense_matrix(tmp_
     assert x.shape == (30, 7) and x[0, 0] == x[0, 5] == x[1, 6] == 1 and float(x.abs().sum()) == 3
 
 
+@pytest.mark.parametrize("bad, shown", [(np.inf, "inf"), (-np.inf, "-inf"), (-1.0, "-1"), (1.5, "1.5")])
+def test_classification_labels_that_are_no_class_id_are_named(tmp_path, bad, shown):
+    folder = write_custom(tmp_path / "g")
+    labels = np.arange(30) % 3.0
+    labels[7] = bad
+    np.save(folder / "labels.npy", labels)
+    with pytest.raises(DatasetError, match=rf"must hold non-negative integer class ids for classification \(it has {re.escape(shown)}, first on node 7\)"):
+        load("custom", None, tmp_path, path=folder, task="classification")
+
+
 def test_custom_path_of_a_file_names_its_folder(tmp_path):
     folder = write_custom(tmp_path / "g")
     with pytest.raises(DatasetError, match=rf"dataset.path=.*edges.csv is a file; .* \(dataset.path={re.escape(str(folder))}\)"):
