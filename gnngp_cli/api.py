@@ -371,6 +371,9 @@ class NodeGP:
         if not ids.numel():   # a metric of no node is no number
             raise DatasetError("score: nodes= holds no node; give a boolean mask with some True entry, or node indices" if nodes is not None
                                else "score: the graph has no test node to score; give nodes=")
+        if run.row["metric"] == "roc_auc" and torch.unique(self._backend.data.y[ids]).numel() < 2:   # no pair to rank
+            raise DatasetError(f"score: the {ids.numel():,} node(s) given hold one class only, and ROC-AUC ranks nodes of both classes; "
+                               "give nodes of both")
         mean = self.predict(ids).mean
         mean = mean[:, None] if mean.dim() == 1 else mean
         from .metrics import METRICS

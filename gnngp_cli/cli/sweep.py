@@ -65,6 +65,10 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
             rows.append({"job": job.name, "swept": swept[job.name], "status": "error",
                          "error": f"no results ({type(err).__name__}); the job did not finish", "overrides": _overrides(job)})
             continue
+        if not path.stat().st_mode & 0o200:   # refused by the job (gnngp_cli.cli.execute): it ran nothing, and its rows are another run's
+            rows.append({"job": job.name, "swept": swept[job.name], "status": "error", "overrides": _overrides(job),
+                         "error": f"{path} is read-only: the job did not run (make it writable, then resume=true)"})
+            continue
         header = ordered_columns(header, found.header)
         # this job's rows: those of the overrides its last row records (a row records the overrides its job reads, which
         # .hydra/overrides.yaml may hold more of); an earlier sweep's job of other overrides in the same folder wrote the others

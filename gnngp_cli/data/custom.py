@@ -70,6 +70,9 @@ def _read_features(path: Path) -> torch.Tensor:
                 if not sparse and len(z.files) != 1:
                     raise DatasetError(f"feature file {path} holds {len(z.files)} arrays; save one array (np.savez) or a scipy sparse matrix (scipy.sparse.save_npz)")
                 array = None if sparse else z[z.files[0]]
+                if not sparse and not isinstance(array, np.ndarray):   # a zip of another file (a.txt), named .npz
+                    raise DatasetError(f"feature file {path} holds {z.files[0]}, which is not a NumPy array; save the features with "
+                                       "np.savez or scipy.sparse.save_npz")
             if sparse:
                 array = _densified(path)
         else:
@@ -77,6 +80,9 @@ def _read_features(path: Path) -> torch.Tensor:
     except DatasetError:
         raise
     except Exception as err:  # noqa: BLE001 - numpy raises many types for bad files
+        if "allow_pickle" in str(err):   # an object array inside an .npz (read when its member is)
+            raise DatasetError(f"feature file {path} holds Python objects (an object array), which gnngp never unpickles (a data file "
+                               "is untrusted input); save a numeric array") from None
         raise DatasetError(f"feature file {path} could not be read ({type(err).__name__}: {err}); save it with np.save or scipy.sparse.save_npz") from err
     if np.issubdtype(array.dtype, np.complexfloating):
         raise DatasetError(f"feature file {path} holds complex numbers ({array.dtype}); gnngp needs real features: store the real and imaginary parts as separate columns")

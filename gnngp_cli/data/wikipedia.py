@@ -101,7 +101,8 @@ def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True, opener
     except OverflowError:
         raise DatasetError(f"edge file {path} has a node id beyond 64-bit integers; node ids are 0..{num_nodes - 1}") from None
     except (ValueError, TypeError) as err:
-        raise DatasetError(f"edge file {path} has a non-integer node id ({err}); every row must be two integers") from err
+        raise DatasetError(f"edge file {path} has a non-integer node id ({err}); every row must be two integers "
+                           "(np.savetxt writes floats unless told fmt=\"%d\")") from err
     if edges.size and (edges.min() < 0 or edges.max() >= num_nodes):
         raise DatasetError(f"edge file {path} has node id {int(edges.max() if edges.max() >= num_nodes else edges.min())} outside [0, {num_nodes}); the other files have {num_nodes} nodes")
     return torch.from_numpy(edges.T.copy()).reshape(2, -1)

@@ -128,19 +128,15 @@ def _stage(out: Path) -> Path:
 MANIFEST = ".gnngp-report"   # in --out: the files the last report wrote there (JSON), the only ones a report replaces or removes
 
 
-def _earlier(out: Path) -> set[str]:
-    """The files an earlier report wrote in ``out``: its manifest's; a report written before there
-    were manifests (its report.md starts as a report's does): every file a report may write."""
+def _earlier(out: Path) -> Optional[set[str]]:
+    """The files an earlier report wrote in ``out``, as its manifest lists them; ``None`` without a
+    manifest that reads as one (none, a copy of the folder that left the dotfile behind, a file
+    edited into something else): then no file there is taken for a report's."""
     try:
         names = json.loads((out / MANIFEST).read_text())
-        return {str(name) for name in names} if isinstance(names, list) else set()
     except (OSError, ValueError):
-        pass
-    try:
-        with open(out / "report.md", encoding="utf-8", errors="replace") as f:
-            return set(report_files()) if f.readline().rstrip("\n") == "# gnngp report" else set()
-    except OSError:
-        return set()
+        return None
+    return {str(name) for name in names} if isinstance(names, list) else None
 
 
 def _publish(stage: Path, out: Path) -> None:
@@ -149,16 +145,21 @@ def _publish(stage: Path, out: Path) -> None:
     other files in ``out`` are left alone, and a file of a report's name that no earlier report
     wrote (the user's own ``report.md``) refuses the report before anything moves."""
     made = {p.name for p in stage.iterdir()}
-    taken = sorted(name for name in made if (out / name).is_dir())
+    taken = sorted(name for name in made | {MANIFEST} if (out / name).is_dir())
     if taken:   # before anything moves: a rename onto a folder fails, and the report would be half new
         raise ResultsNotWritten(f"--out {out}: {', '.join(taken)} there {'is a folder' if len(taken) == 1 else 'are folders'}; "
                                 f"move {'it' if len(taken) == 1 else 'them'} or give another --out; {out} left as it was")
-    earlier = _earlier(out)
+    listed = _earlier(out)
+    earlier = listed or set()
     yours = sorted(name for name in made if (out / name).exists() and name not in earlier)
     if yours:
-        raise ResultsNotWritten(f"--out {out}: {', '.join(yours)} there {'was' if len(yours) == 1 else 'were'} not written by a gnngp report, "
-                                f"and the report would replace {'it' if len(yours) == 1 else 'them'}; move {'it' if len(yours) == 1 else 'them'} "
-                                f"or give another --out; {out} left as it was")
+        them = "it" if len(yours) == 1 else "them"
+        why = (f"not written by a gnngp report (its list of what it wrote, {MANIFEST}, does not name {them})" if listed is not None else
+               f"not known to be a gnngp report's: there is no {MANIFEST} (a report's list of what it wrote, which a report before "
+               f"2026-12-02 or a copy of its folder without dotfiles lacks)")
+        raise ResultsNotWritten(f"--out {out}: {', '.join(yours)} there {'is' if len(yours) == 1 else 'are'} {why}, and the report would "
+                                f"replace {them}; move {them} (or delete {them}, if an earlier report wrote {them}) or give another --out; "
+                                f"{out} left as it was")
     for name in sorted(made):
         os.replace(stage / name, out / name)
     for name in report_files():

@@ -119,9 +119,10 @@ def console_summary(rows: list[dict]) -> Optional[str]:
     splits = len({r["split_index"] for r in ok if "split_index" in r})
     over = f"{splits} splits" + (f" ({len(ok)} runs)" if len(ok) != splits else "") if splits else f"{len(ok)} runs"
     same = ""
-    exact = all(isinstance(r.get("kernel"), str) and r["kernel"] and r.get("landmarks") == 0 for r in ok)
-    if exact and not splits and not budgets and len({r["test"] for r in ok}) == 1:   # a user's question: why is the spread 0?
-        same = ("; the same in every run: an exact kernel on one split draws nothing at random "
+    fixed = all(isinstance(r.get("kernel"), str) and r["kernel"] and (r.get("landmarks") == 0 or r.get("landmark_fraction") == 1)
+                for r in ok)   # an exact kernel, or every training node a landmark (gnngp_cli.job.gp_job.deterministic)
+    if fixed and not splits and not budgets and len({r["test"] for r in ok}) == 1:   # a user's question: why is the spread 0?
+        same = ("; the same in every run: an exact kernel (or every training node a landmark) on one split draws nothing at random "
                 "(repeat_deterministic=false runs it once; another split: dataset.split_seed=<n>, or splits=all on a dataset with fixed splits)")
     return (f"{ok[0]['method']} on {console_row(ok[0])['dataset']} over {over}{at}: test {ok[0]['metric']} "
             f"{float(test.mean()):.4f} +- {float(test.std()):.4f}{same}")

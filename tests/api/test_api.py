@@ -168,6 +168,9 @@ def test_class_ids_of_a_binary_task_keep_it_binary():
     assert gp.row["metric"] == ref.row["metric"] == "roc_auc"
     assert (gp.row["test"], gp.row["nll"], gp.row["ece"]) == (ref.row["test"], ref.row["nll"], ref.row["ece"])
     assert torch.equal(gp.classes[gp.predict().labels], ref.predict().labels + 1) and ref.classes.tolist() == [0, 1]
+    one_class = (data.y == 1).nonzero().view(-1)[:10]   # a trial: ROC-AUC of one class's nodes was nan
+    with pytest.raises(DatasetError, match=r"^score: the 10 node\(s\) given hold one class only, and ROC-AUC ranks nodes of both"):
+        ref.score(one_class)
 
 
 def test_features_as_numpy_or_requiring_grad_are_the_tensor_itself():

@@ -337,6 +337,13 @@ def test_custom_task_override(tmp_path):
     assert load("custom", None, tmp_path, path=folder, task="regression").task == "regression"
 
 
+def _zip_of_text(path):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:   # a zip named .npz whose member is no array (a traceback in a helper's trial)
+        z.writestr("a.txt", "hello")
+
+
 @pytest.mark.parametrize(
     "breakage, message",
     [
@@ -349,7 +356,11 @@ def test_custom_task_override(tmp_path):
         (lambda f: np.save(f / "labels.npy", np.array([{"a": 1}] * 30, dtype=object), allow_pickle=True),
          "label file .*labels.npy holds Python objects .*never unpickles"),
         (lambda f: (f / "features.npy").unlink() or (f / "features.npz").write_text("a,b\n"), "features.npz is not a NumPy .npz file"),
+        (lambda f: (f / "features.npy").unlink() or _zip_of_text(f / "features.npz"), "features.npz holds a.txt, which is not a NumPy array"),
+        (lambda f: (f / "features.npy").unlink() or np.savez(f / "features.npz", x=np.array([{"a": 1}] * 30, dtype=object)),
+         "features.npz holds Python objects .*never unpickles"),
         (lambda f: np.savez(f / "features.npz", x=np.zeros((30, 2))), "has 2 features files \\(features.npy, features.npz\\); keep one"),
+        (lambda f: np.savetxt(f / "edges.csv", np.array([[0, 1], [2, 3]])), r"non-integer node id .*np.savetxt writes floats unless told fmt="),
         (lambda f: (f / "edges.csv").write_text("0;1\n"), "edges.csv has 1 columns; .* separated by a comma \\(or spaces or a tab\\)"),
     ],
 )

@@ -307,8 +307,9 @@ def test_a_sweep_of_no_preset_gets_its_own_table_and_no_paper_table(tmp_path):
                                 overrides=typed(f"dataset={dataset}", f"model={model}", f"seed={seed}", "landmarks.count=100"),
                                 task="classification", metric="accuracy", kernel_seconds=0.5, inference_seconds=0.1, peak_rss_mb=300.0 + seed))
     (tmp_path / "r").mkdir()
-    (tmp_path / "r" / "report.md").write_text("# gnngp report\n\nan earlier report\n")   # (one written before reports kept a manifest)
+    (tmp_path / "r" / "report.md").write_text("# gnngp report\n\nan earlier report\n")
     (tmp_path / "r" / "table4.md").write_text("an earlier report's table")
+    (tmp_path / "r" / ".gnngp-report").write_text('["report.md", "table4.md"]')   # what the earlier report wrote
     assert write_report([results(tmp_path, rows)], tmp_path / "r") == 0
     runs = pd.read_csv(tmp_path / "r" / "runs.csv")
     assert len(runs) == 4 and set(runs["runs"]) == {2} and "settings" not in runs.columns     # seeds averaged, nothing else differs
@@ -380,19 +381,29 @@ def test_files_of_the_users_own_named_like_a_reports_are_never_replaced(tmp_path
         (out / name).write_text(text)
     refused = in_process("report", str(runs), "--out", str(out))
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
-    assert "report.md, runs.csv there were not written by a gnngp report" in refused.stderr and "left as it was" in refused.stderr
+    assert "report.md, runs.csv there are not known to be a gnngp report" in refused.stderr and "left as it was" in refused.stderr
     assert {p.name: p.read_text() for p in out.iterdir()} == {"report.md": "MY NOTES", "runs.csv": "a,b", "notes.txt": "keep"}
     (out / "report.md").unlink()
     (out / "runs.csv").unlink()
     assert in_process("report", str(runs), "--out", str(out)).returncode == 0
     assert in_process("report", str(runs), "--out", str(out)).returncode == 0   # its own earlier report: replaced
     assert (out / "notes.txt").read_text() == "keep" and (out / "report.md").read_text().startswith("# gnngp report")
-    old = tmp_path / "old"   # a report written before manifests: replaced, and its files these rows do not make removed
-    old.mkdir()
-    (old / "report.md").write_text("# gnngp report\n\nan older one\n")
-    (old / "conformal.md").write_text("an older section")
-    assert in_process("report", str(runs), "--out", str(old)).returncode == 0
-    assert "an older one" not in (old / "report.md").read_text() and not (old / "conformal.md").exists()
+    (out / "conformal.md").write_text("my own, named like a section")   # a name the manifest does not list: never removed
+    assert in_process("report", str(runs), "--out", str(out)).returncode == 0 and (out / "conformal.md").is_file()
+    for manifest in ("missing", "not json{"):   # a helper's trial: without a manifest that reads, files of a report's names were removed
+        copy = tmp_path / f"copy-{len(manifest)}"   # a copy of a report's folder without its dotfile, or one edited into something else
+        copy.mkdir()
+        (copy / "report.md").write_text("# gnngp report\n\nan older one\n")
+        (copy / "table4.md").write_text("mine")
+        if manifest != "missing":
+            (copy / ".gnngp-report").write_text(manifest)
+        refused = in_process("report", str(runs), "--out", str(copy))
+        assert refused.returncode == 1 and "there is no .gnngp-report" in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+        assert (copy / "table4.md").read_text() == "mine" and "an older one" in (copy / "report.md").read_text()
+    (out / ".gnngp-report").unlink()
+    (out / ".gnngp-report").mkdir()   # a folder of the manifest's name: refused before anything moves
+    taken = in_process("report", str(runs), "--out", str(out))
+    assert taken.returncode == 1 and ".gnngp-report there is a folder" in taken.stderr
 
 
 def test_rows_all_malformed_are_refused_and_the_earlier_report_kept(tmp_path):

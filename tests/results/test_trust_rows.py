@@ -166,7 +166,8 @@ def test_runs_that_cannot_differ_say_why_their_spread_is_zero():
     from gnngp_cli.results.rows import console_summary
 
     exact = [{"status": "ok", "method": "GCNGP", "dataset": "csbm", "metric": "accuracy", "kernel": "gcngp", "landmarks": 0, "test": 0.9235}] * 3
-    assert "the same in every run: an exact kernel on one split draws nothing at random" in console_summary(exact)
+    assert "the same in every run: an exact kernel (or every training node a landmark) on one split draws nothing" in console_summary(exact)
+    assert "the same in every run" in console_summary([{**row, "kernel": "gcngp_x", "landmarks": 270, "landmark_fraction": 1.0} for row in exact])
     varied = [{**exact[0], "test": t} for t in (0.9, 0.91)]   # a spread, or a low-rank kernel's same values by chance: no word
     assert "the same in every run" not in console_summary(varied)
     assert "the same in every run" not in console_summary([{**row, "kernel": "gcngp_x", "landmarks": 30} for row in exact])
@@ -186,3 +187,20 @@ def test_a_read_only_results_file_is_refused_not_replaced(tmp_path):
         assert results.read_bytes() == before and results.stat().st_mode & 0o777 == 0o444
     finally:
         results.chmod(0o644)
+
+
+def test_a_read_only_results_file_in_a_sweep_is_a_failed_job(tmp_path):
+    """A helper's trial: the job refused its read-only results.csv, and the summary counted the
+    file's old rows as the job's, ok, exit 0."""
+    args = ["run", "-m", "dataset=csbm", "dataset.num_nodes=300", "seed=0,1", "progress=false", f"hydra.sweep.dir={tmp_path}"]
+    assert in_process(*args).returncode == 0
+    (tmp_path / "1" / "results.csv").chmod(0o444)
+    try:
+        out = in_process(*args)
+        assert out.returncode == 1 and "1 of 2 jobs failed" in out.stderr, out.stderr[-2000:]
+        summary = pd.read_csv(tmp_path / "summary.csv")
+        job = summary[summary["job"] == 1]   # (job 0's file holds both sweeps' rows: the same settings, run again)
+        assert job["status"].tolist() == ["error"] and "is read-only: the job did not run" in job["error"].iloc[0]
+        assert (summary[summary["job"] == 0]["status"] == "ok").all()
+    finally:
+        (tmp_path / "1" / "results.csv").chmod(0o644)
