@@ -22,7 +22,7 @@ from ..job.gp_job import planned_runs as gp_planned_runs
 from ..job.gp_job import run_gp
 from ..job.loading import LoadedGraph, load_graph
 from ..results.rows import console_row, console_summary, error_row
-from ..results.writing import ResultsNotWritten, append_rows, summary_line
+from ..results.writing import ResultsNotWritten, append_rows, read_only, summary_line
 from ..results.resume import Resume, job_overrides, resume_state, set_aside
 from ..schema import RunConfig, revised
 from ..stops import signals_held, stop_signal, stopped_by_signals, telling_kept
@@ -154,7 +154,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         results = out_dir / cfg.results_file
     except ConfigError:   # validate() reports it; the error row stays in the run dir
         results = out_dir / "results.csv"
-    if results.is_file() and not results.stat().st_mode & 0o200:   # made read-only by its owner: not replaced by a writable copy
+    if read_only(results):   # made read-only by its owner: not replaced by a writable copy
         print(f"gnngp: error: {results} is read-only (mode {results.stat().st_mode & 0o777:o}), and a run adds its rows to it; "
               f"make it writable (chmod u+w {results}) or give another {'hydra.sweep.dir' if multirun else 'hydra.run.dir'}", file=sys.stderr)
         if not multirun:

@@ -53,6 +53,7 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
     a results file with malformed rows gives its good rows, an error row naming the file, and a
     warning. Never raises on a bad file."""
     from ..results.rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows
+    from ..results.writing import read_only
 
     header, rows = [], []
     jobs = job_folders(sweep_dir) if jobs is None else list(jobs)
@@ -65,7 +66,7 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
             rows.append({"job": job.name, "swept": swept[job.name], "status": "error",
                          "error": f"no results ({type(err).__name__}); the job did not finish", "overrides": _overrides(job)})
             continue
-        if not path.stat().st_mode & 0o200:   # refused by the job (gnngp_cli.cli.execute): it ran nothing, and its rows are another run's
+        if read_only(path):   # refused by the job (gnngp_cli.cli.execute): it ran nothing, and its rows are another run's
             rows.append({"job": job.name, "swept": swept[job.name], "status": "error", "overrides": _overrides(job),
                          "error": f"{path} is read-only: the job did not run (make it writable, then resume=true)"})
             continue

@@ -27,7 +27,7 @@ from ..errors import DatasetError
 from ..graph.operators import make_undirected
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .datasets import register_dataset
-from .labels import class_ids, whole_number_floats
+from .labels import class_ids, label_text, whole_number_floats
 from .wikipedia import random_split, read_edge_csv
 
 MASKS = ("train_mask", "val_mask", "test_mask")
@@ -176,10 +176,6 @@ def _nodes(count: int) -> str:
     return f"{count:,} node" + ("s" if count != 1 else "")
 
 
-def _whole_or(value) -> str:
-    return f"{value:.0f}" if np.isfinite(value) and float(value) == int(value) else f"{value:g}"
-
-
 def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, val_ratio: float, seed: int) -> Data:
     if not path:
         raise DatasetError("dataset=custom needs dataset.path=<dir> holding edges.csv, features.npy|npz and labels.npy|csv")
@@ -212,7 +208,7 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
         if not ids_ok.all():
             first = int(np.flatnonzero(~ids_ok)[0])
             raise DatasetError(f"label file {label_path} must hold non-negative integer class ids for classification (it has "
-                               f"{_whole_or(labels[first])}, first on node {first}); set dataset.task=regression for real targets")
+                               f"{label_text(labels[first])}, first on node {first}); set dataset.task=regression for real targets")
         ids, classes, renumbered = class_ids(labels, f"label file {label_path}")
         num_classes = int(classes.size)
         if renumbered:

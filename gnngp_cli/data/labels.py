@@ -27,8 +27,8 @@ def class_ids(labels: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray, O
     count = int(distinct.size)
     if count == 0 or (distinct[0] == 0 and distinct[-1] == count - 1):
         return ids, distinct, None
-    shown = ", ".join(f"{_whole(old)}->{new}" for new, old in enumerate(distinct[:6])) + (", ..." if count > 6 else "")
-    note = (f"{where} has class ids {_whole(distinct[0])}..{_whole(distinct[-1])}, not 0..{count - 1}; treating its {count} distinct ids "
+    shown = ", ".join(f"{label_text(old)}->{new}" for new, old in enumerate(distinct[:6])) + (", ..." if count > 6 else "")
+    note = (f"{where} has class ids {label_text(distinct[0])}..{label_text(distinct[-1])}, not 0..{count - 1}; treating its {count} distinct ids "
             f"as classes 0..{count - 1} in sorted order ({shown})")
     return ids, distinct, note
 
@@ -43,5 +43,9 @@ def whole_number_floats(labels: np.ndarray) -> bool:
     return finite.size > 0 and bool((finite == np.round(finite)).all()) and np.unique(finite).size <= CLASS_LIKE_VALUES
 
 
-def _whole(value) -> str:
-    return f"{value:.0f}" if isinstance(value, (float, np.floating)) else str(value)
+def label_text(value) -> str:
+    """A label as a message shows it: a whole-number float as the integer it is (``2.0`` -> ``2``),
+    any other float as ``%g`` (``1.5``, ``inf``), anything else as ``str``."""
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.0f}" if np.isfinite(value) and value == int(value) else f"{value:g}"
+    return str(value)

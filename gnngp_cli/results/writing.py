@@ -56,6 +56,12 @@ def _write_table(path: Path, header: list[str], rows: list[Mapping]) -> None:
     atomic_write(path, lambda f: f.write(text))
 
 
+def read_only(path: Path) -> bool:
+    """Whether ``path`` is a file its owner made read-only (no owner write bit): a run neither
+    appends to it nor replaces it with a writable copy."""
+    return path.is_file() and not path.stat().st_mode & 0o200
+
+
 def append_rows(path: Path, rows: Iterable[Mapping], fallback_dir: Optional[Path] = None) -> list[dict]:
     """Append ``rows`` to the CSV at ``path`` under an inter-process lock, via a temporary file
     and an atomic rename, so that an interrupted run leaves the old file whole and never a half
