@@ -131,12 +131,16 @@ def _read_labels(path: Path) -> np.ndarray:
         if path.suffix == ".npy":
             labels = _load(path, "label")
         else:
-            frame = pd.read_csv(path, header=None)
+            # a blank line is a node without a label (NaN), not a line to skip: skipping it would
+            # shift every later label onto the node before it; blank lines at the end are no nodes
+            frame = pd.read_csv(path, header=None, skip_blank_lines=False)
             if frame.shape[1] != 1:
                 raise DatasetError(f"label file {path} has {frame.shape[1]} columns; it needs one value per line")
             if not pd.api.types.is_numeric_dtype(frame[0]):
-                frame = pd.read_csv(path)  # first row was a header
+                frame = pd.read_csv(path, skip_blank_lines=False)  # first row was a header
             labels = frame.iloc[:, 0].to_numpy()
+            filled = np.flatnonzero(~pd.isna(labels))
+            labels = labels[:filled[-1] + 1] if filled.size else labels[:0]
     except DatasetError:
         raise
     except Exception as err:  # noqa: BLE001

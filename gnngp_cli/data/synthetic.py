@@ -33,7 +33,8 @@ def generate_csbm(
     val_ratio: float = 0.1,
 ) -> Data:
     if num_nodes < num_classes or num_classes < 2:
-        raise DatasetError(f"csbm needs num_classes >= 2 and num_nodes >= num_classes (got {num_nodes} nodes, {num_classes} classes)")
+        raise DatasetError(f"csbm needs num_classes >= 2 and num_nodes >= num_classes (got num_nodes={num_nodes}, num_classes={num_classes}); "
+                           + ("set dataset.num_classes >= 2" if num_classes < 2 else "set dataset.num_nodes >= dataset.num_classes"))
     for key, value, ok, need in (("homophily", homophily, 0.0 <= homophily <= 1.0, "from 0 to 1"), ("avg_degree", avg_degree, avg_degree >= 0, ">= 0"),
                                  ("num_features", num_features, num_features >= 1, "at least 1"), ("snr", snr, snr >= 0, ">= 0")):
         if not ok:   # (NaN fails each test)

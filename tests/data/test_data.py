@@ -332,6 +332,19 @@ def test_custom_regression_csv_labels_masks_and_sparse_features(tmp_path):
     assert split_sizes(data) == (10, 10, 10) and data.split == "from files"
 
 
+def test_a_blank_line_in_labels_csv_is_a_node_without_a_label(tmp_path):
+    # pandas skips blank lines by default: every later label moved onto the node before it
+    # ("has 29 labels but the features have 30 rows"); blank lines at the end are no nodes
+    folder = write_custom(tmp_path / "g", labels="float", masks=True)
+    values = [str(i % 3) for i in range(30)]
+    values[25] = ""
+    (folder / "labels.csv").write_text("label\n" + "\n".join(values) + "\n\n\n")
+    with pytest.raises(DatasetError, match=r"has NaN on 1 node, and classification needs a class id"):
+        load("custom", None, tmp_path, path=folder, task="classification")
+    with pytest.raises(DatasetError, match=r"\(first: node 25\)"):
+        load("custom", None, tmp_path, path=folder)
+
+
 def test_custom_task_override(tmp_path):
     folder = write_custom(tmp_path / "g")
     assert load("custom", None, tmp_path, path=folder, task="regression").task == "regression"
