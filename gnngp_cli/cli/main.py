@@ -225,12 +225,19 @@ def _partition_task(cfg) -> None:
 
 
 def _verify_task(cfg) -> None:
+    """One check. In a sweep (``gnngp verify -m``) a FAIL or an error ends this job only: its row
+    in ``verify.csv`` says so, and the sweep's summary counts it (exit 1 at the end)."""
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     from ..config import parse
     from ..errors import GnngpError
-    from ..verify.task import verify
+    from ..results.resume import job_overrides
+    from ..verify.task import append_table, error_table, verify
 
+    hc = HydraConfig.get()
+    multirun, overrides = hc.mode == RunMode.MULTIRUN, job_overrides(list(hc.overrides.task))
+    spec = cfg
     try:
         spec = parse(cfg, command="verify")
         if spec.kernel is None:   # gnn=... (or model=<a GNN>): verify compares a kernel with its networks
@@ -240,11 +247,14 @@ def _verify_task(cfg) -> None:
                               "use kernel=<name> (e.g. kernel=gcngp, the GCN's kernel)")
         if spec.kernel.low_rank:
             print("gnngp: note: the check compares networks with the exact kernel; the _x twin is ignored", file=sys.stderr)
-        result = verify(spec, Path(HydraConfig.get().runtime.output_dir))
+        result = verify(spec, Path(hc.runtime.output_dir), overrides)
     except GnngpError as err:
         print(f"gnngp: error: {err}", file=sys.stderr)
-        raise SystemExit(1)
-    if not result.verdict.passed:
+        if not multirun:
+            raise SystemExit(1)
+        append_table(Path(hc.runtime.output_dir) / "verify.csv", error_table(spec, err, overrides))
+        return
+    if not result.verdict.passed and not multirun:
         raise SystemExit(1)
 
 

@@ -86,6 +86,39 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
     return ["job", "swept", *(ordered_columns(header, ["status", "error", "overrides"]) if rows else COLUMNS)], rows
 
 
+CHECK_COLUMNS = ("kernel", "method", "layers", "dataset", "widths", "relative_error", "noise_ratio", "slope", "p_value", "shift",
+                 "detectable", "verdict", "seconds")   # a gnngp verify sweep's summary: a row per job, its widest width's error
+
+
+def collect_checks(sweep_dir: Path, swept_keys: Sequence[str] = (), jobs: Optional[Sequence[Path]] = None) -> tuple[list[str], list[dict]]:
+    """A ``gnngp verify -m`` sweep's summary: a row per job from its ``verify.csv`` (the rows of
+    the job's last check: a folder used again keeps earlier checks' rows), ``ok`` for a PASS and
+    ``error`` for a FAIL, an error row, or no file. Never raises on a bad file."""
+    import pandas as pd
+
+    jobs = job_folders(sweep_dir) if jobs is None else list(jobs)
+    swept = swept_values({job.name: _overrides(job) for job in jobs}, swept_keys)
+    rows = []
+    for job in jobs:
+        head = {"job": job.name, "swept": swept[job.name]}
+        try:
+            table = pd.read_csv(job / "verify.csv", keep_default_na=False)
+            last = table[table["timestamp"].astype(str) == str(table["timestamp"].iloc[-1])]
+        except Exception as err:  # noqa: BLE001 - a missing, empty or damaged file: the job's row says so
+            rows.append({**head, "status": "error", "error": f"no verify.csv that reads ({type(err).__name__}); the job did not finish",
+                         "overrides": _overrides(job)})
+            continue
+        widest = last.iloc[-1].to_dict()
+        row = {**head, **{c: widest.get(c, "") for c in CHECK_COLUMNS if c != "widths"}, "overrides": widest.get("overrides", "")}
+        if "width" in last.columns:
+            row["widths"] = " ".join(str(w) for w in last["width"] if str(w) != "")
+        verdict = str(widest.get("verdict", ""))
+        row["status"] = "ok" if verdict == "PASS" else "error"
+        row["error"] = "" if verdict == "PASS" else str(widest.get("error") or "") or f"verdict {verdict or 'missing'}"
+        rows.append(row)
+    return ["job", "swept", "status", *CHECK_COLUMNS, "error", "overrides"], rows
+
+
 def swept_values(overrides: dict[str, str], keys_given: Sequence[str] = ()) -> dict[str, str]:
     """Each job's values of the keys the sweep varied, as the user spells them: ``dataset=citeseer
     kernel=gcngp_x``; a sweep of one job, its overrides. The keys varied: those of ``keys_given``
@@ -141,11 +174,13 @@ def console_table(summary: pd.DataFrame) -> str:
     budget, where it has them); an empty cell (an ok row's error, a failed row's test) is blank, not NaN."""
     import pandas as pd   # here, not at the top: Hydra imports this callback for every command
     optional = ("swept", "strategy", "labelled", "error")
-    show = [c for c in ("job", "swept", "status", "dataset", "method", "strategy", "labelled", "run", "test", "val", "total_seconds", "error")
-            if c in summary.columns and not (c in optional and summary[c].isna().all())]
+    main = ("job", "swept", "status", "dataset", "method", "strategy", "labelled", "run", "test", "val", "total_seconds", "error")
+    if "verdict" in summary.columns:   # gnngp verify's
+        main = ("job", "swept", "status", "method", "verdict", "relative_error", "p_value", "error")
+    show = [c for c in main if c in summary.columns and not (c in optional and summary[c].isna().all())]
     table = summary[show].astype(object)
     for column in show:
-        table[column] = ["" if pd.isna(v) else f"{v:.4f}" if isinstance(v, float) and column in ("test", "val", "total_seconds")
+        table[column] = ["" if pd.isna(v) else f"{v:.4f}" if isinstance(v, float) and column in ("test", "val", "total_seconds", "relative_error", "p_value")
                          else int(v) if isinstance(v, float) and v.is_integer() else v for v in summary[column]]
     return table.to_string(index=False)
 
@@ -179,7 +214,8 @@ class SweepSummary(Callback):
     jobs: a folder that held another sweep (``resume=true`` into it, or the same folder given
     again) keeps that sweep's other job folders, which ``on_multirun_start`` notes as they are."""
 
-    def __init__(self) -> None:
+    def __init__(self, command: str = "run") -> None:
+        self.command = command   # gnngp verify's jobs write verify.csv (collect_checks), gnngp run's results.csv (collect)
         self._before: Optional[dict[str, Optional[int]]] = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -202,7 +238,10 @@ class SweepSummary(Callback):
             log.info("summary: %d job folder%s of an earlier sweep in %s (job %s) left out: this sweep did not run %s",
                      len(others), "s" if len(others) > 1 else "", sweep_dir, ", ".join(others[:10]) + (", ..." if len(others) > 10 else ""),
                      "them" if len(others) > 1 else "it")
-        header, rows = collect(sweep_dir, config.get("results_file", "results.csv"), swept_keys(config), jobs=ours)
+        if self.command == "verify":
+            header, rows = collect_checks(sweep_dir, swept_keys(config), jobs=ours)
+        else:
+            header, rows = collect(sweep_dir, config.get("results_file", "results.csv"), swept_keys(config), jobs=ours)
         path = sweep_dir / "summary.csv"
         atomic_write(path, lambda f: f.write(to_text(header, rows)))   # a reader never sees half a summary
         summary = to_frame(header, rows)

@@ -132,21 +132,61 @@ def prepare_check(spec: Any) -> CheckSetup:
     return CheckSetup(check, kernel, arch.label, description, tuple(names), torch.stack(parts) if len(parts) > 1 else None, tuple(seen))
 
 
-def result_table(spec: Any, label: str, result: CheckResult) -> pd.DataFrame:
-    """One row per width: the error, its bootstrap interval, the noise, and the verdict columns."""
+def result_table(spec: Any, label: str, result: CheckResult, overrides: str = "") -> pd.DataFrame:
+    """One row per width: the error, its bootstrap interval, the noise, and the verdict columns;
+    every row of one check carries its ``overrides`` and the same ``timestamp``."""
     v = result.verdict
+    stamp = check_time()
     return pd.DataFrame([{
         "kernel": spec.kernel.name, "method": label, "layers": spec.kernel.layers, "dataset": str(spec.dataset.name).lower(),
         "num_nodes": spec.verify.num_nodes, "width": r.width, "samples": r.seeds, "relative_error": r.relative_error,
         "error_low": r.error_low, "error_high": r.error_high, "noise": r.noise, "noise_ratio": r.noise_ratio,
         "slope": v.slope, "slope_low": v.slope_low, "slope_high": v.slope_high, "p_value": v.p_value,
         "shift": v.shift.estimate, "shift_se": v.shift.se, "shift_p": v.shift.p_value, "detectable": v.shift.detectable,
-        "level": v.level, "verdict": v.label, "seconds": result.seconds,
+        "level": v.level, "verdict": v.label, "seconds": result.seconds, "error": "", "overrides": overrides, "timestamp": stamp,
     } for r in result.widths])
 
 
-def verify(spec: Any, out_dir: Path) -> CheckResult:
-    """Run the check, print the table and verdict, write ``verify.csv``."""
+def check_time() -> str:
+    """A check's ``timestamp`` (to the microsecond: the rows of one check are those of one stamp)."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def error_table(spec: Any, err: Exception, overrides: str = "") -> pd.DataFrame:
+    """The row of a check that could not run (a sweep's job: the summary reads it)."""
+    kernel = getattr(getattr(spec, "kernel", None), "name", None) or ""
+    dataset = str(getattr(getattr(spec, "dataset", None), "name", "") or "").lower()
+    return pd.DataFrame([{"kernel": kernel, "dataset": dataset, "verdict": "ERROR", "error": str(err).replace("\n", " "),
+                          "overrides": overrides, "timestamp": check_time()}])
+
+
+def append_table(path: Path, table: pd.DataFrame) -> tuple[int, str]:
+    """Add ``table``'s rows to ``path`` (a ``verify.csv``), which keeps the rows of earlier checks
+    in the folder; written whole to a temporary and renamed (a stop leaves the old file whole).
+    A file that does not read as a table is moved aside first. Returns the rows kept from before,
+    and a note saying what was moved aside, or ''."""
+    from ..data.files import atomic_write
+
+    note, kept = "", 0
+    if path.exists():
+        try:
+            earlier = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except Exception as err:  # noqa: BLE001 - pandas raises many types for a damaged file
+            aside = path.with_name(f"verify.malformed-{check_time().replace(':', '')}.csv")
+            path.replace(aside)
+            note = f"{path} did not read as a table ({type(err).__name__}), moved to {aside}; the new rows start a fresh file"
+        else:
+            kept = len(earlier)
+            table = pd.concat([earlier, table.astype(object)], ignore_index=True)
+    atomic_write(path, lambda f: table.to_csv(f, index=False))
+    return kept, note
+
+
+def verify(spec: Any, out_dir: Path, overrides: str = "") -> CheckResult:
+    """Run the check, print the table and verdict, add its rows to ``verify.csv`` (``overrides``:
+    the job's, as a results row records them)."""
     spec = parse(spec, command="verify")
     v = spec.verify
     prepared = prepare_check(spec)
@@ -154,10 +194,11 @@ def verify(spec: Any, out_dir: Path) -> CheckResult:
     result = run_check(prepared.check, prepared.kernels, sorted(v.widths), v.seeds, spec.seed, v.bootstrap, v.level,
                        progress=lambda width: print(f"  sampling width {width}", file=sys.stderr, flush=True), names=prepared.parts,
                        observed=prepared.observed, activation_samples=v.activation_samples)
-    table = result_table(spec, prepared.label, result)
+    table = result_table(spec, prepared.label, result, overrides)
     out = out_dir / "verify.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out, index=False)
+    kept, note = append_table(out, table)
+    if note:
+        print(f"gnngp: warning: {note}", file=sys.stderr)
     confidence = f"{100 * (1 - v.level):g}%"
     shown = pd.DataFrame({
         "width": table["width"], "relative_error": table["relative_error"].map("{:.4f}".format),
@@ -180,5 +221,5 @@ def verify(spec: Any, out_dir: Path) -> CheckResult:
         print(f"relative error of {shift.part} along itself, pooled over widths: {100 * shift.estimate:+.2f}% +- {100 * shift.se:.2f}% "
               f"(p = {shift.p_value:.2g}, level {verdict.alpha:.2g}); detectable: {100 * shift.detectable:.2f}% (found four times in five)")
     print(f"verdict: {verdict.label}: {verdict.reason}")
-    print(f"wrote {out}")
+    print(f"wrote {out}" + (f" (after the {kept} row{'s' if kept != 1 else ''} of earlier checks in it)" if kept else ""))
     return result

@@ -399,6 +399,22 @@ def test_verify_command_exits_1_on_fail(tmp_path):
     assert (pd.read_csv(tmp_path / "verify.csv")["verdict"] == "FAIL").all()
 
 
+def test_a_verify_sweep_summarises_each_jobs_verdict_and_a_folder_keeps_earlier_checks(tmp_path):
+    # the summary read results.csv, which gnngp verify never writes: every job "did not finish", exit 1;
+    # a FAIL ended the job with SystemExit; a second check into a folder replaced verify.csv
+    small = ["kernel.layers=3", "verify.widths=[64,128,256,512]", "verify.seeds=8", "verify.activation_samples=100000"]
+    out = in_process("verify", "-m", "kernel=gcngp,gcn2gp", *small, f"hydra.sweep.dir={tmp_path}")
+    summary = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False)
+    assert summary["verdict"].tolist() == ["PASS", "FAIL"] and summary["status"].tolist() == ["ok", "error"], summary
+    assert summary["widths"].tolist() == ["64 128 256 512"] * 2 and summary["error"].tolist() == ["", "verdict FAIL"]
+    assert out.returncode == 1 and "1 of 2 jobs failed" in out.stderr and "Traceback" not in out.stderr
+    again = in_process("verify", "kernel=gcngp", *small[:1], "verify.widths=[16,32]", "verify.seeds=2", "verify.activation_samples=1000",
+                       f"hydra.run.dir={tmp_path / '0'}")
+    table = pd.read_csv(tmp_path / "0" / "verify.csv")
+    assert again.returncode == 0 and table["width"].tolist() == [64, 128, 256, 512, 16, 32] and table["timestamp"].nunique() == 2
+    assert "(after the 4 rows of earlier checks in it)" in again.stdout
+
+
 @pytest.mark.parametrize("args, message", [
     (["kernel.base.name=sigmoid"], "gnngp: error: gnngp verify has no network input for the sigmoid base kernel"),
     (["kernel=ggp", "kernel.base.d=2.5"], "gnngp: error: gnngp verify builds the polynomial base kernel from explicit features"),
