@@ -16,6 +16,7 @@ returns its rows.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from .config import needs_validation, parse, reads_training_set, training_times,
 from .data.container import GraphData
 from .data.labels import class_ids, whole_number_floats
 from .graph.operators import make_undirected
-from .errors import ConfigError, DatasetError, GnngpError, NotFittedError, ResourceError
+from .errors import ConfigError, DatasetError, GnngpError, NotFittedError, NotSavedError, ResourceError
 from .cli.execute import run_job
 from .results.invariants import checked_rows
 from .job.gp_job import GPJob, GPRun
@@ -46,7 +47,7 @@ from .metrics import Scores
 
 log = logging.getLogger("gnngp")
 
-__all__ = ["ConfigError", "DatasetError", "GnngpError", "NodeGP", "NotFittedError", "Prediction", "ResourceError", "compose", "load_dataset", "run"]
+__all__ = ["ConfigError", "DatasetError", "GnngpError", "NodeGP", "NotFittedError", "NotSavedError", "Prediction", "ResourceError", "compose", "load_dataset", "run"]
 
 Nodes = Union[torch.Tensor, Sequence[int], None]
 KERNEL_MATRIX_ENTRIES = 10**8  # kernel_matrix is for small sets: at most this many entries
@@ -213,6 +214,20 @@ class NodeGP:
             raise ConfigError(f"NodeGP computes in this process (compute=local); for compute={self.config.compute.backend} use gnngp run")
         self._run: Optional[GPRun] = None
 
+    def clone(self) -> "NodeGP":
+        """A new, unfitted ``NodeGP`` of the same kernel and settings (scikit-learn's ``clone``)."""
+        twin = object.__new__(NodeGP)
+        twin.kernel, twin.settings, twin.config, twin._run = self.kernel, list(self.settings), copy.deepcopy(self.config), None
+        return twin
+
+    def __getstate__(self) -> dict:
+        """An unfitted ``NodeGP`` pickles (its kernel and settings); a fitted one holds its graph and
+        kernel in this process's backend, and is refused in one line instead of failing inside torch."""
+        if self._run is not None:
+            raise NotSavedError("a fitted NodeGP is not pickled or deep-copied (it holds its graph and kernel in this process); "
+                                "keep what you need (gp.predict(...), gp.row), or gp.clone() for an unfitted copy to fit again")
+        return dict(self.__dict__)
+
     # -- fitting -----------------------------------------------------------------------------
     def fit(self, data: Any, train: Nodes = None, val: Nodes = None, test: Nodes = None) -> "NodeGP":
         """Fit on ``data`` (a PyG ``Data`` with ``x``, ``edge_index`` and ``y``): its
@@ -371,6 +386,10 @@ class NodeGP:
         if not ids.numel():   # a metric of no node is no number
             raise DatasetError("score: nodes= holds no node; give a boolean mask with some True entry, or node indices" if nodes is not None
                                else "score: the graph has no test node to score; give nodes=")
+        unlabelled = getattr(self._backend.data, "unlabelled", None)
+        if unlabelled is not None and bool(unlabelled[ids.cpu()].any()):   # a negative class id, a NaN target: no truth to score against
+            first = int(ids.cpu()[unlabelled[ids.cpu()]][0])
+            raise DatasetError(f"score: node {first} has no label in y (a negative class id or a NaN target); give nodes with labels")
         if run.row["metric"] == "roc_auc" and torch.unique(self._backend.data.y[ids]).numel() < 2:   # no pair to rank
             raise DatasetError(f"score: the {ids.numel():,} node(s) given hold one class only, and ROC-AUC ranks nodes of both classes; "
                                "give nodes of both")
@@ -465,12 +484,13 @@ def _features(x: Any) -> torch.Tensor:
     return x if x.is_floating_point() else x.float()
 
 
-def _targets(y: torch.Tensor, task: str, masks_only: bool = True) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[str]]:
+def _targets(y: torch.Tensor, task: str, labelled: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[str]]:
     """``y`` of a graph of the caller's own as the job's targets: regression targets as given;
     class ids (non-negative integers) renumbered ``0..C-1`` where they are not
     (:func:`~gnngp_cli.data.labels.class_ids`), with the given id of each class and the note
-    that says so. ``masks_only``: the job reads the labels of the masks' nodes alone (not
-    ``select``, which reads the label of every node it buys)."""
+    that says so. ``labelled``: the nodes whose labels the job reads (the masks' nodes), where
+    a negative id elsewhere marks a node without a label (PyG's ``-1``), never a class; ``None``:
+    every node's (``select`` reads the label of every node it buys)."""
     if y.dtype == torch.bool:
         raise DatasetError("y is boolean; give integer class ids (data.y = data.y.long()) for classification, or floats for regression")
     if y.is_complex():
@@ -479,12 +499,16 @@ def _targets(y: torch.Tensor, task: str, masks_only: bool = True) -> tuple[torch
         return y, None, None
     if y.is_floating_point():
         raise DatasetError("y holds real numbers but the task is classification; give integer class ids, or floats for regression")
-    if int(y.min()) < 0:
-        first = int((y < 0).nonzero()[0])
-        read = ("an unlabelled node may have any class id: only the nodes of the masks are read" if masks_only
-                else "select reads the label of every node it buys, any node but the test ones, and of the test nodes")
-        raise DatasetError(f"y holds negative class ids (node {first} has {int(y[first])}); class ids are non-negative integers, "
-                           f"one for every node ({read})")
+    unlabelled = y < 0
+    if bool(unlabelled.any()):
+        inside = unlabelled if labelled is None else unlabelled & labelled.to(y.device)
+        if bool(inside.any()):
+            first = int(inside.nonzero()[0])
+            read = ("a negative id marks a node without a label, and may stand on nodes outside train, val and test only"
+                    if labelled is not None else "select reads the label of every node it buys, any node but the test ones, and of the test nodes")
+            raise DatasetError(f"y holds negative class ids (node {first} has {int(y[first])}); class ids are non-negative integers "
+                               f"({read}); give this node its class id, or leave it out of the nodes given")
+        y = y.masked_fill(unlabelled, int(y[~unlabelled].min()) if bool((~unlabelled).any()) else 0)   # never read: not a class of its own
     ids, classes, note = class_ids(y.cpu().numpy(), "y")
     note = None if note is None else f"{note}; gp.classes maps a prediction's class back to its id in y"
     return torch.from_numpy(ids).to(y.device), torch.from_numpy(classes), note
@@ -523,7 +547,9 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     if task == "regression" and not getattr(data, "task", None) and whole_number_floats(y.cpu().double().numpy()):
         notes.append("y is floating point, so this is regression (metric r2), though every value is a whole number; "
                      "for classification give integer class ids: data.y = data.y.long()")
-    y, classes, renumbered = _targets(y, task, masks_only=reads_training_set(cfg))
+    labelled = (masks["train_mask"] | masks["val_mask"] | masks["test_mask"]) if reads_training_set(cfg) else None
+    unlabelled = y < 0 if task == "classification" and not y.is_floating_point() else y.isnan() if y.is_floating_point() else None
+    y, classes, renumbered = _targets(y, task, labelled)
     notes += [renumbered] if renumbered else []
     for note in notes:
         log.warning(note)
@@ -531,6 +557,7 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     graph = GraphData(x=x, y=y, edge_index=make_undirected(edge_index, n) if own else edge_index, **masks)
     graph.task, graph.num_classes = task, 0 if classes is None else int(classes.numel())
     graph.classes = classes
+    graph.unlabelled = unlabelled.cpu() if unlabelled is not None and bool(unlabelled.any()) else None   # score refuses them
     graph.name = str(getattr(data, "name", "") or cfg.dataset.name)
     graph.split = "given" if any(v is not None for v in given.values()) else str(getattr(data, "split", "masks"))
     graph.stand_in = ""

@@ -38,3 +38,8 @@ class ComputeError(GnngpError):
 class NotFittedError(GnngpError, RuntimeError):
     """A fitted model's method called before ``fit`` (as scikit-learn's ``NotFittedError``, a
     ``RuntimeError`` here: the object is in the wrong state, not given a wrong value)."""
+
+
+class NotSavedError(GnngpError, TypeError):
+    """An object that holds live state of this process (a fitted :class:`~gnngp_cli.api.NodeGP`)
+    asked to be pickled or deep-copied (a ``TypeError``, as pickle's own refusals are)."""

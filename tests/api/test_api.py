@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 
 from gnngp_cli import NodeGP, load_dataset
 from gnngp_cli.api import run
-from gnngp_cli.errors import ConfigError, DatasetError, GnngpError, NotFittedError
+from gnngp_cli.errors import ConfigError, DatasetError, GnngpError, NotFittedError, NotSavedError
 from helpers import in_process
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
@@ -132,6 +132,41 @@ def test_bad_graphs_and_calls_are_one_line_errors():
     gp = NodeGP().fit(data, **SPLIT)
     with pytest.raises(DatasetError, match="give a boolean mask or node indices"):
         gp.predict("test")
+
+
+def test_a_negative_class_id_outside_the_masks_is_a_node_without_a_label():
+    # PyG's -1 for an unlabelled node was refused everywhere, by a message saying "an unlabelled node may have any class id"
+    data = graph()
+    labelled = data.y.clone()
+    data.y[180:] = -1
+    gp = NodeGP().fit(data, **SPLIT)
+    same = NodeGP().fit(_with(y=labelled), **SPLIT)
+    assert gp.classes.tolist() == [0, 1, 2] and gp.score() == same.score() and gp.row["metric"] == "accuracy"
+    with pytest.raises(DatasetError, match=r"^score: node 180 has no label in y"):
+        gp.score(torch.arange(170, 190))
+    with pytest.raises(DatasetError, match=r"node 180 has -1\); class ids are non-negative integers \(a negative id marks a node without"):
+        NodeGP().fit(data, train=torch.arange(100, 190), val=torch.arange(40), test=torch.arange(40, 100))
+    target = graph(regression=True)
+    target.y[190:] = float("nan")
+    with pytest.raises(DatasetError, match=r"^score: node 190 has no label in y"):   # it was NaN, without a word
+        NodeGP().fit(target, **SPLIT).score(torch.arange(190, 200))
+
+
+def test_a_fitted_nodegp_is_refused_by_pickle_in_one_line_and_clone_gives_an_unfitted_twin():
+    import copy
+    import pickle
+
+    gp = NodeGP(kernel="gcngp", kernel__layers=3)
+    assert pickle.loads(pickle.dumps(gp)).settings == ["kernel.layers=3"]   # unfitted: its settings
+    gp.fit(graph(), **SPLIT)
+    for save in (pickle.dumps, copy.deepcopy):   # a local function's pickle error, torch's sparse-storage error
+        with pytest.raises(NotSavedError, match="a fitted NodeGP is not pickled or deep-copied") as err:
+            save(gp)
+        assert isinstance(err.value, TypeError)
+    twin = gp.clone()
+    with pytest.raises(NotFittedError):
+        twin.predict()
+    assert twin.fit(graph(), **SPLIT).row["layers"] == 3 and twin.score() == gp.score()
 
 
 def test_float_labels_that_are_whole_numbers_warn_that_the_task_is_regression(caplog):
