@@ -67,6 +67,14 @@ def overrides_of(settings: Mapping[str, Any]) -> list[str]:
     return out
 
 
+RUN_ONLY = {   # keys of gnngp run's job (its runs, files and commands) that a NodeGP, one fit in this process, never reads
+    "active": "a NodeGP buys labels with gp.select(data, budget=..., strategy=...)",
+    **{key: "a NodeGP fits one run in this process and writes no file; gnngp_cli.api.run([...]) runs a whole job and returns its rows"
+       for key in ("runs", "splits", "resume", "results_file", "repeat_deterministic", "logger")},
+    **{key: f"it is read by gnngp {key}" for key in ("verify", "partition")},
+}
+
+
 def _check_bare_keys(settings: Mapping[str, Any]) -> None:
     """A bare keyword that is not a key of the run config but is one of a group's
     (``NodeGP(layers=2)``: the kernel's) says how to pass it, rather than guessing a top-level
@@ -144,7 +152,15 @@ def load_dataset(name: str, **settings: Any):
     own = DATASETS.get(name) or DATASETS.get(getattr(PRESETS.get(name), "name", None) or "")   # csbm's num_nodes too, not only the common keys
     dataset_keys = set(config_fields(type(own.config) if own is not None else DatasetConfig))
     top = set(config_fields(RunConfig))
-    unknown = [k for k in settings if "." not in k and k not in dataset_keys | top]   # a dotted key (dataset.num_nodes): the config's own check
+    graph_keys = ("dataset", "data", "protocol", "seed", "device", "dtype", "max_memory_gb", "experiment")
+    method = [k for k in settings if k.replace("__", ".").split(".")[0] in top - set(graph_keys) and k not in dataset_keys]
+    if method:   # carried into NodeGP's config with the graph, it would set the model behind the user's back
+        key = method[0].replace("__", ".").split(".")[0]
+        where = (RUN_ONLY[key] if key in RUN_ONLY else 'give the kernel to the model: NodeGP(kernel="gcngp")' if method[0] == "kernel"
+                 else f"give it to the model: NodeGP(kernel=..., {method[0]}=...)")
+        raise ConfigError(f"load_dataset takes the graph's settings ({', '.join(graph_keys)} and the dataset's own keys), not "
+                          f"{method[0]}; {where}")
+    unknown = [k for k in settings if "." not in k and "__" not in k and k not in dataset_keys | top]   # a dotted key (dataset.num_nodes): the config's own check
     if unknown:   # the nearest among the dataset's keys too (split_idx: split_index, not the top level's splits)
         from .cli.messages import closest
 
@@ -197,7 +213,15 @@ class NodeGP:
         self.kernel = kernel
         _check_bare_keys(settings)
         self.settings = overrides_of(settings)
-        given = {o.split("=", 1)[0]: o.split("=", 1)[1] for o in self.settings if "=" in o}
+        given = {}
+        for key, _, value in (o.partition("=") for o in self.settings):
+            if key in given and given[key] != value:   # kernel__layers=4 beside **{"kernel.layers": 3}: one of them would be dropped
+                raise ConfigError(f"{key} is given twice ({given[key]} and {value}, spelled two ways); give it once")
+            given[key] = value
+        for key in given:
+            top = key.split(".")[0]
+            if top in RUN_ONLY:
+                raise ConfigError(f"{key} is an option of gnngp run, not of NodeGP: {RUN_ONLY[top]}")
         if "gnn" in given or ("model" in given and given["model"] in GNNS):
             typed, name = ("gnn", given["gnn"]) if "gnn" in given else ("model", given["model"])
             raise ConfigError(f"NodeGP is a GP and takes a kernel (kernel=\"gcngp\"), not {typed}={name}; a GNN baseline runs with "
@@ -517,12 +541,21 @@ def _targets(y: torch.Tensor, task: str, labelled: Optional[torch.Tensor] = None
 def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: DictConfig):
     """``data`` as the job's graph: a graph of the caller's own gets gnngp's fields (masks, task,
     class count, an undirected edge list, float features), as a custom dataset would."""
+    if data is None or isinstance(data, (Mapping, torch.Tensor, list, tuple)):   # "the graph has no x" would be untrue of a dict that has one
+        fix = "; Data(**mapping) makes one of a dict" if isinstance(data, Mapping) else ""
+        raise DatasetError(f"fit and select take a graph as PyG's torch_geometric.data.Data (x, edge_index, y), not {type(data).__name__}{fix}")
     for key in ("x", "edge_index", "y"):
         if getattr(data, key, None) is None:
             raise DatasetError(f"the graph has no {key}; NodeGP.fit needs x (features), edge_index and y (targets)")
     x = _features(data.x)
     n = int(x.size(0))
     edge_index, y = torch.as_tensor(data.edge_index), torch.as_tensor(data.y)
+    if y.dim() >= 1 and y.size(0) != n:   # before the masks, whose indices would be named out of range against x's rows
+        raise DatasetError(f"the graph's features ({n:,} rows of x) and targets ({y.size(0):,} values of y) disagree on the node count")
+    weighted = [key for key in ("edge_weight", "edge_attr") if getattr(data, key, None) is not None]
+    if weighted and own:
+        log.warning(f"the graph's {' and '.join(weighted)} {'are' if len(weighted) > 1 else 'is'} not read: gnngp's kernels read the graph as unweighted "
+                    "(its normalised adjacency, kernel.adjacency)")
     if edge_index.is_floating_point() or edge_index.is_complex() or edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise DatasetError(f"edge_index must be an integer tensor of shape [2, E] (got {edge_index.dtype}, shape {tuple(edge_index.shape)})"
                            + ("; transpose it: edge_index.t()" if edge_index.dim() == 2 and edge_index.size(1) == 2 else ""))

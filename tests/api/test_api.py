@@ -84,7 +84,7 @@ def test_own_graph_regression_with_masks():
 @pytest.mark.parametrize("settings, cli", [
     (dict(kernel="gcnpg"), "kernel=gcnpg"),
     (dict(kernel="gcngp", kernel__layer=3), "kernel.layer=3"),
-    (dict(kernel="gcngp", runs="two"), "runs=two"),
+    (dict(kernel="gcngp", seed="two"), "seed=two"),
     (dict(kernel="gcngp", landmarks={"fraction": -1}), "landmarks.fraction=-1"),
 ])
 def test_a_bad_setting_is_one_typed_error_with_the_cli_line(settings, cli, tmp_path):
@@ -150,6 +150,27 @@ def test_a_negative_class_id_outside_the_masks_is_a_node_without_a_label():
     target.y[190:] = float("nan")
     with pytest.raises(DatasetError, match=r"^score: node 190 has no label in y"):   # it was NaN, without a word
         NodeGP().fit(target, **SPLIT).score(torch.arange(190, 200))
+
+
+def test_graphs_settings_and_run_options_in_the_wrong_place_are_named(caplog):
+    data = graph()
+    with pytest.raises(DatasetError, match=re.escape("the graph's features (200 rows of x) and targets (150 values of y) disagree")):
+        NodeGP().fit(_with(y=data.y[:150]), **SPLIT)   # it said "test: node indices must lie in [0, 150)" of x's rows
+    with pytest.raises(DatasetError, match="take a graph as PyG's torch_geometric.data.Data .* not dict; Data\\(\\*\\*mapping\\)"):
+        NodeGP().fit({"x": data.x, "edge_index": data.edge_index, "y": data.y}, **SPLIT)   # "the graph has no x"
+    with caplog.at_level("WARNING", logger="gnngp"):
+        NodeGP().fit(_with(edge_weight=torch.rand(data.edge_index.size(1))), **SPLIT)
+    assert "the graph's edge_weight is not read" in caplog.text   # silently unweighted
+    for settings, message in [(dict(active="v_opt"), "gp.select(data"), (dict(runs=3), "api.run"),
+                              ({"kernel__layers": 4, "kernel.layers": 3}, "kernel.layers is given twice (4 and 3"),
+                              (dict(landmarks={"count": 100}, landmarks__count=200), "landmarks.count is given twice")]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            NodeGP(**settings)
+    for settings, message in [(dict(kernel={"layers": 3}), "not kernel; give the kernel to the model"),   # carried into NodeGP's config
+                              (dict(kernel__layers=3), "not kernel__layers; give it to the model: NodeGP(kernel=..., kernel__layers=...)"),
+                              (dict(runs=2), "not runs; a NodeGP fits one run")]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_dataset("csbm", **settings)
 
 
 def test_a_fitted_nodegp_is_refused_by_pickle_in_one_line_and_clone_gives_an_unfitted_twin():
