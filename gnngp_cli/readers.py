@@ -187,7 +187,8 @@ READERS: tuple[Reader, ...] = (
            "low-rank kernels (kernel=<name>_x) without landmarks.count", LOW_RANK_FIX),
     Reader(_keys("nugget", GridConfig), _grid_nugget, "GP kernels with fit=grid and no inference.time (active runs: with fit=mll)", "drop it"),
     Reader(tuple(f"fit.{name}" for name in config_fields(FitConfig) if name not in ("method", "nugget")), _mll,
-           "fit=mll (an active run's fit=mll chooses the nugget on the nugget grid, with no optimiser)", "drop it, or set fit=mll"),
+           "fit=mll outside active learning (an active run's fit=mll chooses the nugget on the nugget grid, with no optimiser)",
+           "drop it, or set fit=mll"),
     Reader(("fit.nugget",), _mll_start, "fit=mll", "drop it, or set fit=mll"),
     Reader(_keys("active", ActiveConfig, "budgets", "initial", "batch", "seed", "model"), lambda cfg, command: active_run(cfg),
            "active learning (active=<strategy>)", "drop it, or choose a strategy: active=sigma_opt"),
@@ -471,6 +472,8 @@ def unread_options(cfg: DictConfig, command: str = "run") -> list[Unread]:
         said = f"{shown} has no effect on {run}: it is read only by {reader.who}"
         fix = reader.fix.format(low_rank=f"kernel={cfg.kernel.name}_x" if _gp(cfg) else "kernel=<name>_x")
         if reader.fix == LOW_RANK_FIX and _gp(cfg) and cfg.kernel.low_rank:   # the twin already: only dropping it helps
+            fix = "drop it"
+        if key.startswith("fit.") and active_run(cfg) and _gp(cfg) and cfg.fit.method == "mll":   # fit=mll already: its optimiser is not an active run's
             fix = "drop it"
         out.append(Unread(key, value, default, said, fix if fix and command == "run" else "drop it"))
     return out
