@@ -125,4 +125,5 @@ class Progress:
         if self.enabled and time.monotonic() - self._start >= self.interval:  # a long stage also says where and when it ended
             with self._lock:
                 self._emit()
-                self.log.info(f"{self.what}: done in {_clock(time.monotonic() - self._start)}")
+                self.log.info(f"{self.what}: stopped after {_clock(time.monotonic() - self._start)}" if exc[0] is not None
+                              else f"{self.what}: done in {_clock(time.monotonic() - self._start)}")

@@ -111,15 +111,17 @@ class Estimate:
         return replace(self, seconds=total, time_class=time_class(total * FLOPS_PER_SECOND),
                        detail=f"{self.detail}, {evaluations:,} kernel evaluations")
 
-    def long_warning(self, label: str, dataset: str) -> Optional[str]:
-        """A warning when the work is expected to take longer than :data:`LONG_SECONDS`."""
-        if self.seconds <= LONG_SECONDS:
+    def long_warning(self, label: str, dataset: str, limit_bytes: Optional[float] = None) -> Optional[str]:
+        """A warning when the work is expected to take longer than :data:`LONG_SECONDS`; none where
+        the process's peak is over ``limit_bytes`` (the memory check refuses the run right after:
+        "Ctrl-C stops it" would be a promise of a run that never starts)."""
+        if self.seconds <= LONG_SECONDS or (limit_bytes is not None and not self.on_disk and self.gb * 2**30 > limit_bytes):
             return None
         return (f"{label} on {dataset} is estimated to run about {duration_text(self.seconds)} on a machine of "
                 f"{FLOPS_PER_SECOND / 1e9:g} GFLOP/s ({self.detail}); Ctrl-C stops it and keeps the finished runs")
 
     def line(self, label: str, dataset: str) -> str:
-        size = f"{_gb(self.gb)} GB" if self.gb >= 0.1 else size_text(self.gb * 2**30)   # 0.0042 GB reads as nothing
+        size = f"{_gb(self.gb)} GiB" if self.gb >= 0.1 else size_text(self.gb * 2**30)   # 0.0042 GiB reads as nothing; GiB as the refusals say
         return (f"{label} on {dataset}: ~{size}, {self.detail}, {self.time_class}: about {duration_text(self.seconds)} of work at "
                 f"{FLOPS_PER_SECOND / 1e9:g} GFLOP/s (estimate before computing)")
 

@@ -22,6 +22,17 @@ def test_a_step_longer_than_the_interval_still_gets_lines(caplog):
     assert lines[-1].startswith("kernel GCNGP on cora: done in")
 
 
+def test_a_stage_ended_by_a_signal_or_an_error_says_stopped_not_done(caplog):
+    # a trial: SIGTERM's job logged "GCNGP on cora: done in 37s" right before "stopped by SIGTERM: no run ... had finished"
+    caplog.set_level(logging.INFO, logger="gnngp")
+    with pytest.raises(KeyboardInterrupt), Progress("GCNGP on cora", total=4, interval=0.05) as progress:
+        progress.step(1, "layer 1")
+        time.sleep(0.12)
+        raise KeyboardInterrupt
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[-1].startswith("GCNGP on cora: stopped after") and not any("done in" in line for line in lines)
+
+
 def test_quiet_when_disabled_or_short(caplog):
     caplog.set_level(logging.INFO, logger="gnngp")
     with Progress("short", total=2, interval=5.0) as progress:

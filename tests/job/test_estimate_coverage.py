@@ -83,6 +83,10 @@ def test_work_past_the_long_threshold_is_one_warning():
     assert short.long_warning("GCNGP", "csbm") is None
     assert "about 2.8 h" in short.times(10_000).long_warning("GCNGP", "csbm")
     assert short.plus(LONG_SECONDS).time_class == "minutes"
+    # over the memory limit the run is refused right after: no "about 22 min ...; Ctrl-C stops it" before the refusal
+    long = Estimate(150.0, "minutes", "x", seconds=1300.0)
+    assert long.long_warning("GCNGP", "csbm", limit_bytes=11 * 2**30) is None and long.long_warning("GCNGP", "csbm", limit_bytes=200 * 2**30)
+    assert long.line("GCNGP", "csbm").startswith("GCNGP on csbm: ~150 GiB")   # "GB", where the refusal says GiB
 
 
 def test_row_blocks_of_one_node_are_estimated_to_run_long():
