@@ -19,6 +19,7 @@ from gnngp_cli.kernels import KERNELS, Conv, Input, ReLU, Serial, Weight, regist
 from gnngp_cli.kernels.architectures import Parameter
 from gnngp_cli.metrics import METRICS, MetricInput, register_metric
 from gnngp_cli.schema import DatasetConfig, GNNConfig, KernelConfig
+from helpers import in_process
 
 
 @dataclass
@@ -161,3 +162,23 @@ def test_toy_entries_are_typed_config_options(toys):
     with pytest.raises(ConfigError, match="unknown key dataset.homophily"):
         compose(["dataset=ring", "dataset.homophily=0.5"])      # not a setting of this dataset
     assert compose(["dataset=ring", "dataset.metric=balanced_accuracy"]).dataset.metric == "balanced_accuracy"
+
+
+@pytest.mark.parametrize("broken, said", [
+    (lambda data: delattr(data, "task"), "its loader gave a graph without task"),       # an AttributeError deep in the job
+    (lambda data: delattr(data, "test_mask"), "its loader gave a graph without test_mask"),   # a KeyError
+    (lambda data: setattr(data, "num_classes", 1), "has class id 1, and num_classes=1 allows 0..0"),
+])
+def test_a_registered_loaders_broken_graph_is_one_line(broken, said, tmp_path, monkeypatch):
+    def bad(cfg, store):
+        data = ring(cfg, store)
+        broken(data)
+        return data
+    register_dataset("badring", "BadRing", bad, RingConfig(name="badring"), split="seeded")
+    try:
+        monkeypatch.setattr("sys.argv", ["gnngp"])
+        out = in_process("run", "dataset=badring", "kernel=gcngp", f"hydra.run.dir={tmp_path}", "progress=false")
+    finally:
+        DATASETS.pop("badring")
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert out.returncode == 1 and len(errors) == 1 and said in errors[0], out.stderr

@@ -125,8 +125,15 @@ def check_graph(data: GraphData, validation: bool = True, training: bool = True)
     targets on every labelled node. A single training class is allowed (toy graphs) with a
     warning, kept in ``data.warnings`` for the result row. ``training=False`` (an active-learning
     run, whose labels are bought from the pool): the training mask may be empty or of one class."""
-    n = data.num_nodes
     where = f"dataset '{getattr(data, 'name', '?')}'"
+    required = ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask", "task")
+    missing = [key for key in required if getattr(data, key, None) is None]
+    if not missing and data.task == "classification" and not getattr(data, "num_classes", None):
+        missing = ["num_classes"]
+    if missing:   # a registered loader's bug: an AttributeError or KeyError deep inside, otherwise
+        raise DatasetError(f"{where}: its loader gave a graph without {', '.join(missing)}; a dataset's loader returns x, edge_index, y, "
+                           "train_mask, val_mask, test_mask and task (and num_classes for classification): docs/extending.md")
+    n = data.num_nodes
     if data.x.size(0) != n or data.y.size(0) != n:
         raise DatasetError(f"{where}: features ({data.x.size(0)}) and targets ({data.y.size(0)}) disagree on the node count")
     if data.edge_index.numel() and (data.edge_index.min() < 0 or data.edge_index.max() >= n):
@@ -169,6 +176,12 @@ def check_graph(data: GraphData, validation: bool = True, training: bool = True)
             raise DatasetError(f"{where}: {count} {'node has' if count == 1 else 'nodes have'} no valid class id (node {first} has {int(y[first])}; "
                                f"class ids are 0..{max(classes - 1, 0)}); {label_fix}")
     else:
+        labels = data.y[labelled].reshape(-1)
+        declared = int(data.num_classes)
+        if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= declared):
+            first = int(labelled.nonzero()[((labels < 0) | (labels >= declared)).nonzero()[0]])
+            raise DatasetError(f"{where}: node {first} has class id {int(data.y.reshape(-1)[first])}, and num_classes={declared} "
+                               f"allows 0..{declared - 1}; {label_fix}, or give the graph the right num_classes")
         classes = torch.unique(data.y[data.train_mask])
         if classes.numel() == 1:
             note = (f"every training node has class {int(classes[0])}: every prediction is that class, "

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from ..data.protocols import centrality
+from ..errors import ConfigError
 from ..graph.operators import normalized_adjacency
 from .probabilities import class_probabilities
 from .updates import LabelPosterior
@@ -324,6 +325,19 @@ register_strategy(Strategy("age", _age, "AGE (Cai, Zheng & Chang 2017): entropy,
                            classifies=True, retrains=True, gcn={"hidden": AGE_HIDDEN}))
 
 
+def _check_scores(strategy: Strategy, scores: Tensor, open_mask: Tensor) -> None:
+    """A strategy's scores are one number per node, none of them NaN where a step may label: a
+    registered strategy's bug is one line naming it, not a shape error of torch's or a silent
+    choice of the lowest ids (every NaN ties)."""
+    if scores.dim() != 1 or scores.numel() != open_mask.numel():
+        raise ConfigError(f"strategy {strategy.name} scored a tensor of shape {tuple(scores.shape)}; a strategy's score gives one number "
+                          f"per node ({open_mask.numel():,}): docs/extending.md")
+    bad = open_mask & scores.isnan()
+    if bool(bad.any()):
+        raise ConfigError(f"strategy {strategy.name} scored NaN on {int(bad.sum()):,} of the {int(open_mask.sum()):,} nodes a step may "
+                          f"label (first: node {int(bad.nonzero()[0])}); a strategy's score is a number for every node")
+
+
 def choose(strategy: Strategy, sel: Selection, pool: Tensor, count: int) -> list[int]:
     """The ``count`` highest-scoring nodes among ``pool`` (a boolean mask) not labelled yet,
     best first (ties: the lowest id)."""
@@ -341,9 +355,10 @@ def choose(strategy: Strategy, sel: Selection, pool: Tensor, count: int) -> list
         scores = sel.static
     else:
         scores = strategy.score(sel).to(torch.float64).cpu()
-    if count == 1:   # one label (the default): the first maximum, an O(n) pass, not a sort (a NaN, which argmax takes for one, is left to it)
+    _check_scores(strategy, scores, open_mask)
+    if count == 1:   # one label (the default): the first maximum, an O(n) pass, not a sort
         best = int(torch.argmax(scores.masked_fill(~open_mask, -math.inf)))
-        if bool(open_mask[best]) and not math.isnan(float(scores[best])):
+        if bool(open_mask[best]):
             return [best]
     open_nodes = open_mask.nonzero().view(-1)
     ranked = open_nodes[torch.argsort(-scores[open_nodes], stable=True)]

@@ -1,6 +1,7 @@
 """Active learning (active=<strategy>): the posterior updated per label equals a refit, the
 design scores equal a brute-force recomputation, and the job's rows, API and refusals."""
 import json
+import math
 import os
 import re
 import signal
@@ -253,6 +254,24 @@ def test_a_new_strategy_is_one_registry_entry(tmp_path):
         assert nodes == sorted(nodes) and len(nodes) == 3
     finally:
         STRATEGIES.pop("lowest_id")
+
+
+@pytest.mark.parametrize("score, said", [
+    (lambda sel: torch.zeros(3, dtype=torch.float64), "strategy broken scored a tensor of shape (3,); a strategy's score gives one number per node (200)"),
+    (lambda sel: torch.full((sel.posterior.num_nodes,), math.nan, dtype=torch.float64), "strategy broken scored NaN on 40 of the 40 nodes a step may label"),
+])
+def test_a_registered_strategys_bad_scores_are_one_line(score, said, tmp_path):
+    # a trial: torch's "The size of tensor a (2708) must match ... (3)", and all-NaN scores bought nodes 0, 1, 2
+    from gnngp_cli.gp.strategies import Strategy, register_strategy
+
+    register_strategy(Strategy("broken", score, "a strategy with a bug"))
+    try:
+        out = in_process("run", f"hydra.run.dir={tmp_path / 'run'}", f"data.root={tmp_path / 'cache'}", "dataset=csbm", "dataset.num_nodes=200",
+                         "kernel=gcngp_x", "landmarks.count=20", "active=broken", "active.budgets=[3]")
+    finally:
+        STRATEGIES.pop("broken")
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert out.returncode == 1 and len(errors) == 1 and said in errors[0], out.stderr
 
 
 def test_low_rank_active_run_with_mll_nugget(tmp_path):
