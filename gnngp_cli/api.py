@@ -116,6 +116,13 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         raise ConfigError(f"overrides are a list of strings key=value, as on the command line (e.g. [\"dataset=cora\", \"kernel=gcngp\"]); "
                           f"got {wrong!r}")
     overrides = list(overrides)
+    for override in overrides:   # the command line's words that are no override: Hydra's lexer error, otherwise
+        if override.startswith("-"):
+            raise ConfigError(f"{override} is an option of the command, not an override; these take one job's overrides (key=value), "
+                              "and a sweep is the command's: gnngp run -m key=a,b")
+        if "=" not in override and not override.startswith("~"):   # ~key deletes a key: Hydra's, without a value
+            command = f"; gnngp {override} is a command of its own" if override in ("run", "verify", "report", "partition") else ""
+            raise ConfigError(f"{override!r} is not an override key=value (e.g. \"dataset=cora\"){command}")
     spelled = spellings(overrides)
     check_group_choices(overrides)
     from hydra.errors import HydraException

@@ -173,6 +173,14 @@ def test_graphs_settings_and_run_options_in_the_wrong_place_are_named(caplog):
             load_dataset("csbm", **settings)
 
 
+def test_the_command_lines_words_in_run_are_named():
+    # Hydra's "LexerNoViableAltException: -m ^" and "missing EQUAL at '<EOF>'"
+    with pytest.raises(ConfigError, match=re.escape("-m is an option of the command, not an override; these take one job's overrides")):
+        run(["-m", "dataset=cora,citeseer"])
+    with pytest.raises(ConfigError, match=re.escape("'verify' is not an override key=value (e.g. \"dataset=cora\"); gnngp verify is a command")):
+        run(["verify"])
+
+
 def test_a_fitted_nodegp_is_refused_by_pickle_in_one_line_and_clone_gives_an_unfitted_twin():
     import copy
     import pickle
