@@ -176,10 +176,12 @@ def check_graph(data: GraphData, validation: bool = True, training: bool = True)
             raise DatasetError(f"{where}: {count} {'node has' if count == 1 else 'nodes have'} no valid class id (node {first} has {int(y[first])}; "
                                f"class ids are 0..{max(classes - 1, 0)}); {label_fix}")
     else:
-        labels = data.y[labelled].reshape(-1)
+        ood = getattr(data, "ood_mask", None)   # a protocol's held-out classes (leave_out_classes): ids beyond num_classes, by design
+        known = labelled & ~ood if ood is not None else labelled
+        labels = data.y[known].reshape(-1)
         declared = int(data.num_classes)
         if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= declared):
-            first = int(labelled.nonzero()[((labels < 0) | (labels >= declared)).nonzero()[0]])
+            first = int(known.nonzero()[((labels < 0) | (labels >= declared)).nonzero()[0]])
             raise DatasetError(f"{where}: node {first} has class id {int(data.y.reshape(-1)[first])}, and num_classes={declared} "
                                f"allows 0..{declared - 1}; {label_fix}, or give the graph the right num_classes")
         classes = torch.unique(data.y[data.train_mask])
