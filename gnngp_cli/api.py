@@ -67,11 +67,24 @@ def overrides_of(settings: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _parsed(value: str) -> Any:
+    """An override's value as YAML reads it (``3`` and ``3.0`` are one number), or the text."""
+    import yaml
+
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+
+
 RUN_ONLY = {   # keys of gnngp run's job (its runs, files and commands) that a NodeGP, one fit in this process, never reads
     "active": "a NodeGP buys labels with gp.select(data, budget=..., strategy=...)",
     **{key: "a NodeGP fits one run in this process and writes no file; gnngp_cli.api.run([...]) runs a whole job and returns its rows"
        for key in ("runs", "splits", "resume", "results_file", "repeat_deterministic", "logger")},
     **{key: f"it is read by gnngp {key}" for key in ("verify", "partition")},
+    "hparams_search": "a search is a sweep of gnngp run -m hparams_search=...",
+    "hydra": "Hydra's own settings (output folders, sweeps) are gnngp run's; a NodeGP writes no file",
+    "learning_curve": "a learning curve (inference.time) is rows of gnngp run; a NodeGP predicts the posterior at the chosen nugget",
 }
 
 
@@ -118,8 +131,8 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     overrides = list(overrides)
     for override in overrides:   # the command line's words that are no override: Hydra's lexer error, otherwise
         if override.startswith("-"):
-            raise ConfigError(f"{override} is an option of the command, not an override; these take one job's overrides (key=value), "
-                              "and a sweep is the command's: gnngp run -m key=a,b")
+            sweep = ", and a sweep is the command's: gnngp run -m key=a,b" if override in ("-m", "--multirun") else ""
+            raise ConfigError(f"{override} is an option of the command, not an override; these take one job's overrides (key=value){sweep}")
         if "=" not in override and not override.startswith("~"):   # ~key deletes a key: Hydra's, without a value
             command = f"; gnngp {override} is a command of its own" if override in ("run", "verify", "report", "partition") else ""
             raise ConfigError(f"{override!r} is not an override key=value (e.g. \"dataset=cora\"){command}")
@@ -131,7 +144,11 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     try:
         return compose_config(overrides, compute_options(), config_name)
     except (HydraException, OmegaConfBaseException) as err:
-        raise ConfigError(one_line(err, spelled)) from None
+        said = one_line(err, spelled)
+        if "add --multirun" in said:   # Hydra's advice is the command's: these compose one job
+            said = said.replace("3. To sweep over it, add --multirun to your command line",
+                                "3. a sweep of its values is the command's: gnngp run -m (these compose one job)")
+        raise ConfigError(said) from None
     except (ValueError, AssertionError) as err:   # Hydra's and OmegaConf's own, applying an override: compute.job_extra._=0 (a list
         # indexed by a name) is int('_'); fit.learn.dj0=0 (a key under null) an assertion
         raise ConfigError(f"the overrides could not be applied ({str(err).splitlines()[0] if str(err).strip() else type(err).__name__}); "
@@ -160,10 +177,11 @@ def load_dataset(name: str, **settings: Any):
     dataset_keys = set(config_fields(type(own.config) if own is not None else DatasetConfig))
     top = set(config_fields(RunConfig))
     graph_keys = ("dataset", "data", "protocol", "seed", "device", "dtype", "max_memory_gb", "experiment")
-    method = [k for k in settings if k.replace("__", ".").split(".")[0] in top - set(graph_keys) and k not in dataset_keys]
+    method = [k for k in settings if k.replace("__", ".").split(".")[0] in (top | {"model"}) - set(graph_keys) and k not in dataset_keys]
     if method:   # carried into NodeGP's config with the graph, it would set the model behind the user's back
         key = method[0].replace("__", ".").split(".")[0]
-        where = (RUN_ONLY[key] if key in RUN_ONLY else 'give the kernel to the model: NodeGP(kernel="gcngp")' if method[0] == "kernel"
+        where = (RUN_ONLY[key] if key in RUN_ONLY else 'give the kernel to the model: NodeGP(kernel="gcngp")' if method[0] in ("kernel", "model")
+                 else "a GNN baseline runs with gnngp run gnn=<name>, or run([\"gnn=<name>\", ...])" if key == "gnn"
                  else f"give it to the model: NodeGP(kernel=..., {method[0]}=...)")
         raise ConfigError(f"load_dataset takes the graph's settings ({', '.join(graph_keys)} and the dataset's own keys), not "
                           f"{method[0]}; {where}")
@@ -222,7 +240,7 @@ class NodeGP:
         self.settings = overrides_of(settings)
         given = {}
         for key, _, value in (o.partition("=") for o in self.settings):
-            if key in given and given[key] != value:   # kernel__layers=4 beside **{"kernel.layers": 3}: one of them would be dropped
+            if key in given and _parsed(given[key]) != _parsed(value):   # kernel__layers=4 beside **{"kernel.layers": 3}: one dropped
                 raise ConfigError(f"{key} is given twice ({given[key]} and {value}, spelled two ways); give it once")
             given[key] = value
         for key in given:
@@ -251,6 +269,12 @@ class NodeGP:
         twin.kernel, twin.settings, twin.config, twin._run = self.kernel, list(self.settings), copy.deepcopy(self.config), None
         return twin
 
+    def __copy__(self) -> "NodeGP":
+        """A shallow copy (the fit shared, as ``copy.copy`` of any object): a refit of either replaces its own."""
+        twin = object.__new__(NodeGP)
+        twin.__dict__.update(self.__dict__)
+        return twin
+
     def __getstate__(self) -> dict:
         """An unfitted ``NodeGP`` pickles (its kernel and settings); a fitted one holds its graph and
         kernel in this process's backend, and is refused in one line instead of failing inside torch."""
@@ -269,19 +293,20 @@ class NodeGP:
         own = not graph_overrides
         if own:
             graph_overrides = ["dataset=custom"]
-        self.config = compose([*graph_overrides, f"kernel={self.kernel}", *self.settings])
-        if training_times(self.config) is not None:
+        config = compose([*graph_overrides, f"kernel={self.kernel}", *self.settings])
+        if training_times(config) is not None:
             raise ConfigError("NodeGP predicts the GP posterior (a mean and a variance at the chosen nugget); inference.time is for "
                               "gnngp run and its rows: drop inference.time here")
-        note = KERNELS[self.config.kernel.name].note
-        if note is not None and note(self.config.kernel):   # as gnngp run warns (e.g. GATGP from 4 layers)
-            log.warning(note(self.config.kernel))
-        graph = _adopt(data, train, val, test, own, self.config)
-        spec = parse(self.config)   # the job's spec, once (the graph's task written in by _adopt)
+        note = KERNELS[config.kernel.name].note
+        if note is not None and note(config.kernel):   # as gnngp run warns (e.g. GATGP from 4 layers)
+            log.warning(note(config.kernel))
+        graph = _adopt(data, train, val, test, own, config)
+        spec = parse(config)   # the job's spec, once (the graph's task written in by _adopt)
         backend = LocalBackend(spec, graph)
         with backend:
-            self._backend = backend
-            self._run = next(GPJob(spec, backend).runs())
+            run = next(GPJob(spec, backend).runs())
+        # all or nothing: a fit that fails leaves the earlier fit whole (its backend and run belong together), or none
+        self.config, self._backend, self._run = config, backend, run
         return self
 
     @property
@@ -420,7 +445,8 @@ class NodeGP:
         unlabelled = getattr(self._backend.data, "unlabelled", None)
         if unlabelled is not None and bool(unlabelled[ids.cpu()].any()):   # a negative class id, a NaN target: no truth to score against
             first = int(ids.cpu()[unlabelled[ids.cpu()]][0])
-            raise DatasetError(f"score: node {first} has no label in y (a negative class id or a NaN target); give nodes with labels")
+            raise DatasetError(f"score: node {first} has no label in y (a negative class id, or a target that is NaN or infinite); "
+                               "give nodes with labels")
         if run.row["metric"] == "roc_auc" and torch.unique(self._backend.data.y[ids]).numel() < 2:   # no pair to rank
             raise DatasetError(f"score: the {ids.numel():,} node(s) given hold one class only, and ROC-AUC ranks nodes of both classes; "
                                "give nodes of both")
@@ -548,8 +574,9 @@ def _targets(y: torch.Tensor, task: str, labelled: Optional[torch.Tensor] = None
 def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: DictConfig):
     """``data`` as the job's graph: a graph of the caller's own gets gnngp's fields (masks, task,
     class count, an undirected edge list, float features), as a custom dataset would."""
-    if data is None or isinstance(data, (Mapping, torch.Tensor, list, tuple)):   # "the graph has no x" would be untrue of a dict that has one
-        fix = "; Data(**mapping) makes one of a dict" if isinstance(data, Mapping) else ""
+    if data is None or isinstance(data, (Mapping, torch.Tensor, list, tuple, str)):   # "the graph has no x" would be untrue of a dict that has one
+        fix = ("; Data(**mapping) makes one of a dict" if isinstance(data, Mapping) else
+               f"; load_dataset({data!r}) loads a dataset by its name" if isinstance(data, str) else "")
         raise DatasetError(f"fit and select take a graph as PyG's torch_geometric.data.Data (x, edge_index, y), not {type(data).__name__}{fix}")
     for key in ("x", "edge_index", "y"):
         if getattr(data, key, None) is None:
@@ -588,7 +615,7 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
         notes.append("y is floating point, so this is regression (metric r2), though every value is a whole number; "
                      "for classification give integer class ids: data.y = data.y.long()")
     labelled = (masks["train_mask"] | masks["val_mask"] | masks["test_mask"]) if reads_training_set(cfg) else None
-    unlabelled = y < 0 if task == "classification" and not y.is_floating_point() else y.isnan() if y.is_floating_point() else None
+    unlabelled = y < 0 if task == "classification" and not y.is_floating_point() else ~y.isfinite() if y.is_floating_point() else None
     y, classes, renumbered = _targets(y, task, labelled)
     notes += [renumbered] if renumbered else []
     for note in notes:

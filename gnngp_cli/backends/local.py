@@ -186,6 +186,7 @@ class LocalBackend:
         if landmarks is None and not linear:
             square = square_first(arch.network, ctx, target) or not pair_plan_fits(arch.network, ctx)
             nodes = ctx.every_node if square else target
+            self.check_exact_memory(arch, ctx, nodes, None if square else train)   # the evaluation's refusal, before the estimate and its warnings
             dense = arch.network.peak_elements(nodes, ctx, None if square else train)
         width = low_rank_width(arch.network, ctx.base, arch.adjacency) if landmarks is not None or linear else None
         return gp_estimate(

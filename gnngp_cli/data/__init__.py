@@ -102,6 +102,9 @@ def _load(name: str, options: Any, store: DataStore) -> GraphData:
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise DatasetError(f"unknown dataset '{options.name}'{hint}; choose one of {', '.join(DATASETS)}")
     data = DATASETS[name].load(options, store)
+    if data is None or isinstance(data, (dict, list, tuple, torch.Tensor)) or not hasattr(data, "x"):   # a registered loader's bug
+        raise DatasetError(f"dataset '{name}': its loader returned {type(data).__name__}, not a graph; a dataset's loader returns a PyG Data "
+                           "(or gnngp's GraphData) with x, edge_index, y, the three masks and task: docs/extending.md")
     if options.task and name != "custom" and options.task != data.task:
         raise DatasetError(f"dataset.task={options.task} does not fit {name}, a {data.task} dataset; remove the override")
     return data
@@ -130,6 +133,8 @@ def check_graph(data: GraphData, validation: bool = True, training: bool = True)
     missing = [key for key in required if getattr(data, key, None) is None]
     if not missing and data.task == "classification" and not getattr(data, "num_classes", None):
         missing = ["num_classes"]
+    if not missing and getattr(data, "num_classes", None) is None:   # regression: no classes (the built-in loaders say 0)
+        data.num_classes = 0
     if missing:   # a registered loader's bug: an AttributeError or KeyError deep inside, otherwise
         raise DatasetError(f"{where}: its loader gave a graph without {', '.join(missing)}; a dataset's loader returns x, edge_index, y, "
                            "train_mask, val_mask, test_mask and task (and num_classes for classification): docs/extending.md")
@@ -158,6 +163,9 @@ def check_graph(data: GraphData, validation: bool = True, training: bool = True)
     labelled = (data.train_mask | data.val_mask | data.test_mask) if training else torch.ones(n, dtype=torch.bool, device=data.y.device)
     label_fix = ("fix the labels, or leave those nodes out of the masks" if training else
                  "fix the labels: an active run reads every node's, as it may buy any node but the test ones and scores the test nodes")
+    if data.task == "classification" and (data.y.is_floating_point() or data.y.is_complex()):   # one_hot's RuntimeError deep in the job
+        raise DatasetError(f"{where}: a classification graph's y holds {data.y.dtype} values; class ids are integers "
+                           "(data.y = data.y.long()), or the task is regression")
     if data.task == "regression":
         bad = labelled & ~torch.isfinite(data.y.float())
         if bad.any():

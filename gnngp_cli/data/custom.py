@@ -124,23 +124,43 @@ def wide_enough(dtype: np.dtype) -> type:
     return np.float32 if dtype in (np.float16, np.float32, np.int8, np.uint8, np.int16, np.uint16) else np.float64
 
 
-def _read_labels(path: Path) -> np.ndarray:
-    import pandas as pd
+def _label_lines(path: Path) -> np.ndarray:
+    """``labels.csv``: one value a line, an optional header. A blank (or whitespace) line is a node
+    without a label (NaN), never a line to skip, which would move every later label onto the node
+    before it (pandas skips them, a first one even when told not to); blank lines at the end are
+    no nodes. Whole numbers are int64, other numbers float64, anything else text (refused by the caller)."""
+    lines = [line.strip().strip('"').strip("'").strip() for line in path.read_text().splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    def number(text: str):
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)   # "nan", "1e3", "2.5" (a ValueError for text)
+    first = next((line for line in lines if line), None)
+    if first is not None:
+        try:
+            number(first)
+        except ValueError:
+            lines.remove(first)   # a header: the first line that holds something, and it is no number
+    if any(len(line.replace(",", " ").replace(";", " ").split()) > 1 for line in lines):
+        wide = next(line for line in lines if len(line.replace(",", " ").replace(";", " ").split()) > 1)
+        raise DatasetError(f"label file {path} has a line of several values ({wide[:40]!r}); it needs one value per line")
+    try:
+        values = [number(line) if line else None for line in lines]
+    except ValueError:
+        return np.asarray(lines, dtype=object)   # class names: the caller says to write integer ids
+    if all(isinstance(v, int) for v in values):
+        return np.asarray(values, dtype=np.int64)
+    return np.asarray([np.nan if v is None else float(v) for v in values], dtype=np.float64)
 
+
+def _read_labels(path: Path) -> np.ndarray:
     try:
         if path.suffix == ".npy":
             labels = _load(path, "label")
         else:
-            # a blank line is a node without a label (NaN), not a line to skip: skipping it would
-            # shift every later label onto the node before it; blank lines at the end are no nodes
-            frame = pd.read_csv(path, header=None, skip_blank_lines=False)
-            if frame.shape[1] != 1:
-                raise DatasetError(f"label file {path} has {frame.shape[1]} columns; it needs one value per line")
-            if not pd.api.types.is_numeric_dtype(frame[0]):
-                frame = pd.read_csv(path, skip_blank_lines=False)  # first row was a header
-            labels = frame.iloc[:, 0].to_numpy()
-            filled = np.flatnonzero(~pd.isna(labels))
-            labels = labels[:filled[-1] + 1] if filled.size else labels[:0]
+            labels = _label_lines(path)
     except DatasetError:
         raise
     except Exception as err:  # noqa: BLE001
@@ -194,7 +214,10 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
     label_path = _one_of(folder, ("labels.npy", "labels.csv"), "labels")
     labels = _read_labels(label_path)
     if labels.shape[0] != n:
-        raise DatasetError(f"label file {label_path} has {labels.shape[0]} labels but the features have {n} rows; every file must agree on the node count")
+        hint = ("; a blank line is a node without a label, but blank lines at the end are none: write nan on a last node without one"
+                if label_path.suffix == ".csv" and labels.shape[0] < n else "")
+        raise DatasetError(f"label file {label_path} has {labels.shape[0]} labels but the features have {n} rows; every file must agree on "
+                           f"the node count{hint}")
     notes = []
     missing = int(np.isnan(labels).sum()) if np.issubdtype(labels.dtype, np.floating) else 0
     if not task and whole_number_floats(labels):

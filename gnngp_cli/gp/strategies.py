@@ -325,6 +325,19 @@ register_strategy(Strategy("age", _age, "AGE (Cai, Zheng & Chang 2017): entropy,
                            classifies=True, retrains=True, gcn={"hidden": AGE_HIDDEN}))
 
 
+def _scores(strategy: Strategy, sel: Selection) -> Tensor:
+    """The strategy's scores as a float64 tensor on the CPU (a list or an array is taken as one)."""
+    scores = strategy.score(sel)
+    try:
+        scores = torch.as_tensor(scores)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ConfigError(f"strategy {strategy.name} scored {type(scores).__name__}, not a tensor of one number per node "
+                          f"({type(err).__name__}: {err}): docs/extending.md") from None
+    if scores.is_complex() or scores.dtype == torch.bool:
+        raise ConfigError(f"strategy {strategy.name} scored {scores.dtype} values; a strategy's score is a real number per node")
+    return scores.to(torch.float64).cpu()
+
+
 def _check_scores(strategy: Strategy, scores: Tensor, open_mask: Tensor) -> None:
     """A strategy's scores are one number per node, none of them NaN where a step may label: a
     registered strategy's bug is one line naming it, not a shape error of torch's or a silent
@@ -332,6 +345,9 @@ def _check_scores(strategy: Strategy, scores: Tensor, open_mask: Tensor) -> None
     if scores.dim() != 1 or scores.numel() != open_mask.numel():
         raise ConfigError(f"strategy {strategy.name} scored a tensor of shape {tuple(scores.shape)}; a strategy's score gives one number "
                           f"per node ({open_mask.numel():,}): docs/extending.md")
+    if bool(open_mask.any()) and bool((scores[open_mask] == -math.inf).all()):   # nothing to choose: the lowest ids, silently
+        raise ConfigError(f"strategy {strategy.name} scored -inf on every node a step may label ({int(open_mask.sum()):,}); "
+                          "a strategy scores at least one of them above -inf")
     bad = open_mask & scores.isnan()
     if bool(bad.any()):
         raise ConfigError(f"strategy {strategy.name} scored NaN on {int(bad.sum()):,} of the {int(open_mask.sum()):,} nodes a step may "
@@ -351,10 +367,10 @@ def choose(strategy: Strategy, sel: Selection, pool: Tensor, count: int) -> list
     sel.open = open_mask
     if strategy.static:
         if sel.static is None:
-            sel.static = strategy.score(sel).to(torch.float64).cpu()
+            sel.static = _scores(strategy, sel)
         scores = sel.static
     else:
-        scores = strategy.score(sel).to(torch.float64).cpu()
+        scores = _scores(strategy, sel)
     _check_scores(strategy, scores, open_mask)
     if count == 1:   # one label (the default): the first maximum, an O(n) pass, not a sort
         best = int(torch.argmax(scores.masked_fill(~open_mask, -math.inf)))

@@ -111,11 +111,10 @@ class Estimate:
         return replace(self, seconds=total, time_class=time_class(total * FLOPS_PER_SECOND),
                        detail=f"{self.detail}, {evaluations:,} kernel evaluations")
 
-    def long_warning(self, label: str, dataset: str, limit_bytes: Optional[float] = None) -> Optional[str]:
-        """A warning when the work is expected to take longer than :data:`LONG_SECONDS`; none where
-        the process's peak is over ``limit_bytes`` (the memory check refuses the run right after:
-        "Ctrl-C stops it" would be a promise of a run that never starts)."""
-        if self.seconds <= LONG_SECONDS or (limit_bytes is not None and not self.on_disk and self.gb * 2**30 > limit_bytes):
+    def long_warning(self, label: str, dataset: str) -> Optional[str]:
+        """A warning when the work is expected to take longer than :data:`LONG_SECONDS` (a run its
+        memory check refuses is refused before its estimate: the warning never precedes a refusal)."""
+        if self.seconds <= LONG_SECONDS:
             return None
         return (f"{label} on {dataset} is estimated to run about {duration_text(self.seconds)} on a machine of "
                 f"{FLOPS_PER_SECOND / 1e9:g} GFLOP/s ({self.detail}); Ctrl-C stops it and keeps the finished runs")

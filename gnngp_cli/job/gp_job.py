@@ -166,7 +166,7 @@ class GPJob(KernelJob):
         planned = 1 + fit_evaluations(spec.fit.steps, len(choices)) if self.mll else evaluated(len(choices))   # mll: each candidate fitted, then the chosen one run
         estimate = estimate.times(planned)
         log.info(estimate.line(arch.label, backend.where))
-        long = estimate.long_warning(arch.label, backend.where, memory_limit_bytes(spec.max_memory_gb, ctx.device)) if index == 0 else None
+        long = estimate.long_warning(arch.label, backend.where) if index == 0 else None
         if long:
             log.warning(long)
 

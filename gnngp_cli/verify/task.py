@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -172,11 +173,15 @@ def append_table(path: Path, table: pd.DataFrame) -> tuple[int, str]:
     note, kept = "", 0
     if path.exists():
         try:
-            earlier = pd.read_csv(path, dtype=str, keep_default_na=False)
+            with warnings.catch_warnings():   # a row longer than the header would be cut: not a table of ours
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                earlier = pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)
+            if not {"kernel", "verdict"} <= set(earlier.columns):   # a file of someone else's (an earlier version's has both)
+                raise ValueError(f"it has no kernel and verdict columns (it has {', '.join(map(str, earlier.columns[:5]))})")
         except Exception as err:  # noqa: BLE001 - pandas raises many types for a damaged file
             aside = path.with_name(f"verify.malformed-{check_time().replace(':', '')}.csv")
             path.replace(aside)
-            note = f"{path} did not read as a table ({type(err).__name__}), moved to {aside}; the new rows start a fresh file"
+            note = f"{path} is not a verify.csv that reads ({type(err).__name__}: {err}), moved to {aside}; the new rows start a fresh file"
         else:
             kept = len(earlier)
             table = pd.concat([earlier, table.astype(object)], ignore_index=True)

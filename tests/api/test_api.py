@@ -148,8 +148,9 @@ def test_a_negative_class_id_outside_the_masks_is_a_node_without_a_label():
         NodeGP().fit(data, train=torch.arange(100, 190), val=torch.arange(40), test=torch.arange(40, 100))
     target = graph(regression=True)
     target.y[190:] = float("nan")
-    with pytest.raises(DatasetError, match=r"^score: node 190 has no label in y"):   # it was NaN, without a word
-        NodeGP().fit(target, **SPLIT).score(torch.arange(190, 200))
+    target.y[185] = float("inf")
+    with pytest.raises(DatasetError, match=r"^score: node 185 has no label in y"):   # it was NaN, without a word
+        NodeGP().fit(target, **SPLIT).score(torch.arange(185, 200))
 
 
 def test_graphs_settings_and_run_options_in_the_wrong_place_are_named(caplog):
@@ -163,12 +164,14 @@ def test_graphs_settings_and_run_options_in_the_wrong_place_are_named(caplog):
     assert "the graph's edge_weight is not read" in caplog.text   # silently unweighted
     for settings, message in [(dict(active="v_opt"), "gp.select(data"), (dict(runs=3), "api.run"),
                               ({"kernel__layers": 4, "kernel.layers": 3}, "kernel.layers is given twice (4 and 3"),
-                              (dict(landmarks={"count": 100}, landmarks__count=200), "landmarks.count is given twice")]:
+                              (dict(landmarks={"count": 100}, landmarks__count=200), "landmarks.count is given twice"),
+                              (dict(hparams_search="optuna"), "a search is a sweep of gnngp run -m"), (dict(hydra__run__dir="x"), "writes no file")]:
         with pytest.raises(ConfigError, match=re.escape(message)):
             NodeGP(**settings)
     for settings, message in [(dict(kernel={"layers": 3}), "not kernel; give the kernel to the model"),   # carried into NodeGP's config
                               (dict(kernel__layers=3), "not kernel__layers; give it to the model: NodeGP(kernel=..., kernel__layers=...)"),
-                              (dict(runs=2), "not runs; a NodeGP fits one run")]:
+                              (dict(runs=2), "not runs; a NodeGP fits one run"), (dict(model="gcngp"), "not model; give the kernel"),
+                              (dict(gnn="gcn"), "not gnn; a GNN baseline runs with gnngp run gnn=<name>")]:
         with pytest.raises(ConfigError, match=re.escape(message)):
             load_dataset("csbm", **settings)
 
@@ -196,6 +199,16 @@ def test_a_fitted_nodegp_is_refused_by_pickle_in_one_line_and_clone_gives_an_unf
     with pytest.raises(NotFittedError):
         twin.predict()
     assert twin.fit(graph(), **SPLIT).row["layers"] == 3 and twin.score() == gp.score()
+    assert copy.copy(gp).score() == gp.score()   # a shallow copy shares the fit (it was refused with the deep copy)
+
+
+def test_a_refit_that_fails_leaves_the_earlier_fit_whole():
+    # its graph's backend was kept and the earlier run with it: predict raised IndexError, and a failed first fit pickled the graph
+    gp = NodeGP(max_memory_gb=0.002).fit(graph(), **SPLIT)
+    before = gp.score()
+    with pytest.raises(GnngpError, match="max_memory_gb"):
+        gp.fit(graph(n=3000), train=torch.arange(2000), val=torch.arange(2000, 2500), test=torch.arange(2500, 3000))
+    assert gp.score() == before and gp.predict().mean.size(0) == 200
 
 
 def test_float_labels_that_are_whole_numbers_warn_that_the_task_is_regression(caplog):

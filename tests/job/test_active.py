@@ -254,11 +254,21 @@ def test_a_new_strategy_is_one_registry_entry(tmp_path):
         assert nodes == sorted(nodes) and len(nodes) == 3
     finally:
         STRATEGIES.pop("lowest_id")
+    register_strategy(Strategy("as_list", lambda sel: [-float(i) for i in range(sel.posterior.num_nodes)], "a list, not a tensor"))
+    try:   # a list of one number per node is taken as a tensor
+        out = in_process("run", f"hydra.run.dir={tmp_path / 'list'}", f"data.root={tmp_path / 'cache'}", "dataset=csbm", "dataset.num_nodes=200",
+                         "kernel=gcngp_x", "landmarks.count=20", "active=as_list", "active.budgets=[3]")
+        assert out.returncode == 0, out.stderr
+    finally:
+        STRATEGIES.pop("as_list")
 
 
 @pytest.mark.parametrize("score, said", [
     (lambda sel: torch.zeros(3, dtype=torch.float64), "strategy broken scored a tensor of shape (3,); a strategy's score gives one number per node (200)"),
     (lambda sel: torch.full((sel.posterior.num_nodes,), math.nan, dtype=torch.float64), "strategy broken scored NaN on 40 of the 40 nodes a step may label"),
+    (lambda sel: None, "strategy broken scored NoneType, not a tensor of one number per node"),   # AttributeError: 'NoneType' ... 'to'
+    (lambda sel: torch.full((sel.posterior.num_nodes,), -math.inf), "strategy broken scored -inf on every node a step may label (40)"),
+    (lambda sel: torch.zeros(sel.posterior.num_nodes, dtype=torch.complex64), "strategy broken scored torch.complex64 values"),
 ])
 def test_a_registered_strategys_bad_scores_are_one_line(score, said, tmp_path):
     # a trial: torch's "The size of tensor a (2708) must match ... (3)", and all-NaN scores bought nodes 0, 1, 2

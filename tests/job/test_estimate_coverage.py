@@ -6,6 +6,7 @@ import logging
 import re
 
 import pytest
+from helpers import in_process
 
 from gnngp_cli.api import compose
 from gnngp_cli.backends.local import LocalBackend
@@ -83,10 +84,16 @@ def test_work_past_the_long_threshold_is_one_warning():
     assert short.long_warning("GCNGP", "csbm") is None
     assert "about 2.8 h" in short.times(10_000).long_warning("GCNGP", "csbm")
     assert short.plus(LONG_SECONDS).time_class == "minutes"
-    # over the memory limit the run is refused right after: no "about 22 min ...; Ctrl-C stops it" before the refusal
     long = Estimate(150.0, "minutes", "x", seconds=1300.0)
-    assert long.long_warning("GCNGP", "csbm", limit_bytes=11 * 2**30) is None and long.long_warning("GCNGP", "csbm", limit_bytes=200 * 2**30)
     assert long.line("GCNGP", "csbm").startswith("GCNGP on csbm: ~150 GiB")   # "GB", where the refusal says GiB
+
+
+def test_an_exact_kernel_over_the_memory_limit_is_refused_before_its_estimate_and_warning(tmp_path):
+    # the estimate (~154 GB) and "about 22 min ...; Ctrl-C stops it and keeps the finished runs", then the refusal (148.8 GiB)
+    out = in_process("run", "dataset=csbm", "dataset.num_nodes=20000", "kernel=gcngp", "max_memory_gb=0.5", "progress=false",
+                     f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 1 and "needs about" in out.stderr and "limit is 512.0 MiB" in out.stderr, out.stderr
+    assert "estimate before computing" not in out.stdout + out.stderr and "Ctrl-C stops it" not in out.stdout + out.stderr
 
 
 def test_row_blocks_of_one_node_are_estimated_to_run_long():

@@ -413,6 +413,12 @@ def test_a_verify_sweep_summarises_each_jobs_verdict_and_a_folder_keeps_earlier_
     table = pd.read_csv(tmp_path / "0" / "verify.csv")
     assert again.returncode == 0 and table["width"].tolist() == [64, 128, 256, 512, 16, 32] and table["timestamp"].nunique() == 2
     assert "(after the 4 rows of earlier checks in it)" in again.stdout
+    (tmp_path / "1" / "verify.csv").write_text("my notes\nimportant stuff, really\n")   # not a check's: merged, its text lost
+    mine = in_process("verify", "kernel=gcngp", "verify.widths=[16,32]", "verify.seeds=2", "verify.activation_samples=1000",
+                      f"hydra.run.dir={tmp_path / '1'}")
+    aside = list((tmp_path / "1").glob("verify.malformed-*.csv"))
+    assert mine.returncode == 0 and len(aside) == 1 and aside[0].read_text() == "my notes\nimportant stuff, really\n"
+    assert "is not a verify.csv that reads" in mine.stderr and len(pd.read_csv(tmp_path / "1" / "verify.csv")) == 2
 
 
 @pytest.mark.parametrize("args, message", [
