@@ -129,7 +129,7 @@ def _label_lines(path: Path) -> np.ndarray:
     without a label (NaN), never a line to skip, which would move every later label onto the node
     before it (pandas skips them, a first one even when told not to); blank lines at the end are
     no nodes. Whole numbers are int64, other numbers float64, anything else text (refused by the caller)."""
-    lines = [line.strip().strip('"').strip("'").strip() for line in path.read_text().splitlines()]
+    lines = [line.strip().strip('"').strip("'").strip() for line in path.read_text(encoding="utf-8-sig").splitlines()]   # -sig: Excel's BOM
     while lines and not lines[-1]:
         lines.pop()
     def number(text: str):

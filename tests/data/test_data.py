@@ -346,7 +346,8 @@ def test_a_blank_line_in_labels_csv_is_a_node_without_a_label(tmp_path):
     from gnngp_cli.data.custom import _read_labels
     for text, read in [("\n0\n1\n2\n", [None, 0, 1, 2]),             # a first blank line: pandas' EmptyDataError, or dropped
                        ("y\n1\n   \n\t\n2\n", [1, None, None, 2]),    # whitespace: "must hold real numbers, got object"
-                       ("0\r\n1\r\n\r\n2\r\n", [0, 1, None, 2])]:
+                       ("0\r\n1\r\n\r\n2\r\n", [0, 1, None, 2]),
+                       ("\ufeff3\n1\n", [3, 1])]:                      # Excel's byte-order mark: not a header
         (folder / "labels.csv").write_text(text, newline="")
         got = _read_labels(folder / "labels.csv")
         assert [None if np.isnan(v) else int(v) for v in got] == read, (text, got)
