@@ -273,6 +273,7 @@ class NodeGP:
         """A shallow copy (the fit shared, as ``copy.copy`` of any object): a refit of either replaces its own."""
         twin = object.__new__(NodeGP)
         twin.__dict__.update(self.__dict__)
+        twin.settings = list(self.settings)   # its own list: a setting added to one is not the other's
         return twin
 
     def __getstate__(self) -> dict:

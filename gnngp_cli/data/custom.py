@@ -14,6 +14,7 @@ No file is unpickled (``allow_pickle=False``).
 """
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,34 +125,36 @@ def wide_enough(dtype: np.dtype) -> type:
     return np.float32 if dtype in (np.float16, np.float32, np.int8, np.uint8, np.int16, np.uint16) else np.float64
 
 
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE | re.ASCII)
+MISSING = {"", "na", "n/a", "#n/a", "nan", "-nan", "null", "none", "<na>"}   # pandas' spellings of a missing value (R writes NA)
+FIELDS = re.compile(r"\s*[,;\t]\s*|\s+")
+
+
 def _label_lines(path: Path) -> np.ndarray:
-    """``labels.csv``: one value a line, an optional header. A blank (or whitespace) line is a node
-    without a label (NaN), never a line to skip, which would move every later label onto the node
-    before it (pandas skips them, a first one even when told not to); blank lines at the end are
-    no nodes. Whole numbers are int64, other numbers float64, anything else text (refused by the caller)."""
+    """``labels.csv``: one value a line, an optional header. A blank (or whitespace) line, or a
+    missing value as pandas spells it (``NA``, ``null``...), is a node without a label (NaN),
+    never a line to skip, which would move every later label onto the node before it (pandas
+    skips blank lines, a first one even when told not to); blank lines at the end, and before a
+    header, are no nodes. Whole numbers are int64, other numbers float64, anything else text
+    (refused by the caller)."""
     lines = [line.strip().strip('"').strip("'").strip() for line in path.read_text(encoding="utf-8-sig").splitlines()]   # -sig: Excel's BOM
     while lines and not lines[-1]:
         lines.pop()
-    def number(text: str):
-        try:
-            return int(text)
-        except ValueError:
-            return float(text)   # "nan", "1e3", "2.5" (a ValueError for text)
-    first = next((line for line in lines if line), None)
-    if first is not None:
-        try:
-            number(first)
-        except ValueError:
-            lines.remove(first)   # a header: the first line that holds something, and it is no number
-    if any(len(line.replace(",", " ").replace(";", " ").split()) > 1 for line in lines):
-        wide = next(line for line in lines if len(line.replace(",", " ").replace(";", " ").split()) > 1)
-        raise DatasetError(f"label file {path} has a line of several values ({wide[:40]!r}); it needs one value per line")
-    try:
-        values = [number(line) if line else None for line in lines]
-    except ValueError:
+    for number, line in enumerate(lines, 1):   # before the header's test: "0\t1" is two values, not a header
+        if len(FIELDS.split(line)) > 1:
+            raise DatasetError(f"label file {path} has several values on line {number} ({line[:40]!r}); it needs one value per line")
+    first = next((index for index, line in enumerate(lines) if line), None)
+    if first is not None and lines[first].lower() not in MISSING and not NUMBER.fullmatch(lines[first]) and re.search("[A-Za-z]", lines[first]):
+        lines = lines[first + 1:]   # a header: a word, not a number (blank lines above it are no nodes)
+    if any(line.lower() not in MISSING and not NUMBER.fullmatch(line) for line in lines):
         return np.asarray(lines, dtype=object)   # class names: the caller says to write integer ids
-    if all(isinstance(v, int) for v in values):
-        return np.asarray(values, dtype=np.int64)
+    values = [None if line.lower() in MISSING else line for line in lines]
+    if all(v is not None and re.fullmatch(r"[+-]?\d+", v) for v in values):
+        too_big = next((v for v in values if abs(int(v)) > np.iinfo(np.int64).max), None)
+        if too_big is not None:
+            raise DatasetError(f"label file {path} holds {too_big[:30]}, beyond a 64-bit integer; class ids are 0..C-1 "
+                               "(renumber them), and a regression target is written as a decimal number")
+        return np.asarray([int(v) for v in values], dtype=np.int64)
     return np.asarray([np.nan if v is None else float(v) for v in values], dtype=np.float64)
 
 

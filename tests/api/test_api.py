@@ -199,7 +199,10 @@ def test_a_fitted_nodegp_is_refused_by_pickle_in_one_line_and_clone_gives_an_unf
     with pytest.raises(NotFittedError):
         twin.predict()
     assert twin.fit(graph(), **SPLIT).row["layers"] == 3 and twin.score() == gp.score()
-    assert copy.copy(gp).score() == gp.score()   # a shallow copy shares the fit (it was refused with the deep copy)
+    shallow = copy.copy(gp)
+    assert shallow.score() == gp.score()   # a shallow copy shares the fit (it was refused with the deep copy)
+    shallow.settings.append("kernel.sigma_w=2.0")
+    assert gp.settings == ["kernel.layers=3"]   # but not the list of settings a refit reads
 
 
 def test_a_refit_that_fails_leaves_the_earlier_fit_whole():

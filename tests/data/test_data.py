@@ -347,10 +347,16 @@ def test_a_blank_line_in_labels_csv_is_a_node_without_a_label(tmp_path):
     for text, read in [("\n0\n1\n2\n", [None, 0, 1, 2]),             # a first blank line: pandas' EmptyDataError, or dropped
                        ("y\n1\n   \n\t\n2\n", [1, None, None, 2]),    # whitespace: "must hold real numbers, got object"
                        ("0\r\n1\r\n\r\n2\r\n", [0, 1, None, 2]),
-                       ("\ufeff3\n1\n", [3, 1])]:                      # Excel's byte-order mark: not a header
+                       ("\ufeff3\n1\n", [3, 1]),                        # Excel's byte-order mark: not a header
+                       ("\nlabel\n2\nNA\nnull\n1\n", [2, None, None, 1])]:   # R's NA (refused as text); a blank line above a header
         (folder / "labels.csv").write_text(text, newline="")
         got = _read_labels(folder / "labels.csv")
         assert [None if np.isnan(v) else int(v) for v in got] == read, (text, got)
+    for text, said in [("0\t1\n", "several values on line 1"), ("3,\n4\n", "several values on line 1"),   # a header, or "write class ids"
+                       ("1_000\n2\n", "must hold real numbers"), (f"{2**70}\n2\n", "beyond a 64-bit integer")]:   # a header; OverflowError
+        (folder / "labels.csv").write_text(text)
+        with pytest.raises(DatasetError, match=said):
+            _read_labels(folder / "labels.csv")
     (folder / "labels.csv").write_text("\n".join(values[:29]) + "\n\n")   # the last node's label meant blank
     with pytest.raises(DatasetError, match="has 29 labels but the features have 30 rows; .* write nan on a last node without one"):
         load("custom", None, tmp_path, path=folder)
