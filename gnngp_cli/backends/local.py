@@ -154,13 +154,15 @@ class LocalBackend:
             features = features * feature_scale ** 0.5
         return KernelContext(features, self.graph.adjacency(adjacency), base, landmarks)
 
-    def check_exact_memory(self, arch: Architecture, ctx: KernelContext, target: Tensor, train: Optional[Tensor], fitting: bool = False) -> None:
+    def check_exact_memory(self, arch: Architecture, ctx: KernelContext, target: Tensor, train: Optional[Tensor], fitting: bool = False) -> int:
         """Refuse, before computing, an exact kernel whose dense blocks ``K[target, train]``
         (``train=None``: square) would not fit. A linear network's kernel stays a root of the
-        features' width (no dense block) but in a fit, which forms ``X X^T`` once (``fitting``)."""
+        features' width (no dense block) but in a fit, which forms ``X X^T`` once (``fitting``).
+        Returns the blocks' peak entries (0 for a root)."""
         if not fitting and arch.network.root_form(False, ctx):
-            return
-        need = arch.network.peak_elements(target, ctx, train) * torch.finfo(self.dtype).bits // 8 * dense_factor(dense_branch_count(arch.network))
+            return 0
+        elements = arch.network.peak_elements(target, ctx, train)
+        need = elements * torch.finfo(self.dtype).bits // 8 * dense_factor(dense_branch_count(arch.network))
         limit = memory_limit_bytes(self.spec.max_memory_gb, ctx.features.device)
         if need > limit:
             square = "" if train is not None else (f" to fit it on its {int(target.numel()):,} training nodes" if fitting
@@ -170,6 +172,7 @@ class LocalBackend:
                 f"(max_memory_gb; default half of the free memory); use the low-rank kernel (kernel={arch.name}_x)"
                 + (" or dtype=float32" if self.dtype == torch.float64 else "") + ", or raise max_memory_gb if the memory is yours"
             )
+        return elements
 
     def estimate(self, arch: Architecture, ctx: KernelContext, landmarks: Optional[Tensor], fit: bool) -> Estimate:
         """The run's peak memory and time class (:mod:`gnngp_cli.job.estimate`), before computing;
@@ -186,8 +189,7 @@ class LocalBackend:
         if landmarks is None and not linear:
             square = square_first(arch.network, ctx, target) or not pair_plan_fits(arch.network, ctx)
             nodes = ctx.every_node if square else target
-            self.check_exact_memory(arch, ctx, nodes, None if square else train)   # the evaluation's refusal, before the estimate and its warnings
-            dense = arch.network.peak_elements(nodes, ctx, None if square else train)
+            dense = self.check_exact_memory(arch, ctx, nodes, None if square else train)   # the evaluation's refusal, before the estimate and its warnings
         width = low_rank_width(arch.network, ctx.base, arch.adjacency) if landmarks is not None or linear else None
         return gp_estimate(
             rss_now=current_rss_bytes(), peak_now=peak_rss_mb() * 2**20, num_nodes=self.info.num_nodes, num_edges=self.info.num_edges,

@@ -102,7 +102,7 @@ def _load(name: str, options: Any, store: DataStore) -> GraphData:
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise DatasetError(f"unknown dataset '{options.name}'{hint}; choose one of {', '.join(DATASETS)}")
     data = DATASETS[name].load(options, store)
-    if data is None or isinstance(data, (dict, list, tuple, torch.Tensor)) or not hasattr(data, "x"):   # a registered loader's bug
+    if not hasattr(data, "x"):   # a registered loader's bug: None, a dict, a tensor...
         raise DatasetError(f"dataset '{name}': its loader returned {type(data).__name__}, not a graph; a dataset's loader returns a PyG Data "
                            "(or gnngp's GraphData) with x, edge_index, y, the three masks and task: docs/extending.md")
     if options.task and name != "custom" and options.task != data.task:
@@ -175,23 +175,17 @@ def check_graph(data: GraphData, validation: bool = True, training: bool = True)
                 which = "labelled node has" if training else "node has"
             raise DatasetError(f"{where}: {count} {which} a NaN or infinite regression target (first: node {int(bad.nonzero()[0])}); "
                                f"{label_fix}")
-    elif not training:
-        classes = int(getattr(data, "num_classes", 0) or 0)
+    else:   # class ids within num_classes on the nodes read (a protocol's held-out classes, leave_out_classes' OOD test nodes, by design beyond)
+        classes = int(data.num_classes)
         y = data.y.reshape(-1) if data.y.numel() == n else data.y[:, 0]   # a class id a node ([N] or [N, 1])
-        bad = labelled & ((y < 0) | (y >= classes)) if classes else labelled & (y < 0)
+        ood = getattr(data, "ood_mask", None) if training else None   # an active run may buy any pool node: every one's id counts
+        bad = (labelled & ~ood if ood is not None else labelled) & ((y < 0) | (y >= classes))
         if bad.any():
             first, count = int(bad.nonzero()[0]), int(bad.sum())
-            raise DatasetError(f"{where}: {count} {'node has' if count == 1 else 'nodes have'} no valid class id (node {first} has {int(y[first])}; "
-                               f"class ids are 0..{max(classes - 1, 0)}); {label_fix}")
-    else:
-        ood = getattr(data, "ood_mask", None)   # a protocol's held-out classes (leave_out_classes): ids beyond num_classes, by design
-        known = labelled & ~ood if ood is not None else labelled
-        labels = data.y[known].reshape(-1)
-        declared = int(data.num_classes)
-        if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= declared):
-            first = int(known.nonzero()[((labels < 0) | (labels >= declared)).nonzero()[0]])
-            raise DatasetError(f"{where}: node {first} has class id {int(data.y.reshape(-1)[first])}, and num_classes={declared} "
-                               f"allows 0..{declared - 1}; {label_fix}, or give the graph the right num_classes")
+            raise DatasetError(f"{where}: node {first} has class id {int(y[first])}, and num_classes={classes} allows 0..{classes - 1} "
+                               f"({count} {'node has' if count == 1 else 'nodes have'} no valid class id); {label_fix}, or give the graph "
+                               "the right num_classes")
+    if data.task != "regression" and training:
         classes = torch.unique(data.y[data.train_mask])
         if classes.numel() == 1:
             note = (f"every training node has class {int(classes[0])}: every prediction is that class, "
