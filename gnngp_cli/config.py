@@ -46,6 +46,8 @@ def check_results_file(name: str) -> None:
     if not name.endswith(".csv") or name.startswith(".") or name == "summary.csv":   # never the job's log, Hydra's files or a sweep's summary
         raise ConfigError(f"results_file={name!r} must be a .csv file name of its own (e.g. results.csv, mine.csv); "
                           "the run dir also holds the job's log and a sweep folder its summary.csv")
+    if len(os.fsencode(name)) > 200:   # 255 a file name may have, less the '.before-resume-<time>' a resume sets aside
+        raise ConfigError(f"results_file={name[:40]}... is {len(os.fsencode(name))} bytes long; give a name of at most 200 (e.g. results.csv)")
 
 
 def _choice(value: str, allowed, what: str) -> None:

@@ -42,6 +42,11 @@ def check_output_dir(argv: list[str]) -> None:
         raise SystemExit(1)
     literal = value.split("${", 1)[0] or "."
     folder = Path(literal).expanduser().absolute()
+    longest = max(folder.parts, key=lambda part: len(os.fsencode(part)))
+    if len(os.fsencode(longest)) > 255:   # NAME_MAX of every common file system; stat would raise ENAMETOOLONG
+        print(f"gnngp: error: {key}{value} has a part of {len(os.fsencode(longest))} bytes ({longest[:40]}...), above the 255 a file name "
+              f"may have; give a shorter folder name", file=sys.stderr)
+        raise SystemExit(1)
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK) or not _can_create_in(folder):
@@ -333,6 +338,15 @@ def main(argv: list[str] | None = None) -> None:
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as err:   # after BrokenPipeError, one of them
+        import errno
+
+        if err.errno != errno.ENAMETOOLONG:
+            raise
+        name = str(err.filename or "")
+        print(f"gnngp: error: a path is too long for the file system ({err.strerror}: {name[:60]}{'...' if len(name) > 60 else ''}); "
+              "give it shorter (at most 255 bytes a folder or file name)", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def _main(argv: list[str] | None) -> None:

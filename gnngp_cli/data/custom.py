@@ -14,6 +14,7 @@ No file is unpickled (``allow_pickle=False``).
 """
 from __future__ import annotations
 
+import errno
 import re
 import sys
 from dataclasses import dataclass
@@ -207,6 +208,11 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
     if not path:
         raise DatasetError("dataset=custom needs dataset.path=<dir> holding edges.csv, features.npy|npz and labels.npy|csv")
     folder = Path(path)
+    try:
+        folder.stat()
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:   # pathlib's is_file raises it (it swallows only a missing path)
+            raise DatasetError(f"dataset.path={path[:60]}... is too long a path ({err.strerror}); give the folder by a shorter path") from None
     if folder.is_file():   # the path of one of its files
         raise DatasetError(f"dataset.path={folder} is a file; give the folder that holds edges.csv, features and labels "
                            f"(dataset.path={folder.parent})")

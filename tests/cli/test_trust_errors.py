@@ -101,6 +101,29 @@ def test_read_only_output_dir_is_one_line(tmp_path):
     assert len(errors) == 1 and f"the output folder {blocker / 'out'} cannot be created" in errors[0]
 
 
+@pytest.mark.parametrize("multirun", [False, True])
+def test_an_output_folder_name_too_long_is_one_line(tmp_path, multirun):
+    long = "x" * 300   # a sweep's overrides pasted into the folder name: stat raised ENAMETOOLONG
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    out = in_process("run", *(["-m"] if multirun else []), f"{key}={tmp_path / long / 'run'}")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert len(errors) == 1 and "has a part of 300 bytes" in errors[0] and "shorter folder name" in errors[0]
+
+
+@pytest.mark.parametrize("command", ["report", "report-out", "partition"])
+def test_a_path_too_long_outside_a_run_is_one_line(tmp_path, command):
+    long = tmp_path / ("y" * 300)
+    args = {"report": ("report", str(long)), "report-out": ("report", str(tmp_path), "--out", str(long / "r")),
+            "partition": ("partition", "dataset=csbm", "dataset.num_nodes=60", f"out={long / 'p'}")}[command]
+    if command == "report-out":   # rows to report, so that the report reaches its --out
+        assert in_process("run", "dataset=csbm", "dataset.num_nodes=60", f"hydra.run.dir={tmp_path / 'run'}").returncode == 0
+    out = in_process(*args)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert len(errors) == 1 and "a path is too long for the file system" in errors[0]
+
+
 @pytest.mark.skipif(ROOT, reason="root ignores permission bits")
 def test_read_only_output_dir_by_permissions(tmp_path):
     out_dir = tmp_path / "ro"

@@ -458,3 +458,8 @@ def test_custom_path_of_a_file_names_its_folder(tmp_path):
 def test_custom_missing_folder(tmp_path):
     with pytest.raises(DatasetError, match="custom dataset folder .*nope does not exist"):
         load("custom", None, tmp_path, path=tmp_path / "nope")
+
+
+def test_custom_path_too_long_is_one_error(tmp_path):
+    with pytest.raises(DatasetError, match=r"is too long a path .* give the folder by a shorter path"):
+        load("custom", None, tmp_path, path=tmp_path / ("y" * 300))

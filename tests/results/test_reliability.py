@@ -494,6 +494,11 @@ def test_a_results_file_that_is_not_a_csv_of_its_own_is_refused(tmp_path, name):
     assert code == 1 and len(errors) == 1 and "must be a .csv file name of its own" in errors[0]
 
 
+def test_a_results_file_name_too_long_is_one_line(tmp_path):
+    code, _, _, errors = run(tmp_path, "dataset=csbm", "dataset.num_nodes=60", f"results_file={'y' * 300}.csv")
+    assert code == 1 and len(errors) == 1 and "is 304 bytes long; give a name of at most 200" in errors[0]
+
+
 @pytest.mark.parametrize("first", ["1.5,2", "1e1,2", "nan,2"])
 def test_a_first_edge_row_of_numbers_is_data_not_a_header(tmp_path, first):
     folder = write_graph(tmp_path / "g", labels=np.arange(60) % 3)
