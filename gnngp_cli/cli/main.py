@@ -157,8 +157,12 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
         return task(cfg)
     job.__module__, job.__qualname__ = task.__module__, task.__qualname__   # Hydra names the job's files after the task
 
+    sweep.RUNNING = None
     try:
         hydra.main(version_base=None, config_path=str(config_dir()), config_name=config_name)(job)()
+    except (KeyboardInterrupt, SystemExit):   # a stopped job (SystemExit) or a stop between two jobs of a sweep
+        sweep.summarise_stopped()
+        raise
     except (HydraException, OmegaConfBaseException) as err:
         if user_full_error:
             raise

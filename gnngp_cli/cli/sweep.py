@@ -28,6 +28,19 @@ class SweepOutcome:
 
 
 LAST_SWEEP: Optional[SweepOutcome] = None
+RUNNING: Optional[tuple] = None   # (the SweepSummary, the sweep's config) from its start to its end: a stopped sweep's summary
+
+
+def summarise_stopped() -> None:
+    """A sweep stopped part way (Ctrl-C, SIGTERM): write ``summary.csv`` of the jobs it ran, the
+    stopped one as its folder holds it (its finished runs, or none), as its end would have."""
+    if RUNNING is None:
+        return
+    callback, config = RUNNING
+    try:
+        callback.on_multirun_end(config)
+    except Exception as err:   # the stop's own line follows; the job folders are as they were
+        log.warning("no summary.csv of the stopped sweep: %s", err)
 
 
 def job_folders(sweep_dir: Path) -> list[Path]:
@@ -219,10 +232,14 @@ class SweepSummary(Callback):
         self._before: Optional[dict[str, Optional[int]]] = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global RUNNING
         sweep_dir = Path(config.hydra.sweep.dir)
         self._before = {job.name: _stamp(job) for job in job_folders(sweep_dir)} if sweep_dir.is_dir() else {}
+        RUNNING = (self, config)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        global RUNNING
+        RUNNING = None
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
             return

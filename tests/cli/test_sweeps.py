@@ -159,3 +159,6 @@ def test_a_sweep_stopped_in_a_later_job_names_the_jobs_before_it(tmp_path):
     assert f"in {results} (job 2 of the sweep in {tmp_path}; jobs 0-1 before it are in their folders there)" in errors[0]
     assert "run the sweep again with resume=true" in errors[0]
     assert [len(pd.read_csv(tmp_path / str(job) / "results.csv")) for job in (0, 1)] == [1, 2]
+    summary = pd.read_csv(tmp_path / "summary.csv")   # the stopped sweep's summary: its jobs as their folders hold them
+    assert summary["job"].value_counts().sort_index().tolist()[:2] == [1, 2] and set(summary["job"]) >= {0, 1, 2}
+    assert (summary[summary["job"] < 2]["status"] == "ok").all() and (summary[summary["job"] == 2]["status"] == "ok").sum() >= 1
