@@ -212,7 +212,9 @@ class Prediction:
     ``probabilities`` (``n x classes``: ``E[softmax(f / T)]`` of the latent Gaussian, as the
     run's ``nll``/``ece`` columns read them, with its fitted temperature) and ``labels`` (the
     argmax of the mean). For regression,
-    ``predictive_variance = output_scale * (variance + noise)``, the variance of a new observation."""
+    ``predictive_variance = output_scale * (variance + noise)``, the variance of a new observation.
+    ``mean`` and ``variance`` are in the run's ``dtype`` (float32 by default), ``probabilities`` and
+    ``predictive_variance`` in float64 (their sums and logarithms read small differences)."""
 
     nodes: torch.Tensor
     mean: torch.Tensor
