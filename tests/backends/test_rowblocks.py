@@ -240,6 +240,37 @@ def test_roots_folders_of_an_older_gnngp_are_one_warning_saying_how_to_remove_th
         store.close()
 
 
+def test_a_removal_cut_short_never_leaves_a_run_folder_without_its_marker(tmp_path, monkeypatch):
+    """A second signal during the clean-up stopped rmtree after it had removed owner.json: an
+    empty run-* folder was left, which every later run warned of as an older gnngp's. The folder
+    is renamed to its hidden name first and its marker removed last; an empty hidden one is
+    removed by a later run."""
+    import dask.array as da
+
+    from gnngp_cli.backends.rowblocks import root_files
+    from gnngp_cli.backends.rowblocks.root_files import OWNER, RootStore
+
+    store = RootStore(tmp_path)
+    store.written(da.ones((40, 3), chunks=(10, 3)), "a root")
+    real = root_files.shutil.rmtree
+
+    def cut_short(path, ignore_errors=False):   # the last removal stops between the marker and the folder
+        if Path(path).name.startswith(".run-"):
+            (Path(path) / OWNER).unlink()
+            raise KeyboardInterrupt
+        real(path, ignore_errors=ignore_errors)
+    monkeypatch.setattr(root_files.shutil, "rmtree", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        store.close()
+    monkeypatch.setattr(root_files.shutil, "rmtree", real)
+    assert list(tmp_path.glob("run-*")) == []
+    left = list(tmp_path.glob(".run-*.tmp"))
+    assert len(left) == 1 and list(left[0].iterdir()) == []
+    os.utime(left[0], (time.time() - 120, time.time() - 120))
+    RootStore(tmp_path).close()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_free_space_check_counts_the_last_runs_files_as_free(tmp_path):
     """A second run (the next seed) is checked after the first run's files are cleared."""
     import dask.array as da
@@ -500,6 +531,18 @@ def test_worker_memory_below_one_row_block_asks_for_smaller_blocks(cache):
         run([*common, "compute.memory_limit=40MB"])
     with pytest.raises(ResourceError, match=r"one row block of 3000 nodes needs .*; a larger compute.memory_limit \(at least"):
         run([*common, "compute.memory_limit=1MB"])      # blocks small enough would be under 1,000 rows: more memory is the fix
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("compute.memory_limit=1KB", "compute.memory_limit=1KB is below the 512 MiB a worker process needs"),
+    ("compute.workers=1000", "compute.workers=1000 starts 1000 worker processes on this machine's"),
+])
+def test_a_local_cluster_that_cannot_run_is_refused_before_a_worker_starts(tmp_path, setting, message):
+    """A trial: 1KB a worker restarted every worker forever (Dask's 95% rule); 1000 worker
+    processes on 2 cores hung starting them. Both are one line, no worker started."""
+    done = in_process("run", "kernel=gcngp_x", "dataset.num_nodes=300", "compute=dask", setting, f"hydra.run.dir={tmp_path}")
+    errors = [line for line in done.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert done.returncode == 1 and len(errors) == 1 and message in errors[0] and "Traceback" not in done.stderr
 
 
 def test_in_process_workers_below_this_process_memory_are_never_paused():

@@ -48,6 +48,25 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+MIN_WORKER_BYTES = 512 * 2**20   # a worker process holds Python, torch and Dask (about 300 MB) before any block
+WORKERS_PER_CORE = 4             # a LocalCluster of more worker processes than this a core: a mistake, not a plan
+
+
+def check_local_cluster(c: Any, memory: Any) -> None:
+    """Refuse, before any worker starts, a LocalCluster that cannot run: workers of a memory
+    limit below what a worker process takes to start (Dask restarts them over and over), or far
+    more worker processes than cores. ``memory``: the parsed limit, or ``auto``; 0 is Dask's no limit."""
+    if c.processes and memory != "auto" and 0 < int(memory) < MIN_WORKER_BYTES:
+        raise ConfigError(f"compute.memory_limit={c.memory_limit} is below the {MIN_WORKER_BYTES // 2**20} MiB a worker process needs "
+                          "(Python, torch and Dask take about 300 MB before any block, and Dask restarts a worker past 95% of its limit); "
+                          "give at least 512MiB a worker, or auto")
+    cores = usable_cores()
+    if str(c.workers) != "auto" and int(c.workers) > WORKERS_PER_CORE * cores:
+        raise ConfigError(f"compute.workers={c.workers} starts {c.workers} worker {'processes' if c.processes else 'threads'} on this machine's "
+                          f"{cores} core{'s' if cores > 1 else ''}; use at most {WORKERS_PER_CORE * cores} ({WORKERS_PER_CORE} a core), or "
+                          "auto (one a core)")
+
+
 def worker_count(c: Any) -> int:
     """``compute.workers``: a number as given; ``auto``: a LocalCluster worker per usable core
     (:func:`usable_cores`), one worker process per SLURM job."""
@@ -127,6 +146,7 @@ def _client(c: Any) -> Iterator[Any]:
         client.wait_for_workers(1, timeout=c.worker_timeout)
     else:
         memory = c.memory_limit if str(c.memory_limit) == "auto" else parse_bytes(c.memory_limit)
+        check_local_cluster(c, memory)
         with sigint_ignored_by_children(), dask.config.set(IN_PROCESS_MEMORY if not c.processes else {}):
             cluster = LocalCluster(n_workers=worker_count(c), threads_per_worker=c.threads_per_worker, memory_limit=memory,
                                    processes=c.processes, local_directory=c.spill_dir, dashboard_address=c.dashboard,

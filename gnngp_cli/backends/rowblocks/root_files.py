@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import socket
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Optional
@@ -116,6 +117,14 @@ def _marked(folder: Path) -> bool:
     return isinstance(owner, dict) and owner.get("made_by") == MARK
 
 
+def _empty_and_old(folder: Path, seconds: float = 60.0) -> bool:
+    """An empty folder untouched for ``seconds`` (a run making one writes its marker at once)."""
+    try:
+        return not any(folder.iterdir()) and time.time() - folder.stat().st_mtime > seconds
+    except OSError:
+        return False
+
+
 def sweep_dead_runs(base: Path) -> None:
     """Remove the folders under ``base`` of runs on this host whose process is gone (killed
     outright, so their own clean-up never ran), and only those: the marker must prove gnngp
@@ -127,6 +136,9 @@ def sweep_dead_runs(base: Path) -> None:
     for folder in [*base.glob("run-*"), *base.glob(".run-*.tmp")]:
         name = folder.name[1:-len(".tmp")] if folder.name.startswith(".") else folder.name
         if folder.is_symlink() or not folder.is_dir():
+            continue
+        if folder.name.startswith(".") and _empty_and_old(folder):   # a removal cut short between its marker and its folder
+            shutil.rmtree(folder, ignore_errors=True)
             continue
         pid = _proven_dead(folder, name, host)
         if pid is not None:
@@ -232,6 +244,21 @@ class RootStore:
         self.read_back.clear()
 
     def close(self) -> None:
+        """Remove the run's folder: renamed to its hidden ``.tmp`` name first, then its files, the
+        marker last, so that a stop part way (a second signal during the clean-up) never leaves a
+        ``run-*`` folder without its marker (a later run would call it an older gnngp's)."""
         self.paths.clear()
         self.read_back.clear()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        going = self.folder.parent / f".{self.folder.name}.tmp"
+        try:
+            os.rename(self.folder, going)
+        except OSError:
+            going = self.folder
+        for entry in going.iterdir() if going.is_dir() else ():
+            if entry.name == OWNER:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+        shutil.rmtree(going, ignore_errors=True)
