@@ -87,7 +87,7 @@ def write_report(folders: list[Path], out: Path, tolerance: Optional[float] = No
     if rows.empty:   # before anything is written or removed: an earlier report in out stays as it was
         where = ", ".join(str(f) for f in folders)
         what = ("no results.csv or summary.csv" if not result_files(folders)
-                else "every results file was skipped or every row malformed: the warnings above say which")
+                else "every results file was skipped, held no rows or only malformed ones: the lines above say which")
         raise DatasetError(f"no result rows under {where} ({what}); nothing written, {out} left as it was; "
                            "give the folders gnngp run wrote, e.g. outputs multirun")
     created, stage = not out.exists(), None

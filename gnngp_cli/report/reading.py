@@ -47,9 +47,15 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
         except (OSError, NotAResultsFile) as err:
             print(f"gnngp: warning: skipped {path}: {err}", file=sys.stderr)
             continue
+        if "verdict" in found.header:   # gnngp verify -m's summary: checks of kernels against networks, no result rows
+            print(f"gnngp: note: skipped {path}: a gnngp verify sweep's summary (its checks; gnngp report reads gnngp run's rows)",
+                  file=sys.stderr)
+            continue
         if found.problems:
             print(f"gnngp: warning: {path}: left out {len(found.problems)} malformed row(s) ({found.shown_problems()}); "
                   f"{len(found.rows)} good rows read", file=sys.stderr)
+        elif not found.rows:
+            print(f"gnngp: warning: {path} holds no rows (a header alone)", file=sys.stderr)
         if found.rows:
             frames.append(found.frame())
     if not frames:

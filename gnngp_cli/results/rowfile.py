@@ -153,10 +153,9 @@ def read_rows(path: Path) -> RowFile:
     if b"\x00" in raw:
         out.problems.append(f"NUL bytes from offset {raw.index(bytes(1))}")
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        out.problems.append(f"bytes that are not UTF-8 at offset {err.start}")
-        text = raw.decode("utf-8", errors="replace")
+        text, undecoded = raw.decode("utf-8"), False
+    except UnicodeDecodeError:   # the rows holding such bytes are left out, each named (the others are read)
+        text, undecoded = raw.decode("utf-8", errors="replace"), True
     if not text.strip():
         out.problems.append("it is empty")
         return out
@@ -166,11 +165,14 @@ def read_rows(path: Path) -> RowFile:
     except (StopIteration, csv.Error) as err:
         out.problems.append(f"no header ({err})")
         return out
+    if undecoded and any("\ufffd" in name for name in header):
+        out.problems.append("its header has bytes that are not UTF-8")
+        return out
     if "status" not in header or len(set(header)) != len(header):
         out.problems.append("its header is not a results header (no status column, or a column twice)")
         return out
     out.header = header
-    row_number, last_good = 1, False
+    row_number, last_good, last_bad = 1, False, False
     while True:
         try:
             record = next(records)
@@ -180,16 +182,18 @@ def read_rows(path: Path) -> RowFile:
             out.problems.append(f"row {row_number + 1}: {err}")
             break
         row_number += 1
-        last_good = False
+        last_good = last_bad = False
         if not record:
             continue
         if len(record) != len(header):
             out.problems.append(f"row {row_number}: {len(record)} fields, the header has {len(header)}")
+            last_bad = True
             continue
         row = dict(zip(header, record))
-        problem = check_row(row)
+        problem = "bytes that are not UTF-8" if undecoded and any("\ufffd" in value for value in record) else check_row(row)
         if problem:
             out.problems.append(f"row {row_number}: {problem}")
+            last_bad = True
         else:
             for column in INTEGERS.intersection(row):   # 5.0, as an older gnngp's pandas wrote it, is kept as 5
                 if "." in row[column] or "e" in row[column].lower():
@@ -199,7 +203,9 @@ def read_rows(path: Path) -> RowFile:
     if not text.endswith("\n"):   # gnngp ends every row with a line end: a last line without one was cut,
         if last_good:              # even where what is left still parses (a number cut short)
             out.rows.pop()
-        out.problems.append(f"row {row_number}: cut short (no line end)")
+            out.problems.append(f"row {row_number}: cut short (no line end)")
+        elif last_bad:             # one row, one problem: the one found, and why
+            out.problems[-1] += ", cut short (no line end)"
     return out
 
 

@@ -592,3 +592,19 @@ def test_a_preset_run_that_typed_the_presets_own_value_fills_its_cell(tmp_path):
     assert t4.loc[("Cora", "GCNGP"), "runs"] == 1 and t4.loc[("Cora", "GCNGP"), "ours_mean"] == pytest.approx(0.828)
     report = (tmp_path / "r" / "report.md").read_text()
     assert "Cora / GCNGP: 1 row with kernel.layers=3" in report and "kernel.layers=2" not in report
+
+
+def test_a_verify_sweeps_summary_is_skipped_and_a_header_alone_named(tmp_path):
+    """A trial: `gnngp report outputs multirun` called a `gnngp verify -m` summary malformed (an ok
+    row without test), and a results.csv of a header alone ended in "the warnings above say
+    which" with no warning above."""
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "summary.csv").write_text("job,status,kernel,verdict,widest_error\n0,ok,gcngp,PASS,0.01\n")
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "results.csv").write_text("status,dataset,method,test,seed\n")
+    out = in_process("report", str(tmp_path / "v"), str(tmp_path / "h"), "--out", str(tmp_path / "r"))
+    lines = out.stderr.splitlines()
+    assert out.returncode == 1 and "malformed row" not in out.stderr
+    assert lines[0].startswith("gnngp: note: skipped") and "a gnngp verify sweep's summary" in lines[0]
+    assert lines[1] == f"gnngp: warning: {tmp_path / 'h' / 'results.csv'} holds no rows (a header alone)"
+    assert "held no rows or only malformed ones: the lines above say which" in lines[2]

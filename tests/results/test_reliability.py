@@ -478,6 +478,28 @@ def test_a_processed_cache_that_cannot_be_used_is_rebuilt_with_a_warning(mirror,
     assert why in capfd.readouterr().err
 
 
+def test_a_row_with_bytes_that_are_not_utf8_is_left_out_and_the_others_read(tmp_path):
+    """A trial: the report said the row was left out, then showed it with a replacement character."""
+    path = tmp_path / "results.csv"
+    path.write_bytes(b"status,dataset,method,test,seed\nok,cora,GC\xffNGP,0.8,0\nok,cora,GCNGP,0.7,1\n")
+    found = read_rows(path)
+    assert found.problems == ["row 2: bytes that are not UTF-8"] and [r["seed"] for r in found.rows] == ["1"]
+    path.write_bytes(b"status,dat\xffaset,method,test,seed\nok,cora,GCNGP,0.8,0\n")
+    found = read_rows(path)
+    assert found.problems == ["its header has bytes that are not UTF-8"] and found.rows == []
+
+
+def test_a_last_line_cut_short_is_one_problem(tmp_path):
+    """A trial: a last row cut mid-way was two problems (its field count, then no line end)."""
+    path = tmp_path / "results.csv"
+    path.write_text("status,dataset,method,test,seed\nok,cora,GCNGP,0.8,0\nok,cora,GC")
+    found = read_rows(path)
+    assert found.problems == ["row 3: 3 fields, the header has 5, cut short (no line end)"] and len(found.rows) == 1
+    path.write_text("status,dataset,method,test,seed\nok,cora,GCNGP,0.8,0\nok,cora,GCNGP,0.7,1")   # parses, yet cut
+    found = read_rows(path)
+    assert found.problems == ["row 3: cut short (no line end)"] and len(found.rows) == 1
+
+
 def test_an_ok_row_whose_test_is_not_a_number_is_malformed_and_old_integers_are_kept_as_integers(tmp_path):
     path = tmp_path / "results.csv"
     row = "ok,cora,GCNGP,{test},5.0\n"
