@@ -231,8 +231,9 @@ def thresholds(cal: Calibration, calibration_scores: Tensor) -> Tensor:
 
 
 def _summary(name: str, per_split: Tensor) -> dict[str, float]:
+    """The mean over the splits, and their spread (none of one split: a blank cell, not 0)."""
     values = per_split.double()
-    return {name: float(values.mean()), f"{name}_std": float(values.std(unbiased=False))}
+    return {name: float(values.mean()), f"{name}_std": float(values.std(unbiased=False)) if values.numel() > 1 else math.nan}
 
 
 def prediction_sets(cal: Calibration, scores: Tensor, y: Tensor) -> dict[str, float]:
@@ -291,6 +292,12 @@ def conformal_columns(cal: Calibration, evaluation: Tensor, y: Tensor, *, probs:
     problem = _unusable(cal, evaluation, y, probs, mean, sd)
     if problem is not None:
         return {**out, "warning": f"no conformal columns: {problem}"}
+    m = calibration_size(cal, n)
+    if threshold_rank(m, cal.alpha) > m:   # the rule's answer, every class (an infinite interval), said, not silent
+        need = math.ceil(round((1 - cal.alpha) / cal.alpha, 9))
+        out["warning"] = (f"conformal.calibration={cal.calibration:g} calibrates each split on {m} of the {n} test nodes, and "
+                          f"conformal.alpha={cal.alpha:g} needs at least {need}: every set holds every class (every interval is "
+                          f"infinite); use a larger conformal.calibration or conformal.alpha")
     if probs is not None:
         scores = class_scores(cal, probs, edge_index, features)
         return {**out, **prediction_sets(cal, scores[evaluation], y[evaluation].long())}

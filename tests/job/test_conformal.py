@@ -403,3 +403,18 @@ def test_two_lines_that_would_read_the_same_show_the_setting_that_tells_them_apa
         assert sum("dtype=float64" in line for line in lines) == 1, lines   # where it tells two lines apart; the 3-layer line needs it not
     one = pd.DataFrame([row({"dtype": "float64"})])
     assert "dtype" not in table(one) and "dtype" not in conformal_table(one)   # alone, a line stays short
+
+
+def test_too_few_calibration_nodes_for_alpha_are_said_and_one_split_has_no_spread():
+    """A trial: 4 calibration nodes at alpha 0.1 gave sets of every class, silently; one split's
+    coverage_std was 0 (a spread of one value). The first is a warning naming the count needed
+    (1/alpha - 1 = 9), the second a blank cell."""
+    probs = _probs(400, 4, seed=5)
+    y = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(6)).view(-1)
+    nodes = torch.arange(400)
+    few = conformal_columns(Calibration("aps", alpha=0.1, calibration=0.02, splits=5), nodes, y, probs=probs)   # 8 a split
+    assert few["set_size"] == 4 and "on 8 of the 400 test nodes, and conformal.alpha=0.1 needs at least 9" in few["warning"]
+    enough = conformal_columns(Calibration("aps", alpha=0.1, calibration=0.0225, splits=5), nodes, y, probs=probs)   # 9 a split
+    assert "warning" not in enough and enough["set_size"] < 4
+    one = conformal_columns(Calibration("aps", alpha=0.1, splits=1), nodes, y, probs=probs)
+    assert math.isnan(one["coverage_std"]) and math.isnan(one["set_size_std"]) and 0 < one["coverage"] <= 1
