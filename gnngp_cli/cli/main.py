@@ -170,6 +170,9 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     except (ValueError, AssertionError) as err:   # Optuna's sweeper (hparams_search=...) when every trial failed: no best one
         if user_full_error:
             raise
+        if "Only one of --run, --multirun" in str(err):   # -m beside --cfg / --info / --shell-completion
+            _fail(f"-m runs a sweep, and --cfg, --info and --shell-completion show one job without running it: give one of them "
+                  f"(drop -m to see a job's config, e.g. {prog} dataset=cora --cfg job)")
         if "No trials are completed" in str(err):
             _fail("every trial of the search failed, so it has no best one; their errors are rows of each job's results.csv in the sweep folder")
         if started:

@@ -12,8 +12,10 @@ import copy
 import sys
 from typing import Any
 
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict, read_write
+from omegaconf.errors import OmegaConfBaseException
 
 
 NO_OUT = "gnngp partition needs the folder to write: out=<dir>"
@@ -105,5 +107,11 @@ class Preflight(Callback):
         tasks = []
         for index, overrides in enumerate(jobs):
             label = f"{index}: {' '.join(shown_override(o) for o in overrides)}"
-            tasks.append((label, check(loader.load_sweep_config(config, list(overrides)), label, self.command, "allow")))
+            try:
+                composed = loader.load_sweep_config(config, list(overrides))
+            except (HydraException, OmegaConfBaseException) as err:   # an unknown key: one line now (Hydra warned, then ran the jobs
+                from .messages import one_line, spellings               # before it, then failed)
+
+                _refuse(one_line(err, spellings(sys.argv[1:])), label)
+            tasks.append((label, check(composed, label, self.command, "allow")))
         unread_in_sweep(tasks, self.command)

@@ -162,3 +162,22 @@ def test_a_sweep_stopped_in_a_later_job_names_the_jobs_before_it(tmp_path):
     summary = pd.read_csv(tmp_path / "summary.csv")   # the stopped sweep's summary: its jobs as their folders hold them
     assert summary["job"].value_counts().sort_index().tolist()[:2] == [1, 2] and set(summary["job"]) >= {0, 1, 2}
     assert (summary[summary["job"] < 2]["status"] == "ok").all() and (summary[summary["job"] == 2]["status"] == "ok").sum() >= 1
+
+
+def test_a_sweep_override_that_does_not_compose_is_one_line_before_any_job(tmp_path):
+    """A trial: Hydra's warning (three lines, 'Callback Preflight.on_multirun_start raised ...')
+    came first, then the jobs before the bad one ran, then the error. A fresh process: the
+    warning reaches its stderr (in this one, pytest's capture)."""
+    message = "could not be converted to Integer"
+    out = gnngp("run", "-m", "dataset=csbm", "dataset.num_nodes=60", "kernel.layers=2,x", f"hydra.sweep.dir={tmp_path}")
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 1 and len(lines) == 1 and lines[0].startswith("gnngp: error:") and message in lines[0], out.stderr
+    assert not (tmp_path / "0").exists()
+
+
+@pytest.mark.parametrize("flag", ["--cfg", "--info"])
+def test_a_sweep_beside_cfg_or_info_is_named(tmp_path, flag):
+    """A trial: it said the overrides could not be applied, with hints on lists and fit.learn."""
+    out = in_process("run", "-m", "dataset=csbm", flag, *(["job"] if flag == "--cfg" else []), f"hydra.sweep.dir={tmp_path}")
+    errors = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 1 and len(errors) == 1 and "-m runs a sweep, and --cfg, --info" in errors[0] and "fit.learn" not in errors[0]
