@@ -76,6 +76,28 @@ HYDRA_FLAGS = frozenset({"-h", "--help", "--hydra-help", "--version", "-c", "--c
                          "--experimental-rerun", "-i", "--info"})
 
 
+VALUE_FLAGS = frozenset({"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir",
+                         "--experimental-rerun"})
+INFO_CHOICES = frozenset({"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"})
+
+
+def flags_first(argv: list[str]) -> list[str]:
+    """Hydra's flags (with their values) after the overrides: argparse takes the overrides as
+    one run of words, so ``-m dataset=a --cfg job hydra.sweep.dir=x`` left ``hydra.sweep.dir=x``
+    unrecognised (its usage, exit 2), and ``--info dataset=a`` read ``dataset=a`` as --info's choice."""
+    flags, overrides, i = [], [], 0
+    while i < len(argv):
+        arg = argv[i]
+        takes = (arg in VALUE_FLAGS or (arg in ("-i", "--info") and i + 1 < len(argv) and argv[i + 1] in INFO_CHOICES))
+        if arg.startswith("-"):
+            flags.extend(argv[i:i + 2] if takes else [arg])
+            i += 2 if takes else 1
+        else:
+            overrides.append(arg)
+            i += 1
+    return overrides + flags
+
+
 def check_flags(argv: list[str], prog: str) -> None:
     """An argument that starts with ``-`` is one of Hydra's flags, else one line (argparse would
     print its usage, nine lines, then its own error)."""
@@ -133,6 +155,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     except GnngpError as err:
         _fail(str(err))
     check_output_dir(argv)
+    argv = flags_first(argv)
     import hydra
     from hydra._internal.hydra import Hydra
     from hydra.errors import HydraException

@@ -181,3 +181,14 @@ def test_a_sweep_beside_cfg_or_info_is_named(tmp_path, flag):
     out = in_process("run", "-m", "dataset=csbm", flag, *(["job"] if flag == "--cfg" else []), f"hydra.sweep.dir={tmp_path}")
     errors = [line for line in out.stderr.splitlines() if line.strip()]
     assert out.returncode == 1 and len(errors) == 1 and "-m runs a sweep, and --cfg, --info" in errors[0] and "fit.learn" not in errors[0]
+
+
+def test_overrides_after_a_flag_are_read_as_overrides(tmp_path):
+    """A trial: argparse takes the overrides as one run of words, so an override after --cfg job
+    was 'unrecognized arguments' (its usage, exit 2), and one after --info was --info's choice."""
+    out = in_process("run", "dataset=csbm", "--cfg", "job", "kernel=gcngp_x")
+    assert out.returncode == 0 and "name: gcngp" in out.stdout and "low_rank: true" in out.stdout
+    out = in_process("run", "--info", "dataset=csbm")
+    assert out.returncode == 0 and "invalid choice" not in out.stderr
+    done = in_process("run", "dataset=csbm", "dataset.num_nodes=60", "-m", "seed=1,2", f"hydra.sweep.dir={tmp_path}")
+    assert done.returncode == 0 and (tmp_path / "1" / "results.csv").is_file()
