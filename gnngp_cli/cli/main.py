@@ -76,6 +76,42 @@ HYDRA_FLAGS = frozenset({"-h", "--help", "--hydra-help", "--version", "-c", "--c
                          "--experimental-rerun", "-i", "--info"})
 
 
+def _swept_by_preset(name: str, seen: frozenset = frozenset()) -> set[str]:
+    """The keys ``experiment=<name>`` sweeps (its ``hydra.sweeper.params``, and those of the
+    presets it builds on by its ``defaults``)."""
+    from omegaconf import OmegaConf
+
+    from ..compose import config_dir
+
+    path = Path(config_dir()) / "experiment" / f"{name}.yaml"
+    if name in seen or not path.is_file():
+        return set()
+    preset = OmegaConf.load(path)
+    keys = set(OmegaConf.select(preset, "hydra.sweeper.params") or {})
+    for parent in preset.get("defaults", []) or []:
+        if isinstance(parent, str):
+            keys |= _swept_by_preset(parent, seen | {name})
+    return keys
+
+
+def check_preset_sweep(argv: list[str], prog: str) -> None:
+    """``experiment=table4`` without ``-m`` and none of its swept keys ran one job of the
+    defaults (GCNGP on csbm), exit 0: one line asking for ``-m`` or one cell of the preset."""
+    from .tracking import MULTIRUN, SHOWN
+
+    if MULTIRUN.intersection(argv) or SHOWN.intersection(argv):
+        return
+    given = {arg.partition("=")[0].lstrip("+~") for arg in argv if "=" in arg}
+    given |= {"model" for key in ("kernel", "gnn") if key in given}
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        swept = _swept_by_preset(value) if sep and key.lstrip("+") == "experiment" else set()
+        if swept and not swept & given:
+            keys = ", ".join(sorted(swept))
+            _fail(f"experiment={value} is a sweep of many jobs (over {keys}): add -m ({prog} -m experiment={value} ...), "
+                  f"or choose one job of it by its keys (e.g. {prog} experiment={value} {sorted(swept)[0]}=...)")
+
+
 VALUE_FLAGS = frozenset({"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir",
                          "--experimental-rerun"})
 INFO_CHOICES = frozenset({"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"})
@@ -154,6 +190,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
         check_extras(argv)   # hparams_search= and logger=: a preset, with its extra installed
     except GnngpError as err:
         _fail(str(err))
+    check_preset_sweep(argv, prog)
     check_output_dir(argv)
     argv = flags_first(argv)
     import hydra

@@ -192,3 +192,14 @@ def test_overrides_after_a_flag_are_read_as_overrides(tmp_path):
     assert out.returncode == 0 and "invalid choice" not in out.stderr
     done = in_process("run", "dataset=csbm", "dataset.num_nodes=60", "-m", "seed=1,2", f"hydra.sweep.dir={tmp_path}")
     assert done.returncode == 0 and (tmp_path / "1" / "results.csv").is_file()
+
+
+def test_a_sweep_preset_without_m_or_any_of_its_keys_is_one_line(tmp_path):
+    """A trial: `gnngp run experiment=table4` ran one job of the defaults (GCNGP on csbm), exit 0.
+    One job of the preset, chosen by one of its swept keys, still runs without -m."""
+    out = in_process("run", "experiment=table4", f"hydra.run.dir={tmp_path / 'a'}")
+    errors = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 1 and len(errors) == 1 and "experiment=table4 is a sweep of many jobs (over dataset, model): add -m" in errors[0]
+    assert not (tmp_path / "a").exists()
+    assert in_process("run", "experiment=table4", "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp",
+                      f"hydra.run.dir={tmp_path / 'b'}").returncode == 0
