@@ -271,7 +271,9 @@ def method_overrides(overrides: Sequence[str]) -> list[str]:
     if "kernel" in chosen and chosen.get("gnn", "none") != "none":
         raise ConfigError("both kernel and gnn are set; choose one: kernel=<name> for a GP or gnn=<name> for a GNN")
     if sum(1 for o in out if o.partition("=")[0] == "model") > 1:
-        raise ConfigError("the method is chosen twice (model=, kernel= or gnn=); choose one")
+        given = [o for o in overrides if o.partition("=")[0] in ("model", "kernel", "gnn") and o != "gnn=none"]
+        raise ConfigError(f"the method is chosen twice ({' and '.join(given)}); keep one (a sweep of both: gnngp run -m "
+                          f"{given[0].partition('=')[0]}={','.join(g.partition('=')[2] for g in given)})")
     return out
 
 

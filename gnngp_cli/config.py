@@ -50,9 +50,13 @@ def check_results_file(name: str) -> None:
         raise ConfigError(f"results_file={name[:40]}... is {len(os.fsencode(name))} bytes long; give a name of at most 200 (e.g. results.csv)")
 
 
+SYNONYMS = {"gpu": "cuda", "cuda:0": "cuda", "double": "float64", "float": "float32", "single": "float32", "fp64": "float64", "fp32": "float32"}
+
+
 def _choice(value: str, allowed, what: str) -> None:
     if value not in allowed:
-        close = difflib.get_close_matches(str(value), list(allowed), n=1) or difflib.get_close_matches(str(value).lower(), list(allowed), n=1)
+        close = ([SYNONYMS[str(value).lower()]] if SYNONYMS.get(str(value).lower()) in allowed else
+                 difflib.get_close_matches(str(value), list(allowed), n=1) or difflib.get_close_matches(str(value).lower(), list(allowed), n=1))
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise ConfigError(f"{what}={value!r} is not valid{hint}; use one of {', '.join(allowed)}")
 
@@ -431,7 +435,7 @@ def _validate_uncertainty(cfg: Any) -> None:
         raise ConfigError("protocol=structural_shift draws its own split from the graph's PageRank, so splits=all would run the same split "
                           "again and again; drop splits=all and sweep seeds instead (seed=0,1,2,3,4)")
     if not 0 < p.share < 1:
-        raise ConfigError(f"protocol.share={p.share} must be between 0 and 1 (e.g. 0.5)")
+        raise ConfigError(f"protocol.share={p.share} must be above 0 and below 1 (e.g. 0.5)")
     if not p.strength > 0:
         raise ConfigError(f"protocol.strength={p.strength} must be positive (e.g. 1.0: noise of each feature's std)")
     if p.left_out is not None and p.left_out < 1:

@@ -68,11 +68,11 @@ def check_values(c) -> None:
             raise ConfigError(f"conformal.{key}={value} must be an integer from {low:,} to {high:,} ({example})")
 
     if not 0 < finite("alpha") < 1:
-        raise ConfigError(f"conformal.alpha={c.alpha} must be between 0 and 1 (e.g. 0.1: sets that hold the label 90% of the time)")
+        raise ConfigError(f"conformal.alpha={c.alpha} must be above 0 and below 1 (e.g. 0.1: sets that hold the label 90% of the time)")
     whole("splits", 1, SPLITS_MAX, "e.g. 100, or 1,000 for a mean with a third of the Monte-Carlo error")
     whole("seed", 0, SEED_MAX, "e.g. 0")
     if not 0 < finite("calibration") < 1:
-        raise ConfigError(f"conformal.calibration={c.calibration} must be between 0 and 1 (the share of test nodes to calibrate on, e.g. 0.5)")
+        raise ConfigError(f"conformal.calibration={c.calibration} must be above 0 and below 1 (the share of test nodes to calibrate on, e.g. 0.5)")
     if finite("penalty") < 0:
         raise ConfigError(f"conformal.penalty={c.penalty} must be at least 0 (e.g. 0.01)")
     whole("kreg", 0, COUNT_MAX, "e.g. 1")

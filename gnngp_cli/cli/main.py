@@ -112,6 +112,17 @@ def check_preset_sweep(argv: list[str], prog: str) -> None:
                   f"or choose one job of it by its keys (e.g. {prog} experiment={value} {sorted(swept)[0]}=...)")
 
 
+PARTITION_HELP = """gnngp partition: write a dataset's graph once as row blocks (its features, graph and row order in
+files), for compute=dask runs that read them with compute.shards=<dir>. It starts no workers.
+
+  gnngp partition dataset=reddit out=shards/reddit                       blocks of 100,000 nodes
+  gnngp partition dataset=reddit out=shards/reddit partition.rows=50000 data.order=rcm
+
+Keys: out=<dir> (required: the folder to write), partition.rows (nodes per block; auto: 100,000),
+the graph's keys (dataset=<name>, dataset.*, data.*, experiment.stand_in, max_memory_gb); every
+other key set away from its default is refused. gnngp run dataset=<name> --help lists the
+dataset's keys; docs/dask.md says more."""
+
 VALUE_FLAGS = frozenset({"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir",
                          "--experimental-rerun"})
 INFO_CHOICES = frozenset({"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"})
@@ -140,8 +151,11 @@ def check_flags(argv: list[str], prog: str) -> None:
     for i, arg in enumerate(argv):
         key, eq, value = arg.partition("=")
         if arg.startswith("-") and key not in HYDRA_FLAGS:
-            _fail(f"{arg!r} is not an option of {prog}; give overrides as key=value, and flags from {prog} --help "
-                  "(-m for a sweep, --cfg job for the composed config)")
+            word = key.lstrip("-")
+            given = value if eq else (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-") and "=" not in argv[i + 1] else "")
+            hint = f" (did you mean {word}={given or '...'}?)" if key.startswith("--") and word.replace("_", "").replace(".", "").isalnum() else ""
+            flags = "" if prog == "gnngp partition" else " (-m for a sweep, --cfg job for the composed config)"
+            _fail(f"{arg!r} is not an option of {prog}; give overrides as key=value{hint}, and flags from {prog} --help{flags}")
         if key in ("-c", "--cfg"):
             shown = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
             if shown not in ("job", "hydra", "all"):
@@ -179,6 +193,9 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
         argv = method_overrides(argv)
     except GnngpError as err:
         _fail(str(err))
+    if ("--help" in argv or "-h" in argv) and prog == "gnngp partition":   # Hydra's would print gnngp run's header
+        print(PARTITION_HELP)
+        return
     if ("--help" in argv or "-h" in argv) and prog in ("gnngp run", "gnngp verify"):
         from .help import run_help
 

@@ -88,6 +88,11 @@ def check_group_choices(overrides: Sequence[str]) -> None:
         valid = [*group_options(key), *sorted({p.stem for folder in folders for p in (folder / key).glob("*.yaml")})]
         for choice in _sweep_values(value):
             if choice not in valid:
+                other = {"kernel": "gnn", "gnn": "kernel"}.get(key)
+                if other is not None and choice in group_options(other):   # gnn=gcngp: a kernel's name, given as a GNN's
+                    what = "a GP kernel" if other == "kernel" else "a GNN"
+                    raise ConfigError(f"{key}={choice}: {choice} is {what}; did you mean {other}={choice}? ({key}= takes "
+                                      f"{'GNNs' if key == 'gnn' else 'GP kernels'}: {', '.join(sorted(valid)[:12])}{', ...' if len(valid) > 12 else ''})")
                 raise ConfigError(_unknown(f"{key}={choice}", closest(choice, valid), f"{key}={{name}}", valid))
 
 
@@ -216,6 +221,9 @@ def _user_key(full_key: str, spelled: dict[str, str]) -> str:
     return spelled.get(head, head) + dot + rest
 
 
+HYDRA_PATHS = frozenset({"hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.job.chdir", "hydra.job.name"})
+
+
 def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> str:
     """A Hydra or OmegaConf composition error as one line: what is wrong, and the fix."""
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
@@ -231,6 +239,9 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         elsewhere = placed_elsewhere(leaf, parent)
         # this section's near key, first when it only adds or drops an ending (verify.seed: verify.seeds), else only when no other fits
         first = near is not None and (near.startswith(leaf) or leaf.startswith(near))
+        dotted = full_key.replace("_", ".", 1).replace("sweepdir", "sweep.dir").replace("rundir", "run.dir")
+        if dotted in HYDRA_PATHS and dotted != full_key:   # hydra.sweep_dir: Hydra's folder keys are two levels deep
+            near, first, elsewhere = None, False, [dotted]
         guesses = ([(parent + "." if parent else "") + near] if near and (first or not elsewhere) else [])
         guesses += other_methods_with(leaf, parent) + elsewhere   # kernel.alpha: GCNII's own key before likelihood.alpha
         where = f" of {parent}" if parent else ""
@@ -273,6 +284,24 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         options = [line.strip() for line in listed.splitlines() if line.strip()]
         if options:
             return _unknown(f"{group}={name}", closest(name, options), f"{group}={{name}}", options)
+    ambiguous = re.match(r"Ambiguous value for argument '([^']+)'", text)
+    if ambiguous is not None:   # a comma list without -m: Hydra's three numbered options, in its own words (model=, --multirun)
+        from ..compose import shown_override
+
+        typed = shown_override(ambiguous.group(1))
+        key, _, value = typed.partition("=")
+        listed = "" if key in ONE_OPTION_GROUPS or "/" in key else f"; a key that takes a list takes it in brackets ({key}=[{value}])"
+        return f"{typed} lists several values: a sweep of them needs -m (gnngp run -m {typed} ...){listed}"
+    parsing = re.match(r"Error parsing override '([^']*)' (.*?) See https://hydra\.cc\S* for details", text)
+    if parsing is not None:   # Hydra's grammar error: the override as typed, and the form it takes
+        typed, why = parsing.groups()
+        if "=" not in typed:
+            key = re.split(r"[:\s]", typed, maxsplit=1)[0]
+            return (f"{typed!r} is not an override: give key=value, e.g. {key}=<value> (gnngp run dataset=cora; "
+                    f"a key's values: gnngp run --help)")
+        key, _, value = typed.partition("=")
+        why = why.split(" expecting ", 1)[0]
+        return f"{typed} cannot be read ({why}): a value is a word or a number, or a list in brackets ({key}=[10,20])"
     text = text.replace("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.", "").strip()
     if isinstance(cause, OmegaConfBaseException):
         text += " " + str(cause).splitlines()[0]

@@ -107,7 +107,8 @@ def summary_line(row: Mapping) -> str:
     stages = f"{row['kernel_seconds']:.2f} s kernel + {row['inference_seconds']:.2f} s inference on {row['device']}"
     fitted = [key[len("fitted_"):] for key in row if key.startswith("fitted_") and not _missing(row[key])]
     if row.get("fit") == "mll" and fitted:   # the values the run used are the fitted ones: each said once, and the fit's time
-        used = ", ".join(f"{name} {_number(row['nugget'] if name == 'nugget' else row['fitted_' + name])}" for name in fitted)
+        used = ", ".join(f"nugget {_number(row['nugget'])} (times K's mean diagonal)" if name == "nugget"   # the mll line said the absolute
+                         else f"{name} {_number(row['fitted_' + name])}" for name in fitted)
         return head + f"; fitted by mll and used: {used}) in {float(row.get('fit_seconds') or 0.0):.2f} s fit + {stages}"
     if not _missing(row.get("time")):   # inference.time: the training time replaces the nugget
         return head + f", training time {row['time']:.3g}) in {stages}"

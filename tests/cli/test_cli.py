@@ -157,6 +157,19 @@ def test_verify_prints_error_by_width(tmp_path):
         (["kernel=gcngp_x", "landmarks.count=100", "landmarks.fraction=5"], "gnngp: error: landmarks.fraction=5.0 has no effect on this run "
                                                                             "(kernel=gcngp_x): it is read only by low-rank kernels (kernel=<name>_x) without landmarks.count; drop it"),
         (["dataset=cora", "splits=all"], "gnngp: error: splits=all needs a dataset with numbered fixed splits (chameleon"),
+        # a fifth newcomer's trial: Hydra's words, or a suggestion that pointed the wrong way
+        (["kernel=gcngp,gcngp_x"], "gnngp: error: kernel=gcngp,gcngp_x lists several values: a sweep of them needs -m (gnngp run -m kernel=gcngp,gcngp_x ...)"),
+        (["seed=1,2"], "gnngp: error: seed=1,2 lists several values: a sweep of them needs -m (gnngp run -m seed=1,2 ...); a key that takes a list"),
+        (["dataset", "cora"], "gnngp: error: 'dataset' is not an override: give key=value, e.g. dataset=<value>"),
+        (["active.budgets=(10,20)"], "gnngp: error: active.budgets=(10,20) cannot be read (extraneous input '('): a value is a word or a number, or a "
+                                     "list in brackets (active.budgets=[10,20])"),
+        (["gnn=gcngp"], "gnngp: error: gnn=gcngp: gcngp is a GP kernel; did you mean kernel=gcngp?"),
+        (["kernel=gcn"], "gnngp: error: kernel=gcn: gcn is a GNN; did you mean gnn=gcn?"),
+        (["device=gpu"], "gnngp: error: device='gpu' is not valid (did you mean 'cuda'?)"),
+        (["hydra.sweep_dir=x"], "gnngp: error: unknown key hydra.sweep_dir; did you mean hydra.sweep.dir?"),
+        (["kernel=gcngp", "kernel=rbf_x"], "gnngp: error: the method is chosen twice (kernel=gcngp and kernel=rbf_x); keep one"),
+        (["protocol=feature_shift", "protocol.share=0"], "gnngp: error: protocol.share=0.0 must be above 0 and below 1"),
+        (["--dataset=cora"], "gnngp: error: '--dataset=cora' is not an option of gnngp run; give overrides as key=value (did you mean dataset=cora?)"),
     ],
 )
 def test_every_config_mistake_is_one_line_with_the_closest_name(tmp_path, args, message):
@@ -312,3 +325,11 @@ def test_a_folder_with_an_empty_part_is_refused_not_made(tmp_path):
 def test_depth_is_named_as_typed():
     out = in_process("run", "depth=-1")
     assert out.returncode == 1 and "gnngp: error: depth=-1 must be from 1 to 10,000" in out.stderr
+
+
+def test_partition_help_is_its_own():
+    """A trial: gnngp partition --help printed gnngp run's header and examples."""
+    out = in_process("partition", "--help")
+    assert out.returncode == 0 and out.stdout.startswith("gnngp partition:") and "out=<dir>" in out.stdout and "gnngp run:" not in out.stdout
+    wrong = in_process("partition", "dataset=cora", "--out", "x")
+    assert wrong.returncode == 1 and "did you mean out=x?" in wrong.stderr and "-m for a sweep" not in wrong.stderr

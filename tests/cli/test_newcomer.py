@@ -19,7 +19,7 @@ def test_the_fit_mll_line_gives_the_fit_time_and_each_used_value_once():
     row = mll_row(nugget=0.00377, output_scale=12.79, sigma_w=0.8672)
     line = summary_line(row)
     assert "in 56.59 s fit + 2.29 s kernel + 1.71 s inference on cpu" in line, line
-    assert "fitted by mll and used: nugget 0.2014, output_scale 12.79, sigma_w 0.8672" in line, line
+    assert "fitted by mll and used: nugget 0.2014 (times K's mean diagonal), output_scale 12.79, sigma_w 0.8672" in line, line
     assert "0.00377" not in line and "sigma_w 1" not in line     # neither the absolute nugget nor the configured start
 
 

@@ -224,7 +224,7 @@ def test_conformal_on_dask_gives_the_local_columns(cache):
 
 @pytest.mark.parametrize("args, words", [
     ([*CSBM, "kernel=gcngp", "conformal=apss"], "did you mean conformal=aps?"),
-    ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.alpha=1.5"], "conformal.alpha=1.5 must be between 0 and 1"),
+    ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.alpha=1.5"], "conformal.alpha=1.5 must be above 0 and below 1"),
     ([*CSBM, "kernel=gcngp", "conformal=aps", "conformal.splits=0"], "conformal.splits=0"),
     ([*CSBM, "kernel=gcngp", "conformal=snaps", "conformal.xi=0.8", "conformal.mu=0.5"], "xi + mu at most 1"),
     ([*CSBM, "kernel=gcngp", "conformal=daps", "conformal.neighbours=2"], "conformal.neighbours=2.0 is a weight: give a value in [0, 1]"),
@@ -280,12 +280,12 @@ def test_the_report_never_averages_runs_of_different_conformal_settings():
 # --- an adversarial pass (issue 50): malformed and extreme values, one line or a warning -----
 
 @pytest.mark.parametrize("settings, words", [
-    ({"alpha": 0.0}, "conformal.alpha=0.0 must be between 0 and 1"),
-    ({"alpha": 1.0}, "conformal.alpha=1.0 must be between 0 and 1"),
-    ({"alpha": -0.1}, "conformal.alpha=-0.1 must be between 0 and 1"),
+    ({"alpha": 0.0}, "conformal.alpha=0.0 must be above 0 and below 1"),
+    ({"alpha": 1.0}, "conformal.alpha=1.0 must be above 0 and below 1"),
+    ({"alpha": -0.1}, "conformal.alpha=-0.1 must be above 0 and below 1"),
     ({"alpha": math.nan}, "conformal.alpha=nan is not a finite number"),
     ({"alpha": math.inf}, "conformal.alpha=inf is not a finite number"),
-    ({"calibration": 1.0}, "conformal.calibration=1.0 must be between 0 and 1"),
+    ({"calibration": 1.0}, "conformal.calibration=1.0 must be above 0 and below 1"),
     ({"calibration": math.nan}, "conformal.calibration=nan is not a finite number"),
     ({"splits": 0}, "conformal.splits=0 must be an integer from 1"),
     ({"splits": 2.5}, "conformal.splits=2.5 must be an integer from 1"),
@@ -306,9 +306,9 @@ def test_a_calibration_made_in_python_checks_its_values_in_one_line(settings, wo
 
 
 @pytest.mark.parametrize("override, words", [
-    ("conformal.alpha=0", "conformal.alpha=0.0 must be between 0 and 1"), ("conformal.alpha=1", "conformal.alpha=1.0 must be between 0 and 1"),
-    ("conformal.alpha=-0.5", "conformal.alpha=-0.5 must be between 0 and 1"), ("conformal.alpha=nan", "conformal.alpha=nan is not a finite number"),
-    ("conformal.calibration=1", "conformal.calibration=1.0 must be between 0 and 1"), ("conformal.kreg=-1", "conformal.kreg=-1 must be an integer"),
+    ("conformal.alpha=0", "conformal.alpha=0.0 must be above 0 and below 1"), ("conformal.alpha=1", "conformal.alpha=1.0 must be above 0 and below 1"),
+    ("conformal.alpha=-0.5", "conformal.alpha=-0.5 must be above 0 and below 1"), ("conformal.alpha=nan", "conformal.alpha=nan is not a finite number"),
+    ("conformal.calibration=1", "conformal.calibration=1.0 must be above 0 and below 1"), ("conformal.kreg=-1", "conformal.kreg=-1 must be an integer"),
 ])
 def test_extreme_conformal_values_are_one_line_before_any_work(override, words):
     from gnngp_cli.config import parse
