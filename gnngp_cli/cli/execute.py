@@ -173,7 +173,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
                 log.info("resume: %s already has results; skipping this job (every run is there; %s)", results, resume.why)
                 return resume.kept.frame().to_dict("records")
             kept = resume.kept.frame().to_dict("records")
-            log.info("resume: %s holds %d finished runs (%s); running the %s", results, len(resume.done), resume.why,
+            log.info("resume: %s holds %d finished run%s (%s); running the %s", results, len(resume.done), "" if len(resume.done) == 1 else "s", resume.why,
                      f"{missing} missing" if missing is not None else "missing ones")
         elif os.path.lexists(results):  # an earlier attempt: keep its rows aside, out of the summary
             (log.warning if resume.distrusted else log.info)("resume: %s: %s; running it again (earlier rows kept in %s)", results,

@@ -589,7 +589,7 @@ def test_a_stop_midway_through_a_selection_keeps_whole_runs_and_resume_runs_the_
     resume = ("run", *ACTIVE_RUNS, f"data.root={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", "resume=true")
     again = in_process(*resume)
     assert again.returncode == 0, again.stderr
-    assert "holds 1 finished runs" in again.stderr + again.stdout
+    assert "holds 1 finished run " in again.stderr + again.stdout
     table = pd.read_csv(results)
     _whole_runs(table, 2)
     assert table.iloc[:2].equals(kept)   # the kept rows, untouched
