@@ -213,7 +213,7 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
     except KeyboardInterrupt as err:   # Ctrl-C, or SIGTERM (Stopped): the finished runs are on disk
         name, status = stop_signal(err)
         earlier = ""   # a sweep's job: the jobs numbered before it have folders (and rows) of their own, which this job's line would not say
-        if multirun and out_dir.name.isdigit() and int(out_dir.name) > 0:
+        if multirun and out_dir.name.isdigit() and int(out_dir.name) > 0 and _jobs_in_turn():
             number = int(out_dir.name)
             earlier = (f" (job {number} of the sweep in {out_dir.parent}; job{'s 0-' if number > 1 else ' '}{number - 1} before it "
                        f"{'are' if number > 1 else 'is'} in {'their folders' if number > 1 else 'its folder'} there)")
@@ -250,3 +250,14 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         if not multirun:
             raise SystemExit(1)
     return rows
+
+
+def _jobs_in_turn() -> bool:
+    """Whether the sweep's launcher runs its jobs one after another (Hydra's basic launcher): then
+    the jobs numbered before a stopped one are finished; joblib's run beside it, stopped too."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return "BasicLauncher" in str(HydraConfig.get().launcher.get("_target_", ""))
+    except Exception:  # noqa: BLE001 - no Hydra config (a job run from Python): say nothing of other jobs
+        return False

@@ -110,9 +110,16 @@ def own_runs(rows: pd.DataFrame) -> list[RunsTable]:
     fresh = pd.Series([key not in done for key in zip(rows["dataset"], rows["method"], rows["group"])], index=rows.index)
     errors_only = rows[(rows["status"] != "ok") & fresh]
     if len(errors_only):
+        def settings(group) -> str:   # what sets these runs apart from an ok line of the same dataset and method
+            try:
+                values = json.loads(group) if isinstance(group, str) else {}
+            except ValueError:
+                values = {}
+            return _label(values, sorted(values)) if isinstance(values, dict) else "defaults"
+
         frame = pd.DataFrame([{"dataset": display(str(d)) if isinstance(d, str) else "?", "method": m if isinstance(m, str) else "?",
-                               "errors": len(g), "last error": str(g["error"].iloc[-1])[:160]}
-                              for (d, m), g in errors_only.groupby(["dataset", "method"], dropna=False, sort=True)])
+                               "settings": settings(group), "errors": len(g), "last error": str(g["error"].iloc[-1])}   # whole: its fix ends it
+                              for (d, m, group), g in errors_only.groupby(["dataset", "method", "group"], dropna=False, sort=True)])
         tables.append(RunsTable("failed runs", "no result", frame, {}))
     return tables
 

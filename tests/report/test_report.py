@@ -608,3 +608,17 @@ def test_a_verify_sweeps_summary_is_skipped_and_a_header_alone_named(tmp_path):
     assert lines[0].startswith("gnngp: note: skipped") and "a gnngp verify sweep's summary" in lines[0]
     assert lines[1] == f"gnngp: warning: {tmp_path / 'h' / 'results.csv'} holds no rows (a header alone)"
     assert "held no rows or only malformed ones: the lines above say which" in lines[2]
+
+
+def test_a_failed_run_is_listed_with_its_settings_and_its_whole_error(tmp_path):
+    """A trial: a failure of the default budgets was listed beside the ok rows of other budgets
+    with nothing telling them apart, its error cut mid-sentence before its fix."""
+    error = "ConfigError: active.budgets=[10, 20, 40, 80, 160]: the budget 160 is above the pool of 60 nodes (every node of csbm " \
+            "but its test nodes); use budgets of at most 60"
+    runs = results(tmp_path, [
+        row("cora", "GCNGP", 0.8, experiment="", task="classification", metric="accuracy", overrides=typed("dataset=cora", "model=gcngp", "nugget.num=5")),
+        {**row("cora", "GCNGP", float("nan"), experiment="", task="classification", metric="accuracy", overrides=typed("dataset=cora", "model=gcngp")),
+         "status": "error", "error": error}])
+    write_report([runs], tmp_path / "r")
+    failed = (tmp_path / "r" / "report.md").read_text().split("### failed runs", 1)[1]
+    assert "| dataset | method | settings | errors | last error |" in failed and error in failed
