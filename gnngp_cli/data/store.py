@@ -199,6 +199,8 @@ class DataStore:
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         if not self.mirror:
             fix = f"set data.mirror=<dir> (or {MIRROR_ENV}) to a folder with {name}/..., or go online"
+        elif not (self.mirror / name).is_dir() and self.mirror.name == name:   # data.mirror=.../Cora: the dataset's folder itself
+            fix = f"data.mirror={self.mirror} is the {name}/ folder itself; give the folder that holds it: data.mirror={self.mirror.parent}"
         elif not (self.mirror / name).is_dir():
             fix = (f"the mirror {self.mirror} has no {name}/ folder: add it there, set data.mirror=<dir> (or {MIRROR_ENV}) "
                    f"to a folder that has it, or go online")

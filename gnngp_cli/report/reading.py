@@ -57,7 +57,7 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
         elif not found.rows:
             print(f"gnngp: warning: {path} holds no rows (a header alone)", file=sys.stderr)
         if found.rows:
-            frames.append(found.frame())
+            frames.append(found.frame().assign(_file=str(path)))
     if not frames:
         return pd.DataFrame(columns=[*KEY, "status", "test", "val", "timestamp", "differs", "off_preset", "experiment", "task", "metric", "error"])
     rows = pd.concat(frames, ignore_index=True)
@@ -73,9 +73,32 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     rows["seed"] = pd.to_numeric(rows["seed"], errors="coerce").fillna(-1)
     rows = annotate(rows.drop(columns=["settings"]))
     rows = rows.sort_values("timestamp", na_position="first", kind="stable")
-    ok = rows[rows["status"] == "ok"].drop_duplicates(subset=KEY, keep="last")
+    ok = rows[rows["status"] == "ok"]
+    _warn_of_copies_that_differ(ok)
+    ok = ok.drop_duplicates(subset=KEY, keep="last")
     errors = rows[rows["status"] != "ok"].drop_duplicates(subset=["dataset", "method", "layers", "group"], keep="last")
-    return pd.concat([ok, errors], ignore_index=True)
+    return pd.concat([ok, errors], ignore_index=True).drop(columns="_file")
+
+
+def _warn_of_copies_that_differ(ok: pd.DataFrame) -> None:
+    """A row of the same key and timestamp in two files is a copy; a copy whose numbers differ
+    was edited, and which one the report keeps (the file read last) is the order of the folders
+    given: say so, once, naming the first such row and both files."""
+    same = ok[ok.duplicated(subset=[*KEY, "timestamp"], keep=False)]
+    if same.empty:
+        return
+    tests = pd.to_numeric(same["test"], errors="coerce")
+    differs = same.assign(_test=tests).groupby([*KEY, "timestamp"], dropna=False)["_test"].transform(lambda t: t.nunique(dropna=False) > 1)
+    clashes = same[differs.astype(bool)]
+    if clashes.empty:
+        return
+    first = clashes.groupby([*KEY, "timestamp"], dropna=False, sort=False)
+    count = first.ngroups
+    _, group = next(iter(first))
+    shown = "; ".join(f"{t} in {f}" for t, f in zip(group["test"], group["_file"]))
+    print(f"gnngp: warning: {count} result row(s) appear in two files with the same timestamp and a different test value (first: "
+          f"{group['dataset'].iloc[0]} / {group['method'].iloc[0]} seed {group['seed'].iloc[0]}: {shown}); the file read last is kept, "
+          "so the order of the folders decides: remove the copy you do not mean", file=sys.stderr)
 
 
 def default_depth(rows: pd.DataFrame) -> pd.DataFrame:

@@ -108,6 +108,9 @@ def test_a_mirror_without_the_dataset_is_named_as_what_to_fix(mirror, tmp_path):
         with pytest.raises(DatasetError) as err:
             load("cora", folder, tmp_path / "cache", download=False)
         assert fix in str(err.value) and "to a folder that has" in str(err.value), str(err.value)
+    with pytest.raises(DatasetError, match=rf"data.mirror={re.escape(str(partial / 'Cora'))} is the Cora/ folder itself; give the folder "
+                                           rf"that holds it: data.mirror={re.escape(str(partial))}$"):   # a newcomer's trial
+        load("cora", partial / "Cora", tmp_path / "cache", download=False)
 
 
 def test_unknown_dataset_suggests_the_close_name(tmp_path):

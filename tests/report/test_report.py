@@ -622,3 +622,15 @@ def test_a_failed_run_is_listed_with_its_settings_and_its_whole_error(tmp_path):
     write_report([runs], tmp_path / "r")
     failed = (tmp_path / "r" / "report.md").read_text().split("### failed runs", 1)[1]
     assert "| dataset | method | settings | errors | last error |" in failed and error in failed
+
+
+def test_copies_of_a_row_that_differ_are_a_warning_naming_both_files(tmp_path):
+    """A trial: a copy of a sweep with one test value edited, given after or before the original,
+    changed the report silently (the file read last wins)."""
+    one = row("cora", "GCNGP", 0.828)
+    first, second = results(tmp_path / "a", [one]), results(tmp_path / "b", [{**one, "test": 0.75}])
+    out = in_process("report", str(first), str(second), "--out", str(tmp_path / "r"))
+    warned = [line for line in out.stderr.splitlines() if "appear in two files" in line]
+    assert out.returncode == 0 and len(warned) == 1 and "cora / GCNGP seed 0: 0.828 in" in warned[0] and "0.75 in" in warned[0]
+    same = in_process("report", str(first), str(results(tmp_path / "c", [one])), "--out", str(tmp_path / "r2"))
+    assert same.returncode == 0 and "appear in two files" not in same.stderr   # a copy of equal numbers is no news
