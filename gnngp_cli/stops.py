@@ -43,6 +43,11 @@ def stop_signal(err: KeyboardInterrupt) -> tuple[str, int]:
     return "Ctrl-C", 128 + signal.SIGINT
 
 
+def stopping() -> bool:
+    """Whether a first stop (Ctrl-C, SIGTERM) has come and its clean-up runs."""
+    return _STATE.first is not None
+
+
 def signal_name(signum: int) -> str:
     return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 

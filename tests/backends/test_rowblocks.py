@@ -718,3 +718,39 @@ def test_a_root_written_twice_is_read_back_both_times(tmp_path):
     assert store.written(first, "again") is first
     np.testing.assert_array_equal(first.compute(), np.arange(40.0).reshape(20, 2) * 2.0)
     store.close()
+
+
+def test_a_stop_while_the_cluster_starts_adds_no_traceback_after_its_line(monkeypatch):
+    """A trial: SIGTERM while the workers started printed, after the stop's line, Dask's failed
+    broadcasts, asyncio's 'Future exception was never retrieved' and distributed's exit hook's
+    AssertionError (Status.init). After a stop those loggers are silent, and a cluster stopped
+    while it started is not closed again at exit."""
+    import atexit
+    import logging
+    from types import SimpleNamespace
+
+    import distributed
+
+    from gnngp_cli import stops
+    from gnngp_cli.backends.rowblocks import cluster
+
+    record = logging.LogRecord("distributed.scheduler", logging.ERROR, __file__, 1, "broadcast failed", None, None)
+    assert cluster._silent_after_stop(record)   # no stop: Dask's errors are shown
+    unregistered = []
+    monkeypatch.setattr(atexit, "unregister", unregistered.append)
+
+    def stopped_start(*args, **kwargs):
+        stops._STATE.first = signal.SIGTERM   # the stop's handler ran while the workers started
+        raise KeyboardInterrupt
+    monkeypatch.setattr(distributed, "LocalCluster", stopped_start)
+    c = SimpleNamespace(address=None, backend="dask", memory_limit="auto", processes=True, workers=1, threads_per_worker=1,
+                        spill_dir=None, dashboard=":0")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with cluster.dask_client(c):
+                pass
+        assert not cluster._silent_after_stop(record)
+        assert [f.__name__ for f in unregistered] == ["close_clusters"]
+        assert all(cluster._silent_after_stop in logging.getLogger(name).filters for name in cluster.QUIET_AFTER_STOP)
+    finally:
+        stops._STATE.first = None

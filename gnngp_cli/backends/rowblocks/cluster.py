@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 from ...errors import ComputeError, ConfigError
-from ...stops import signal_handled
+from ...stops import signal_handled, stopping
 
 try:  # the dask extra; without it compute=dask stops with its own one line before a client exists
     from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPlugin
@@ -112,7 +112,20 @@ def _unset_future_race(record: logging.LogRecord) -> bool:
     makes the cancel it schedules raise ``NameError`` on the loop's thread, which tornado logs with a
     traceback; the stop itself goes on as it should, so the record is only noise on the console."""
     error = record.exc_info[1] if record.exc_info else None
+    if stopping() and type(error).__name__ in ("CommClosedError", "StreamClosedError"):   # a stop closed the comms as they spoke:
+        return False                                                                      # the stop's own line says what was kept
     return not (isinstance(error, NameError) and "'future'" in str(error))
+
+
+QUIET_AFTER_STOP = ("distributed.scheduler", "distributed.nanny", "distributed.core", "distributed.worker", "distributed.client",
+                    "distributed.comm.tcp", "asyncio")
+
+
+def _silent_after_stop(record: logging.LogRecord) -> bool:
+    """False, once a stop (Ctrl-C, SIGTERM) has come, for Dask's and asyncio's records of comms
+    closed under them (a broadcast that failed, a future never retrieved, a worker restarted): the
+    stop's own line says what was kept, and these followed it with tracebacks."""
+    return not stopping()
 
 
 # Workers that are threads of this process (compute.processes=false) share its memory, which Dask
@@ -131,6 +144,9 @@ def _client(c: Any) -> Iterator[Any]:
     tornado = logging.getLogger("tornado.application")
     if _unset_future_race not in tornado.filters:
         tornado.addFilter(_unset_future_race)
+    for name in QUIET_AFTER_STOP:   # a logger's filter sees only its own records: each one that speaks as a stop closes the comms
+        if _silent_after_stop not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(_silent_after_stop)
     cluster = None
     if c.address:
         try:
@@ -147,10 +163,19 @@ def _client(c: Any) -> Iterator[Any]:
     else:
         memory = c.memory_limit if str(c.memory_limit) == "auto" else parse_bytes(c.memory_limit)
         check_local_cluster(c, memory)
-        with sigint_ignored_by_children(), dask.config.set(IN_PROCESS_MEMORY if not c.processes else {}):
-            cluster = LocalCluster(n_workers=worker_count(c), threads_per_worker=c.threads_per_worker, memory_limit=memory,
-                                   processes=c.processes, local_directory=c.spill_dir, dashboard_address=c.dashboard,
-                                   silence_logs=logging.WARNING)
+        try:
+            with sigint_ignored_by_children(), dask.config.set(IN_PROCESS_MEMORY if not c.processes else {}):
+                cluster = LocalCluster(n_workers=worker_count(c), threads_per_worker=c.threads_per_worker, memory_limit=memory,
+                                       processes=c.processes, local_directory=c.spill_dir, dashboard_address=c.dashboard,
+                                       silence_logs=logging.WARNING)
+        except BaseException:
+            if stopping():   # stopped while the cluster started: distributed's exit hook would close a cluster that never
+                import atexit  # finished starting (AssertionError: Status.init); the stop ends this process's own children
+
+                from distributed.deploy.spec import close_clusters
+
+                atexit.unregister(close_clusters)
+            raise
         client = Client(cluster)
     quiet_task_failures()            # threads of this process
     try:
