@@ -184,6 +184,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     from .messages import check_group_choices, one_line, spell_methods_in_logs, spellings
     from ..compose import method_overrides
     from ..errors import GnngpError
+    from .preflight import JobDoesNotCompose
     from .watchdog import mark_launcher
 
     spelled = spellings(argv)
@@ -237,6 +238,8 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     sweep.RUNNING = None
     try:
         hydra.main(version_base=None, config_path=str(config_dir()), config_name=config_name)(job)()
+    except JobDoesNotCompose as err:   # before any job: the job's overrides, and why
+        _fail(f"{one_line(err.error, spelled)} (sweep job {err.job})")
     except (KeyboardInterrupt, SystemExit):   # a stopped job (SystemExit) or a stop between two jobs of a sweep
         sweep.summarise_stopped()
         raise

@@ -21,6 +21,15 @@ from omegaconf.errors import OmegaConfBaseException
 NO_OUT = "gnngp partition needs the folder to write: out=<dir>"
 
 
+class JobDoesNotCompose(BaseException):
+    """A sweep job whose overrides do not compose (the command line says it in one line). Not an
+    ``Exception``: Hydra's callbacks turn those into warnings and go on."""
+
+    def __init__(self, error: BaseException, job: str) -> None:
+        super().__init__(str(error))
+        self.error, self.job = error, job
+
+
 def _refuse(message: str, job: str = "") -> None:
     where = f" (sweep job {job})" if job[:1].isdigit() else f" ({job})" if job else ""
     print(f"gnngp: error: {message}{where}", file=sys.stderr)
@@ -110,8 +119,6 @@ class Preflight(Callback):
             try:
                 composed = loader.load_sweep_config(config, list(overrides))
             except (HydraException, OmegaConfBaseException) as err:   # an unknown key: one line now (Hydra warned, then ran the jobs
-                from .messages import one_line, spellings               # before it, then failed)
-
-                _refuse(one_line(err, spellings(sys.argv[1:])), label)
+                raise JobDoesNotCompose(err, label) from None           # before it, then failed)
             tasks.append((label, check(composed, label, self.command, "allow")))
         unread_in_sweep(tasks, self.command)
