@@ -38,7 +38,7 @@ def summarise_stopped() -> None:
         return
     callback, config = RUNNING
     try:
-        callback.on_multirun_end(config)
+        callback.on_multirun_end(config, stopped=True)
     except Exception as err:   # the stop's own line follows; the job folders are as they were
         log.warning("no summary.csv of the stopped sweep: %s", err)
 
@@ -153,7 +153,8 @@ def swept_values(overrides: dict[str, str], keys_given: Sequence[str] = ()) -> d
     declared = {shown_override(f"{key}={value}").partition("=")[0] for key, value in
                 ((k.lstrip("+~"), v) for k, _, v in (str(x).partition("=") for x in keys_given))}
     varied = {key for key in keys if key in declared or len({items.get(key) for items in parsed.values()}) > 1}
-    return {job: " ".join(o for key, o in sorted(items.items()) if key in varied or len(parsed) == 1) for job, items in parsed.items()}
+    alone = len(parsed) == 1 and not declared   # a sweep of one job, and no key declared swept: its overrides
+    return {job: " ".join(o for key, o in sorted(items.items()) if key in varied or alone) for job, items in parsed.items()}
 
 
 def swept_keys(config: DictConfig) -> list[str]:
@@ -237,7 +238,10 @@ class SweepSummary(Callback):
         self._before = {job.name: _stamp(job) for job in job_folders(sweep_dir)} if sweep_dir.is_dir() else {}
         RUNNING = (self, config)
 
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+    def on_multirun_end(self, config: DictConfig, stopped: bool = False, **kwargs: Any) -> None:
+        """``stopped``: the sweep was stopped part way (:func:`summarise_stopped`): a resumed
+        sweep's jobs not reached yet are its own (their folders hold what resume keeps), and a
+        stop before any job of it finished a run leaves an earlier ``summary.csv`` as it was."""
         global RUNNING
         RUNNING = None
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -246,11 +250,15 @@ class SweepSummary(Callback):
         from ..results.rowfile import to_frame, to_text   # here, not at the top: Hydra imports this callback for every command
 
         ours, others = [], []
+        resumed = stopped and bool(config.get("resume", False))
         for job in job_folders(sweep_dir):   # a folder this sweep launched was written anew (or is new)
-            if self._before is None or self._before.get(job.name, _UNSEEN) != _stamp(job):
+            if resumed or self._before is None or self._before.get(job.name, _UNSEEN) != _stamp(job):
                 ours.append(job)
             else:
                 others.append(job.name)
+        if stopped and not any((job / config.get("results_file", "results.csv")).is_file() or (job / "verify.csv").is_file() for job in ours):
+            log.info("summary: no job of the stopped sweep had written a result; %s left as it was", sweep_dir / "summary.csv")
+            return
         if others:
             log.info("summary: %d job folder%s of an earlier sweep in %s (job %s) left out: this sweep did not run %s",
                      len(others), "s" if len(others) > 1 else "", sweep_dir, ", ".join(others[:10]) + (", ..." if len(others) > 10 else ""),
@@ -259,11 +267,14 @@ class SweepSummary(Callback):
             header, rows = collect_checks(sweep_dir, swept_keys(config), jobs=ours)
         else:
             header, rows = collect(sweep_dir, config.get("results_file", "results.csv"), swept_keys(config), jobs=ours)
+        if stopped:   # a job the stop reached before its first run finished: said so, not "did not finish"
+            rows = [{**row, "error": "stopped before a run of it finished; resume=true runs it"}
+                    if row.get("status") == "error" and str(row.get("error", "")).startswith("no results (") else row for row in rows]
         path = sweep_dir / "summary.csv"
         atomic_write(path, lambda f: f.write(to_text(header, rows)))   # a reader never sees half a summary
         summary = to_frame(header, rows)
-        failed = int((summary.get("status") != "ok").sum()) if len(summary) else 0
-        log.info("sweep summary (%d rows, %d failed): %s\n%s", len(summary), failed, path, console_table(summary))
+        failed = int((summary["status"] != "ok").sum()) if len(summary) else 0
+        log.info("sweep summary (%d rows, %d failed): %s\n%s", len(summary), failed, path, console_table(summary) if len(summary) else "")
         best = best_trial(sweep_dir, {str(row["job"]): str(row.get("swept") or "") for row in rows})
         if best:
             log.info("search summary: %s", best)

@@ -203,3 +203,30 @@ def test_a_sweep_preset_without_m_or_any_of_its_keys_is_one_line(tmp_path):
     assert not (tmp_path / "a").exists()
     assert in_process("run", "experiment=table4", "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp",
                       f"hydra.run.dir={tmp_path / 'b'}").returncode == 0
+
+
+def test_a_stopped_resume_keeps_the_whole_sweep_in_its_summary(tmp_path):
+    """A trial: a resumed sweep stopped in its first job wrote a summary of that job alone (the
+    jobs not reached were called an earlier sweep's), or of none (a header alone). A stopped
+    resume summarises every job folder; a stop before any job wrote a result leaves the summary."""
+    from omegaconf import OmegaConf
+
+    from gnngp_cli.cli import sweep
+
+    assert in_process("run", "-m", "dataset=csbm", "dataset.num_nodes=60", "seed=1,2,3", f"hydra.sweep.dir={tmp_path}").returncode == 0
+    whole = pd.read_csv(tmp_path / "summary.csv")
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "overrides": {"task": ["seed=1,2,3"]}, "sweeper": {}},
+                               "resume": True, "results_file": "results.csv"})
+    callback = sweep.SweepSummary()
+    callback.on_multirun_start(config)   # as the resumed sweep starts: every folder is there already
+    callback.on_multirun_end(config, stopped=True)
+    again = pd.read_csv(tmp_path / "summary.csv")
+    assert again["job"].tolist() == whole["job"].tolist() == [0, 1, 2] and again["swept"].tolist() == ["seed=1", "seed=2", "seed=3"]
+    fresh = tmp_path / "other"
+    (fresh / "0" / ".hydra").mkdir(parents=True)   # a job launched, stopped before writing
+    (fresh / "summary.csv").write_text("job,swept,status\n0,seed=1,ok\n")
+    config.hydra.sweep.dir, config.resume = str(fresh), False
+    callback = sweep.SweepSummary()
+    callback._before = {}
+    callback.on_multirun_end(config, stopped=True)
+    assert (fresh / "summary.csv").read_text() == "job,swept,status\n0,seed=1,ok\n"
