@@ -201,6 +201,8 @@ def test_a_sweep_preset_without_m_or_any_of_its_keys_is_one_line(tmp_path):
     errors = [line for line in out.stderr.splitlines() if line.strip()]
     assert out.returncode == 1 and len(errors) == 1 and "experiment=table4 is a sweep of many jobs (over dataset, model): add -m" in errors[0]
     assert not (tmp_path / "a").exists()
+    half = in_process("run", "experiment=table4", "kernel=gcngp", f"hydra.run.dir={tmp_path / 'h'}")   # the dataset left to csbm's default
+    assert half.returncode == 1 and "giving each of its keys one value" in half.stderr
     assert in_process("run", "experiment=table4", "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp",
                       f"hydra.run.dir={tmp_path / 'b'}").returncode == 0
 
