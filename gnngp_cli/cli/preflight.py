@@ -21,6 +21,27 @@ from omegaconf.errors import OmegaConfBaseException
 NO_OUT = "gnngp partition needs the folder to write: out=<dir>"
 
 
+def out_folder_problem(out: str) -> str:
+    """Why ``out`` cannot be the folder ``gnngp partition`` writes ('' when it can be): a file, a
+    link that loops, a name or a path too long for the file system."""
+    import os
+    from pathlib import Path
+
+    path = Path(out).expanduser()
+    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+    if longest > 255:
+        return f"has a part of {longest} bytes, above the 255 a file name may have; give a shorter folder name"
+    if len(os.fsencode(str(path.absolute()))) > 4095:
+        return "is a path longer than the 4,096 bytes the file system takes; give a shorter one"
+    try:
+        path.resolve(strict=False)
+    except (RuntimeError, OSError) as err:   # a symbolic link that loops
+        return f"cannot be followed ({getattr(err, 'strerror', None) or err}); give a folder, not a link that loops"
+    if path.exists() and not path.is_dir():
+        return "is a file, not a folder; give the folder to write the row blocks into (a new one, or one gnngp partition wrote)"
+    return ""
+
+
 class JobDoesNotCompose(BaseException):
     """A sweep job whose overrides do not compose (the command line says it in one line). Not an
     ``Exception``: Hydra's callbacks turn those into warnings and go on."""
@@ -99,6 +120,10 @@ class Preflight(Callback):
         task = check(config, command=self.command)
         if self.command == "partition" and not task.partition.get("out"):   # before Hydra makes the run's folder
             _refuse(NO_OUT)
+        if self.command == "partition":
+            problem = out_folder_problem(str(task.partition.out))
+            if problem:
+                _refuse(f"out={task.partition.out} {problem}")
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from hydra.core.global_hydra import GlobalHydra

@@ -111,7 +111,7 @@ def test_an_output_folder_name_too_long_is_one_line(tmp_path, multirun):
     assert len(errors) == 1 and "has a part of 300 bytes" in errors[0] and "shorter folder name" in errors[0]
 
 
-@pytest.mark.parametrize("command", ["report", "report-out", "partition"])
+@pytest.mark.parametrize("command", ["report", "report-out"])
 def test_a_path_too_long_outside_a_run_is_one_line(tmp_path, command):
     long = tmp_path / ("y" * 300)
     args = {"report": ("report", str(long)), "report-out": ("report", str(tmp_path), "--out", str(long / "r")),
@@ -122,6 +122,19 @@ def test_a_path_too_long_outside_a_run_is_one_line(tmp_path, command):
     assert out.returncode == 1 and "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert len(errors) == 1 and "a path is too long for the file system" in errors[0]
+
+
+@pytest.mark.parametrize("out, message", [("afile", "is a file, not a folder"), ("loop", "cannot be followed"),
+                                          ("y" * 300 + "/p", "has a part of 300 bytes")])
+def test_partition_out_that_cannot_be_a_folder_is_one_line_before_any_work(tmp_path, out, message):
+    """A trial: out=<a file> and out=<a link that loops> were tracebacks from deep in the writer,
+    and a name too long printed Hydra's 'Error executing job' first and left a folder made."""
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    done = in_process("partition", "dataset=csbm", "dataset.num_nodes=60", f"out={tmp_path / out}", cwd=tmp_path)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 1 and len(lines) == 1 and message in lines[0], done.stderr
+    assert (tmp_path / "afile").read_text() == "mine" and not (tmp_path / "outputs").exists()
 
 
 @pytest.mark.skipif(ROOT, reason="root ignores permission bits")
