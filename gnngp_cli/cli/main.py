@@ -47,6 +47,10 @@ def check_output_dir(argv: list[str]) -> None:
         print(f"gnngp: error: {key}{value} has a part of {len(os.fsencode(longest))} bytes ({longest[:40]}...), above the 255 a file name "
               f"may have; give a shorter folder name", file=sys.stderr)
         raise SystemExit(1)
+    if len(os.fsencode(str(folder))) > 4000:   # PATH_MAX 4,096, less the job's own files in it
+        print(f"gnngp: error: {key}{value[:40]}... is a path of {len(os.fsencode(str(folder))):,} bytes, above the 4,096 the file system takes "
+              f"(less room for the job's files); give a shorter one", file=sys.stderr)
+        raise SystemExit(1)
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK) or not _can_create_in(folder):
@@ -158,10 +162,13 @@ def check_flags(argv: list[str], prog: str) -> None:
             hint = f" (did you mean {word}={given or '...'}?)" if key.startswith("--") and word.replace("_", "").replace(".", "").isalnum() else ""
             flags = "" if prog == "gnngp partition" else " (-m for a sweep, --cfg job for the composed config)"
             _fail(f"{arg!r} is not an option of {prog}; give overrides as key=value{hint}, and flags from {prog} --help{flags}")
+        if key in ("-sc", "--shell-completion"):   # Hydra's script completes a program of one word: `gnngp run` is two
+            _fail(f"{key}: Hydra's shell completion completes a program named by one word, and {prog} is two, so it would complete "
+                  f"nothing; {prog} --help lists the groups, their options and every key")
         if key in ("-c", "--cfg"):
             shown = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
             if shown not in ("job", "hydra", "all"):
-                _fail(f"{key} {shown} is not a choice: {key} job shows the run's config (hydra: Hydra's own, all: both)")
+                _fail(f"{key} {shown or '(no value)'} is not a choice: {key} job shows the run's config (hydra: Hydra's own, all: both)")
         if eq and not key.startswith("~") and (value == "~" or value.startswith("~/")):   # the shell expands ~ only at a word's start
             _fail(f"{arg}: the shell expands ~ only at the start of a word, so {value} reached gnngp as typed; give the whole path, "
                   f"e.g. {key}=$HOME{value[1:]}")
@@ -419,7 +426,8 @@ def main(argv: list[str] | None = None) -> None:
             _main(argv)
     except KeyboardInterrupt as err:   # a stop outside a job (a job says what it kept itself): imports, composition, between sweep jobs
         name, status = stop_signal(err)
-        print(f"gnngp: error: stopped by {name}; rows already written are kept (a sweep's finished jobs in their folders)", file=sys.stderr)
+        where = " (a sweep's finished jobs in their folders)" if "-m" in (argv or sys.argv) or "--multirun" in (argv or sys.argv) else ""
+        print(f"gnngp: error: stopped by {name}; rows already written are kept{where}", file=sys.stderr)
         raise SystemExit(status) from None
     except BrokenPipeError:
         # the reader went away (`gnngp run --help | head`): not an error of ours. Point stdout at
@@ -434,7 +442,7 @@ def main(argv: list[str] | None = None) -> None:
             raise
         name = str(err.filename or "")
         print(f"gnngp: error: a path is too long for the file system ({err.strerror}: {name[:60]}{'...' if len(name) > 60 else ''}); "
-              "give it shorter (at most 255 bytes a folder or file name)", file=sys.stderr)
+              "give it shorter (at most 255 bytes a folder or file name, 4,096 the whole path)", file=sys.stderr)
         raise SystemExit(1) from None
 
 

@@ -292,6 +292,14 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         key, _, value = typed.partition("=")
         listed = "" if key in ONE_OPTION_GROUPS or "/" in key else f"; a key that takes a list takes it in brackets ({key}=[{value}])"
         return f"{typed} lists several values: a sweep of them needs -m (gnngp run -m {typed} ...){listed}"
+    lexer = re.match(r"LexerNoViableAltException: (\S+?)=(\S*)", text)
+    if lexer is not None:   # a character Hydra's grammar takes only in quotes (non-ASCII, some punctuation)
+        key, value = lexer.groups()
+        return (f"{key}={value} has a character an override takes only in quotes: write {key}='{value}' "
+                f"(in a shell: \"{key}='{value}'\")")
+    needs_m = re.match(r"Sweep parameters '([^']+)' requires --multirun", text)
+    if needs_m is not None:   # range(...), choice(...), glob(...) without -m
+        return f"{needs_m.group(1)} is a sweep: add -m (gnngp run -m {needs_m.group(1)} ...)"
     parsing = re.match(r"Error parsing override '([^']*)' (.*?) See https://hydra\.cc\S* for details", text)
     if parsing is not None:   # Hydra's grammar error: the override as typed, and the form it takes
         typed, why = parsing.groups()

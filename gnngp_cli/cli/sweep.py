@@ -274,7 +274,8 @@ class SweepSummary(Callback):
         atomic_write(path, lambda f: f.write(to_text(header, rows)))   # a reader never sees half a summary
         summary = to_frame(header, rows)
         failed = int((summary["status"] != "ok").sum()) if len(summary) else 0
-        log.info("sweep summary (%d rows, %d failed): %s\n%s", len(summary), failed, path, console_table(summary) if len(summary) else "")
+        log.info("sweep summary (%d row%s, %d failed): %s\n%s", len(summary), "" if len(summary) == 1 else "s", failed, path,
+                 console_table(summary) if len(summary) else "")
         best = best_trial(sweep_dir, {str(row["job"]): str(row.get("swept") or "") for row in rows})
         if best:
             log.info("search summary: %s", best)

@@ -53,7 +53,7 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
             continue
         if found.problems:
             print(f"gnngp: warning: {path}: left out {len(found.problems)} malformed row(s) ({found.shown_problems()}); "
-                  f"{len(found.rows)} good rows read", file=sys.stderr)
+                  f"{len(found.rows)} good row{'' if len(found.rows) == 1 else 's'} read", file=sys.stderr)
         elif not found.rows:
             print(f"gnngp: warning: {path} holds no rows (a header alone)", file=sys.stderr)
         if found.rows:
@@ -96,7 +96,7 @@ def _warn_of_copies_that_differ(ok: pd.DataFrame) -> None:
     count = first.ngroups
     _, group = next(iter(first))
     shown = "; ".join(f"{t} in {f}" for t, f in zip(group["test"], group["_file"]))
-    print(f"gnngp: warning: {count} result row(s) appear in two files with the same timestamp and a different test value (first: "
+    print(f"gnngp: warning: {count} result row(s) appear in more than one file with the same timestamp and a different test value (first: "
           f"{group['dataset'].iloc[0]} / {group['method'].iloc[0]} seed {group['seed'].iloc[0]}: {shown}); the file read last is kept, "
           "so the order of the folders decides: remove the copy you do not mean", file=sys.stderr)
 

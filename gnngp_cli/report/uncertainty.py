@@ -104,11 +104,29 @@ def conformal_table(rows: pd.DataFrame) -> str:
         return ""
     head = ["dataset", "protocol", "method", "likelihood / probabilities", "score", "alpha", "settings", "runs", "test", *CONFORMAL]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    trivial = 0
     for (dataset, protocol, method, how, score, alpha, settings, _), group in found.groupby(keys, sort=True):
+        few = any("needs at least" in str(w) for w in _warnings(group))   # too few calibration nodes for alpha: every class
+        trivial += few
         cells = [display(dataset), protocol, method, how or "-", str(score), f"{float(alpha):g}", settings or "-", str(len(group)),
                  _cell(group["test"]), *[_cell(group[c]) if c in group.columns else "-" for c in CONFORMAL]]
+        cells[0] += " (*)" if few else ""
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    note = ("\n(*) too few calibration nodes for alpha (fewer than 1/alpha - 1 a split): every set holds every class, every "
+            "interval is infinite; a larger conformal.calibration or alpha gives sets that mean something\n") if trivial else ""
+    return "\n".join(lines) + "\n" + note
+
+
+def _warnings(group: pd.DataFrame) -> list[str]:
+    """The warnings the rows' ``extra`` holds (a run's conformal warning among them)."""
+    out = []
+    for extra in group.get("extra", pd.Series(dtype=object)):
+        try:
+            found = json.loads(extra).get("warnings", []) if isinstance(extra, str) else []
+        except (ValueError, AttributeError):
+            found = []
+        out += [str(w) for w in found] if isinstance(found, list) else []
+    return out
 
 
 def _bins(group: pd.DataFrame) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:

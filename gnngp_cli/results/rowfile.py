@@ -152,6 +152,8 @@ def read_rows(path: Path) -> RowFile:
     out = RowFile(path)
     if b"\x00" in raw:
         out.problems.append(f"NUL bytes from offset {raw.index(bytes(1))}")
+    if raw.startswith(b"\xef\xbb\xbf"):   # a byte-order mark, as a spreadsheet saving UTF-8 writes one
+        raw = raw[3:]
     try:
         text, undecoded = raw.decode("utf-8"), False
     except UnicodeDecodeError:   # the rows holding such bytes are left out, each named (the others are read)
@@ -203,7 +205,7 @@ def read_rows(path: Path) -> RowFile:
     if not text.endswith("\n"):   # gnngp ends every row with a line end: a last line without one was cut,
         if last_good:              # even where what is left still parses (a number cut short)
             out.rows.pop()
-            out.problems.append(f"row {row_number}: cut short (no line end)")
+            out.problems.append(f"row {row_number}: cut short (no line end; a file edited by hand ends its last row with a line break)")
         elif last_bad:             # one row, one problem: the one found, and why
             out.problems[-1] += ", cut short (no line end)"
     return out

@@ -170,6 +170,10 @@ def test_verify_prints_error_by_width(tmp_path):
         (["kernel=gcngp", "kernel=rbf_x"], "gnngp: error: the method is chosen twice (kernel=gcngp and kernel=rbf_x); keep one"),
         (["protocol=feature_shift", "protocol.share=0"], "gnngp: error: protocol.share=0.0 must be above 0 and below 1"),
         (["--dataset=cora"], "gnngp: error: '--dataset=cora' is not an option of gnngp run; give overrides as key=value (did you mean dataset=cora?)"),
+        (["hydra.run.dir=o/\u65e5\u672c"], "gnngp: error: hydra.run.dir=o/\u65e5\u672c has a character an override takes only in quotes: "
+                                             "write hydra.run.dir='o/\u65e5\u672c'"),
+        (["dataset.num_nodes=range(200,400,100)"], "gnngp: error: dataset.num_nodes=range(200,400,100) is a sweep: add -m"),
+        (["-sc", "install=bash"], "gnngp: error: -sc: Hydra's shell completion completes a program named by one word"),
     ],
 )
 def test_every_config_mistake_is_one_line_with_the_closest_name(tmp_path, args, message):

@@ -67,7 +67,7 @@ def test_a_sweep_of_other_settings_into_a_used_folder_summarises_its_own_rows_on
     sweep(tmp_path, "kernel=gcngp", "seed=0,1")
     summary, out = sweep(tmp_path, "kernel=gcngp_x", "seed=0")
     assert summary["method"].tolist() == ["GCNGP-X"] and summary["job"].tolist() == [0]
-    assert "sweep summary (1 rows, 0 failed)" in out.stderr + out.stdout
+    assert "sweep summary (1 row, 0 failed)" in out.stderr + out.stdout
     assert "holds 1 row of an earlier job with other overrides, left out" in out.stderr + out.stdout
     assert len(pd.read_csv(tmp_path / "0" / "results.csv")) == 2   # the file keeps both: nothing is lost
     # a job that does not read a key of the sweep records its rows without it (.hydra/overrides.yaml has it): still its rows

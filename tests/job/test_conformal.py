@@ -262,7 +262,11 @@ def test_the_report_tables_the_conformal_columns_of_the_runs():
     text = conformal_table(rows)
     lines = [line for line in text.splitlines() if line.startswith("| Cora")]
     assert len(lines) == 1 and "| daps | 0.1 | - | 2 |" in lines[0] and "0.910 +- 0.014" in lines[0] and "1.600 +- 0.141" in lines[0]
-    assert conformal_table(rows[rows["conformal"] == ""]) == ""
+    assert conformal_table(rows[rows["conformal"] == ""]) == "" and "(*)" not in text
+    few = rows.assign(extra=json.dumps({"warnings": ["conformal.calibration=0.5 calibrates each split on 4 of the 8 test nodes, and "
+                                                     "conformal.alpha=0.1 needs at least 9: every set holds every class"]}))
+    marked = conformal_table(few)   # a trial: the report showed sets of every class without a word
+    assert "| Cora (*) |" in marked and "(*) too few calibration nodes for alpha" in marked
 
 
 def test_the_report_never_averages_runs_of_different_conformal_settings():
