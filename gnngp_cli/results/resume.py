@@ -5,7 +5,8 @@ Every result row records the job's overrides (``overrides``: a JSON list, sorted
 A job writes each run's row as the run finishes, so a job that was stopped (Ctrl-C, SIGTERM, a
 lost node) keeps its finished runs. With ``resume=true``:
 
-- a results file whose rows are all ``ok``, all written with the overrides the job has now,
+- a results file whose rows are all ``ok``, all written with the overrides the job has now
+  (or with those and fewer ``runs``: run ``r``'s seed is ``seed + r`` whatever ``runs`` says),
   keeps them, and the job runs only the runs that are missing (none: the job is skipped);
 - a file with a failed row, rows of other settings, malformed rows, or an active run's learning
   curve cut short (rows of some of its budgets only: a process killed between its rows, which
@@ -89,7 +90,7 @@ def resume_state(results: Path, overrides: Sequence[str], every_split: bool, bud
         return Resume("its results do not record their settings (written by an older gnngp)")
     current = job_overrides(overrides)
     recorded = {row.get("overrides", "") for row in rows}
-    if recorded != {current}:
+    if recorded != {current} and not all(more_runs_of(before, current) for before in recorded):
         before = sorted(recorded - {current})[0]
         return Resume(f"its settings changed (was {_show(before)}, now {_show(current)})")
     try:
@@ -104,7 +105,34 @@ def resume_state(results: Path, overrides: Sequence[str], every_split: bool, bud
     cut = next(((key, curve) for key, curve in curves.items() if curve != planned), None)
     if cut is not None:
         return Resume(f"its run {cut[0][1]} holds the budgets {cut[1]}, not {planned} (a learning curve cut short)")
-    return Resume("its rows were computed with the same overrides", set(keys), max(counts) if counts else None, kept=found)
+    why = "its rows were computed with the same overrides" + ("" if recorded == {current} else " and fewer runs")
+    return Resume(why, set(keys), max(counts) if counts else None, kept=found)
+
+
+def _runs_and_rest(recorded: str) -> tuple[Optional[int], list[str]]:
+    """A row's recorded overrides (a JSON list) as its ``runs`` (1 when not set; ``None`` when
+    not a number) and the others."""
+    try:
+        items = [str(o) for o in json.loads(recorded)] if recorded else []
+    except ValueError:
+        return None, [recorded]
+    runs = [o.partition("=")[2] for o in items if o.lstrip("+~").partition("=")[0] == "runs"]
+    rest = [o for o in items if o.lstrip("+~").partition("=")[0] != "runs"]
+    try:
+        return (int(runs[-1]) if runs else 1), rest
+    except ValueError:
+        return None, rest
+
+
+def more_runs_of(before: str, now: str) -> bool:
+    """Whether overrides ``now`` are ``before`` with as many runs or more (``runs=3`` then
+    ``runs=5``): run ``r`` has seed ``seed + r`` whatever ``runs`` says, so the rows of the runs
+    ``before`` ran are the first rows of ``now``'s, and resume runs only the ones added."""
+    if before == now:
+        return True
+    runs_before, rest_before = _runs_and_rest(before)
+    runs_now, rest_now = _runs_and_rest(now)
+    return runs_before is not None and runs_now is not None and rest_before == rest_now and runs_before <= runs_now
 
 
 def set_aside(results: Path) -> Path:

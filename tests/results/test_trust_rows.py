@@ -204,3 +204,20 @@ def test_a_read_only_results_file_in_a_sweep_is_a_failed_job(tmp_path):
         assert (summary[summary["job"] == 0]["status"] == "ok").all()
     finally:
         (tmp_path / "1" / "results.csv").chmod(0o644)
+
+
+def test_resume_with_more_runs_keeps_the_runs_done_and_runs_the_added_ones(tmp_path):
+    """A trial: runs=3 then runs=5 resume=true ran all five again ("its settings changed"). Run r's
+    seed is seed + r whatever runs says: the first three are kept, runs 3 and 4 run, and the
+    sweep's summary lists all five; fewer runs than before is a change of settings, as it was."""
+    common = ("run", "-m", "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp", f"hydra.sweep.dir={tmp_path}")
+    assert in_process(*common, "runs=3").returncode == 0
+    first = pd.read_csv(tmp_path / "0" / "results.csv")
+    out = in_process(*common, "runs=5", "resume=true")
+    log = (tmp_path / "0" / "gnngp.log").read_text()
+    assert out.returncode == 0 and "holds 3 finished runs (its rows were computed with the same overrides and fewer runs); running the 2 missing" in log
+    after = pd.read_csv(tmp_path / "0" / "results.csv")
+    assert after["run"].tolist() == [0, 1, 2, 3, 4] and after["timestamp"].tolist()[:3] == first["timestamp"].tolist()
+    assert pd.read_csv(tmp_path / "summary.csv")["run"].tolist() == [0, 1, 2, 3, 4]
+    fewer = in_process(*common, "runs=2", "resume=true")
+    assert fewer.returncode == 0 and "its settings changed" in (tmp_path / "0" / "gnngp.log").read_text()
