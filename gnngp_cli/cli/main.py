@@ -27,6 +27,8 @@ def check_output_dir(argv: list[str]) -> None:
     ``outputs``/``multirun`` in the working directory) must be a writable folder."""
     import os
 
+    from .preflight import path_too_long
+
     if any(a in ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc") for a in argv):
         return   # nothing is written
     multirun = "-m" in argv or "--multirun" in argv
@@ -42,14 +44,10 @@ def check_output_dir(argv: list[str]) -> None:
         raise SystemExit(1)
     literal = value.split("${", 1)[0] or "."
     folder = Path(literal).expanduser().absolute()
-    longest = max(folder.parts, key=lambda part: len(os.fsencode(part)))
-    if len(os.fsencode(longest)) > 255:   # NAME_MAX of every common file system; stat would raise ENAMETOOLONG
-        print(f"gnngp: error: {key}{value} has a part of {len(os.fsencode(longest))} bytes ({longest[:40]}...), above the 255 a file name "
-              f"may have; give a shorter folder name", file=sys.stderr)
-        raise SystemExit(1)
-    if len(os.fsencode(str(folder))) > 4000:   # PATH_MAX 4,096, less the job's own files in it
-        print(f"gnngp: error: {key}{value[:40]}... is a path of {len(os.fsencode(str(folder))):,} bytes, above the 4,096 the file system takes "
-              f"(less room for the job's files); give a shorter one", file=sys.stderr)
+    too_long = path_too_long(folder, room=95)   # the job's own files go in it
+    if too_long:
+        shown = value if len(value) <= 80 else value[:40] + "..."
+        print(f"gnngp: error: {key}{shown} {too_long}", file=sys.stderr)
         raise SystemExit(1)
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from pathlib import Path
 from typing import Any
 
 from hydra.errors import HydraException
@@ -21,18 +22,31 @@ from omegaconf.errors import OmegaConfBaseException
 NO_OUT = "gnngp partition needs the folder to write: out=<dir>"
 
 
+def path_too_long(path: Path, room: int = 0) -> str:
+    """Why ``path`` is too long for the file system ('' when it is not): a part above the 255
+    bytes of a file name (stat raises ENAMETOOLONG), or the whole above 4,096 less ``room``
+    (the bytes of the files a job writes in it)."""
+    import os
+
+    path = Path(path).expanduser().absolute()
+    longest = max(path.parts, key=lambda part: len(os.fsencode(part)))
+    if len(os.fsencode(longest)) > 255:
+        return (f"has a part of {len(os.fsencode(longest))} bytes ({longest[:40]}...), above the 255 a file name may have; "
+                "give a shorter folder name")
+    total = len(os.fsencode(str(path)))
+    if total > 4095 - room:
+        files = " (less room for the files written in it)" if room else ""
+        return f"is a path of {total:,} bytes, above the 4,096 the file system takes{files}; give a shorter one"
+    return ""
+
+
 def out_folder_problem(out: str) -> str:
     """Why ``out`` cannot be the folder ``gnngp partition`` writes ('' when it can be): a file, a
     link that loops, a name or a path too long for the file system."""
-    import os
-    from pathlib import Path
-
     path = Path(out).expanduser()
-    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
-    if longest > 255:
-        return f"has a part of {longest} bytes, above the 255 a file name may have; give a shorter folder name"
-    if len(os.fsencode(str(path.absolute()))) > 4095:
-        return "is a path longer than the 4,096 bytes the file system takes; give a shorter one"
+    too_long = path_too_long(path)
+    if too_long:
+        return too_long
     try:
         path.resolve(strict=False)
     except (RuntimeError, OSError) as err:   # a symbolic link that loops

@@ -257,7 +257,8 @@ class SweepSummary(Callback):
                 ours.append(job)
             else:
                 others.append(job.name)
-        if stopped and not any((job / config.get("results_file", "results.csv")).is_file() or (job / "verify.csv").is_file() for job in ours):
+        written = "verify.csv" if self.command == "verify" else config.get("results_file", "results.csv")   # what each job writes
+        if stopped and not any((job / written).is_file() for job in ours):
             log.info("summary: no job of the stopped sweep had written a result; %s left as it was", sweep_dir / "summary.csv")
             return
         if others:
@@ -267,7 +268,7 @@ class SweepSummary(Callback):
         if self.command == "verify":
             header, rows = collect_checks(sweep_dir, swept_keys(config), jobs=ours)
         else:
-            header, rows = collect(sweep_dir, config.get("results_file", "results.csv"), swept_keys(config), jobs=ours)
+            header, rows = collect(sweep_dir, written, swept_keys(config), jobs=ours)
         if stopped:   # a job the stop reached before its first run finished: said so, not "did not finish"
             rows = [{**row, "error": "stopped before a run of it finished; resume=true runs it"}
                     if row.get("status") == "error" and str(row.get("error", "")).startswith("no results (") else row for row in rows]

@@ -85,16 +85,11 @@ def _warn_of_copies_that_differ(ok: pd.DataFrame) -> None:
     was edited, and which one the report keeps (the file read last) is the order of the folders
     given: say so, once, naming the first such row and both files."""
     same = ok[ok.duplicated(subset=[*KEY, "timestamp"], keep=False)]
-    if same.empty:
+    clashes = [group for _, group in same.groupby([*KEY, "timestamp"], dropna=False, sort=False)
+               if pd.to_numeric(group["test"], errors="coerce").nunique(dropna=False) > 1]
+    if not clashes:
         return
-    tests = pd.to_numeric(same["test"], errors="coerce")
-    differs = same.assign(_test=tests).groupby([*KEY, "timestamp"], dropna=False)["_test"].transform(lambda t: t.nunique(dropna=False) > 1)
-    clashes = same[differs.astype(bool)]
-    if clashes.empty:
-        return
-    first = clashes.groupby([*KEY, "timestamp"], dropna=False, sort=False)
-    count = first.ngroups
-    _, group = next(iter(first))
+    count, group = len(clashes), clashes[0]
     shown = "; ".join(f"{t} in {f}" for t, f in zip(group["test"], group["_file"]))
     print(f"gnngp: warning: {count} result row(s) appear in more than one file with the same timestamp and a different test value (first: "
           f"{group['dataset'].iloc[0]} / {group['method'].iloc[0]} seed {group['seed'].iloc[0]}: {shown}); the file read last is kept, "

@@ -117,25 +117,27 @@ def conformal_table(rows: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n" + note
 
 
-def _warnings(group: pd.DataFrame) -> list[str]:
-    """The warnings the rows' ``extra`` holds (a run's conformal warning among them)."""
+def _extra(group: pd.DataFrame, key: str) -> list:
+    """The value under ``key`` of each row's ``extra`` (a JSON object) that has one."""
     out = []
     for extra in group.get("extra", pd.Series(dtype=object)):
         try:
-            found = json.loads(extra).get("warnings", []) if isinstance(extra, str) else []
-        except (ValueError, AttributeError):
-            found = []
-        out += [str(w) for w in found] if isinstance(found, list) else []
+            found = json.loads(extra) if isinstance(extra, str) else None
+        except ValueError:
+            found = None
+        if isinstance(found, dict) and found.get(key) is not None:
+            out.append(found[key])
     return out
+
+
+def _warnings(group: pd.DataFrame) -> list[str]:
+    """The warnings the rows' ``extra`` holds (a run's conformal warning among them)."""
+    return [str(w) for found in _extra(group, "warnings") if isinstance(found, list) for w in found]
 
 
 def _bins(group: pd.DataFrame) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     count = conf = acc = None
-    for extra in group["extra"]:
-        try:
-            r = json.loads(extra).get("reliability") if isinstance(extra, str) else None
-        except ValueError:
-            r = None
+    for r in _extra(group, "reliability"):
         if not r:
             continue
         n = np.asarray(r["count"], dtype=float)
