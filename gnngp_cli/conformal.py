@@ -299,6 +299,10 @@ def conformal_columns(cal: Calibration, evaluation: Tensor, y: Tensor, *, probs:
                           f"conformal.alpha={cal.alpha:g} needs at least {need}: every set holds every class (every interval is "
                           f"infinite); use a larger conformal.calibration or conformal.alpha")
     if probs is not None:
+        if cal.score == "snaps" and features is not None and cal.k > int(features.size(0)) - 1:   # similar_mean's clamp, said
+            said = (f"conformal.k={cal.k} is above the {int(features.size(0)) - 1:,} other nodes of the graph: SNAPS averages each "
+                    f"node's score over all of them; use conformal.k of at most {max(int(features.size(0)) - 1, 1):,}")
+            out["warning"] = f"{out['warning']}; {said}" if "warning" in out else said
         scores = class_scores(cal, probs, edge_index, features)
         return {**out, **prediction_sets(cal, scores[evaluation], y[evaluation].long())}
     return {**out, **prediction_intervals(cal, mean[evaluation], y[evaluation], None if sd is None else sd[evaluation])}

@@ -422,3 +422,21 @@ def test_too_few_calibration_nodes_for_alpha_are_said_and_one_split_has_no_sprea
     assert "warning" not in enough and enough["set_size"] < 4
     one = conformal_columns(Calibration("aps", alpha=0.1, splits=1), nodes, y, probs=probs)
     assert math.isnan(one["coverage_std"]) and math.isnan(one["set_size_std"]) and 0 < one["coverage"] <= 1
+
+
+def test_snaps_k_above_the_graph_is_said_with_both_warnings():
+    """conformal.k above the other nodes was clamped silently (SNAPS then averages over every
+    node, which is another score than the one asked for): a warning naming the most k can be,
+    beside the calibration warning when both apply."""
+    probs = _probs(60, 3, seed=2)
+    y = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(3)).view(-1)
+    features = torch.randn(60, 5, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    edges = torch.tensor([[i for i in range(59)] + [i + 1 for i in range(59)], [i + 1 for i in range(59)] + [i for i in range(59)]])
+    nodes = torch.arange(20, 60)
+    fits = conformal_columns(Calibration("snaps", k=59, splits=3), nodes, y, probs=probs, edge_index=edges, features=features)
+    assert "warning" not in fits
+    above = conformal_columns(Calibration("snaps", k=500, splits=3), nodes, y, probs=probs, edge_index=edges, features=features)
+    assert "conformal.k=500 is above the 59 other nodes" in above["warning"] and "at most 59" in above["warning"]
+    assert above["set_size"] == fits["set_size"]   # the clamp's score: k = 59
+    both = conformal_columns(Calibration("snaps", k=500, splits=3, calibration=0.1), nodes, y, probs=probs, edge_index=edges, features=features)
+    assert both["warning"].count("; conformal.k=500") == 1 and "needs at least 9" in both["warning"]
