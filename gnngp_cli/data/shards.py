@@ -64,6 +64,7 @@ class ShardMeta:
     warnings: tuple = ()      # what the loader warned of (e.g. a single training class), for every run's row
     order: str = "none"       # data.order the nodes were numbered by (rcm, metis: each block's ids.npy holds its nodes' own ids)
     source_rows: tuple = ()   # per row block, the distinct nodes its A Q reads (the rows of Q a task gathers)
+    inputs: tuple = ()        # the files the graph was read from: (path, size, mtime_ns, sha256) each (:func:`stale_inputs`)
 
     @property
     def num_blocks(self) -> int:
@@ -92,7 +93,7 @@ def read_meta(root: Path) -> ShardMeta:
     if wrong:
         raise DatasetError(f"{path}: {wrong}; write the shards again with gnngp partition")
     meta = ShardMeta(**{k: raw[k] for k in ShardMeta.__dataclass_fields__ if k in raw})
-    meta = replace(meta, warnings=tuple(meta.warnings), source_rows=tuple(meta.source_rows))
+    meta = replace(meta, warnings=tuple(meta.warnings), source_rows=tuple(meta.source_rows), inputs=tuple(tuple(i) for i in meta.inputs))
     found = _block_count(Path(root))
     if found != meta.num_blocks:   # before any task is built: num_nodes=10^9 would make 10^6 row-block tasks
         raise DatasetError(f"{path} says {meta.num_nodes:,} nodes in row blocks of {meta.rows:,}, so {meta.num_blocks:,} row blocks, "
@@ -125,9 +126,13 @@ def _wrong_fields(raw: dict) -> str:
     for key in TEXTS:
         if key in raw and not isinstance(raw[key], str):
             return f"{key}={raw[key]!r} is not text"
-    for key in ("warnings", "source_rows"):
+    for key in ("warnings", "source_rows", "inputs"):
         if key in raw and not isinstance(raw[key], list):
             return f"{key}={raw[key]!r} is not a list"
+    for item in raw.get("inputs", []):
+        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str) and isinstance(item[3], str)
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in item[1:3])):
+            return f"inputs holds {str(item)[:60]}, not [path, size, mtime_ns, sha256]"
     if raw.get("num_splits") is not None and (isinstance(raw["num_splits"], bool) or not isinstance(raw["num_splits"], int)):
         return f"num_splits={raw['num_splits']!r} is not a whole number"
     return ""
@@ -296,6 +301,46 @@ def changed_files(root: Path, meta: ShardMeta) -> list[str]:
         return [f"{path} (its fields are not the ones written: sha256 {meta_digest(raw)[:12]}, written {str(raw.get('meta_digest'))[:12]})"]
     return [f"{Path(root) / name} (sha256 {now[:12]}, written {str(written.get(name, 'never'))[:12]})"
             for name, now in differing_files(root, written, block_files(root, meta.num_blocks))]
+
+
+def input_record(path: Path, digest: Optional[str] = None) -> list:
+    """``[path, size, mtime_ns, sha256]`` of a file the graph is read from (``digest``: its
+    sha256 where the loader has it already)."""
+    path = Path(path).absolute()
+    stat = path.stat()
+    return [str(path), int(stat.st_size), int(stat.st_mtime_ns), digest or sha256(path)]
+
+
+def record_inputs(root: Path, inputs: list[list]) -> ShardMeta:
+    """Add to the shards' ``meta.json`` the files the graph was read from (:func:`input_record`
+    each), its ``meta_digest`` computed again; written atomically, as :meth:`ShardWriter.finish`."""
+    path = Path(root) / "meta.json"
+    raw = json.loads(path.read_text())
+    raw = {k: v for k, v in raw.items() if k != "meta_digest"}
+    raw["inputs"] = [list(item) for item in inputs]
+    tmp = Path(root) / "meta.json.tmp"
+    tmp.write_text(json.dumps({**raw, "meta_digest": meta_digest(raw)}, indent=1))
+    _no_group_write(tmp)
+    os.replace(tmp, path)
+    return read_meta(root)
+
+
+def stale_inputs(meta: ShardMeta) -> list[str]:
+    """The files the shards were written from that hold other bytes now (their sha256 differs:
+    the graph the shards hold is not the one the files give). A file whose size and modification
+    time are the ones recorded is taken as unchanged without reading it; a file not here (the
+    shards were written on another machine, or the cache was cleared) cannot be compared and is
+    not named."""
+    stale = []
+    for path, size, mtime_ns, digest in meta.inputs:
+        try:
+            stat = os.stat(path)
+            if (stat.st_size, stat.st_mtime_ns) == (size, mtime_ns) or sha256(Path(path)) == digest:
+                continue
+        except OSError:
+            continue
+        stale.append(path)
+    return stale
 
 
 def differing_files(root: Path, written: dict, present: list[str]) -> list[tuple[str, str]]:

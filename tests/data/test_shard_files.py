@@ -124,3 +124,49 @@ def test_the_warnings_stored_with_cached_shards_are_said_on_every_run_that_reads
                      f"data.root={tmp_path / 'cache'}"])
     sharded_graph(given, DataStore.of(given.data))
     assert capsys.readouterr().err.count(said) == 1
+
+
+def test_shards_of_files_that_changed_since_are_partitioned_again_or_refused(tmp_path, caplog):
+    """A trial: the cached shards of a custom graph were keyed by its settings alone, so a run
+    after its labels file changed read the old graph (the same accuracy, exit 0; locally another).
+    The shards record the files they were written from; cached ones of files that changed since
+    are written again with a warning, and shards given with compute.shards are refused in one
+    line. A file copied again with the same bytes (a new modification time) changes nothing."""
+    import os
+    from gnngp_cli.backends.rowblocks.dask_backend import sharded_graph
+    from gnngp_cli.data import DataStore
+    from gnngp_cli.data.shards import load_part
+
+    graph = tmp_path / "graph"
+    graph.mkdir()
+    n = 40
+    np.save(graph / "features.npy", np.random.default_rng(0).normal(size=(n, 3)))
+    np.save(graph / "labels.npy", np.arange(n) % 2)
+    (graph / "edges.csv").write_text("".join(f"{i},{(i + 1) % n}\n" for i in range(n)))
+    cfg = compose(["dataset=custom", f"dataset.path={graph}", "kernel=gcngp_x", "compute=dask", f"data.root={tmp_path / 'cache'}"])
+    first = sharded_graph(cfg, DataStore.of(cfg.data))
+    assert {Path(p).name for p, *_ in first.meta.inputs} == {"edges.csv", "features.npy", "labels.npy"}
+    assert load_part(first.root, 0, "y").tolist() == (np.arange(n) % 2).tolist()
+    labels = (graph / "labels.npy").read_bytes()
+    (graph / "labels.npy").unlink()
+    (graph / "labels.npy").write_bytes(labels)   # the same bytes, a new modification time
+    os.utime(graph / "labels.npy", ns=(1, 1))
+    with caplog.at_level("WARNING", logger="gnngp"):
+        again = sharded_graph(cfg, DataStore.of(cfg.data))
+    assert "hold the graph of other files" not in caplog.text and again.root == first.root
+    np.save(graph / "labels.npy", 1 - np.arange(n) % 2)   # another graph
+    with caplog.at_level("WARNING", logger="gnngp"):
+        fresh = sharded_graph(cfg, DataStore.of(cfg.data))
+    assert f"hold the graph of other files ({graph / 'labels.npy'} changed since they were written from it)" in caplog.text
+    assert load_part(fresh.root, 0, "y").tolist() == (1 - np.arange(n) % 2).tolist()
+    assert sharded_graph(cfg, DataStore.of(cfg.data)).meta.inputs == fresh.meta.inputs   # written again: reused from now on
+    given = compose(["dataset=custom", f"dataset.path={graph}", "kernel=gcngp_x", "compute=dask", f"compute.shards={fresh.root}",
+                     f"data.root={tmp_path / 'cache'}"])
+    np.save(graph / "labels.npy", np.zeros(n, dtype=np.int64) + np.arange(n) % 2)
+    np.save(graph / "features.npy", np.ones((n, 3)))
+    with pytest.raises(DatasetError, match=r"compute.shards=.* holds the graph of other files: .*(features|labels).npy and 1 more changed "
+                                           r"since they were written from it; write the shards again with gnngp partition"):
+        sharded_graph(given, DataStore.of(given.data))
+    unverified = compose(["dataset=custom", f"dataset.path={graph}", "kernel=gcngp_x", "compute=dask", f"compute.shards={fresh.root}",
+                          f"data.root={tmp_path / 'cache'}", "data.verify=false"])
+    assert sharded_graph(unverified, DataStore.of(unverified.data)).root == fresh.root   # as they are, when asked

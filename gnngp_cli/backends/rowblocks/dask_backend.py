@@ -28,7 +28,8 @@ from ...data import DataStore, load_dataset
 from ...data.files import locked
 from ...data.order_cache import cached_order
 from ...data.datasets import DATASETS
-from ...data.shards import TEST, TRAIN, VAL, ShardMeta, changed_files, read_meta, shards_match, tell_warnings, write_data
+from ...data.shards import (TEST, TRAIN, VAL, ShardMeta, changed_files, input_record, read_meta, record_inputs, shards_match, stale_inputs,
+                            tell_warnings, write_data)
 from ...data.store import default_root
 from ...data.trust import untrusted, untrusted_tree
 from ...errors import ComputeError, ConfigError, DatasetError, ResourceError
@@ -102,12 +103,44 @@ def partition(spec: Any, store: DataStore, out: Path, rows: int, data: Any = Non
     source = dataset_source(spec)
     if entry is not None and entry.partition is not None:
         refuse_streamed_order(spec)
-        return entry.partition(spec.dataset, store, out, rows, source)
-    if data is None:
-        check_load_memory(spec)
-        data = load_dataset(spec.dataset, store, spec.experiment.stand_in)
-    order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders", store.untrusted)
-    return write_data(data, out, rows, name, source, order, spec.data.order)
+        meta = entry.partition(spec.dataset, store, out, rows, source)
+    else:
+        if data is None:
+            check_load_memory(spec)
+            data = load_dataset(spec.dataset, store, spec.experiment.stand_in)
+        order = cached_order(data.edge_index, int(data.num_nodes), spec.data.order, store.root / "orders", store.untrusted)
+        meta = write_data(data, out, rows, name, source, order, spec.data.order)
+    inputs = graph_inputs(spec, store)
+    return record_inputs(out, inputs) if inputs else meta
+
+
+def graph_inputs(spec: Any, store: DataStore) -> list[list]:
+    """The files the job's graph was read from, each :func:`~gnngp_cli.data.shards.input_record`:
+    a custom graph's files (those directly in ``dataset.path``), a named dataset's raw files in
+    the data cache (their sha256 from its load's checks, ``store.digests``); none for a generated
+    graph, or a stand-in. Shards written from files that changed since are not the graph
+    (:func:`~gnngp_cli.data.shards.stale_inputs`)."""
+    if spec.experiment.stand_in:
+        return []
+    if str(spec.dataset.name).lower() == "custom" and getattr(spec.dataset, "path", None):
+        folder = Path(str(spec.dataset.path)).expanduser()
+        return [input_record(p) for p in sorted(folder.iterdir()) if p.is_file()] if folder.is_dir() else []
+    records = []
+    for name, files in store.digests.items():
+        for file, digest in sorted(files.items()):
+            path = store.folder(name) / file
+            if path.is_file():   # a raw file read from the mirror in place (papers100M's 57 GB) is not the cache's
+                records.append(input_record(path, digest))
+    return records
+
+
+def stale_problem(meta: ShardMeta) -> str:
+    """Which files the shards were written from hold other bytes now ('' when none does)."""
+    stale = stale_inputs(meta)
+    if not stale:
+        return ""
+    more = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
+    return f"{stale[0]}{more} changed since they were written from it"
 
 
 def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGraph:
@@ -134,6 +167,10 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
             more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
             raise DatasetError(f"compute.shards={root}: shard file {changed[0]}{more} changed since gnngp partition wrote it; "
                                "write the shards again with gnngp partition (or data.verify=false to use them as they are)")
+        stale = stale_problem(meta) if store.verify else ""
+        if stale:
+            raise DatasetError(f"compute.shards={root} holds the graph of other files: {stale}; write the shards again with "
+                               "gnngp partition (or data.verify=false to use them as they are)")
         log_source_rows(meta)
         tell_warnings(root, meta)   # the graph is not loaded here: its loader's warnings are the shards'
         return ShardedGraph(root, meta)
@@ -154,12 +191,16 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
         log.warning("the cached shards %s changed since they were written (%s%s); partitioning %s again", root, changed[0],
                     f" and {len(changed) - 1} more" if len(changed) > 1 else "", name)
         meta = None
+    stale = stale_problem(meta) if meta is not None else ""   # whatever data.verify says: the graph of other files is another graph
+    if stale:
+        log.warning("the cached shards %s hold the graph of other files (%s); partitioning %s again", root, stale, name)
+        meta = None
     if meta is None:
         # one writer at a time (two jobs, or two test processes, that both found no shards wrote the
         # same files, one truncating them while the other read): whoever waited finds them written
         with locked(root):
             meta = shards_match(root, source)
-            if meta is not None and store.verify and changed_files(root, meta):
+            if meta is not None and (store.verify and changed_files(root, meta) or stale_problem(meta)):
                 meta = None
             if meta is None:
                 log.info("partitioning %s into row blocks of %d nodes: %s", name, rows, root)
