@@ -165,6 +165,8 @@ class GPJob(KernelJob):
         estimate = self.with_grid(backend.estimate(arch, ctx, landmarks, self.mll), landmarks, int(train.numel()))
         planned = 1 + fit_evaluations(spec.fit.steps, len(choices)) if self.mll else evaluated(len(choices))   # mll: each candidate fitted, then the chosen one run
         estimate = estimate.times(planned)
+        if landmarks is not None:   # as the exact kernel's, before its estimate and warning
+            self.check_low_rank_memory(estimate, arch.label, int(landmarks.numel()), ctx.features.device)
         log.info(estimate.line(arch.label, backend.where))
         long = estimate.long_warning(arch.label, backend.where) if index == 0 else None
         if long:
@@ -224,6 +226,28 @@ class GPJob(KernelJob):
         run.evaluated = last["evaluated"]
         add_conformal(run.row, gp_conformal(self.calibration, backend, result, run.evaluated, backend.info.task))
         return run
+
+    def check_low_rank_memory(self, estimate: Estimate, label: str, landmarks: int, device: torch.device) -> None:
+        """Refuse, before any kernel work, a low-rank run whose estimated peak (the process's, its
+        root and its blocks: :meth:`estimate`) is above the memory limit, as an exact kernel's is
+        refused; the root files of compute=dask are checked against their folder's room instead.
+        The fix names a landmark count that would fit (the root's columns: about linear in it)."""
+        if estimate.on_disk:
+            return
+        limit = memory_limit_bytes(self.spec.max_memory_gb, device)
+        need = estimate.gb * 2**30
+        if need <= limit:
+            return
+        now = current_rss_bytes()
+        fewer = int(landmarks * max(limit - now, 0) / max(need - now, 1) * 0.8)
+        float32 = " or dtype=float32" if self.backend.dtype == torch.float64 else ""
+        if fewer >= min(10, landmarks - 1) and fewer < landmarks:
+            fix = f"use fewer landmarks (landmarks.count={fewer:,} or below){float32}, or raise max_memory_gb if the memory is yours"
+        else:   # the graph and the libraries take the limit already: no landmark count fits
+            fix = f"raise max_memory_gb if the memory is yours (this process holds {size_text(now)} already: the graph and its libraries)"
+        raise ResourceError(f"the low-rank {label} kernel on {self.backend.where} needs about {size_text(need)} at its peak "
+                            f"({estimate.detail}), and the limit is {size_text(limit)} (max_memory_gb; default half of the free "
+                            f"memory); {fix}")
 
     def with_grid(self, estimate: Estimate, landmarks: Optional[torch.Tensor], n_train: int) -> Estimate:
         """The estimate with the nugget grid counted (:func:`~.estimate.grid_bytes`); a grid that

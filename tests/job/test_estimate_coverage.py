@@ -105,3 +105,23 @@ def test_row_blocks_of_one_node_are_estimated_to_run_long():
     tiny = rowblock_estimate(**sizes, rows=1, num_blocks=3000, source_blocks=11)
     assert tiny.seconds > LONG_SECONDS and "3,000 row blocks each reading 11 source blocks" in tiny.long_warning("GCNGP-X", "csbm")
     assert rowblock_estimate(**sizes, rows=3000, num_blocks=1, source_blocks=1).long_warning("GCNGP-X", "csbm") is None
+
+
+def test_a_low_rank_kernel_over_the_memory_limit_is_refused_before_its_estimate_naming_landmarks_that_fit(tmp_path):
+    """A trial: a Reddit-sized gcngp_x run estimated at ~12 GiB ran past max_memory_gb=1 to
+    10.9 GB (and landmarks.count=150000, ~866 GiB, started): the limit was checked for exact
+    kernels only. Refused now, before the estimate's warning; the landmark count it names fits
+    (the limits are this process's memory and a little more: the estimate counts what it holds)."""
+    from gnngp_cli.runtime import current_rss_bytes
+
+    common = ["dataset=csbm", "dataset.num_nodes=5000", "dataset.train_ratio=0.6", "kernel=gcngp_x", "progress=false"]
+    limit = f"max_memory_gb={current_rss_bytes() / 2**30 + 0.12:.3f}"   # 2,500 landmarks: about 0.2 GiB more than the process
+    out = in_process("run", *common, "landmarks.count=2500", limit, f"hydra.run.dir={tmp_path / 'a'}")
+    assert out.returncode == 1 and "the low-rank GCNGP-X kernel on csbm needs about" in out.stderr, out.stderr
+    assert "estimate before computing" not in out.stdout + out.stderr and "Ctrl-C stops it" not in out.stdout + out.stderr
+    fewer = int(re.search(r"landmarks.count=([\d,]+) or below", out.stderr).group(1).replace(",", ""))
+    assert 100 < fewer < 2500
+    fits = in_process("run", *common, f"landmarks.count={fewer}", limit, f"hydra.run.dir={tmp_path / 'b'}")
+    assert fits.returncode == 0, fits.stderr
+    tiny = in_process("run", *common, "landmarks.count=2500", "max_memory_gb=0.05", f"hydra.run.dir={tmp_path / 'c'}")
+    assert tiny.returncode == 1 and "raise max_memory_gb if the memory is yours (this process holds" in tiny.stderr, tiny.stderr
