@@ -65,7 +65,7 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
     with its ``job``: a job folder without results (it died before writing) becomes an error row;
     a results file with malformed rows gives its good rows, an error row naming the file, and a
     warning. Never raises on a bad file."""
-    from ..results.resume import more_runs_of
+    from ..results.resume import latest_job_rows
     from ..results.rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows
     from ..results.writing import read_only
 
@@ -87,10 +87,8 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
         header = ordered_columns(header, found.header)
         # this job's rows: those of the overrides its last row records (a row records the overrides its job reads, which
         # .hydra/overrides.yaml may hold more of); an earlier sweep's job of other overrides in the same folder wrote the others
-        recorded = found.rows[-1].get("overrides") if found.rows else None   # (a resume that added runs: the earlier runs' rows too)
-        kept = [row for row in found.rows if not recorded or not row.get("overrides") or more_runs_of(row["overrides"], recorded)]
-        if len(kept) < len(found.rows):
-            left = len(found.rows) - len(kept)
+        kept, left = latest_job_rows(found.rows)   # (a resume that added runs: the earlier runs' rows too)
+        if left:
             log.info("summary: %s holds %d row%s of an earlier job with other overrides, left out", path, left, "s" if left > 1 else "")
         rows += [{"job": job.name, "swept": swept[job.name], **row} for row in kept]
         if found.problems:

@@ -178,7 +178,7 @@ def job_record(config: DictConfig, job_return: Any) -> JobRecord:
     from hydra.types import RunMode
 
     from ..compose import shown_override
-    from ..results.resume import job_overrides
+    from ..results.resume import job_overrides, latest_job_rows
     from ..results.rowfile import NotAResultsFile, read_rows
 
     hydra = config.hydra
@@ -204,7 +204,7 @@ def job_record(config: DictConfig, job_return: Any) -> JobRecord:
     rows: list[dict[str, str]] = []
     if results is not None:
         try:
-            rows = read_rows(results).rows
+            rows, _ = latest_job_rows(read_rows(results).rows)   # not an earlier job's of other overrides in the same folder
         except (OSError, NotAResultsFile) as err:
             log.warning("logger: could not read %s: %s", results, err)
     status, error = "ok", ""
@@ -225,6 +225,18 @@ def job_record(config: DictConfig, job_return: Any) -> JobRecord:
                      {k: v for k, v in tags.items() if v})
 
 
+def _row_count(config: DictConfig) -> Optional[int]:
+    """The rows of the job's results file now (``None``: none can be read): a job that adds none
+    (a resumed job whose runs were done) has nothing to record."""
+    from ..results.rowfile import NotAResultsFile, read_rows
+
+    path = Path(config.hydra.runtime.output_dir) / str(config.get("results_file", "results.csv"))
+    try:
+        return len(read_rows(path).rows) if path.is_file() else 0
+    except (OSError, NotAResultsFile):
+        return None
+
+
 def _folder(path: str, key: str) -> Path:
     """The folder of setting ``key``: ``~`` expanded, relative to the working directory (as
     ``hydra.run.dir``); an empty part (``/scratch//mlruns``, left by an unset shell variable) refused."""
@@ -239,7 +251,15 @@ class Tracking(Callback):
 
     kind = ""
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._rows_before = _row_count(config)
+
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        before = getattr(self, "_rows_before", None)
+        if before and _row_count(config) == before and getattr(job_return.status, "name", "") != "FAILED":
+            log.info("logger=%s: %s wrote no row (resume=true found its runs done): recorded when it ran, not again", self.kind,
+                     config.hydra.runtime.output_dir)
+            return
         try:
             record = job_record(config, job_return)
             self.record(record)

@@ -135,6 +135,16 @@ def more_runs_of(before: str, now: str) -> bool:
     return runs_before is not None and runs_now is not None and rest_before == rest_now and runs_before <= runs_now
 
 
+def latest_job_rows(rows: list[dict]) -> tuple[list[dict], int]:
+    """The rows of a results file that its last job wrote, and how many it holds besides: those of
+    the overrides its last row records (:func:`more_runs_of`: a resume that added runs keeps the
+    earlier runs' rows); a folder used again by a job of other overrides holds that job's rows too
+    (a sweep into the same sweep dir, ``hydra.run.dir`` given twice)."""
+    recorded = rows[-1].get("overrides") if rows else None
+    kept = [row for row in rows if not recorded or not row.get("overrides") or more_runs_of(row["overrides"], recorded)]
+    return kept, len(rows) - len(kept)
+
+
 def set_aside(results: Path) -> Path:
     """Rename an earlier attempt's results out of the way (kept, never deleted)."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")

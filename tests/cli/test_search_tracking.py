@@ -319,3 +319,33 @@ def test_tensorboard_holds_each_jobs_scalars_hparams_and_results(tmp_path, data_
         hparams = {k: v.string_value for k, v in start.hparams.items()}   # the job's settings, not the logger's
         assert hparams["dataset"] == "cora" and hparams["kernel"] == ["gcngp", "gcngp_x"][int(job)] and not any(k.startswith("logger") for k in hparams)
         assert "model" not in hparams and f"kernel={['gcngp', 'gcngp_x'][int(job)]}" in texts["config/text_summary"]   # as typed
+
+
+def test_a_logger_records_only_the_rows_of_its_job_and_a_resumed_done_job_not_again(tmp_path, data_overrides):
+    """A trial: a sweep into a sweep dir used before by other overrides recorded the earlier job's
+    rows too (GCNGP-X's test_mean 0.813: its 0.798 and GCNGP's 0.828), and resume=true recorded
+    the jobs it skipped again. A job's record holds the rows of its own overrides (as the sweep
+    summary does), and a job that wrote no row (its runs done) is not recorded again."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def scalars(logs, sweep=tmp_path / "sweep"):
+        folder = logs / "gnngp" / sweep.parent.name / sweep.name / "0"
+        if not folder.is_dir():
+            return None
+        events = EventAccumulator(str(folder))
+        events.Reload()
+        return [e.value for e in events.Scalars("test")], events.Scalars("test_mean")[0].value
+
+    out, _ = run_sweep(tmp_path, data_overrides, "kernel=gcngp", "logger=tensorboard", f"logger.save_dir={tmp_path / 'tb1'}")
+    assert out.returncode == 0, out.stderr
+    out, summary = run_sweep(tmp_path, data_overrides, "kernel=gcngp_x", "logger=tensorboard", f"logger.save_dir={tmp_path / 'tb2'}")
+    assert out.returncode == 0, out.stderr
+    tests, mean = scalars(tmp_path / "tb2")
+    assert tests == pytest.approx([summary["test"].iloc[0]], abs=1e-6) and mean == pytest.approx(summary["test"].iloc[0], abs=1e-6)
+    again = tmp_path / "again"   # a sweep of its own (the first folder's resume runs GCNGP-X again: it holds GCNGP's rows too)
+    for logs, resume in (("tb3", "resume=false"), ("tb4", "resume=true")):
+        out, _ = run_sweep(again, data_overrides, "kernel=gcngp_x", "logger=tensorboard", f"logger.save_dir={tmp_path / logs}", resume)
+        assert out.returncode == 0, out.stderr
+    assert scalars(tmp_path / "tb3", again / "sweep") is not None
+    assert scalars(tmp_path / "tb4", again / "sweep") is None   # its run was done: recorded when it ran
