@@ -260,8 +260,10 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
         if "Only one of --run, --multirun" in str(err):   # -m beside --cfg / --info / --shell-completion
             _fail(f"-m runs a sweep, and --cfg, --info and --shell-completion show one job without running it: give one of them "
                   f"(drop -m to see a job's config, e.g. {prog} dataset=cora --cfg job)")
-        if "No trials are completed" in str(err):
-            _fail("every trial of the search failed, so it has no best one; their errors are rows of each job's results.csv in the sweep folder")
+        if "No trials are completed" in str(err):   # Optuna's sweeper raised before the callbacks' end: the summary written here
+            sweep.summarise_stopped(stopped=False)
+            written = sweep.LAST_SWEEP.path if sweep.LAST_SWEEP is not None else "each job's results.csv in the sweep folder"
+            _fail(f"every trial of the search failed, so it has no best one; their errors are rows of {written}")
         if started:
             raise
         # Hydra's composition, before any job: compute.job_extra._=0 (a list indexed by a name) is int('_'),

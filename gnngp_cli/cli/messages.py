@@ -297,6 +297,11 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         key, value = lexer.groups()
         return (f"{key}={value} has a character an override takes only in quotes: write {key}='{value}' "
                 f"(in a shell: \"{key}='{value}'\")")
+    hydra_sweep = re.match(r"Sweeping over Hydra's configuration is not supported : '(hydra\.sweeper\.params\.[^=']+)=([^']*)'", text)
+    if hydra_sweep is not None:   # a search space typed without the quotes the shell removes (choice(a, b) read as a sweep)
+        key, value = hydra_sweep.groups()
+        return (f"{key}={value} is read as a sweep of the search's own settings: quote the value for Hydra and the whole for the "
+                f"shell, \"{key}='{value}'\"")
     needs_m = re.match(r"Sweep parameters '([^']+)' requires --multirun", text)
     if needs_m is not None:   # range(...), choice(...), glob(...) without -m
         return f"{needs_m.group(1)} is a sweep: add -m (gnngp run -m {needs_m.group(1)} ...)"

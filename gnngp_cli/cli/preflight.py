@@ -122,6 +122,31 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
+def search_problem(config: DictConfig, task: DictConfig) -> str:
+    """Why a search sweeper cannot run as set ('' when it can): a trial count or parallel jobs
+    below 1, a failure rate outside 0..1 (Optuna's sweeper divided by zero, or asserted), and an
+    active-learning run, which has no validation metric to maximise (every trial "failed" after
+    its work)."""
+    sweeper = config.hydra.sweeper
+    for key in ("n_trials", "n_jobs"):
+        value = sweeper.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            return f"hydra.sweeper.{key}={value} must be a whole number of at least 1"
+    rate = sweeper.get("max_failure_rate")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1):
+        return f"hydra.sweeper.max_failure_rate={rate} must be between 0 and 1 (the share of trials that may fail; the presets' 1.0: any)"
+    storage = sweeper.get("storage")
+    if storage:   # optuna 2.10's database storage needs SQLAlchemy 1.x; the tracking extra's MLflow store (alembic) needs 2.x
+        return (f"hydra.sweeper.storage={storage}: the sweeper's Optuna 2.10 (hydra-optuna-sweeper needs optuna<3) cannot open a "
+                "database under SQLAlchemy 2, which MLflow's store needs; leave it out: each trial's rows are in its folder, and "
+                "resume=true continues a stopped search")
+    active = task.get("active")
+    if active is not None and str(active.get("name", "none")) != "none":
+        return (f"a search maximises each trial's validation metric, and active={active.name} has none (its labels are bought, "
+                "with no validation set); drop hparams_search=, or sweep strategies with -m active=...")
+    return ""
+
+
 class Preflight(Callback):
     """``on_run_start``: the job's config parsed; ``on_multirun_start``: every job's, for the
     basic sweeper. Both before Hydra makes a folder. ``command``: the command parsed for (``run``,
@@ -146,7 +171,10 @@ class Preflight(Callback):
 
         jobs = sweep_jobs(config)
         if jobs is None:   # a search: its values come as it goes, but the options it does not search are parsed now (an
-            check(config, "the options a search does not choose", self.command, "allow")   # option its trials may read: each trial's warning)
+            task = check(config, "the options a search does not choose", self.command, "allow")   # option its trials may read: each trial's warning)
+            problem = search_problem(config, task)
+            if problem:
+                _refuse(problem)
             return
         if not jobs:
             _refuse("the sweep has no jobs (a sweep value that expands to nothing, e.g. glob(*) matching no option); "

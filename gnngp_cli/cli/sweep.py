@@ -31,16 +31,18 @@ LAST_SWEEP: Optional[SweepOutcome] = None
 RUNNING: Optional[tuple] = None   # (the SweepSummary, the sweep's config) from its start to its end: a stopped sweep's summary
 
 
-def summarise_stopped() -> None:
+def summarise_stopped(stopped: bool = True) -> None:
     """A sweep stopped part way (Ctrl-C, SIGTERM): write ``summary.csv`` of the jobs it ran, the
-    stopped one as its folder holds it (its finished runs, or none), as its end would have."""
+    stopped one as its folder holds it (its finished runs, or none), as its end would have.
+    ``stopped=False``: a sweep its sweeper ended without calling the callbacks' end (Optuna's,
+    when every trial failed), summarised as an ended one."""
     if RUNNING is None:
         return
     callback, config = RUNNING
     try:
-        callback.on_multirun_end(config, stopped=True)
+        callback.on_multirun_end(config, stopped=stopped)
     except Exception as err:   # the stop's own line follows; the job folders are as they were
-        log.warning("no summary.csv of the stopped sweep: %s", err)
+        log.warning("no summary.csv of the %s sweep: %s", "stopped" if stopped else "failed", err)
 
 
 def job_folders(sweep_dir: Path) -> list[Path]:

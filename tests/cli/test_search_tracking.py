@@ -286,6 +286,10 @@ def test_a_search_whose_every_trial_failed_is_one_line(tmp_path, data_overrides)
                        "hydra.sweeper.params=null", "landmarks.count=choice(400,500)")
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1].startswith("gnngp: error: every trial of the search failed, so it has no best one")
+    # the summary holds the errors, as a grid sweep's does (a trial: the folder held the job folders alone)
+    assert out.stderr.strip().endswith(f"their errors are rows of {tmp_path / 'sweep' / 'summary.csv'}"), out.stderr
+    summary = pd.read_csv(tmp_path / "sweep" / "summary.csv")
+    assert len(summary) == 2 and (summary["status"] == "error").all() and summary["error"].str.contains("landmarks.count").all()
 
 
 # ------------------------------------------------------------------------------------------
@@ -349,3 +353,31 @@ def test_a_logger_records_only_the_rows_of_its_job_and_a_resumed_done_job_not_ag
         assert out.returncode == 0, out.stderr
     assert scalars(tmp_path / "tb3", again / "sweep") is not None
     assert scalars(tmp_path / "tb4", again / "sweep") is None   # its run was done: recorded when it ran
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("hydra.sweeper.n_trials=0", "hydra.sweeper.n_trials=0 must be a whole number of at least 1"),
+    ("hydra.sweeper.n_trials=-3", "hydra.sweeper.n_trials=-3 must be a whole number of at least 1"),
+    ("hydra.sweeper.n_jobs=0", "hydra.sweeper.n_jobs=0 must be a whole number of at least 1"),
+    ("hydra.sweeper.max_failure_rate=2", "hydra.sweeper.max_failure_rate=2.0 must be between 0 and 1"),
+    ("active=random", "a search maximises each trial's validation metric, and active=random has none"),
+    ("hydra.sweeper.storage=sqlite:///optuna.db", "hydra.sweeper.storage=sqlite:///optuna.db: the sweeper's Optuna 2.10"),
+])
+def test_a_search_that_cannot_run_is_one_line_before_any_trial(setting, message, tmp_path, data_overrides):
+    """A trial: n_trials=0 said every trial failed (none ran), n_jobs=0 was a ZeroDivisionError's
+    traceback from the sweeper, max_failure_rate=2 an AssertionError, and a search of an active
+    run ran every trial, then said every one failed (no validation metric)."""
+    search_extra()
+    out, _ = run_sweep(tmp_path, data_overrides, "hparams_search=optuna", "kernel=gcngp_x", setting)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith(f"gnngp: error: {message}"), out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "sweep").exists()
+
+
+def test_a_search_space_the_shell_unquoted_names_the_quoting(tmp_path, data_overrides):
+    """docs/search-and-tracking.md's hydra.sweeper.params.model='choice(...)' typed as written:
+    the shell removes the quotes, and Hydra said only that sweeping its configuration is not supported."""
+    search_extra()
+    out, _ = run_sweep(tmp_path, data_overrides, "hparams_search=optuna_kernels", "hydra.sweeper.params.model=choice(gcngp_x, sagegp_x)")
+    assert out.returncode == 1 and out.stderr.strip() == (
+        "gnngp: error: hydra.sweeper.params.model=choice(gcngp_x, sagegp_x) is read as a sweep of the search's own settings: quote the "
+        "value for Hydra and the whole for the shell, \"hydra.sweeper.params.model='choice(gcngp_x, sagegp_x)'\""), out.stderr
