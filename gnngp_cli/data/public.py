@@ -24,17 +24,20 @@ from ..errors import DatasetError
 from .cache import cached_tensors
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .files import atomic_write
+from .labels import published_class_count
 from ..graph.operators import make_undirected
 from .datasets import register_dataset
 from .safe_pickle import UnsafePickle, load_restricted
 from .store import DataStore, Opener, plain_open
 
 PLANETOID_NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
+PLANETOID_CLASSES = {"cora": 7, "citeseer": 6, "pubmed": 3}   # Yang, Cohen & Salakhutdinov 2016's label sets
 PLANETOID_PARTS = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 PLANETOID_URL = "https://github.com/kimiyoung/planetoid/raw/master/data"
 REDDIT_URL = "https://data.dgl.ai/dataset/reddit.zip"
 ARXIV_URL = "https://snap.stanford.edu/ogb/data/nodeproppred/arxiv.zip"
 ARXIV_CLASSES = 40   # ogbn-arxiv's subject areas (OGB's master.csv)
+REDDIT_CLASSES = 41  # Reddit's communities (Hamilton, Ying & Leskovec 2017)
 ARXIV_FILES = (
     "raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz", "raw/node_year.csv.gz",
     "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz",
@@ -131,7 +134,8 @@ def load_planetoid(name: str, store: DataStore) -> Data:
     folder = store.fetch(title, files, urls)
     tensors = cached_tensors(folder, store.digests[title], lambda: read_planetoid(folder / "raw", name, store.opener()), store.untrusted)
     data = Data(**tensors)
-    data.task, data.num_classes = "classification", int(data.y.max()) + 1
+    data.task, data.num_classes = "classification", published_class_count(data.y, f"the raw files in {folder / 'raw'}", title,
+                                                                           PLANETOID_CLASSES[name])
     return data
 
 
@@ -191,7 +195,7 @@ def load_reddit(name: str, store: DataStore) -> Data:
     files = ["raw/reddit_data.npz", "raw/reddit_graph.npz"]
     folder = store.fetch("Reddit", files, archive=(REDDIT_URL, _unzip_into({"reddit_data.npz": files[0], "reddit_graph.npz": files[1]})))
     data = Data(**cached_tensors(folder, store.digests["Reddit"], lambda: read_reddit(folder / "raw", store.opener()), store.untrusted))
-    data.task, data.num_classes = "classification", int(data.y.max()) + 1
+    data.task, data.num_classes = "classification", published_class_count(data.y, f"raw file {folder / files[0]}", "Reddit", REDDIT_CLASSES)
     return data
 
 

@@ -466,3 +466,16 @@ def test_custom_missing_folder(tmp_path):
 def test_custom_path_too_long_is_one_error(tmp_path):
     with pytest.raises(DatasetError, match=r"is too long a path .* give the folder by a shorter path"):
         load("custom", None, tmp_path, path=tmp_path / ("y" * 300))
+
+
+def test_a_reddit_label_past_its_41_classes_is_refused_before_any_allocation(tmp_path):
+    """A trial: Reddit's raw file (no published digest) with one label of 10^6 set the class
+    count to 10^6 + 1, and the process was killed by the kernel's out-of-memory killer (23 GB)."""
+    mirror = write_reddit(tmp_path / "mirror")
+    path = mirror / "Reddit" / "raw" / "reddit_data.npz"
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["label"][3] = 10**6
+    np.savez(path, **arrays)
+    with pytest.raises(DatasetError, match=r"reddit_data.npz holds the class id 1000000, and Reddit has 41 classes \(0..40\)"):
+        load("reddit", mirror, tmp_path / "cache")

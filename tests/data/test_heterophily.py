@@ -480,3 +480,20 @@ def test_the_sparse_operators_print_no_torch_warning():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)   # the warnings a user sees
     assert out.returncode == 0 and "invariant" not in out.stderr and "UserWarning" not in out.stderr, out.stderr[-2000:]
+
+
+def test_a_class_id_past_the_datasets_classes_or_complex_features_are_refused(tmp_path):
+    """A trial: one label of 10^6 in roman_empire's file made the class count 10^6 + 1 (an
+    allocation of 101 GB, named as "use the low-rank kernel"), and complex features were cast to
+    real with numpy's ComplexWarning, exit 0."""
+    arrays = write_suite_file(tmp_path / "mirror", "roman_empire", classes=5)
+    arrays["node_labels"][7] = 10**6
+    np.savez(tmp_path / "mirror" / "roman_empire" / "raw" / "roman_empire.npz", **arrays)
+    with pytest.raises(DatasetError, match=r"roman_empire.npz holds the class id 1000000, and Roman-empire has 18 classes \(0..17\); the file is "
+                                           r"not Roman-empire's: delete it and fetch it again"):
+        load_heterophily("roman_empire", DataStore(tmp_path / "cache", tmp_path / "mirror", download=False, verify=False), 0)
+    arrays = write_suite_file(tmp_path / "m2", "tolokers", classes=2)
+    arrays["node_features"] = arrays["node_features"].astype(np.complex64) * 1j
+    np.savez(tmp_path / "m2" / "tolokers" / "raw" / "tolokers.npz", **arrays)
+    with pytest.raises(DatasetError, match=r"node_features must be a real N x d array, got shape \(40, 6\) \(complex64\)"):
+        load_heterophily("tolokers", DataStore(tmp_path / "c2", tmp_path / "m2", download=False, verify=False), 0)
