@@ -119,6 +119,51 @@ def _densified(path: Path) -> np.ndarray:
     return matrix.toarray()
 
 
+def _declared(stream) -> tuple[tuple, np.dtype]:
+    """The shape and dtype a ``.npy`` stream's header declares (its data not read)."""
+    version = np.lib.format.read_magic(stream)
+    reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = reader(stream)
+    return tuple(int(v) for v in shape), np.dtype(dtype)
+
+
+def declared_feature_bytes(options) -> tuple[float, str]:
+    """What reading a custom graph's features allocates at its peak, from the sizes its file
+    declares, before any of it is read: the array as stored (a sparse file: dense, as it is
+    densified) and its copy as float32 or float64. ``(0, ...)`` where the file cannot be read
+    so far: the loader names what is wrong with it."""
+    import zipfile
+
+    folder = Path(str(options.path or "")).expanduser()
+    what = f"the features of {folder}"
+    try:
+        path = next(p for p in (folder / "features.npy", folder / "features.npz") if p.is_file())
+        if path.suffix == ".npy":
+            with open(path, "rb") as f:
+                shape, dtype = _declared(f)
+        else:
+            with zipfile.ZipFile(path) as z:
+                names = set(z.namelist())
+                if {"shape.npy", "data.npy"} <= names:   # scipy.sparse.save_npz: densified to its shape
+                    with z.open("shape.npy") as f:
+                        shape = tuple(int(v) for v in np.lib.format.read_array(f, allow_pickle=False).reshape(-1)[:2])
+                    with z.open("data.npy") as f:
+                        dtype = _declared(f)[1]
+                elif len(names) == 1:
+                    with z.open(next(iter(names))) as f:
+                        shape, dtype = _declared(f)
+                else:
+                    return 0.0, what
+    except (StopIteration, OSError, ValueError, zipfile.BadZipFile, EOFError):
+        return 0.0, what
+    if not shape or any(v < 0 for v in shape):
+        return 0.0, what
+    count = float(np.prod([float(v) for v in shape]))
+    wide = 4 if dtype.kind == "b" or (dtype.kind in "iuf" and dtype.itemsize <= 2) or dtype == np.float32 else 8
+    shown = " x ".join(f"{v:,}" for v in shape)
+    return count * (dtype.itemsize + wide), f"{what} ({path.name} declares {shown} {dtype} values)"
+
+
 def wide_enough(dtype: np.dtype) -> type:
     """float32 for what it holds exactly (float16/32, integers to 16 bits), else float64: a
     float64 file keeps its precision (``dtype=float64`` runs then see every digit; a float32 run
@@ -283,4 +328,4 @@ class CustomConfig(DatasetConfig):
 
 
 register_dataset("custom", "Custom", lambda options, store: load_custom(options.path, options.task, options.train_ratio, options.val_ratio, options.split_seed),
-                 CustomConfig(), split="random")
+                 CustomConfig(), split="random", reads=declared_feature_bytes)

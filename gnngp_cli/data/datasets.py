@@ -34,6 +34,7 @@ class DatasetEntry:
     split: str = "public"                 # one of SPLIT_KINDS
     digests: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # <Name>/raw/<file> -> accepted digests (see .digests)
     memory: Optional[Callable[[Any], float]] = None   # memory(options): peak bytes its load allocates, told before it loads (a generated graph)
+    reads: Optional[Callable[[Any], tuple[float, str]]] = None   # reads(options): (peak bytes, what) its files declare, checked before they are read
 
 
 DATASETS: dict[str, DatasetEntry] = {}
@@ -43,18 +44,20 @@ PRESETS: dict[str, Any] = {}              # option name -> config of a registere
 def register_dataset(name: str, display: str, load: Callable[[Any, Any], Any], config: Any,
                      stand_in: Optional[tuple] = None, partition: Optional[Callable[..., Any]] = None, *,
                      split: str = "public", digests: Optional[Mapping[str, tuple[str, ...]]] = None,
-                     memory: Optional[Callable[[Any], float]] = None) -> None:
+                     memory: Optional[Callable[[Any], float]] = None, reads: Optional[Callable[[Any], tuple[float, str]]] = None) -> None:
     """Add ``dataset=name``: ``load(options, store)`` returns its PyG ``Data``. ``partition(options,
     store, out, rows, source)``, when given, writes its row blocks (:mod:`.shards`) straight from
     the raw files, for graphs too large to load in one process (``compute=dask``). ``split``: its
     kind of split (:data:`SPLIT_KINDS`); ``digests``: the published digests of its raw files;
     ``memory(options)``: the bytes its load allocates at its peak, checked against the memory
-    limit before it loads (a generated graph, whose size is a setting)."""
+    limit before it loads (a generated graph, whose size is a setting); ``reads(options)``: the
+    bytes its files declare they expand to and what they are, checked the same way before they
+    are read (a user's files: a small compressed file may hold a huge array)."""
     if config.name != name:
         raise ConfigError(f"dataset entry {name!r} has a config named {config.name!r}")
     if split not in SPLIT_KINDS:
         raise ConfigError(f"dataset entry {name!r}: split={split!r} is not a kind of split; use one of {', '.join(SPLIT_KINDS)}")
-    DATASETS[name] = DatasetEntry(name, display, load, config, stand_in, partition, split, dict(digests or {}), memory)
+    DATASETS[name] = DatasetEntry(name, display, load, config, stand_in, partition, split, dict(digests or {}), memory, reads)
 
 
 def register_preset(option: str, config: Any) -> None:

@@ -31,7 +31,7 @@ from .store import DataStore
 
 NAME = "ogbn_papers100M"
 FILES = ("raw/data.npz", "raw/node-label.npz", "split/time/train.csv.gz", "split/time/valid.csv.gz", "split/time/test.csv.gz")
-URL = "http://snap.stanford.edu/ogb/data/nodeproppred/papers100M-bin.zip"
+URL = "https://snap.stanford.edu/ogb/data/nodeproppred/papers100M-bin.zip"
 SPLITS = {"train": "train", "val": "valid", "test": "test"}
 CHUNK = 1 << 22
 

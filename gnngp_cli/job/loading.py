@@ -91,6 +91,12 @@ def check_load_memory(spec: Any) -> None:
     entry's ``memory``) will allocate, and refuse it in one line when that would not fit in the
     memory limit (``max_memory_gb``; default half of the free memory)."""
     entry = DATASETS.get(str(spec.dataset.name).lower())
+    if entry is not None and entry.reads is not None:
+        need, what = entry.reads(spec.dataset)
+        limit = memory_limit_bytes(spec.get("max_memory_gb"), torch.device("cpu"))
+        if need > limit:
+            raise ResourceError(f"reading {what} needs about {size_text(need)}, and the limit is {size_text(limit)} (max_memory_gb; default "
+                                "half of the free memory); give fewer nodes or features, or raise max_memory_gb if the memory is yours")
     if entry is None or entry.memory is None:
         return
     need = float(entry.memory(spec.dataset))

@@ -242,7 +242,10 @@ def test_a_full_disk_names_the_file_being_written(mirror, tmp_path, monkeypatch)
 
 
 def test_downloads_use_https():
-    urls = [public.PLANETOID_URL, public.REDDIT_URL, public.ARXIV_URL, wikipedia.MUSAE_URL, wikipedia.GEOM_GCN_URL]
+    from gnngp_cli.data import heterophily, papers100m
+
+    urls = [public.PLANETOID_URL, public.REDDIT_URL, public.ARXIV_URL, wikipedia.MUSAE_URL, wikipedia.GEOM_GCN_URL, heterophily.HETEROPHILY_URL,
+            papers100m.URL]   # papers100M's was http (a trial)
     assert all(u.startswith("https://") for u in urls), urls
 
 
@@ -337,3 +340,30 @@ def test_a_large_raw_file_is_checked_and_read_from_the_same_open_file(mirror, tm
     _swap_after_check(monkeypatch, root / "Cora" / "raw" / "ind.cora.x", pickle.dumps(Payload(marker), protocol=2))
     data = load("cora", None, root)
     assert not marker.exists() and torch.equal(data.x, genuine.x)
+
+
+@pytest.mark.parametrize("kind", ["compressed", "sparse"])
+def test_features_a_small_file_declares_huge_are_refused_before_they_are_read(tmp_path, kind):
+    """A trial: a 2.3 MB compressed npz of 60 x 10^7 float32 zeros, with max_memory_gb=0.5, was
+    read (9.7 GB, exit 0), and a 1.2 KB sparse npz of 60 x 2 10^7 densified to 4.8 GB. The sizes
+    the file declares are checked against the limit before any of it is read."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from gnngp_cli.errors import ResourceError
+    from gnngp_cli.job.loading import check_load_memory
+
+    n, folder = 60, tmp_path / "graph"
+    folder.mkdir()
+    (folder / "edges.csv").write_text("".join(f"{i},{(i + 1) % n}\n" for i in range(n)))
+    np.save(folder / "labels.npy", np.arange(n) % 2)
+    if kind == "compressed":
+        np.savez_compressed(folder / "features.npz", np.zeros((n, 1_000_000), np.float32))
+    else:
+        sp.save_npz(folder / "features.npz", sp.csr_matrix((n, 20_000_000), dtype=np.float32))
+    assert (folder / "features.npz").stat().st_size < 300_000
+    declared = "60 x 1,000,000 float32" if kind == "compressed" else "60 x 20,000,000 float32"
+    with pytest.raises(ResourceError, match=rf"^reading the features of {folder} \(features.npz declares {declared} values\) needs about "
+                                            r".*, and the limit is 100.0 MiB \(max_memory_gb"):
+        check_load_memory(compose(["dataset=custom", f"dataset.path={folder}", "max_memory_gb=0.09765625"]))
+    check_load_memory(compose(["dataset=custom", f"dataset.path={folder}", "max_memory_gb=100"]))   # within a limit that holds it
