@@ -47,7 +47,9 @@ def _writers(mode: int) -> str:
 def distrust(path: Path, base: Optional[Path] = None, shared: bool = False) -> Optional[Distrust]:
     """The first of ``base``, each folder below it down to ``path``, and ``path`` itself that
     someone other than this user (or root) could have written (``None``: none). Paths that do not
-    exist are skipped; ``path`` outside ``base``: ``path`` and its own folder are checked."""
+    exist are skipped; ``path`` outside ``base``: ``path`` and its own folder are checked. A
+    ``path`` that is a symbolic link (or lies below one) is checked at its target too: the target
+    and the folder holding it (``os.stat`` follows the link, but not to the target's folder)."""
     path = Path(path).absolute()
     chain = [path.parent, path]
     if base is not None:
@@ -68,6 +70,12 @@ def distrust(path: Path, base: Optional[Path] = None, shared: bool = False) -> O
             return Distrust(step, f"is writable by {_writers(st.st_mode)}", f"chmod go-w {step}")
         if st.st_uid not in (me, 0) and not shared:
             return Distrust(step, f"is owned by uid {st.st_uid}, not you (uid {me})", f"chown {me} {step}, or {FIX_SHARED}")
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):   # a link that loops: whoever reads it names that
+        return None
+    if resolved != path and os.path.lexists(path):   # a link (or a folder of the chain that is one): its target and the folder
+        return distrust(resolved, None, shared)      # that holds it, which whoever can write could replace (a trial: a 0777 one)
     return None
 
 

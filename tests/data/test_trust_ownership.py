@@ -103,6 +103,30 @@ def test_who_may_write_a_path_decides_whether_it_is_trusted(tmp_path):
     assert untrusted(tmp_path / "absent" / "file", tmp_path / "absent") is None   # what does not exist is skipped
 
 
+def test_a_link_is_trusted_only_where_its_target_and_the_folder_holding_it_are(tmp_path):
+    """A trial: gnngp.pt a link to a forged file in a 0777 folder was trusted (os.stat follows
+    the link, and only the link's own chain was checked): the forged labels gave test 0.041, exit 0."""
+    base = tmp_path / "root"
+    leaf = base / "Cora" / "processed" / "gnngp.pt"
+    leaf.parent.mkdir(parents=True)
+    for p in (base, base / "Cora", leaf.parent):
+        os.chmod(p, 0o755)
+    public = tmp_path / "public"
+    public.mkdir()
+    (public / "gnngp.pt").write_bytes(b"x")
+    os.chmod(public / "gnngp.pt", 0o644)
+    leaf.symlink_to(public / "gnngp.pt")
+    os.chmod(public, 0o777)
+    assert f"{public} is writable by its group and others" in untrusted(leaf, base)
+    os.chmod(public, 0o755)
+    assert untrusted(leaf, base) is None   # a target no one else can write or replace
+    os.chmod(base / "Cora", 0o755)
+    (base / "Cora" / "processed").rename(base / "Cora" / "real")   # a folder of the chain that is a link
+    (base / "Cora" / "processed").symlink_to(public)
+    os.chmod(public, 0o777)
+    assert "processed is writable by its group and others" in untrusted(base / "Cora" / "processed" / "gnngp.pt", base)   # (the link's stat)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's needs root")
 def test_a_file_another_user_owns_is_trusted_only_as_a_read_only_shared_cache(tmp_path):
     leaf = tmp_path / "gnngp.pt"
