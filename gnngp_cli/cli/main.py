@@ -320,6 +320,12 @@ def _partition_task(cfg) -> None:
     except GnngpError as err:
         print(f"gnngp: error: {err}", file=sys.stderr)
         raise SystemExit(1)
+    except OSError as err:   # the folder's disk full (or gone) while writing: meta.json, written last, is not there
+        where = f": {err.filename}" if err.filename else ""
+        print(f"gnngp: error: writing the shards to {spec.partition.out} failed ({err.strerror or err}{where}); the blocks written so far "
+              "are no shards (meta.json, written last, is missing, so no run reads them): free space, or give another out=, and run "
+              "gnngp partition again", file=sys.stderr)
+        raise SystemExit(1)
     blocks = f"{meta.num_blocks:,} row block{'s' if meta.num_blocks != 1 else ''} of up to {meta.rows:,} nodes"
     print(f"wrote {blocks} ({meta.num_nodes:,} nodes, {meta.num_edges:,} edges) "
           f"to {spec.partition.out} in {time.perf_counter() - start:.1f} s; run with compute=dask compute.shards={spec.partition.out}")

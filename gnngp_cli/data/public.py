@@ -111,9 +111,13 @@ def read_planetoid(raw: Path, name: str, opener: Opener = plain_open) -> dict[st
     y[test_index] = y[sorted_test_index]
     n = y.size(0)
     rows, cols = [], []
-    for key, value in items["graph"].items():
-        rows += repeat(int(key), len(value))
-        cols += [int(v) for v in value]
+    try:
+        for key, value in items["graph"].items():
+            rows += repeat(int(key), len(value))
+            cols += [int(v) for v in value]
+    except (TypeError, ValueError, OverflowError) as err:   # a neighbour that is no node id ('abc', a list): the file is not the published one
+        raise DatasetError(f"raw file {raw / f'ind.{name}.graph'} holds a neighbour list that is not node ids ({type(err).__name__}: "
+                           f"{str(err)[:80]}); delete it and fetch it again") from None
     edge_index = torch.stack([torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)], dim=0)
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
         raise DatasetError(f"raw file {raw / f'ind.{name}.graph'} names a node outside [0, {n}); fetch it again")

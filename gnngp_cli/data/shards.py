@@ -358,7 +358,12 @@ def differing_files(root: Path, written: dict, present: list[str]) -> list[tuple
 
 
 def _save(path: Path, array: np.ndarray) -> None:
-    np.save(path, array, allow_pickle=False)
+    try:
+        np.save(path, array, allow_pickle=False)
+    except OSError as err:   # numpy's short write on a full disk says only "N requested and M written"
+        if err.filename is not None:
+            raise
+        raise OSError(err.errno or 28, err.strerror or f"the disk is full: {err}", str(path)) from None
     _no_group_write(path)
 
 

@@ -337,3 +337,25 @@ def test_partition_help_is_its_own():
     assert out.returncode == 0 and out.stdout.startswith("gnngp partition:") and "out=<dir>" in out.stdout and "gnngp run:" not in out.stdout
     wrong = in_process("partition", "dataset=cora", "--out", "x")
     assert wrong.returncode == 1 and "did you mean out=x?" in wrong.stderr and "-m for a sweep" not in wrong.stderr
+
+
+def test_partition_on_a_full_disk_is_one_line_and_leaves_no_shards_a_run_reads(tmp_path, monkeypatch, data_overrides):
+    """A trial: gnngp partition on an 8 MB tmpfs was a 53-line traceback ending in numpy's
+    'OSError: 1433000 requested and 610272 written'."""
+    from gnngp_cli.data import shards
+
+    real, calls = shards.np.save, []
+
+    def filling(path, array, **kwargs):
+        calls.append(path)
+        if len(calls) > 3:
+            raise OSError("1433000 requested and 610272 written")
+        real(path, array, **kwargs)
+
+    monkeypatch.setattr(shards.np, "save", filling)
+    out = in_process("partition", "dataset=cora", f"out={tmp_path / 'shards'}", "partition.rows=1000", *data_overrides,
+                     f"hydra.run.dir={tmp_path / 'h'}")
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(f"gnngp: error: writing the shards to {tmp_path / 'shards'} failed (the disk is full: 1433000 requested and "
+                                 f"610272 written: {calls[-1]}); the blocks written so far are no shards"), out.stderr
+    assert not (tmp_path / "shards" / "meta.json").exists()

@@ -367,3 +367,20 @@ def test_features_a_small_file_declares_huge_are_refused_before_they_are_read(tm
                                             r".*, and the limit is 100.0 MiB \(max_memory_gb"):
         check_load_memory(compose(["dataset=custom", f"dataset.path={folder}", "max_memory_gb=0.09765625"]))
     check_load_memory(compose(["dataset=custom", f"dataset.path={folder}", "max_memory_gb=100"]))   # within a limit that holds it
+
+
+@pytest.mark.parametrize("neighbour", ["abc", [1, 2]])
+def test_a_planetoid_graph_with_a_neighbour_that_is_no_node_id_is_one_line(mirror, tmp_path, neighbour):
+    """A trial (data.verify=false): a string neighbour in ind.cora.graph was an 88-line traceback
+    ending in int()'s ValueError; a nested list a TypeError."""
+    from gnngp_cli.data.safe_pickle import load_restricted
+
+    bad = copy_planetoid(mirror, tmp_path)
+    path = bad / "Cora" / "raw" / "ind.cora.graph"
+    with open(path, "rb") as f:
+        graph = dict(load_restricted(path, f))
+    graph[0] = list(graph[0]) + [neighbour]
+    with open(path, "wb") as f:
+        pickle.dump(graph, f, protocol=2)
+    with pytest.raises(DatasetError, match=r"ind.cora.graph holds a neighbour list that is not node ids \(.*\); delete it and fetch it again"):
+        load("cora", bad, tmp_path / "cache", verify=False)
