@@ -300,6 +300,11 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
         num_classes = 0
     edge_path = _one_of(folder, ("edges.csv",), "edges")
     edge_index = make_undirected(read_edge_csv(edge_path, n, header=None), n)
+    loops = edge_index[0] == edge_index[1]
+    if bool(loops.any()):   # I + A adds each node's unit self-loop: a listed one on top weighed its own features twice
+        edge_index = edge_index[:, ~loops]
+        notes.append(f"edge file {edge_path} lists {_nodes(int(loops.sum()))} linked to itself; those self-loops are left out, as Planetoid's "
+                     "and PyG's GCN normalisation do: every node has one unit self-loop in I + A")
     if edge_index.numel() == 0:
         notes.append(f"edge file {edge_path} has no edges: every node is isolated, and the kernels read the features alone")
     data = Data(x=x, y=y, edge_index=edge_index)
@@ -315,6 +320,13 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
             data[f"{key}_mask"] = mask
         data.split = f"random {train_ratio}/{val_ratio}, seed {seed}"
     data.task, data.num_classes = task, num_classes
+    if task == "classification":   # a class the training nodes lack is never predicted: its val/test nodes are all errors
+        trained = set(torch.unique(y[data.train_mask]).tolist())
+        untrained = sorted(set(torch.unique(y[data.val_mask | data.test_mask]).tolist()) - trained)
+        if untrained:
+            shown = ", ".join(label_text(classes[c]) for c in untrained[:6]) + (", ..." if len(untrained) > 6 else "")
+            notes.append(f"class{'es' if len(untrained) > 1 else ''} {shown} of {label_path} {'have' if len(untrained) > 1 else 'has'} "
+                         "validation or test nodes but no training node, so no prediction can be that class; give each class a training node")
     for note in notes:   # said now, and kept for the result row's warnings
         print(f"gnngp: warning: {note}", file=sys.stderr)
     data.warnings = notes

@@ -142,3 +142,27 @@ def test_generated_graphs_load_or_give_one_dataset_error(case):
     files, task, ratios = case
     with within(30, f"loading {sorted(files)}"):
         event(_load(files, task, ratios))
+
+
+def test_listed_self_loops_are_left_out_and_a_class_without_training_nodes_is_said(tmp_path, capsys):
+    """A trial: a self-loop in edges.csv weighed its node 2 in I + A (node 1 of 0-1, 1-2 had
+    weight 0.5, not 1/3; accuracy 0.5833 against 0.5000 without the loop), and a class with val and
+    test nodes but no training node ran silently."""
+    from gnngp_cli.graph.operators import normalized_adjacency
+
+    n = 6
+    np.save(tmp_path / "features.npy", np.eye(n))
+    np.save(tmp_path / "labels.npy", np.array([0, 0, 1, 1, 2, 2]))
+    for name, mask in (("train_mask", [1, 0, 1, 0, 0, 0]), ("val_mask", [0, 1, 0, 0, 1, 0]), ("test_mask", [0, 0, 0, 1, 0, 1])):
+        np.save(tmp_path / f"{name}.npy", np.array(mask, dtype=bool))
+    (tmp_path / "edges.csv").write_text("0,1\n1,2\n1,1\n3,4\n")
+    data = load_custom(str(tmp_path), None, 0.5, 0.25, 0)
+    err = capsys.readouterr().err
+    assert "lists 1 node linked to itself; those self-loops are left out" in err
+    assert "class 2 of " in err and "has validation or test nodes but no training node" in err and len(data.warnings) == 2
+    ei, w = normalized_adjacency(data.edge_index, n, "sym", dtype=torch.float64)
+    own = {(int(a), int(b)): float(x) for a, b, x in zip(ei[0], ei[1], w)}
+    assert own[(1, 1)] == __import__("pytest").approx(1 / 3)   # node 1: itself, 0 and 2 in I + A, each 1 / 3 (it was 2 / 4)
+    (tmp_path / "edges.csv").write_text("0,1\n1,2\n3,4\n")
+    np.save(tmp_path / "train_mask.npy", np.array([1, 0, 1, 0, 1, 0], dtype=bool))
+    assert load_custom(str(tmp_path), None, 0.5, 0.25, 0).warnings == [] and capsys.readouterr().err == ""
