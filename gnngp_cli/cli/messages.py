@@ -269,7 +269,8 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
                     f"(keys of {key}: {', '.join(keys)})")
         if "is not a ListConfig" in first:   # active.budgets=20: a list key given one value
             return f"{key}={value} is not a list; give a list, e.g. {key}=[{value}] (quoted in a shell: '{key}=[{value}]')"
-        return f"{key}: {first}; give a value of the key's type (gnngp run --cfg job shows them)"
+        shows = "--cfg hydra" if key.startswith("hydra.") else "--cfg job"   # Hydra's own keys are not the job's config
+        return f"{key}: {first}; give a value of the key's type (gnngp run {shows} shows them)"
     text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
     group = next((g for g in ("model", "dataset", "likelihood", "protocol", "conformal", "active", "fit", "compute") if f"Could not find '{g}/" in text), None)
     if group is not None:

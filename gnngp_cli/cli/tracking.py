@@ -280,6 +280,26 @@ class Tracking(Callback):
 # MLflow
 
 
+HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}   # MLflow's defaults: 7 retries (backoff to minutes), 120 s
+
+
+def _unreachable(uri: str, timeout: float = 5.0) -> str:
+    """Why a tracking server's host and port take no connection ('' when they do)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as err:
+        return str(err)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=timeout):
+            return ""
+    except OSError as err:
+        return f"{parts.hostname}:{port} takes no connection ({err.strerror or err})"
+
+
 def mlflow_store(tracking_uri: str) -> tuple[str, Optional[str]]:
     """``(tracking URI, artifact location)`` of ``logger.tracking_uri``: a URI (``http://host:5000``,
     ``sqlite:///path.db``, ``file:...``) as given, with MLflow's own artifact location; a folder as
@@ -308,6 +328,13 @@ class MLflowTracking(Tracking):
             if missing:
                 raise TrackingError(f"logger=mlflow keeps its runs in SQLite ({self.tracking_uri}), which needs {', '.join(missing)}: "
                                     "pip install -e \".[tracking]\"")
+        if self.tracking_uri.startswith(("http://", "https://")):
+            unreachable = _unreachable(self.tracking_uri)
+            if unreachable:   # MLflow retried a refused connection for minutes, silent, before its error
+                raise TrackingError(f"logger=mlflow cannot reach logger.tracking_uri={tracking_uri}: {unreachable}; start the server "
+                                    "(mlflow server ...) or give a folder (logger.tracking_uri=mlruns)")
+            for name, value in HTTP_SETTINGS.items():   # a server gone during a sweep: a warning per job in seconds, not minutes
+                os.environ.setdefault(name, value)
         try:
             if self.tracking_uri.startswith("sqlite:///"):
                 Path(self.tracking_uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)

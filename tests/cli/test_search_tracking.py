@@ -100,6 +100,7 @@ def test_the_groups_default_to_none_and_list_their_presets():
     ("hparams_search=optuan", "hparams_search=optuan is not an option; did you mean hparams_search=optuna? valid: optuna, optuna_kernels"),
     ("logger.tracking_ur=x", "unknown key logger.tracking_ur; did you mean logger.tracking_uri?"),
     ("hydra.sweeper.n_trial=3", "unknown key hydra.sweeper.n_trial; did you mean hydra.sweeper.n_trials?"),
+    ("hydra.sweeper.n_trials=abc", "could not be converted to Integer; give a value of the key's type (gnngp run --cfg hydra shows them)"),
 ])
 def test_a_wrong_choice_or_key_is_one_line(override, message, tmp_path):
     if "sweeper" in override:
@@ -133,6 +134,24 @@ def test_a_logger_store_that_cannot_be_opened_is_one_line_before_any_job(tmp_pat
     assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
     assert out.stderr.startswith(f"gnngp: error: logger=mlflow cannot open logger.tracking_uri={blocked / 'mlruns'}")
     assert not (tmp_path / "run" / "results.csv").exists()
+
+
+def test_a_tracking_server_that_takes_no_connection_is_one_line_in_seconds(tmp_path):
+    """A trial: logger.tracking_uri=http://127.0.0.1:9 (refused) retried for over 4 minutes,
+    silent, before MLflow's error."""
+    import socket
+    import time
+
+    pytest.importorskip("mlflow")
+    with socket.socket() as s:   # a port no one listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    out = in_process("run", "logger=mlflow", f"logger.tracking_uri=http://127.0.0.1:{port}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert time.monotonic() - start < 60
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.stderr.startswith(f"gnngp: error: logger=mlflow cannot reach logger.tracking_uri=http://127.0.0.1:{port}: 127.0.0.1:{port} takes "
+                                 "no connection"), out.stderr
 
 
 def test_a_search_without_multirun_is_one_line(tmp_path):
