@@ -122,6 +122,9 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
+SEARCH_NOT = ("dataset", "dataset.split_index", "splits", "runs")   # and any *seed: what a search must not choose on validation
+
+
 def search_problem(config: DictConfig, task: DictConfig) -> str:
     """Why a search sweeper cannot run as set ('' when it can): a trial count or parallel jobs
     below 1, a failure rate outside 0..1 (Optuna's sweeper divided by zero, or asserted), and an
@@ -140,6 +143,11 @@ def search_problem(config: DictConfig, task: DictConfig) -> str:
         return (f"hydra.sweeper.storage={storage}: the sweeper's Optuna 2.10 (hydra-optuna-sweeper needs optuna<3) cannot open a "
                 "database under SQLAlchemy 2, which MLflow's store needs; leave it out: each trial's rows are in its folder, and "
                 "resume=true continues a stopped search")
+    for override in config.hydra.overrides.task:   # a comma list in a search is a choice Optuna searches like any other
+        key, _, value = str(override).lstrip("+~").partition("=")
+        if "," in value and not value.strip().startswith(("[", "{", "'", '"')) and (key in SEARCH_NOT or key.endswith("seed")):
+            return (f"{key}={value} in a search would be searched like a setting, and the best trial's {key} chosen on validation "
+                    f"(a result that says nothing of the others); run one search per value ({key}={value.split(',')[0]} ...)")
     active = task.get("active")
     if active is not None and str(active.get("name", "none")) != "none":
         return (f"a search maximises each trial's validation metric, and active={active.name} has none (its labels are bought, "

@@ -237,6 +237,17 @@ def _row_count(config: DictConfig) -> Optional[int]:
         return None
 
 
+def _experiment_name(experiment: Any, kind: str, folder: bool) -> None:
+    """``logger.experiment``: a name, and for TensorBoard one folder of ``save_dir`` (``../x`` wrote
+    outside it; an empty name was MLflow's "'NoneType' object has no attribute 'experiment_id'")."""
+    name = "" if experiment is None else str(experiment)
+    if not name.strip():
+        raise TrackingError(f"logger.experiment is empty; give logger={kind} an experiment name (logger.experiment=gnngp, its default)")
+    if folder and (Path(name).name != name or name in (".", "..")):
+        raise TrackingError(f"logger.experiment={name} is a folder of logger.save_dir, so one name without '/' or '..' "
+                            "(e.g. logger.experiment=cora_search)")
+
+
 def _folder(path: str, key: str) -> Path:
     """The folder of setting ``key``: ``~`` expanded, relative to the working directory (as
     ``hydra.run.dir``); an empty part (``/scratch//mlruns``, left by an unset shell variable) refused."""
@@ -320,6 +331,7 @@ class MLflowTracking(Tracking):
 
     def __init__(self, tracking_uri: Optional[str] = None, experiment: str = "gnngp") -> None:
         require("logger=mlflow", "logger=mlflow")
+        _experiment_name(experiment, "mlflow", folder=False)
         tracking_uri = tracking_uri or DEFAULT_MLFLOW
         self.tracking_uri, self.artifact_location = mlflow_store(str(tracking_uri))
         self.experiment = str(experiment)
@@ -403,6 +415,7 @@ class TensorBoardTracking(Tracking):
     def __init__(self, save_dir: Optional[str] = None, experiment: str = "gnngp") -> None:
         require("logger=tensorboard", "logger=tensorboard")
         save_dir = save_dir or DEFAULT_TENSORBOARD
+        _experiment_name(experiment, "tensorboard", folder=True)
         self.save_dir = _folder(str(save_dir), "logger.save_dir") / str(experiment)
         try:
             self.save_dir.mkdir(parents=True, exist_ok=True)

@@ -381,6 +381,8 @@ def test_a_logger_records_only_the_rows_of_its_job_and_a_resumed_done_job_not_ag
     ("hydra.sweeper.max_failure_rate=2", "hydra.sweeper.max_failure_rate=2.0 must be between 0 and 1"),
     ("active=random", "a search maximises each trial's validation metric, and active=random has none"),
     ("hydra.sweeper.storage=sqlite:///optuna.db", "hydra.sweeper.storage=sqlite:///optuna.db: the sweeper's Optuna 2.10"),
+    ("dataset=cora,citeseer", "dataset=cora,citeseer in a search would be searched like a setting"),
+    ("seed=0,1,2", "seed=0,1,2 in a search would be searched like a setting, and the best trial's seed chosen on validation"),
 ])
 def test_a_search_that_cannot_run_is_one_line_before_any_trial(setting, message, tmp_path, data_overrides):
     """A trial: n_trials=0 said every trial failed (none ran), n_jobs=0 was a ZeroDivisionError's
@@ -400,3 +402,16 @@ def test_a_search_space_the_shell_unquoted_names_the_quoting(tmp_path, data_over
     assert out.returncode == 1 and out.stderr.strip() == (
         "gnngp: error: hydra.sweeper.params.model=choice(gcngp_x, sagegp_x) is read as a sweep of the search's own settings: quote the "
         "value for Hydra and the whole for the shell, \"hydra.sweeper.params.model='choice(gcngp_x, sagegp_x)'\""), out.stderr
+
+
+@pytest.mark.parametrize("logger, value, message", [
+    ("tensorboard", "../../escape", "logger.experiment=../../escape is a folder of logger.save_dir, so one name without '/' or '..'"),
+    ("tensorboard", "", "logger.experiment is empty; give logger=tensorboard an experiment name"),
+    ("mlflow", "", "logger.experiment is empty; give logger=mlflow an experiment name"),
+])
+def test_an_experiment_name_that_is_no_name_is_one_line(logger, value, message, tmp_path):
+    """A trial: logger.experiment=../../escape wrote outside logger.save_dir; an empty one was
+    MLflow's "'NoneType' object has no attribute 'experiment_id'", blamed on tracking_uri."""
+    tracking_extra(logger)
+    out = in_process("run", f"logger={logger}", f"logger.experiment={value}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1 and out.stderr.strip().startswith(f"gnngp: error: {message}") and len(out.stderr.strip().splitlines()) == 1, out.stderr
