@@ -52,6 +52,7 @@ def write_graph(folder: Path, n: int = 60, labels=None, features=None, masks=Non
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     pairs = rng.integers(0, n, (3 * n, 2))
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]   # no self-loop (a listed one is left out with a warning)
     (folder / "edges.csv").write_text("".join(f"{a},{b}\n" for a, b in pairs))
     np.save(folder / "features.npy", rng.normal(size=(n, 4)) if features is None else features)
     np.save(folder / "labels.npy", rng.normal(size=n) if labels is None else labels)

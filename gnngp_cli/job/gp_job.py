@@ -166,7 +166,7 @@ class GPJob(KernelJob):
         planned = 1 + fit_evaluations(spec.fit.steps, len(choices)) if self.mll else evaluated(len(choices))   # mll: each candidate fitted, then the chosen one run
         estimate = estimate.times(planned)
         if landmarks is not None:   # as the exact kernel's, before its estimate and warning
-            self.check_low_rank_memory(estimate, arch.label, int(landmarks.numel()), ctx.features.device)
+            self.check_low_rank_memory(estimate, arch.label, int(landmarks.numel()), ctx)
         log.info(estimate.line(arch.label, backend.where))
         long = estimate.long_warning(arch.label, backend.where) if index == 0 else None
         if long:
@@ -227,14 +227,14 @@ class GPJob(KernelJob):
         add_conformal(run.row, gp_conformal(self.calibration, backend, result, run.evaluated, backend.info.task))
         return run
 
-    def check_low_rank_memory(self, estimate: Estimate, label: str, landmarks: int, device: torch.device) -> None:
+    def check_low_rank_memory(self, estimate: Estimate, label: str, landmarks: int, ctx: Any) -> None:
         """Refuse, before any kernel work, a low-rank run whose estimated peak (the process's, its
         root and its blocks: :meth:`estimate`) is above the memory limit, as an exact kernel's is
         refused; the root files of compute=dask are checked against their folder's room instead.
         The fix names a landmark count that would fit (the root's columns: about linear in it)."""
         if estimate.on_disk:
             return
-        limit = memory_limit_bytes(self.spec.max_memory_gb, device)
+        limit = memory_limit_bytes(self.spec.max_memory_gb, ctx.features.device)
         need = estimate.gb * 2**30
         if need <= limit:
             return
