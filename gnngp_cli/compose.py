@@ -274,6 +274,11 @@ def method_overrides(overrides: Sequence[str]) -> list[str]:
         given = [o for o in overrides if o.partition("=")[0] in ("model", "kernel", "gnn") and o != "gnn=none"]
         raise ConfigError(f"the method is chosen twice ({' and '.join(given)}); keep one (a sweep of both: gnngp run -m "
                           f"{given[0].partition('=')[0]}={','.join(g.partition('=')[2] for g in given)})")
+    swept = next((o.partition("=")[2] for o in out if o.partition("=")[0] == "model" and ("," in o or "(" in o)), None)
+    if swept is not None and method_key(swept) != "kernel":
+        # a sweep of GNNs: Hydra checks the other overrides against the default method (a kernel, which has no gnn section)
+        # before any job chooses a GNN, so gnn.epochs=1 was an unknown key; '+' adds it there, and each job's own GNN reads it
+        out = [f"+{o}" if o.startswith("gnn.") else o for o in out]
     return out
 
 

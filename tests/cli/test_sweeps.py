@@ -1,5 +1,6 @@
 """Sweeps: a summary gathers every job, failed jobs become rows, resume skips finished jobs,
 and the joblib and submitit launchers run for real."""
+import json
 import signal
 import time
 
@@ -232,3 +233,16 @@ def test_a_stopped_resume_keeps_the_whole_sweep_in_its_summary(tmp_path):
     callback._before = {}
     callback.on_multirun_end(config, stopped=True)
     assert (fresh / "summary.csv").read_text() == "job,swept,status\n0,seed=1,ok\n"
+
+
+def test_a_sweep_of_gnns_takes_their_shared_keys(tmp_path):
+    """A trial: -m gnn=gcn,sgc gnn.epochs=1 was 'unknown key gnn.epochs; did you mean gnn=gcn
+    (its gnn.epochs) ...', the command as typed (Hydra checks the sweep's other overrides against
+    the default method, a kernel, before any job chooses a GNN)."""
+    out = in_process("run", "-m", "dataset=csbm", "dataset.num_nodes=200", "gnn=gcn,sgc", "gnn.epochs=2", f"hydra.sweep.dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert summary["method"].tolist() == ["GCN", "SGC"] and (summary["status"] == "ok").all()
+    assert all("gnn.epochs=2" in o for o in summary["overrides"])
+    for job in ("0", "1"):   # each job's GNN read it: two epochs
+        assert json.loads(pd.read_csv(tmp_path / job / "results.csv")["extra"].iloc[0])["epochs"] == 2
