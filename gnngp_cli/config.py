@@ -546,7 +546,8 @@ def _validate_fit(cfg: Any) -> None:
                           f"{fix}set kernel.gamma_search=false to keep kernel.base.gamma, or use fit=grid")
 
 
-RECIPE_NETWORKS = {"platonov2023": ("gcn", "sage")}   # the networks a recipe other than the paper's defines
+RECIPE_NETWORKS = {"platonov2023": ("gcn", "sage")}
+NTK_STANDARD = {"dropout": 0.0, "batch_norm": False}   # gnn.regime=ntk: what a null dropout or batch norm is (a dataset's recipe's are not)   # the networks a recipe other than the paper's defines
 
 
 def _validate_gnn(g: Any) -> None:
@@ -580,7 +581,7 @@ def _validate_gnn(g: Any) -> None:
     _choice(g.propagation, GNN_PROPAGATION, "gnn.propagation")
     common = gnn_defaults(GNNS[g.name], g.recipe)["*"]   # what a null hidden or dropout becomes
     hidden = g.hidden if g.hidden is not None else common["hidden"]
-    dropout = g.dropout if g.dropout is not None else common["dropout"]
+    dropout = g.dropout if g.dropout is not None else NTK_STANDARD["dropout"] if g.regime == "ntk" else common["dropout"]
     if g.regime == "ntk":
         standard = {"gnn": (g.name == "gcn", "gnn=gcn"), "gnn.dropout": (dropout == 0, "gnn.dropout=0"),
                     "gnn.batch_norm": (not g.batch_norm, "gnn.batch_norm=false"), "gnn.batch_size": (not g.batch_size, "gnn.batch_size=0"),
@@ -760,6 +761,8 @@ def with_method_defaults(spec: RunConfig, task: str) -> RunConfig:
     names = {f.name for f in fields(node)}
     filled = {key: value for key, value in method_defaults(table, str(spec.dataset.name).lower(), task).items()
               if key in names and getattr(node, key) is None}
+    if name == "gnn" and node.regime == "ntk":   # the plain network the tangent kernel is the limit of, whatever the dataset's recipe
+        filled.update({key: value for key, value in NTK_STANDARD.items() if key in filled})   # (chameleon's batch norm froze it)
     return revised(spec, **{name: revised(node, **filled)}) if filled else spec
 
 

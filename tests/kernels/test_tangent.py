@@ -412,7 +412,8 @@ def test_bad_training_times_are_one_line(tmp_path, value, message):
     (["model=gcn", "inference.time=10"], "inference.time is a GP kernel's training time, or the steps a GNN records with gnn.regime=ntk"),
     (["model=gcn", "gnn.regime=ntk", "gnn.dropout=0", "inference.time=2.5"], "inference.time=2.5: a GNN records whole gradient steps"),
     (["model=gcn", "gnn.regime=ntk", "gnn.dropout=0", "gnn.epochs=10", "inference.time=[5,20]"], "from 1 to gnn.epochs=10"),
-    (["model=gcn", "gnn.regime=ntk"], "gnn.dropout=0.5 has no place there: set gnn.dropout=0"),
+    (["model=gcn", "gnn.regime=ntk", "gnn.dropout=0.5"], "gnn.dropout=0.5 has no place there: set gnn.dropout=0"),
+    (["model=gcn", "gnn.regime=ntk", "gnn.batch_norm=true"], "gnn.batch_norm=True has no place there: set gnn.batch_norm=false"),
     (["model=sage", "gnn.regime=ntk", "gnn.dropout=0"], "gnn=sage has no place there: set gnn=gcn"),
     (["model=gcn", "gnn.regime=sgd"], "gnn.regime='sgd' is not valid"),
     (["kernel=gatgp", "kernel.sigma_a=0"], "the kernel is zero on every node (mean variance 0)"),
@@ -594,3 +595,16 @@ def test_a_limit_in_capitals_gets_its_spelling(tmp_path):
 
     code, err, row, errors = run(tmp_path, "kernel=gcngp", "kernel.limit=NTK")
     assert code == 1 and "did you mean 'ntk'?" in errors[0], errors
+
+
+def test_the_ntk_regime_on_a_regression_set_trains_the_plain_network():
+    """A trial: dataset=chameleon gnn=gcn gnn.regime=ntk gnn.dropout=0 ran with the regression
+    recipe's batch norm (a null batch_norm passed the check, then took the dataset's default), and
+    the gradient descent froze its scale: a flat learning curve, R^2 -12.8, reported ok."""
+    from gnngp_cli.api import compose
+    from gnngp_cli.config import parse, with_method_defaults
+
+    plain = with_method_defaults(parse(compose(["model=gcn", "gnn.regime=ntk", "dataset=chameleon"])), "regression").gnn
+    assert plain.batch_norm is False and plain.dropout == 0.0
+    recipe = with_method_defaults(parse(compose(["model=gcn", "dataset=chameleon"])), "regression").gnn
+    assert recipe.batch_norm is True and recipe.dropout == 0.5   # the standard regime keeps the recipe
