@@ -181,6 +181,9 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             resume = None
         else:
             resume = None
+            if not multirun:   # a single run's folder is new each time unless hydra.run.dir names the earlier one
+                log.warning("resume=true: %s holds no results, so nothing is resumed and every run runs; to resume a run, give its "
+                            "folder: hydra.run.dir=<the folder the stopped run wrote, e.g. outputs/<day>/<time>>", out_dir)
 
     def write(rows: list[dict]) -> None:
         try:
@@ -218,8 +221,9 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             earlier = (f" (job {number} of the sweep in {out_dir.parent}; job{'s 0-' if number > 1 else ' '}{number - 1} before it "
                        f"{'are' if number > 1 else 'is'} in {'their folders' if number > 1 else 'its folder'} there)")
         print(f"gnngp: error: stopped by {name}: {kept_now()}{earlier}; "
-              f"run {'the sweep' if multirun else 'it'} again with resume=true and the same overrides (and output folder) to run only the "
-              "missing ones", file=sys.stderr)
+              f"run {'the sweep' if multirun else 'it'} again with resume=true and the same overrides "
+              f"({f'and hydra.sweep.dir={out_dir.parent}' if multirun else f'and hydra.run.dir={out_dir}'}) to run only the missing ones",
+              file=sys.stderr)
         raise SystemExit(status) from None
     except (GnngpError, MemoryError, torch.cuda.OutOfMemoryError, RuntimeError) as err:
         if isinstance(err, RuntimeError) and not isinstance(err, torch.cuda.OutOfMemoryError) and not out_of_memory(err):

@@ -31,7 +31,7 @@ from .rowfile import NotAResultsFile, RowFile, read_rows
 Key = tuple[Optional[int], int]   # (split index with splits=all, else None; run index)
 
 
-NOT_SETTINGS = ("resume", "logger", "hparams_search")   # how a job is run, recorded or chosen: never what it computes
+NOT_SETTINGS = ("resume", "logger", "hparams_search", "progress")   # how a job is run, shown, recorded or chosen: never what it computes
 
 
 def job_overrides(overrides: Sequence[str]) -> str:
@@ -117,7 +117,7 @@ def _runs_and_rest(recorded: str) -> tuple[Optional[int], list[str]]:
     except ValueError:
         return None, [recorded]
     runs = [o.partition("=")[2] for o in items if o.lstrip("+~").partition("=")[0] == "runs"]
-    rest = [o for o in items if o.lstrip("+~").partition("=")[0] != "runs"]
+    rest = [o for o in items if o.lstrip("+~").partition("=")[0] not in ("runs", *NOT_SETTINGS)]   # (rows of an older gnngp recorded progress=)
     try:
         return (int(runs[-1]) if runs else 1), rest
     except ValueError:

@@ -326,7 +326,7 @@ def test_sigterm_midway_removes_the_runs_roots(tmp_path, cache):
     assert proc.returncode == 143 and "Traceback" not in out, out[-2000:]   # one line, as on Ctrl-C (it exited 143 silently)
     assert [line for line in out.splitlines() if line.startswith("gnngp: error:")] == [
         "gnngp: error: stopped by SIGTERM: no run of this job had finished; "
-        "run it again with resume=true and the same overrides (and output folder) to run only the missing ones"]
+        f"run it again with resume=true and the same overrides (and hydra.run.dir={tmp_path / 'run'}) to run only the missing ones"]
     assert list(roots.iterdir()) == [], out[-2000:]
 
 

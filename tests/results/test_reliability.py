@@ -648,3 +648,22 @@ def test_a_stop_while_a_row_is_written_waits_until_it_is_counted():
             done.append("counted")
         done.append("after")
     assert done == ["written", "counted"]
+
+
+def test_progress_is_no_setting_that_resume_reruns_for(tmp_path):
+    """A trial: runs=3 progress=false, then resume=true without progress=false (or the reverse),
+    said 'its settings changed' and ran every run again; progress= only shows the run."""
+    import json
+
+    from gnngp_cli.results.resume import job_overrides, more_runs_of
+
+    older = json.dumps(sorted(["dataset=cora", "model=gcngp", "progress=false", "runs=3"]))   # a row of an older gnngp
+    now = job_overrides(["dataset=cora", "model=gcngp", "runs=3", "resume=true"])
+    assert "progress" not in job_overrides(["dataset=cora", "progress=false"]) and more_runs_of(older, now)
+    run = tmp_path / "run"
+    first = in_process("run", "dataset=csbm", "dataset.num_nodes=300", "kernel=gcngp", "runs=2", "progress=false", f"hydra.run.dir={run}")
+    assert first.returncode == 0, first.stderr
+    again = in_process("run", "dataset=csbm", "dataset.num_nodes=300", "kernel=gcngp", "runs=2", "resume=true", f"hydra.run.dir={run}")
+    assert again.returncode == 0 and "skipping this job (every run is there" in again.stdout + again.stderr, again.stderr
+    fresh = in_process("run", "dataset=csbm", "dataset.num_nodes=300", "kernel=gcngp", "runs=2", "resume=true", f"hydra.run.dir={tmp_path / 'new'}")
+    assert fresh.returncode == 0 and f"resume=true: {tmp_path / 'new'} holds no results, so nothing is resumed" in fresh.stdout + fresh.stderr
