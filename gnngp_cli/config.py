@@ -556,6 +556,8 @@ def _validate_gnn(g: Any) -> None:
     for key in ("layers", "hidden", "epochs"):
         if getattr(g, key) is not None and getattr(g, key) < 1:
             raise ConfigError(f"gnn.{key}={getattr(g, key)} must be at least 1")
+    if g.layers is not None and g.layers > MAX_LAYERS:   # as depth: 100,000 layers grew to 5.9 GB over minutes, silent
+        raise ConfigError(f"gnn.layers={g.layers:,} is above the {MAX_LAYERS:,} a network may have; use fewer layers")
     if g.lr is not None and not 0 < g.lr <= LR_MAX:
         raise ConfigError(f"gnn.lr={g.lr:g} must be positive and at most {LR_MAX:g} (e.g. gnn.lr=0.01)")
     if g.dropout is not None and not 0 <= g.dropout < 1:

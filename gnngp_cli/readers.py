@@ -173,8 +173,8 @@ READERS: tuple[Reader, ...] = (
     Reader(("kernel.base.d",), _base_reads("d"), "the polynomial base kernel", "drop it"),
     Reader(_keys("kernel.gamma_grid", GridConfig), lambda cfg, command: _gp(cfg) and cfg.kernel.gamma_search and cfg.fit.method == "grid",
            "a gamma search (kernel.gamma_search=true with fit=grid)", "drop it, or set kernel.gamma_search=true"),
-    Reader(("dtype", "max_memory_gb"), lambda cfg, command: _gp(cfg), "GP kernels (a GNN trains in float32, with no memory estimate)",
-           "drop it"),
+    Reader(("dtype",), lambda cfg, command: _gp(cfg), "GP kernels (a GNN trains in float32)", "drop it"),
+    Reader(("max_memory_gb",), lambda cfg, command: True, "every run", "drop it"),   # a GNN's weights and activations are checked too
     Reader(("landmarks.fraction",), lambda cfg, command: _low_rank(cfg, command) and cfg.landmarks.count is None,
            "low-rank kernels (kernel=<name>_x) without landmarks.count", LOW_RANK_FIX),
     Reader(("landmarks.count",), _low_rank, "low-rank kernels (kernel=<name>_x)", LOW_RANK_FIX),

@@ -33,6 +33,9 @@ class GPRGNNConfig(GNNConfig):
 def _check_hops(options: Any, hidden: int) -> None:
     if options.hops < 0:
         raise ConfigError(f"gnn.hops={options.hops} must be at least 0")
+    if not 0 < options.alpha <= 1:   # the PageRank start alpha (1 - alpha)^k: 1e9 overflowed torch's float, -1 and 2 alternate in sign
+        raise ConfigError(f"gnn.alpha={options.alpha:g} is the teleport probability of GPR-GNN's PageRank start: it must be above 0 and at "
+                          "most 1 (e.g. gnn.alpha=0.1)")
 
 
 @register_gnn("gprgnn", "GPRGNN", config=GPRGNNConfig, graph_layers=lambda layers: 0, check=_check_hops)

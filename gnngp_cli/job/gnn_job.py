@@ -24,11 +24,12 @@ import torch
 from torch import Tensor
 
 from ..config import check_steps, parse, training_times, with_method_defaults
-from ..errors import ConfigError
+from ..errors import ConfigError, ResourceError
 from ..gnn import GNNS, GradientDescent, train_gnn
 from ..metrics import MetricInput, Scores, score, uncertainty_metrics
 from ..gp.probabilities import best_temperature, class_probabilities, nll_by_temperature, reliability_bins
-from ..runtime import Stopwatch, peak_cuda_mb, peak_rss_mb
+from ..runtime import Stopwatch, memory_limit_bytes, peak_cuda_mb, peak_rss_mb
+from .estimate import size_text
 from ..conformal import Calibration
 from .conformal_rows import add_conformal, gnn_conformal
 from .loading import LoadedGraph, reuse
@@ -154,6 +155,30 @@ def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[st
     return rows
 
 
+def gnn_bytes(num_nodes: int, num_features: int, outputs: int, hidden: int, layers: int, heads: int = 1) -> float:
+    """A float32 network's training peak, roughly: its weights with their gradient and Adam's two
+    moments (four copies), and the full batch's activations (each layer's output, its ReLU's and its
+    dropout's, ``heads`` of them for attention) beside the features."""
+    width = hidden * max(heads, 1)
+    params = num_features * width + max(layers - 2, 0) * width * width + width * outputs   # in, hidden-to-hidden, out
+    activations = num_nodes * (num_features + 3 * width * max(layers, 1))
+    return 4.0 * (4 * params + activations)
+
+
+def check_gnn_memory(spec: Any, info: Any, device: torch.device) -> None:
+    """Refuse, before it trains, a GNN whose weights and activations would not fit in the memory
+    limit (``gnn.hidden=2000000`` on Cora was the kernel's out-of-memory killer, 23 GB, and no row)."""
+    g = spec.gnn
+    need = gnn_bytes(info.num_nodes, info.num_features, max(int(info.num_classes or 1), 1), int(g.hidden or 1), int(g.layers or 1),
+                     int(getattr(g, "heads", 1) or 1))
+    limit = memory_limit_bytes(spec.max_memory_gb, device)
+    if need > limit:
+        raise ResourceError(f"gnn={g.name} with gnn.hidden={g.hidden} and gnn.layers={g.layers} on {spec.dataset.name} needs about "
+                            f"{size_text(need)} to train (its weights, their gradients and Adam's moments, and the activations of "
+                            f"{info.num_nodes:,} nodes), and the limit is {size_text(limit)} (max_memory_gb; default half of the free "
+                            "memory); use a smaller gnn.hidden or fewer gnn.layers, or raise max_memory_gb if the memory is yours")
+
+
 def run_gnn(spec: Any, graph: Optional[LoadedGraph] = None, on_run: Optional[Callable[[list[dict]], Any]] = None,
             skip: Collection[int] = (), uncertainties: Optional[Sequence[str]] = None) -> list[dict]:
     """All runs of a GNN job (seeds ``seed .. seed+runs-1``) but those in ``skip``; one row per
@@ -168,6 +193,7 @@ def run_gnn(spec: Any, graph: Optional[LoadedGraph] = None, on_run: Optional[Cal
     if wanted != ["softmax"] and info.task != "classification":
         raise ConfigError(f"gnn.uncertainty={','.join(wanted)} gives class probabilities, and {spec.dataset.name} is a regression task; "
                           "use gnn.uncertainty=softmax (the default)")
+    check_gnn_memory(spec, info, graph.device)
     if "mc_dropout" in wanted and g.batch_size:
         raise ConfigError(f"gnn.uncertainty=mc_dropout makes full-batch passes, and gnn.batch_size={g.batch_size} trains in mini-batches "
                           f"on {spec.dataset.name}; use gnn.batch_size=0 if the graph fits, or gnn.uncertainty=ensemble")

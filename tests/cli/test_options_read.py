@@ -144,7 +144,6 @@ def test_each_option_is_read_by_the_run_it_is_set_on_or_refused_in_one_line(base
     (["verify.seeds=10"], "verify.seeds=10 has no effect on this run (kernel=gcngp): it is read only by gnngp verify"),
     (["gnn=gcn", "gnn.members=3"], "gnn.members=3 has no effect on this run (gnn=gcn): it is read only by gnn.uncertainty=ensemble"),
     (["gnn=gcn", "nugget.num=5"], "nugget.num=5 has no effect on this run (gnn=gcn)"),
-    (["gnn=gcn", "max_memory_gb=3"], "max_memory_gb=3.0 has no effect on this run (gnn=gcn)"),
     (["active.batch=2"], "active.batch=2 has no effect on this run (kernel=gcngp): it is read only by active learning"),
     (["active", "nugget.num=5"], "nugget.num=5 has no effect on this run (kernel=gcngp): it is read only by GP kernels with fit=grid"),
     (["active_mll", "fit.steps=5"], "fit.steps=5 has no effect on this run (kernel=gcngp): it is read only by fit=mll outside active learning "

@@ -251,6 +251,9 @@ def test_neighbour_sampler_respects_fanouts_and_keeps_seeds_first():
         (["gnn=gcn", "gnn.epochs=-1"], "gnn.epochs=-1 must be at least 1"),
         (["gnn=gcn", "gnn.dropout=1.5"], r"gnn.dropout=1.5 must lie in \[0, 1\)"),   # each named with its value (a trial)
         (["gnn=gcn", "gnn.weight_decay=-1"], "gnn.weight_decay=-1 must be >= 0"),
+        (["gnn=gcn", "gnn.layers=100000"], "gnn.layers=100,000 is above the 10,000 a network may have"),   # (a trial: 5.9 GB, silent)
+        (["gnn=gprgnn", "gnn.alpha=1e9"], r"gnn.alpha=1e\+09 is the teleport probability .* above 0 and at most 1"),   # (a traceback)
+        (["gnn=gprgnn", "gnn.alpha=-1"], r"gnn.alpha=-1 is the teleport probability"),                          # (ran, ok)
         (["~model"], "nothing to run"),
     ],
 )
@@ -318,3 +321,11 @@ def test_a_recipe_outside_its_networks_or_protocol_is_one_line(overrides, messag
     with pytest.raises(ConfigError, match=message):
         run(overrides)
 
+
+def test_a_gnn_too_large_for_the_memory_limit_is_refused_before_it_trains():
+    """A trial: gnn.hidden=2000000 on Cora was the kernel's out-of-memory killer (23 GB), no row;
+    max_memory_gb was refused on a GNN run ('read only by GP kernels')."""
+    from gnngp_cli.errors import ResourceError
+
+    with pytest.raises(ResourceError, match=r"gnn=gcn with gnn.hidden=2000000 and gnn.layers=2 on csbm needs about .* the limit is 4.0 GiB"):
+        run(["gnn=gcn", "gnn.hidden=2000000", "max_memory_gb=4"])
