@@ -143,6 +143,14 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
         raise ConfigError(f"landmarks.fraction={lm.fraction} must be >= 1 (each node of landmarks.pool is a landmark with probability 1/fraction)")
     _choice(lm.pool, LANDMARK_POOLS, "landmarks.pool")
     _paths(cfg)
+    if cfg.device not in DEVICES and os.environ.get("GNNGP_DEVICE") == cfg.device:   # the default from the environment: named as such
+        near = SYNONYMS.get(str(cfg.device).lower())
+        hint = f" (did you mean '{near}'?)" if near in DEVICES else ""
+        raise ConfigError(f"the environment variable GNNGP_DEVICE={cfg.device!r} (the default of device) is not valid{hint}; set it to one of "
+                          f"{', '.join(DEVICES)}, or unset it")
+    if str(cfg.device).startswith("cuda:"):   # one GPU of several: the process sees those CUDA_VISIBLE_DEVICES lists, first as cuda
+        raise ConfigError(f"device={cfg.device} is not a choice: gnngp runs on one GPU, device=cuda; pick which with "
+                          f"CUDA_VISIBLE_DEVICES={cfg.device.partition(':')[2]} gnngp run ... device=cuda")
     _choice(cfg.device, DEVICES, "device")
     _choice(cfg.dtype, DTYPES, "dtype")
     v = cfg.verify

@@ -82,7 +82,11 @@ def check(config: DictConfig, job: str = "", command: str = "run", unread: str =
     with read_write(task), open_dict(task):
         task.pop("hydra", None)
     try:
-        parse(task, command, unread)
+        spec = parse(task, command, unread)
+        if command == "run" and spec.compute.backend == "local":   # device=cuda without a GPU: refused before a run folder is made
+            from ..runtime import resolve_device
+
+            resolve_device(str(spec.device))
     except GnngpError as err:
         _refuse(str(err), job)
     return task

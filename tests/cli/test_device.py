@@ -36,12 +36,26 @@ def test_cli_device_cuda_without_a_gpu_is_one_line(tmp_path):   # end to end: a 
     assert out.stderr.strip().splitlines()[-1] == "gnngp: error: device=cuda but no CUDA device is available; use device=cpu or device=auto"
 
 
+@pytest.mark.skipif(CUDA, reason="the machine has a GPU")
+def test_device_cuda_without_a_gpu_makes_no_folder_and_a_sweep_of_it_runs_no_job(tmp_path):
+    """A trial: device=cuda here wrote an outputs/<time>/ folder with an error row, and a sweep
+    -m gnn=gcn,sgc device=cuda ran and failed each job; device=cuda:1 had no hint of CUDA_VISIBLE_DEVICES."""
+    out = in_process("run", "gnn=gcn", "device=cuda", f"hydra.run.dir={tmp_path / 'one'}")
+    assert out.returncode == 1 and not (tmp_path / "one").exists()
+    out = in_process("run", "-m", "gnn=gcn,sgc", "device=cuda", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    assert out.returncode == 1 and "(sweep job 0:" in out.stderr and not (tmp_path / "sweep").exists()
+    out = in_process("run", "device=cuda:1", f"hydra.run.dir={tmp_path / 'two'}")
+    assert out.stderr.strip() == ("gnngp: error: device=cuda:1 is not a choice: gnngp runs on one GPU, device=cuda; pick which with "
+                                  "CUDA_VISIBLE_DEVICES=1 gnngp run ... device=cuda")
+
+
 def test_gnngp_device_sets_the_default_and_the_command_line_wins(monkeypatch):
     monkeypatch.setenv("GNNGP_DEVICE", "cpu")
     assert compose([]).device == "cpu"
     assert compose(["device=auto"]).device == "auto"
     monkeypatch.setenv("GNNGP_DEVICE", "gpu")
-    with pytest.raises(ConfigError, match="device='gpu' is not valid"):
+    with pytest.raises(ConfigError, match=r"the environment variable GNNGP_DEVICE='gpu' \(the default of device\) is not valid "
+                                          r"\(did you mean 'cuda'\?\)"):   # named as the environment's (a trial: only device='' was said)
         validate(compose([]))
     monkeypatch.delenv("GNNGP_DEVICE")
     assert compose([]).device == "auto"
