@@ -264,6 +264,12 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
     eps = nuggets[best]
     output_scale = (1.0 if times is not None else posterior.output_scale(eps)) if task == "regression" else math.nan
     rule, warnings = None, []
+    if nugget is None and times is None and grid.numel() > 2 and int(best) in (0, grid.numel() - 1):   # as a temperature on its edge
+        low = int(best) == 0
+        warnings.append(f"the nugget chosen on validation is {float(grid[best]):g} times the kernel's mean diagonal, the "
+                        f"{'lowest' if low else 'highest'} value of its grid ({float(grid[0]):g}..{float(grid[-1]):g}), so the best may lie "
+                        f"beyond it; widen the grid (nugget.{'min' if low else 'max'}={float(grid[best]) * (0.01 if low else 100):g})")
+        log.warning(warnings[-1])
     if task == "classification" and uncertainty and likelihood is not None:
         rule = ProbabilityRule(likelihood.approximation(stats.num_nodes, stats.rhs.size(1)), likelihood.samples, 1.0,
                                1.0 if times is not None else likelihood.variance_scale(posterior, eps, stats.rhs.size(1)))

@@ -125,3 +125,19 @@ def test_a_low_rank_kernel_over_the_memory_limit_is_refused_before_its_estimate_
     assert fits.returncode == 0, fits.stderr
     tiny = in_process("run", *common, "landmarks.count=2500", "max_memory_gb=0.05", f"hydra.run.dir={tmp_path / 'c'}")
     assert tiny.returncode == 1 and "raise max_memory_gb if the memory is yours (this process holds" in tiny.stderr, tiny.stderr
+
+
+def test_a_nugget_chosen_on_the_edge_of_its_grid_is_a_warning_in_the_row(tmp_path):
+    """A trial: nugget.min=5 nugget.max=10 nugget.num=3 chose 5, the grid's first value, silently
+    (a temperature on its grid's edge was a warning already)."""
+    import json
+
+    import pandas as pd
+
+    common = ["dataset=csbm", "dataset.num_nodes=300", "kernel=gcngp", "progress=false"]
+    out = in_process("run", *common, "nugget.min=5", "nugget.max=10", "nugget.num=3", f"hydra.run.dir={tmp_path / 'edge'}")
+    row = pd.read_csv(tmp_path / "edge" / "results.csv").iloc[0]
+    assert out.returncode == 0 and row["nugget"] == 5
+    warned = json.loads(row["extra"])["warnings"]
+    assert warned == ["the nugget chosen on validation is 5 times the kernel's mean diagonal, the lowest value of its grid (5..10), so the "
+                      "best may lie beyond it; widen the grid (nugget.min=0.05)"]
