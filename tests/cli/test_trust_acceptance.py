@@ -94,7 +94,7 @@ def test_class_ids_that_are_not_0_to_c_minus_1_are_renumbered_and_the_task_kept(
     renumbered = f"treating its {len(given)} distinct ids as classes 0..{len(given) - 1} in sorted order"
     assert renumbered in errs["given"] and "treating" not in errs["compact"]          # said
     assert any(renumbered in w for w in json.loads(rows["given"]["extra"])["warnings"])   # and recorded
-    assert "warnings" not in json.loads(rows["compact"]["extra"])
+    assert not any("class ids" in w for w in json.loads(rows["compact"]["extra"]).get("warnings", []))   # (a nugget on its grid's edge may be)
     assert rows["given"]["metric"] == ("roc_auc" if len(given) == 2 else "accuracy")
     for column in ("metric", "val", "test", "nugget", "nll", "ece"):
         assert rows["given"][column] == rows["compact"][column], column
