@@ -61,6 +61,16 @@ def write_graph(folder: Path, n: int = 60, labels=None, features=None, masks=Non
     return folder
 
 
+def write_ring(folder: Path, labels, features: int = 3) -> Path:
+    """A custom graph of ``len(labels)`` nodes on a ring (``edges.csv``), normal features and the labels given."""
+    folder.mkdir(parents=True, exist_ok=True)
+    n = len(labels)
+    np.save(folder / "features.npy", np.random.default_rng(0).normal(size=(n, features)))
+    np.save(folder / "labels.npy", np.asarray(labels))
+    (folder / "edges.csv").write_text("".join(f"{i},{(i + 1) % n}\n" for i in range(n)))
+    return folder
+
+
 def split_masks(n: int, train=(0, 30), val=(30, 45), test=(45, 60)) -> dict:
     out = {}
     for name, (a, b) in (("train_mask", train), ("val_mask", val), ("test_mask", test)):

@@ -12,7 +12,7 @@ from gnngp_cli.data import generate_csbm
 from gnngp_cli.data.shards import block_dir, meta_digest, read_meta, sha256, write_data
 from gnngp_cli.errors import DatasetError
 
-from helpers import in_process
+from helpers import in_process, write_ring
 
 ROWS = 100
 
@@ -106,12 +106,7 @@ def test_the_warnings_stored_with_cached_shards_are_said_on_every_run_that_reads
     from gnngp_cli.backends.rowblocks.dask_backend import sharded_graph
     from gnngp_cli.data import DataStore
 
-    graph = tmp_path / "graph"
-    graph.mkdir()
-    n = 40
-    np.save(graph / "features.npy", np.random.default_rng(0).normal(size=(n, 3)))
-    np.save(graph / "labels.npy", np.arange(n) % 2 + 1)
-    (graph / "edges.csv").write_text("".join(f"{i},{(i + 1) % n}\n" for i in range(n)))
+    graph = write_ring(tmp_path / "graph", np.arange(40) % 2 + 1)
     cfg = compose(["dataset=custom", f"dataset.path={graph}", "kernel=gcngp_x", "compute=dask", f"data.root={tmp_path / 'cache'}"])
     said = "has class ids 1..2, not 0..1"
     for run in range(3):   # partitioned, then cached twice
@@ -137,12 +132,8 @@ def test_shards_of_files_that_changed_since_are_partitioned_again_or_refused(tmp
     from gnngp_cli.data import DataStore
     from gnngp_cli.data.shards import load_part
 
-    graph = tmp_path / "graph"
-    graph.mkdir()
     n = 40
-    np.save(graph / "features.npy", np.random.default_rng(0).normal(size=(n, 3)))
-    np.save(graph / "labels.npy", np.arange(n) % 2)
-    (graph / "edges.csv").write_text("".join(f"{i},{(i + 1) % n}\n" for i in range(n)))
+    graph = write_ring(tmp_path / "graph", np.arange(n) % 2)
     cfg = compose(["dataset=custom", f"dataset.path={graph}", "kernel=gcngp_x", "compute=dask", f"data.root={tmp_path / 'cache'}"])
     first = sharded_graph(cfg, DataStore.of(cfg.data))
     assert {Path(p).name for p, *_ in first.meta.inputs} == {"edges.csv", "features.npy", "labels.npy"}
