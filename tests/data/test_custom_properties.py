@@ -166,3 +166,16 @@ def test_listed_self_loops_are_left_out_and_a_class_without_training_nodes_is_sa
     (tmp_path / "edges.csv").write_text("0,1\n1,2\n3,4\n")
     np.save(tmp_path / "train_mask.npy", np.array([1, 0, 1, 0, 1, 0], dtype=bool))
     assert load_custom(str(tmp_path), None, 0.5, 0.25, 0).warnings == [] and capsys.readouterr().err == ""
+
+
+def test_a_ratio_that_rounds_to_no_node_is_said_as_the_rounding(tmp_path):
+    """A trial: a 4-node custom graph said 'the training set is empty; give a training mask or a
+    positive dataset.train_ratio', and train_ratio was the positive 0.1 (round(0.4) = 0)."""
+    import pytest
+
+    np.save(tmp_path / "features.npy", np.eye(4))
+    np.save(tmp_path / "labels.npy", np.array([0, 1, 0, 1]))
+    (tmp_path / "edges.csv").write_text("0,1\n2,3\n")
+    with pytest.raises(DatasetError, match=r"dataset.train_ratio=0.1 of the 4 nodes of .* rounds to no training node; give masks .* or "
+                                           r"dataset.train_ratio of at least 0.125"):
+        load_custom(str(tmp_path), None, 0.1, 0.5, 0)
