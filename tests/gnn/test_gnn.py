@@ -254,6 +254,7 @@ def test_neighbour_sampler_respects_fanouts_and_keeps_seeds_first():
         (["gnn=gcn", "gnn.layers=100000"], "gnn.layers=100,000 is above the 10,000 a network may have"),   # (a trial: 5.9 GB, silent)
         (["gnn=gprgnn", "gnn.alpha=1e9"], r"gnn.alpha=1e\+09 is the teleport probability .* above 0 and at most 1"),   # (a traceback)
         (["gnn=gprgnn", "gnn.alpha=-1"], r"gnn.alpha=-1 is the teleport probability"),                          # (ran, ok)
+        (["gnn=sgc", "gnn.uncertainty=mc_dropout"], r"gnn=sgc is one linear map without it; use gnn=sign"),        # (pointed at gnn.dropout)
         (["~model"], "nothing to run"),
     ],
 )
