@@ -35,7 +35,7 @@ import logging
 import math
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -236,6 +236,7 @@ class FitResult:
     seconds: float = 0.0
     layers: int = 1
     architecture: tuple[str, ...] = ()
+    warnings: list = field(default_factory=list)   # the row's warnings (a fit that never left its start)
 
     def value(self, name: str) -> float:
         """A fitted or held value."""
@@ -301,6 +302,8 @@ def fit_hyperparameters(
         else:
             params.start("output_scale", fit_spec.output_scale)
 
+    started = params.snapshot()   # where the fit starts: a fit that never leaves it is said (below)
+
     def objective() -> Tensor:
         return log_marginal_likelihood(kernel_now(), y, params.value("nugget"), params.value("output_scale"), ctx.low_rank)
 
@@ -325,6 +328,10 @@ def fit_hyperparameters(
                               + (" or fit.optimizer=adam" if fit_spec.optimizer == "lbfgs" else ""))
         (-value).backward()
         bad = [name for name, raw in params.raw.items() if raw.grad is not None and not bool(torch.isfinite(raw.grad))]
+        if bad and step == 0 and (fit_spec.nugget != 0.1 or fit_spec.output_scale is not None):   # no step yet: a start of the user's
+            raise KernelError(f"fit=mll: the gradient of {', '.join(bad)} is not finite at its start (fit.nugget={fit_spec.nugget:g}, "
+                              f"fit.output_scale={fit_spec.output_scale}); start nearer the data's scale (fit.nugget=0.1 and "
+                              "fit.output_scale=null, the defaults), or use dtype=float64")
         if bad:   # Adam would turn the parameters into NaN and fail a step later, blaming fit.lr
             raise KernelError(f"fit=mll: the gradient of {', '.join(bad)} is not finite at step {step} (objective {float(value.detach()):.5g}); "
                               f"use a smaller fit.lr (now {fit_spec.lr:g}), dtype=float64, or fewer landmarks")
@@ -351,8 +358,23 @@ def fit_hyperparameters(
     with torch.no_grad():
         for name, raw in best_raw.items():
             params.raw[name].copy_(raw)
-    return FitResult(values=params.snapshot(), held=dict(params.held), objective=best_value, trace=trace, steps=fit_spec.steps,
-                     seconds=time.perf_counter() - start, layers=kernel_spec.layers, architecture=architecture)
+    values = params.snapshot()
+    warnings = []
+    moved = [name for name in values if name in started and not math.isclose(values[name], started[name], rel_tol=1e-3, abs_tol=1e-12)]
+    if fit_spec.steps and started and not moved:   # a start where the likelihood is flat (fit.nugget=1e30): the run is the start's
+        shown = ", ".join(f"{name} {value:.3g}" for name, value in values.items() if name in started)
+        warnings.append(f"fit=mll's values did not move from their start in {fit_spec.steps} steps ({shown}): the marginal likelihood is "
+                        f"flat there (fit.nugget={fit_spec.nugget:g} is the start, times the kernel's mean diagonal); start nearer the "
+                        "data's scale (fit.nugget=0.1, the default) or raise fit.lr")
+        log.warning(warnings[-1])
+    ratio = values.get("nugget", math.nan) / diag_mean
+    if not warnings and "nugget" in started and not 1e-8 <= ratio <= 1e4:   # the labels all noise (or none): the start's basin, most likely
+        warnings.append(f"fit=mll's nugget is {ratio:.3g} times the kernel's mean diagonal: the fit takes the labels for "
+                        f"{'noise alone' if ratio > 1 else 'noise-free'}, which a start far from the data's scale leads to (fit.nugget="
+                        f"{fit_spec.nugget:g}); compare with the default start (fit.nugget=0.1) or fit=grid")
+        log.warning(warnings[-1])
+    return FitResult(values=values, held=dict(params.held), objective=best_value, trace=trace, steps=fit_spec.steps,
+                     seconds=time.perf_counter() - start, layers=kernel_spec.layers, architecture=architecture, warnings=warnings)
 
 
 def _progress_bar(total: int, enabled: bool):

@@ -349,8 +349,9 @@ class GPJob(KernelJob):
         columns = backend.columns()
         with_extra(row, **columns.pop("extra", {}))
         row.update(columns)
-        if backend.info.warnings or result.warnings:  # e.g. a single training class, a temperature on its grid's edge: the row says so
-            with_extra(row, warnings=[*backend.info.warnings, *result.warnings])
+        fit_warnings = list(fitted.warnings) if fitted is not None else []
+        if backend.info.warnings or result.warnings or fit_warnings:  # e.g. a single training class, a temperature on its grid's edge
+            with_extra(row, warnings=[*backend.info.warnings, *fit_warnings, *result.warnings])
         return GPRun(row, choice, result, fitted)
 
 

@@ -294,3 +294,21 @@ def test_a_job_on_data_loaded_for_another_job_gets_its_own_method_defaults():
     row = run_job(other, prep)[0]
     assert row["status"] == "ok" and row["fit"] == "mll" and row["sigma_b"] == 0.0   # its own default, in its own spec
     assert other.kernel.sigma_b is None   # the config is never written: the defaults live in the job's spec
+
+
+@pytest.mark.parametrize("start, said", [("1e-30", "fit=mll's values did not move from their start in 3 steps"),
+                                         ("1e30", "fit=mll's nugget is")])
+def test_a_fit_stuck_at_an_absurd_start_is_a_warning_in_the_row(tmp_path, start, said):
+    """A trial: fit.nugget=1e30 gave test 0.400 (0.821 from the default start) and fit.nugget=1e-30
+    a nugget still 2.6e-30, both ok rows without a word; fit.output_scale=1e-30 blamed fit.lr at
+    step 0, before any step."""
+    import json
+
+    import pandas as pd
+    from helpers import in_process
+
+    out = in_process("run", "dataset=csbm", "dataset.num_nodes=300", "kernel=gcngp", "fit=mll", f"fit.nugget={start}", "fit.steps=3",
+                     "progress=false", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    warned = json.loads(pd.read_csv(tmp_path / "results.csv")["extra"].iloc[0])["warnings"]
+    assert any(w.startswith(said) for w in warned), warned
