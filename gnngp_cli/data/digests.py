@@ -80,16 +80,21 @@ def expected(key: str) -> tuple[str, ...]:
     return ()
 
 
-def verify_file(path: Path, key: str, shown: str | None = None) -> str:
+FETCH_AGAIN = "delete it and fetch it again (a tampered or corrupt copy)"
+IN_MIRROR = ("replace it in the mirror with the published file or point data.mirror at another copy (gnngp reads the mirror, never "
+             "writes it)")
+
+
+def verify_file(path: Path, key: str, shown: str | None = None, fix: str = FETCH_AGAIN) -> str:
     """Check ``path`` (the file known as ``key``) against the table; return its sha256.
 
     Raises :class:`DigestMismatch` naming the file and both digests. A file without a
     published digest passes (its loader checks its format)."""
     with open(path, "rb") as f:
-        return verify_handle(f, os.fstat(f.fileno()).st_size, key, shown or str(path))
+        return verify_handle(f, os.fstat(f.fileno()).st_size, key, shown or str(path), fix)
 
 
-def verify_handle(f: BinaryIO, size: int, key: str, shown: str) -> str:
+def verify_handle(f: BinaryIO, size: int, key: str, shown: str, fix: str = FETCH_AGAIN) -> str:
     """:func:`verify_file` of the ``size`` bytes an open file ``f`` holds from where it stands,
     read once: its sha256, and its git blob id from the same bytes where the table accepts one."""
     accepted = expected(key)
@@ -112,7 +117,7 @@ def verify_handle(f: BinaryIO, size: int, key: str, shown: str) -> str:
         found, want = f"git blob id {blob.hexdigest()} (sha256 {actual})", f"git blob id {blobs[0]}"
     raise DigestMismatch(
         f"raw file {shown} has {found} but the published file has {want}; "
-        f"delete it and fetch it again (a tampered or corrupt copy), or set data.verify=false to use a modified copy at your own risk"
+        f"{fix}, or set data.verify=false to use a modified copy at your own risk"
     )
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, ContextManager, Iterator, Mapping, Optional, Sequence
 
 from ..errors import DatasetError, DatasetUnavailable
-from .digests import DigestMismatch, sha256, side_by_side, verify_file, verify_handle, warn_unverified
+from .digests import FETCH_AGAIN, IN_MIRROR, DigestMismatch, sha256, side_by_side, verify_file, verify_handle, warn_unverified
 from .files import atomic_copy, atomic_write
 from .trust import untrusted
 
@@ -148,8 +148,8 @@ class DataStore:
         for f in missing:
             _prune_empty((self.folder(name) / f).parent, self.root)
 
-    def _checked(self, path: Path, key: str, shown: Optional[str] = None) -> str:
-        return verify_file(path, key, shown) if self.verify else sha256(path)
+    def _checked(self, path: Path, key: str, shown: Optional[str] = None, fix: str = FETCH_AGAIN) -> str:
+        return verify_file(path, key, shown, fix) if self.verify else sha256(path)
 
     def _obtain(self, name: str, files: Sequence[str], urls, archive) -> Path:
         target = self.folder(name)
@@ -160,7 +160,7 @@ class DataStore:
             for f in list(missing):
                 src = self.mirror / name / f
                 if src.is_file():
-                    self._checked(src, f"{name}/{f}")   # a tampered mirror file is never copied
+                    self._checked(src, f"{name}/{f}", fix=IN_MIRROR)   # a tampered mirror file is never copied
                     atomic_copy(src, target / f)
                     missing.remove(f)
         if missing and self.download and archive:

@@ -384,3 +384,14 @@ def test_a_planetoid_graph_with_a_neighbour_that_is_no_node_id_is_one_line(mirro
         pickle.dump(graph, f, protocol=2)
     with pytest.raises(DatasetError, match=r"ind.cora.graph holds a neighbour list that is not node ids \(.*\); delete it and fetch it again"):
         load("cora", bad, tmp_path / "cache", verify=False)
+
+
+def test_a_mirror_file_that_is_not_the_published_one_names_the_mirror_as_the_place_to_mend(mirror, tmp_path):
+    """A trial: a corrupt file in the (read-only) mirror said 'delete it and fetch it again', of a
+    file gnngp does not own and cannot fetch into the mirror."""
+    bad = copy_planetoid(mirror, tmp_path)
+    path = bad / "Cora" / "raw" / "ind.cora.y"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(DatasetError, match=r"ind.cora.y has sha256 .* but the published file has .*; replace it in the mirror with the "
+                                           r"published file or point data.mirror at another copy"):
+        load("cora", bad, tmp_path / "cache")
