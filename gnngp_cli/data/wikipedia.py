@@ -101,11 +101,28 @@ def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True, opener
     except OverflowError:
         raise DatasetError(f"edge file {path} has a node id beyond 64-bit integers; node ids are 0..{num_nodes - 1}") from None
     except (ValueError, TypeError) as err:
-        raise DatasetError(f"edge file {path} has a non-integer node id ({err}); every row must be two integers "
-                           "(np.savetxt writes floats unless told fmt=\"%d\")") from err
+        raise DatasetError(f"edge file {path} has a non-integer node id ({err}){_first_bad_row(frame)}; every row must be two integers"
+                           f"{_float_hint(frame)}") from err
     if edges.size and (edges.min() < 0 or edges.max() >= num_nodes):
         raise DatasetError(f"edge file {path} has node id {int(edges.max() if edges.max() >= num_nodes else edges.min())} outside [0, {num_nodes}); the other files have {num_nodes} nodes")
     return torch.from_numpy(edges.T.copy()).reshape(2, -1)
+
+
+def _first_bad_row(frame) -> str:
+    """``, first on line N ('a,b')``: the first row whose two fields are not both integers (its line
+    in the file, the header counted), or '' if none is found."""
+    for position, (index, row) in enumerate(frame.iterrows()):
+        fields = [str(v).strip() if v is not None and str(v) != "nan" else "" for v in row]
+        if not all(f.lstrip("+-").isdigit() for f in fields):
+            shown = ",".join(f for f in fields if f) or "(empty)"
+            return f", first on line {int(index) + 1} ({shown[:40]!r})"
+    return ""
+
+
+def _float_hint(frame) -> str:
+    """np.savetxt's float rows (``1.000000000000000000e+00``), named where the file has them."""
+    sample = " ".join(str(v) for v in frame.head(20).to_numpy().ravel())
+    return " (np.savetxt writes floats unless told fmt=\"%d\")" if "e+" in sample or "." in sample else ""
 
 
 def _read_target(path: Path, num_nodes: int, opener: Opener = plain_open) -> torch.Tensor:

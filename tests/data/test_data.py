@@ -184,7 +184,7 @@ def test_real_crocodile_mirror_lacks_features_and_says_so(mirror, tmp_path):
     "kind, content, message",
     [
         ("features", "{not json", "crocodile.json is not valid json"),
-        ("edges", "id1,id2\n0,1\n1,x\n", "crocodile_edges.csv has a non-integer node id"),
+        ("edges", "id1,id2\n0,1\n1,x\n", r"crocodile_edges.csv has a non-integer node id \(.*\), first on line 3 \('1,x'\)"),   # (a trial: no line)
         ("edges", "id1,id2\n0,1\n1,99\n", "crocodile_edges.csv has node id 99 outside \\[0, 40\\)"),
         ("target", "id,target\n0,5\n1,7\n", "crocodile_target.csv has 2 rows but the features have 40 nodes"),
     ],
