@@ -194,6 +194,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     from .preflight import JobDoesNotCompose
     from .watchdog import mark_launcher
 
+    argv = [a for a in argv if a not in ("logger=none", "hparams_search=none")]   # the groups' default, said (as active=none, conformal=none)
     spelled = spellings(argv)
     check_flags(argv, prog)
     try:

@@ -95,6 +95,13 @@ def test_the_groups_default_to_none_and_list_their_presets():
     assert tracking.group_options("logger") == ["mlflow", "tensorboard"]
 
 
+def test_none_names_the_groups_default(tmp_path):
+    """A trial: logger=none was 'not an option', though the docs say both groups default to none."""
+    out = in_process("run", "dataset=csbm", "dataset.num_nodes=200", "logger=none", "hparams_search=none", "progress=false",
+                     f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 0 and (tmp_path / "results.csv").is_file(), out.stderr
+
+
 @pytest.mark.parametrize("override, message", [
     ("logger=mlfow", "logger=mlfow is not an option; did you mean logger=mlflow? valid: mlflow, tensorboard"),
     ("hparams_search=optuan", "hparams_search=optuan is not an option; did you mean hparams_search=optuna? valid: optuna, optuna_kernels"),
