@@ -328,19 +328,32 @@ def record_inputs(root: Path, inputs: list[list]) -> ShardMeta:
 def stale_inputs(meta: ShardMeta) -> list[str]:
     """The files the shards were written from that hold other bytes now (their sha256 differs:
     the graph the shards hold is not the one the files give). A file whose size and modification
-    time are the ones recorded is taken as unchanged without reading it; a file not here (the
-    shards were written on another machine, or the cache was cleared) cannot be compared and is
-    not named."""
+    time are the ones recorded is taken as unchanged without reading it; a file removed from a
+    folder that is here is named, one whose folder is not here either (the shards were written on
+    another machine) cannot be compared and is not. A recorded folder (a custom graph's) is
+    compared by the names of the files it holds."""
     stale = []
     for path, size, mtime_ns, digest in meta.inputs:
+        if os.path.isdir(path):   # a folder of inputs (a custom graph's): the files it holds, by name
+            if folder_listing(Path(path)) != digest:
+                stale.append(f"{path} (its files)")
+            continue
         try:
             stat = os.stat(path)
             if (stat.st_size, stat.st_mtime_ns) == (size, mtime_ns) or sha256(Path(path)) == digest:
                 continue
         except OSError:
-            continue
-        stale.append(path)
+            if not os.path.isdir(os.path.dirname(path)):   # its folder is not here either: written elsewhere, cannot be compared
+                continue
+        stale.append(path)   # other bytes, or removed from a folder that is here
     return stale
+
+
+def folder_listing(folder: Path) -> str:
+    """sha256 of the names of the regular files directly in ``folder`` (a custom graph's files:
+    one added, such as masks, or one renamed, makes another graph)."""
+    names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    return hashlib.sha256("\n".join(names).encode()).hexdigest()
 
 
 def differing_files(root: Path, written: dict, present: list[str]) -> list[tuple[str, str]]:

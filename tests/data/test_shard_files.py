@@ -128,7 +128,7 @@ def test_shards_of_files_that_changed_since_are_partitioned_again_or_refused(tmp
     are written again with a warning, and shards given with compute.shards are refused in one
     line. A file copied again with the same bytes (a new modification time) changes nothing."""
     import os
-    from gnngp_cli.backends.rowblocks.dask_backend import sharded_graph
+    from gnngp_cli.backends.rowblocks.dask_backend import sharded_graph, stale_problem
     from gnngp_cli.data import DataStore
     from gnngp_cli.data.shards import load_part
 
@@ -136,7 +136,7 @@ def test_shards_of_files_that_changed_since_are_partitioned_again_or_refused(tmp
     graph = write_ring(tmp_path / "graph", np.arange(n) % 2)
     cfg = compose(["dataset=custom", f"dataset.path={graph}", "kernel=gcngp_x", "compute=dask", f"data.root={tmp_path / 'cache'}"])
     first = sharded_graph(cfg, DataStore.of(cfg.data))
-    assert {Path(p).name for p, *_ in first.meta.inputs} == {"edges.csv", "features.npy", "labels.npy"}
+    assert {Path(p).name for p, *_ in first.meta.inputs} == {"edges.csv", "features.npy", "labels.npy", "graph"}   # its files, and the folder
     assert load_part(first.root, 0, "y").tolist() == (np.arange(n) % 2).tolist()
     labels = (graph / "labels.npy").read_bytes()
     (graph / "labels.npy").unlink()
@@ -161,3 +161,12 @@ def test_shards_of_files_that_changed_since_are_partitioned_again_or_refused(tmp
     unverified = compose(["dataset=custom", f"dataset.path={graph}", "kernel=gcngp_x", "compute=dask", f"compute.shards={fresh.root}",
                           f"data.root={tmp_path / 'cache'}", "data.verify=false"])
     assert sharded_graph(unverified, DataStore.of(unverified.data)).root == fresh.root   # as they are, when asked
+    # a trial of the fix: features.npy replaced by a features.npz, and masks added, read the old graph (only recorded files were compared)
+    latest = sharded_graph(cfg, DataStore.of(cfg.data))
+    (graph / "features.npy").unlink()
+    np.savez(graph / "features.npz", np.zeros((n, 3)))
+    assert stale_problem(latest.meta).endswith("features.npy and 1 more changed since they were written from it")   # and the folder's list
+    renewed = sharded_graph(cfg, DataStore.of(cfg.data))
+    for name in ("train_mask", "val_mask", "test_mask"):
+        np.save(graph / f"{name}.npy", np.arange(n) % 3 == ["train_mask", "val_mask", "test_mask"].index(name))
+    assert stale_problem(renewed.meta).endswith("graph (its files) changed since they were written from it")

@@ -28,7 +28,8 @@ from ...data import DataStore, load_dataset
 from ...data.files import locked
 from ...data.order_cache import cached_order
 from ...data.datasets import DATASETS
-from ...data.shards import (TEST, TRAIN, VAL, ShardMeta, changed_files, input_record, read_meta, record_inputs, shards_match, stale_inputs,
+from ...data.shards import (TEST, TRAIN, VAL, ShardMeta, changed_files, folder_listing, input_record, read_meta, record_inputs,
+                            shards_match, stale_inputs,
                             tell_warnings, write_data)
 from ...data.store import default_root
 from ...data.trust import untrusted, untrusted_tree
@@ -124,7 +125,10 @@ def graph_inputs(spec: Any, store: DataStore) -> list[list]:
         return []
     if str(spec.dataset.name).lower() == "custom" and getattr(spec.dataset, "path", None):
         folder = Path(str(spec.dataset.path)).expanduser()
-        return [input_record(p) for p in sorted(folder.iterdir()) if p.is_file()] if folder.is_dir() else []
+        if not folder.is_dir():
+            return []
+        files = [input_record(p) for p in sorted(folder.iterdir()) if p.is_file()]
+        return files + [[str(folder.absolute()), len(files), 0, folder_listing(folder)]]   # and which files it holds (masks added)
     records = []
     for name, files in store.digests.items():
         for file, digest in sorted(files.items()):
