@@ -70,12 +70,36 @@ def distrust(path: Path, base: Optional[Path] = None, shared: bool = False) -> O
             return Distrust(step, f"is writable by {_writers(st.st_mode)}", f"chmod go-w {step}")
         if st.st_uid not in (me, 0) and not shared:
             return Distrust(step, f"is owned by uid {st.st_uid}, not you (uid {me})", f"chown {me} {step}, or {FIX_SHARED}")
+    for step in chain:   # a link in the chain (the file, or a folder of it): its target, and the folder holding the target, which
+        if not os.path.islink(step):   # whoever can write could rename and replace (a trial: processed/ a link into a 0777 folder)
+            continue
+        try:
+            target = step.resolve()
+        except (OSError, RuntimeError):   # a link that loops: whoever reads it names that
+            continue
+        found = _target_distrust(target, shared)
+        if found is not None:
+            return found
+    return None
+
+
+def _target_distrust(target: Path, shared: bool) -> Optional[Distrust]:
+    """:func:`distrust` of a link's target and the folder that holds it; a world-writable folder
+    with the sticky bit (``/tmp``) holds safely what this user (or root) owns: others can neither
+    rename nor remove it there."""
+    me = os.geteuid()
     try:
-        resolved = path.resolve()
-    except (OSError, RuntimeError):   # a link that loops: whoever reads it names that
+        st, parent = os.stat(target), os.stat(target.parent)
+    except OSError:
         return None
-    if resolved != path and os.path.lexists(path):   # a link (or a folder of the chain that is one): its target and the folder
-        return distrust(resolved, None, shared)      # that holds it, which whoever can write could replace (a trial: a 0777 one)
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return Distrust(target, f"is writable by {_writers(st.st_mode)}", f"chmod go-w {target}")
+    if st.st_uid not in (me, 0) and not shared:
+        return Distrust(target, f"is owned by uid {st.st_uid}, not you (uid {me})", f"chown {me} {target}, or {FIX_SHARED}")
+    sticky = bool(parent.st_mode & stat.S_ISVTX)
+    if parent.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky:
+        return Distrust(target.parent, f"is writable by {_writers(parent.st_mode)} (it holds the target of a link gnngp follows)",
+                        f"chmod go-w {target.parent}, or keep the target in a folder of your own")
     return None
 
 

@@ -125,6 +125,18 @@ def test_a_link_is_trusted_only_where_its_target_and_the_folder_holding_it_are(t
     (base / "Cora" / "processed").symlink_to(public)
     os.chmod(public, 0o777)
     assert "processed is writable by its group and others" in untrusted(base / "Cora" / "processed" / "gnngp.pt", base)   # (the link's stat)
+    # a trial of the fix: processed/ a link to a 0755 folder inside a 0777 one (which anyone may rename and replace) was trusted
+    (base / "Cora" / "processed").unlink()
+    shared = tmp_path / "shared"
+    (shared / "proc").mkdir(parents=True)
+    os.chmod(shared / "proc", 0o755)
+    (base / "Cora" / "processed").symlink_to(shared / "proc")
+    os.chmod(shared, 0o777)
+    found = untrusted(base / "Cora" / "processed" / "gnngp.pt", base)
+    assert f"{shared} is writable by its group and others (it holds the target of a link gnngp follows)" in found
+    assert "keep the target in a folder of your own" in found
+    os.chmod(shared, 0o1777)   # sticky, as /tmp: what this user owns there stays theirs (a trial: it said chmod go-w /tmp)
+    assert untrusted(base / "Cora" / "processed" / "gnngp.pt", base) is None
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's needs root")
