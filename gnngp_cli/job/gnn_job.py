@@ -155,13 +155,17 @@ def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[st
     return rows
 
 
-def gnn_bytes(num_nodes: int, num_features: int, outputs: int, hidden: int, layers: int, heads: int = 1) -> float:
+BATCH_REACH = 100   # a mini-batch's nodes with their sampled neighbours, per seed node, at most as counted here
+
+
+def gnn_bytes(num_nodes: int, num_features: int, outputs: int, hidden: int, layers: int, batch_size: int = 0) -> float:
     """A float32 network's training peak, roughly: its weights with their gradient and Adam's two
-    moments (four copies), and the full batch's activations (each layer's output, its ReLU's and its
-    dropout's, ``heads`` of them for attention) beside the features."""
-    width = hidden * max(heads, 1)
-    params = num_features * width + max(layers - 2, 0) * width * width + width * outputs   # in, hidden-to-hidden, out
-    activations = num_nodes * (num_features + 3 * width * max(layers, 1))
+    moments (four copies), and the activations (each layer's output, its ReLU's and its dropout's)
+    of the nodes a step reads: every node full batch, else at most :data:`BATCH_REACH` a seed node.
+    ``hidden`` is the layer's width (an attention layer's heads share it)."""
+    params = num_features * hidden + max(layers - 2, 0) * hidden * hidden + hidden * outputs   # in, hidden-to-hidden, out
+    nodes = num_nodes if not batch_size else min(num_nodes, batch_size * BATCH_REACH)
+    activations = nodes * (num_features + 3 * hidden * max(layers, 1))
     return 4.0 * (4 * params + activations)
 
 
@@ -170,12 +174,12 @@ def check_gnn_memory(spec: Any, info: Any, device: torch.device) -> None:
     limit (``gnn.hidden=2000000`` on Cora was the kernel's out-of-memory killer, 23 GB, and no row)."""
     g = spec.gnn
     need = gnn_bytes(info.num_nodes, info.num_features, max(int(info.num_classes or 1), 1), int(g.hidden or 1), int(g.layers or 1),
-                     int(getattr(g, "heads", 1) or 1))
+                     int(g.batch_size or 0))
     limit = memory_limit_bytes(spec.max_memory_gb, device)
     if need > limit:
         raise ResourceError(f"gnn={g.name} with gnn.hidden={g.hidden} and gnn.layers={g.layers} on {spec.dataset.name} needs about "
                             f"{size_text(need)} to train (its weights, their gradients and Adam's moments, and the activations of "
-                            f"{info.num_nodes:,} nodes), and the limit is {size_text(limit)} (max_memory_gb; default half of the free "
+                            f"{'every node' if not g.batch_size else 'a mini-batch'}), and the limit is {size_text(limit)} (max_memory_gb; default half of the free "
                             "memory); use a smaller gnn.hidden or fewer gnn.layers, or raise max_memory_gb if the memory is yours")
 
 

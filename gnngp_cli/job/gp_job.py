@@ -166,7 +166,12 @@ class GPJob(KernelJob):
         planned = 1 + fit_evaluations(spec.fit.steps, len(choices)) if self.mll else evaluated(len(choices))   # mll: each candidate fitted, then the chosen one run
         estimate = estimate.times(planned)
         if landmarks is not None:   # as the exact kernel's, before its estimate and warning
-            self.check_low_rank_memory(estimate, arch.label, int(landmarks.numel()), ctx)
+            def peak_at(count: int) -> float:   # the same estimate for the first ``count`` landmarks (the refusal's fix)
+                fewer = landmarks[:count]
+                at = backend.context(arch.adjacency, base, fewer, kspec.base.scale)
+                return self.with_grid(backend.estimate(arch, at, fewer, self.mll), fewer, int(train.numel())).times(planned).gb * 2**30
+
+            self.check_low_rank_memory(estimate, arch.label, int(landmarks.numel()), ctx, peak_at)
         log.info(estimate.line(arch.label, backend.where))
         long = estimate.long_warning(arch.label, backend.where) if index == 0 else None
         if long:
@@ -227,11 +232,14 @@ class GPJob(KernelJob):
         add_conformal(run.row, gp_conformal(self.calibration, backend, result, run.evaluated, backend.info.task))
         return run
 
-    def check_low_rank_memory(self, estimate: Estimate, label: str, landmarks: int, ctx: Any) -> None:
+    def check_low_rank_memory(self, estimate: Estimate, label: str, landmarks: int, ctx: Any,
+                              peak_at: Optional[Callable[[int], float]] = None) -> None:
         """Refuse, before any kernel work, a low-rank run whose estimated peak (the process's, its
         root and its blocks: :meth:`estimate`) is above the memory limit, as an exact kernel's is
         refused; the root files of compute=dask are checked against their folder's room instead.
-        The fix names a landmark count that would fit (the root's columns: about linear in it)."""
+        The fix names a landmark count that fits: first as if the peak were linear in the count,
+        then smaller until ``peak_at(count)`` (the same estimate at that count) is within the limit
+        (a kernel of several roots, composed_x, grows faster)."""
         if estimate.on_disk:
             return
         limit = memory_limit_bytes(self.spec.max_memory_gb, ctx.features.device)
@@ -239,7 +247,11 @@ class GPJob(KernelJob):
         if need <= limit:
             return
         now = current_rss_bytes()
-        fewer = int(landmarks * max(limit - now, 0) / max(need - now, 1) * 0.8)
+        fewer = int(landmarks * max(limit - now, 0) / max(need - now, 1) * 0.9)
+        for _ in range(12 if peak_at is not None else 0):
+            if fewer < 10 or peak_at(fewer) <= 0.95 * limit:
+                break
+            fewer = int(fewer * 0.7)
         float32 = " or dtype=float32" if self.backend.dtype == torch.float64 else ""
         if fewer >= min(10, landmarks - 1) and fewer < landmarks:
             fix = f"use fewer landmarks (landmarks.count={fewer:,} or below){float32}, or raise max_memory_gb if the memory is yours"
