@@ -302,7 +302,7 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
     if hydra_sweep is not None:   # a search space typed without the quotes the shell removes (choice(a, b) read as a sweep)
         key, value = hydra_sweep.groups()
         return (f"{key}={value} is read as a sweep of the search's own settings: quote the value for Hydra and the whole for the "
-                f"shell, \"{key}='{value}'\"")
+                f"shell, \"{key}='{value}'\" (\"+{key}=...\" for a key the preset does not search)")
     needs_m = re.match(r"Sweep parameters '([^']+)' requires --multirun", text)
     if needs_m is not None:   # range(...), choice(...), glob(...) without -m
         return f"{needs_m.group(1)} is a sweep: add -m (gnngp run -m {needs_m.group(1)} ...)"

@@ -147,11 +147,13 @@ def search_problem(config: DictConfig, task: DictConfig) -> str:
         return (f"hydra.sweeper.storage={storage}: the sweeper's Optuna 2.10 (hydra-optuna-sweeper needs optuna<3) cannot open a "
                 "database under SQLAlchemy 2, which MLflow's store needs; leave it out: each trial's rows are in its folder, and "
                 "resume=true continues a stopped search")
-    for override in config.hydra.overrides.task:   # a comma list in a search is a choice Optuna searches like any other
-        key, _, value = str(override).lstrip("+~").partition("=")
-        if "," in value and not value.strip().startswith(("[", "{", "'", '"')) and (key in SEARCH_NOT or key.endswith("seed")):
+    searched = [(str(k), str(v)) for k, v in (sweeper.get("params") or {}).items()]   # the search space, the preset's and the user's
+    given = [str(o).lstrip("+~").partition("=")[::2] for o in config.hydra.overrides.task]   # a comma list is a choice Optuna searches too
+    for key, value in [*searched, *((k, v) for k, v in given if "," in v and not v.strip().startswith(("[", "{", "'", '"')))]:
+        if key in SEARCH_NOT or key.endswith("seed"):
+            one = value.split(",")[0] if "(" not in value else "<one value>"
             return (f"{key}={value} in a search would be searched like a setting, and the best trial's {key} chosen on validation "
-                    f"(a result that says nothing of the others); run one search per value ({key}={value.split(',')[0]} ...)")
+                    f"(a result that says nothing of the others); run one search per value ({key}={one} ...)")
     active = task.get("active")
     if active is not None and str(active.get("name", "none")) != "none":
         return (f"a search maximises each trial's validation metric, and active={active.name} has none (its labels are bought, "

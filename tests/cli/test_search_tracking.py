@@ -390,6 +390,8 @@ def test_a_logger_records_only_the_rows_of_its_job_and_a_resumed_done_job_not_ag
     ("hydra.sweeper.storage=sqlite:///optuna.db", "hydra.sweeper.storage=sqlite:///optuna.db: the sweeper's Optuna 2.10"),
     ("dataset=cora,citeseer", "dataset=cora,citeseer in a search would be searched like a setting"),
     ("seed=0,1,2", "seed=0,1,2 in a search would be searched like a setting, and the best trial's seed chosen on validation"),
+    ("+hydra.sweeper.params.seed='choice(0,1)'", "seed=choice(0,1) in a search would be searched like a setting"),   # (a trial: searched)
+    ("seed=choice(0,1)", "seed=choice(0,1) in a search would be searched like a setting"),   # (its fix was cut at the comma)
 ])
 def test_a_search_that_cannot_run_is_one_line_before_any_trial(setting, message, tmp_path, data_overrides):
     """A trial: n_trials=0 said every trial failed (none ran), n_jobs=0 was a ZeroDivisionError's
@@ -399,6 +401,7 @@ def test_a_search_that_cannot_run_is_one_line_before_any_trial(setting, message,
     out, _ = run_sweep(tmp_path, data_overrides, "hparams_search=optuna", "kernel=gcngp_x", setting)
     assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith(f"gnngp: error: {message}"), out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "sweep").exists()
+    assert "choice" not in setting or "run one search per value (seed=<one value> ...)" in out.stderr
 
 
 def test_a_search_space_the_shell_unquoted_names_the_quoting(tmp_path, data_overrides):
@@ -408,7 +411,8 @@ def test_a_search_space_the_shell_unquoted_names_the_quoting(tmp_path, data_over
     out, _ = run_sweep(tmp_path, data_overrides, "hparams_search=optuna_kernels", "hydra.sweeper.params.model=choice(gcngp_x, sagegp_x)")
     assert out.returncode == 1 and out.stderr.strip() == (
         "gnngp: error: hydra.sweeper.params.model=choice(gcngp_x, sagegp_x) is read as a sweep of the search's own settings: quote the "
-        "value for Hydra and the whole for the shell, \"hydra.sweeper.params.model='choice(gcngp_x, sagegp_x)'\""), out.stderr
+        "value for Hydra and the whole for the shell, \"hydra.sweeper.params.model='choice(gcngp_x, sagegp_x)'\" "
+        "(\"+hydra.sweeper.params.model=...\" for a key the preset does not search)"), out.stderr
 
 
 @pytest.mark.parametrize("logger, value, message", [
