@@ -49,12 +49,17 @@ def load_failure(err: BaseException) -> str:
 
 
 def cached_tensors(folder: Path, raw_digests: Mapping[str, str], build: Callable[[], dict[str, torch.Tensor]],
-                   untrusted: Optional[Callable[[Path], Optional[str]]] = None) -> dict[str, torch.Tensor]:
+                   untrusted: Optional[Callable[[Path], Optional[str]]] = None, verified: bool = True) -> dict[str, torch.Tensor]:
     """The tensors cached in ``folder/processed/gnngp.pt`` if they were built from exactly
     ``raw_digests``, else ``build()`` (written to the cache when it is writable). ``untrusted``:
     why a path is not to be trusted (:meth:`~gnngp_cli.data.store.DataStore.untrusted`); a cache it
-    names is not read nor written, and ``build()`` serves this run."""
-    return cached_file(folder / PROCESSED, raw_digests, build, untrusted)
+    names is not read nor written, and ``build()`` serves this run. ``verified``: whether the raw
+    files were checked against their published digests (``data.verify=false``: not), as its
+    warnings say."""
+    if verified:
+        return cached_file(folder / PROCESSED, raw_digests, build, untrusted)
+    return cached_file(folder / PROCESSED, raw_digests, build, untrusted, what="the dataset from its raw files (not verified: data.verify=false)",
+                       source="the raw files (not verified: data.verify=false)")
 
 
 _DISTRUSTED: set[str] = set()   # the reasons a cache was distrusted in this process (what cached_file warned of)

@@ -78,6 +78,12 @@ def _check_planetoid(items: dict, raw: Path, name: str) -> None:
     for a, b in (("x", "y"), ("allx", "ally"), ("tx", "ty")):
         if rows[a] != rows[b]:
             raise DatasetError(f"raw file {raw / f'ind.{name}.{b}'} has {rows[b]} rows but ind.{name}.{a} has {rows[a]}; the files disagree on the node count, fetch them again")
+    widths = {k: (items[k].shape[1] if items[k].ndim == 2 else 0) for k in ("x", "tx", "allx", "y", "ty", "ally")}
+    for group in (("x", "tx", "allx"), ("y", "ty", "ally")):   # one feature width, one class count (a wider ally was torch.cat's traceback)
+        if len({widths[k] for k in group}) > 1:
+            shown = ", ".join(f"ind.{name}.{k} {widths[k]}" for k in group)
+            raise DatasetError(f"the raw files in {raw} disagree on their {'feature' if group[0] == 'x' else 'class'} columns ({shown}); "
+                               "fetch them again")
     if rows["tx"] != len(test_index) or len(test_index) == 0:
         raise DatasetError(f"raw file {raw / f'ind.{name}.test.index'} lists {len(test_index)} nodes but ind.{name}.tx has {rows['tx']} rows; fetch them again")
     num_nodes = rows["allx"] + int(test_index.max() - test_index.min()) + 1
@@ -136,10 +142,10 @@ def load_planetoid(name: str, store: DataStore) -> Data:
     files = [f"raw/ind.{name}.{part}" for part in PLANETOID_PARTS]
     urls = {f: f"{PLANETOID_URL}/{Path(f).name}" for f in files}
     folder = store.fetch(title, files, urls)
-    tensors = cached_tensors(folder, store.digests[title], lambda: read_planetoid(folder / "raw", name, store.opener()), store.untrusted)
+    tensors = cached_tensors(folder, store.digests[title], lambda: read_planetoid(folder / "raw", name, store.opener()), store.untrusted, store.verify)
     data = Data(**tensors)
-    data.task, data.num_classes = "classification", published_class_count(data.y, f"the raw files in {folder / 'raw'}", title,
-                                                                           PLANETOID_CLASSES[name])
+    data.task, data.num_classes = "classification", published_class_count(data.y, f"raw file {folder / 'raw' / f'ind.{name}.ally'}", title,
+                                                                           PLANETOID_CLASSES[name])   # (with ty: the labels' one-hot rows)
     return data
 
 
@@ -198,7 +204,7 @@ def _unzip_into(members: dict[str, str]):
 def load_reddit(name: str, store: DataStore) -> Data:
     files = ["raw/reddit_data.npz", "raw/reddit_graph.npz"]
     folder = store.fetch("Reddit", files, archive=(REDDIT_URL, _unzip_into({"reddit_data.npz": files[0], "reddit_graph.npz": files[1]})))
-    data = Data(**cached_tensors(folder, store.digests["Reddit"], lambda: read_reddit(folder / "raw", store.opener()), store.untrusted))
+    data = Data(**cached_tensors(folder, store.digests["Reddit"], lambda: read_reddit(folder / "raw", store.opener()), store.untrusted, store.verify))
     data.task, data.num_classes = "classification", published_class_count(data.y, f"raw file {folder / files[0]}", "Reddit", REDDIT_CLASSES)
     return data
 
@@ -251,7 +257,7 @@ def read_arxiv(folder: Path, opener: Opener = plain_open) -> dict[str, torch.Ten
 def load_arxiv(name: str, store: DataStore) -> Data:
     members = {f"arxiv/{f}": f for f in ARXIV_FILES}
     folder = store.fetch("ogbn_arxiv", list(ARXIV_FILES), archive=(ARXIV_URL, _unzip_into(members)))
-    data = Data(**cached_tensors(folder, store.digests["ogbn_arxiv"], lambda: read_arxiv(folder, store.opener()), store.untrusted))
+    data = Data(**cached_tensors(folder, store.digests["ogbn_arxiv"], lambda: read_arxiv(folder, store.opener()), store.untrusted, store.verify))
     data.task, data.num_classes = "classification", ARXIV_CLASSES
     return data
 

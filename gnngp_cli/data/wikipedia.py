@@ -192,7 +192,7 @@ def random_split(num_nodes: int, train_ratio: float, val_ratio: float, seed: int
 def load_wikipedia(name: str, store: DataStore, split_index: int = 0, split_seed: int = 0) -> Data:
     files = wikipedia_files(name)
     folder = store.fetch(name, list(files), files)
-    full = cached_tensors(folder, store.digests[name], lambda: read_wikipedia(folder / "raw", name, store.opener()), store.untrusted)
+    full = cached_tensors(folder, store.digests[name], lambda: read_wikipedia(folder / "raw", name, store.opener()), store.untrusted, store.verify)
     data = Data(x=full["x"], y=full["y"], edge_index=full["edge_index"])
     if name == "crocodile":
         masks = random_split(data.num_nodes, 0.48, 0.32, split_seed)

@@ -223,6 +223,12 @@ def test_verify_false_warns_and_skips_the_digest_check(mirror, tmp_path, capfd):
     data = load("cora", bad, tmp_path / "cache", verify=False)
     assert data.num_nodes == 2708
     assert "gnngp: warning: data.verify=false: the raw files of Cora are not checked" in capfd.readouterr().err
+    # a cache built from other raw files is rebuilt, and not said to be from "the verified raw files" (a trial)
+    (bad / "Cora" / "raw" / "ind.cora.test.index").write_text((bad / "Cora" / "raw" / "ind.cora.test.index").read_text() + "\n")
+    shutil.copy(bad / "Cora" / "raw" / "ind.cora.test.index", tmp_path / "cache" / "Cora" / "raw" / "ind.cora.test.index")
+    load("cora", bad, tmp_path / "cache", verify=False)
+    err = capfd.readouterr().err
+    assert "rebuilding it from the raw files (not verified: data.verify=false)" in err and "verified raw files" not in err, err
 
 
 def test_a_full_disk_names_the_file_being_written(mirror, tmp_path, monkeypatch):
@@ -395,3 +401,20 @@ def test_a_mirror_file_that_is_not_the_published_one_names_the_mirror_as_the_pla
     with pytest.raises(DatasetError, match=r"ind.cora.y has sha256 .* but the published file has .*; replace it in the mirror with the "
                                            r"published file or point data.mirror at another copy"):
         load("cora", bad, tmp_path / "cache")
+
+
+def test_planetoid_label_files_of_another_class_count_are_one_line(mirror, tmp_path):
+    """A trial (data.verify=false): ind.cora.ally written with 9 one-hot columns (ty and y with 7)
+    was torch.cat's 'Sizes of tensors must match' traceback."""
+    import numpy as np
+
+    from gnngp_cli.data.safe_pickle import load_restricted
+
+    bad = copy_planetoid(mirror, tmp_path)
+    path = bad / "Cora" / "raw" / "ind.cora.ally"
+    with open(path, "rb") as f:
+        ally = np.asarray(load_restricted(path, f))
+    with open(path, "wb") as f:
+        pickle.dump(np.hstack([ally, np.zeros((ally.shape[0], 2))]), f, protocol=2)
+    with pytest.raises(DatasetError, match=r"the raw files in .* disagree on their class columns \(ind.cora.y 7, ind.cora.ty 7, ind.cora.ally 9\)"):
+        load("cora", bad, tmp_path / "cache", verify=False)
