@@ -554,8 +554,8 @@ def _validate_fit(cfg: Any) -> None:
                           f"{fix}set kernel.gamma_search=false to keep kernel.base.gamma, or use fit=grid")
 
 
-RECIPE_NETWORKS = {"platonov2023": ("gcn", "sage")}
-NTK_STANDARD = {"dropout": 0.0, "batch_norm": False}   # gnn.regime=ntk: what a null dropout or batch norm is (a dataset's recipe's are not)   # the networks a recipe other than the paper's defines
+RECIPE_NETWORKS = {"platonov2023": ("gcn", "sage")}   # the networks a recipe other than the paper's defines
+NTK_STANDARD = {"dropout": 0.0, "batch_norm": False}   # gnn.regime=ntk: what a null dropout or batch norm is (a dataset's recipe's are not)
 
 
 def _validate_gnn(g: Any) -> None:

@@ -131,9 +131,10 @@ SEARCH_NOT = ("dataset", "dataset.split_index", "splits", "runs")   # and any *s
 
 def search_problem(config: DictConfig, task: DictConfig) -> str:
     """Why a search sweeper cannot run as set ('' when it can): a trial count or parallel jobs
-    below 1, a failure rate outside 0..1 (Optuna's sweeper divided by zero, or asserted), and an
-    active-learning run, which has no validation metric to maximise (every trial "failed" after
-    its work)."""
+    below 1, a failure rate outside 0..1 (Optuna's sweeper divided by zero, or asserted), a study
+    database (Optuna 2.10 cannot open one under SQLAlchemy 2), a dataset, seed, runs or splits
+    among what it would choose (in its space, or a comma list), and an active-learning run, which
+    has no validation metric to maximise (every trial "failed" after its work)."""
     sweeper = config.hydra.sweeper
     for key in ("n_trials", "n_jobs"):
         value = sweeper.get(key)

@@ -319,7 +319,7 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
         for ratio, key, what in ((train_ratio, "train_ratio", "training"), (val_ratio, "val_ratio", "validation")):
             if ratio > 0 and round(ratio * n) < 1:   # said as the rounding it is, not as a missing ratio or mask
                 raise DatasetError(f"dataset.{key}={ratio:g} of the {_nodes(n)} of {folder} rounds to no {what} node; give masks "
-                                   f"(train_mask.npy, val_mask.npy, test_mask.npy) or dataset.{key} of at least {1 / (2 * n):.3g}")
+                                   f"(train_mask.npy, val_mask.npy, test_mask.npy) or dataset.{key} of at least {1 / n:.3g}")
         for key, mask in random_split(n, train_ratio, val_ratio, seed).items():
             data[f"{key}_mask"] = mask
         data.split = f"random {train_ratio}/{val_ratio}, seed {seed}"

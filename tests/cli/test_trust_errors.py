@@ -44,7 +44,7 @@ def test_tiny_graph_whose_rounded_split_is_empty_is_one_line(tmp_path):
     folder = write_graph(tmp_path / "g", n=6)
     code, _, _, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}", "dataset.val_ratio=0.05")
     assert code == 1 and len(errors) == 1 and "dataset.val_ratio=0.05 of the 6 nodes of" in errors[0]   # said as the rounding it is
-    assert "rounds to no validation node" in errors[0] and "dataset.val_ratio of at least 0.0833" in errors[0]
+    assert "rounds to no validation node" in errors[0] and "dataset.val_ratio of at least 0.167" in errors[0]
 
 
 class Payload:

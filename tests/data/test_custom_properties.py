@@ -177,5 +177,5 @@ def test_a_ratio_that_rounds_to_no_node_is_said_as_the_rounding(tmp_path):
     np.save(tmp_path / "labels.npy", np.array([0, 1, 0, 1]))
     (tmp_path / "edges.csv").write_text("0,1\n2,3\n")
     with pytest.raises(DatasetError, match=r"dataset.train_ratio=0.1 of the 4 nodes of .* rounds to no training node; give masks .* or "
-                                           r"dataset.train_ratio of at least 0.125"):
+                                           r"dataset.train_ratio of at least 0.25"):
         load_custom(str(tmp_path), None, 0.1, 0.5, 0)
