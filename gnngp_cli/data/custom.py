@@ -30,6 +30,7 @@ from ..graph.operators import make_undirected
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .datasets import register_dataset
 from .labels import class_ids, label_text, whole_number_floats
+from .shards import npy_header
 from .wikipedia import random_split, read_edge_csv
 
 MASKS = ("train_mask", "val_mask", "test_mask")
@@ -121,9 +122,7 @@ def _densified(path: Path) -> np.ndarray:
 
 def _declared(stream) -> tuple[tuple, np.dtype]:
     """The shape and dtype a ``.npy`` stream's header declares (its data not read)."""
-    version = np.lib.format.read_magic(stream)
-    reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-    shape, _, dtype = reader(stream)
+    shape, _, dtype, _ = npy_header(stream)
     return tuple(int(v) for v in shape), np.dtype(dtype)
 
 

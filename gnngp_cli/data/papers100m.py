@@ -26,7 +26,7 @@ from ..errors import DatasetError
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from ..graph.operators import make_undirected
 from .datasets import register_dataset
-from .shards import ShardMeta, ShardWriter, block_dir
+from .shards import ShardMeta, ShardWriter, block_dir, npy_header
 from .store import DataStore
 
 NAME = "ogbn_papers100M"
@@ -61,7 +61,7 @@ class NpyMember:
         try:
             self.zip = zipfile.ZipFile(path)
             with self.zip.open(f"{name}.npy") as f:
-                self.shape, self.fortran, self.dtype, self.offset = _header(f)
+                self.shape, self.fortran, self.dtype, self.offset = npy_header(f)
         except (OSError, KeyError, ValueError, zipfile.BadZipFile) as err:
             raise DatasetError(f"raw file {path} has no readable array '{name}' ({err}); delete it and fetch it again") from err
 
@@ -85,17 +85,6 @@ class NpyMember:
             for start in range(0, self.shape[0], size):
                 n = min(size, self.shape[0] - start)
                 yield self.read(f, n * width).reshape((n,) + tuple(self.shape[1:]))
-
-
-def _header(f: BinaryIO) -> tuple:
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-    else:
-        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-    if dtype.hasobject:
-        raise ValueError("object arrays are not read (they would need unpickling)")
-    return shape, fortran, dtype, f.tell()
 
 
 def edge_chunks(path: Path) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -33,7 +33,7 @@ import sys
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, BinaryIO, Optional
 
 import numpy as np
 import torch
@@ -159,6 +159,19 @@ def load_npy(path: Any, mmap: bool) -> np.ndarray:
     return array if mmap else np.array(array)
 
 
+def npy_header(f: BinaryIO) -> tuple:
+    """``(shape, fortran_order, dtype, data offset)`` of the ``.npy`` stream ``f`` from its header,
+    none of its data read; an object array raises (reading it would need unpickling)."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    if dtype.hasobject:
+        raise ValueError("object arrays are not read (they would need unpickling)")
+    return shape, fortran, dtype, f.tell()
+
+
 def load_part(root: Path, b: int, name: str, mmap: bool = True) -> np.ndarray:
     """One array of block ``b`` (memory-mapped; never unpickled)."""
     path = block_dir(root, b) / f"{name}.npy"
@@ -234,13 +247,19 @@ class ShardWriter:
                source_rows: tuple = ()) -> ShardMeta:
         meta = ShardMeta(dataset, self.num_nodes, self.num_edges, self.rows, num_features, num_classes, task, split, source, stand_in,
                          num_splits, tuple(warnings), order, tuple(source_rows))
-        raw = {"format": FORMAT, "version": VERSION, **meta.__dict__, "digests": file_digests(self.out, block_files(self.out, self.num_blocks))}
-        text = json.dumps({**raw, "meta_digest": meta_digest(raw)}, indent=1)
-        tmp = self.out / "meta.json.tmp"
-        tmp.write_text(text)
-        _no_group_write(tmp)
-        os.replace(tmp, self.out / "meta.json")
+        _write_meta(self.out, {"format": FORMAT, "version": VERSION, **meta.__dict__,
+                               "digests": file_digests(self.out, block_files(self.out, self.num_blocks))})
         return meta
+
+
+def _write_meta(root: Path, raw: dict) -> None:
+    """``meta.json`` of ``raw`` and its ``meta_digest``, written last and atomically (a reader never
+    sees half of it, and shards without it are no shards)."""
+    raw = {k: v for k, v in raw.items() if k != "meta_digest"}
+    tmp = Path(root) / "meta.json.tmp"
+    tmp.write_text(json.dumps({**raw, "meta_digest": meta_digest(raw)}, indent=1))
+    _no_group_write(tmp)
+    os.replace(tmp, Path(root) / "meta.json")
 
 
 def foreign_files(out: Path) -> list[str]:
@@ -313,15 +332,9 @@ def input_record(path: Path, digest: Optional[str] = None) -> list:
 
 def record_inputs(root: Path, inputs: list[list]) -> ShardMeta:
     """Add to the shards' ``meta.json`` the files the graph was read from (:func:`input_record`
-    each), its ``meta_digest`` computed again; written atomically, as :meth:`ShardWriter.finish`."""
-    path = Path(root) / "meta.json"
-    raw = json.loads(path.read_text())
-    raw = {k: v for k, v in raw.items() if k != "meta_digest"}
-    raw["inputs"] = [list(item) for item in inputs]
-    tmp = Path(root) / "meta.json.tmp"
-    tmp.write_text(json.dumps({**raw, "meta_digest": meta_digest(raw)}, indent=1))
-    _no_group_write(tmp)
-    os.replace(tmp, path)
+    each), its ``meta_digest`` computed again (:func:`_write_meta`)."""
+    raw = json.loads((Path(root) / "meta.json").read_text())
+    _write_meta(root, {**raw, "inputs": [list(item) for item in inputs]})
     return read_meta(root)
 
 

@@ -44,6 +44,17 @@ def _writers(mode: int) -> str:
     return "its group and others" if group and others else "its group" if group else "others"
 
 
+def _written_by_others(path: Path, st: os.stat_result, shared: bool) -> Optional[Distrust]:
+    """Why ``path`` (``st``: its stat) could have been written by someone else: group- or
+    world-writable, or owned by another user than this one or root (unless ``shared``)."""
+    me = os.geteuid()
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return Distrust(path, f"is writable by {_writers(st.st_mode)}", f"chmod go-w {path}")
+    if st.st_uid not in (me, 0) and not shared:
+        return Distrust(path, f"is owned by uid {st.st_uid}, not you (uid {me})", f"chown {me} {path}, or {FIX_SHARED}")
+    return None
+
+
 def distrust(path: Path, base: Optional[Path] = None, shared: bool = False) -> Optional[Distrust]:
     """The first of ``base``, each folder below it down to ``path``, and ``path`` itself that
     someone other than this user (or root) could have written (``None``: none). Paths that do not
@@ -60,16 +71,13 @@ def distrust(path: Path, base: Optional[Path] = None, shared: bool = False) -> O
             parts = None
         if parts is not None:
             chain = [base] + [base.joinpath(*parts[:i + 1]) for i in range(len(parts))]
-    me = os.geteuid()
     for step in chain:
         try:
-            st = os.stat(step)
+            found = _written_by_others(step, os.stat(step), shared)
         except OSError:
             continue
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return Distrust(step, f"is writable by {_writers(st.st_mode)}", f"chmod go-w {step}")
-        if st.st_uid not in (me, 0) and not shared:
-            return Distrust(step, f"is owned by uid {st.st_uid}, not you (uid {me})", f"chown {me} {step}, or {FIX_SHARED}")
+        if found is not None:
+            return found
     for step in chain:   # a link in the chain (the file, or a folder of it): its target, and the folder holding the target, which
         if not os.path.islink(step):   # whoever can write could rename and replace (a trial: processed/ a link into a 0777 folder)
             continue
@@ -87,15 +95,13 @@ def _target_distrust(target: Path, shared: bool) -> Optional[Distrust]:
     """:func:`distrust` of a link's target and the folder that holds it; a world-writable folder
     with the sticky bit (``/tmp``) holds safely what this user (or root) owns: others can neither
     rename nor remove it there."""
-    me = os.geteuid()
     try:
         st, parent = os.stat(target), os.stat(target.parent)
     except OSError:
         return None
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return Distrust(target, f"is writable by {_writers(st.st_mode)}", f"chmod go-w {target}")
-    if st.st_uid not in (me, 0) and not shared:
-        return Distrust(target, f"is owned by uid {st.st_uid}, not you (uid {me})", f"chown {me} {target}, or {FIX_SHARED}")
+    found = _written_by_others(target, st, shared)
+    if found is not None:
+        return found
     sticky = bool(parent.st_mode & stat.S_ISVTX)
     if parent.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky:
         return Distrust(target.parent, f"is writable by {_writers(parent.st_mode)} (it holds the target of a link gnngp follows)",

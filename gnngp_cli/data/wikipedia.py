@@ -111,7 +111,7 @@ def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True, opener
 def _first_bad_row(frame) -> str:
     """``, first on line N ('a,b')``: the first row whose two fields are not both integers (its line
     in the file, the header counted), or '' if none is found."""
-    for position, (index, row) in enumerate(frame.iterrows()):
+    for index, row in frame.iterrows():
         fields = [str(v).strip() if v is not None and str(v) != "nan" else "" for v in row]
         if not all(f.lstrip("+-").isdigit() for f in fields):
             shown = ",".join(f for f in fields if f) or "(empty)"

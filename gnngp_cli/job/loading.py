@@ -89,18 +89,20 @@ def load_graph(spec: Any) -> LoadedGraph:
 def check_load_memory(spec: Any) -> None:
     """Tell, before it loads, what a dataset whose size is a setting (a generated graph: its
     entry's ``memory``) will allocate, and refuse it in one line when that would not fit in the
-    memory limit (``max_memory_gb``; default half of the free memory)."""
+    memory limit (``max_memory_gb``; default half of the free memory); refuse the same way files
+    that declare more than the limit (a custom graph's features: its entry's ``reads``)."""
     entry = DATASETS.get(str(spec.dataset.name).lower())
-    if entry is not None and entry.reads is not None:
+    if entry is None or (entry.memory is None and entry.reads is None):
+        return
+    limit = memory_limit_bytes(spec.get("max_memory_gb"), torch.device("cpu"))
+    if entry.reads is not None:
         need, what = entry.reads(spec.dataset)
-        limit = memory_limit_bytes(spec.get("max_memory_gb"), torch.device("cpu"))
         if need > limit:
             raise ResourceError(f"reading {what} needs about {size_text(need)}, and the limit is {size_text(limit)} (max_memory_gb; default "
                                 "half of the free memory); give fewer nodes or features, or raise max_memory_gb if the memory is yours")
-    if entry is None or entry.memory is None:
+    if entry.memory is None:
         return
     need = float(entry.memory(spec.dataset))
-    limit = memory_limit_bytes(spec.get("max_memory_gb"), torch.device("cpu"))
     if need > limit:   # the generation alone (a process's resident memory is the kernel estimate's to count)
         raise ResourceError(f"generating {entry.display} ({int(spec.dataset.get('num_nodes', 0)):,} nodes) needs about {size_text(need)}, "
                             f"and the limit is {size_text(limit)} (max_memory_gb; default half of the free memory); use fewer nodes "

@@ -29,8 +29,7 @@ from ...data.files import locked
 from ...data.order_cache import cached_order
 from ...data.datasets import DATASETS
 from ...data.shards import (TEST, TRAIN, VAL, ShardMeta, changed_files, folder_listing, input_record, read_meta, record_inputs,
-                            shards_match, stale_inputs,
-                            tell_warnings, write_data)
+                            shards_match, stale_inputs, tell_warnings, write_data)
 from ...data.store import default_root
 from ...data.trust import untrusted, untrusted_tree
 from ...errors import ComputeError, ConfigError, DatasetError, ResourceError
@@ -138,13 +137,15 @@ def graph_inputs(spec: Any, store: DataStore) -> list[list]:
     return records
 
 
+def first_and_more(items: list[str]) -> str:
+    """``a`` or ``a and 2 more``: the first of ``items`` named, the others counted."""
+    return items[0] + (f" and {len(items) - 1} more" if len(items) > 1 else "")
+
+
 def stale_problem(meta: ShardMeta) -> str:
     """Which files the shards were written from hold other bytes now ('' when none does)."""
     stale = stale_inputs(meta)
-    if not stale:
-        return ""
-    more = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
-    return f"{stale[0]}{more} changed since they were written from it"
+    return f"{first_and_more(stale)} changed since they were written from it" if stale else ""
 
 
 def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGraph:
@@ -168,8 +169,7 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
                                f"or drop compute.shards")
         changed = changed_files(root, meta) if store.verify else []
         if changed:
-            more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
-            raise DatasetError(f"compute.shards={root}: shard file {changed[0]}{more} changed since gnngp partition wrote it; "
+            raise DatasetError(f"compute.shards={root}: shard file {first_and_more(changed)} changed since gnngp partition wrote it; "
                                "write the shards again with gnngp partition (or data.verify=false to use them as they are)")
         stale = stale_problem(meta) if store.verify else ""
         if stale:
@@ -192,8 +192,7 @@ def sharded_graph(spec: Any, store: DataStore, client: Any = None) -> ShardedGra
     meta = shards_match(root, source)
     changed = changed_files(root, meta) if meta is not None and store.verify else []
     if changed:
-        log.warning("the cached shards %s changed since they were written (%s%s); partitioning %s again", root, changed[0],
-                    f" and {len(changed) - 1} more" if len(changed) > 1 else "", name)
+        log.warning("the cached shards %s changed since they were written (%s); partitioning %s again", root, first_and_more(changed), name)
         meta = None
     stale = stale_problem(meta) if meta is not None else ""   # whatever data.verify says: the graph of other files is another graph
     if stale:
