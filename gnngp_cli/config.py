@@ -609,9 +609,6 @@ def _validate_gnn(g: Any) -> None:
         raise ConfigError(f"gnn.members={g.members}: an ensemble needs at least 2 models (e.g. 5)")
     if g.uncertainty == "mc_dropout" and g.mc_samples < 2:
         raise ConfigError(f"gnn.mc_samples={g.mc_samples}: MC dropout needs at least 2 passes (e.g. 20)")
-    if g.uncertainty == "mc_dropout" and g.name == "sgc":   # its dropout is refused: no pass could differ (a trial went round in a circle)
-        raise ConfigError("gnn.uncertainty=mc_dropout needs dropout, and gnn=sgc is one linear map without it; use gnn=sign (an MLP) "
-                          "with gnn.dropout=0.5, or gnn.uncertainty=ensemble or temperature with gnn=sgc")
     if g.uncertainty == "mc_dropout" and dropout == 0:
         raise ConfigError("gnn.uncertainty=mc_dropout needs a positive gnn.dropout (e.g. 0.5): with none, every pass is the same")
 

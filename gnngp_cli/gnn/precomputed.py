@@ -48,6 +48,9 @@ def _check_sgc(options: Any, hidden: int) -> None:
     for key, given in (("hidden", options.hidden is not None), ("dropout", bool(options.dropout)), ("batch_norm", bool(options.batch_norm))):
         if given:
             raise ConfigError(f"gnn=sgc is one linear map on S^K X and has no gnn.{key}; leave gnn.{key} unset (gnn=sign has an MLP)")
+    if options.uncertainty == "mc_dropout":   # its dropout is refused above: no pass could differ (a trial went round in a circle)
+        raise ConfigError("gnn.uncertainty=mc_dropout needs dropout, and gnn=sgc is one linear map without it; use gnn=sign (an MLP) "
+                          "with gnn.dropout=0.5, or gnn.uncertainty=ensemble or temperature with gnn=sgc")
     grid = options.weight_decay_grid or []
     if any(not value >= 0 for value in grid):
         raise ConfigError(f"gnn.weight_decay_grid={list(grid)} must hold weight decays >= 0")
