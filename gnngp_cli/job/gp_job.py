@@ -239,7 +239,8 @@ class GPJob(KernelJob):
         refused; the root files of compute=dask are checked against their folder's room instead.
         The fix names a landmark count that fits: first as if the peak were linear in the count,
         then smaller until ``peak_at(count)`` (the same estimate at that count) is within the limit
-        (a kernel of several roots, composed_x, grows faster)."""
+        (a kernel of several roots, composed_x, grows faster). When no count of 10 or more fits (of
+        fewer than 11 landmarks, no count at all), the fix names the process's own memory instead."""
         if estimate.on_disk:
             return
         limit = memory_limit_bytes(self.spec.max_memory_gb, ctx.features.device)
@@ -248,12 +249,10 @@ class GPJob(KernelJob):
             return
         now = current_rss_bytes()
         fewer = int(landmarks * max(limit - now, 0) / max(need - now, 1) * 0.9)
-        for _ in range(12 if peak_at is not None else 0):
-            if fewer < 10 or peak_at(fewer) <= 0.95 * limit:
-                break
+        while peak_at is not None and fewer >= 1 and peak_at(fewer) > 0.95 * limit:   # every count named is one that fits
             fewer = int(fewer * 0.7)
         float32 = " or dtype=float32" if self.backend.dtype == torch.float64 else ""
-        if fewer >= min(10, landmarks - 1) and fewer < landmarks:
+        if max(1, min(10, landmarks - 1)) <= fewer < landmarks:
             fix = f"use fewer landmarks (landmarks.count={fewer:,} or below){float32}, or raise max_memory_gb if the memory is yours"
         else:   # the graph and the libraries take the limit already: no landmark count fits
             fix = f"raise max_memory_gb if the memory is yours (this process holds {size_text(now)} already: the graph and its libraries)"

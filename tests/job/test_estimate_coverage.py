@@ -111,21 +111,55 @@ def test_a_low_rank_kernel_over_the_memory_limit_is_refused_before_its_estimate_
     """A trial: a Reddit-sized gcngp_x run estimated at ~12 GiB ran past max_memory_gb=1 to
     10.9 GB (and landmarks.count=150000, ~866 GiB, started): the limit was checked for exact
     kernels only. Refused now, before the estimate's warning; the landmark count it names fits
-    (the limits are this process's memory and a little more: the estimate counts what it holds)."""
+    (the limits are this process's memory and a little more: the estimate counts what it holds).
+    A first small run takes this process to the size the later runs hold (on CI's machine, a
+    test worker's first run grew it by 0.3 GiB, more than the room each limit leaves)."""
     from gnngp_cli.runtime import current_rss_bytes
 
     common = ["dataset=csbm", "dataset.num_nodes=5000", "dataset.train_ratio=0.85", "dataset.val_ratio=0.05", "kernel=gcngp_x", "progress=false"]
+    warm = in_process("run", *common, "landmarks.count=20", f"hydra.run.dir={tmp_path / 'warm'}")
+    assert warm.returncode == 0, warm.stderr
     limit = f"max_memory_gb={current_rss_bytes() / 2**30 + 0.3:.3f}"   # 4,000 landmarks: well above 0.3 GiB more than the process
     out = in_process("run", *common, "landmarks.count=4000", limit, f"hydra.run.dir={tmp_path / 'a'}")
     assert out.returncode == 1 and "the low-rank GCNGP-X kernel on csbm needs about" in out.stderr, out.stderr
     assert "estimate before computing" not in out.stdout + out.stderr and "Ctrl-C stops it" not in out.stdout + out.stderr
     fewer = int(re.search(r"landmarks.count=([\d,]+) or below", out.stderr).group(1).replace(",", ""))
     assert 10 <= fewer < 4000
-    limit = f"max_memory_gb={current_rss_bytes() / 2**30 + 0.3:.3f}"   # the same room above this process, which the first run grew
+    limit = f"max_memory_gb={current_rss_bytes() / 2**30 + 0.3:.3f}"   # the same room above this process
     fits = in_process("run", *common, f"landmarks.count={fewer}", limit, f"hydra.run.dir={tmp_path / 'b'}")
     assert fits.returncode == 0, fits.stderr
     tiny = in_process("run", *common, "landmarks.count=4000", "max_memory_gb=0.05", f"hydra.run.dir={tmp_path / 'c'}")
     assert tiny.returncode == 1 and "raise max_memory_gb if the memory is yours (this process holds" in tiny.stderr, tiny.stderr
+
+
+def test_the_landmark_count_a_memory_refusal_names_is_one_its_estimate_fits():
+    """CI's run named landmarks.count=25 that did not fit: the search for a count that fits gave
+    up after 12 smaller tries and named the next one untried. Each count named now fits its own
+    estimate; where none fits (a process larger than its limit), the process's memory is named."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from gnngp_cli.runtime import current_rss_bytes
+
+    now = current_rss_bytes()
+    landmarks, limit = 1_000_000, now + 512 * 2**20
+    job = SimpleNamespace(spec=SimpleNamespace(max_memory_gb=limit / 2**30),
+                          backend=SimpleNamespace(dtype=torch.float64, where="csbm"))
+    ctx = SimpleNamespace(features=SimpleNamespace(device=torch.device("cpu")))
+    fixed = 0.95 * limit - now - 256 * 2**10   # a root's fixed part fills the limit but 256 KiB: 512 landmarks fit
+    peak_at = lambda count: now + fixed + 512.0 * count   # the linear first guess, ~480,000, is 20 shrinks away
+    asked = Estimate(gb=peak_at(landmarks) / 2**30, time_class="seconds", detail=f"{landmarks:,} landmarks")
+    with pytest.raises(ResourceError) as refused:
+        GPJob.check_low_rank_memory(job, asked, "GCNGP-X", landmarks, ctx, peak_at)
+    named = re.search(r"landmarks.count=([\d,]+) or below", str(refused.value))
+    assert named, refused.value
+    count = int(named.group(1).replace(",", ""))
+    assert 100 <= count and peak_at(count) <= 0.95 * limit, count
+    job.spec.max_memory_gb = now / 2 / 2**30   # the process alone is above the limit: no count fits
+    with pytest.raises(ResourceError, match=r"raise max_memory_gb if the memory is yours \(this process holds") as refused:
+        GPJob.check_low_rank_memory(job, asked, "GCNGP-X", landmarks, ctx, peak_at)
+    assert "landmarks.count=" not in str(refused.value)
 
 
 def test_a_nugget_chosen_on_the_edge_of_its_grid_is_a_warning_in_the_row(tmp_path):
