@@ -121,7 +121,7 @@ class ActiveJob(KernelJob):
         limit = memory_limit_bytes(spec.max_memory_gb, ctx.features.device)
         peak = current_rss_bytes() + need
         if landmarks is not None:   # the root's own computation comes first: the process's peak then is a GP job's (gnngp_cli.job.estimate)
-            peak = max(peak, backend.estimate(arch, ctx, landmarks, False).gb * 2**30)
+            peak = max(peak, backend.estimate(arch, ctx, landmarks, False).reach * 2**30)
         scoring = 8.0 * working   # a strategy's own blocks (eer's, float64), which neither a low-rank kernel nor fewer landmarks make smaller
         if peak > limit:
             if landmarks is None:

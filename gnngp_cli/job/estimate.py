@@ -77,6 +77,14 @@ class Estimate:
     detail: str            # what sizes it, e.g. "3,070 landmarks" or "K 2,541 x 644"
     on_disk: bool = False  # compute=dask: ``gb`` is what compute.roots_dir holds at the peak
     seconds: float = 0.0   # predicted seconds of work (at FLOPS_PER_SECOND), of which time_class is the class
+    reach_gb: Optional[float] = None   # what the process will hold at this run's peak (now plus the run's work), GiB: what a memory
+                                       # limit is checked against; ``gb`` is the larger of it and the peak so far, which an earlier
+                                       # job of the same process (a sweep's, a test's) may have set (None: ``gb``)
+
+    @property
+    def reach(self) -> float:
+        """:attr:`reach_gb`, or ``gb`` where the estimate has no peak of its own apart."""
+        return self.gb if self.reach_gb is None else self.reach_gb
 
     def with_grid(self, grid_gb: float, num: int, seconds: float = 0.0) -> "Estimate":
         """This estimate with a nugget grid's memory in this process (:func:`grid_bytes`) and its
@@ -88,14 +96,15 @@ class Estimate:
         told = f"a nugget grid of {num:,} values ({size_text(grid_gb * 2**30)})"
         if self.on_disk:
             return replace(timed, detail=f"{self.detail}, {told} in this process")
-        return replace(timed, gb=self.gb + grid_gb, detail=f"{self.detail}, {told}")
+        return replace(timed, gb=self.gb + grid_gb, reach_gb=self.reach + grid_gb, detail=f"{self.detail}, {told}")
 
     def with_memory(self, extra_bytes: float, told: str) -> "Estimate":
         """This estimate with ``extra_bytes`` more in this process (told beside the root files' size on Dask)."""
         if extra_bytes < 0.01 * 2**30:
             return self
         told = f"{told} ({size_text(extra_bytes)}{' in this process' if self.on_disk else ''})"
-        return replace(self, gb=self.gb + (0 if self.on_disk else extra_bytes / 2**30), detail=f"{self.detail}, {told}")
+        more = 0 if self.on_disk else extra_bytes / 2**30
+        return replace(self, gb=self.gb + more, reach_gb=None if self.on_disk else self.reach + more, detail=f"{self.detail}, {told}")
 
     def plus(self, seconds: float) -> "Estimate":
         """This estimate with ``seconds`` more work."""
@@ -206,7 +215,7 @@ def gp_estimate(
         detail = f"dense blocks of up to {dense_elements:,} entries"
     total = max(peak_now, rss_now + work)
     seconds = flops / FLOPS_PER_SECOND + EVALUATION_SECONDS
-    return Estimate(total / 2**30, time_class(seconds * FLOPS_PER_SECOND), detail, seconds=seconds)
+    return Estimate(total / 2**30, time_class(seconds * FLOPS_PER_SECOND), detail, seconds=seconds, reach_gb=(rss_now + work) / 2**30)
 
 
 GRID_VALUE_BYTES = 20         # per grid value, beyond its two copies in the working dtype: the validation curve and its copies (float64), masks

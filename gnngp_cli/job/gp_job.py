@@ -169,7 +169,7 @@ class GPJob(KernelJob):
             def peak_at(count: int) -> float:   # the same estimate for the first ``count`` landmarks (the refusal's fix)
                 fewer = landmarks[:count]
                 at = backend.context(arch.adjacency, base, fewer, kspec.base.scale)
-                return self.with_grid(backend.estimate(arch, at, fewer, self.mll), fewer, int(train.numel())).times(planned).gb * 2**30
+                return self.with_grid(backend.estimate(arch, at, fewer, self.mll), fewer, int(train.numel())).times(planned).reach * 2**30
 
             self.check_low_rank_memory(estimate, arch.label, int(landmarks.numel()), ctx, peak_at)
         log.info(estimate.line(arch.label, backend.where))
@@ -244,7 +244,7 @@ class GPJob(KernelJob):
         if estimate.on_disk:
             return
         limit = memory_limit_bytes(self.spec.max_memory_gb, ctx.features.device)
-        need = estimate.gb * 2**30
+        need = estimate.reach * 2**30   # this run's own peak: an earlier job's in this process does not count
         if need <= limit:
             return
         now = current_rss_bytes()

@@ -98,3 +98,17 @@ def test_fit_mll_counts_its_steps_in_the_time_estimate(caplog):
     with caplog.at_level(logging.INFO, logger="gnngp"):
         run(["dataset=csbm", "dataset.num_nodes=200", "kernel=gcngp", "fit=mll", "fit.steps=4"])
     assert any(", 6 kernel evaluations" in r.getMessage() and "estimate before computing" in r.getMessage() for r in caplog.records)
+
+
+def test_a_memory_limit_is_checked_against_this_runs_peak_not_an_earlier_jobs_in_the_process():
+    """CI's run: a test worker whose earlier test had peaked at 1.5 GiB refused a 25-landmark run
+    under a limit 0.3 GiB above what it held (the estimate is the process's peak, the larger of its
+    peak so far and what this run adds to what it holds; a sweep's earlier job sets it the same
+    way). The limit is checked against what this run reaches; the estimate line keeps the peak."""
+    from gnngp_cli.job.estimate import gp_estimate
+
+    sizes = dict(num_nodes=5000, num_edges=50000, num_features=32, n_train=4000, n_labelled=4500, layers=2, bytes_per_entry=8, landmarks=25)
+    after_a_big_job = gp_estimate(rss_now=1.2 * 2**30, peak_now=1.5 * 2**30, **sizes)
+    assert after_a_big_job.gb == pytest.approx(1.5) and 1.2 < after_a_big_job.reach < 1.21
+    grid = after_a_big_job.with_grid(0.5, 10**7).with_memory(0.25 * 2**30, "draws")
+    assert grid.gb == pytest.approx(2.25) and grid.reach == pytest.approx(after_a_big_job.reach + 0.75)
