@@ -604,6 +604,8 @@ def _validate_gnn(g: Any) -> None:
         GNNS[g.name].check(g, hidden)
     if g.fanouts is not None and len(g.fanouts) != graph_layers:
         raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")
+    if g.fanouts is not None and any(f < -1 for f in g.fanouts):
+        raise ConfigError(f"gnn.fanouts={list(g.fanouts)}: a fanout is how many neighbours a node samples per graph layer, 0 or more, or -1 for all of them")
     _choice(g.uncertainty, GNN_UNCERTAINTY, "gnn.uncertainty")
     if g.uncertainty == "ensemble" and g.members < 2:
         raise ConfigError(f"gnn.members={g.members}: an ensemble needs at least 2 models (e.g. 5)")

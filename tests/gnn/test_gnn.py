@@ -255,6 +255,7 @@ def test_neighbour_sampler_respects_fanouts_and_keeps_seeds_first():
         (["gnn=gprgnn", "gnn.alpha=1e9"], r"gnn.alpha=1e\+09 is the teleport probability .* above 0 and at most 1"),   # (a traceback)
         (["gnn=gprgnn", "gnn.alpha=-1"], r"gnn.alpha=-1 is the teleport probability"),                          # (ran, ok)
         (["gnn=sgc", "gnn.uncertainty=mc_dropout"], r"gnn=sgc is one linear map without it; use gnn=sign"),        # (pointed at gnn.dropout)
+        (["gnn=sage", "gnn.fanouts=[-2,5]"], r"gnn.fanouts=\[-2, 5\]: a fanout is how many neighbours"),   # (ran as -1: all of them)
         (["~model"], "nothing to run"),
     ],
 )
