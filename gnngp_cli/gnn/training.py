@@ -101,7 +101,7 @@ def sampled_operator(edge_index: Tensor, weight: Optional[Tensor], num_nodes: in
 @dataclass
 class GNNResult:
     metrics: dict[str, float]
-    best_epoch: int
+    best_epoch: int   # the epoch chosen, 1 to gnn.epochs
     train_seconds: float
     inference_seconds: float
     history: list[tuple[float, float]]
@@ -300,7 +300,7 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
                     for split in ("train", "val", "test"):
                         curve[split].append(current[split])
                 if best is None or current["val"] > best[1]["val"]:
-                    best = (epoch, current)
+                    best = (epoch + 1, current)   # counted from 1, as gnn.epochs and the curve's t are
                     best_state = copy.deepcopy(model.state_dict())
                     chosen_decay = weight_decay
                 lines.step(trial * options.epochs + epoch + 1, "epochs", loss=epoch_loss, val=current["val"])
@@ -316,7 +316,7 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
         outputs = predict()
         final = scores(outputs)
     if best is None:
-        best, chosen_decay = (options.epochs - 1, final), decays[-1]
+        best, chosen_decay = (options.epochs, final), decays[-1]
 
     def dropout_passes(k: int) -> Tensor:
         model.train()   # dropout on (the layers read the model's flag) ...

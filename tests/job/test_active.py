@@ -682,6 +682,6 @@ def test_the_gcn_of_an_active_run_is_the_model_after_its_last_epoch(tmp_path):
     watch = lambda: Stopwatch(torch.device("cpu"))   # noqa: E731
     last = train_gnn(options, data, torch.device("cpu"), 0, False, watch, last_epoch=True)
     best = train_gnn(options, data, torch.device("cpu"), 0, False, watch)
-    assert last.best_epoch == 29 and last.history == []
-    assert len(best.history) == 30 and best.best_epoch < 29   # the six labels are fitted early: the best-epoch rule stops there
+    assert last.best_epoch == 30 and last.history == []   # counted from 1, as gnn.epochs
+    assert len(best.history) == 30 and best.best_epoch < 30   # the six labels are fitted early: the best-epoch rule stops there
     assert not torch.equal(last.outputs, best.outputs)
