@@ -63,7 +63,8 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     rows = pd.concat(frames, ignore_index=True)
     for column in [*KEY, "status", "test", "val", "train", "timestamp", "total_seconds", "n_nodes", "n_edges", "landmarks", "error", "metric",
                    "experiment", "task", "extra", "sigma_w", "sigma_b", "device", "dtype", "split_index", "overrides", "fit",
-                   "compute_backend", "kernel_seconds", "inference_seconds", "fit_seconds", "train_seconds", "peak_rss_mb", "peak_cuda_mb"]:
+                   "compute_backend", "kernel_seconds", "inference_seconds", "fit_seconds", "precompute_seconds", "train_seconds", "peak_rss_mb",
+                   "peak_cuda_mb"]:
         if column not in rows.columns:
             rows[column] = np.nan
     rows["status"] = rows["status"].fillna("ok")

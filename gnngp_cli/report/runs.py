@@ -15,7 +15,7 @@ import pandas as pd
 from .active import bought
 from .layouts import display
 
-SECONDS = (("kernel_seconds", "kernel s"), ("inference_seconds", "inference s"), ("fit_seconds", "fit s"), ("train_seconds", "train s"))
+SECONDS = (("kernel_seconds", "kernel s"), ("inference_seconds", "inference s"), ("fit_seconds", "fit s"), ("precompute_seconds", "precompute s"), ("train_seconds", "train s"))
 
 
 @dataclass

@@ -102,8 +102,9 @@ def summary_line(row: Mapping) -> str:
         return (f"{row['method']} on {row['dataset']} ({split}run {row['run']}, seed {row['seed']}), active={row['strategy']} at "
                 f"{row['labelled']} labels: test {row['metric']} {fmt(row['test'])}{f1}, nugget {row['nugget']:.3g}; "
                 f"{row['kernel_seconds']:.2f} s kernel + {row['selection_seconds']:.2f} s selection on {row['device']}")
-    if "train_seconds" in row:
-        return head + f") in {row['train_seconds']:.2f} s training + {row['inference_seconds']:.2f} s inference on {row['device']}"
+    if "train_seconds" in row:   # SGC, SIGN: the graph's propagation read once, before training
+        precompute = f"{row['precompute_seconds']:.2f} s precompute + " if not _missing(row.get("precompute_seconds")) else ""
+        return head + f") in {precompute}{row['train_seconds']:.2f} s training + {row['inference_seconds']:.2f} s inference on {row['device']}"
     stages = f"{row['kernel_seconds']:.2f} s kernel + {row['inference_seconds']:.2f} s inference on {row['device']}"
     fitted = [key[len("fitted_"):] for key in row if key.startswith("fitted_") and not _missing(row[key])]
     if row.get("fit") == "mll" and fitted:   # the values the run used are the fitted ones: each said once, and the fit's time

@@ -27,6 +27,9 @@ def test_sgc_and_sign_beat_the_majority_class_and_time_their_precomputation_apar
     assert row["test"] > MAJORITY_CORA + 0.15
     assert row["precompute_seconds"] > 0 and row["train_seconds"] > 0 and row["inference_seconds"] > 0
     assert row["total_seconds"] == pytest.approx(row["precompute_seconds"] + row["train_seconds"] + row["inference_seconds"])
+    from gnngp_cli.results.writing import summary_line
+
+    assert f"in {row['precompute_seconds']:.2f} s precompute + {row['train_seconds']:.2f} s training" in summary_line(row)   # the console says it too
 
 
 def test_sgc_precomputes_the_normalised_adjacency_to_the_k_and_sign_every_power_up_to_k():
