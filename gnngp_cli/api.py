@@ -1,7 +1,7 @@
 """The Python API: the same configs, checks and GP job as ``gnngp run``, from a notebook.
 
     >>> from gnngp_cli import NodeGP, load_dataset
-    >>> data = load_dataset("cora")                  # the PyG Data `gnngp run dataset=cora` uses
+    >>> data = load_dataset("cora")                  # the graph `gnngp run dataset=cora` uses
     >>> gp = NodeGP(kernel="gcngp").fit(data)       # the nugget chosen on data.val_mask
     >>> round(gp.score(), 4)                         # accuracy on data.test_mask
     0.828
@@ -31,8 +31,10 @@ from .cli.messages import check_group_choices, one_line, spellings
 from .compose import compose as compose_config
 from .config import needs_validation, parse, reads_training_set, training_times, validate
 from .data.container import GraphData
-from .data.labels import class_ids, whole_number_floats
-from .graph.operators import make_undirected
+from .data.custom import SELF_LOOPS_LEFT_OUT, untrained_note
+from .data.protocols import DRAWS_SPLIT
+from .data.labels import class_ids, label_text, untrained_classes, whole_number_floats
+from .graph.operators import make_undirected, without_self_loops
 from .errors import ConfigError, DatasetError, GnngpError, NotFittedError, NotSavedError, ResourceError
 from .cli.execute import run_job
 from .results.invariants import checked_rows
@@ -77,6 +79,8 @@ def _parsed(value: str) -> Any:
         return value
 
 
+JOB_DATASET_KEYS = ("metric", "hide_val", "landmark_fraction", "landmark_count", "large")   # dataset keys the job reads (the rest, the loader)
+
 RUN_ONLY = {   # keys of gnngp run's job (its runs, files and commands) that a NodeGP, one fit in this process, never reads
     "active": "a NodeGP buys labels with gp.select(data, budget=..., strategy=...)",
     **{key: "a NodeGP fits one run in this process and writes no file; gnngp_cli.api.run([...]) runs a whole job and returns its rows"
@@ -109,6 +113,8 @@ def _check_bare_keys(settings: Mapping[str, Any]) -> None:
 
 
 def _value(value: Any, key: str) -> str:
+    if hasattr(value, "tolist") and type(value).__module__.split(".")[0] in ("numpy", "torch"):   # an array, a tensor, a numpy number
+        value = value.tolist()   # as the Python number or list it holds (a 0-d tensor: its number)
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -164,8 +170,8 @@ def run(overrides: Sequence[str] = (), cfg: Optional[DictConfig] = None) -> list
 
 
 def load_dataset(name: str, **settings: Any):
-    """The graph ``gnngp run dataset=<name>`` runs on, as a PyG ``Data`` (or gnngp's
-    ``GraphData``, the same fields), with its ``train_mask``, ``val_mask`` and ``test_mask``,
+    """The graph ``gnngp run dataset=<name>`` runs on, as gnngp's ``GraphData`` (PyG ``Data``'s
+    fields; ``.to_pyg()`` gives PyG's own), with its ``train_mask``, ``val_mask`` and ``test_mask``,
     ``task``, ``num_classes`` and ``metric``. ``settings`` are the command line's keys; a key of
     the dataset may be given bare: ``load_dataset("chameleon", split_index=3)``, or
     ``data={"mirror": "/data/mirror"}``. :class:`NodeGP` fitted on it composes the same config
@@ -173,6 +179,8 @@ def load_dataset(name: str, **settings: Any):
     from .data.datasets import DATASETS, PRESETS
     from .schema import DatasetConfig, RunConfig, config_fields
 
+    if "dataset" in settings:   # the name is load_dataset's first argument: the setting replaced it silently
+        raise ConfigError(f"load_dataset takes the dataset's name once, as its first argument (load_dataset({name!r})); drop dataset={settings['dataset']!r}")
     own = DATASETS.get(name) or DATASETS.get(getattr(PRESETS.get(name), "name", None) or "")   # csbm's num_nodes too, not only the common keys
     dataset_keys = set(config_fields(type(own.config) if own is not None else DatasetConfig))
     top = set(config_fields(RunConfig))
@@ -199,6 +207,7 @@ def load_dataset(name: str, **settings: Any):
         raise ConfigError("load_dataset takes dataset settings, not a GNN; give the model to NodeGP")
     data = load_graph(cfg).data
     data.gnngp_overrides = overrides   # what NodeGP composes with, so that it runs what gnngp run runs
+    data.gnngp_edges = (data.edge_index, data.edge_index._version)   # as loaded: an edge list changed since is the caller's own (_adopt)
     return data
 
 
@@ -257,8 +266,22 @@ class NodeGP:
             raise ConfigError(f"NodeGP takes its kernel as kernel=..., not model=; use NodeGP(kernel=\"{given['model']}\")")
         if "dataset" in given:
             raise ConfigError("NodeGP takes its graph in fit(data), not dataset=...; load a dataset with load_dataset(name, ...)")
+        loaded = [key for key in given if key.startswith("dataset.") and key.split(".")[1] not in JOB_DATASET_KEYS]
+        if loaded:   # read by the loader, before the graph is NodeGP's: given here, it was dropped silently (dataset.task on Cora)
+            key = loaded[0]
+            own = "; a graph of your own: integer y classifies, floating y regresses" if key == "dataset.task" else ""
+            raise ConfigError(f"{key} is read when a graph is loaded, and NodeGP takes its graph loaded, in fit(data): give it to "
+                              f"load_dataset(name, {key.split('.', 1)[1]}=...){own}")
         self.config = compose([f"kernel={kernel}", *self.settings])   # checked now: a typo fails here, not at fit
-        validate(self.config)
+        try:
+            validate(self.config)
+        except ConfigError as err:   # a key only select reads (fit=mll's nugget grid, searched per budget) is kept; fit refuses it
+            if "has no effect" not in str(err):
+                raise
+            try:
+                validate(compose([f"kernel={kernel}", *self.settings, "active=sigma_opt"]))
+            except ConfigError:
+                raise err from None
         if self.config.method == "gnn":
             raise ConfigError(f"NodeGP takes a GP kernel, and {kernel} is a GNN; use gnngp run gnn={kernel} for the GNN baseline")
         if self.config.compute.backend != "local":
@@ -303,11 +326,18 @@ class NodeGP:
         note = KERNELS[config.kernel.name].note
         if note is not None and note(config.kernel):   # as gnngp run warns (e.g. GATGP from 4 layers)
             log.warning(note(config.kernel))
+        drawn = str(config.protocol.name)
+        if drawn in DRAWS_SPLIT and any(v is not None for v in (train, val, test)):   # the protocol's split replaced them silently
+            raise ConfigError(f"fit's train=, val= and test= set the split, and protocol={drawn} draws a split of its own; give one "
+                              "of them (drop the indices, or the protocol)")
         graph = _adopt(data, train, val, test, own, config)
         spec = parse(config)   # the job's spec, once (the graph's task written in by _adopt)
         backend = LocalBackend(spec, graph)
         with backend:
             run = next(GPJob(spec, backend).runs())
+        checked = checked_rows([run.row], validation=needs_validation(config))[0]
+        if checked["status"] != "ok":   # as gnngp run's error row: a NaN test or validation metric is no result
+            raise DatasetError(checked["error"].removeprefix("ResultError: "))
         # all or nothing: a fit that fails leaves the earlier fit whole (its backend and run belong together), or none
         self.config, self._backend, self._run = config, backend, run
         return self
@@ -355,7 +385,10 @@ class NodeGP:
         variances do not depend on them).
         ``batch``: labels chosen per step (``active.batch``); ``initial``: random pool nodes
         labelled first (``active.initial``, seeded by the NodeGP's ``seed``); ``nugget``: the fixed
-        nugget (``active.nugget``; a NodeGP with ``fit="mll"`` chooses it on the labels instead).
+        nugget the labels are chosen at (``active.nugget``). With ``fit="mll"`` they are chosen at
+        ``fit.nugget``, and the nugget of the ``nugget`` grid's highest marginal likelihood of the
+        labels bought is chosen after them: ``gnngp run``'s active rows re-choose it at each budget
+        and go on from it, but ``select`` has one budget, so its whole order is chosen at ``fit.nugget``.
         The kernel's settings are this NodeGP's. Returns the node ids, e.g. ``NodeGP(kernel="gcngp_x").select(load_dataset("cora"), budget=40)``."""
         for name, value in (("budget", budget), ("batch", batch), ("initial", initial)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -381,7 +414,7 @@ class NodeGP:
             for key, argument in named.items():
                 text = text.replace(key, argument)
             if not getattr(data, "gnngp_overrides", None):   # a graph of the caller's own, which gnngp calls dataset=custom
-                text = text.replace("every node of custom but", "every node of the graph but")
+                text = text.replace("every node of custom but", "every node of the graph but").replace("and custom is a", "and the graph is a")
             raise ConfigError(re.sub(r"\bactive=(\w+)", r'strategy="\1"', text)) from None   # the strategy as select takes it
 
     def _select(self, data: Any, budget: int, strategy: str, test: Nodes, batch: int, initial: int, nugget: Optional[float]) -> list[int]:
@@ -505,6 +538,9 @@ def _node_ids(nodes: Any, n: int, what: str) -> torch.Tensor:
     except (TypeError, ValueError, RuntimeError):
         raise DatasetError(f"{what}: give a boolean mask or node indices (a tensor, array or list), not {type(nodes).__name__}") from None
     if ids.dtype == torch.bool:
+        if ids.dim() == 2 and ids.size(0) == n:   # PyG's several splits side by side (WikipediaNetwork's ten)
+            raise DatasetError(f"{what}: a mask of shape {tuple(ids.shape)} holds {ids.size(1)} splits side by side; pick one: "
+                               f"{what}[:, 0] (or load_dataset(name, split_index=...) for a dataset's own splits)")
         if ids.numel() != n:
             raise DatasetError(f"{what}: a mask of {ids.numel()} entries for a graph of {n} nodes; give one entry per node, or node indices")
         return ids.nonzero().view(-1)
@@ -574,6 +610,13 @@ def _targets(y: torch.Tensor, task: str, labelled: Optional[torch.Tensor] = None
     return torch.from_numpy(ids).to(y.device), torch.from_numpy(classes), note
 
 
+def _edges_changed(data: Any) -> bool:
+    """Whether a graph :func:`load_dataset` returned holds another edge list than it loaded (one
+    assigned since, or the same tensor changed in place)."""
+    loaded = getattr(data, "gnngp_edges", None)
+    return loaded is not None and (data.edge_index is not loaded[0] or data.edge_index._version != loaded[1])
+
+
 def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: DictConfig):
     """``data`` as the job's graph: a graph of the caller's own gets gnngp's fields (masks, task,
     class count, an undirected edge list, float features), as a custom dataset would."""
@@ -597,8 +640,9 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
         raise DatasetError(f"edge_index must be an integer tensor of shape [2, E] (got {edge_index.dtype}, shape {tuple(edge_index.shape)})"
                            + ("; transpose it: edge_index.t()" if edge_index.dim() == 2 and edge_index.size(1) == 2 else ""))
     if not (y.dim() == 1 or (y.dim() == 2 and y.size(1) == 1)):
-        raise DatasetError(f"y must hold one target per node, of shape [N] or [N, 1] (got shape {tuple(y.shape)}); "
-                           "for one-hot labels give the class ids: y.argmax(1)")
+        several = ("gnngp's regression has one target per node: fit one NodeGP per column, y[:, j]" if y.is_floating_point()
+                   else "for one-hot labels give the class ids: y.argmax(1)")
+        raise DatasetError(f"y must hold one target per node, of shape [N] or [N, 1] (got shape {tuple(y.shape)}); {several}")
     given = {"train_mask": train, "val_mask": val, "test_mask": test}
     masks = {}
     for key, nodes in given.items():
@@ -607,10 +651,22 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
         ids = (_node_ids(nodes, n, key.replace("_mask", "")) if nodes is not None     # given here: named train, val, test
                else _node_ids(torch.as_tensor(data[key]).cpu(), n, key))              # the graph's own mask
         masks[key] = torch.zeros(n, dtype=torch.bool).index_fill_(0, ids, True)
+    edited = not own and _edges_changed(data)
+    if edited:   # a loaded graph whose edges the caller changed: read as a graph of their own's are
+        log.warning("the graph's edge_index changed after load_dataset: it is made undirected and its self-loops left out, as a graph of "
+                    "your own's is")
+        edge_index = make_undirected(edge_index.cpu(), n)
+    if own or edited:
+        edge_index, loops = without_self_loops(make_undirected(edge_index.cpu(), n) if own else edge_index)
+        if loops:
+            log.warning(f"the graph's edge_index links {loops:,} node{'s' if loops > 1 else ''} to {'themselves' if loops > 1 else 'itself'}; "
+                        f"{SELF_LOOPS_LEFT_OUT}")
     if not own and not any(v is not None for v in given.values()):
-        if x is not data.x:
-            data.x = x
-        return adopt_graph(cfg, data)
+        graph = copy.copy(data)   # the caller's graph is never changed (a float copy of x, the device, a protocol's masks), and
+        graph.x, graph.edge_index = x, edge_index   # what score() reads is the graph as fitted: y and the masks copied
+        for key in ("y", *given):
+            graph[key] = torch.as_tensor(data[key]).clone()
+        return adopt_graph(cfg, graph)
     y = y.view(-1).detach()
     task = str(getattr(data, "task", "") or ("regression" if y.is_floating_point() else "classification"))
     notes = []
@@ -621,10 +677,13 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     unlabelled = y < 0 if task == "classification" and not y.is_floating_point() else ~y.isfinite() if y.is_floating_point() else None
     y, classes, renumbered = _targets(y, task, labelled)
     notes += [renumbered] if renumbered else []
+    if task == "classification" and y.numel():
+        untrained = untrained_classes(y, masks["train_mask"].to(y.device), (masks["val_mask"] | masks["test_mask"]).to(y.device))
+        if untrained:   # as a custom dataset's warning: the class is never predicted
+            notes.append(untrained_note([label_text(classes[c].item()) for c in untrained], " of y"))
     for note in notes:
         log.warning(note)
-    edge_index = edge_index.cpu() if own else edge_index
-    graph = GraphData(x=x, y=y, edge_index=make_undirected(edge_index, n) if own else edge_index, **masks)
+    graph = GraphData(x=x, y=y, edge_index=edge_index, **masks)
     graph.task, graph.num_classes = task, 0 if classes is None else int(classes.numel())
     graph.classes = classes
     graph.unlabelled = unlabelled.cpu() if unlabelled is not None and bool(unlabelled.any()) else None   # score refuses them

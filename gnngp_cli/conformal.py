@@ -58,7 +58,9 @@ def check_values(c) -> None:
     fields): each out of its range is a one-line :class:`ConfigError` naming ``conformal.<key>``."""
     def finite(key: str) -> float:
         value = getattr(c, key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):   # a tensor's 0.1 read as float32 is not the level asked
+            raise ConfigError(f"conformal.{key} takes a Python number (e.g. {key}=0.1), not {type(value).__name__}; give float(value)")
+        if not math.isfinite(value):
             raise ConfigError(f"conformal.{key}={value} is not a finite number; give a finite value")
         return value
 

@@ -5,8 +5,9 @@ Importing ``torch_geometric`` costs more than importing torch itself (its packag
 it. :class:`GraphData` holds the same fields by the same names (``x``, ``y``, ``edge_index``,
 the masks, ``task``, ``num_classes``, ``split``, ``stand_in``), read as attributes or items, with
 ``num_nodes``, ``num_features`` and ``to(device)``, so code written for a PyG ``Data`` reads it
-unchanged, and a loader may return either. Loaders that go through PyG's dataset classes
-(Planetoid, Reddit, the wikipedia sets) return PyG's own ``Data``.
+unchanged. Every loader returns one (Planetoid's, Reddit's and the wikipedia sets' files are read
+as PyG's dataset classes read them, into it); :meth:`GraphData.to_pyg` gives PyG's own ``Data``
+of the same fields, for PyG's transforms and utilities.
 """
 from __future__ import annotations
 
@@ -68,6 +69,14 @@ class GraphData:
 
     def cpu(self) -> "GraphData":
         return self.to("cpu")
+
+    def to_pyg(self) -> Any:
+        """PyG's ``Data`` with these fields (the tensors shared, not copied), for PyG's own
+        transforms and utilities (``NormalizeFeatures``, ``to_networkx``, ``subgraph``); a
+        ``NodeGP`` fitted on it runs as on this graph."""
+        from torch_geometric.data import Data
+
+        return Data(**dict(self))
 
     def __repr__(self) -> str:
         parts = [f"{k}={list(v.shape)}" if isinstance(v, torch.Tensor) else f"{k}={v!r}" for k, v in self]

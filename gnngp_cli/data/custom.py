@@ -26,12 +26,22 @@ import torch
 
 from ..schema import DatasetConfig
 from ..errors import DatasetError
-from ..graph.operators import make_undirected
+from ..graph.operators import make_undirected, without_self_loops
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
 from .datasets import register_dataset
-from .labels import class_ids, label_text, whole_number_floats
+from .labels import class_ids, label_text, untrained_classes, whole_number_floats
 from .shards import npy_header
 from .wikipedia import random_split, read_edge_csv
+
+SELF_LOOPS_LEFT_OUT = ("those self-loops are left out, as Planetoid's and PyG's GCN normalisation do: every node has one unit "
+                       "self-loop in I + A")
+
+
+def untrained_note(shown: list[str], where: str = "") -> str:
+    """The warning for classes that validation or test nodes hold and no training node does."""
+    listed = ", ".join(shown[:6]) + (", ..." if len(shown) > 6 else "")
+    return (f"class{'es' if len(shown) > 1 else ''} {listed}{where} {'have' if len(shown) > 1 else 'has'} validation or test nodes "
+            "but no training node, so no prediction can be that class; give each class a training node")
 
 MASKS = ("train_mask", "val_mask", "test_mask")
 
@@ -298,12 +308,9 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
         y = torch.from_numpy(labels.astype(wide_enough(labels.dtype)))
         num_classes = 0
     edge_path = _one_of(folder, ("edges.csv",), "edges")
-    edge_index = make_undirected(read_edge_csv(edge_path, n, header=None), n)
-    loops = edge_index[0] == edge_index[1]
-    if bool(loops.any()):   # I + A adds each node's unit self-loop: a listed one on top weighed its own features twice
-        edge_index = edge_index[:, ~loops]
-        notes.append(f"edge file {edge_path} lists {_nodes(int(loops.sum()))} linked to itself; those self-loops are left out, as Planetoid's "
-                     "and PyG's GCN normalisation do: every node has one unit self-loop in I + A")
+    edge_index, loops = without_self_loops(make_undirected(read_edge_csv(edge_path, n, header=None), n))
+    if loops:
+        notes.append(f"edge file {edge_path} lists {_nodes(loops)} linked to itself; {SELF_LOOPS_LEFT_OUT}")
     if edge_index.numel() == 0:
         notes.append(f"edge file {edge_path} has no edges: every node is isolated, and the kernels read the features alone")
     data = Data(x=x, y=y, edge_index=edge_index)
@@ -324,12 +331,9 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
         data.split = f"random {train_ratio}/{val_ratio}, seed {seed}"
     data.task, data.num_classes = task, num_classes
     if task == "classification":   # a class the training nodes lack is never predicted: its val/test nodes are all errors
-        trained = set(torch.unique(y[data.train_mask]).tolist())
-        untrained = sorted(set(torch.unique(y[data.val_mask | data.test_mask]).tolist()) - trained)
+        untrained = untrained_classes(y, data.train_mask, data.val_mask | data.test_mask)
         if untrained:
-            shown = ", ".join(label_text(classes[c]) for c in untrained[:6]) + (", ..." if len(untrained) > 6 else "")
-            notes.append(f"class{'es' if len(untrained) > 1 else ''} {shown} of {label_path} {'have' if len(untrained) > 1 else 'has'} "
-                         "validation or test nodes but no training node, so no prediction can be that class; give each class a training node")
+            notes.append(untrained_note([label_text(classes[c]) for c in untrained], f" of {label_path}"))
     for note in notes:   # said now, and kept for the result row's warnings
         print(f"gnngp: warning: {note}", file=sys.stderr)
     data.warnings = notes

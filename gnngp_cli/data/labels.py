@@ -66,3 +66,12 @@ def label_text(value) -> str:
     if isinstance(value, (float, np.floating)):
         return f"{value:.0f}" if np.isfinite(value) and value == int(value) else f"{value:g}"
     return str(value)
+
+
+def untrained_classes(y, train_mask, scored_mask) -> list[int]:
+    """The class ids (of ``y``, a tensor of class ids) that scored nodes hold and no training node
+    does: a class the GP or a GNN is never shown is never predicted, and its nodes are all errors."""
+    import torch
+
+    trained = set(torch.unique(y[train_mask]).tolist())
+    return sorted(set(torch.unique(y[scored_mask]).tolist()) - trained)

@@ -39,6 +39,9 @@ PERTURBATIONS = ("noise", "swap")
 ORDERINGS = ("pagerank", "personalised")
 
 
+DRAWS_SPLIT = ("random_split", "structural_shift")   # the protocols that draw a graph's train, validation and test nodes anew
+
+
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(seed))
 

@@ -90,6 +90,15 @@ def make_undirected(edge_index: Tensor, num_nodes: int) -> Tensor:
     return coalesce_keys(torch.cat([row * num_nodes + col, col * num_nodes + row]), None, num_nodes)[0]
 
 
+def without_self_loops(edge_index: Tensor) -> tuple[Tensor, int]:
+    """The edge list without its self-loops, and how many nodes it linked to themselves: ``I + A``
+    adds each node's unit self-loop, and a listed one on top would weigh its own features twice
+    (Planetoid's graphs and PyG's GCN normalisation have one)."""
+    loops = edge_index[0] == edge_index[1]
+    count = int(loops.sum())
+    return (edge_index[:, ~loops] if count else edge_index), count
+
+
 def normalized_adjacency(
     edge_index: Tensor,
     num_nodes: int,

@@ -30,7 +30,8 @@ def checked_rows(rows: Iterable[dict], validation: bool = True) -> list[dict]:
             if bad:
                 metric = row.get("metric", "metric")
                 why = ("R^2 is undefined when the targets of a split are constant, and NaN when the predictions are not finite"
-                       if metric == "r2" else "the predictions are not finite")
+                       if metric == "r2" else "ROC-AUC is undefined when a split's nodes hold one class only, and NaN when the predictions "
+                       "are not finite" if metric == "roc_auc" else "the predictions are not finite")
                 row = {**row, "status": "error",
                        "error": f"ResultError: the {' and '.join(bad)} {metric} is {', '.join(str(row.get(s)) for s in bad)}, not a number ({why}); this row is not a result"}
         out.append(row)
