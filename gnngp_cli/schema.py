@@ -101,7 +101,7 @@ class DatasetConfig(Options):
     name: str = MISSING                 # the dataset (set by dataset=<name>)
     task: Optional[str] = None          # override the inferred task (custom datasets)
     split_index: int = 0                # fixed split: geom-gcn (chameleon, squirrel), heterophily suite (0..9)
-    split_seed: int = 0                 # random splits (crocodile, csbm, custom)
+    split_seed: int = 0                 # random splits (crocodile, custom); csbm: its whole generated graph and split
     metric: Optional[str] = None        # accuracy | roc_auc | r2; default: roc_auc for two classes, accuracy, r2 for regression
     train_ratio: float = 0.1            # random splits: the share of nodes for training
     val_ratio: float = 0.1              # random splits: the share of nodes for validation

@@ -5,6 +5,7 @@ limit) and a GNN trained with ``gnn.regime=ntk`` (the finite network, after each
 gradient step, at the same learning rate). ``experiment=learning_curve`` runs both."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Optional
@@ -32,8 +33,8 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
         if extra.get("regime") == "ntk":   # the finite network: its width tells how close to the limit it should come
             method = f"{method}, width {extra.get('hidden')}"
         for i, t in enumerate(curve["t"]):
-            point = {"dataset": row.get("dataset"), "method": method, "metric": row.get("metric"),
-                     "learning_rate": rate, "seed": row.get("seed"), "t": math.inf if t == "inf" else float(t)}
+            point = {"dataset": row.get("dataset"), "method": method, "metric": row.get("metric"), "learning_rate": rate,
+                     "settings": str(row.get("group") or "{}"), "seed": row.get("seed"), "t": math.inf if t == "inf" else float(t)}
             for split in ("train", "val", "test"):
                 values = curve.get(split) or []
                 point[split] = float(values[i]) if i < len(values) and values[i] is not None else math.nan
@@ -41,10 +42,30 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(points)
 
 
+TOLD_APART = ("inference.time", "inference.learning_rate")   # a curve's own axis, and the learning rate's column
+
+
+def labels(points: pd.DataFrame) -> dict[str, str]:
+    """Each settings group's words for a curve: the settings its curves do not all share
+    (``kernel.layers=4``), as the runs table tells its lines apart; runs of other settings are
+    never averaged into one curve."""
+    groups = {g: {k: v for k, v in json.loads(g).items() if k not in TOLD_APART} for g in points["settings"].unique()}
+    shared = set.intersection(*(set((k, json.dumps(v)) for k, v in d.items()) for d in groups.values())) if groups else set()
+    return {g: " ".join(f"{k}={v}" for k, v in sorted(d.items()) if (k, json.dumps(v)) not in shared) for g, d in groups.items()}
+
+
+def _lines(points: pd.DataFrame):
+    """(dataset, method with its settings' words, learning rate, the curve's points), one per curve."""
+    words = labels(points)
+    rate = points["learning_rate"].fillna(math.nan)
+    for (dataset, method, lr, group), part in points.groupby(["dataset", "method", rate, "settings"], dropna=False, sort=True):
+        yield dataset, f"{method} ({words[group]})" if words[group] else str(method), lr, part
+
+
 def table(points: pd.DataFrame) -> str:
-    """The mean test metric at each recorded time, a line per dataset, method and learning rate."""
+    """The mean test metric at each recorded time, a line per dataset, method, settings and learning rate."""
     lines = ["| dataset | method | learning rate | t : test metric (mean over seeds) |", "|---|---|---|---|"]
-    for (dataset, method, rate), group in points.groupby(["dataset", "method", points["learning_rate"].fillna(math.nan)], dropna=False, sort=True):
+    for dataset, method, rate, group in _lines(points):
         means = group.groupby("t")["test"].mean()
         cells = ", ".join(f"{'inf' if math.isinf(t) else f'{t:g}'}: {v:.3f}" for t, v in means.items())
         lines.append(f"| {display(str(dataset))} | {method} | {'-' if pd.isna(rate) else f'{float(rate):g}'} | {cells} |")
@@ -63,10 +84,12 @@ def draw(points: pd.DataFrame, path: Path) -> Optional[str]:
     fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 3.6), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
         here = points[points["dataset"] == dataset]
-        for method, group in here.groupby("method", sort=True):
+        rates = here["learning_rate"].dropna().nunique()
+        for _, method, rate, group in _lines(here):   # a line per curve of the table (other settings, another learning rate)
             means = group.groupby("t")["test"].mean()
             finite = means[[not math.isinf(t) for t in means.index]]
-            line, = ax.plot(finite.index, finite.values, marker="o", markersize=3, label=method)
+            said = f"{method}, lr {float(rate):g}" if rates > 1 and not pd.isna(rate) else method
+            line, = ax.plot(finite.index, finite.values, marker="o", markersize=3, label=said)
             if any(math.isinf(t) for t in means.index):
                 ax.axhline(float(means[math.inf]), color=line.get_color(), linestyle="--", linewidth=1)
         ax.set_xscale("log")

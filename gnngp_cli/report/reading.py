@@ -13,7 +13,8 @@ import pandas as pd
 from ..results.rowfile import NotAResultsFile, read_rows
 from .settings import annotate
 
-KEY = ["dataset", "stand_in", "n_nodes", "method", "layers", "landmark_fraction", "seed", "split_index", "settings", "group"]
+KEY = ["dataset", "stand_in", "n_nodes", "method", "layers", "landmark_fraction", "seed", "split_index", "split", "settings", "group"]
+# (split: the split's own words, "random 0.1/0.1, seed 2": runs on other split seeds are runs, not copies of one)
 
 
 def paper_values() -> pd.DataFrame:
@@ -69,6 +70,7 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
             rows[column] = np.nan
     rows["status"] = rows["status"].fillna("ok")
     rows["stand_in"] = rows["stand_in"].fillna("").astype(str)
+    rows["split"] = (rows["split"] if "split" in rows.columns else pd.Series("", index=rows.index)).fillna("").astype(str)
     rows["layers"] = pd.to_numeric(rows["layers"], errors="coerce").fillna(2)
     rows["landmark_fraction"] = pd.to_numeric(rows["landmark_fraction"], errors="coerce")
     rows["seed"] = pd.to_numeric(rows["seed"], errors="coerce").fillna(-1)

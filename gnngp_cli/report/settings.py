@@ -50,7 +50,8 @@ OPEN_IN_PAPER = frozenset({"kernel.gamma_grid.num"})
 PRESET_DEPTH = 2
 KERNEL_COMMON = {f.name for f in fields(KernelConfig)}
 NUGGET_GRID = [NuggetConfig.min, NuggetConfig.max, NuggetConfig.num]
-OUTCOMES = {"gamma", "best_epoch", "reliability", "probabilities"}   # what a run chose or measured, not how it was set up
+OUTCOMES = {"gamma", "best_epoch", "reliability", "probabilities", "variance_factor", "coefficients", "warnings", "curve"}   # what a run
+# chose, fitted or measured, not how it was set up (a fitted variance_factor kept a rerun apart from its copy, and a run apart from its seed's)
 PLAIN = {"likelihood": "gaussian", "protocol": "", "uncertainty": "softmax", "conformal": ""}   # columns that are settings, with their plain values
 
 

@@ -634,3 +634,32 @@ def test_copies_of_a_row_that_differ_are_a_warning_naming_both_files(tmp_path):
     assert out.returncode == 0 and len(warned) == 1 and "cora / GCNGP seed 0: 0.828 in" in warned[0] and "0.75 in" in warned[0]
     same = in_process("report", str(first), str(results(tmp_path / "c", [one])), "--out", str(tmp_path / "r2"))
     assert same.returncode == 0 and "appear in more than one file" not in same.stderr   # a copy of equal numbers is no news
+
+
+def test_runs_on_other_split_seeds_are_runs_and_a_fitted_value_keeps_no_copy_apart(tmp_path):
+    """A trial: dataset.split_seed=1,2,3 on csbm (three splits, three graphs) counted 2 runs: two
+    rows were one key (seed 0 each), the third kept apart only by its fitted variance_factor."""
+    splits = [row("csbm", "GCNGP", test, split=f"random 0.1/0.1, seed {s}", extra=json.dumps({"variance_factor": f}),
+                  overrides=json.dumps(["dataset=csbm", f"dataset.split_seed={s}", "model=gcngp"]), experiment="")
+              for s, test, f in ((1, 0.9088, 3.16), (2, 0.8842, 1.0), (3, 0.9171, 1.0))]
+    table = read_results([results(tmp_path, splits)])
+    assert sorted(table["test"]) == [0.8842, 0.9088, 0.9171]
+    rerun = [row("cora", "GCNGP", 0.5, extra=json.dumps({"variance_factor": 1.0}), experiment=""),
+             row("cora", "GCNGP", 0.828, stamp="2026-02-01T00:00:00", extra=json.dumps({"variance_factor": 2.0}), experiment="")]
+    table = read_results([results(tmp_path, rerun, name="rerun")])
+    assert table[table["dataset"] == "cora"]["test"].tolist() == [0.828]   # one run, the later: its fit differs, its setting not
+
+
+def test_learning_curves_of_other_settings_are_never_averaged(tmp_path):
+    """A trial: kernel.layers=1,2,4 with inference.time=[1,10,inf] made one GCNGP-NTK curve, the
+    three depths' mean (0.681 at t=1 of 0.719, 0.735, 0.589), in the table and the figure."""
+    def curve(layers, values):
+        return row("cora", "GCNGP-NTK", values[-1], layers=layers, experiment="", metric="accuracy",
+                   overrides=json.dumps(["dataset=cora", "inference.time=[1,10,inf]", f"kernel.layers={layers}", "kernel.limit=ntk", "model=gcngp"]),
+                   extra=json.dumps({"learning_rate": 1.0, "curve": {"t": [1, 10, "inf"], "test": values}}))
+    runs = results(tmp_path, [curve(1, [0.719, 0.787, 0.752]), curve(2, [0.735, 0.804, 0.802]), curve(4, [0.589, 0.787, 0.800])])
+    write_report([runs], tmp_path / "report")
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| Cora | GCNGP-NTK (kernel.layers=1) | 1 | 1: 0.719, 10: 0.787, inf: 0.752 |" in md
+    assert "| Cora | GCNGP-NTK (kernel.layers=4) | 1 | 1: 0.589, 10: 0.787, inf: 0.800 |" in md
+    assert "0.681" not in md and (tmp_path / "report" / "learning_curves.png").is_file()
