@@ -361,8 +361,10 @@ class GPJob(KernelJob):
         with_extra(row, **columns.pop("extra", {}))
         row.update(columns)
         fit_warnings = list(fitted.warnings) if fitted is not None else []
-        if backend.info.warnings or result.warnings or fit_warnings:  # e.g. a single training class, a temperature on its grid's edge
-            with_extra(row, warnings=[*backend.info.warnings, *fit_warnings, *result.warnings])
+        note = self.entry.note(spec.kernel) if self.entry.note is not None else None   # the kernel's own (GATGP's depth), kept with the row
+        said = [*backend.info.warnings, *([note] if note else []), *fit_warnings, *result.warnings]
+        if said:  # e.g. a single training class, a temperature on its grid's edge
+            with_extra(row, warnings=said)
         return GPRun(row, choice, result, fitted)
 
 

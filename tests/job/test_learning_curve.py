@@ -77,5 +77,6 @@ def test_the_python_api_warns_as_gnngp_run_does(caplog, mirror):
 
     data = load_dataset("cora", **{"data.mirror": mirror})
     with caplog.at_level("WARNING", logger="gnngp"):
-        NodeGP(kernel="gatgp_x", kernel__layers=4, landmarks__count=50).fit(data)
+        gp = NodeGP(kernel="gatgp_x", kernel__layers=4, landmarks__count=50).fit(data)
     assert any("GATGP with L=4" in r.getMessage() for r in caplog.records)
+    assert any("GATGP with L=4" in w for w in json.loads(gp.row["extra"])["warnings"])   # and kept in the row (a trial: L=5's 0.14 read ok)
