@@ -411,13 +411,15 @@ def test_a_verify_sweep_summarises_each_jobs_verdict_and_a_folder_keeps_earlier_
     again = in_process("verify", "kernel=gcngp", *small[:1], "verify.widths=[16,32]", "verify.seeds=2", "verify.activation_samples=1000",
                        f"hydra.run.dir={tmp_path / '0'}")
     table = pd.read_csv(tmp_path / "0" / "verify.csv")
-    assert again.returncode == 0 and table["width"].tolist() == [64, 128, 256, 512, 16, 32] and table["timestamp"].nunique() == 2
+    # (2 seeds at widths 16 and 32 are too weak a check to pass anything: INCONCLUSIVE, exit 1, its rows written all the same)
+    assert again.returncode == 1 and "verdict: INCONCLUSIVE" in again.stdout
+    assert table["width"].tolist() == [64, 128, 256, 512, 16, 32] and table["timestamp"].nunique() == 2
     assert "(after the 4 rows of earlier checks in it)" in again.stdout
     (tmp_path / "1" / "verify.csv").write_text("my notes\nimportant stuff, really\n")   # not a check's: merged, its text lost
     mine = in_process("verify", "kernel=gcngp", "verify.widths=[16,32]", "verify.seeds=2", "verify.activation_samples=1000",
                       f"hydra.run.dir={tmp_path / '1'}")
     aside = list((tmp_path / "1").glob("verify.malformed-*.csv"))
-    assert mine.returncode == 0 and len(aside) == 1 and aside[0].read_text() == "my notes\nimportant stuff, really\n"
+    assert mine.returncode == 1 and len(aside) == 1 and aside[0].read_text() == "my notes\nimportant stuff, really\n"
     assert "is not a verify.csv that reads" in mine.stderr and len(pd.read_csv(tmp_path / "1" / "verify.csv")) == 2
 
 
@@ -555,3 +557,11 @@ def test_verify_ntk_of_a_network_without_parameters_is_one_line(tmp_path):
     out = in_process("verify", "kernel=ggp", "kernel.limit=ntk", "verify.widths=[16,32]", "verify.seeds=2", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and out.stderr.strip().startswith("gnngp: error: kernel=ggp has no trained parameters"), out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_check_too_weak_to_find_an_error_is_inconclusive_not_a_pass(tmp_path):
+    """A trial: verify.seeds=2 verify.widths=[32,64] PASSed gcngp with 'detectable: 121.71%', and
+    a kernel 25% off PASSed with 8 seeds on 2 nodes: no evidence either way was read as a PASS."""
+    out = in_process("verify", "kernel=gcngp", "verify.seeds=2", "verify.widths=[32,64]", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 1 and "verdict: INCONCLUSIVE: no error was found, but this check finds one four times in five only from" in out.stdout
+    assert (pd.read_csv(tmp_path / "verify.csv")["verdict"] == "INCONCLUSIVE").all() and "Traceback" not in out.stderr
