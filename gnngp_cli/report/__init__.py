@@ -191,9 +191,9 @@ def _write(rows, folders: list[Path], out: Path, tolerance: Optional[float], exc
     calibration = uncertainty_table(rows)
     if calibration:   # runs that scored class probabilities: calibration, detection, reliability diagrams
         (out / "uncertainty.md").write_text("# Uncertainty\n\n" + UNCERTAINTY_MEANING + "\n\n" + calibration)
-        why = reliability(rows, out / "reliability.png")
+        why, note = reliability(rows, out / "reliability.png")
         lines += ["## Uncertainty", "", UNCERTAINTY_MEANING + " ([md](uncertainty.md))", "", calibration,
-                  f"Reliability diagrams: not drawn: {why}" if why else "Reliability diagrams: ![reliability](reliability.png)", ""]
+                  f"Reliability diagrams: not drawn: {why}" if why else f"Reliability diagrams {note}: ![reliability](reliability.png)", ""]
     sets = conformal_table(rows)
     if sets:   # runs with conformal=<score>: coverage and the size of the sets (or intervals)
         (out / "conformal.md").write_text("# Conformal prediction\n\n" + CONFORMAL_MEANING + "\n\n" + sets)

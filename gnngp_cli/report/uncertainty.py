@@ -174,14 +174,18 @@ def panel_titles(keys: list[tuple]) -> list[str]:
     return out
 
 
-def reliability(rows: pd.DataFrame, path: Path) -> Optional[str]:
+def reliability(rows: pd.DataFrame, path: Path) -> tuple[Optional[str], str]:
     """Reliability diagrams (accuracy against confidence per bin, the diagonal for reference) of
-    up to :data:`PANELS` groups; the reason when there is nothing to draw."""
+    up to :data:`PANELS` groups: the reason when there is nothing to draw, and what the figure's
+    reader is told (how many groups it leaves out; its ECE is of the runs' bins pooled, which
+    the table's mean of each run's ECE need not equal)."""
     found = scored(rows)
     groups = [(key, _bins(g)) for key, g in found.groupby(KEYS, sort=True)]
     groups = [(key, b) for key, b in groups if b is not None]
     if not groups:
-        return "no row recorded the test nodes' confidence bins"
+        return "no row recorded the test nodes' confidence bins", ""
+    left = f"; the first {PANELS} of {len(groups)} groups drawn (the table lists every one)" if len(groups) > PANELS else ""
+    note = f"(each panel's ECE is of its runs' bins pooled, not the mean of each run's ECE that the table gives{left})"
     from .figures import _plt
 
     plt = _plt()
@@ -198,7 +202,7 @@ def reliability(rows: pd.DataFrame, path: Path) -> Optional[str]:
         ax.bar(edges[:-1], np.nan_to_num(accuracy), width=1 / bins, align="edge", edgecolor="black", linewidth=0.4, label="accuracy")
         ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=0.8)
         ece = float(np.abs(acc - conf).sum() / count.sum()) if count.sum() else float("nan")
-        ax.set_title(f"{title} (ECE {ece:.3f})", fontsize=7)
+        ax.set_title(f"{title} (pooled ECE {ece:.3f})", fontsize=7)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_xlabel("confidence", fontsize=8)
@@ -214,4 +218,4 @@ def reliability(rows: pd.DataFrame, path: Path) -> Optional[str]:
         fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return None
+    return None, note

@@ -516,6 +516,19 @@ def test_reliability_panels_have_whole_titles_that_tell_them_apart(tmp_path, mon
     assert all(t.startswith("Cora\nGCNGP dirichlet") for t in titles)
     assert all(len(line) <= 44 for t in titles for line in t.splitlines()[:-1])   # wrapped to the panel
     assert "kernel.sigma_w=1.5" in fig._suptitle.get_text() and "kernel.sigma_w" not in titles[0]
+    assert "(pooled ECE" in titles[0]
+
+
+def test_a_reliability_figure_says_how_many_groups_it_leaves_out_and_that_its_ece_is_pooled(tmp_path, monkeypatch):
+    """A trial: 40 groups, 16 panels drawn, and report.md said nothing of the 24 left out; the
+    panels' ECE (bins pooled) read 0.029 beside the table's 0.043 (each run's ECE, averaged)."""
+    drawn_figures(monkeypatch)
+    bins = json.dumps({"reliability": {"count": [0, 5, 5], "confidence": [None, 0.5, 0.9], "accuracy": [None, 0.4, 0.8]}})
+    rows = [row("cora", "GCNGP", 0.8, experiment="", ece=0.05, likelihood="dirichlet", extra=bins,
+                overrides=typed("dataset=cora", "model=gcngp", "likelihood=dirichlet", f"kernel.sigma_b={b / 10}")) for b in range(20)]
+    write_report([results(tmp_path, rows)], tmp_path / "r")
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "each panel's ECE is of its runs' bins pooled" in text and "the first 16 of 20 groups drawn" in text
 
 
 def test_an_active_runs_budgets_are_not_runs_and_an_earlier_reports_sections_go(tmp_path):
