@@ -79,7 +79,7 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
         try:
             found = read_rows(path)
         except (OSError, NotAResultsFile) as err:
-            rows.append({"job": job.name, "swept": swept[job.name], "status": "error",
+            rows.append({"job": job.name, "swept": swept[job.name], **_identity(job), "status": "error",
                          "error": f"no results ({type(err).__name__}); the job did not finish", "overrides": _overrides(job)})
             continue
         if read_only(path):   # refused by the job (gnngp_cli.cli.execute): it ran nothing, and its rows are another run's
@@ -174,6 +174,20 @@ def swept_keys(config: DictConfig) -> list[str]:
 
 def _job_order(path: Path):
     return (0, int(path.name)) if path.name.isdigit() else (1, path.name)
+
+
+def _identity(job: Path) -> dict:
+    """The dataset and method a job's composed config (``.hydra/config.yaml``) names: the row of a
+    job that wrote none says what it was (a stopped sweep's report read ``? / ?``); none if unreadable."""
+    from omegaconf import OmegaConf
+
+    from ..results.rows import method_names
+
+    try:
+        cfg = OmegaConf.load(job / ".hydra" / "config.yaml")
+        return {"dataset": str(cfg.dataset.name).lower(), "method": method_names(cfg)[0]}
+    except Exception:  # noqa: BLE001 - a folder's files are whatever was left there: the row goes without
+        return {}
 
 
 def _overrides(job: Path) -> str:

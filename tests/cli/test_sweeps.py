@@ -246,3 +246,21 @@ def test_a_sweep_of_gnns_takes_their_shared_keys(tmp_path):
     assert all("gnn.epochs=2" in o for o in summary["overrides"])
     for job in ("0", "1"):   # each job's GNN read it: two epochs
         assert json.loads(pd.read_csv(tmp_path / job / "results.csv")["extra"].iloc[0])["epochs"] == 2
+
+
+def test_a_job_that_wrote_no_row_is_named_by_its_dataset_and_method_in_the_summary(tmp_path):
+    """A trial: a sweep stopped during its second job; that job's row in summary.csv (and the
+    report's failed-runs table) read '? / ?', though its folder's config says pubmed and GCNGP."""
+    from omegaconf import OmegaConf
+
+    from gnngp_cli.api import compose
+    from gnngp_cli.cli.sweep import collect
+
+    job = tmp_path / "0" / ".hydra"
+    job.mkdir(parents=True)
+    OmegaConf.save(compose(["dataset=pubmed", "kernel=gcngp_x"]), job / "config.yaml")
+    (job / "overrides.yaml").write_text("- dataset=pubmed\n- kernel=gcngp_x\n")
+    (tmp_path / "1" / ".hydra").mkdir(parents=True)   # a folder without a config: its row goes without a name, as before
+    _, rows = collect(tmp_path)
+    assert (rows[0]["dataset"], rows[0]["method"], rows[0]["status"]) == ("pubmed", "GCNGP-X", "error")
+    assert "dataset" not in rows[1] and rows[1]["status"] == "error"
