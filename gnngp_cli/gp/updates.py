@@ -143,7 +143,12 @@ class LabelPosterior:
             raise KernelError(f"node {node} is labelled already")
         st = self._s()
         s = self.prior.column(node) - st[:, node].contiguous() @ st   # Sigma[:, node] (a contiguous vector: BLAS's fast path)
-        d = self.noise + float(s[node])
+        variance = float(s[node])
+        if variance < -self.noise:   # a variance is never negative: round-off of the steps so far has swamped this nugget
+            raise KernelError(f"node {node}'s posterior variance came out {variance:.3g}, below minus the nugget ({self.noise:.3g}): "
+                              f"{str(s.dtype).removeprefix('torch.')} round-off after {len(self.labelled):,} labels at this nugget; use "
+                              + ("dtype=float64, or " if s.dtype != torch.float64 else "") + "a larger nugget (active.nugget; with fit=mll, nugget.min)")
+        d = self.noise + max(variance, 0.0)   # round-off below 0: the variance it stands for
         residual = target.to(self.mean.dtype) - self.mean[node]
         torch.addmm(self.mean, s[:, None], residual[None], alpha=1.0 / d, out=self.mean)   # in place: no n x C temporary per label
         self.variance.addcmul_(s, s, value=-1.0 / d).clamp_(min=0)

@@ -16,7 +16,7 @@ import torch
 
 from gnngp_cli.api import NodeGP, compose
 from gnngp_cli.config import validate
-from gnngp_cli.errors import ConfigError, DatasetError
+from gnngp_cli.errors import ConfigError, DatasetError, KernelError
 from gnngp_cli.gp.strategies import STRATEGIES, Selection, choose
 from gnngp_cli.gp.updates import LabelPosterior, Prior, log_marginal_likelihood, rebuilt
 from gnngp_cli.metrics import macro_f1
@@ -685,3 +685,17 @@ def test_the_gcn_of_an_active_run_is_the_model_after_its_last_epoch(tmp_path):
     assert last.best_epoch == 30 and last.history == []   # counted from 1, as gnn.epochs
     assert len(best.history) == 30 and best.best_epoch < 30   # the six labels are fitted early: the best-epoch rule stops there
     assert not torch.equal(last.outputs, best.outputs)
+
+
+def test_a_nugget_swamped_by_float32_round_off_is_one_line_naming_float64():
+    """A trial: active.nugget=1e-7 on Cora (float32) raised 'ValueError: math domain error' from a
+    square root of a negative posterior variance after 469 labels, a traceback and an error row."""
+    x = torch.randn(40, 2, generator=torch.Generator().manual_seed(0))
+    k = (x @ x.T).float()   # rank 2: after two labels every variance is round-off
+    post = LabelPosterior(Prior(dense=k), 1e-9, 1)
+    with pytest.raises(KernelError, match=r"posterior variance came out .* below minus the nugget .* float32 round-off after \d+ labels .* use dtype=float64"):
+        for node in range(40):
+            post.label(node, torch.zeros(1))
+    exact = LabelPosterior(Prior(dense=x.double() @ x.double().T), 1e-9, 1)
+    for node in range(40):   # float64's round-off is far below it: every label taken
+        exact.label(node, torch.zeros(1, dtype=torch.float64))
