@@ -44,6 +44,7 @@ import torch
 from torch import Tensor
 
 from .errors import ConfigError, DatasetError
+from .runtime import release_freed_memory
 
 SCORES = ("aps", "raps", "daps", "snaps", "tps")   # conformal=<name>; none: no conformal columns
 GRAPH_SCORES = ("daps", "snaps")                   # read every node's scores and the graph
@@ -214,6 +215,8 @@ def _split_chunks(cal: Calibration, n: int, rows_per_split: int, device):
     for start in range(0, cal.splits, step):
         perms = torch.argsort(torch.rand(min(step, cal.splits - start), n, generator=generator), dim=1).to(device)
         yield start, perms[:, :m], perms[:, m:]
+        del perms
+        release_freed_memory()   # each chunk's temporaries handed back: the process stays at one chunk's size, whatever the splits
 
 
 def threshold_rank(m: int, alpha: float) -> int:

@@ -105,6 +105,27 @@ class Stopwatch:
             self.seconds += time.perf_counter() - start
 
 
+_LIBC: Any = None
+
+
+def release_freed_memory() -> None:
+    """Hand the memory this process has freed back to the system (glibc's ``malloc_trim``): a
+    loop of equal chunks (a conformal run's splits) otherwise grows the process by what the
+    allocator keeps of each (conformal.splits=10^5 on 1,000 nodes: 1.0 GB peak; 0.39 GB trimmed
+    per chunk, in the same time). Nothing where the C library has no such call."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            _LIBC = ctypes.CDLL("libc.so.6") if sys.platform.startswith("linux") else False
+            _LIBC = _LIBC if _LIBC and hasattr(_LIBC, "malloc_trim") else False
+        except OSError:   # not glibc (musl, another system's C library)
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far, in MiB."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

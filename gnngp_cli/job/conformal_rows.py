@@ -21,7 +21,7 @@ from ..errors import GnngpError
 from ..gp.inference import GPResult, concatenate
 from ..gp.posterior import RowGroup, TrainingTimes
 from ..gp.sufficient import SPLITS
-from ..runtime import Stopwatch
+from ..runtime import Stopwatch, peak_rss_mb
 
 log = logging.getLogger("gnngp")
 
@@ -117,6 +117,8 @@ def add_conformal(row: dict, columns: dict) -> dict:
     columns = dict(columns)
     warning = columns.pop("warning", None)
     row.update(columns)
+    if columns and "peak_rss_mb" in row:   # the conformal splits run after the row's peak was read: it counts them too
+        row["peak_rss_mb"] = max(float(row["peak_rss_mb"] or 0.0), peak_rss_mb())
     if warning is not None:
         log.warning(warning)
         extra = json.loads(row.get("extra") or "{}")

@@ -440,3 +440,14 @@ def test_snaps_k_above_the_graph_is_said_with_both_warnings():
     assert above["set_size"] == fits["set_size"]   # the clamp's score: k = 59
     both = conformal_columns(Calibration("snaps", k=500, splits=3, calibration=0.1), nodes, y, probs=probs, edge_index=edges, features=features)
     assert both["warning"].count("; conformal.k=500") == 1 and "needs at least 9" in both["warning"]
+
+
+def test_a_rows_peak_memory_counts_its_conformal_splits():
+    """A trial: conformal.splits=10^6 took the process to 4.16 GB while the row's peak_rss_mb read
+    309 MB, measured before the splits ran."""
+    from gnngp_cli.job.conformal_rows import add_conformal
+    from gnngp_cli.runtime import peak_rss_mb
+
+    row = add_conformal({"peak_rss_mb": 1.0}, {"conformal": "aps", "coverage": 0.9})
+    assert row["peak_rss_mb"] >= peak_rss_mb() - 1 and row["peak_rss_mb"] > 1.0
+    assert add_conformal({"peak_rss_mb": 1.0}, {})["peak_rss_mb"] == 1.0   # no conformal columns: the row as it was
