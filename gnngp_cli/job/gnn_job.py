@@ -18,6 +18,7 @@ The ensemble's and MC dropout's train/val/test metrics are the averaged predicti
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Callable, Collection, Optional, Sequence
 
 import torch
@@ -34,6 +35,8 @@ from ..conformal import Calibration
 from .conformal_rows import add_conformal, gnn_conformal
 from .loading import LoadedGraph, reuse
 from ..results.rows import base_row, graph_columns, with_extra
+
+log = logging.getLogger("gnngp")
 
 ENSEMBLE_SEED_STEP = 1000   # member m of an ensemble trains with seed + 1000 m
 
@@ -100,6 +103,7 @@ def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[st
     results = [train_gnn(g, graph.data, graph.device, seed + ENSEMBLE_SEED_STEP * m, spec.progress, lambda: Stopwatch(graph.device), descent)
                for m in range(members)]
     rows = []
+    edge = _grid_edge(g, results[0].weight_decay)   # every row's model is the first's, or an ensemble seeded alike
     for uncertainty in (uncertainties if info.task == "classification" else ["softmax"]):
         used = results if uncertainty == "ensemble" else results[:1]
         metrics = dict(used[0].metrics)
@@ -147,12 +151,29 @@ def gnn_rows(spec: Any, graph: LoadedGraph, run: int, uncertainties: Sequence[st
             with_extra(row, regime="ntk", learning_rate=descent.lr, curve=used[0].curve)
         row.update(graph_columns(info, graph.load_seconds, spec, run))
         row.update(device=str(graph.device), peak_rss_mb=peak_rss_mb(), peak_cuda_mb=peak_cuda_mb(graph.device), compute_backend="local", workers=1)
-        if info.warnings:  # e.g. a single training class: the row says so
-            with_extra(row, warnings=list(info.warnings))
+        said = [*info.warnings, *([edge] if edge else [])]
+        if said:  # e.g. a single training class, a weight decay chosen on its grid's edge: the row says so
+            with_extra(row, warnings=said)
         if descent is None:   # after the graph's warnings: a conformal warning is added to them
             add_conformal(row, gnn_conformal(Calibration.from_spec(spec.conformal), graph.data, graph.device, probs, used[0].outputs))
         rows.append(row)
     return rows
+
+
+def _grid_edge(g: Any, chosen: Optional[float]) -> Optional[str]:
+    """A warning when the weight decay chosen on validation (SGC's gnn.weight_decay_grid) is the
+    grid's largest or smallest: the best may lie beyond it (a trial: citeseer chose 1e-3, the
+    default grid's top, at 0.692; a grid to 0.3 chose 0.03, at 0.730), logged once per run."""
+    grid = sorted(set(float(v) for v in (getattr(g, "weight_decay_grid", None) or [])))
+    if chosen is None or len(grid) < 3 or chosen not in (grid[0], grid[-1]):
+        return None
+    side, beyond = ("largest", f"{grid[-1] * 100:g}") if chosen == grid[-1] else ("smallest", f"{grid[0] / 100:g}")
+    text = (f"the weight decay chosen on validation is {chosen:g}, the {side} of gnn.weight_decay_grid ({grid[0]:g}..{grid[-1]:g}), so the "
+            f"best may lie beyond it; widen the grid (e.g. up to {beyond})" if side == "largest" else
+            f"the weight decay chosen on validation is {chosen:g}, the {side} of gnn.weight_decay_grid ({grid[0]:g}..{grid[-1]:g}), so the "
+            f"best may lie beyond it; widen the grid (e.g. down to {beyond})")
+    log.warning(text)
+    return text
 
 
 BATCH_REACH = 100   # a mini-batch's nodes with their sampled neighbours, per seed node, at most as counted here

@@ -334,3 +334,14 @@ def test_a_gnn_too_large_for_the_memory_limit_is_refused_before_it_trains():
 
     with pytest.raises(ResourceError, match=r"gnn=gcn with gnn.hidden=2000000 and gnn.layers=2 on csbm needs about .* the limit is 4.0 GiB"):
         run(["gnn=gcn", "gnn.hidden=2000000", "max_memory_gb=4"])
+
+
+def test_a_weight_decay_chosen_on_its_grids_edge_is_a_warning_in_the_row(data_overrides):
+    """A trial: SGC on citeseer chose 1e-3, the default grid's top, silently (0.692); a grid to
+    0.3 chose 0.03 (0.730)."""
+    import json
+
+    row = run(["dataset=citeseer", "gnn=sgc", "gnn.epochs=20", "gnn.weight_decay_grid=[1e-9,1e-8,1e-7]", "progress=false", *data_overrides])[0]
+    warnings = json.loads(row["extra"])["warnings"]
+    assert any("the smallest of gnn.weight_decay_grid (1e-09..1e-07), so the best may lie beyond it; widen the grid (e.g. down to 1e-11)" in w
+               for w in warnings), warnings   # (decays this small tie: the first, the smallest, is kept)
