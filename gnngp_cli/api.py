@@ -397,12 +397,13 @@ class NodeGP:
             raise ConfigError(f"budget={budget} must be at least 1 label, e.g. budget=40")
         if not isinstance(strategy, str):
             raise ConfigError(f"strategy takes a strategy's name (strategy=\"sigma_opt\"), not {type(strategy).__name__}")
-        from .cli.messages import check_group_choices
+        from .cli.messages import closest
+        from .gp.strategies import STRATEGIES
 
-        try:
-            check_group_choices([f"active={strategy}"])
-        except ConfigError as err:   # the strategy as select takes it (none, the command line's "no active learning", is no strategy)
-            raise ConfigError(re.sub(r"\bnone, |, none\b", "", re.sub(r"\bactive=(\w+)", r'strategy="\1"', str(err)))) from None
+        if strategy not in STRATEGIES and strategy != "none":   # none (the command line's "no active learning") is no strategy: never suggested
+            near = closest(strategy, STRATEGIES)
+            raise ConfigError(f'strategy="{strategy}" is not a strategy; {f"did you mean strategy={chr(34)}{near}{chr(34)}? " if near else ""}'
+                              f"valid: {', '.join(sorted(STRATEGIES))}")
         if strategy == "none":
             raise ConfigError('strategy="none" chooses no labels; select needs a strategy, e.g. strategy="sigma_opt"')
         named = {f"active.budgets=[{budget}]": f"budget={budget}", "active.budgets": "budget", "active.batch": "batch",

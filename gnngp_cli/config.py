@@ -499,6 +499,9 @@ def _validate_active(cfg: Any) -> None:
         raise ConfigError(f"active.budgets={budgets} must increase (a row is written as each is reached), e.g. [10,20,40,80,160]")
     if a.batch < 1:
         raise ConfigError(f"active.batch={a.batch} must be at least 1 (the labels chosen per step)")
+    if a.batch > budgets[-1]:   # every step cut to the budgets: a batch that size is never chosen
+        raise ConfigError(f"active.batch={a.batch} is more labels a step than the last budget {budgets[-1]}; a step stops at each budget, "
+                          f"so give active.batch of at most {budgets[-1]}")
     if not 0 <= a.initial <= budgets[0]:
         raise ConfigError(f"active.initial={a.initial} must be from 0 to the first budget {budgets[0]} (the random labels count toward it)")
     if not 0 <= a.seed <= SEED_MAX:
@@ -602,6 +605,8 @@ def _validate_gnn(g: Any) -> None:
                                   f"{key}={(dropout if key == 'gnn.dropout' else getattr(g, key.removeprefix('gnn.'))) if key != 'gnn' else g.name} has no place there: set {fix}")
     if GNNS[g.name].check is not None:   # the entry's own options (GAT's heads, GPR-GNN's hops)
         GNNS[g.name].check(g, hidden)
+    if g.fanouts is not None and not graph_layers:   # SGC, SIGN: the graph read once before training, no neighbour sampled
+        raise ConfigError(f"gnn={g.name} reads the graph once before training and samples no neighbours; drop gnn.fanouts")
     if g.fanouts is not None and len(g.fanouts) != graph_layers:
         raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")
     if g.fanouts is not None and any(f < -1 for f in g.fanouts):

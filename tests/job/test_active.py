@@ -305,9 +305,14 @@ def test_select_returns_the_nodes_in_order():
     assert len(chosen) == 6 and len(set(chosen)) == 6 and max(chosen) < 30
     batched = NodeGP(kernel="gcngp_x", dtype="float64").select(data, budget=6, strategy="v_opt", test=torch.arange(30, 40), batch=3, nugget=0.3)
     assert len(batched) == 6 and max(batched) < 30
-    with pytest.raises(ConfigError, match=r'^strategy="sigmaopt" is not an option; did you mean strategy="sigma_opt"\?') as unknown:   # as select takes it
+    with pytest.raises(ConfigError, match=r'^strategy="sigmaopt" is not a strategy; did you mean strategy="sigma_opt"\?') as unknown:   # as select takes it
         NodeGP(kernel="gcngp").select(data, budget=6, strategy="sigmaopt", test=torch.arange(30, 40))
     assert "none" not in str(unknown.value)   # the command line's active=none is no strategy of select
+    with pytest.raises(ConfigError) as unknown:   # (a trial: 'did you mean strategy="none"?', which select then refuses)
+        NodeGP(kernel="gcngp").select(data, budget=6, strategy="nope", test=torch.arange(30, 40))
+    assert "none" not in str(unknown.value) and "is not a strategy" in str(unknown.value)
+    with pytest.raises(ConfigError, match=r"^batch=500 is more labels a step than the last budget 6; .* give batch of at most 6$"):
+        NodeGP(kernel="gcngp").select(data, budget=6, batch=500, test=torch.arange(30, 40))   # (a trial: accepted, each step cut to the budgets)
     with pytest.raises(ConfigError, match=r'^strategy="none" chooses no labels; select needs a strategy, e.g. strategy="sigma_opt"$'):
         NodeGP(kernel="gcngp").select(data, budget=6, strategy="none", test=torch.arange(30, 40))
     with pytest.raises(ConfigError, match=r"^budget=5000: the budget 5000 is above the pool of 30 nodes .*use budgets of at most 30$"):
