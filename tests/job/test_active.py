@@ -704,3 +704,26 @@ def test_a_nugget_swamped_by_float32_round_off_is_one_line_naming_float64():
     exact = LabelPosterior(Prior(dense=x.double() @ x.double().T), 1e-9, 1)
     for node in range(40):   # float64's round-off is far below it: every label taken
         exact.label(node, torch.zeros(1, dtype=torch.float64))
+
+
+def test_a_regressions_prediction_is_centred_on_the_labels_bought():
+    """A trial: chameleon (targets of mean 7.6), sigma_opt's test R^2 at 10 labels was -1.08, below
+    the labels' own mean (-0.04): the zero-mean GP pulled the nodes far from them toward 0. The
+    prediction is m + K_xL (K_LL + s2 I)^-1 (y_L - m) now, m the labels' mean, from the rank-one
+    posterior of y beside a column of ones."""
+    from gnngp_cli.job.active_job import centred, labels_bought
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(30, 4, generator=g, dtype=torch.float64)
+    k = x @ x.T + 0.5
+    y = 7.6 + 2.0 * torch.randn(30, generator=g, dtype=torch.float64)
+    targets = torch.stack([y, torch.ones_like(y)], 1)
+    post = LabelPosterior(Prior(dense=k), 0.1, 2)
+    order = [3, 11, 17, 25]
+    for node in order:
+        post.label(node, targets[node])
+    m = y[order].mean()
+    L = torch.tensor(order)
+    expected = m + k[:, L] @ torch.linalg.solve(k[L][:, L] + 0.1 * torch.eye(4, dtype=torch.float64), y[L] - m)
+    torch.testing.assert_close(centred(post.mean, order, y)[:, 0], expected, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(labels_bought(targets, order, "regression")[:, 0], y[L] - m)
