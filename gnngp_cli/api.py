@@ -402,8 +402,8 @@ class NodeGP:
 
         if strategy not in STRATEGIES and strategy != "none":   # none (the command line's "no active learning") is no strategy: never suggested
             near = closest(strategy, STRATEGIES)
-            raise ConfigError(f'strategy="{strategy}" is not a strategy; {f"did you mean strategy={chr(34)}{near}{chr(34)}? " if near else ""}'
-                              f"valid: {', '.join(sorted(STRATEGIES))}")
+            hint = f'did you mean strategy="{near}"? ' if near else ""
+            raise ConfigError(f'strategy="{strategy}" is not a strategy; {hint}valid: {", ".join(sorted(STRATEGIES))}')
         if strategy == "none":
             raise ConfigError('strategy="none" chooses no labels; select needs a strategy, e.g. strategy="sigma_opt"')
         named = {f"active.budgets=[{budget}]": f"budget={budget}", "active.budgets": "budget", "active.batch": "batch",
