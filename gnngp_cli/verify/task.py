@@ -92,7 +92,7 @@ def check_width_memory(spec: Any) -> None:
         fits = int(math.sqrt(limit / per_square))
         raise ResourceError(f"verify.widths: a network of width {widest:,} ({layers} layers) holds about {size_text(need)} and the limit is "
                             f"{size_text(limit)} (max_memory_gb; default half of the free memory); use widths up to {fits:,} "
-                            "(the defaults, 64 to 512, resolve a 2% error)")
+                            "(the defaults, 64 to 512, find an error of about 2% four times in five: GCNGP 1.6%, GATGP 2.6%)")
 
 
 def prepare_check(spec: Any) -> CheckSetup:
