@@ -58,7 +58,15 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
         elif not found.rows:
             print(f"gnngp: warning: {path} holds no rows (a header alone)", file=sys.stderr)
         if found.rows:
-            frames.append(found.frame().assign(_file=str(path)))
+            frame = found.frame()
+            if path.name == "summary.csv" and "job" in frame.columns:   # a sweep's rows of job folders deleted since are not results any more
+                there = frame["job"].astype(str).map(lambda job: (path.parent / job).is_dir())
+                if there.any() and not there.all():   # (none there: a summary kept or sent on its own, read whole)
+                    gone = sorted(set(frame.loc[~there, "job"].astype(str)))
+                    print(f"gnngp: note: {path}: left out {int((~there).sum())} row(s) of job folder(s) no longer there "
+                          f"({', '.join(gone[:10])}{', ...' if len(gone) > 10 else ''})", file=sys.stderr)
+                    frame = frame[there]
+            frames.append(frame.assign(_file=str(path)))
     if not frames:
         return pd.DataFrame(columns=[*KEY, "status", "test", "val", "timestamp", "differs", "off_preset", "experiment", "task", "metric", "error"])
     rows = pd.concat(frames, ignore_index=True)

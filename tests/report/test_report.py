@@ -676,3 +676,18 @@ def test_learning_curves_of_other_settings_are_never_averaged(tmp_path):
     assert "| Cora | GCNGP-NTK (kernel.layers=1) | 1 | 1: 0.719, 10: 0.787, inf: 0.752 |" in md
     assert "| Cora | GCNGP-NTK (kernel.layers=4) | 1 | 1: 0.589, 10: 0.787, inf: 0.800 |" in md
     assert "0.681" not in md and (tmp_path / "report" / "learning_curves.png").is_file()
+
+
+def test_a_sweeps_summary_rows_of_deleted_job_folders_are_left_out(tmp_path, capsys):
+    """A trial: job folders 6 and 7 removed from a sweep, the report still drew their runs from
+    the sweep's summary.csv."""
+    sweep = tmp_path / "sweep"
+    (sweep / "0").mkdir(parents=True)
+    rows = [{**row("cora", "GCNGP", 0.828, experiment=""), "job": "0"}, {**row("cora", "SAGEGP", 0.8, experiment=""), "job": "6"}]
+    pd.DataFrame(rows).to_csv(sweep / "summary.csv", index=False)
+    table = read_results([sweep])
+    assert table["method"].tolist() == ["GCNGP"] and "left out 1 row(s) of job folder(s) no longer there (6)" in capsys.readouterr().err
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (sweep / "summary.csv").rename(alone / "summary.csv")   # a summary on its own (no job folder beside it): read whole
+    assert sorted(read_results([alone])["method"]) == ["GCNGP", "SAGEGP"]
