@@ -98,6 +98,11 @@ class Verdict:
     inconclusive: bool = False         # no error found by a check too weak to find one (POWERLESS): not passed either
 
     @property
+    def rejected(self) -> bool:
+        """FAIL: a test rejected the kernel (neither a PASS nor a check too weak to say)."""
+        return not self.passed and not self.inconclusive
+
+    @property
     def label(self) -> str:
         return "PASS" if self.passed else "INCONCLUSIVE" if self.inconclusive else "FAIL"
 

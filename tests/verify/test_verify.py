@@ -203,7 +203,7 @@ def test_slope_is_minus_one_half_for_pure_noise_and_flat_for_a_wrong_mean():
     assert all(0.6 < r.noise_ratio < 1.5 for r in rows)
     biased = {w: d + 0.01 for w, d in noise.items()}
     _, wrong = summarise(biased, torch.ones(400, dtype=torch.float64), 500, 0.01, g)
-    assert not wrong.passed and wrong.slope > -0.2
+    assert wrong.rejected and wrong.slope > -0.2
 
 
 # --- every built-in kernel passes with the defaults; each wrong kernel fails ---
@@ -250,7 +250,7 @@ def test_each_wrong_kernel_fails(case):
     overrides, wrong_kernel = WRONG[case]
     cfg, prep = prepared(*overrides, *FEWER)
     result = check_with(cfg, prep, wrong_kernel(prep))
-    assert not result.verdict.passed, (case, result.verdict)
+    assert result.verdict.rejected, (case, result.verdict)
 
 
 def verdicts(cfg, prep, kernels: dict, observed: dict = None):
@@ -282,7 +282,7 @@ def test_sigma_w_two_percent_off_fails_at_the_defaults(kernel, builder):
     assert 0.015 < float(torch.linalg.norm(wrong - prep.kernel) / torch.linalg.norm(prep.kernel)) < 0.03
     found = verdicts(cfg, prep, {"right": prep.kernel, "sigma_w x 1.02": wrong})
     assert found["right"].passed, found["right"].reason
-    assert not found["sigma_w x 1.02"].passed and "off the kernel along itself" in found["sigma_w x 1.02"].reason, found["sigma_w x 1.02"]
+    assert found["sigma_w x 1.02"].rejected and "off the kernel along itself" in found["sigma_w x 1.02"].reason, found["sigma_w x 1.02"]
     assert found["right"].shift.detectable < 0.02
 
 
@@ -307,7 +307,7 @@ def test_relu_expectation_off_by_one_percent_fails_against_the_derived_network(m
     planted = planted_map(monkeypatch, cfg, "expectation", 1.01)
     assert 0.002 < float(torch.linalg.norm(planted.kernel - prep.kernel) / torch.linalg.norm(prep.kernel)) < 0.01
     found = verdicts(cfg, prep, {"right": prep.kernel, "g x 1.01": planted.kernel}, {"g x 1.01": planted.observed})
-    assert found["right"].passed and not found["g x 1.01"].passed, found
+    assert found["right"].passed and found["g x 1.01"].rejected, found
     assert "relu map g " in found["g x 1.01"].reason
 
 
@@ -324,7 +324,7 @@ def test_relu_derivative_one_percent_off_fails_at_the_defaults(monkeypatch, kern
     assert 0.001 < float(torch.linalg.norm(planted.kernel - prep.kernel) / torch.linalg.norm(prep.kernel)) < 0.005
     found = verdicts(cfg, prep, {"right": prep.kernel, "g' x 1.01": planted.kernel}, {"g' x 1.01": planted.observed})
     assert found["right"].passed, found["right"].reason
-    assert not found["g' x 1.01"].passed and "relu map g'" in found["g' x 1.01"].reason, found["g' x 1.01"]
+    assert found["g' x 1.01"].rejected and "relu map g'" in found["g' x 1.01"].reason, found["g' x 1.01"]
 
 
 def test_a_tangent_kernels_parts_sum_to_it_for_every_kernel(monkeypatch):
@@ -493,7 +493,7 @@ def test_gcn_tangent_kernel_passes_against_empirical_ntks_and_planted_errors_fai
     assert prep.check.limit == "ntk" and prep.label == "GCNGP-NTK"
     found = verdicts(cfg, prep, {"right": prep.kernel, **{error: planted(monkeypatch, prep, error) for error in ("dropped weight term", "g' = 1/2")}})
     assert found["right"].passed, found["right"]
-    assert not found["dropped weight term"].passed and not found["g' = 1/2"].passed, found
+    assert found["dropped weight term"].rejected and found["g' = 1/2"].rejected, found
 
 
 # Narrower and fewer networks than the defaults (an empirical NTK's Jacobian costs more than width^2 per
@@ -506,7 +506,8 @@ NTK_SMALLER = ["verify.widths=[64,128,256]", "verify.seeds=16", "verify.activati
 def test_every_tangent_kernel_passes_at_two_layers(kernel):
     cfg, prep = prepared(f"kernel={kernel}", "kernel.limit=ntk", *NTK_SMALLER)
     result = check_with(cfg, prep, prep.kernel)
-    assert result.verdict.passed, (kernel, result.verdict.reason)
+    # never rejected; at these smaller settings the check may be too weak to PASS (detectable 48% for gatgp, 58% for gcn2gp)
+    assert not result.verdict.rejected, (kernel, result.verdict.reason)
 
 
 @pytest.mark.paper  # a few seconds at widths 64..256
@@ -536,8 +537,8 @@ def test_gat_tangent_kernel_fails_with_half_the_product_rule(monkeypatch):
     monkeypatch.undo()
     assert not torch.allclose(wrong, prep.kernel)                      # the plant changed the kernel
     found = verdicts(cfg, prep, {"right": prep.kernel, "Theta_1 o K2 alone": wrong})
-    assert found["right"].passed, found["right"]
-    assert not found["Theta_1 o K2 alone"].passed, found
+    assert not found["right"].rejected, found["right"]   # (at these widths too weak a check to PASS: INCONCLUSIVE, detectable 48%)
+    assert found["Theta_1 o K2 alone"].rejected, found
 
 
 @pytest.mark.paper  # 96 networks a width (the defaults' widths), twice
@@ -550,7 +551,7 @@ def test_gat_without_its_output_projection_is_a_gaussian_approximation():
     assert check_with(cfg, prep, prep.kernel).verdict.passed
     cfg, prep = prepared(*exact, "kernel.projection=false")
     verdict = check_with(cfg, prep, prep.kernel).verdict
-    assert not verdict.passed and verdict.shift.estimate < -0.03, verdict
+    assert verdict.rejected and verdict.shift.estimate < -0.03, verdict
 
 
 def test_verify_ntk_of_a_network_without_parameters_is_one_line(tmp_path):
