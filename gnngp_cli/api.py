@@ -179,8 +179,9 @@ def load_dataset(name: str, **settings: Any):
     from .data.datasets import DATASETS, PRESETS
     from .schema import DatasetConfig, RunConfig, config_fields
 
-    if "dataset" in settings:   # the name is load_dataset's first argument: the setting replaced it silently
-        raise ConfigError(f"load_dataset takes the dataset's name once, as its first argument (load_dataset({name!r})); drop dataset={settings['dataset']!r}")
+    named = next((k for k in settings if k.replace("__", ".") in ("dataset", "dataset.name", "name")), None)
+    if named is not None:   # the name is load_dataset's first argument: the setting replaced it silently
+        raise ConfigError(f"load_dataset takes the dataset's name once, as its first argument (load_dataset({name!r})); drop {named}={settings[named]!r}")
     own = DATASETS.get(name) or DATASETS.get(getattr(PRESETS.get(name), "name", None) or "")   # csbm's num_nodes too, not only the common keys
     dataset_keys = set(config_fields(type(own.config) if own is not None else DatasetConfig))
     top = set(config_fields(RunConfig))
@@ -207,7 +208,7 @@ def load_dataset(name: str, **settings: Any):
         raise ConfigError("load_dataset takes dataset settings, not a GNN; give the model to NodeGP")
     data = load_graph(cfg).data
     data.gnngp_overrides = overrides   # what NodeGP composes with, so that it runs what gnngp run runs
-    data.gnngp_edges = (data.edge_index, data.edge_index._version)   # as loaded: an edge list changed since is the caller's own (_adopt)
+    data.gnngp_edges = edge_fingerprint(data.edge_index)   # as loaded: an edge list changed since is the caller's own (_adopt)
     return data
 
 
@@ -270,8 +271,9 @@ class NodeGP:
         if loaded:   # read by the loader, before the graph is NodeGP's: given here, it was dropped silently (dataset.task on Cora)
             key = loaded[0]
             own = "; a graph of your own: integer y classifies, floating y regresses" if key == "dataset.task" else ""
+            where = "load_dataset(name)" if key == "dataset.name" else f"load_dataset(name, {key.split('.', 1)[1]}=...)"
             raise ConfigError(f"{key} is read when a graph is loaded, and NodeGP takes its graph loaded, in fit(data): give it to "
-                              f"load_dataset(name, {key.split('.', 1)[1]}=...){own}")
+                              f"{where}{own}")
         self.config = compose([f"kernel={kernel}", *self.settings])   # checked now: a typo fails here, not at fit
         try:
             validate(self.config)
@@ -494,7 +496,11 @@ class NodeGP:
         metric = METRICS[run.row["metric"]]
         scores = Scores()
         scores.add("score", metric, MetricInput(mean[:, None, :], self._backend.data.y[ids]))
-        return float(scores.value("score")[0])
+        value = float(scores.value("score")[0])
+        if value != value:   # R^2 of one node or of constant targets: no number, as a fit's NaN metric is no result
+            raise DatasetError(f"score: the {run.row['metric']} of the {ids.numel():,} node(s) given is not a number (R^2 needs at least "
+                               "two nodes whose targets differ); give more nodes")
+        return value
 
     def kernel_matrix(self, rows: Nodes, cols: Nodes = None) -> torch.Tensor:
         """``K[rows, cols]`` of the fitted kernel (its chosen candidate and fitted values; the
@@ -611,11 +617,18 @@ def _targets(y: torch.Tensor, task: str, labelled: Optional[torch.Tensor] = None
     return torch.from_numpy(ids).to(y.device), torch.from_numpy(classes), note
 
 
+def edge_fingerprint(edge_index: torch.Tensor) -> tuple:
+    """An edge list's shape and two order-free sums of its edges' keys (wrapping int64 arithmetic):
+    the same for a copy, a clone or the tensor moved to another device, another for edges added,
+    dropped or rewired, however written (torch, numpy, ``.data``)."""
+    keys = edge_index[0].long() * 1_000_003 + edge_index[1].long()
+    return tuple(edge_index.shape), int(keys.sum()), int((keys * keys).sum())
+
+
 def _edges_changed(data: Any) -> bool:
-    """Whether a graph :func:`load_dataset` returned holds another edge list than it loaded (one
-    assigned since, or the same tensor changed in place)."""
+    """Whether a graph :func:`load_dataset` returned holds other edges than it loaded."""
     loaded = getattr(data, "gnngp_edges", None)
-    return loaded is not None and (data.edge_index is not loaded[0] or data.edge_index._version != loaded[1])
+    return loaded is not None and edge_fingerprint(torch.as_tensor(data.edge_index)) != loaded
 
 
 def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: DictConfig):
@@ -668,7 +681,7 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
         for key in ("y", *given):
             graph[key] = torch.as_tensor(data[key]).clone()
         return adopt_graph(cfg, graph)
-    y = y.view(-1).detach()
+    y = y.view(-1).detach().clone()   # the labels as fitted: score() reads them, whatever the caller changes since
     task = str(getattr(data, "task", "") or ("regression" if y.is_floating_point() else "classification"))
     notes = []
     if task == "regression" and not getattr(data, "task", None) and whole_number_floats(y.cpu().double().numpy()):

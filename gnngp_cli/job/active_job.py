@@ -253,8 +253,10 @@ class ActiveJob(KernelJob):
         row.update(columns)
         if spec.active.model == "gcn":
             row.update(self.gcn_columns(seed, labelled.cpu()))
-        if info.warnings:
-            with_extra(row, warnings=list(info.warnings))
+        note = KERNELS[self.kspec.name].note
+        said = [*info.warnings, *([note(self.kspec)] if note is not None and note(self.kspec) else [])]   # the kernel's own (GATGP's depth)
+        if said:
+            with_extra(row, warnings=said)
         return row
 
     def train_gcn(self, seed: int, labelled: torch.Tensor, settings: Optional[dict] = None):

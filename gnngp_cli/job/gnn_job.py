@@ -165,7 +165,7 @@ def _grid_edge(g: Any, chosen: Optional[float]) -> Optional[str]:
     grid's largest or smallest: the best may lie beyond it (a trial: citeseer chose 1e-3, the
     default grid's top, at 0.692; a grid to 0.3 chose 0.03, at 0.730), logged once per run."""
     grid = sorted(set(float(v) for v in (getattr(g, "weight_decay_grid", None) or [])))
-    if chosen is None or len(grid) < 3 or chosen not in (grid[0], grid[-1]):
+    if chosen is None or len(grid) < 3 or chosen not in (grid[0], grid[-1]) or chosen == grid[0] == 0.0:   # nothing lies below 0
         return None
     side, beyond = ("largest", f"{grid[-1] * 100:g}") if chosen == grid[-1] else ("smallest", f"{grid[0] / 100:g}")
     text = (f"the weight decay chosen on validation is {chosen:g}, the {side} of gnn.weight_decay_grid ({grid[0]:g}..{grid[-1]:g}), so the "

@@ -418,3 +418,33 @@ def test_settings_given_as_arrays_or_tensors_are_their_numbers_and_fit_mlls_grid
     assert len(gp.select(cora, budget=5)) == 5
     with pytest.raises(ConfigError, match="nugget.min=5.0 has no effect"):   # fit, which does not read it, still refuses it
         gp.fit(cora)
+
+
+def test_an_adversarys_edits_and_copies_of_a_graph_are_told_apart(cora, caplog):
+    """An adversary's trial of the fixes: a regression's score() read the caller's y changed after
+    the fit (0.41 -> -8297); edges rewired through numpy went unnoticed (a directed graph with
+    self-loops, no warning); a deep copy of a loaded graph was warned of as changed."""
+    import copy
+
+    data = graph(regression=True)
+    gp = NodeGP().fit(data, **SPLIT)
+    before = gp.score()
+    data.y.add_(100.0)
+    assert gp.score() == before
+    with caplog.at_level("WARNING", logger="gnngp"):
+        NodeGP(kernel="gcngp_x").fit(copy.deepcopy(cora))
+    assert "changed after load_dataset" not in caplog.text   # a copy of the same edges
+    rewired = copy.deepcopy(cora)
+    rewired.gnngp_edges = cora.gnngp_edges
+    half = rewired.edge_index.size(1) // 2
+    edges = rewired.edge_index.numpy()   # written through numpy: no torch version counter moves
+    edges[1, :half] = edges[0, :half]
+    with caplog.at_level("WARNING", logger="gnngp"):
+        NodeGP(kernel="gcngp_x").fit(rewired)
+    assert "changed after load_dataset" in caplog.text and "to themselves; those self-loops are left out" in caplog.text
+    with pytest.raises(ConfigError, match="load_dataset takes the dataset's name once"):
+        load_dataset("cora", dataset__name="citeseer")
+    with pytest.raises(ConfigError, match=r"give it to load_dataset\(name\)$"):
+        NodeGP(dataset__name="citeseer")
+    with pytest.raises(DatasetError, match="R\\^2 needs at least two nodes"):
+        gp.score(nodes=[150])

@@ -346,3 +346,14 @@ def test_a_weight_decay_chosen_on_its_grids_edge_is_a_warning_in_the_row(data_ov
     warnings = json.loads(row["extra"])["warnings"]
     assert any("the smallest of gnn.weight_decay_grid (1e-09..1e-07), so the best may lie beyond it; widen the grid (e.g. down to 1e-11)" in w
                for w in warnings), warnings   # (decays this small tie: the first, the smallest, is kept)
+
+
+def test_a_weight_decay_of_0_chosen_is_no_edge_to_widen():
+    """An adversary's trial: gnn.weight_decay_grid=[0,10,100] choosing 0 warned 'widen the grid
+    (e.g. down to 0)': nothing lies below 0."""
+    from types import SimpleNamespace
+
+    from gnngp_cli.job.gnn_job import _grid_edge
+
+    assert _grid_edge(SimpleNamespace(weight_decay_grid=[0, 10, 100]), 0.0) is None
+    assert "up to 10000" in _grid_edge(SimpleNamespace(weight_decay_grid=[0, 10, 100]), 100.0)

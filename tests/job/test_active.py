@@ -727,3 +727,15 @@ def test_a_regressions_prediction_is_centred_on_the_labels_bought():
     expected = m + k[:, L] @ torch.linalg.solve(k[L][:, L] + 0.1 * torch.eye(4, dtype=torch.float64), y[L] - m)
     torch.testing.assert_close(centred(post.mean, order, y)[:, 0], expected, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(labels_bought(targets, order, "regression")[:, 0], y[L] - m)
+
+
+def test_a_kernels_own_warning_is_kept_in_an_active_runs_rows(data_overrides):
+    """An adversary's trial: GATGP's depth warning (L>=4) was in a plain run's row but not in an
+    active run's (only on the console)."""
+    import json
+
+    from gnngp_cli.api import run
+
+    rows = run(["dataset=cora", "kernel=gatgp_x", "kernel.layers=4", "landmarks.count=50", "active=random", "active.budgets=[5]",
+                "progress=false", *data_overrides])
+    assert any("GATGP with L=4" in w for w in json.loads(rows[0]["extra"])["warnings"])
