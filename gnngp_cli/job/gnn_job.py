@@ -167,11 +167,9 @@ def _grid_edge(g: Any, chosen: Optional[float]) -> Optional[str]:
     grid = sorted(set(float(v) for v in (getattr(g, "weight_decay_grid", None) or [])))
     if chosen is None or len(grid) < 3 or chosen not in (grid[0], grid[-1]) or chosen == grid[0] == 0.0:   # nothing lies below 0
         return None
-    side, beyond = ("largest", f"{grid[-1] * 100:g}") if chosen == grid[-1] else ("smallest", f"{grid[0] / 100:g}")
+    side, fix = ("largest", f"up to {grid[-1] * 100:g}") if chosen == grid[-1] else ("smallest", f"down to {grid[0] / 100:g}")
     text = (f"the weight decay chosen on validation is {chosen:g}, the {side} of gnn.weight_decay_grid ({grid[0]:g}..{grid[-1]:g}), so the "
-            f"best may lie beyond it; widen the grid (e.g. up to {beyond})" if side == "largest" else
-            f"the weight decay chosen on validation is {chosen:g}, the {side} of gnn.weight_decay_grid ({grid[0]:g}..{grid[-1]:g}), so the "
-            f"best may lie beyond it; widen the grid (e.g. down to {beyond})")
+            f"best may lie beyond it; widen the grid (e.g. {fix})")
     log.warning(text)
     return text
 
