@@ -35,7 +35,7 @@ from .data.custom import SELF_LOOPS_LEFT_OUT, untrained_note
 from .data.protocols import DRAWS_SPLIT
 from .data.labels import class_ids, label_text, untrained_classes, whole_number_floats
 from .graph.operators import make_undirected, without_self_loops
-from .errors import ConfigError, DatasetError, GnngpError, NotFittedError, NotSavedError, ResourceError
+from .errors import ConfigError, DatasetError, GnngpError, KernelError, NotFittedError, NotSavedError, ResourceError
 from .cli.execute import run_job
 from .results.invariants import checked_rows
 from .job.gp_job import GPJob, GPRun
@@ -419,6 +419,9 @@ class NodeGP:
             if not getattr(data, "gnngp_overrides", None):   # a graph of the caller's own, which gnngp calls dataset=custom
                 text = text.replace("every node of custom but", "every node of the graph but").replace("and custom is a", "and the graph is a")
             raise ConfigError(re.sub(r"\bactive=(\w+)", r'strategy="\1"', text)) from None   # the strategy as select takes it
+        except KernelError as err:   # float32 round-off under the nugget: its fixes as select and NodeGP take them
+            raise KernelError(str(err).replace("(active.nugget; with fit=mll, nugget.min)", '(select(..., nugget=...); with fit="mll", nugget__min)')
+                              .replace("use dtype=float64", 'use NodeGP(..., dtype="float64")')) from None
 
     def _select(self, data: Any, budget: int, strategy: str, test: Nodes, batch: int, initial: int, nugget: Optional[float]) -> list[int]:
         from .job.active_job import ActiveJob

@@ -739,3 +739,17 @@ def test_a_kernels_own_warning_is_kept_in_an_active_runs_rows(data_overrides):
     rows = run(["dataset=cora", "kernel=gatgp_x", "kernel.layers=4", "landmarks.count=50", "active=random", "active.budgets=[5]",
                 "progress=false", *data_overrides])
     assert any("GATGP with L=4" in w for w in json.loads(rows[0]["extra"])["warnings"])
+
+
+def test_selects_round_off_error_names_selects_own_arguments():
+    """An adversary's trial: NodeGP.select's float32 round-off error named the command line's
+    active.nugget, not select's nugget= or NodeGP's dtype."""
+    from torch_geometric.data import Data
+
+    from gnngp_cli import NodeGP
+
+    x = torch.randn(60, 2, generator=torch.Generator().manual_seed(0))
+    ring = torch.arange(60)
+    data = Data(x=x, y=torch.arange(60) % 3, edge_index=torch.stack([ring, (ring + 1) % 60]))
+    with pytest.raises(KernelError, match=r'use NodeGP\(\.\.\., dtype="float64"\), or a larger nugget \(select\(\.\.\., nugget=\.\.\.\)'):
+        NodeGP(kernel="gcngp").select(data, budget=50, strategy="random", nugget=1e-9, test=torch.arange(55, 60))
