@@ -672,9 +672,8 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     if edited:   # a loaded graph whose edges the caller changed: read as a graph of their own's are
         log.warning("the graph's edge_index changed after load_dataset: it is made undirected and its self-loops left out, as a graph of "
                     "your own's is")
-        edge_index = make_undirected(edge_index.cpu(), n)
     if own or edited:
-        edge_index, loops = without_self_loops(make_undirected(edge_index.cpu(), n) if own else edge_index)
+        edge_index, loops = without_self_loops(make_undirected(edge_index.cpu(), n))
         if loops:
             log.warning(f"the graph's edge_index links {loops:,} node{'s' if loops > 1 else ''} to {'themselves' if loops > 1 else 'itself'}; "
                         f"{SELF_LOOPS_LEFT_OUT}")

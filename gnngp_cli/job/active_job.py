@@ -253,8 +253,7 @@ class ActiveJob(KernelJob):
         row.update(columns)
         if spec.active.model == "gcn":
             row.update(self.gcn_columns(seed, labelled.cpu()))
-        note = KERNELS[self.kspec.name].note
-        said = [*info.warnings, *([note(self.kspec)] if note is not None and note(self.kspec) else [])]   # the kernel's own (GATGP's depth)
+        said = [*info.warnings, *self.kernel_notes()]
         if said:
             with_extra(row, warnings=said)
         return row

@@ -121,6 +121,11 @@ class KernelJob:
         dataset = self.spec.dataset
         self.metric = METRICS[info.metric or resolve_metric(dataset.get("metric"), info.task, info.num_classes, str(dataset.name).lower())]
 
+    def kernel_notes(self) -> list[str]:
+        """The kernel's own warning for these settings (GATGP's depth), as a row keeps it; none for most."""
+        note = self.entry.note(self.kspec) if self.entry.note is not None else None
+        return [note] if note else []
+
 
 class GPJob(KernelJob):
     """The runs of one GP job on an open backend (see the module docstring)."""
@@ -361,8 +366,7 @@ class GPJob(KernelJob):
         with_extra(row, **columns.pop("extra", {}))
         row.update(columns)
         fit_warnings = list(fitted.warnings) if fitted is not None else []
-        note = self.entry.note(spec.kernel) if self.entry.note is not None else None   # the kernel's own (GATGP's depth), kept with the row
-        said = [*backend.info.warnings, *([note] if note else []), *fit_warnings, *result.warnings]
+        said = [*backend.info.warnings, *self.kernel_notes(), *fit_warnings, *result.warnings]
         if said:  # e.g. a single training class, a temperature on its grid's edge
             with_extra(row, warnings=said)
         return GPRun(row, choice, result, fitted)
