@@ -3,7 +3,6 @@ the labels bought, a line per strategy, the mean over seeds with a band of one s
 deviation, from the rows of ``active=<strategy>`` runs (a row per budget)."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Optional
@@ -11,6 +10,7 @@ from typing import Optional
 import pandas as pd
 
 from .layouts import display
+from .settings import setting_labels
 
 PANELS = 6   # dataset and kernel pairs drawn at most (the table lists every curve)
 KEYS = ["dataset", "method", "strategy", "labelled"]
@@ -32,7 +32,7 @@ def points(rows: pd.DataFrame) -> pd.DataFrame:
     out = ok[[c for c in [*KEYS, "seed", "metric", "test", "macro_f1_all", "selection_seconds"] if c in ok.columns]].copy()
     out["labelled"] = out["labelled"].astype(int)
     if "group" in ok.columns:   # runs of one strategy with other settings are never averaged together: a curve each
-        out["strategy"] = [f"{strategy} ({label})" if label else strategy for strategy, label in zip(out["strategy"], setting_labels(ok["group"]))]
+        out["strategy"] = [f"{strategy} ({label})" if label else strategy for strategy, label in zip(out["strategy"], setting_labels(ok["group"], APART))]
     # one point per seed and label count: two runs of a seed whose budgets differ (the same curve,
     # other points) both hold their shared counts, which count once (their mean), not as two seeds
     keys = [c for c in [*KEYS, "seed", "metric"] if c in out.columns]
@@ -41,16 +41,6 @@ def points(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 APART = frozenset({"active", "active.budgets", "active.seed"})   # the strategy itself, and what only adds points or varies seeds
-
-
-def setting_labels(groups: pd.Series) -> list[str]:
-    """Each row's settings that differ among the active rows read (its group of settings,
-    :func:`.settings.group_settings`, but the strategy, the budgets and the seed), as
-    ``key=value, ...``; empty where every row has the same."""
-    parsed = {g: {k: v for k, v in json.loads(g).items() if k not in APART} for g in groups.unique()}
-    keys = sorted({k for g in parsed.values() for k in g})
-    varying = [k for k in keys if len({str(g.get(k)) for g in parsed.values()}) > 1]
-    return [", ".join(f"{k}={parsed[g][k]}" for k in varying if k in parsed[g]) for g in groups]
 
 
 def table(found: pd.DataFrame) -> str:

@@ -5,7 +5,6 @@ limit) and a GNN trained with ``gnn.regime=ntk`` (the finite network, after each
 gradient step, at the same learning rate). ``experiment=learning_curve`` runs both."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Optional
@@ -13,7 +12,7 @@ from typing import Optional
 import pandas as pd
 
 from .layouts import display
-from .settings import extra_of
+from .settings import extra_of, setting_labels
 
 PANELS = 6   # datasets drawn at most (the table lists every curve)
 
@@ -45,18 +44,10 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
 TOLD_APART = ("inference.time", "inference.learning_rate")   # a curve's own axis, and the learning rate's column
 
 
-def labels(points: pd.DataFrame) -> dict[str, str]:
-    """Each settings group's words for a curve: the settings its curves do not all share
-    (``kernel.layers=4``), as the runs table tells its lines apart; runs of other settings are
-    never averaged into one curve."""
-    groups = {g: {k: v for k, v in json.loads(g).items() if k not in TOLD_APART} for g in points["settings"].unique()}
-    shared = set.intersection(*(set((k, json.dumps(v)) for k, v in d.items()) for d in groups.values())) if groups else set()
-    return {g: " ".join(f"{k}={v}" for k, v in sorted(d.items()) if (k, json.dumps(v)) not in shared) for g, d in groups.items()}
-
-
 def _lines(points: pd.DataFrame):
     """(dataset, method with its settings' words, learning rate, the curve's points), one per curve."""
-    words = labels(points)
+    groups = pd.Series(points["settings"].unique())   # runs of other settings are never averaged into one curve
+    words = dict(zip(groups, setting_labels(groups, TOLD_APART)))
     rate = points["learning_rate"].fillna(math.nan)
     for (dataset, method, lr, group), part in points.groupby(["dataset", "method", rate, "settings"], dropna=False, sort=True):
         yield dataset, f"{method} ({words[group]})" if words[group] else str(method), lr, part

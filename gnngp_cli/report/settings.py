@@ -21,7 +21,7 @@ import json
 import math
 from dataclasses import fields
 from functools import lru_cache
-from typing import Any, Optional
+from typing import Any, Collection, Optional
 
 import pandas as pd
 import yaml
@@ -364,3 +364,14 @@ def left_out(rows: pd.DataFrame) -> list[str]:
         lines.append(f"- {DATASETS[dataset].display if dataset in DATASETS else dataset} / {method}: "
                      + "; ".join(f"{n} row{'s' if n > 1 else ''} with {reason}" for reason, n in reasons.value_counts().items()))
     return lines
+
+
+def setting_labels(groups: pd.Series, apart: Collection[str] = ()) -> list[str]:
+    """Each row's settings that differ among the rows read (its group of settings,
+    :func:`group_settings`, as JSON), but the keys ``apart`` (what the caller tells apart itself:
+    an active run's strategy, budgets and seed; a learning curve's times and learning rate), as
+    ``key=value, ...``; empty where every row has the same."""
+    parsed = {g: {k: v for k, v in json.loads(g).items() if k not in apart} for g in groups.unique()}
+    keys = sorted({k for g in parsed.values() for k in g})
+    varying = [k for k in keys if len({str(g.get(k)) for g in parsed.values()}) > 1]
+    return [", ".join(f"{k}={parsed[g][k]}" for k in varying if k in parsed[g]) for g in groups]
