@@ -43,3 +43,11 @@ class NotFittedError(GnngpError, RuntimeError):
 class NotSavedError(GnngpError, TypeError):
     """An object that holds live state of this process (a fitted :class:`~gnngp_cli.api.NodeGP`)
     asked to be pickled or deep-copied (a ``TypeError``, as pickle's own refusals are)."""
+
+
+def grid_edge(what: str, chosen: float, low: float, high: float, fix: str, unit: str = "") -> str:
+    """The one wording of a warning that a value chosen on validation (a nugget, a temperature, a
+    weight decay) is the lowest or highest of its grid, so the best may lie beyond it: ``what`` the
+    value (``"the nugget chosen on validation"``), ``unit`` what follows the number, ``fix`` what to do."""
+    side = "lowest" if chosen == low else "highest"
+    return f"{what} is {chosen:g}{unit}, the {side} value of its grid ({low:g}..{high:g}), so the best may lie beyond it; {fix}"

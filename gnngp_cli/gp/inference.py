@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from .. import runtime
-from ..errors import KernelError
+from ..errors import KernelError, grid_edge
 from ..metrics import Metric, MetricInput, Scores, merge_scores
 from .posterior import Posterior, RowGroup, TrainingTimes, posterior_for
 from .sufficient import SPLITS, TrainingStatistics
@@ -266,9 +266,9 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
     rule, warnings = None, []
     if nugget is None and times is None and grid.numel() > 2 and int(best) in (0, grid.numel() - 1):   # as a temperature on its edge
         low = int(best) == 0
-        warnings.append(f"the nugget chosen on validation is {float(grid[best]):g} times the kernel's mean diagonal, the "
-                        f"{'lowest' if low else 'highest'} value of its grid ({float(grid[0]):g}..{float(grid[-1]):g}), so the best may lie "
-                        f"beyond it; widen the grid (nugget.{'min' if low else 'max'}={float(grid[best]) * (0.01 if low else 100):g})")
+        warnings.append(grid_edge("the nugget chosen on validation", float(grid[best]), float(grid[0]), float(grid[-1]),
+                                  f"widen the grid (nugget.{'min' if low else 'max'}={float(grid[best]) * (0.01 if low else 100):g})",
+                                  " times the kernel's mean diagonal"))
         log.warning(warnings[-1])
     if task == "classification" and uncertainty and likelihood is not None:
         rule = ProbabilityRule(likelihood.approximation(stats.num_nodes, stats.rhs.size(1)), likelihood.samples, 1.0,
@@ -283,10 +283,9 @@ def predict(stats: TrainingStatistics, reduce: Reduce, grid: Tensor, metric: Met
             if rule.approx != "probit":   # Monte Carlo: the temperature again at that factor, by the draws the test rows get
                 rule = replace(rule, temperature=best_fit(nll_grid(mean, variance * factor, y, rule.approx, rule.samples), factors=ONE)[0])
             if on_edge(t):
-                warnings.append(f"the temperature fitted on validation is {t:g}, the {'lowest' if t == float(TEMPERATURES[0]) else 'highest'} "
-                                f"value of its grid ({float(TEMPERATURES[0]):g}..{float(TEMPERATURES[-1]):g}), so the best may lie beyond it "
-                                f"and the probabilities (ece, nll) may be miscalibrated; check the posterior means' scale, "
-                                f"or compare with likelihood.temperature=false")
+                warnings.append(grid_edge("the temperature fitted on validation", t, float(TEMPERATURES[0]), float(TEMPERATURES[-1]),
+                                          "the probabilities (ece, nll) may be miscalibrated; check the posterior means' scale, "
+                                          "or compare with likelihood.temperature=false"))
                 log.warning(warnings[-1])
     final = reduce(partial(final_scores, posterior=posterior, eps=eps, metric=metric, uncertainty=uncertainty, output_scale=output_scale,
                            rule=rule), merge_scores)

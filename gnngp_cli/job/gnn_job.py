@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from ..config import check_steps, parse, training_times, with_method_defaults
-from ..errors import ConfigError, ResourceError
+from ..errors import ConfigError, ResourceError, grid_edge
 from ..gnn import GNNS, GradientDescent, train_gnn
 from ..metrics import MetricInput, Scores, score, uncertainty_metrics
 from ..gp.probabilities import best_temperature, class_probabilities, nll_by_temperature, reliability_bins
@@ -167,9 +167,8 @@ def _grid_edge(g: Any, chosen: Optional[float]) -> Optional[str]:
     grid = sorted(set(float(v) for v in (getattr(g, "weight_decay_grid", None) or [])))
     if chosen is None or len(grid) < 3 or chosen not in (grid[0], grid[-1]) or chosen == grid[0] == 0.0:   # nothing lies below 0
         return None
-    side, fix = ("largest", f"up to {grid[-1] * 100:g}") if chosen == grid[-1] else ("smallest", f"down to {grid[0] / 100:g}")
-    text = (f"the weight decay chosen on validation is {chosen:g}, the {side} of gnn.weight_decay_grid ({grid[0]:g}..{grid[-1]:g}), so the "
-            f"best may lie beyond it; widen the grid (e.g. {fix})")
+    fix = f"widen the grid (e.g. {f'up to {grid[-1] * 100:g}' if chosen == grid[-1] else f'down to {grid[0] / 100:g}'})"
+    text = grid_edge("the weight decay chosen on validation (gnn.weight_decay_grid)", chosen, grid[0], grid[-1], fix)
     log.warning(text)
     return text
 

@@ -344,8 +344,8 @@ def test_a_weight_decay_chosen_on_its_grids_edge_is_a_warning_in_the_row(data_ov
 
     row = run(["dataset=citeseer", "gnn=sgc", "gnn.epochs=20", "gnn.weight_decay_grid=[1e-9,1e-8,1e-7]", "progress=false", *data_overrides])[0]
     warnings = json.loads(row["extra"])["warnings"]
-    assert any("the smallest of gnn.weight_decay_grid (1e-09..1e-07), so the best may lie beyond it; widen the grid (e.g. down to 1e-11)" in w
-               for w in warnings), warnings   # (decays this small tie: the first, the smallest, is kept)
+    assert any("(gnn.weight_decay_grid) is 1e-09, the lowest value of its grid (1e-09..1e-07), so the best may lie beyond it; widen the grid "
+               "(e.g. down to 1e-11)" in w for w in warnings), warnings   # (decays this small tie: the first, the smallest, is kept)
 
 
 def test_a_weight_decay_of_0_chosen_is_no_edge_to_widen():
