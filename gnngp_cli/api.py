@@ -650,9 +650,10 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     if y.dim() >= 1 and y.size(0) != n:   # before the masks, whose indices would be named out of range against x's rows
         raise DatasetError(f"the graph's features ({n:,} rows of x) and targets ({y.size(0):,} values of y) disagree on the node count")
     weighted = [key for key in ("edge_weight", "edge_attr") if getattr(data, key, None) is not None]
+    read_as = []   # what the graph's edges were read as: logged, and kept in the rows' warnings as a dataset's are
     if weighted and own:
-        log.warning(f"the graph's {' and '.join(weighted)} {'are' if len(weighted) > 1 else 'is'} not read: gnngp's kernels read the graph as unweighted "
-                    "(its normalised adjacency, kernel.adjacency)")
+        read_as.append(f"the graph's {' and '.join(weighted)} {'are' if len(weighted) > 1 else 'is'} not read: gnngp's kernels read the graph as unweighted "
+                       "(its normalised adjacency, kernel.adjacency)")
     if edge_index.is_floating_point() or edge_index.is_complex() or edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise DatasetError(f"edge_index must be an integer tensor of shape [2, E] (got {edge_index.dtype}, shape {tuple(edge_index.shape)})"
                            + ("; transpose it: edge_index.t()" if edge_index.dim() == 2 and edge_index.size(1) == 2 else ""))
@@ -670,18 +671,22 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
         masks[key] = torch.zeros(n, dtype=torch.bool).index_fill_(0, ids, True)
     edited = not own and _edges_changed(data)
     if edited:   # a loaded graph whose edges the caller changed: read as a graph of their own's are
-        log.warning("the graph's edge_index changed after load_dataset: it is made undirected and its self-loops left out, as a graph of "
-                    "your own's is")
+        read_as.append("the graph's edge_index changed after load_dataset: it is made undirected and its self-loops left out, as a graph of "
+                       "your own's is")
     if own or edited:
         edge_index, loops = without_self_loops(make_undirected(edge_index.cpu(), n))
         if loops:
-            log.warning(f"the graph's edge_index links {loops:,} node{'s' if loops > 1 else ''} to {'themselves' if loops > 1 else 'itself'}; "
-                        f"{SELF_LOOPS_LEFT_OUT}")
+            read_as.append(f"the graph's edge_index links {loops:,} node{'s' if loops > 1 else ''} to {'themselves' if loops > 1 else 'itself'}; "
+                           f"{SELF_LOOPS_LEFT_OUT}")
+    for note in read_as:
+        log.warning(note)
     if not own and not any(v is not None for v in given.values()):
         graph = copy.copy(data)   # the caller's graph is never changed (a float copy of x, the device, a protocol's masks), and
         graph.x, graph.edge_index = x, edge_index   # what score() reads is the graph as fitted: y and the masks copied
         for key in ("y", *given):
             graph[key] = torch.as_tensor(data[key]).clone()
+        if read_as:
+            graph.warnings = [*(getattr(data, "warnings", None) or []), *read_as]
         return adopt_graph(cfg, graph)
     y = y.view(-1).detach().clone()   # the labels as fitted: score() reads them, whatever the caller changes since
     task = str(getattr(data, "task", "") or ("regression" if y.is_floating_point() else "classification"))
@@ -706,6 +711,6 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     graph.name = str(getattr(data, "name", "") or cfg.dataset.name)
     graph.split = "given" if any(v is not None for v in given.values()) else str(getattr(data, "split", "masks"))
     graph.stand_in = ""
-    graph.warnings = [*(getattr(data, "warnings", None) or []), *notes]   # kept in the row's warnings
+    graph.warnings = [*(getattr(data, "warnings", None) or []), *read_as, *notes]   # kept in the row's warnings
     cfg.dataset.task = task
     return adopt_graph(cfg, graph)
