@@ -28,7 +28,7 @@ import yaml
 
 from ..compose import config_dir, method_key, read_yaml, shown_override
 from ..config import method_defaults
-from ..data.datasets import DATASETS
+from ..data.datasets import DATASETS, PRESETS
 from ..gnn import GNNS
 from ..kernels.architectures import KERNELS, LIMITS, kernel_label
 from ..schema import KernelConfig, NuggetConfig
@@ -248,7 +248,7 @@ def _typed_default(typed: dict[str, str], key: str, value: str) -> bool:
 
 def group_settings(row: pd.Series, everywhere: frozenset = frozenset()) -> dict[str, str]:
     """The settings that tell a row's group of runs from another's (:mod:`.runs`): its overrides
-    but the dataset and model (a table's rows), what only varies runs (:data:`AVERAGED`: seeds,
+    but the dataset (unless a config of the user's own) and model (a table's rows), what only varies runs (:data:`AVERAGED`: seeds,
     splits) and what changes no result (:func:`neutral`: paths, console, resuming), with its
     fit, backend, device and dtype. A row that recorded no overrides: its recorded settings.
 
@@ -263,6 +263,9 @@ def group_settings(row: pd.Series, everywhere: frozenset = frozenset()) -> dict[
         out = {key: value for key, value in spelled(typed).items()
                if key not in MODEL_KEYS | {"dataset"} and key not in AVERAGED and (not neutral(key) or key.startswith("experiment"))
                and ((key, value) in everywhere or key in GROUP_CHOICES or not is_default(typed, key, value))}
+        own = typed.get("dataset")
+        if own is not None and own not in DATASETS and own not in PRESETS:   # a config of the user's own (dataset=cora_std): its
+            out["dataset"] = own   # settings are not in the row, so its name tells its runs from those of the dataset it starts from
     if _text(row.get("kernel"), "") or "fit" in out or "compute" in out or pd.isna(pd.to_numeric(row.get("train_seconds"), errors="coerce")):
         out["fit"] = out.get("fit") or _text(row.get("fit"), "grid")               # a GP's: a GNN has neither
         out["compute"] = out.get("compute") or _text(row.get("compute_backend"), "local")

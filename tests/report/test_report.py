@@ -691,3 +691,15 @@ def test_a_sweeps_summary_rows_of_deleted_job_folders_are_left_out(tmp_path, cap
     alone.mkdir()
     (sweep / "summary.csv").rename(alone / "summary.csv")   # a summary on its own (no job folder beside it): read whole
     assert sorted(read_results([alone])["method"]) == ["GCNGP", "SAGEGP"]
+
+
+def test_runs_of_a_dataset_config_of_ones_own_are_neither_dropped_nor_averaged_with_its_base(tmp_path):
+    """A newcomer's trial: dataset=cora_std (a config of their own: cora, centred and scaled; 0.808)
+    and dataset=cora (0.828), both seed 0, were one key: the report kept one row ('1 result
+    rows'); small_csbm (500 nodes) and csbm were averaged as 2 runs of one setting."""
+    rows = [row("cora", "GCNGP", 0.808, overrides=json.dumps(["dataset=cora_std"]), experiment=""),
+            row("cora", "GCNGP", 0.828, stamp="2026-02-01T00:00:00", overrides=json.dumps(["dataset=cora"]), experiment="")]
+    write_report([results(tmp_path, rows)], tmp_path / "r")
+    runs = pd.read_csv(tmp_path / "r" / "runs.csv")
+    assert sorted(runs["test_mean"]) == [0.808, 0.828] and runs["runs"].tolist() == [1, 1]
+    assert "dataset=cora_std" in (tmp_path / "r" / "runs.csv").read_text()
