@@ -46,6 +46,7 @@ from .kernels.planner import exact_kernel
 from .kernels.value import held
 from .metrics import MetricInput
 from .metrics import Scores
+from .plugins import load_plugins
 
 log = logging.getLogger("gnngp")
 
@@ -134,6 +135,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         wrong = overrides if isinstance(overrides, str) else next(o for o in overrides if not isinstance(o, str))
         raise ConfigError(f"overrides are a list of strings key=value, as on the command line (e.g. [\"dataset=cora\", \"kernel=gcngp\"]); "
                           f"got {wrong!r}")
+    load_plugins()   # other packages' registry entries (gnngp_cli.plugins), as gnngp run loads them
     overrides = list(overrides)
     for override in overrides:   # the command line's words that are no override: Hydra's lexer error, otherwise
         if override.startswith("-"):

@@ -3,6 +3,7 @@ each, in the test alone, and runs them through ``gnngp run``, ``compute=dask``, 
 ``gnngp verify``, with no other file touched. Their config options, CLI choices, labels,
 defaults, fitted parameters and wide network come from the entries."""
 import math
+import os
 from dataclasses import dataclass
 
 import pandas as pd
@@ -182,3 +183,60 @@ def test_a_registered_loaders_broken_graph_is_one_line(broken, said, tmp_path, m
         DATASETS.pop("badring")
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert out.returncode == 1 and len(errors) == 1 and said in errors[0], out.stderr
+
+
+PLUGIN = '''
+import torch
+from dataclasses import dataclass
+from torch_geometric.data import Data
+from gnngp_cli.data import register_dataset
+from gnngp_cli.schema import DatasetConfig
+
+
+@dataclass
+class Config(DatasetConfig):
+    name: str = "plugring"
+    num_nodes: int = 80
+
+
+def plugring(cfg, store):
+    n = cfg.num_nodes
+    src = torch.arange(n)
+    y = (src * 2 // n).long()
+    x = torch.nn.functional.one_hot(y, 2).float() + 0.5 * torch.randn(n, 2, generator=torch.Generator().manual_seed(0))
+    data = Data(x=x, y=y, edge_index=torch.stack([torch.cat([src, (src + 1) % n]), torch.cat([(src + 1) % n, src])]))
+    for key, part in (("train", 0), ("val", 1), ("test", 2)):
+        data[key + "_mask"] = src % 3 == part
+    data.task, data.num_classes, data.split = "classification", 2, "thirds"
+    return data
+
+
+register_dataset("plugring", "PlugRing", plugring, Config(), split="fixed")
+'''
+
+
+def test_a_registry_entry_of_an_installed_package_of_ones_own_runs_through_gnngp_run(tmp_path):
+    """A newcomer's trial: docs/extending.md said the whole tool reads a registry entry, but one
+    registered in one's own package was seen by the Python API alone, never by the gnngp command.
+    A package's ``gnngp.plugins`` entry point is imported first (gnngp_cli.plugins); one that fails
+    to import is one line naming it."""
+    from helpers import gnngp
+
+    for name, body, module in (("good", PLUGIN, "plug_good"), ("bad", "raise RuntimeError('no such thing\\nsecond line')\n", "plug_bad")):
+        site = tmp_path / name
+        (site / module).mkdir(parents=True)
+        (site / module / "__init__.py").write_text(body)
+        info = site / f"{module}-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")
+        (info / "entry_points.txt").write_text(f"[gnngp.plugins]\nmine = {module}\n")
+    path = lambda site: {"PYTHONPATH": os.pathsep.join([str(tmp_path / site), os.environ.get("PYTHONPATH", "")])}
+    done = gnngp("run", "dataset=plugring", "dataset.num_nodes=90", "progress=false", f"hydra.run.dir={tmp_path / 'run'}", env=path("good"))
+    assert done.returncode == 0, done.stderr
+    row = pd.read_csv(tmp_path / "run" / "results.csv").iloc[-1]
+    assert (row["dataset"], row["n_nodes"], row["status"]) == ("plugring", 90, "ok")
+    failed = gnngp("run", "dataset=cora", f"hydra.run.dir={tmp_path / 'no'}", env=path("bad"))
+    assert failed.returncode == 1 and failed.stderr.strip().splitlines() == [
+        "gnngp: error: the gnngp plugin 'mine' (plug_bad, from plug_bad) failed to import (RuntimeError: no such thing); fix it, or "
+        "uninstall it: pip uninstall plug_bad"]
+    assert not (tmp_path / "no").exists()

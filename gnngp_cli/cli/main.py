@@ -464,6 +464,15 @@ def _main(argv: list[str] | None) -> None:
         print(f"gnngp {__version__}")
         return
     command, rest = argv[0], argv[1:]
+    if command in ("run", "partition", "verify", "report"):   # other packages' registry entries, before any config is composed
+        from ..errors import GnngpError
+        from ..plugins import load_plugins
+
+        try:
+            load_plugins()
+        except GnngpError as err:
+            print(f"gnngp: error: {err}", file=sys.stderr)
+            raise SystemExit(1) from None
     if command == "run":
         _hydra_app(_run_task, rest, "gnngp run")
     elif command == "partition":

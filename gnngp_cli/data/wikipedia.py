@@ -83,14 +83,14 @@ def read_edge_csv(path: Path, num_nodes: int, header: bool | None = True, opener
 
     try:
         frame = read(",")
-        if frame.shape[1] == 1 and len(frame) and len(str(frame.iloc[0, 0]).split()) == 2:   # "0 1" or "0\t1": no comma anywhere
-            frame = read(r"\s+")
+        if frame.shape[1] == 1 and len(frame) and len(str(frame.iloc[0, 0]).split()) >= 2:   # "0 1" or "0\t1": no comma anywhere
+            frame = read(r"\s+")                                                               # (three fields: named as three columns)
     except pd.errors.EmptyDataError:   # an empty file (or blank lines): no edges, as a file of its header alone
         return torch.empty(2, 0, dtype=torch.int64)
     except (OSError, ValueError, pd.errors.ParserError) as err:
         raise DatasetError(f"edge file {path} could not be read as CSV ({err}); it needs two integer columns of node ids") from err
     if frame.shape[1] != 2:
-        raise DatasetError(f"edge file {path} has {frame.shape[1]} columns; it needs exactly two integer columns of node ids, "
+        raise DatasetError(f"edge file {path} has {frame.shape[1]} column{'s' if frame.shape[1] != 1 else ''}; it needs exactly two integer columns of node ids, "
                            "a row per edge, separated by a comma (or spaces or a tab)")
     if header is None:   # a header names its columns: a first row of numbers (1.5, 1e1, nan too) is data, and checked as ids below
         header = len(frame) > 0 and not all(_is_number(v) for v in frame.iloc[0])

@@ -382,6 +382,7 @@ def _zip_of_text(path):
     [
         (lambda f: (f / "edges.csv").write_text("0,1\n1,30\n"), "edges.csv has node id 30 outside \\[0, 30\\)"),
         (lambda f: (f / "edges.csv").write_text("0,1,2\n"), "edges.csv has 3 columns"),
+        (lambda f: (f / "edges.csv").write_text("0 1 2\n1 2 3\n"), "edges.csv has 3 columns"),   # np.savetxt of three columns (was "1 columns")
         (lambda f: np.save(f / "labels.npy", np.zeros(29, int)), "labels.npy has 29 labels but the features have 30 rows"),
         (lambda f: (f / "features.npy").unlink(), "has no features file; add one of features.npy, features.npz"),
         (lambda f: np.save(f / "train_mask.npy", np.ones(30, bool)), "has train_mask but not all of"),
@@ -394,7 +395,7 @@ def _zip_of_text(path):
          "features.npz holds Python objects .*never unpickles"),
         (lambda f: np.savez(f / "features.npz", x=np.zeros((30, 2))), "has 2 features files \\(features.npy, features.npz\\); keep one"),
         (lambda f: np.savetxt(f / "edges.csv", np.array([[0, 1], [2, 3]])), r"non-integer node id .*np.savetxt writes floats unless told fmt="),
-        (lambda f: (f / "edges.csv").write_text("0;1\n"), "edges.csv has 1 columns; .* separated by a comma \\(or spaces or a tab\\)"),
+        (lambda f: (f / "edges.csv").write_text("0;1\n"), "edges.csv has 1 column; .* separated by a comma \\(or spaces or a tab\\)"),
     ],
 )
 def test_custom_bad_inputs_name_the_file(tmp_path, breakage, message):
