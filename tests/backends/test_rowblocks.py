@@ -211,9 +211,39 @@ def test_the_roots_of_a_killed_run_on_this_host_are_removed_by_the_next(tmp_path
                            store.folder.name])
     assert (tmp_path / "run-2024-important-experiment" / "notes.txt").read_text() == "keep me"
     marker = json.loads((store.folder / OWNER).read_text())
-    assert marker == {"made_by": MARK, "folder": store.folder.name, "host": here, "pid": os.getpid()}
+    assert marker == {"made_by": MARK, "folder": store.folder.name, "host": here, "pid": os.getpid(), "locked": True}
     store.close()
     assert not store.folder.exists()
+
+
+def test_a_live_runs_roots_in_another_pid_namespace_are_never_removed(tmp_path):
+    """An adversary's trial: a live run in another PID namespace with this host name (a container
+    sharing the data volume) wrote process id 153, which this one saw as gone: its roots were
+    removed mid-run ("the folder is gone", exit 1). A run holds its marker under flock for its
+    life, and a marker that says so is removed only once that lock is free."""
+    import fcntl
+    import json
+    import socket
+
+    from gnngp_cli.backends.rowblocks.root_files import MARK, OWNER, RootStore
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    folder = tmp_path / "run-0123456789ab"
+    (folder / "x").mkdir(parents=True)
+    (folder / OWNER).write_text(json.dumps({"made_by": MARK, "folder": folder.name, "host": socket.gethostname(), "pid": int(gone.stdout),
+                                            "locked": True}))
+    held = os.open(folder / OWNER, os.O_RDONLY)   # the other namespace's live run: its process id means nothing here, its lock does
+    fcntl.flock(held, fcntl.LOCK_EX)
+    first = RootStore(tmp_path)
+    assert folder.is_dir()
+    second = RootStore(tmp_path)   # and a live run of this process: its own lock keeps it
+    assert first.folder.is_dir()
+    os.close(held)                 # that run ends (killed: the kernel lets its lock go)
+    third = RootStore(tmp_path)
+    assert not folder.exists() and first.folder.is_dir() and second.folder.is_dir()
+    for store in (first, second, third):
+        store.close()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_roots_folders_of_an_older_gnngp_are_one_warning_saying_how_to_remove_them(tmp_path, caplog):

@@ -20,8 +20,9 @@ starts (:meth:`RootStore.clear`; the last one's files serve its result until the
 when the run ends, fails or is stopped (Ctrl-C, SIGTERM). A run killed outright (SIGKILL) leaves
 its folder. The folder is made with its marker already in it (``owner.json``: made by gnngp,
 the folder's own name, host and process; written in a hidden ``.run-<id>.tmp`` folder renamed
-into place), and the next run on that host removes only the folders whose marker proves gnngp
-made them and whose process is gone. A folder without such a marker is never touched, whatever
+into place, and held under an exclusive ``flock`` for the run's life), and the next run on that
+host removes only the folders whose marker proves gnngp made them and whose lock is free (its
+process gone, in whatever PID namespace). A folder without such a marker is never touched, whatever
 its name or age: it may be a user's. One named as gnngp names its folders but without the marker
 (an older gnngp's) is a warning, once, with the command that removes it.
 """
@@ -92,9 +93,33 @@ def _rows_of(path: str, local: np.ndarray) -> np.ndarray:
 MARK = "gnngp roots"
 
 
+def _lock(path: Path, hold: bool) -> Optional[int]:
+    """An exclusive ``flock`` on ``path`` without waiting: the open descriptor holding it when
+    ``hold`` (the run's own marker, for its life), else released at once; ``None`` when another
+    open file holds it (a live run, in whatever PID namespace of this kernel) or it cannot be
+    taken. The kernel releases it when its process ends, however it ends."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    if not hold:
+        os.close(fd)
+    return fd
+
+
 def _proven_dead(folder: Path, name: str, host: str) -> Optional[int]:
     """The process id of the gnngp run that made ``folder`` (whose own name is ``name``), if its
-    marker proves gnngp made it, on this host, and that process is gone; else ``None``."""
+    marker proves gnngp made it, on this host, and that process is gone; else ``None``. A marker
+    this gnngp wrote (``locked``) is held locked by its run for the run's life: a lock that can be
+    taken is the proof, since a process id alone is not one (a live run in another PID namespace
+    with this host name, a container sharing the folder, has an id this process may see as gone)."""
     try:
         owner = json.loads((folder / OWNER).read_text())
         if not (isinstance(owner, dict) and owner.get("made_by") == MARK and owner.get("folder") == name and owner.get("host") == host):
@@ -102,6 +127,8 @@ def _proven_dead(folder: Path, name: str, host: str) -> Optional[int]:
         pid = int(owner["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if owner.get("locked"):
+        return pid if _lock(folder / OWNER, hold=False) is not None else None
     return None if process_alive(pid) else pid
 
 
@@ -165,9 +192,13 @@ class RootStore:
         try:   # the marker is in the folder before it has its name: every run-* folder gnngp made is marked
             make_private_dirs(base)
             making.mkdir(mode=0o755, exist_ok=False)   # never group- or world-writable, whatever the umask (data.trust)
-            (making / OWNER).write_text(json.dumps({"made_by": MARK, "folder": name, "host": socket.gethostname(), "pid": os.getpid()}))
+            (making / OWNER).touch()
+            self._held = _lock(making / OWNER, hold=True)   # held until close (or the process's end): the proof it lives; a
+            (making / OWNER).write_text(json.dumps({"made_by": MARK, "folder": name, "host": socket.gethostname(), "pid": os.getpid(),
+                                                    "locked": self._held is not None}))   # folder without flock: the process id's word
             os.rename(making, self.folder)
         except OSError as err:
+            self._release()
             shutil.rmtree(making, ignore_errors=True)
             raise ComputeError(f"cannot write the roots of this run into {base} ({err.strerror or err}); "
                                "set compute.roots_dir to a writable folder that every worker sees") from None
@@ -243,6 +274,11 @@ class RootStore:
         self.paths.clear()
         self.read_back.clear()
 
+    def _release(self) -> None:
+        held, self._held = getattr(self, "_held", None), None
+        if held is not None:
+            os.close(held)
+
     def close(self) -> None:
         """Remove the run's folder: renamed to its hidden ``.tmp`` name first, then its files, the
         marker last, so that a stop part way (a second signal during the clean-up) never leaves a
@@ -262,3 +298,4 @@ class RootStore:
             else:
                 entry.unlink(missing_ok=True)
         shutil.rmtree(going, ignore_errors=True)
+        self._release()
