@@ -162,6 +162,21 @@ def search_problem(config: DictConfig, task: DictConfig) -> str:
     return ""
 
 
+def launcher_problem(config: DictConfig, tasks: list[tuple[str, Any]]) -> str:
+    """Why the sweep's launcher cannot run its jobs ('' when it can): joblib's loky processes
+    running jobs that each start a local Dask cluster of worker processes, whose nannies cannot
+    start from a loky process (``cannot find context for 'loky'``: every job a traceback, no row)."""
+    launcher = config.hydra.get("launcher") or {}
+    if "Joblib" not in str(launcher.get("_target_", "")) or launcher.get("n_jobs") == 1:
+        return ""
+    local = [label for label, task in tasks if task.compute.backend == "dask" and task.compute.processes and not task.compute.address]
+    if not local:
+        return ""
+    return (f"compute=dask starts a cluster of worker processes in each job (job {local[0]}), which hydra/launcher=joblib's worker "
+            "processes cannot start; run the jobs in turn (leave out hydra/launcher=joblib: each job has the cluster's workers), or set "
+            "hydra.launcher.n_jobs=1, or compute.processes=false (threads), or compute.address=<a running scheduler>")
+
+
 class Preflight(Callback):
     """``on_run_start``: the job's config parsed; ``on_multirun_start``: every job's, for the
     basic sweeper. Both before Hydra makes a folder. ``command``: the command parsed for (``run``,
@@ -204,3 +219,6 @@ class Preflight(Callback):
                 raise JobDoesNotCompose(err, label) from None           # before it, then failed)
             tasks.append((label, check(composed, label, self.command, "allow")))
         unread_in_sweep(tasks, self.command)
+        problem = launcher_problem(config, tasks)
+        if problem:
+            _refuse(problem)

@@ -566,6 +566,10 @@ def test_worker_memory_below_one_row_block_asks_for_smaller_blocks(cache):
 @pytest.mark.parametrize("setting, message", [
     ("compute.memory_limit=1KB", "compute.memory_limit=1KB is below the 512 MiB a worker process needs"),
     ("compute.workers=1000", "compute.workers=1000 starts 1000 worker processes on this machine's"),
+    ("compute.memory_limit=-1GB", "compute.memory_limit=-1GB is negative; give a size"),       # an adversary's: 24 tracebacks
+    ("compute.memory_limit=0.5", "compute.memory_limit=0.5 reads as 0 bytes, which is no limit"),   # silently no limit
+    ("compute.spill_dir=/dev/null", "compute.spill_dir=/dev/null is not a folder"),            # NotADirectoryError's traceback
+    ("compute.address=garbage", "compute.address=garbage is not a scheduler address (missing port number"),   # ValueError's
 ])
 def test_a_local_cluster_that_cannot_run_is_refused_before_a_worker_starts(tmp_path, setting, message):
     """A trial: 1KB a worker restarted every worker forever (Dask's 95% rule); 1000 worker
@@ -784,3 +788,14 @@ def test_a_stop_while_the_cluster_starts_adds_no_traceback_after_its_line(monkey
         assert all(cluster._silent_after_stop in logging.getLogger(name).filters for name in cluster.QUIET_AFTER_STOP)
     finally:
         stops._STATE.first = None
+
+
+def test_a_joblib_sweep_of_local_dask_clusters_is_refused_before_any_job(tmp_path):
+    """An adversary's trial: -m hydra/launcher=joblib with compute=dask was 8 KB of tracebacks
+    (cannot find context for 'loky'; Nanny failed to start) and job folders without a row."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    done = in_process("run", "-m", "hydra/launcher=joblib", "kernel=gcngp_x", "compute=dask", "dataset.num_nodes=300", "dataset.split_seed=0,1",
+                      "compute.workers=1", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    errors = [line for line in done.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert done.returncode == 1 and len(errors) == 1 and "which hydra/launcher=joblib's worker processes cannot start" in errors[0]
+    assert "hydra.launcher.n_jobs=1" in errors[0] and not (tmp_path / "sweep").exists()

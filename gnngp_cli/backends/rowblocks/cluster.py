@@ -11,6 +11,7 @@ import os
 import resource
 import signal
 import sys
+from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
@@ -56,6 +57,17 @@ def check_local_cluster(c: Any, memory: Any) -> None:
     """Refuse, before any worker starts, a LocalCluster that cannot run: workers of a memory
     limit below what a worker process takes to start (Dask restarts them over and over), or far
     more worker processes than cores. ``memory``: the parsed limit, or ``auto``; 0 is Dask's no limit."""
+    text = str(c.memory_limit).strip()
+    if memory != "auto" and int(memory) < 0:
+        raise ConfigError(f"compute.memory_limit={c.memory_limit} is negative; give a size a worker may hold (e.g. 3GB), 0 for no limit, or auto")
+    if memory != "auto" and int(memory) == 0 and text not in ("0", "0B", "0b") and text.replace(".", "", 1).isdigit():   # 0.5: Dask's
+        raise ConfigError(f"compute.memory_limit={c.memory_limit} reads as 0 bytes, which is no limit; give a size a worker may hold "   # size
+                          "(e.g. 3GB), 0 for no limit, or auto (this machine's memory shared among the workers)")   # parser floors it
+    if c.spill_dir:
+        spill = Path(str(c.spill_dir)).expanduser()
+        if spill.exists() and not spill.is_dir():
+            raise ConfigError(f"compute.spill_dir={c.spill_dir} is not a folder; give a folder of the workers' local disk, or leave it out "
+                              "(Dask's temporary folder)")
     if c.processes and memory != "auto" and 0 < int(memory) < MIN_WORKER_BYTES:
         raise ConfigError(f"compute.memory_limit={c.memory_limit} is below the {MIN_WORKER_BYTES // 2**20} MiB a worker process needs "
                           "(Python, torch and Dask take about 300 MB before any block, and Dask restarts a worker past 95% of its limit); "
@@ -151,6 +163,9 @@ def _client(c: Any) -> Iterator[Any]:
     if c.address:
         try:
             client = Client(c.address, timeout=f"{c.connect_timeout}s")
+        except ValueError as err:   # distributed's parser: "missing port number in address 'garbage'"
+            raise ConfigError(f"compute.address={c.address} is not a scheduler address ({err}); give one as tcp://host:8786, or drop "
+                              "compute.address to start a local cluster") from None
         except (OSError, TimeoutError) as err:
             raise ComputeError(f"cannot reach the Dask scheduler at {c.address} ({type(err).__name__}); start it (dask scheduler) "
                                "and its workers, fix compute.address, or drop compute.address to start a local cluster") from err
