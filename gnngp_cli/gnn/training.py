@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..graph.operators import csr_order, normalized_adjacency, sparse_beta_quiet
-from ..errors import ConfigError
+from ..errors import ConfigError, DatasetError
 from ..metrics import score
 from ..progress import Progress
 from .models import GNN
@@ -314,6 +314,11 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
     inference_watch = watch_factory()
     with inference_watch.measure():
         outputs = predict()
+        if not bool(torch.isfinite(outputs).all()):   # NaN probabilities downstream (a bincount's traceback, NaN metrics): one line here
+            largest = float(data.x.detach().abs().max()) if data.x.numel() else 0.0
+            raise DatasetError(f"the {entry.label} network's outputs are NaN or infinite after training (the largest |feature| is "
+                               f"{largest:.3g}): features this large overflow {str(outputs.dtype).removeprefix('torch.')} in its layers; scale "
+                               "them (dataset.scale=true, or divide them in your files), or, if training diverged, lower gnn.lr")
         final = scores(outputs)
     if best is None:
         best, chosen_decay = (options.epochs, final), decays[-1]

@@ -357,3 +357,18 @@ def test_a_weight_decay_of_0_chosen_is_no_edge_to_widen():
 
     assert _grid_edge(SimpleNamespace(weight_decay_grid=[0, 10, 100]), 0.0) is None
     assert "up to 10000" in _grid_edge(SimpleNamespace(weight_decay_grid=[0, 10, 100]), 100.0)
+
+
+def test_a_gnn_whose_outputs_overflow_is_one_error_line_not_a_traceback(tmp_path):
+    """An adversary's trial: float32 features of 3e38 (which load: they are finite) made the GCN's
+    outputs NaN, and the probabilities' reliability bins raised bincount's RuntimeError: a
+    traceback and no row."""
+    import numpy as np
+
+    from helpers import run as cli_run, write_graph
+
+    folder = write_graph(tmp_path / "g", n=200, labels=np.arange(200) % 3, features=np.full((200, 8), 3e38, dtype=np.float32))
+    code, stderr, row, errors = cli_run(tmp_path, "dataset=custom", f"dataset.path={folder}", "gnn=gcn", "gnn.epochs=20", "progress=false")
+    assert code == 1 and row["status"] == "error" and len(errors) == 1
+    assert "the GCN network's outputs are NaN or infinite after training (the largest |feature| is 3e+38)" in errors[0]
+    assert "dataset.scale=true" in errors[0]
