@@ -111,6 +111,9 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
             fix = "; another split is dataset.split_seed=<seed>" if "split_seed" in SPLIT_READS[entry.split] else "; drop splits=all"
             raise ConfigError(f"splits=all needs a dataset with numbered fixed splits ({fixed}); the split of {cfg.dataset.name} is "
                               f"{SPLIT_WORDS[entry.split]}{fix}")
+        if cfg.dataset.split_index != entry.config.split_index:   # every split runs: the one named would be ignored, silently
+            raise ConfigError(f"splits=all runs every split of {entry.name}, and dataset.split_index={cfg.dataset.split_index} names one; "
+                              f"give one of them: splits=all, or dataset.split_index={cfg.dataset.split_index} alone")
     if entry.split == "random":   # split by dataset.train_ratio and dataset.val_ratio
         if cfg.dataset.val_ratio == 0 and needs_validation(cfg):
             raise ConfigError("dataset.val_ratio=0 leaves no validation nodes, and the nugget (and a GNN's epoch) is chosen on them; use a positive dataset.val_ratio, or fit=mll")

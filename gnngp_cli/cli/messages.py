@@ -21,8 +21,9 @@ from typing import Iterable, Optional, Sequence
 
 from ..errors import ConfigError
 
-GROUP_KEYS = ("dataset", "model", "kernel", "gnn", "experiment", "fit", "compute", "likelihood", "protocol", "conformal", "active")
-ONE_OPTION_GROUPS = (*GROUP_KEYS, "learning_curve", "hparams_search", "logger")   # each takes one option's name, never a list or mapping
+GROUP_KEYS = ("dataset", "model", "kernel", "gnn", "experiment", "fit", "compute", "likelihood", "protocol", "conformal", "active",
+              "learning_curve")
+ONE_OPTION_GROUPS = (*GROUP_KEYS, "hparams_search", "logger")   # each takes one option's name, never a list or mapping
 
 
 def closest(word: str, choices: Iterable[str]) -> Optional[str]:
@@ -58,6 +59,7 @@ def group_options(key: str) -> list[str]:
         "protocol": list(PROTOCOLS),
         "conformal": list(CONFORMAL),
         "active": ["none", *STRATEGIES],
+        "learning_curve": [*sorted(p.stem for p in (config_dir() / "learning_curve").glob("*.yaml")), "null"],   # optional: a typo was skipped
     }[key]
 
 
@@ -74,7 +76,8 @@ def _sweep_values(value: str) -> list[str]:
 
 def check_group_choices(overrides: Sequence[str]) -> None:
     """Raise a one-line :class:`ConfigError` for an unknown ``dataset=``, ``kernel=``,
-    ``gnn=``, ``model=``, ``experiment=``, ``fit=``, ``compute=``, ``likelihood=``, ``protocol=`` or ``conformal=`` value (every
+    ``gnn=``, ``model=``, ``experiment=``, ``fit=``, ``compute=``, ``likelihood=``, ``protocol=``, ``conformal=``, ``active=`` or
+    ``learning_curve=`` value (every
     value of a sweep), naming the closest valid one; a list or mapping given to a group (``compute=[0]``) is refused too."""
     folders = user_config_folders(overrides)
     for override in overrides:

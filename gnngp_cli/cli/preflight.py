@@ -126,7 +126,8 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
-SEARCH_NOT = ("dataset", "dataset.split_index", "splits", "runs")   # and any *seed: what a search must not choose on validation
+SEARCH_NOT = ("dataset", "dataset.split_index", "dataset.train_ratio", "dataset.val_ratio", "splits", "runs")   # and any *seed: what a
+# search must not choose on validation (a ratio too: each trial would be judged on a validation set of its own)
 
 
 def search_problem(config: DictConfig, task: DictConfig) -> str:
@@ -155,6 +156,9 @@ def search_problem(config: DictConfig, task: DictConfig) -> str:
             one = value.split(",")[0] if "(" not in value else "<one value>"
             return (f"{key}={value} in a search would be searched like a setting, and the best trial's {key} chosen on validation "
                     f"(a result that says nothing of the others); run one search per value ({key}={one} ...)")
+    if task.dataset.get("hide_val"):
+        return ("a search maximises each trial's validation metric, and dataset.hide_val=true hides the validation labels (every trial "
+                "would run, then have none); drop hparams_search=, or dataset.hide_val")
     active = task.get("active")
     if active is not None and str(active.get("name", "none")) != "none":
         return (f"a search maximises each trial's validation metric, and active={active.name} has none (its labels are bought, "

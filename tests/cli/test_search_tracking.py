@@ -392,13 +392,16 @@ def test_a_logger_records_only_the_rows_of_its_job_and_a_resumed_done_job_not_ag
     ("seed=0,1,2", "seed=0,1,2 in a search would be searched like a setting, and the best trial's seed chosen on validation"),
     ("+hydra.sweeper.params.seed='choice(0,1)'", "seed=choice(0,1) in a search would be searched like a setting"),   # (a trial: searched)
     ("seed=choice(0,1)", "seed=choice(0,1) in a search would be searched like a setting"),   # (its fix was cut at the comma)
+    # an adversary's: each trial judged on a validation set of its own, exit 0; every trial run, then "every trial failed"
+    ("dataset.val_ratio=interval(0.05,0.5)", "dataset.val_ratio=interval(0.05,0.5) in a search would be searched like a setting"),
+    ("fit=mll dataset.hide_val=true", "a search maximises each trial's validation metric, and dataset.hide_val=true hides the validation labels"),
 ])
 def test_a_search_that_cannot_run_is_one_line_before_any_trial(setting, message, tmp_path, data_overrides):
     """A trial: n_trials=0 said every trial failed (none ran), n_jobs=0 was a ZeroDivisionError's
     traceback from the sweeper, max_failure_rate=2 an AssertionError, and a search of an active
     run ran every trial, then said every one failed (no validation metric)."""
     search_extra()
-    out, _ = run_sweep(tmp_path, data_overrides, "hparams_search=optuna", "kernel=gcngp_x", setting)
+    out, _ = run_sweep(tmp_path, data_overrides, "hparams_search=optuna", "kernel=gcngp_x", *setting.split(" "))
     assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith(f"gnngp: error: {message}"), out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "sweep").exists()
     assert "choice" not in setting or "run one search per value (seed=<one value> ...)" in out.stderr

@@ -368,6 +368,8 @@ def test_two_class_custom_dataset_defaults_to_roc_auc_and_can_be_overridden(tmp_
     (["dataset=tolokers", "kernel=gprgp", "kernel.coefficients=[]"], "gnngp: error: kernel.coefficients: the filter coefficient list [] is empty"),
     (["dataset=tolokers", "kernel=composed", "kernel.first=[input,{poly:[]}]"], "gnngp: error: kernel block {poly: ...}: the filter coefficient list [] is empty"),
     (["dataset=csbm", "splits=all"], "gnngp: error: splits=all needs a dataset with numbered fixed splits"),
+    (["dataset=chameleon_filtered", "splits=all", "dataset.split_index=3"],   # an adversary's: all 10 ran, the rows saying split_index=3
+     "gnngp: error: splits=all runs every split of chameleon_filtered, and dataset.split_index=3 names one"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, message):
     mirror = tmp_path / "mirror"
