@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..results.rowfile import NotAResultsFile, read_rows
-from .settings import annotate
+from .settings import annotate, overrides
 
 KEY = ["dataset", "stand_in", "n_nodes", "method", "layers", "landmark_fraction", "seed", "split_index", "split", "settings", "group"]
 # (split: the split's own words, "random 0.1/0.1, seed 2": runs on other split seeds are runs, not copies of one)
@@ -82,6 +82,7 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     rows["layers"] = pd.to_numeric(rows["layers"], errors="coerce").fillna(2)
     rows["landmark_fraction"] = pd.to_numeric(rows["landmark_fraction"], errors="coerce")
     rows["seed"] = pd.to_numeric(rows["seed"], errors="coerce").fillna(-1)
+    rows["split_index"] = pd.to_numeric(rows["split_index"], errors="coerce").fillna(rows.apply(_split_index, axis=1))
     rows = annotate(rows.drop(columns=["settings"]))
     rows = rows.sort_values("timestamp", na_position="first", kind="stable")
     ok = rows[rows["status"] == "ok"]
@@ -89,6 +90,15 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     ok = ok.drop_duplicates(subset=KEY, keep="last")
     errors = rows[rows["status"] != "ok"].drop_duplicates(subset=["dataset", "method", "layers", "group"], keep="last")
     return pd.concat([ok, errors], ignore_index=True).drop(columns="_file")
+
+
+def _split_index(row: pd.Series) -> float:
+    """The split a row without a ``split_index`` (a run of one split; only ``splits=all`` writes
+    the column) ran on: its ``dataset.split_index`` override, else 0, the default: so that it is
+    one key with the same split of a ``splits=all`` run (which it was counted beside, twice)."""
+    typed = overrides(row) or {}
+    value = pd.to_numeric(typed.get("dataset.split_index", 0), errors="coerce")
+    return 0.0 if pd.isna(value) else float(value)
 
 
 def _warn_of_copies_that_differ(ok: pd.DataFrame) -> None:

@@ -703,3 +703,16 @@ def test_runs_of_a_dataset_config_of_ones_own_are_neither_dropped_nor_averaged_w
     runs = pd.read_csv(tmp_path / "r" / "runs.csv")
     assert sorted(runs["test_mean"]) == [0.808, 0.828] and runs["runs"].tolist() == [1, 1]
     assert "dataset=cora_std" in (tmp_path / "r" / "runs.csv").read_text()
+
+
+def test_a_one_split_run_beside_a_splits_all_run_is_not_counted_twice(tmp_path):
+    """An adversary's trial: chameleon_filtered's split 0 run alone beside its splits=all run read
+    11 runs (split 0 twice: only splits=all writes split_index); dataset.split_index=9 alone, 12."""
+    every = [row("chameleon_filtered", "GCNGP", 0.4 + i / 100, split=f"platonov {i}", split_index=i, split_count=3, experiment="",
+                 overrides=json.dumps(["dataset=chameleon_filtered", "model=gcngp", "splits=all"])) for i in range(3)]
+    alone = [row("chameleon_filtered", "GCNGP", 0.4 + i / 100, split=f"platonov {i}", experiment="", stamp="2026-02-01T00:00:00",
+                 overrides=json.dumps(["dataset=chameleon_filtered", "model=gcngp", *([f"dataset.split_index={i}"] if i else [])]))
+             for i in (0, 2)]
+    write_report([results(tmp_path, every), results(tmp_path, alone, name="alone")], tmp_path / "r")
+    runs = pd.read_csv(tmp_path / "r" / "runs.csv")
+    assert runs["runs"].tolist() == [3] and runs["test_mean"].tolist() == pytest.approx([0.41])
