@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
@@ -214,22 +215,27 @@ def console_table(summary: pd.DataFrame) -> str:
     return table.to_string(index=False)
 
 
-def best_trial(sweep_dir: Path, swept: dict[str, str]) -> Optional[str]:
+def best_trial(sweep_dir: Path, swept: dict[str, str], since: Optional[float] = None) -> Optional[str]:
     """The best trial of a search (Hydra's Optuna sweeper writes ``optimization_results.yaml``):
-    its parameters as the user spells them, its value, and the jobs that ran them; ``None`` for a plain sweep."""
+    its parameters as the user spells them, its value, and the jobs that ran them; ``None`` for a
+    plain sweep, a search of no parameter, and a file older than ``since`` (this sweep's start: an
+    earlier search's in the same folder, whose best trial is no job of this sweep)."""
     from omegaconf import OmegaConf
 
     from ..compose import shown_override
 
     path = sweep_dir / "optimization_results.yaml"
-    if not path.is_file():
+    try:
+        if not path.is_file() or (since is not None and path.stat().st_mtime < since):
+            return None
+    except OSError:
         return None
     try:
         found = OmegaConf.to_container(OmegaConf.load(path))
     except Exception:  # noqa: BLE001 - a summary never fails on the sweeper's file
         return None
     params = found.get("best_params") if isinstance(found, dict) else None
-    if not isinstance(params, dict):
+    if not isinstance(params, dict) or not params:
         return None
     shown = [shown_override(f"{k}={v}") for k, v in params.items()]
     jobs = [job for job, values in swept.items() if set(shown) <= set(values.split())]
@@ -251,6 +257,8 @@ class SweepSummary(Callback):
         global RUNNING
         sweep_dir = Path(config.hydra.sweep.dir)
         self._before = {job.name: _stamp(job) for job in job_folders(sweep_dir)} if sweep_dir.is_dir() else {}
+        self._searching = not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper")
+        self._started = time.time() - 1.0   # (a file system's coarse mtime)
         RUNNING = (self, config)
 
     def on_multirun_end(self, config: DictConfig, stopped: bool = False, **kwargs: Any) -> None:
@@ -292,7 +300,8 @@ class SweepSummary(Callback):
         failed = int((summary["status"] != "ok").sum()) if len(summary) else 0
         log.info("sweep summary (%d row%s, %d failed): %s\n%s", len(summary), "" if len(summary) == 1 else "s", failed, path,
                  console_table(summary) if len(summary) else "")
-        best = best_trial(sweep_dir, {str(row["job"]): str(row.get("swept") or "") for row in rows})
+        best = best_trial(sweep_dir, {str(row["job"]): str(row.get("swept") or "") for row in rows}, getattr(self, "_started", None)) \
+            if getattr(self, "_searching", True) else None
         if best:
             log.info("search summary: %s", best)
         global LAST_SWEEP

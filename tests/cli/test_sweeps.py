@@ -128,6 +128,10 @@ def test_a_sweep_summary_of_any_jobs_names_their_values(tmp_path):
     (tmp_path / "optimization_results.yaml").write_text("name: optuna\nbest_params:\n  model: gcngp_x\n  dataset: citeseer\nbest_value: 0.8\n")
     assert best_trial(tmp_path, {str(r["job"]): r["swept"] for r in rows}) == \
         "best trial: kernel=gcngp_x dataset=citeseer (validation metric 0.8000; job 1)"
+    import time   # an adversary's: a plain sweep (or a later search) into the folder named an earlier search's best trial as its own
+    assert best_trial(tmp_path, {str(r["job"]): r["swept"] for r in rows}, since=time.time() + 5) is None
+    (tmp_path / "optimization_results.yaml").write_text("name: optuna\nbest_params: {}\nbest_value: 0.8\n")
+    assert best_trial(tmp_path, {}) is None   # a search of no parameter: no 'best trial:  (...)' line
 
 
 def test_an_active_sweeps_console_summary_names_the_strategy_and_labels_of_each_row():
