@@ -30,9 +30,31 @@ def known_deviations() -> pd.DataFrame:
 RESULT_FILES = ("results.csv", "summary.csv")
 
 
+def _in_tracking_store(path: Path, folder: Path) -> bool:
+    """Whether ``path`` lies in an MLflow store below ``folder`` (a folder named ``mlruns``, or one
+    holding ``mlflow.db``, as ``logger=mlflow`` keeps its copies of each job's rows): a copy, not a
+    run of its own, which would come back after its job folder is deleted."""
+    for above in path.parents:
+        if above == folder or folder not in above.parents:
+            return False
+        if above.name == "mlruns" or (above / "mlflow.db").is_file():
+            return True
+    return False
+
+
 def result_files(folders: Iterable[Path]) -> list[Path]:
-    """The results.csv and summary.csv files below ``folders``, sorted per folder."""
-    return [path for folder in folders for path in sorted(Path(folder).rglob("*.csv")) if path.name in RESULT_FILES]
+    """The results.csv and summary.csv files below ``folders``, sorted per folder; the copies an
+    MLflow store below a folder keeps are left out, with a note (a store's folder given itself is read)."""
+    found = []
+    for folder in folders:
+        folder = Path(folder)
+        paths = [path for path in sorted(folder.rglob("*.csv")) if path.name in RESULT_FILES]
+        copies = [path for path in paths if _in_tracking_store(path, folder)]
+        if copies:
+            print(f"gnngp: note: left out {len(copies)} cop{'y' if len(copies) == 1 else 'ies'} of results in an MLflow store under {folder} "
+                  f"(first: {copies[0]}); the job folders' own rows are read (give the store's folder to read its copies)", file=sys.stderr)
+        found += [path for path in paths if path not in copies]
+    return found
 
 
 def read_results(folders: Iterable[Path]) -> pd.DataFrame:

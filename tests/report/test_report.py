@@ -716,3 +716,17 @@ def test_a_one_split_run_beside_a_splits_all_run_is_not_counted_twice(tmp_path):
     write_report([results(tmp_path, every), results(tmp_path, alone, name="alone")], tmp_path / "r")
     runs = pd.read_csv(tmp_path / "r" / "runs.csv")
     assert runs["runs"].tolist() == [3] and runs["test_mean"].tolist() == pytest.approx([0.41])
+
+
+def test_the_copies_an_mlflow_store_keeps_are_not_runs_of_their_own(tmp_path, capsys):
+    """An adversary's trial: a run deleted from outputs/ came back in gnngp report outputs through
+    logger=mlflow's copy of its rows under outputs/mlruns (the default store), with no note."""
+    runs = results(tmp_path, [row("cora", "GCNGP", 0.828, experiment="")], name="good")
+    copy = runs / "mlruns" / "artifacts" / "467b53bf" / "artifacts"
+    copy.mkdir(parents=True)
+    (runs / "mlruns" / "mlflow.db").write_bytes(b"")
+    pd.DataFrame([row("cora", "GCNGP", 0.5, experiment="", overrides=json.dumps(["dataset=cora", "nugget.min=5"]))]).to_csv(copy / "results.csv",
+                                                                                                                            index=False)
+    assert read_results([runs])["test"].tolist() == [0.828]
+    assert "left out 1 copy of results in an MLflow store under" in capsys.readouterr().err
+    assert sorted(read_results([runs / "mlruns"])["test"]) == [0.5]   # the store given itself: its copies are read
