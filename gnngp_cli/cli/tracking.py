@@ -429,7 +429,14 @@ class TensorBoardTracking(Tracking):
         from torch.utils.tensorboard import SummaryWriter
         from torch.utils.tensorboard.summary import hparams
 
-        writer = SummaryWriter(log_dir=str(self.save_dir / record.name))
+        folder, again = self.save_dir / record.name, 1
+        while folder.exists() and any(folder.iterdir()):   # a rerun into one job folder, or another with its name: a run of its own,
+            again += 1                                      # never two jobs' scalars in one run at the same steps
+            folder = self.save_dir / f"{record.name}-{again}"
+        if again > 1:
+            log.info("logger=tensorboard: %s holds a run already (a rerun, or another job folder of that name); this one is %s",
+                     self.save_dir / record.name, folder.name)
+        writer = SummaryWriter(log_dir=str(folder))
         try:
             for step, row in enumerate(record.rows):
                 for key, value in row.items():

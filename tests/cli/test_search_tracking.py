@@ -349,6 +349,15 @@ def test_tensorboard_holds_each_jobs_scalars_hparams_and_results(tmp_path, data_
         hparams = {k: v.string_value for k, v in start.hparams.items()}   # the job's settings, not the logger's
         assert hparams["dataset"] == "cora" and hparams["kernel"] == ["gcngp", "gcngp_x"][int(job)] and not any(k.startswith("logger") for k in hparams)
         assert "model" not in hparams and f"kernel={['gcngp', 'gcngp_x'][int(job)]}" in texts["config/text_summary"]   # as typed
+    # an adversary's: the same sweep again into its folder wrote its scalars into the first's runs ([(0, 0.4227), (0, 0.4021)])
+    again, _ = run_sweep(tmp_path, data_overrides, "kernel=gcngp,gcngp_x", "logger=tensorboard", f"logger.save_dir={logs}")
+    assert again.returncode == 0 and "holds a run already" in again.stdout + again.stderr
+    for job in ("0", "1"):
+        first, second = (EventAccumulator(str(logs / "gnngp" / day / stamp / name)) for name in (job, f"{job}-2"))
+        first.Reload()
+        second.Reload()
+        assert [e.step for e in first.Scalars("val")] == [0]   # the first sweep's run as it was; the second's a run of its own
+        assert [e.step for e in second.Scalars("val")] == [0, 1]   # (its job's results.csv: the earlier row and its own)
 
 
 def test_a_logger_records_only_the_rows_of_its_job_and_a_resumed_done_job_not_again(tmp_path, data_overrides):
