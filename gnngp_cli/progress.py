@@ -77,7 +77,7 @@ class Progress:
     def line(self) -> str:
         share = f" {self.done}/{self.total} ({100 * self.done / self.total:.0f}%)" if self.total else (f" step {self.done}" if self.done else "")
         label = f" {self.label}" if self.label else ""
-        info = "".join(f", {k} {v:.4f}" if isinstance(v, float) else f", {k} {v}" for k, v in self.info.items())
+        info = "".join(f", {k} {v:.4g}" if isinstance(v, float) and k == "loss" else f", {k} {v:.4f}" if isinstance(v, float) else f", {k} {v}" for k, v in self.info.items())
         where = f" [{' > '.join(self.where)}]" if self.where else ""
         body, elapsed = f"{share}{label}{info}{where}", f"{_clock(time.monotonic() - self._start)} elapsed"
         return f"{self.what}:{body}, {elapsed}" if body else f"{self.what}: {elapsed}"

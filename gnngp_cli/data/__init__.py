@@ -146,10 +146,14 @@ def check_graph(data: GraphData, validation: bool = True, training: bool = True)
     for key in ("train_mask", "val_mask", "test_mask"):
         if data[key].numel() != n:
             raise DatasetError(f"{where}: {key} has length {data[key].numel()}, not {n}")
+    drawn = str(getattr(data, "split", "")).startswith("random")   # a split by ratios; else masks given (files, a loader's, the API's)
     if training and int(data.train_mask.sum()) == 0:
-        raise DatasetError(f"{where}: the training set is empty; give a training mask or a positive dataset.train_ratio")
-    for key, what, fix in (("val_mask", "validation", "the nugget is chosen on it; give a validation mask or a positive dataset.val_ratio"),
-                           ("test_mask", "test", "give a test mask, or dataset.train_ratio + dataset.val_ratio below 1")):
+        raise DatasetError(f"{where}: the training set is empty; " + ("give a positive dataset.train_ratio" if drawn else
+                           "its train_mask selects no node: give a training mask with some True entry"))
+    for key, what, fix in (("val_mask", "validation", "the nugget is chosen on it; " + ("give a positive dataset.val_ratio" if drawn else
+                                                     "its val_mask selects no node: give one with some True entry")),
+                           ("test_mask", "test", "dataset.train_ratio + dataset.val_ratio must stay below 1" if drawn else
+                            "its test_mask selects no node: give one with some True entry")):
         if int(data[key].sum()) == 0 and (validation or key != "val_mask"):
             raise DatasetError(f"{where}: the {what} set is empty ({fix})")
     if training and (data.train_mask & (data.val_mask | data.test_mask)).any():

@@ -49,6 +49,12 @@ def _written_by_others(path: Path, st: os.stat_result, shared: bool) -> Optional
     world-writable, or owned by another user than this one or root (unless ``shared``)."""
     me = os.geteuid()
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):   # /dev/null: no chmod of a device is a fix (nor safe)
+            return Distrust(path, f"is writable by {_writers(st.st_mode)} and is no folder or file (a device)",
+                            "give a folder of your own instead")
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX:   # /tmp: every user's by design; chmod would break it for them
+            return Distrust(path, f"is writable by {_writers(st.st_mode)} (a shared folder, as /tmp is)",
+                            f"give a folder of your own inside it instead (mkdir -m 755 {path / 'gnngp'}); do not chmod {path}")
         return Distrust(path, f"is writable by {_writers(st.st_mode)}", f"chmod go-w {path}")
     if st.st_uid not in (me, 0) and not shared:
         return Distrust(path, f"is owned by uid {st.st_uid}, not you (uid {me})", f"chown {me} {path}, or {FIX_SHARED}")

@@ -305,7 +305,7 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
                     chosen_decay = weight_decay
                 lines.step(trial * options.epochs + epoch + 1, "epochs", loss=epoch_loss, val=current["val"])
                 if bar is not None:
-                    bar.set_postfix(loss=f"{epoch_loss:.4f}", val=f"{current['val']:.4f}")
+                    bar.set_postfix(loss=f"{epoch_loss:.4g}", val=f"{current['val']:.4f}")
                     bar.update(1)
     if bar is not None:
         bar.close()

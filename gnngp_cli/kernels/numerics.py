@@ -194,9 +194,12 @@ def nystrom_root(cross: Tensor, landmarks: Tensor, where: str) -> Tensor:
     return factor.apply(cross, is_landmark, torch.arange(landmarks.numel(), device=cross.device))
 
 
-def not_finite(where: str) -> KernelError:
-    """The error for a layer's kernel with a NaN or infinite entry (local and row-block roots)."""
-    return KernelError(f"{where}: the kernel has NaN or infinite entries; lower the sigmas or the depth, or use dtype=float64")
+def not_finite(where: str, dtype: object = None) -> KernelError:
+    """The error for a layer's kernel with a NaN or infinite entry (local and row-block roots);
+    ``dtype``: the kernel's, torch's or numpy's (float64 is not suggested to a run in it)."""
+    wider = "" if str(dtype).removeprefix("torch.") == "float64" else ", or use dtype=float64"
+    return KernelError(f"{where}: the kernel has NaN or infinite entries; lower the sigmas or the depth{wider}, or scale features of very "
+                       "large magnitude (dataset.scale=true)")
 
 
 CHECK_ROWS = 1024   # rows of a kernel block that check_kernel reads at a time
@@ -210,7 +213,7 @@ def check_kernel(k: Kernel, where: str) -> None:
         parts = ((k.root if k.root is not None else k.matrix).detach(),)  # a check, not part of a fitted objective
     for values in parts:
         if values.numel() and not all(math.isfinite(float(v)) for v in torch.aminmax(values)):  # one pass; NaN propagates; no temporaries
-            raise not_finite(where)
+            raise not_finite(where, values.dtype)
     values = parts[0]
     if k.matrix is None or not k.square or k.matrix.numel() == 0:  # a rectangular block's variances are checked by the pair evaluation
         return

@@ -38,6 +38,7 @@ def test_empty_validation_or_test_mask_from_files_is_one_line(tmp_path, empty, m
     folder = write_graph(tmp_path / "g", masks=masks)
     code, _, row, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
     assert code == 1 and len(errors) == 1 and message in errors[0]
+    assert f"its {empty}_mask selects no node" in errors[0] and "ratio" not in errors[0]   # (an adversary's: the ratios, unread, were named)
 
 
 def test_tiny_graph_whose_rounded_split_is_empty_is_one_line(tmp_path):

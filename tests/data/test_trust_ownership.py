@@ -206,3 +206,21 @@ def test_roots_and_shards_others_can_write_are_refused(tmp_path):
     os.chmod(cache, 0o775)
     with pytest.raises(DatasetError, match=f"not trusting the cached shards: {cache} is writable by its group"):
         sharded_graph(compose(["compute=dask", "kernel=gcngp_x"]), DataStore(cache, None))
+
+
+def test_a_shared_sticky_folder_or_a_device_is_distrusted_without_advice_to_chmod_it(tmp_path):
+    """An adversary's trial: compute.roots_dir=/tmp (or /dev/null) was told 'fix: chmod go-w /tmp',
+    which would break the folder for every user of the machine."""
+    from gnngp_cli.data.trust import distrust
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    found = distrust(shared / "roots")
+    assert "a shared folder, as /tmp is" in found.text() and "do not chmod" in found.text() and "chmod go-w" not in found.text()
+    device = distrust(__import__("pathlib").Path("/dev/null"))
+    assert device is not None and "no folder or file (a device)" in device.text() and "chmod" not in device.text()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    os.chmod(plain, 0o777)
+    assert distrust(plain / "x").fix == f"chmod go-w {plain}"   # a folder of one's own: chmod is the fix

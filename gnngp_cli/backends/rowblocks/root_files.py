@@ -235,7 +235,7 @@ class RootStore:
         flags = dask.compute(*[dask.delayed(_write_block, pure=True)(block, path) for block, path in zip(q.to_delayed().ravel(), paths)])
         self.paths[q.name] = str(folder)   # removed by clear() even if the check below fails
         if not all(flags):
-            raise not_finite(what)
+            raise not_finite(what, q.dtype)
         blocks = [da.from_delayed(dask.delayed(read_block, pure=True)(path), shape=(rows, *q.shape[1:]), dtype=q.dtype,
                                   name=f"read_block-{dask.base.tokenize(path)}")
                   for path, rows in zip(paths, q.chunks[0])]
