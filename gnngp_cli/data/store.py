@@ -67,9 +67,8 @@ class DataStore:
     @classmethod
     def from_config(cls, root: Optional[str], mirror: Optional[str], download: bool = True, timeout_s: float = 20.0,
                     verify: bool = True, shared_cache: bool = False) -> "DataStore":
-        mirror = mirror or os.environ.get(MIRROR_ENV) or None
-        if mirror is not None and not Path(mirror).is_dir():
-            raise DatasetError(f"data mirror {mirror} is not a directory; set data.mirror (or {MIRROR_ENV}) to a folder holding <Name>/raw/ files")
+        mirror = mirror or os.environ.get(MIRROR_ENV) or None   # checked when a file is looked for there (_obtain): a run that reads
+        # none (csbm, a dataset in the cache) runs whatever the variable says
         return cls(Path(root) if root else default_root(), Path(mirror) if mirror else None, download, timeout_s, verify, shared_cache)
 
     @classmethod
@@ -157,6 +156,9 @@ class DataStore:
         if not missing:
             return target
         if self.mirror is not None:
+            if not self.mirror.is_dir():
+                raise DatasetError(f"data mirror {self.mirror} is not a directory, and {name} needs {missing[0]} from it (not in the cache "
+                                   f"{target}); set data.mirror (or {MIRROR_ENV}) to a folder holding <Name>/raw/ files, or unset it")
             for f in list(missing):
                 src = self.mirror / name / f
                 if src.is_file():

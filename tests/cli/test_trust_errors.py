@@ -205,3 +205,16 @@ def test_an_output_folder_where_nothing_can_be_made_is_one_line():
     assert out.returncode == 1 and "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert len(errors) == 1 and "the output folder /proc/gnngp-out cannot be created: /proc is not writable" in errors[0]
+
+
+def test_a_mirror_that_is_not_a_folder_stops_only_a_run_that_needs_a_file_from_it(tmp_path):
+    """An adversary's trial: GNNGP_DATA_MIRROR=/nonexistent stopped the default csbm run (no files
+    needed) and a Cora run whose files were all in the cache."""
+    from helpers import in_process
+
+    env = {"GNNGP_DATA_MIRROR": str(tmp_path / "no-such-mirror"), "GNNGP_DATA_ROOT": str(tmp_path / "cache")}
+    done = in_process("run", "dataset.num_nodes=300", "progress=false", f"hydra.run.dir={tmp_path / 'a'}", env=env)
+    assert done.returncode == 0, done.stderr
+    needs = in_process("run", "dataset=cora", "data.download=false", f"hydra.run.dir={tmp_path / 'b'}", env=env)
+    errors = [line for line in needs.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert needs.returncode == 1 and len(errors) == 1 and f"data mirror {tmp_path / 'no-such-mirror'} is not a directory, and " in errors[0]
