@@ -215,6 +215,30 @@ def console_table(summary: pd.DataFrame) -> str:
     return table.to_string(index=False)
 
 
+def _cut_short(job: Path, rows: list[dict]) -> list[dict]:
+    """An error row for a job a stop cut short after some of its runs (or splits) finished: its
+    ``ok`` rows alone read as a whole job (a splits=all job with 1 of its 10 splits, "ok"); none
+    for a job with every run, or none."""
+    from omegaconf import OmegaConf
+
+    done = {(str(r.get("run", "")), str(r.get("split_index", ""))) for r in rows if r.get("status") == "ok"}
+    if not done:
+        return []
+    try:
+        planned = int(OmegaConf.load(job / ".hydra" / "config.yaml").get("runs", 1) or 1)
+    except Exception:  # noqa: BLE001 - a summary never fails on a job's config file
+        return []
+    splits = max((int(float(r["split_count"])) for r in rows if str(r.get("split_count", "")).strip() not in ("", "nan")), default=1)
+    expected = planned * splits
+    if len(done) >= expected:
+        return []
+    what = "runs" if splits == 1 else "runs and splits" if planned > 1 else "splits"
+    ok = next(r for r in rows if r.get("status") == "ok")
+    return [{"job": job.name, "swept": ok.get("swept", ""), "dataset": ok.get("dataset", ""), "method": ok.get("method", ""), "status": "error",
+             "overrides": ok.get("overrides", ""),
+             "error": f"stopped after {len(done)} of its {expected} {what}; its rows are kept, and resume=true runs the rest"}]
+
+
 def best_trial(sweep_dir: Path, swept: dict[str, str], since: Optional[float] = None) -> Optional[str]:
     """The best trial of a search (Hydra's Optuna sweeper writes ``optimization_results.yaml``):
     its parameters as the user spells them, its value, and the jobs that ran them; ``None`` for a
@@ -294,6 +318,7 @@ class SweepSummary(Callback):
         if stopped:   # a job the stop reached before its first run finished: said so, not "did not finish"
             rows = [{**row, "error": "stopped before a run of it finished; resume=true runs it"}
                     if row.get("status") == "error" and str(row.get("error", "")).startswith("no results (") else row for row in rows]
+            rows += [row for job in ours for row in _cut_short(job, [r for r in rows if r.get("job") == job.name])]
         path = sweep_dir / "summary.csv"
         atomic_write(path, lambda f: f.write(to_text(header, rows)))   # a reader never sees half a summary
         summary = to_frame(header, rows)

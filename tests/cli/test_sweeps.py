@@ -268,3 +268,17 @@ def test_a_job_that_wrote_no_row_is_named_by_its_dataset_and_method_in_the_summa
     _, rows = collect(tmp_path)
     assert (rows[0]["dataset"], rows[0]["method"], rows[0]["status"]) == ("pubmed", "GCNGP-X", "error")
     assert "dataset" not in rows[1] and rows[1]["status"] == "error"
+
+
+def test_a_job_a_stop_cut_short_after_some_splits_is_an_error_row_beside_its_kept_rows(tmp_path):
+    """An adversary's trial: a splits=all sweep stopped after 1 of minesweeper's 10 splits wrote a
+    summary of one 'ok' row (0 failed), and gnngp report read it as the job's result."""
+    from gnngp_cli.cli.sweep import _cut_short
+
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text("runs: 2\n")
+    rows = [{"job": "0", "status": "ok", "dataset": "minesweeper", "method": "GCNGP-X", "run": 0, "split_index": 0, "split_count": 10}]
+    [cut] = _cut_short(tmp_path, rows)
+    assert cut["status"] == "error" and cut["error"] == "stopped after 1 of its 20 runs and splits; its rows are kept, and resume=true runs the rest"
+    whole = [{**rows[0], "run": r, "split_index": s} for r in range(2) for s in range(10)]
+    assert _cut_short(tmp_path, whole) == [] and _cut_short(tmp_path, []) == []
