@@ -5,7 +5,9 @@ Notation: ``K`` the analytic kernel; for width ``w`` and seed ``s``, ``K_ws = f 
 output covariance of one random network (``f``: its ``w`` output units), ``D_ws = K_ws - K``.
 
 - Relative error at width ``w``: ``e_w = ||mean_s D_ws||_F / ||K||_F``, with a percentile
-  bootstrap interval over the seeds.
+  bootstrap interval over the seeds, moved back by the bootstrap's bias (its median less ``e_w``:
+  a resampled mean's norm is larger by the resampling's noise) and floored at 0, so that it holds
+  ``e_w`` where the error is near the noise (the plain percentiles could lie wholly above it).
 - Noise: ``sigma_w = sqrt(sum_s ||D_ws - mean_s D_ws||_F^2 / (S (S - 1))) / ||K||_F``, the
   error expected from Monte-Carlo noise alone with ``S`` networks of width ``w``.
 - Slope: the least-squares slope of ``log e_w`` against ``log w`` with a bootstrap interval.
@@ -194,7 +196,9 @@ def summarise(deviations: dict[int, Tensor], kernel: Tensor, bootstrap: int, lev
         boot = _bootstrap_errors(d, norm, bootstrap, generator)
         boot_errors.append(boot)
         low, high = torch.quantile(boot, torch.tensor([lo_q, hi_q], dtype=boot.dtype)).tolist()
-        rows.append(WidthSummary(w, s, error, low, high, float(spread.sqrt()) / norm))
+        shift = float(boot.median()) - error   # a resampled mean's norm is biased up by the resampling's own noise (by about
+        low, high = max(low - shift, 0.0), max(high - shift, 0.0)   # the noise where the error is near it): the percentiles moved
+        rows.append(WidthSummary(w, s, error, low, high, float(spread.sqrt()) / norm))   # back by that bias, so they hold the estimate
     w_tensor = torch.tensor(widths, dtype=torch.float64)
     errors = torch.tensor([r.relative_error for r in rows], dtype=torch.float64)
     slope = float(_slope(w_tensor, errors)) if len(widths) > 1 else math.nan
