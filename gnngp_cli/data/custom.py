@@ -330,7 +330,8 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
             data[f"{key}_mask"] = mask
         data.split = f"random {train_ratio}/{val_ratio}, seed {seed}"
     data.task, data.num_classes = task, num_classes
-    if task == "classification":   # a class the training nodes lack is never predicted: its val/test nodes are all errors
+    if task == "classification" and bool(data.train_mask.any()):   # a class the training nodes lack is never predicted: its val/test
+        # nodes are all errors (no training node at all: the job's one line says so, not a warning naming every class first)
         untrained = untrained_classes(y, data.train_mask, data.val_mask | data.test_mask)
         if untrained:
             notes.append(untrained_note([label_text(classes[c]) for c in untrained], f" of {label_path}"))

@@ -218,3 +218,14 @@ def test_a_mirror_that_is_not_a_folder_stops_only_a_run_that_needs_a_file_from_i
     needs = in_process("run", "dataset=cora", "data.download=false", f"hydra.run.dir={tmp_path / 'b'}", env=env)
     errors = [line for line in needs.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert needs.returncode == 1 and len(errors) == 1 and f"data mirror {tmp_path / 'no-such-mirror'} is not a directory, and " in errors[0]
+
+
+def test_an_empty_training_mask_is_its_one_line_without_a_warning_naming_every_class_first(tmp_path):
+    """A newcomer's trial: an all-False train_mask.npy printed 'classes 0, 1, 2 ... have validation
+    or test nodes but no training node' just before the error that the training set is empty."""
+    masks = split_masks(60)
+    masks["train_mask"][:] = False
+    folder = write_graph(tmp_path / "g", labels=__import__("numpy").arange(60) % 3, masks=masks)
+    code, stderr, _, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 1 and len(errors) == 1 and "the training set is empty; its train_mask selects no node" in errors[0]
+    assert "no training node" not in stderr
