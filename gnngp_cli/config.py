@@ -328,6 +328,10 @@ def resolvable(cfg: Any) -> None:
         written = _written_with(cfg, "${" + absent.group(1) + "}") if absent else None
         if written is not None:   # the key whose value names the absent one (seed=${foo}), not the first key to read it (protocol.seed=${seed})
             where = f"{written[0]}={written[1]}: "
+        unset = re.search(r"Environment variable '([^']+)' not found", str(err))
+        if unset:   # ${oc.env:NAME}: the variable, not a key of the config, is what is missing
+            raise ConfigError(f"{where}the environment variable {unset.group(1)} is not set, and ${{oc.env:{unset.group(1)}}} reads it; set it "
+                              f"(export {unset.group(1)}=...), give a default (${{oc.env:{unset.group(1)},<default>}}), or give the value itself") from None
         raise ConfigError(f"{where}{str(err.msg if hasattr(err, 'msg') else err).splitlines()[0]}; an interpolation ${{...}} must name a key "
                           "of the config (gnngp run --cfg job shows them); or give the value itself") from None
     _typed_interpolations(copy.deepcopy(cfg))

@@ -275,7 +275,9 @@ def size_text(num_bytes: float) -> str:
     """``9.6 GiB``, ``4.1 MiB``, ``1.0 KiB``: sizes a reader can compare."""
     if num_bytes >= 2**30:
         return f"{num_bytes / 2**30:.1f} GiB"
-    return f"{num_bytes / 2**20:.1f} MiB" if num_bytes >= 2**20 else f"{num_bytes / 2**10:.1f} KiB"
+    if num_bytes >= 2**20:
+        return f"{num_bytes / 2**20:.1f} MiB"
+    return f"{num_bytes / 2**10:.1f} KiB" if num_bytes >= 2**10 or num_bytes <= 0 else f"{num_bytes:.3g} bytes"   # max_memory_gb=1e-9: not "0.0 KiB"
 
 
 def rowblock_estimate(

@@ -143,6 +143,8 @@ def test_verify_prints_error_by_width(tmp_path):
                                                           "without spaces, verify.widths=[16,32,64], or quote it: 'verify.widths=[16, 32, 64]'"),
         (["kernel.alpha=0.2"], "gnngp: error: unknown key kernel.alpha; did you mean kernel=gcn2gp (its kernel.alpha) or likelihood.alpha"),
         (["gnn=gcn", "gnn.alpha=0.1"], "gnngp: error: unknown key gnn.alpha; did you mean gnn=gcn2 (its gnn.alpha) or gnn=gprgnn"),
+        (["device=${oc.env:GNNGP_NO_SUCH_VARIABLE}"], "gnngp: error: device: the environment variable GNNGP_NO_SUCH_VARIABLE is not set"),
+        (["max_memory_gb=1e-9"], "gnngp: error: generating csbm (3,000 nodes) needs about 3.2 MiB, and the limit is 1.07 bytes"),   # was 0.0 KiB
         (["learning_curve=ntkk"], "gnngp: error: learning_curve=ntkk is not an option; did you mean learning_curve=ntk?"),   # was skipped (optional)
         (["hydra/launcher=jobib"], "gnngp: error: hydra/launcher=jobib is not an option; did you mean hydra/launcher=joblib? valid: basic, joblib,"),
         # a newcomer's trial (a helper, fresh clone): each was Hydra's grammar error or advice that did not fit
