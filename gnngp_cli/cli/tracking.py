@@ -246,6 +246,11 @@ def _experiment_name(experiment: Any, kind: str, folder: bool) -> None:
     if folder and (Path(name).name != name or name in (".", "..")):
         raise TrackingError(f"logger.experiment={name} is a folder of logger.save_dir, so one name without '/' or '..' "
                             "(e.g. logger.experiment=cora_search)")
+    most = 255 if folder else 500   # a folder name's bytes (TensorBoard); MLflow's experiment name (its 'name' limit)
+    size = len(name.encode()) if folder else len(name)
+    if size > most:   # MLflow said "'NoneType' object has no attribute 'experiment_id'", TensorBoard blamed logger.save_dir
+        raise TrackingError(f"logger.experiment is {size:,} {'bytes' if folder else 'characters'} long ({name[:20]}...); "
+                            f"{'a folder name' if folder else 'an MLflow experiment name'} holds at most {most}: give a shorter one")
 
 
 def _folder(path: str, key: str) -> Path:

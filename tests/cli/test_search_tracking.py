@@ -431,6 +431,8 @@ def test_a_search_space_the_shell_unquoted_names_the_quoting(tmp_path, data_over
     ("tensorboard", "../../escape", "logger.experiment=../../escape is a folder of logger.save_dir, so one name without '/' or '..'"),
     ("tensorboard", "", "logger.experiment is empty; give logger=tensorboard an experiment name"),
     ("mlflow", "", "logger.experiment is empty; give logger=mlflow an experiment name"),
+    ("mlflow", "b" * 600, "logger.experiment is 600 characters long (bbbbbbbbbbbbbbbbbbbb...); an MLflow experiment name holds at most 500"),
+    ("tensorboard", "b" * 300, "logger.experiment is 300 bytes long (bbbbbbbbbbbbbbbbbbbb...); a folder name holds at most 255"),
 ])
 def test_an_experiment_name_that_is_no_name_is_one_line(logger, value, message, tmp_path):
     """A trial: logger.experiment=../../escape wrote outside logger.save_dir; an empty one was
