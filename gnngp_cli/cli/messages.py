@@ -296,7 +296,7 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
         key, _, value = typed.partition("=")
         listed = "" if key in ONE_OPTION_GROUPS or "/" in key else f"; a key that takes a list takes it in brackets ({key}=[{value}])"
         return f"{typed} lists several values: a sweep of them needs -m (gnngp run -m {typed} ...){listed}"
-    lexer = re.match(r"LexerNoViableAltException: (\S+?)=(\S*)", text)
+    lexer = re.match(r"LexerNoViableAltException: (\S+?)=(.*?)(?:\s+\^ See https?://\S+ for details.*)?$", text, re.S)   # the whole value
     if lexer is not None:   # a character Hydra's grammar takes only in quotes (non-ASCII, some punctuation)
         key, value = lexer.groups()
         return (f"{key}={value} has a character an override takes only in quotes: write {key}='{value}' "

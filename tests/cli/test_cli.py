@@ -145,6 +145,8 @@ def test_verify_prints_error_by_width(tmp_path):
         (["gnn=gcn", "gnn.alpha=0.1"], "gnngp: error: unknown key gnn.alpha; did you mean gnn=gcn2 (its gnn.alpha) or gnn=gprgnn"),
         (["device=${oc.env:GNNGP_NO_SUCH_VARIABLE}"], "gnngp: error: device: the environment variable GNNGP_NO_SUCH_VARIABLE is not set"),
         (["max_memory_gb=1e-9"], "gnngp: error: generating csbm (3,000 nodes) needs about 3.2 MiB, and the limit is 1.07 bytes"),   # was 0.0 KiB
+        (["logger.experiment=\u00e9xp \u2603"], "gnngp: error: logger.experiment=\u00e9xp \u2603 has a character an override takes only in quotes: "
+                                                 "write logger.experiment='\u00e9xp \u2603'"),   # an adversary's: the advice dropped ' \u2603'
         (["learning_curve=ntkk"], "gnngp: error: learning_curve=ntkk is not an option; did you mean learning_curve=ntk?"),   # was skipped (optional)
         (["hydra/launcher=jobib"], "gnngp: error: hydra/launcher=jobib is not an option; did you mean hydra/launcher=joblib? valid: basic, joblib,"),
         # a newcomer's trial (a helper, fresh clone): each was Hydra's grammar error or advice that did not fit
