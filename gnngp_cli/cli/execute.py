@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Collection, Optional, Sequence
+from typing import Any, Callable, Collection, Iterator, Optional, Sequence
 
 import torch
 from omegaconf import DictConfig
@@ -118,7 +119,8 @@ def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_run: Optional[OnRu
     count = resume.split_count if resume is not None else None
     rows: list[dict] = []
     if len(skip(first)) < planned or (every and count is None):
-        rows, count = run_once(spec, graph, on_run, skip(first))
+        with _naming_split(first if every else None, count):
+            rows, count = run_once(spec, graph, on_run, skip(first))
     if not every:
         return rows
     if count is None:
@@ -126,8 +128,25 @@ def run_job(cfg: Any, graph: Optional[LoadedGraph] = None, on_run: Optional[OnRu
     for index in range(count):
         if index != first and len(skip(index)) < planned:
             split_spec = revised(spec, dataset=revised(spec.dataset, split_index=index))
-            rows += run_once(split_spec, None, on_run, skip(index))[0]
+            with _naming_split(index, count):
+                rows += run_once(split_spec, None, on_run, skip(index))[0]
     return rows
+
+
+@contextmanager
+def _naming_split(index: Optional[int], count: Optional[int]) -> Iterator[None]:
+    """A ``splits=all`` job's error names the split it stopped at (the splits before it kept,
+    ``resume=true`` reruns from it): 'the validation set is empty' said no more."""
+    try:
+        yield
+    except GnngpError as err:
+        if index is None or str(err).startswith("split "):
+            raise
+        try:
+            named = type(err)(f"split {index}{f' of {count}' if count else ''}: {err}")
+        except Exception:  # noqa: BLE001 - an error type of other arguments: raised as it is
+            raise err from None
+        raise named from None
 
 
 def read_overrides(cfg: DictConfig, overrides: Sequence[str]) -> list[str]:

@@ -499,3 +499,18 @@ def test_a_class_id_past_the_datasets_classes_or_complex_features_are_refused(tm
     np.savez(tmp_path / "m2" / "tolokers" / "raw" / "tolokers.npz", **arrays)
     with pytest.raises(DatasetError, match=r"node_features must be a real N x d array, got shape \(40, 6\) \(complex64\)"):
         load_heterophily("tolokers", DataStore(tmp_path / "c2", tmp_path / "m2", download=False, verify=False), 0)
+
+
+def test_a_split_that_cannot_run_is_named_in_a_splits_all_jobs_error(tmp_path):
+    """An adversary's trial: a suite file whose split 2 has an empty validation mask stopped
+    splits=all with 'the validation set is empty', naming no split (splits 0 and 1 kept)."""
+    mirror = tmp_path / "mirror"
+    arrays = write_suite_file(mirror, "roman_empire", classes=3)
+    arrays["val_masks"][2] = False
+    np.savez(mirror / "roman_empire" / "raw" / "roman_empire.npz", **arrays)
+    out = in_process("run", "dataset=roman_empire", "kernel=gcngp", "splits=all", f"data.mirror={mirror}", f"data.root={tmp_path / 'cache'}",
+                     "data.download=false", "data.verify=false", f"hydra.run.dir={tmp_path / 'out'}")
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert out.returncode == 1 and len(errors) == 1 and errors[0].startswith("gnngp: error: split 2 of 10: dataset 'roman_empire': the validation set is empty")
+    rows = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert rows["status"].tolist() == ["ok", "ok", "error"]
