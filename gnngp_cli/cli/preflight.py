@@ -151,7 +151,13 @@ def search_problem(config: DictConfig, task: DictConfig) -> str:
                 "resume=true continues a stopped search")
     searched = [(str(k), str(v)) for k, v in (sweeper.get("params") or {}).items()]   # the search space, the preset's and the user's
     given = [str(o).lstrip("+~").partition("=")[::2] for o in config.hydra.overrides.task]   # a comma list is a choice Optuna searches too
+    typed = {k for k, _ in given} | {k.removeprefix("hydra.sweeper.params.") for k, _ in given}
+    preset = next((v for k, v in given if k == "experiment"), None)
     for key, value in [*searched, *((k, v) for k, v in given if "," in v and not v.strip().startswith(("[", "{", "'", '"')))]:
+        if (key in SEARCH_NOT or key.endswith("seed")) and preset and key not in typed:   # the preset's own sweep, not the user's
+            return (f"experiment={preset} sweeps {key}={value}, which a search would choose on validation like a setting; a preset "
+                    f"runs with -m alone (gnngp run -m experiment={preset}); a search is its own command (hparams_search=optuna and "
+                    "the settings to search)")
         if key in SEARCH_NOT or key.endswith("seed"):
             one = value.split(",")[0] if "(" not in value else "<one value>"
             return (f"{key}={value} in a search would be searched like a setting, and the best trial's {key} chosen on validation "

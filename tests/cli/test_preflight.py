@@ -40,3 +40,13 @@ def test_a_search_is_refused_for_an_option_it_does_not_choose_and_an_empty_sweep
     assert not (tmp_path / "search").exists()   # not 20 trials, each an error row
     out = in_process("run", "-m", "kernel.limit=glob(zzz*)", f"hydra.sweep.dir={tmp_path / 'empty'}")
     assert out.returncode == 1 and "gnngp: error: the sweep has no jobs" in out.stderr and not (tmp_path / "empty").exists()
+
+
+def test_a_search_of_a_preset_that_sweeps_a_dataset_names_the_preset_not_an_override_never_typed(tmp_path):
+    """An adversary's trial: -m experiment=learning_curve hparams_search=optuna said 'run one search
+    per value (dataset=cora ...)'; the user typed no dataset=: the preset sweeps it."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    out = in_process("run", "-m", "experiment=learning_curve", "hparams_search=optuna", f"hydra.sweep.dir={tmp_path / 's'}")
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert out.returncode == 1 and errors and errors[0].startswith("gnngp: error: experiment=learning_curve sweeps dataset=")
+    assert not (tmp_path / "s").exists()
