@@ -15,11 +15,10 @@ from omegaconf import DictConfig
 from ..backends import LocalBackend, backend_for
 from ..config import check_results_file, needs_validation, parse
 from ..errors import ConfigError, GnngpError, ResourceError
-from ..readers import active_run, unread_options
+from ..readers import active_run, planned_runs, unread_options
 from ..results.invariants import checked_rows
 from ..job.active_job import run_active
 from ..job.gnn_job import run_gnn
-from ..job.gp_job import planned_runs as gp_planned_runs
 from ..job.gp_job import run_gp
 from ..job.loading import LoadedGraph, load_graph
 from ..results.rows import console_row, console_summary, error_row
@@ -54,11 +53,6 @@ def memory_advice(cfg: Any) -> str:
     options += ["dtype=float32"] if cfg.get("dtype") == "float64" else []
     told = options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"
     return ("the kernel is low rank already: use " if cfg.method != "gnn" and cfg.kernel.low_rank else "use ") + told
-
-
-def planned_runs(cfg: Any) -> int:
-    """How many runs a job makes on each split."""
-    return int(cfg.runs) if cfg.method == "gnn" or active_run(cfg) else gp_planned_runs(cfg)   # an active run's seeds draw its labels
 
 
 class TrialFailed(GnngpError):

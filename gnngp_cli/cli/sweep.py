@@ -224,8 +224,10 @@ def _cut_short(job: Path, rows: list[dict]) -> list[dict]:
     done = {(str(r.get("run", "")), str(r.get("split_index", ""))) for r in rows if r.get("status") == "ok"}
     if not done:
         return []
-    try:
-        planned = int(OmegaConf.load(job / ".hydra" / "config.yaml").get("runs", 1) or 1)
+    from ..readers import planned_runs
+
+    try:   # the runs the job planned: a deterministic GP kernel's one run, whatever runs= says (unless repeat_deterministic)
+        planned = planned_runs(OmegaConf.load(job / ".hydra" / "config.yaml"))
     except Exception:  # noqa: BLE001 - a summary never fails on a job's config file
         return []
     splits = max((int(float(r["split_count"])) for r in rows if str(r.get("split_count", "")).strip() not in ("", "nan")), default=1)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Collection, Iterator, Optional
 import torch
 
 from ..config import parse, training_times, with_method_defaults
+from ..readers import planned_runs
 from ..conformal import Calibration
 from ..errors import ConfigError, ResourceError
 from ..kernels import KERNELS, BaseKernel
@@ -66,21 +67,10 @@ def shown(choice: dict) -> str:
     return ", ".join(f"{k}={plain(v)}" for k, v in choice.items())
 
 
-def deterministic(spec: Any) -> bool:
-    """A GP job without randomness: an exact kernel, or every training node a landmark."""
-    lm = spec.landmarks
-    return not spec.kernel.low_rank or (lm.count is None and lm.fraction == 1)
-
-
 def evaluated(candidates: int) -> int:
     """Kernel evaluations of a search over ``candidates``: each on validation, then the chosen
     one again (one alone is evaluated once)."""
     return candidates + (1 if candidates > 1 else 0)
-
-
-def planned_runs(spec: Any) -> int:
-    """How many runs a GP job makes: ``runs``, or one for a deterministic kernel unless ``repeat_deterministic``."""
-    return 1 if deterministic(spec) and not spec.repeat_deterministic else int(spec.runs)
 
 
 @dataclass

@@ -275,10 +275,17 @@ def test_a_job_a_stop_cut_short_after_some_splits_is_an_error_row_beside_its_kep
     summary of one 'ok' row (0 failed), and gnngp report read it as the job's result."""
     from gnngp_cli.cli.sweep import _cut_short
 
+    from omegaconf import OmegaConf
+
+    from gnngp_cli.api import compose
+
     (tmp_path / ".hydra").mkdir()
-    (tmp_path / ".hydra" / "config.yaml").write_text("runs: 2\n")
+    OmegaConf.save(compose(["dataset=minesweeper", "kernel=gcngp_x", "runs=2"]), tmp_path / ".hydra" / "config.yaml")
     rows = [{"job": "0", "status": "ok", "dataset": "minesweeper", "method": "GCNGP-X", "run": 0, "split_index": 0, "split_count": 10}]
     [cut] = _cut_short(tmp_path, rows)
     assert cut["status"] == "error" and cut["error"] == "stopped after 1 of its 20 runs and splits; its rows are kept, and resume=true runs the rest"
     whole = [{**rows[0], "run": r, "split_index": s} for r in range(2) for s in range(10)]
     assert _cut_short(tmp_path, whole) == [] and _cut_short(tmp_path, []) == []
+    # an adversary's: a deterministic GP job of runs=3 finished its one planned run, and was called cut short
+    OmegaConf.save(compose(["dataset=csbm", "kernel=gcngp", "runs=3", "repeat_deterministic=false"]), tmp_path / ".hydra" / "config.yaml")
+    assert _cut_short(tmp_path, [{**rows[0], "split_count": ""}]) == []
