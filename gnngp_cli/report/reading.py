@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
 import numpy as np
 import pandas as pd
@@ -30,30 +30,41 @@ def known_deviations() -> pd.DataFrame:
 RESULT_FILES = ("results.csv", "summary.csv")
 
 
-def _in_tracking_store(path: Path, folder: Path) -> bool:
-    """Whether ``path`` lies in an MLflow store below ``folder`` (a folder named ``mlruns``, or one
-    holding ``mlflow.db``, as ``logger=mlflow`` keeps its copies of each job's rows): a copy, not a
-    run of its own, which would come back after its job folder is deleted."""
-    for above in path.parents:
-        if above == folder or folder not in above.parents:
-            return False
-        if above.name == "mlruns" or (above / "mlflow.db").is_file():
-            return True
-    return False
+def _store_copy(path: Path) -> Optional[Path]:
+    """The MLflow store ``path`` is a copy of a job's rows in (``logger=mlflow`` keeps each job's
+    ``results.csv`` as ``<store>/artifacts/<run id>/artifacts/results.csv``, the store a folder
+    holding ``mlflow.db``), else ``None``."""
+    parts = path.parts
+    if len(parts) < 5 or parts[-2] != "artifacts" or parts[-4] != "artifacts":
+        return None
+    store = path.parents[3]
+    return store if (store / "mlflow.db").is_file() else None
+
+
+_TOLD_COPIES: set[tuple[str, bool]] = set()   # the (folder, read) notes said in this process (a report reads its folders twice)
 
 
 def result_files(folders: Iterable[Path]) -> list[Path]:
-    """The results.csv and summary.csv files below ``folders``, sorted per folder; the copies an
-    MLflow store below a folder keeps are left out, with a note (a store's folder given itself is read)."""
+    """The results.csv and summary.csv files below ``folders``, sorted per folder. The copies of
+    an MLflow store below a folder given are left out, with a note: the job folders' own rows are
+    the runs, and a job folder deleted would come back through its copy; a store given itself (or
+    a folder inside one) is read, with a note that its rows are such copies."""
     found = []
     for folder in folders:
         folder = Path(folder)
         paths = [path for path in sorted(folder.rglob("*.csv")) if path.name in RESULT_FILES]
-        copies = [path for path in paths if _in_tracking_store(path, folder)]
-        if copies:
-            print(f"gnngp: note: left out {len(copies)} cop{'y' if len(copies) == 1 else 'ies'} of results in an MLflow store under {folder} "
-                  f"(first: {copies[0]}); the job folders' own rows are read (give the store's folder to read its copies)", file=sys.stderr)
-        found += [path for path in paths if path not in copies]
+        copies = [path for path in paths if _store_copy(path) is not None]
+        given = [path for path in copies if folder == _store_copy(path) or _store_copy(path) in folder.parents]   # the store itself
+        left = [path for path in copies if path not in given]
+        for shown, read in ((left, False), (given, True)):
+            if shown and (str(folder), read) not in _TOLD_COPIES:
+                _TOLD_COPIES.add((str(folder), read))
+                say = (f"read {len(shown)} cop{'y' if len(shown) == 1 else 'ies'} of job results that the MLflow store {_store_copy(shown[0])} "
+                       "keeps (a job whose folder was deleted since is among them)" if read else
+                       f"left out {len(shown)} cop{'y' if len(shown) == 1 else 'ies'} of job results in the MLflow store "
+                       f"{_store_copy(shown[0])}; the job folders' own rows are read (give the store's folder to read its copies)")
+                print(f"gnngp: note: {say}", file=sys.stderr)
+        found += [path for path in paths if path not in left]
     return found
 
 

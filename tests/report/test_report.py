@@ -728,5 +728,13 @@ def test_the_copies_an_mlflow_store_keeps_are_not_runs_of_their_own(tmp_path, ca
     pd.DataFrame([row("cora", "GCNGP", 0.5, experiment="", overrides=json.dumps(["dataset=cora", "nugget.min=5"]))]).to_csv(copy / "results.csv",
                                                                                                                             index=False)
     assert read_results([runs])["test"].tolist() == [0.828]
-    assert "left out 1 copy of results in an MLflow store under" in capsys.readouterr().err
-    assert sorted(read_results([runs / "mlruns"])["test"]) == [0.5]   # the store given itself: its copies are read
+    assert "left out 1 copy of job results in the MLflow store" in capsys.readouterr().err
+    assert sorted(read_results([runs / "mlruns"])["test"]) == [0.5]   # the store given itself: its copies are read, and said to be
+    assert "read 1 copy of job results that the MLflow store" in capsys.readouterr().err
+    # the adversary's trial of the fix: a store whose folder holds the job folders too (logger.tracking_uri=outputs) left out
+    # the jobs' own rows; a folder merely named mlruns was taken for a store
+    (runs / "mlruns" / "job1").mkdir()
+    pd.DataFrame([row("citeseer", "GCNGP", 0.7, experiment="")]).to_csv(runs / "mlruns" / "job1" / "results.csv", index=False)
+    (runs / "plain" / "mlruns" / "job2").mkdir(parents=True)
+    pd.DataFrame([row("pubmed", "GCNGP", 0.79, experiment="")]).to_csv(runs / "plain" / "mlruns" / "job2" / "results.csv", index=False)
+    assert sorted(read_results([runs])["test"]) == [0.7, 0.79, 0.828]
