@@ -364,3 +364,17 @@ def test_partition_on_a_full_disk_is_one_line_and_leaves_no_shards_a_run_reads(t
     assert out.stderr.startswith(f"gnngp: error: writing the shards to {tmp_path / 'shards'} failed (the disk is full: 1433000 requested and "
                                  f"610272 written: {calls[-1]}); the blocks written so far are no shards"), out.stderr
     assert not (tmp_path / "shards" / "meta.json").exists()
+
+
+def test_a_dataset_config_of_ones_own_with_a_shipped_options_name_is_refused(tmp_path):
+    """An adversary's trial: a searchpath's dataset/csbm_1e3.yaml (scaled, centred) ran in place
+    of gnngp's csbm_1e3, and gnngp report read its run and the option's as one (a row dropped)."""
+    (tmp_path / "conf" / "dataset").mkdir(parents=True)
+    (tmp_path / "conf" / "dataset" / "csbm_1e3.yaml").write_text("defaults:\n  - csbm\n  - _self_\nnum_nodes: 1000\nscale: true\n")
+    out = in_process("run", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "dataset=csbm_1e3", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1 and out.stderr.startswith(f"gnngp: error: dataset=csbm_1e3: your {tmp_path / 'conf' / 'dataset' / 'csbm_1e3.yaml'} "
+                                                         "has the name of gnngp's own dataset option csbm_1e3")
+    (tmp_path / "conf" / "dataset" / "csbm_1e3.yaml").rename(tmp_path / "conf" / "dataset" / "csbm_mine.yaml")
+    out = in_process("run", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "dataset=csbm_mine", "progress=false",
+                     f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 0, out.stderr
