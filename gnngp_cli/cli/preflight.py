@@ -126,8 +126,9 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
-SEARCH_NOT = ("dataset", "dataset.split_index", "dataset.train_ratio", "dataset.val_ratio", "splits", "runs")   # and any *seed: what a
-# search must not choose on validation (a ratio too: each trial would be judged on a validation set of its own)
+SEARCH_NOT = ("dataset", "dataset.split_index", "dataset.train_ratio", "dataset.val_ratio", "dataset.metric", "dataset.hide_val", "splits",
+              "runs")   # and any *seed: what a search must not choose on validation (a ratio, the metric or hidden labels too: each
+# trial would be judged on a validation set, or by a metric, of its own)
 
 
 def search_problem(config: DictConfig, task: DictConfig) -> str:
@@ -182,7 +183,7 @@ def launcher_problem(config: DictConfig, tasks: list[tuple[str, Any]]) -> str:
     local = [label for label, task in tasks if task.compute.backend == "dask" and task.compute.processes and not task.compute.address]
     if not local:
         return ""
-    return (f"compute=dask starts a cluster of worker processes in each job (job {local[0]}), which hydra/launcher=joblib's worker "
+    return (f"compute=dask starts a cluster of worker processes in each job ({'job ' if local[0][:1].isdigit() else ''}{local[0]}), which hydra/launcher=joblib's worker "
             "processes cannot start; run the jobs in turn (leave out hydra/launcher=joblib: each job has the cluster's workers), or set "
             "hydra.launcher.n_jobs=1, or compute.processes=false (threads), or compute.address=<a running scheduler>")
 
@@ -212,7 +213,7 @@ class Preflight(Callback):
         jobs = sweep_jobs(config)
         if jobs is None:   # a search: its values come as it goes, but the options it does not search are parsed now (an
             task = check(config, "the options a search does not choose", self.command, "allow")   # option its trials may read: each trial's warning)
-            problem = search_problem(config, task)
+            problem = search_problem(config, task) or launcher_problem(config, [("the search's trials", task)])
             if problem:
                 _refuse(problem)
             return

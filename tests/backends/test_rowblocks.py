@@ -799,3 +799,7 @@ def test_a_joblib_sweep_of_local_dask_clusters_is_refused_before_any_job(tmp_pat
     errors = [line for line in done.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert done.returncode == 1 and len(errors) == 1 and "which hydra/launcher=joblib's worker processes cannot start" in errors[0]
     assert "hydra.launcher.n_jobs=1" in errors[0] and not (tmp_path / "sweep").exists()
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")   # the adversary's trial of the fix: a search's trials were not checked
+    done = in_process("run", "-m", "hparams_search=optuna", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "kernel=gcngp_x", "compute=dask",
+                      "dataset.num_nodes=300", "compute.workers=1", "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path / 'search'}")
+    assert done.returncode == 1 and "(the search's trials), which hydra/launcher=joblib's worker processes cannot start" in done.stderr

@@ -403,6 +403,7 @@ def test_a_logger_records_only_the_rows_of_its_job_and_a_resumed_done_job_not_ag
     ("seed=choice(0,1)", "seed=choice(0,1) in a search would be searched like a setting"),   # (its fix was cut at the comma)
     # an adversary's: each trial judged on a validation set of its own, exit 0; every trial run, then "every trial failed"
     ("dataset.val_ratio=interval(0.05,0.5)", "dataset.val_ratio=interval(0.05,0.5) in a search would be searched like a setting"),
+    ("dataset.metric=choice(accuracy,roc_auc)", "dataset.metric=choice(accuracy,roc_auc) in a search would be searched like a setting"),
     ("fit=mll dataset.hide_val=true", "a search maximises each trial's validation metric, and dataset.hide_val=true hides the validation labels"),
 ])
 def test_a_search_that_cannot_run_is_one_line_before_any_trial(setting, message, tmp_path, data_overrides):
@@ -413,7 +414,8 @@ def test_a_search_that_cannot_run_is_one_line_before_any_trial(setting, message,
     out, _ = run_sweep(tmp_path, data_overrides, "hparams_search=optuna", "kernel=gcngp_x", *setting.split(" "))
     assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith(f"gnngp: error: {message}"), out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "sweep").exists()
-    assert "choice" not in setting or "run one search per value (seed=<one value> ...)" in out.stderr
+    key = setting.split("=")[0].removeprefix("+hydra.sweeper.params.")
+    assert "choice" not in setting or f"run one search per value ({key}=<one value> ...)" in out.stderr
 
 
 def test_a_search_space_the_shell_unquoted_names_the_quoting(tmp_path, data_overrides):
