@@ -570,6 +570,9 @@ def test_worker_memory_below_one_row_block_asks_for_smaller_blocks(cache):
     ("compute.memory_limit=0.5", "compute.memory_limit=0.5 reads as 0 bytes, which is no limit"),   # silently no limit
     ("compute.spill_dir=/dev/null", "compute.spill_dir=/dev/null is not a folder"),            # NotADirectoryError's traceback
     ("compute.address=garbage", "compute.address=garbage is not a scheduler address (missing port number"),   # ValueError's
+    ("compute.spill_dir=/etc/hostname/sub", "compute.spill_dir=/etc/hostname/sub lies under /etc/hostname, which is not a folder"),
+    ("compute.spill_dir=/proc/gnngp-x", "compute.spill_dir=/proc/gnngp-x cannot be made ("),
+    ("compute.address=ucx://localhost:8786", "compute.address=ucx://localhost:8786 is not a scheduler address"),   # no ucx: a TypeError
 ])
 def test_a_local_cluster_that_cannot_run_is_refused_before_a_worker_starts(tmp_path, setting, message):
     """A trial: 1KB a worker restarted every worker forever (Dask's 95% rule); 1000 worker

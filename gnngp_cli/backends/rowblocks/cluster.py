@@ -64,9 +64,17 @@ def check_local_cluster(c: Any, memory: Any) -> None:
         raise ConfigError(f"compute.memory_limit={c.memory_limit} reads as 0 bytes, which is no limit; give a size a worker may hold "   # size
                           "(e.g. 3GB), 0 for no limit, or auto (this machine's memory shared among the workers)")   # parser floors it
     if c.spill_dir:
-        spill = Path(str(c.spill_dir)).expanduser()
-        if spill.exists() and not spill.is_dir():
-            raise ConfigError(f"compute.spill_dir={c.spill_dir} is not a folder; give a folder of the workers' local disk, or leave it out "
+        spill = Path(str(c.spill_dir)).expanduser().absolute()
+        above = next((p for p in (spill, *spill.parents) if p.exists()), None)   # the nearest part that exists: Dask makes the rest
+        why = ("is not a folder" if above == spill and not spill.is_dir() else
+               f"lies under {above}, which is not a folder" if above is not None and not above.is_dir() else "")
+        if not why and not spill.exists():   # made now, as Dask would: a folder that cannot be is one line, not its traceback
+            try:
+                spill.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                why = f"cannot be made ({err.strerror or err})"
+        if why:
+            raise ConfigError(f"compute.spill_dir={c.spill_dir} {why}; give a folder of the workers' local disk, or leave it out "
                               "(Dask's temporary folder)")
     if c.processes and memory != "auto" and 0 < int(memory) < MIN_WORKER_BYTES:
         raise ConfigError(f"compute.memory_limit={c.memory_limit} is below the {MIN_WORKER_BYTES // 2**20} MiB a worker process needs "
@@ -163,7 +171,8 @@ def _client(c: Any) -> Iterator[Any]:
     if c.address:
         try:
             client = Client(c.address, timeout=f"{c.connect_timeout}s")
-        except ValueError as err:   # distributed's parser: "missing port number in address 'garbage'"
+        except (ValueError, TypeError) as err:   # distributed's parser ("missing port number in address 'garbage'"), or a protocol
+            # whose library is absent (ucx://: "Can't instantiate abstract class UCXConnector")
             raise ConfigError(f"compute.address={c.address} is not a scheduler address ({err}); give one as tcp://host:8786, or drop "
                               "compute.address to start a local cluster") from None
         except (OSError, TimeoutError) as err:
