@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 from .backends import compute_options
 from .backends.local import LocalBackend
 from .cli.messages import check_group_choices, one_line, spellings
-from .compose import compose as compose_config
+from .compose import compose as compose_config, registries
 from .config import needs_validation, parse, reads_training_set, training_times, validate
 from .data.container import GraphData
 from .data.custom import SELF_LOOPS_LEFT_OUT, untrained_note
@@ -135,7 +135,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         wrong = overrides if isinstance(overrides, str) else next(o for o in overrides if not isinstance(o, str))
         raise ConfigError(f"overrides are a list of strings key=value, as on the command line (e.g. [\"dataset=cora\", \"kernel=gcngp\"]); "
                           f"got {wrong!r}")
-    load_plugins()   # other packages' registry entries (gnngp_cli.plugins), as gnngp run loads them
+    load_plugins(registries())   # other packages' registry entries (gnngp_cli.plugins), as gnngp run loads them
     overrides = list(overrides)
     for override in overrides:   # the command line's words that are no override: Hydra's lexer error, otherwise
         if override.startswith("-"):
@@ -181,6 +181,7 @@ def load_dataset(name: str, **settings: Any):
     from .data.datasets import DATASETS, PRESETS
     from .schema import DatasetConfig, RunConfig, config_fields
 
+    load_plugins(registries())   # a plugin's dataset and its keys, before they are checked
     named = next((k for k in settings if k.replace("__", ".") in ("dataset", "dataset.name", "name")), None)
     if named is not None:   # the name is load_dataset's first argument: the setting replaced it silently
         raise ConfigError(f"load_dataset takes the dataset's name once, as its first argument (load_dataset({name!r})); drop {named}={settings[named]!r}")
@@ -246,6 +247,7 @@ class NodeGP:
     ``settings``: the command line's keys (see the module docstring)."""
 
     def __init__(self, kernel: str = "gcngp", **settings: Any):
+        load_plugins(registries())   # a plugin's kernel and its keys, before they are checked
         if not isinstance(kernel, str):
             raise ConfigError(f"kernel takes a kernel's name (kernel=\"gcngp_x\"), not {type(kernel).__name__}; "
                               "give its keys apart: kernel__layers=3 or **{\"kernel.layers\": 3}")

@@ -32,6 +32,7 @@ from .gnn import GNNS
 from .kernels import KERNELS
 from .gp.likelihoods import LIKELIHOODS
 from .gp.strategies import STRATEGIES
+from .metrics import METRICS
 from .schema import CONFORMAL, FIT_METHODS, PROTOCOLS, ActiveConfig, ComputeConfig, ConformalConfig, FitConfig, LikelihoodConfig, ProtocolConfig, RunConfig
 
 
@@ -47,6 +48,11 @@ def read_yaml(path: Path) -> dict:
 
 
 _LAST_COMPUTE: dict = {}   # the compute options registered last (compose without them reuses them)
+
+
+def registries() -> dict[str, dict]:
+    """The registries a plugin adds to (gnngp_cli.plugins), by the kind of entry they hold."""
+    return {"dataset": DATASETS, "kernel": KERNELS, "GNN": GNNS, "likelihood": LIKELIHOODS, "strategy": STRATEGIES, "metric": METRICS}
 
 
 def register_configs(compute: Mapping[str, ComputeConfig]) -> None:

@@ -4,6 +4,8 @@ each, in the test alone, and runs them through ``gnngp run``, ``compute=dask``, 
 defaults, fitted parameters and wide network come from the entries."""
 import math
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pandas as pd
@@ -222,7 +224,9 @@ def test_a_registry_entry_of_an_installed_package_of_ones_own_runs_through_gnngp
     to import is one line naming it."""
     from helpers import gnngp
 
-    for name, body, module in (("good", PLUGIN, "plug_good"), ("bad", "raise RuntimeError('no such thing\\nsecond line')\n", "plug_bad")):
+    takes_cora = "from gnngp_cli.data import DATASETS, register_dataset\nregister_dataset('cora', 'Fake', None, DATASETS['cora'].config)\n"
+    for name, body, module in (("good", PLUGIN, "plug_good"), ("bad", "raise RuntimeError('no such thing\\nsecond line')\n", "plug_bad"),
+                               ("exits", "import sys\nsys.exit(0)\n", "plug_exits"), ("taker", takes_cora, "plug_taker")):
         site = tmp_path / name
         (site / module).mkdir(parents=True)
         (site / module / "__init__.py").write_text(body)
@@ -235,8 +239,17 @@ def test_a_registry_entry_of_an_installed_package_of_ones_own_runs_through_gnngp
     assert done.returncode == 0, done.stderr
     row = pd.read_csv(tmp_path / "run" / "results.csv").iloc[-1]
     assert (row["dataset"], row["n_nodes"], row["status"]) == ("plugring", 90, "ok")
+    api = subprocess.run([sys.executable, "-c", "from gnngp_cli.api import load_dataset; print(load_dataset('plugring', num_nodes=90).num_nodes)"],
+                         capture_output=True, text=True, env={**os.environ, **path("good")})
+    assert api.stdout.strip() == "90", api.stderr   # its own keys, bare (they were checked before the plugin was loaded)
     failed = gnngp("run", "dataset=cora", f"hydra.run.dir={tmp_path / 'no'}", env=path("bad"))
     assert failed.returncode == 1 and failed.stderr.strip().splitlines() == [
         "gnngp: error: the gnngp plugin 'mine' (plug_bad, from plug_bad) failed to import (RuntimeError: no such thing); fix it, or "
         "uninstall it: pip uninstall plug_bad"]
     assert not (tmp_path / "no").exists()
+    # an adversary's trial of it: a plugin that exits made gnngp run exit 0 with nothing done; one that registered 'cora' ran an
+    # 80-node ring as Cora, silently
+    exits = gnngp("run", f"hydra.run.dir={tmp_path / 'no'}", env=path("exits"))
+    assert exits.returncode == 1 and "the gnngp plugin 'mine' (plug_exits, from plug_exits) failed to import (SystemExit" in exits.stderr
+    taker = gnngp("run", "dataset=cora", f"hydra.run.dir={tmp_path / 'no'}", env=path("taker"))
+    assert taker.returncode == 1 and "registers the dataset 'cora', which is registered already" in taker.stderr

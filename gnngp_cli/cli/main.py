@@ -465,11 +465,12 @@ def _main(argv: list[str] | None) -> None:
         return
     command, rest = argv[0], argv[1:]
     if command in ("run", "partition", "verify", "report"):   # other packages' registry entries, before any config is composed
+        from ..compose import registries
         from ..errors import GnngpError
         from ..plugins import load_plugins
 
         try:
-            load_plugins()
+            load_plugins(registries())
         except GnngpError as err:
             print(f"gnngp: error: {err}", file=sys.stderr)
             raise SystemExit(1) from None
