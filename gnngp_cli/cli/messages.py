@@ -59,7 +59,7 @@ def group_options(key: str) -> list[str]:
         "protocol": list(PROTOCOLS),
         "conformal": list(CONFORMAL),
         "active": ["none", *STRATEGIES],
-        "learning_curve": [*sorted(p.stem for p in (config_dir() / "learning_curve").glob("*.yaml")), "null"],   # optional: a typo was skipped
+        "learning_curve": sorted(p.stem for p in (config_dir() / "learning_curve").glob("*.yaml")),   # optional: a typo was skipped
     }[key]
 
 
@@ -97,6 +97,9 @@ def check_group_choices(overrides: Sequence[str]) -> None:
                 raise ConfigError(f"dataset={choice}: your {shadow} has the name of gnngp's own dataset option {choice}, which Hydra "
                                   f"then reads in its place; rename your file (e.g. {choice}_mine.yaml), so that its runs are told "
                                   "apart from the option's (gnngp report names a config of your own by its name)")
+            if key == "learning_curve" and choice in ("null", "none") and choice not in valid:   # Hydra: "must be a string or a list"
+                raise ConfigError(f"learning_curve={choice}: a run without a learning curve leaves learning_curve out (an optional group); "
+                                  f"its options: {', '.join(valid)}")
             if choice not in valid:
                 other = {"kernel": "gnn", "gnn": "kernel"}.get(key)
                 if other is not None and choice in group_options(other):   # gnn=gcngp: a kernel's name, given as a GNN's

@@ -159,6 +159,9 @@ class GradientDescent:
                                    f"inference.learning_rate={self.lr:g} is above 2 / the tangent kernel's largest eigenvalue per node; lower it")
 
 
+FLOAT32_SQUARE = math.sqrt(torch.finfo(torch.float32).max)   # a feature above it overflows float32 once multiplied by one of its size
+
+
 def train_gnn(options: Any, data, device: torch.device, seed: int, progress: bool, watch_factory,
               descent: Optional[GradientDescent] = None, last_epoch: bool = False) -> GNNResult:
     """Train one model (seed ``seed``) and report train/val/test at the best validation epoch;
@@ -174,6 +177,10 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
     model = network(options, data.num_features, out_dim).to(device)
     graph = Graph.build(data.edge_index, data.num_nodes, model.normalised_graph)
     x, y = data.x.float(), data.y
+    largest = float(x.abs().max()) if x.numel() else 0.0
+    if largest > FLOAT32_SQUARE:   # a float32 network's products of such features overflow: training diverges (an "ok" row at chance, or NaN)
+        raise DatasetError(f"the features reach {largest:.3g}, and the {entry.label} network computes in float32, where their products "
+                           f"overflow (above {FLOAT32_SQUARE:.2g}); scale them (dataset.scale=true, or divide them in your files)")
     # the whole graph's layers read one cached sparse operator where the model's layers take one (gnn.propagation=sparse)
     fast = options.propagation == "sparse" and getattr(model, "reads_operator", False)
     adjacency, adjacency_weight = (graph.operator(x.dtype), None) if fast else (graph.edge_index, graph.edge_weight)

@@ -147,7 +147,8 @@ def test_verify_prints_error_by_width(tmp_path):
         (["max_memory_gb=1e-9"], "gnngp: error: generating csbm (3,000 nodes) needs about 3.2 MiB, and the limit is 1.07 bytes"),   # was 0.0 KiB
         (["logger.experiment=\u00e9xp \u2603"], "gnngp: error: logger.experiment=\u00e9xp \u2603 has a character an override takes only in quotes: "
                                                  "write logger.experiment='\u00e9xp \u2603'"),   # an adversary's: the advice dropped ' \u2603'
-        (["learning_curve=ntkk"], "gnngp: error: learning_curve=ntkk is not an option; did you mean learning_curve=ntk?"),   # was skipped (optional)
+        (["learning_curve=ntkk"], "gnngp: error: learning_curve=ntkk is not an option; did you mean learning_curve=ntk?"),
+        (["learning_curve=null"], "gnngp: error: learning_curve=null: a run without a learning curve leaves learning_curve out"),   # was skipped (optional)
         (["hydra/launcher=jobib"], "gnngp: error: hydra/launcher=jobib is not an option; did you mean hydra/launcher=joblib? valid: basic, joblib,"),
         # a newcomer's trial (a helper, fresh clone): each was Hydra's grammar error or advice that did not fit
         (["dataset=custom", "dataset.path=~/graph"], "gnngp: error: dataset.path=~/graph: the shell expands ~ only at the start of a word, "

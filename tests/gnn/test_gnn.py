@@ -370,5 +370,9 @@ def test_a_gnn_whose_outputs_overflow_is_one_error_line_not_a_traceback(tmp_path
     folder = write_graph(tmp_path / "g", n=200, labels=np.arange(200) % 3, features=np.full((200, 8), 3e38, dtype=np.float32))
     code, stderr, row, errors = cli_run(tmp_path, "dataset=custom", f"dataset.path={folder}", "gnn=gcn", "gnn.epochs=20", "progress=false")
     assert code == 1 and row["status"] == "error" and len(errors) == 1
-    assert "the GCN network's outputs are NaN or infinite after training (the largest |feature| is 3e+38)" in errors[0]
+    assert "the features reach 3e+38, and the GCN network computes in float32, where their products overflow" in errors[0]
     assert "dataset.scale=true" in errors[0]
+    # the adversary's trial of the first fix (a check of the outputs): SGC, SIGN and H2GCN trained to finite outputs at chance, "ok"
+    for gnn in ("sgc", "sign", "h2gcn"):
+        code, _, row, errors = cli_run(tmp_path, "dataset=custom", f"dataset.path={folder}", f"gnn={gnn}", "gnn.epochs=5", "progress=false")
+        assert code == 1 and row["status"] == "error" and "the features reach 3e+38" in errors[0], gnn
