@@ -75,10 +75,11 @@ def _sweep_values(value: str) -> list[str]:
 
 
 def check_group_choices(overrides: Sequence[str]) -> None:
-    """Raise a one-line :class:`ConfigError` for an unknown ``dataset=``, ``kernel=``,
-    ``gnn=``, ``model=``, ``experiment=``, ``fit=``, ``compute=``, ``likelihood=``, ``protocol=``, ``conformal=``, ``active=`` or
-    ``learning_curve=`` value (every
-    value of a sweep), naming the closest valid one; a list or mapping given to a group (``compute=[0]``) is refused too."""
+    """Raise a one-line :class:`ConfigError` for an unknown ``dataset=``, ``kernel=``, ``gnn=``,
+    ``model=``, ``experiment=``, ``fit=``, ``compute=``, ``likelihood=``, ``protocol=``,
+    ``conformal=``, ``active=`` or ``learning_curve=`` value (every value of a sweep), naming the
+    closest valid one; a list or mapping given to a group (``compute=[0]``) is refused too, and a
+    dataset config of the user's own with a shipped option's name."""
     folders = user_config_folders(overrides)
     for override in overrides:
         key, sep, value = override.partition("=")

@@ -221,11 +221,11 @@ def _cut_short(job: Path, rows: list[dict]) -> list[dict]:
     for a job with every run, or none."""
     from omegaconf import OmegaConf
 
+    from ..readers import planned_runs
+
     done = {(str(r.get("run", "")), str(r.get("split_index", ""))) for r in rows if r.get("status") == "ok"}
     if not done:
         return []
-    from ..readers import planned_runs
-
     try:   # the runs the job planned: a deterministic GP kernel's one run, whatever runs= says (unless repeat_deterministic)
         planned = planned_runs(OmegaConf.load(job / ".hydra" / "config.yaml"))
     except Exception:  # noqa: BLE001 - a summary never fails on a job's config file

@@ -323,9 +323,8 @@ def train_gnn(options: Any, data, device: torch.device, seed: int, progress: boo
         outputs = predict()
         if not bool(torch.isfinite(outputs).all()):   # NaN probabilities downstream (a bincount's traceback, NaN metrics): one line here
             largest = float(data.x.detach().abs().max()) if data.x.numel() else 0.0
-            raise DatasetError(f"the {entry.label} network's outputs are NaN or infinite after training (the largest |feature| is "
-                               f"{largest:.3g}): features this large overflow {str(outputs.dtype).removeprefix('torch.')} in its layers; scale "
-                               "them (dataset.scale=true, or divide them in your files), or, if training diverged, lower gnn.lr")
+            raise DatasetError(f"the {entry.label} network's outputs are NaN or infinite after training, which diverged; lower gnn.lr, "
+                               f"or scale the features (the largest |feature| is {largest:.3g}: dataset.scale=true)")
         final = scores(outputs)
     if best is None:
         best, chosen_decay = (options.epochs, final), decays[-1]

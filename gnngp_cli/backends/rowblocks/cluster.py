@@ -11,8 +11,8 @@ import os
 import resource
 import signal
 import sys
-from pathlib import Path
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from ...errors import ComputeError, ConfigError
@@ -60,9 +60,10 @@ def check_local_cluster(c: Any, memory: Any) -> None:
     text = str(c.memory_limit).strip()
     if memory != "auto" and int(memory) < 0:
         raise ConfigError(f"compute.memory_limit={c.memory_limit} is negative; give a size a worker may hold (e.g. 3GB), 0 for no limit, or auto")
-    if memory != "auto" and int(memory) == 0 and text not in ("0", "0B", "0b") and text.replace(".", "", 1).isdigit():   # 0.5: Dask's
-        raise ConfigError(f"compute.memory_limit={c.memory_limit} reads as 0 bytes, which is no limit; give a size a worker may hold "   # size
-                          "(e.g. 3GB), 0 for no limit, or auto (this machine's memory shared among the workers)")   # parser floors it
+    # a fraction (0.5) is floored to 0 bytes by Dask's size parser, which is no limit at all
+    if memory != "auto" and int(memory) == 0 and text not in ("0", "0B", "0b") and text.replace(".", "", 1).isdigit():
+        raise ConfigError(f"compute.memory_limit={c.memory_limit} reads as 0 bytes, which is no limit; give a size a worker may hold "
+                          "(e.g. 3GB), 0 for no limit, or auto (this machine's memory shared among the workers)")
     if c.spill_dir:
         spill = Path(str(c.spill_dir)).expanduser().absolute()
         above = next((p for p in (spill, *spill.parents) if p.exists()), None)   # the nearest part that exists: Dask makes the rest

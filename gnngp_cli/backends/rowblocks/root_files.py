@@ -193,9 +193,11 @@ class RootStore:
             make_private_dirs(base)
             making.mkdir(mode=0o755, exist_ok=False)   # never group- or world-writable, whatever the umask (data.trust)
             (making / OWNER).touch()
-            self._held = _lock(making / OWNER, hold=True)   # held until close (or the process's end): the proof it lives; a
+            # held until close (or the process's end): the proof the run lives; where the file system has no flock, the
+            # marker says so and the process id is the word
+            self._held = _lock(making / OWNER, hold=True)
             (making / OWNER).write_text(json.dumps({"made_by": MARK, "folder": name, "host": socket.gethostname(), "pid": os.getpid(),
-                                                    "locked": self._held is not None}))   # folder without flock: the process id's word
+                                                    "locked": self._held is not None}))
             os.rename(making, self.folder)
         except OSError as err:
             self._release()
