@@ -146,6 +146,8 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
         raise ConfigError(f"landmarks.fraction={lm.fraction} must be >= 1 (each node of landmarks.pool is a landmark with probability 1/fraction)")
     _choice(lm.pool, LANDMARK_POOLS, "landmarks.pool")
     _paths(cfg)
+    if cfg.device == "" and os.environ.get("GNNGP_DEVICE") == "":   # set but empty (GNNGP_DEVICE= in a script): unset, so auto
+        cfg.device = "auto"
     if cfg.device not in DEVICES and os.environ.get("GNNGP_DEVICE") == cfg.device:   # the default from the environment: named as such
         near = SYNONYMS.get(str(cfg.device).lower())
         hint = f" (did you mean '{near}'?)" if near in DEVICES else ""

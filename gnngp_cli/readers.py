@@ -343,7 +343,7 @@ def defaults_of(cfg: DictConfig, command: str = "run") -> RunConfig:
     if command == "verify":
         defaults = RunConfig(method=cfg.method, protocol=ProtocolConfig(name=cfg.protocol.name))
     elif command == "partition":   # every group keeps the schema's, the method config.yaml's; device: as config.yaml resolves it
-        defaults = RunConfig(method=cfg.method, device=os.environ.get("GNNGP_DEVICE", "auto"))
+        defaults = RunConfig(method=cfg.method, device=os.environ.get("GNNGP_DEVICE") or "auto")
         if _gp(cfg):
             defaults.kernel = KERNELS[PARTITION_MODEL].config(name=PARTITION_MODEL, low_rank=False)
         return defaults

@@ -30,8 +30,9 @@ def row_blocks(rows: int, width: int) -> Iterator[tuple[int, int]]:
 
 
 def resolve_device(name: str) -> torch.device:
-    """The job's device: ``cuda`` without a GPU is an error, never a silent fallback."""
-    if name == "auto":
+    """The job's device: ``cuda`` without a GPU is an error, never a silent fallback (``""``:
+    ``GNNGP_DEVICE`` set but empty, read as unset: auto)."""
+    if name == "auto" or (name == "" and os.environ.get("GNNGP_DEVICE") == ""):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
         source = " (from GNNGP_DEVICE)" if os.environ.get("GNNGP_DEVICE") == "cuda" else ""

@@ -568,6 +568,7 @@ def test_worker_memory_below_one_row_block_asks_for_smaller_blocks(cache):
     ("compute.workers=1000", "compute.workers=1000 starts 1000 worker processes on this machine's"),
     ("compute.memory_limit=-1GB", "compute.memory_limit=-1GB is negative; give a size"),       # an adversary's: 24 tracebacks
     ("compute.memory_limit=0.5", "compute.memory_limit=0.5 reads as 0 bytes, which is no limit"),   # silently no limit
+    ("compute.memory_limit=0.4B", "compute.memory_limit=0.4B reads as 0 bytes, which is no limit"),   # (the adversary's trial of the fix)
     ("compute.spill_dir=/dev/null", "compute.spill_dir=/dev/null is not a folder"),            # NotADirectoryError's traceback
     ("compute.address=garbage", "compute.address=garbage is not a scheduler address (missing port number"),   # ValueError's
     ("compute.spill_dir=/etc/hostname/sub", "compute.spill_dir=/etc/hostname/sub lies under /etc/hostname, which is not a folder"),

@@ -59,6 +59,12 @@ def test_gnngp_device_sets_the_default_and_the_command_line_wins(monkeypatch):
         validate(compose([]))
     monkeypatch.delenv("GNNGP_DEVICE")
     assert compose([]).device == "auto"
+    monkeypatch.setenv("GNNGP_DEVICE", "")   # an adversary's: set but empty (GNNGP_DEVICE= in a script) was an error, not unset
+    cfg = compose([])
+    validate(cfg)
+    from gnngp_cli.runtime import resolve_device
+
+    assert cfg.device == "auto" and resolve_device("") == resolve_device("auto")
 
 
 def test_start_job_on_the_cpu_changes_nothing():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import resource
 import signal
 import sys
@@ -60,8 +61,9 @@ def check_local_cluster(c: Any, memory: Any) -> None:
     text = str(c.memory_limit).strip()
     if memory != "auto" and int(memory) < 0:
         raise ConfigError(f"compute.memory_limit={c.memory_limit} is negative; give a size a worker may hold (e.g. 3GB), 0 for no limit, or auto")
-    # a fraction (0.5) is floored to 0 bytes by Dask's size parser, which is no limit at all
-    if memory != "auto" and int(memory) == 0 and text not in ("0", "0B", "0b") and text.replace(".", "", 1).isdigit():
+    # a size below a byte (0.5, 0.4B) is floored to 0 bytes by Dask's size parser, which is no limit at all
+    number = re.match(r"\s*(\d*\.?\d+(?:e[+-]?\d+)?)", text, re.I)
+    if memory != "auto" and int(memory) == 0 and number is not None and float(number.group(1)) > 0:
         raise ConfigError(f"compute.memory_limit={c.memory_limit} reads as 0 bytes, which is no limit; give a size a worker may hold "
                           "(e.g. 3GB), 0 for no limit, or auto (this machine's memory shared among the workers)")
     if c.spill_dir:
