@@ -376,3 +376,19 @@ def test_a_gnn_whose_outputs_overflow_is_one_error_line_not_a_traceback(tmp_path
     for gnn in ("sgc", "sign", "h2gcn"):
         code, _, row, errors = cli_run(tmp_path, "dataset=custom", f"dataset.path={folder}", f"gnn={gnn}", "gnn.epochs=5", "progress=false")
         assert code == 1 and row["status"] == "error" and "the features reach 3e+38" in errors[0], gnn
+
+
+def test_a_gnn_whose_outputs_are_nan_after_training_is_one_error_line(tmp_path, monkeypatch):
+    """The check behind the features' one (training that diverged within the allowed gnn.lr):
+    NaN outputs made the reliability bins raise bincount's RuntimeError, a traceback and no row."""
+    import math
+
+    from gnngp_cli.gnn import GNNS
+    from helpers import run as cli_run
+
+    model = GNNS["gcn"].model
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda self, *a, **k: forward(self, *a, **k) * (1.0 if self.training else math.nan))
+    code, _, row, errors = cli_run(tmp_path, "dataset.num_nodes=300", "gnn=gcn", "gnn.epochs=3", "progress=false")
+    assert code == 1 and row["status"] == "error" and len(errors) == 1
+    assert "the GCN network's outputs are NaN or infinite after training, which diverged; lower gnn.lr" in errors[0]
