@@ -70,20 +70,6 @@ def active_run(cfg: Any) -> bool:
     return cfg.get("active") is not None and cfg.active.name != "none"
 
 
-def deterministic(spec: Any) -> bool:
-    """A GP job without randomness: an exact kernel, or every training node a landmark."""
-    lm = spec.landmarks
-    return not spec.kernel.low_rank or (lm.count is None and lm.fraction == 1)
-
-
-def planned_runs(cfg: Any) -> int:
-    """How many runs a job makes on each split: ``runs``, but one for a deterministic GP kernel
-    unless ``repeat_deterministic`` (a GNN's and an active run's seeds draw their weights and labels)."""
-    if cfg.method == "gnn" or active_run(cfg):
-        return int(cfg.runs)
-    return 1 if deterministic(cfg) and not cfg.repeat_deterministic else int(cfg.runs)
-
-
 def _retrains(cfg: Any) -> bool:   # a strategy that trains the GCN at each step (active=age)
     strategy = STRATEGIES.get(cfg.active.name)
     return strategy is not None and strategy.retrains

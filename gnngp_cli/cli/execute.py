@@ -15,11 +15,11 @@ from omegaconf import DictConfig
 from ..backends import LocalBackend, backend_for
 from ..config import check_results_file, needs_validation, parse
 from ..errors import ConfigError, GnngpError, ResourceError
-from ..readers import active_run, planned_runs, unread_options
+from ..readers import active_run, unread_options
 from ..results.invariants import checked_rows
 from ..job.active_job import run_active
 from ..job.gnn_job import run_gnn
-from ..job.gp_job import run_gp
+from ..job.gp_job import planned_runs, run_gp
 from ..job.loading import LoadedGraph, load_graph
 from ..results.rows import console_row, console_summary, error_row
 from ..results.writing import ResultsNotWritten, append_rows, read_only, summary_line

@@ -91,8 +91,9 @@ def check_group_choices(overrides: Sequence[str]) -> None:
             continue
         valid = [*group_options(key), *sorted({p.stem for folder in folders for p in (folder / key).glob("*.yaml")})]
         for choice in _sweep_values(value):
-            shadow = next((folder / key / f"{choice}.yaml" for folder in folders if (folder / key / f"{choice}.yaml").is_file()), None)
-            if key == "dataset" and shadow is not None and choice in group_options(key):
+            shadow = next((folder / key / f"{choice}.yaml" for folder in folders if (folder / key / f"{choice}.yaml").is_file()), None) \
+                if key == "dataset" and choice in group_options(key) else None
+            if shadow is not None:
                 # Hydra reads the user's file in the option's place, and the rows record the name alone: the report could not
                 # tell the two apart (it names a config of the user's own by its name)
                 raise ConfigError(f"dataset={choice}: your {shadow} has the name of gnngp's own dataset option {choice}, which Hydra "

@@ -183,7 +183,7 @@ def launcher_problem(config: DictConfig, tasks: list[tuple[str, Any]]) -> str:
     local = [label for label, task in tasks if task.compute.backend == "dask" and task.compute.processes and not task.compute.address]
     if not local:
         return ""
-    return (f"compute=dask starts a cluster of worker processes in each job ({'job ' if local[0][:1].isdigit() else ''}{local[0]}), which hydra/launcher=joblib's worker "
+    return (f"compute=dask starts a cluster of worker processes in each job ({local[0]}), which hydra/launcher=joblib's worker "
             "processes cannot start; run the jobs in turn (leave out hydra/launcher=joblib: each job has the cluster's workers), or set "
             "hydra.launcher.n_jobs=1, or compute.processes=false (threads), or compute.address=<a running scheduler>")
 
@@ -230,6 +230,6 @@ class Preflight(Callback):
                 raise JobDoesNotCompose(err, label) from None           # before it, then failed)
             tasks.append((label, check(composed, label, self.command, "allow")))
         unread_in_sweep(tasks, self.command)
-        problem = launcher_problem(config, tasks)
+        problem = launcher_problem(config, [(f"job {label}", task) for label, task in tasks])
         if problem:
             _refuse(problem)

@@ -221,7 +221,7 @@ def _cut_short(job: Path, rows: list[dict]) -> list[dict]:
     for a job with every run, or none."""
     from omegaconf import OmegaConf
 
-    from ..readers import planned_runs
+    from ..job.gp_job import planned_runs
 
     done = {(str(r.get("run", "")), str(r.get("split_index", ""))) for r in rows if r.get("status") == "ok"}
     if not done:
@@ -278,6 +278,7 @@ class SweepSummary(Callback):
     def __init__(self, command: str = "run") -> None:
         self.command = command   # gnngp verify's jobs write verify.csv (collect_checks), gnngp run's results.csv (collect)
         self._before: Optional[dict[str, Optional[int]]] = None
+        self._searching, self._started = True, None   # on_multirun_start's: a search, and when it started (best_trial)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global RUNNING
@@ -327,8 +328,7 @@ class SweepSummary(Callback):
         failed = int((summary["status"] != "ok").sum()) if len(summary) else 0
         log.info("sweep summary (%d row%s, %d failed): %s\n%s", len(summary), "" if len(summary) == 1 else "s", failed, path,
                  console_table(summary) if len(summary) else "")
-        best = best_trial(sweep_dir, {str(row["job"]): str(row.get("swept") or "") for row in rows}, getattr(self, "_started", None)) \
-            if getattr(self, "_searching", True) else None
+        best = best_trial(sweep_dir, {str(row["job"]): str(row.get("swept") or "") for row in rows}, self._started) if self._searching else None
         if best:
             log.info("search summary: %s", best)
         global LAST_SWEEP

@@ -26,7 +26,7 @@ from typing import Any, Callable, Collection, Iterator, Optional
 import torch
 
 from ..config import parse, training_times, with_method_defaults
-from ..readers import planned_runs
+from ..readers import active_run
 from ..conformal import Calibration
 from ..errors import ConfigError, ResourceError
 from ..kernels import KERNELS, BaseKernel
@@ -65,6 +65,21 @@ def plain(value: Any) -> Any:
 
 def shown(choice: dict) -> str:
     return ", ".join(f"{k}={plain(v)}" for k, v in choice.items())
+
+
+def deterministic(spec: Any) -> bool:
+    """A GP job without randomness: an exact kernel, or every training node a landmark."""
+    lm = spec.landmarks
+    return not spec.kernel.low_rank or (lm.count is None and lm.fraction == 1)
+
+
+def planned_runs(spec: Any) -> int:
+    """How many runs a job makes on each split: ``runs``, but one for a deterministic GP kernel
+    unless ``repeat_deterministic`` (a GNN's and an active run's seeds draw their weights and
+    labels). One definition for the job, ``resume=true`` and a stopped sweep's summary."""
+    if spec.method == "gnn" or active_run(spec):
+        return int(spec.runs)
+    return 1 if deterministic(spec) and not spec.repeat_deterministic else int(spec.runs)
 
 
 def evaluated(candidates: int) -> int:

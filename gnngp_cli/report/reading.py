@@ -41,30 +41,30 @@ def _store_copy(path: Path) -> Optional[Path]:
     return store if (store / "mlflow.db").is_file() else None
 
 
-_TOLD_COPIES: set[tuple[str, bool]] = set()   # the (folder, read) notes said in this process (a report reads its folders twice)
-
-
-def result_files(folders: Iterable[Path]) -> list[Path]:
+def result_files(folders: Iterable[Path], say: bool = False) -> list[Path]:
     """The results.csv and summary.csv files below ``folders``, sorted per folder. The copies of
-    an MLflow store below a folder given are left out, with a note: the job folders' own rows are
-    the runs, and a job folder deleted would come back through its copy; a store given itself (or
-    a folder inside one) is read, with a note that its rows are such copies."""
+    an MLflow store below a folder given are left out: the job folders' own rows are the runs, and
+    a job folder deleted would come back through its copy; a store given itself (or a folder inside
+    one) is read. ``say``: a note of each, once per folder (the report's read; not its recount)."""
     found = []
     for folder in folders:
         folder = Path(folder)
-        paths = [path for path in sorted(folder.rglob("*.csv")) if path.name in RESULT_FILES]
-        copies = [path for path in paths if _store_copy(path) is not None]
-        given = [path for path in copies if folder == _store_copy(path) or _store_copy(path) in folder.parents]   # the store itself
-        left = [path for path in copies if path not in given]
-        for shown, read in ((left, False), (given, True)):
-            if shown and (str(folder), read) not in _TOLD_COPIES:
-                _TOLD_COPIES.add((str(folder), read))
-                say = (f"read {len(shown)} cop{'y' if len(shown) == 1 else 'ies'} of job results that the MLflow store {_store_copy(shown[0])} "
-                       "keeps (a job whose folder was deleted since is among them)" if read else
-                       f"left out {len(shown)} cop{'y' if len(shown) == 1 else 'ies'} of job results in the MLflow store "
-                       f"{_store_copy(shown[0])}; the job folders' own rows are read (give the store's folder to read its copies)")
-                print(f"gnngp: note: {say}", file=sys.stderr)
-        found += [path for path in paths if path not in left]
+        stores: dict[bool, list[Path]] = {False: [], True: []}   # read or not -> the store of each copy
+        for path in sorted(folder.rglob("*.csv")):
+            if path.name not in RESULT_FILES:
+                continue
+            store = _store_copy(path)
+            read = store is None or store == folder or store in folder.parents
+            if store is not None:
+                stores[read].append(store)
+            if read:
+                found.append(path)
+        for read, shown in stores.items():
+            if say and shown:
+                copies = f"{len(shown)} cop{'y' if len(shown) == 1 else 'ies'} of job results"
+                print("gnngp: note: " + (f"read {copies} that the MLflow store {shown[0]} keeps (a job whose folder was deleted since is among "
+                                         "them)" if read else f"left out {copies} in the MLflow store {shown[0]}; the job folders' own rows "
+                                         "are read (give the store's folder to read its copies)"), file=sys.stderr)
     return found
 
 
@@ -75,7 +75,7 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     and a file that is not a regular file (a FIFO would block) or cannot be read is skipped,
     each with a warning naming the file."""
     frames = []
-    for path in result_files(folders):
+    for path in result_files(folders, say=True):
         try:
             found = read_rows(path)
         except (OSError, NotAResultsFile) as err:
