@@ -78,6 +78,7 @@ def cached_file(path: Path, raw_digests: Mapping[str, str], build: Callable[[], 
     that are held together as long as any of them is (one mapping serves them all, and is
     released with the last: a dataset's edge list, released once its adjacency is built, would
     keep its pages while its features live)."""
+    built = what.split(" from ", 1)[0]   # "the dataset", "the normalised adjacency", "the node order"
     distrusted = untrusted(path) if untrusted is not None else None
     if distrusted is not None:
         if not (derived and distrusted in _DISTRUSTED):
@@ -91,9 +92,9 @@ def cached_file(path: Path, raw_digests: Mapping[str, str], build: Callable[[], 
             problem = _problem(stored, raw_digests)
             if problem is None:
                 return stored["tensors"]
-            print(f"gnngp: warning: processed file {path} {problem}; rebuilding it from {source}", file=sys.stderr)
+            print(f"gnngp: warning: the cache file {path} ({built}) {problem}; rebuilding it from {source}", file=sys.stderr)
         except Exception as err:  # noqa: BLE001 - any failure means: do not trust it, rebuild
-            print(f"gnngp: warning: processed file {path} could not be loaded safely ({load_failure(err)}); "
+            print(f"gnngp: warning: the cache file {path} ({built}) could not be loaded safely ({load_failure(err)}); "
                   f"rebuilding it from {source}", file=sys.stderr)
     tensors = build()
     digests = tensor_digests(tensors)
@@ -102,7 +103,6 @@ def cached_file(path: Path, raw_digests: Mapping[str, str], build: Callable[[], 
         atomic_write(path, lambda f: torch.save(stored, f), binary=True)
     except (OSError, RuntimeError) as err:  # a read-only or full cache still serves its raw files (torch.save raises RuntimeError on a full disk)
         reason = (err.strerror or str(err)) if isinstance(err, OSError) else f"the write stopped short, likely a full disk: {str(err).splitlines()[0][:100]}"
-        built = what.split(" from ", 1)[0]   # "the dataset", "the normalised adjacency"
         print(f"gnngp: warning: could not write the processed cache {path} ({reason}); {built} is rebuilt on every run", file=sys.stderr)
     return tensors
 

@@ -52,7 +52,7 @@ def test_a_tampered_cached_adjacency_is_rebuilt(tmp_path, monkeypatch, capfd):
     capfd.readouterr()
     again = cached_adjacency(edges, 300, "sym", torch.float32, tmp_path)
     err = capfd.readouterr().err
-    assert f"processed file {path} was changed after it was written (weight no longer match" in err and "rebuilding it from the edge list" in err
+    assert f"the cache file {path} (the normalised adjacency) was changed after it was written (weight no longer match" in err and "rebuilding it from the edge list" in err
     assert built == ["sym", "sym"] and all(torch.equal(a, b) for a, b in zip(again, clean))
     assert torch.equal(torch.load(path, weights_only=True)["tensors"]["weight"], clean[2])   # the rebuilt file is the clean one
     path.write_bytes(b"not a torch file")

@@ -48,7 +48,7 @@ def test_edited_labels_in_the_processed_cache_are_refused_and_rebuilt(mirror, tm
     capfd.readouterr()
     again = load("cora", mirror, cache)
     err = capfd.readouterr().err
-    assert f"processed file {path} was changed after it was written (y no longer match" in err and "rebuilding it" in err
+    assert f"the cache file {path} (the dataset) was changed after it was written (y no longer match" in err and "rebuilding it" in err
     assert torch.equal(again.y, clean.y) and torch.equal(again.x, clean.x)
     assert torch.equal(torch.load(path, weights_only=True)["tensors"]["y"], clean.y)   # the rebuilt file is the clean one
 
