@@ -467,7 +467,15 @@ class NodeGP:
         run, backend = self._fitted(), self._backend
         ids = self._ids(nodes)
         evaluated = run.evaluated
-        features, prior = backend.prediction_rows(evaluated.kernel, ids, evaluated.arch, evaluated.ctx)
+        try:
+            features, prior = backend.prediction_rows(evaluated.kernel, ids, evaluated.arch, evaluated.ctx)
+        except ResourceError as err:   # an exact kernel evaluated again on nodes it does not hold: fewer at a time may fit
+            train = backend.train_ids()
+            try:
+                backend.check_exact_memory(evaluated.arch, evaluated.ctx, train, train)
+            except ResourceError:
+                raise err from None
+            raise ResourceError(f"{err}; or predict fewer of these {ids.numel():,} nodes at a time (predict(nodes) on parts of them)") from None
         posterior, eps = run.result.posterior, run.result.eps
         at = torch.arange(ids.numel(), device=ids.device)
         mean = posterior.mean(features, at, eps)

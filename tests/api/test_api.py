@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 
 from gnngp_cli import NodeGP, load_dataset
 from gnngp_cli.api import run
-from gnngp_cli.errors import ConfigError, DatasetError, GnngpError, NotFittedError, NotSavedError
+from gnngp_cli.errors import ConfigError, DatasetError, GnngpError, NotFittedError, NotSavedError, ResourceError
 from helpers import in_process
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
@@ -212,6 +212,14 @@ def test_a_refit_that_fails_leaves_the_earlier_fit_whole():
     with pytest.raises(GnngpError, match="max_memory_gb"):
         gp.fit(graph(n=3000), train=torch.arange(2000), val=torch.arange(2000, 2500), test=torch.arange(2500, 3000))
     assert gp.score() == before and gp.predict().mean.size(0) == 200
+
+
+def test_a_prediction_over_the_memory_limit_says_fewer_nodes_at_a_time_would_fit():
+    # the exact kernel is evaluated again on nodes it does not hold: all 3,000 at once are over the limit, a part is not
+    gp = NodeGP(max_memory_gb=0.08).fit(graph(n=3000), train=torch.arange(100), val=torch.arange(100, 150), test=torch.arange(150, 250))
+    with pytest.raises(ResourceError, match=r"max_memory_gb.*; or predict fewer of these 3,000 nodes at a time"):
+        gp.predict()
+    assert gp.predict(torch.arange(250, 500)).mean.shape == (250, 3)
 
 
 def test_float_labels_that_are_whole_numbers_warn_that_the_task_is_regression(caplog):
