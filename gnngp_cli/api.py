@@ -336,12 +336,12 @@ class NodeGP:
         if drawn in DRAWS_SPLIT and any(v is not None for v in (train, val, test)):   # the protocol's split replaced them silently
             raise ConfigError(f"fit's train=, val= and test= set the split, and protocol={drawn} draws a split of its own; give one "
                               "of them (drop the indices, or the protocol)")
-        graph = _adopt(data, train, val, test, own, config)
+        graph = _adopt(data, train, val, test, own, config, fitting=True)
         spec = parse(config)   # the job's spec, once (the graph's task written in by _adopt)
         backend = LocalBackend(spec, graph)
         with backend:
             run = next(GPJob(spec, backend).runs())
-        checked = checked_rows([run.row], validation=needs_validation(config))[0]
+        checked = checked_rows([run.row], validation=needs_validation(config), test=not getattr(graph.data, "unscored", False))[0]
         if checked["status"] != "ok":   # as gnngp run's error row: a NaN test or validation metric is no result
             raise DatasetError(checked["error"].removeprefix("ResultError: "))
         # all or nothing: a fit that fails leaves the earlier fit whole (its backend and run belong together), or none
@@ -646,7 +646,7 @@ def _edges_changed(data: Any) -> bool:
     return loaded is not None and edge_fingerprint(torch.as_tensor(data.edge_index)) != loaded
 
 
-def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: DictConfig):
+def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: DictConfig, fitting: bool = False):
     """``data`` as the job's graph: a graph of the caller's own gets gnngp's fields (masks, task,
     class count, an undirected edge list, float features), as a custom dataset would."""
     if data is None or isinstance(data, (Mapping, torch.Tensor, list, tuple, str)):   # "the graph has no x" would be untrue of a dict that has one
@@ -676,8 +676,13 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     given = {"train_mask": train, "val_mask": val, "test_mask": test}
     masks = {}
     for key, nodes in given.items():
+        if nodes is None and getattr(data, key, None) is None and fitting and (key == "test_mask" or (key == "val_mask" and not needs_validation(cfg))):
+            masks[key] = torch.zeros(n, dtype=torch.bool)   # none: no test metric (predict every node), or fit=mll's nugget, chosen without one
+            continue
         if nodes is None and getattr(data, key, None) is None:
-            raise DatasetError(f"the graph has no {key}; give data.{key} or the node indices, e.g. gp.fit(data, {key.split('_')[0]}=...)")
+            mll = ("; or NodeGP(fit=\"mll\"), whose nugget is chosen by the marginal likelihood of the training labels, with no validation set"
+                   if key == "val_mask" and fitting else "")
+            raise DatasetError(f"the graph has no {key}; give data.{key} or the node indices, e.g. gp.fit(data, {key.split('_')[0]}=...){mll}")
         ids = (_node_ids(nodes, n, key.replace("_mask", "")) if nodes is not None     # given here: named train, val, test
                else _node_ids(torch.as_tensor(data[key]).cpu(), n, key))              # the graph's own mask
         masks[key] = torch.zeros(n, dtype=torch.bool).index_fill_(0, ids, True)
@@ -723,6 +728,7 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     graph.name = str(getattr(data, "name", "") or cfg.dataset.name)
     graph.split = "given" if any(v is not None for v in given.values()) else str(getattr(data, "split", "masks"))
     graph.stand_in = ""
+    graph.unscored = not bool(masks["test_mask"].any())
     graph.warnings = [*(getattr(data, "warnings", None) or []), *read_as, *notes]   # kept in the row's warnings
     cfg.dataset.task = task
     return adopt_graph(cfg, graph)

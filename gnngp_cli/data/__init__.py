@@ -154,7 +154,7 @@ def check_graph(data: GraphData, validation: bool = True, training: bool = True)
                                                      "its val_mask selects no node: give one with some True entry")),
                            ("test_mask", "test", "dataset.train_ratio + dataset.val_ratio must stay below 1" if drawn else
                             "its test_mask selects no node: give one with some True entry")):
-        if int(data[key].sum()) == 0 and (validation or key != "val_mask"):
+        if int(data[key].sum()) == 0 and (validation or key != "val_mask") and not (key == "test_mask" and getattr(data, "unscored", False)):
             raise DatasetError(f"{where}: the {what} set is empty ({fix})")
     if training and (data.train_mask & (data.val_mask | data.test_mask)).any():
         raise DatasetError(f"{where}: training nodes overlap validation or test nodes; the masks must be disjoint")

@@ -17,12 +17,13 @@ def _finite(value) -> bool:
         return False
 
 
-def checked_rows(rows: Iterable[dict], validation: bool = True) -> list[dict]:
+def checked_rows(rows: Iterable[dict], validation: bool = True, test: bool = True) -> list[dict]:
     """``rows`` with every ``ok`` row whose validation or test metric is not finite turned into
     an error row with the reason. ``validation=False``: the job read no validation labels
     (``fit=mll``, which runs without them), so a NaN ``val`` is by design and only ``test`` is
-    checked (:func:`~gnngp_cli.config.needs_validation`)."""
-    splits = ("test", "val") if validation else ("test",)
+    checked (:func:`~gnngp_cli.config.needs_validation`); ``test=False``: the graph has no test
+    node (``NodeGP.fit`` without one, to predict), so a NaN ``test`` is by design."""
+    splits = (("test",) if test else ()) + (("val",) if validation else ())
     out = []
     for row in rows:
         if row.get("status") == "ok":

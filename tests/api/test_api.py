@@ -1,6 +1,7 @@
 """The Python API (gnngp_cli.api): NodeGP and load_dataset run the CLI's job, on the CLI's
 configs, with its errors; and on a PyG Data of one's own."""
 import json
+import math
 import re
 from pathlib import Path
 
@@ -212,6 +213,27 @@ def test_a_refit_that_fails_leaves_the_earlier_fit_whole():
     with pytest.raises(GnngpError, match="max_memory_gb"):
         gp.fit(graph(n=3000), train=torch.arange(2000), val=torch.arange(2000, 2500), test=torch.arange(2500, 3000))
     assert gp.score() == before and gp.predict().mean.size(0) == 200
+
+
+def test_a_fit_with_no_test_set_predicts_every_node_and_scores_none():
+    # to predict the nodes whose labels one does not have, a test set was required all the same
+    data = graph()
+    scored = NodeGP(dtype="float64").fit(data, **SPLIT)
+    plain = NodeGP(dtype="float64").fit(data, train=SPLIT["train"], val=SPLIT["val"])
+    assert plain.row["status"] == "ok" and math.isnan(plain.row["test"]) and plain.row["nugget"] == scored.row["nugget"]
+    torch.testing.assert_close(plain.predict().mean, scored.predict().mean)
+    with pytest.raises(DatasetError, match="no test node to score; give nodes="):
+        plain.score()
+    assert plain.score(SPLIT["test"]) == scored.score()
+
+
+def test_fit_mll_needs_no_validation_set_and_a_missing_one_names_it():
+    data = graph()
+    with pytest.raises(DatasetError, match=r"no val_mask; give data.val_mask .*; or NodeGP\(fit=\"mll\"\)"):
+        NodeGP().fit(data, train=SPLIT["train"])
+    gp = NodeGP(fit="mll").fit(data, train=SPLIT["train"])
+    assert gp.row["status"] == "ok" and math.isnan(gp.row["val"]) and gp.predict().mean.shape == (200, 3)
+    assert gp.score(SPLIT["test"]) > 0.5
 
 
 def test_a_prediction_over_the_memory_limit_says_fewer_nodes_at_a_time_would_fit():
