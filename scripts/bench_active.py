@@ -5,9 +5,11 @@ process (``active=<strategy>``), as a user runs it.
 A cell is one dataset, one strategy and one seed: ``gnngp run dataset=<d> <kernel> active=<s>
 active.budgets=<budgets> seed=<seed>``, its wall-clock seconds timed around the process (start-up,
 loading, kernel, selection), its rows (one per budget) read back from its ``results.csv``, peak
-memory included (``peak_rss_mb``). The rows are appended to ``--out`` after every cell, so a
-stopped run keeps them, and a rerun skips the cells ``--out`` holds already. A failed cell writes
-one row with ``status=error`` and the command's one-line error. ``scripts/docs_benchmarks.py``
+memory included (``peak_rss_mb``). The rows are saved to ``--out`` after every cell, so a
+stopped run keeps them, and a rerun skips the cells ``--out`` holds measured: the same command,
+every setting of it (budgets, ``--extra``) included (``scripts/benchcsv.py``). A failed cell
+writes one row with ``status=error`` and the command's one-line error; a rerun runs it again, in
+its place. ``scripts/docs_benchmarks.py``
 makes the docs page from the CSV (kind ``active``).
 
     python scripts/bench_active.py --datasets cora citeseer pubmed --seeds 0 1 2 3 4 --out scripts/results/active.csv
@@ -31,6 +33,8 @@ from pathlib import Path
 import pandas as pd
 
 from gnngp_cli.gp.strategies import STRATEGIES
+
+from benchcsv import check_writable, measured, read_rows, save_rows
 
 DATASETS = ["cora", "citeseer", "pubmed"]
 BUDGETS = [10, 20, 40, 80, 160]   # FeatProp's protocol
@@ -74,14 +78,6 @@ def cell(dataset: str, strategy: str, seed: int, budgets: list[int], model: str,
     return [{**row, **where, "wall_seconds": wall} for row in rows]
 
 
-def done(out: Path) -> set:
-    """The cells ``out`` holds already (a cell's rows are written together)."""
-    if not out.exists():
-        return set()
-    rows = pd.read_csv(out)
-    return {(r.dataset, r.strategy, int(r.seed), r.model) for r in rows.itertuples()}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=DATASETS)
@@ -90,7 +86,7 @@ def main() -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--model", choices=["gp", "gcn"], default="gp", help="active.model: gcn trains the GCN on each budget's labels too")
     parser.add_argument("--extra", nargs="*", default=[], help="more gnngp run overrides for every cell")
-    parser.add_argument("--out", default="scripts/results/active.csv")
+    parser.add_argument("--out", default="outputs/bench/active.csv", help="the CSV (scripts/results/*.csv are the committed ones)")
     parser.add_argument("--smoke", action="store_true", help="cora, random and sigma_opt, budgets [10,20], seed 0, to a temporary CSV")
     parser.add_argument("--scale", action="store_true", help="the SCALE cells (low rank on large graphs), seed 0")
     args = parser.parse_args()
@@ -99,22 +95,27 @@ def main() -> int:
         args.datasets, args.strategies, args.budgets, args.seeds = SMOKE["datasets"], SMOKE["strategies"], SMOKE["budgets"], SMOKE["seeds"]
         args.out = str(Path(tempfile.mkdtemp(prefix="bench_active_")) / "active_smoke.csv")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    have = read_rows(out, KEEP)   # another table's CSV, or a folder: refused before any work
+    check_writable(out)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    have = done(out)
     plan = ([(label, strategy, 0, budgets) for label, (_, budgets, strategies) in SCALE.items() for strategy in strategies] if args.scale else
             [(dataset, strategy, seed, args.budgets) for dataset in args.datasets for strategy in args.strategies for seed in args.seeds])
+    failed = 0
     for dataset, strategy, seed, budgets in plan:
-        if (dataset, strategy, seed, args.model) in have:
+        job = {"command": "gnngp run " + " ".join(command(dataset, strategy, seed, budgets, args.model, args.extra))}   # its settings all
+        if measured(have, job):
             continue
         rows = cell(dataset, strategy, seed, budgets, args.model, args.extra, env)
-        pd.DataFrame(rows).reindex(columns=KEEP).to_csv(out, mode="a", header=not out.exists(), index=False)
+        save_rows(out, rows, KEEP, replace=[job])
+        failed += rows[-1]["status"] != "ok"
         last = rows[-1]
         print(f"{dataset} {strategy} seed {seed}: {last['status']}, {last['wall_seconds']:.1f} s wall"
               + (f", test {last['test']:.4f} at {last['budget']} labels, {last['selection_seconds']:.2f} s selection"
                  if last["status"] == "ok" else f": {last['error']}"), file=sys.stderr, flush=True)
     print(out)
-    return 0
+    if failed:   # a CI job running the benchmark fails with its cells
+        print(f"error: {failed} cell(s) failed; their rows in {out} hold status=error and the reason", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ GCN run on it as ``gnngp run`` runs them (the same job code), once per conformal
 two rows read the same model). Each row has the test metric, ECE/NLL/Brier (the GCN's after
 temperature scaling on validation: ``gnn.uncertainty=temperature``), the conformal columns
 (coverage, set size, singleton hits: mean and std over ``conformal.splits`` calibration/test
-splits of the test nodes) and ``conformal_seconds``. Rows are appended to ``--out`` as each
-finishes; ``scripts/docs_benchmarks.py`` makes the docs page from it (kind ``conformal``).
+splits of the test nodes) and ``conformal_seconds``. Each job's rows are saved to ``--out`` as it
+finishes, in place of that job's earlier rows (a rerun is one copy: ``scripts/benchcsv.py``);
+``scripts/docs_benchmarks.py`` makes the docs page from it (kind ``conformal``).
 
     python scripts/bench_conformal.py --datasets cora citeseer pubmed chameleon_filtered tolokers --out scripts/results/conformal.csv
 """
@@ -20,13 +21,13 @@ import os
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from gnngp_cli.api import compose
 from gnngp_cli.cli.execute import run_job
 from gnngp_cli.errors import GnngpError
 from gnngp_cli.job.gnn_job import run_gnn
 from gnngp_cli.job.loading import load_graph
+
+from benchcsv import check_writable, measured, read_rows, save_rows
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon_filtered", "tolokers"]
 GPS = [("gcngp", "gaussian"), ("gcngp_x", "gaussian"), ("gcngp", "dirichlet")]
@@ -36,45 +37,45 @@ KEEP = ["status", "dataset", "protocol", "seed", "method", "kernel", "likelihood
         "inference_seconds", "total_seconds", "peak_rss_mb", "n_nodes", "error"]
 
 
-def append(out: Path, rows: list[dict]) -> None:
-    pd.DataFrame(rows).reindex(columns=KEEP).to_csv(out, mode="a", header=not out.exists(), index=False)
+def error_row(cell: dict, err: Exception) -> dict:
+    return {**cell, "status": "error", "protocol": "random_split", "error": str(err).splitlines()[0]}
 
 
-def error_row(dataset: str, seed: int, method: str, score: str, err: Exception) -> dict:
-    return {"status": "error", "dataset": dataset, "protocol": "random_split", "seed": seed, "method": method, "conformal": score,
-            "error": str(err).splitlines()[0]}
-
-
-def done(out: Path) -> set:
-    if not out.exists():
-        return set()
-    rows = pd.read_csv(out)
-    return {(r.dataset, int(r.seed)) for r in rows.itertuples() if r.method == "GCN" and r.conformal == "daps"}
-
-
-def cell(dataset: str, seed: int, scores: list[str], gps: list[tuple[str, str]], gnn: bool, out: Path, splits: int) -> None:
-    base = [f"dataset={dataset}", "protocol=random_split", f"seed={seed}", "progress=false", f"conformal.splits={splits}"]
+def cell(dataset: str, seed: int, scores: list[str], gps: list[tuple[str, str]], gnn: bool, out: Path, splits: int, skip: bool) -> None:
+    """One dataset and seed: each job's rows saved as it finishes, in place of that job's earlier
+    rows in ``out`` (``skip``: a job ``out`` holds measured already is not run)."""
+    base = [f"dataset={dataset}", "protocol=random_split", f"seed={seed}", "progress=false"]
+    where = {"dataset": dataset, "seed": seed}
+    loading = {**where, "method": "", "status": "error"}   # the cell's graph did not load: its one error row
+    jobs = [({**where, "kernel": kernel, "likelihood": likelihood, "conformal": score}, (kernel, likelihood))
+            for score in scores for kernel, likelihood in gps] + ([({**where, "method": "GCN", "conformal": score}, None) for score in scores] if gnn else [])
+    have = read_rows(out, KEEP) if skip else None
+    jobs = [(job, what) for job, what in jobs if have is None or not measured(have, job)]
+    if not jobs:
+        return
     try:
         graph = load_graph(compose([*base, "kernel=gcngp"]))
     except GnngpError as err:
-        append(out, [error_row(dataset, seed, "", "", err)])
+        save_rows(out, [error_row({**where, "method": ""}, err)], KEEP, replace=[loading])
         return
-    for score in scores:
-        for kernel, likelihood in gps:
+    for job, what in jobs:
+        score = job["conformal"]
+        conformal = [f"conformal={score}", f"conformal.splits={splits}"]
+        if what is None:   # the GCN, trained once per score with the same seed: its two rows read one model
+            uncertainty = "temperature" if graph.data.task == "classification" else "softmax"
+            try:
+                rows = run_gnn(compose([*base, "gnn=gcn", f"gnn.uncertainty={uncertainty}", *conformal]), graph)
+            except GnngpError as err:
+                rows = [error_row(job, err)]
+        else:
+            kernel, likelihood = what
             if likelihood != "gaussian" and graph.data.task != "classification":
                 continue
             try:
-                rows = run_job(compose([*base, f"kernel={kernel}", f"likelihood={likelihood}", f"conformal={score}"]), graph)
+                rows = run_job(compose([*base, f"kernel={kernel}", f"likelihood={likelihood}", *conformal]), graph)
             except GnngpError as err:
-                rows = [error_row(dataset, seed, kernel, score, err)]
-            append(out, [{**r, "seed": seed} for r in rows])
-        if gnn:
-            uncertainty = "temperature" if graph.data.task == "classification" else "softmax"
-            try:
-                rows = run_gnn(compose([*base, "gnn=gcn", f"gnn.uncertainty={uncertainty}", f"conformal={score}"]), graph)
-            except GnngpError as err:
-                rows = [error_row(dataset, seed, "gcn", score, err)]
-            append(out, [{**r, "seed": seed} for r in rows])
+                rows = [error_row(job, err)]
+        save_rows(out, [{**r, "seed": seed} for r in rows], KEEP, replace=[job, loading])
     print(f"{dataset} seed {seed}: done", file=sys.stderr, flush=True)
 
 
@@ -87,19 +88,24 @@ def main() -> None:
     parser.add_argument("--kernels", nargs="*", default=[f"{k}:{lk}" for k, lk in GPS], help="kernel:likelihood pairs")
     parser.add_argument("--splits", type=int, default=100, help="conformal.splits")
     parser.add_argument("--no-gnn", action="store_true")
-    parser.add_argument("--skip-done", action="store_true", help="skip the cells whose GCN daps row is in --out")
+    parser.add_argument("--skip-done", action="store_true", help="skip the jobs (a kernel and likelihood, or the GCN, of a dataset, seed and score) --out holds measured")
     args = parser.parse_args()
     if not os.environ.get("GNNGP_DATA_MIRROR"):
         print("note: GNNGP_DATA_MIRROR is unset; datasets must already be in the cache", file=sys.stderr)
+    if args.splits < 1:
+        parser.error(f"--splits {args.splits}: give at least 1 calibration/test split of the test nodes (conformal.splits)")
+    gps = []
+    for pair in args.kernels:
+        kernel, _, likelihood = pair.partition(":")
+        if not kernel or likelihood not in ("gaussian", "dirichlet"):
+            parser.error(f"--kernels {pair}: give kernel:likelihood pairs, the likelihood gaussian or dirichlet (e.g. gcngp:gaussian)")
+        gps.append((kernel, likelihood))
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    finished = done(out) if args.skip_done else set()
-    gps = [tuple(pair.split(":")) for pair in args.kernels]
+    read_rows(out, KEEP)   # another table's CSV, or a folder: refused before any work
+    check_writable(out)
     for dataset in args.datasets:
         for seed in args.seeds:
-            if (dataset, seed) not in finished:
-                cell(dataset, seed, args.scores, gps, not args.no_gnn, out, args.splits)
-
+            cell(dataset, seed, args.scores, gps, not args.no_gnn, out, args.splits, args.skip_done)
 
 if __name__ == "__main__":
     main()

@@ -7,8 +7,10 @@ with the dataset's ``landmark_count``), on the same loaded data. Each cell holds
 (ROC-AUC on two-class sets, accuracy otherwise, named in the table) and the method time
 (device-synchronised wall seconds: training + inference for a GNN, kernel + inference for a GP,
 data loading excluded). An absent dataset (not in the mirror) is reported as absent; a cell in
-``SKIPPED`` is not run and says why. Writes ``<out>.csv`` (one row per cell and split) and
-``<out>.md`` (the table: split 0, and the mean +- std over splits where more were run), and for
+``SKIPPED`` is not run and says why. Writes ``<out>.csv`` (one row per cell and split, saved as each
+finishes, in place of that cell's row of an earlier run, the other cells' kept:
+``scripts/benchcsv.py``) and ``<out>.md`` (the table of the whole CSV: split 0, and the mean +-
+std over splits where more were run), and for
 each dataset the target check: the best heterophily kernel (GPRGP, H2GCNGP, either twin) against
 GCN on the same split, within 0.02 and at least 10x faster.
 
@@ -29,6 +31,9 @@ from gnngp_cli.errors import DatasetUnavailable, GnngpError
 from gnngp_cli.cli.execute import run_job
 from gnngp_cli.job.loading import load_graph
 
+from benchcsv import check_writable, read_rows, save_rows
+
+KEEP = ["dataset", "split_index", "method", "kernel", "status", "metric", "test", "val", "seconds", "extra", "error"]
 GNNS = ["gcn", "sage"]
 KERNELS = ["gcngp", "gcngp_x", "sagegp", "sagegp_x", "gprgp", "gprgp_x", "h2gcngp", "h2gcngp_x"]
 HETEROPHILY_KERNELS = ["gprgp", "gprgp_x", "h2gcngp", "h2gcngp_x"]
@@ -67,39 +72,40 @@ def main() -> None:
         return
     if not os.environ.get("GNNGP_DATA_MIRROR"):
         print("note: GNNGP_DATA_MIRROR is unset; datasets must already be in the cache", file=sys.stderr)
-    rows = []
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    csv = out.with_suffix(".csv")
+    read_rows(csv, KEEP)   # another table's CSV, or a folder: refused before any work
+    check_writable(csv)
     for name in args.datasets:
         for split in args.splits:
+            where = {"dataset": name, "split_index": split}
+            absent = {**where, "status": "absent"}
             try:
                 prep = load_graph(compose([f"dataset={name}", f"dataset.split_index={split}"]))
             except DatasetUnavailable as err:
-                rows.append({"dataset": name, "split_index": split, "method": "", "status": "absent", "error": str(err)})
+                save_rows(csv, [{**where, "method": "", "status": "absent", "error": str(err)}], KEEP, replace=[absent])
                 print(f"{name}: absent", file=sys.stderr)
                 break
             for method in args.methods:
-                base = {"dataset": name, "split_index": split, "method": LABELS.get(method, method), "kernel": method}
+                base = {**where, "method": LABELS.get(method, method), "kernel": method}
+                cell = [{**where, "kernel": method}, absent]   # its rows of an earlier run are replaced, the other cells' kept
                 if (name, method) in SKIPPED:
-                    rows.append({**base, "status": "skipped", "error": SKIPPED[(name, method)]})
+                    save_rows(csv, [{**base, "status": "skipped", "error": SKIPPED[(name, method)]}], KEEP, replace=cell)
                     continue
                 try:
                     row = run_cell(name, method, split, prep)
                 except GnngpError as err:
-                    rows.append({**base, "status": "error", "error": str(err)})
+                    save_rows(csv, [{**base, "status": "error", "error": str(err)}], KEEP, replace=cell)
                     print(f"{name} split {split} {method}: error {err}", file=sys.stderr)
                     continue
-                rows.append({**base, "status": "ok", "metric": row["metric"], "test": row["test"], "val": row["val"],
-                             "seconds": row["total_seconds"], "extra": row.get("extra", "")})
+                save_rows(csv, [{**base, "status": "ok", "metric": row["metric"], "test": row["test"], "val": row["val"],
+                                 "seconds": row["total_seconds"], "extra": row.get("extra", "")}], KEEP, replace=cell)
                 print(f"{name} split {split} {LABELS.get(method, method)}: test {row['metric']} {row['test']:.4f} in {row['total_seconds']:.2f} s", file=sys.stderr)
-                pd.DataFrame(rows).to_csv(out.with_suffix(".csv"), index=False)   # after every cell: a long run keeps what it measured
-    table = pd.DataFrame(rows)
-    table.to_csv(out.with_suffix(".csv"), index=False)
+    table = read_rows(csv, KEEP)   # this run's cells and the earlier runs' others: the table of the whole CSV
     markdown = render(table, args.methods)
     out.with_suffix(".md").write_text(markdown)
     print(markdown)
-    print(f"wrote {out.with_suffix('.csv')} and {out.with_suffix('.md')}")
-
+    print(f"wrote {csv} and {out.with_suffix('.md')}")
 
 def render(table: pd.DataFrame, methods: list[str]) -> str:
     """The table: one row per dataset, one column per method; cells ``metric value (seconds)``

@@ -6,7 +6,8 @@ on the public splits, 2 layers, beside the numbers infinite-width-gnns (Cobanogl
 
 Each configuration runs twice in this process through the job code of ``gnngp run``; the second
 run's seconds are written (the first pays PyTorch's one-time start-up, the same for every
-configuration). Rows are appended to ``--out`` as each finishes; ``scripts/docs_benchmarks.py``
+configuration). Each row is saved to ``--out`` as it finishes, in place of that configuration's
+earlier row (a rerun is one copy: ``scripts/benchcsv.py``); ``scripts/docs_benchmarks.py``
 makes the docs page from it (kind ``ntk``).
 
 ``--ties FILE`` writes, for each GCNGP and GATGP cell (those set beside their numbers), its validation plateau: every
@@ -29,10 +30,10 @@ import os
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from gnngp_cli.api import NodeGP, compose, load_dataset, run
 from gnngp_cli.errors import GnngpError
+
+from benchcsv import check_writable, read_rows, save_rows
 
 DATASETS = ["cora", "citeseer", "pubmed"]
 KERNELS = ["gcngp", "gcngp_x", "gcn2gp", "gingp", "sagegp", "gatgp", "gatgp_x"]
@@ -59,6 +60,7 @@ def measure(dataset: str, kernel: str, limit: str, extra: list[str]) -> dict:
     return row
 
 
+TIES_KEEP = ["dataset", "method", "kernel", "limit", "grid", "nugget", "val", "test", "chosen", "tied", "reference_test"]
 GNN_KEEP = ["dataset", "gnn", "method", "test", "val", "layers", "train_seconds", "inference_seconds", "total_seconds", "peak_rss_mb",
             "overrides", "status", "error"]
 
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", nargs="+", default=DATASETS)
     parser.add_argument("--kernels", nargs="+", default=KERNELS)
     parser.add_argument("--extra", nargs="*", default=[], help="overrides added to every run, e.g. nugget.num=401")
-    parser.add_argument("--out", type=Path, default=Path("scripts/results/ntk.csv"))
+    parser.add_argument("--out", type=Path, default=Path("outputs/bench/ntk.csv"), help="the CSV (scripts/results/ntk.csv is the committed one)")
     parser.add_argument("--ties", type=Path, default=None, help="also write each referenced cell's validation plateau here")
     parser.add_argument("--gnns", nargs="*", default=[], help="finite networks to train beside the kernels, e.g. gcn gat")
     parser.add_argument("--gnn-out", type=Path, default=None, help="where --gnns writes its rows")
@@ -114,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     if not os.environ.get("GNNGP_DATA_MIRROR"):
         print("set GNNGP_DATA_MIRROR to the offline mirror (../shared/datasets)", file=sys.stderr)
         return 2
+    for path, columns in ((args.out, KEEP), (args.ties, TIES_KEEP), (args.gnn_out, GNN_KEEP)):
+        if path is not None:   # another table's CSV, a folder, a path that cannot be written: before any work
+            read_rows(path, columns)
+            check_writable(path)
     for dataset in args.datasets:
         for kernel in args.kernels:
             for limit in ("nngp", "ntk"):
@@ -125,12 +131,12 @@ def main(argv: list[str] | None = None) -> int:
                     row = {"status": "error", "dataset": dataset, "kernel": kernel, "limit": limit, "error": str(err).splitlines()[0],
                            "overrides": " ".join([f"kernel={kernel}", f"kernel.limit={limit}", "progress=false", *args.extra])}
                     print(f"{dataset} {kernel} {limit}: {row['error']}", flush=True)
-                frame = pd.DataFrame([row]).reindex(columns=KEEP)
-                frame.to_csv(args.out, mode="a", header=not args.out.exists(), index=False)
+                save_rows(args.out, [row], KEEP, replace=[{"dataset": dataset, "overrides": row["overrides"]}])
                 if args.ties is not None and row.get("status") == "ok" and kernel in REFERENCED:
-                    tied = pd.DataFrame(plateau(dataset, kernel, limit, args.extra))
-                    tied.to_csv(args.ties, mode="a", header=not args.ties.exists(), index=False)
-                    print(f"  {len(tied)} nuggets tie on validation; test {tied['test'].min():.4f}-{tied['test'].max():.4f}", flush=True)
+                    tied = plateau(dataset, kernel, limit, args.extra)
+                    save_rows(args.ties, tied, TIES_KEEP, replace=[{"dataset": dataset, "kernel": kernel, "limit": limit}])
+                    tests = [r["test"] for r in tied]
+                    print(f"  {len(tied)} nuggets tie on validation; test {min(tests):.4f}-{max(tests):.4f}", flush=True)
         for gnn in args.gnns:
             try:
                 row = train_gnn(dataset, gnn, args.gnn_set)
@@ -139,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"status": "error", "dataset": dataset, "gnn": gnn, "error": str(err).splitlines()[0],
                        "overrides": " ".join([f"gnn={gnn}", "progress=false", *args.gnn_set])}
                 print(f"{dataset} gnn={gnn}: {row['error']}", flush=True)
-            pd.DataFrame([row]).reindex(columns=GNN_KEEP).to_csv(args.gnn_out, mode="a", header=not args.gnn_out.exists(), index=False)
+            save_rows(args.gnn_out, [row], GNN_KEEP, replace=[{"dataset": dataset, "overrides": row["overrides"]}])
     return 0
 
 

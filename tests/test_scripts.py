@@ -1,0 +1,90 @@
+"""The benchmark scripts' CSVs (scripts/benchcsv.py): a rerun of a cell is one copy in its place,
+another table's CSV is refused in one line, a cut last line is left out, two writers take turns;
+and the scripts that keep them (a conformal cell with its own number of splits, resumed)."""
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from benchcsv import BenchCsvError, check_writable, measured, read_rows, save_rows  # noqa: E402
+
+COLUMNS = ["status", "dataset", "seed", "test", "error"]
+
+
+def test_a_cell_run_again_replaces_its_rows_in_place_and_keeps_the_others(tmp_path):
+    out = tmp_path / "b.csv"
+    for seed in (0, 1, 2):
+        save_rows(out, [{"status": "ok", "dataset": "cora", "seed": seed, "test": 0.5 + seed / 10}], COLUMNS, replace=[{"dataset": "cora", "seed": seed}])
+    save_rows(out, [{"status": "error", "dataset": "cora", "seed": 1, "error": "boom"}], COLUMNS, replace=[{"dataset": "cora", "seed": 1}])
+    save_rows(out, [{"status": "ok", "dataset": "cora", "seed": 1.0, "test": 0.9}], COLUMNS, replace=[{"dataset": "cora", "seed": 1.0}])
+    rows = read_rows(out, COLUMNS)
+    assert rows["seed"].tolist() == [0, 1, 2] and rows["test"].tolist() == [0.5, 0.9, 0.7] and rows["status"].eq("ok").all()
+    assert measured(rows, {"dataset": "cora", "seed": 1}) and not measured(rows, {"dataset": "cora", "seed": 3})
+    save_rows(out, [{"status": "error", "dataset": "cora", "seed": 3, "error": "x"}], COLUMNS, replace=[{"dataset": "cora", "seed": 3}])
+    assert not measured(read_rows(out, COLUMNS), {"dataset": "cora", "seed": 3})   # an error row is no measurement: its cell runs again
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv"]   # no temporary or lock file left beside it
+
+
+def test_another_tables_csv_a_folder_and_an_unwritable_path_are_one_line(tmp_path):
+    other = tmp_path / "other.csv"
+    other.write_text("dataset,variant,split\ncora,a,0\n")
+    with pytest.raises(BenchCsvError, match=r"holds another table's rows \(columns this script does not write: variant, split\); give this script its own --out"):
+        read_rows(other, COLUMNS)
+    with pytest.raises(BenchCsvError, match="is a folder"):
+        read_rows(tmp_path, COLUMNS)
+    older = tmp_path / "older.csv"   # an older version's CSV, without a column added since: read, the column empty
+    older.write_text("status,dataset,seed,test\nok,cora,0,0.8\n")
+    assert read_rows(older, COLUMNS)["error"].isna().all()
+    if os.geteuid() != 0:
+        locked = tmp_path / "ro"
+        locked.mkdir()
+        locked.chmod(0o500)
+        with pytest.raises(BenchCsvError, match="cannot write --out .*; give a writable path"):
+            check_writable(locked / "b.csv")
+
+
+def test_a_last_line_cut_short_is_left_out_and_its_cell_runs_again(tmp_path, capsys):
+    out = tmp_path / "b.csv"
+    out.write_text("status,dataset,seed,test,error\nok,cora,0,0.8,\nok,cora,1,0.")   # a write that stopped in its last row
+    rows = read_rows(out, COLUMNS)
+    assert rows["seed"].tolist() == [0] and "last line was cut short" in capsys.readouterr().err
+    save_rows(out, [{"status": "ok", "dataset": "cora", "seed": 1, "test": 0.7}], COLUMNS, replace=[{"dataset": "cora", "seed": 1}])
+    assert read_rows(out, COLUMNS)["test"].tolist() == [0.8, 0.7]
+
+
+def _writer(path: str, start: int) -> None:
+    for seed in range(start, start + 20):
+        save_rows(Path(path), [{"status": "ok", "dataset": "cora", "seed": seed, "test": 0.5}], COLUMNS, replace=[{"dataset": "cora", "seed": seed}])
+
+
+def test_two_writers_of_one_csv_take_turns_and_lose_no_row(tmp_path):
+    out = tmp_path / "b.csv"
+    ctx = multiprocessing.get_context("fork")
+    writers = [ctx.Process(target=_writer, args=(str(out), start)) for start in (0, 100)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(60)
+    assert sorted(read_rows(out, COLUMNS)["seed"].tolist()) == [*range(20), *range(100, 120)]
+
+
+def test_bench_conformal_runs_its_own_number_of_splits_and_a_rerun_is_one_copy(tmp_path):
+    # --splits other than the default loaded the graph with conformal.splits but no conformal=: every cell an error row, exit 0
+    out = tmp_path / "conformal.csv"
+    command = [sys.executable, str(ROOT / "scripts" / "bench_conformal.py"), "--datasets", "csbm", "--seeds", "0", "--scores", "aps",
+               "--kernels", "gcngp:gaussian", "--no-gnn", "--splits", "3", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GNNGP_DATA_MIRROR": os.environ.get("GNNGP_DATA_MIRROR", str(tmp_path))}
+    for _ in range(2):
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    rows = pd.read_csv(out)
+    assert rows["status"].tolist() == ["ok"] and 0.5 < rows["coverage"].iloc[0] <= 1
+    bad = subprocess.run([*command[:-4], "--splits", "0", "--out", str(out)], env=env, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--splits 0: give at least 1" in bad.stderr.splitlines()[-1]
