@@ -6,7 +6,20 @@
 #   usage: scripts/reproduce_ci.sh [out_dir]      (needs GNNGP_DATA_MIRROR)
 set -euo pipefail
 out="${1:-outputs/reproduce_ci}"
-rm -rf "$out"
+own=(table4_gp table4_gp_heterophily table4_rbf_heterophily table5_gp report)
+if [ -e "$out" ]; then
+  # its own folders of an earlier run are replaced; anything else is a user's, never removed (the report would read it, too)
+  [ -d "$out" ] || { echo "reproduce_ci.sh: error: $out is a file, not a folder; give a new or empty folder" >&2; exit 2; }
+  for entry in "$out"/* "$out"/.[!.]*; do
+    [ -e "$entry" ] || continue
+    name=$(basename "$entry")
+    if [[ ! " ${own[*]} " == *" $name "* ]]; then
+      echo "reproduce_ci.sh: error: $out holds $name, which this job did not write; give a new or empty folder (it removes only its own: ${own[*]})" >&2
+      exit 2
+    fi
+  done
+  for name in "${own[@]}"; do rm -rf "${out:?}/$name"; done
+fi
 mkdir -p "$out"
 common=(progress=false)
 start=$(date +%s)

@@ -70,6 +70,14 @@ def test_paper_check_fails_on_unexplained_deviation_and_lists_known_ones(tmp_pat
     assert "Cora / RBF-X" not in report.split("## Check")[1]  # exactly 0.0020 at the paper's precision passes
 
 
+def test_a_known_deviation_excuses_its_documented_value_only(tmp_path):
+    # a regression of the RBF search to 0.30 on Cora was "known deviation", 0 unexplained, exit 0
+    runs = results(tmp_path, [row("cora", "RBF", 0.30), row("citeseer", "RBF", 0.6065)])
+    assert write_report([runs], tmp_path / "report", tolerance=0.002) == 1
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "FAIL table4 Cora / RBF" in report and "known deviation table4 CiteSeer / RBF" in report
+
+
 def test_stand_ins_and_single_seed_gnn_rows_are_marked(tmp_path):
     runs = results(tmp_path, [row("arxiv", "GCNGP-X", 0.9, fraction=50.0, stand_in="csbm stand-in (N=169343)"), row("cora", "GCN", 0.81)])
     write_report([runs], tmp_path / "report")
