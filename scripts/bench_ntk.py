@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 save_rows(args.out, [row], KEEP, replace=[{"dataset": dataset, "overrides": row["overrides"]}])
                 if args.ties is not None and row.get("status") == "ok" and kernel in REFERENCED:
                     tied = plateau(dataset, kernel, limit, args.extra)
-                    save_rows(args.ties, tied, TIES_KEEP, replace=[{"dataset": dataset, "kernel": kernel, "limit": limit}])
+                    save_rows(args.ties, tied, TIES_KEEP, replace=[{"dataset": dataset, "kernel": kernel, "limit": limit, "grid": r["grid"]} for r in tied[:1]])
                     tests = [r["test"] for r in tied]
                     print(f"  {len(tied)} nuggets tie on validation; test {min(tests):.4f}-{max(tests):.4f}", flush=True)
         for gnn in args.gnns:

@@ -66,6 +66,28 @@ def image(page: str, suffix: str, alt: str) -> tuple[str, str]:
     return name, f"![{alt}](img/{name})"
 
 
+# each results file by its name (a regular expression): the columns its page reads it by (a file of
+# another page's, or of another script, lacks them), and the columns that name one of its cells (two
+# ok rows of one cell are refused: a rerun appended beside the first), where it has cells
+FILES = {
+    r"active.*\.csv": (["strategy", "budget", "macro_f1_all"], ["dataset", "strategy", "seed", "model", "budget", "command"]),
+    r"conformal.*\.csv": (["conformal", "coverage", "set_size"], ["dataset", "seed", "method", "kernel", "likelihood", "conformal"]),
+    r"uncertainty.*\.csv": (["protocol", "uncertainty", "ece"], ["dataset", "protocol", "seed", "method", "likelihood", "uncertainty"]),
+    r"ntk.*ties\.csv": (["grid", "nugget", "tied"], ["dataset", "kernel", "limit", "grid", "nugget"]),
+    r"ntk.*gnn\.csv": (["gnn", "test", "overrides"], ["dataset", "overrides"]),
+    r"ntk.*\.csv": (["limit", "test", "overrides"], ["dataset", "overrides"]),
+    r"heterophily_gap.*\.csv": (["variant", "split", "test"], None),
+    r"heterophily.*\.csv": (["split_index", "kernel", "test", "seconds"], ["dataset", "split_index", "kernel"]),
+    r"dask_compare.*\.csv": (["local_seconds", "slowdown"], None),
+    r"dask_scaling.*\.csv": (["nodes", "seconds", "peak_worker_mb"], None),
+    r"fresh.*\.csv": (["cell", "fresh_seconds", "ratio"], None),
+    r"memory.*\.csv": (["kernel", "estimated_gb", "peak_gb"], None),
+    r"spmm.*\.csv": (["graph", "method", "order", "seconds"], None),
+    r"roofline.*\.csv": (["graph", "phase", "seconds"], None),
+    r"vs_gnn.*\.csv": (["gcn_seconds", "sgc_seconds"], None),
+}
+
+
 class Page:
     """One page being written: Markdown parts and the figures to save."""
 
@@ -75,7 +97,36 @@ class Page:
         self.figures: dict[str, object] = {}
 
     def csv(self, name: str) -> pd.DataFrame:
-        return pd.read_csv(self.results / name)
+        """A results file of this page, refused in one line where it cannot hold what a page
+        reads: empty, no rows, a last line cut short (a write that stopped), without the columns its
+        page reads it by, or two ``ok`` rows of one cell (:data:`FILES`: a rerun appended beside the
+        first, which a page would count twice)."""
+        path = self.results / name
+        where = f"page {self.entry['page']}: scripts/results/{name}"
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+            rows = pd.read_csv(path)
+        except pd.errors.EmptyDataError:
+            raise SourceError(f"{where} is empty; write it again with its command (SOURCES.yaml)") from None
+        except (pd.errors.ParserError, UnicodeDecodeError, OSError) as err:
+            raise SourceError(f"{where} cannot be read as a CSV ({str(err).splitlines()[0]})") from None
+        if not len(rows):
+            raise SourceError(f"{where} holds a header and no rows; write it again with its command (SOURCES.yaml)")
+        if not text.endswith("\n"):
+            raise SourceError(f"{where}'s last line was cut short (a write that stopped); write it again, or remove that line")
+        required, key = next((spec for pattern, spec in FILES.items() if re.fullmatch(pattern, name)), ([], None))
+        lacking = [c for c in required if c not in rows.columns]
+        if lacking:
+            raise SourceError(f"{where} has no column {', '.join(lacking)}: it is not a file this page reads (another page's, or another "
+                              "script's); check the files SOURCES.yaml gives this page")
+        if key is not None and set(key) <= set(rows.columns):
+            ok = rows[rows["status"] == "ok"] if "status" in rows.columns else rows
+            twice = ok[ok.duplicated(key, keep=False)]
+            if len(twice):
+                first = ", ".join(f"{k} {twice[k].iloc[0]}" for k in key)
+                raise SourceError(f"{where} holds {len(twice)} ok rows of {twice.drop_duplicates(key).shape[0]} cell(s) more than once (first: {first}): "
+                                  "a rerun appended beside the first; keep one row per cell")
+        return rows
 
     def add(self, text: str) -> None:
         self.parts.append(text.strip("\n"))
@@ -1085,8 +1136,31 @@ KINDS: dict[str, Callable[[Page], None]] = {
 
 def load_sources(results: Path) -> dict:
     """SOURCES.yaml, checked: every results file has a source, every source names a file that exists."""
-    sources = yaml.safe_load((results / "SOURCES.yaml").read_text())
-    named = {s["file"] for entry in sources["pages"] for s in entry["sources"]}
+    try:
+        sources = yaml.safe_load((results / "SOURCES.yaml").read_text())
+    except OSError as err:
+        raise SourceError(f"cannot read {results / 'SOURCES.yaml'} ({err.strerror or err}); --results names the folder that holds it") from None
+    except yaml.YAMLError as err:
+        raise SourceError(f"{results / 'SOURCES.yaml'} is not valid YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(sources, dict) or not isinstance(sources.get("pages"), list) or not isinstance(sources.get("machines"), dict):
+        raise SourceError("SOURCES.yaml needs machines: (a mapping of machine ids to name and details) and pages: (a list)")
+    for name, machine in sources["machines"].items():
+        if not isinstance(machine, dict) or not machine.get("name") or not machine.get("details"):
+            raise SourceError(f"SOURCES.yaml: machine {name} needs a name and details")
+    seen = set()
+    for entry in sources["pages"]:
+        missing = [k for k in ("page", "title", "kind", "sources") if not (isinstance(entry, dict) and entry.get(k))]
+        if missing:
+            raise SourceError(f"SOURCES.yaml: page {entry.get('page', '?') if isinstance(entry, dict) else entry}: needs {', '.join(missing)}"
+                              + (" (a non-empty list of files)" if "sources" in missing else ""))
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", str(entry["page"])):   # a file name in --out, never a path out of it
+            raise SourceError(f"SOURCES.yaml: page {entry['page']!r} must be a plain name (letters, digits, - and _), the page's file in --out")
+        if entry["page"] in seen or entry["page"] == "index":
+            raise SourceError(f"SOURCES.yaml: page {entry['page']} is named twice" if entry["page"] in seen else "SOURCES.yaml: page index is the generated index's")
+        seen.add(entry["page"])
+        if not isinstance(entry["sources"], list) or not all(isinstance(src, dict) for src in entry["sources"]):
+            raise SourceError(f"SOURCES.yaml: page {entry['page']}: sources is a list of files, each with file, machine, date, when, command, commit")
+    named = {s.get("file") for entry in sources["pages"] for s in entry["sources"]}
     present = {p.name for p in results.iterdir() if p.suffix in (".csv", ".md")}
     if present - named:
         raise SourceError(f"no source in SOURCES.yaml for {', '.join(sorted(present - named))}: add the machine, date and command")
@@ -1108,7 +1182,12 @@ def build(results: Path = RESULTS) -> dict[str, Page]:
     pages = {}
     for entry in sources["pages"]:
         page = Page(entry, sources["machines"], results)
-        KINDS[entry["kind"]](page)
+        try:
+            KINDS[entry["kind"]](page)
+        except (KeyError, AttributeError, TypeError, ValueError, IndexError) as err:   # a file of another page's kind, a column missing
+            raise SourceError(f"page {entry['page']}: its files ({', '.join(src['file'] for src in entry['sources'])}) do not hold what kind "
+                              f"{entry['kind']} reads ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'no detail'}); "
+                              "check the files SOURCES.yaml gives this page") from None
         pages[entry["page"]] = page
     return pages
 
@@ -1164,6 +1243,10 @@ def main() -> int:
         written = write(args.out, args.results, plots=not args.no_plots)
     except SourceError as err:
         print(f"docs_benchmarks: error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:   # --out not writable, or a file in its way
+        print(f"docs_benchmarks: error: cannot write into {args.out} ({err.strerror or err}{': ' + err.filename if err.filename else ''}); "
+              "give a writable --out", file=sys.stderr)
         return 1
     print(f"wrote {len(written)} files into {args.out}")
     return 0

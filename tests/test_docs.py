@@ -173,6 +173,27 @@ def test_a_results_file_without_a_source_stops_the_generator(generator, tmp_path
         generator.build(results)
 
 
+@pytest.mark.parametrize("damage, message", [
+    (lambda r: (r / "fresh_vs_sweep.csv").write_bytes((r / "fresh_vs_sweep.csv").read_bytes()[:-30]), "last line was cut short"),
+    (lambda r: (r / "spmm_random.csv").write_text(""), "spmm_random.csv is empty"),
+    (lambda r: (r / "spmm_random.csv").write_text((r / "spmm_random.csv").read_text().splitlines()[0] + "\n"), "a header and no rows"),
+    (lambda r: shutil.copy(r / "active.csv", r / "spmm_random.csv"), "spmm_random.csv has no column graph, method, order, seconds"),
+    (lambda r: (r / "conformal.csv").write_text((r / "conformal.csv").read_text() + "".join((r / "conformal.csv").read_text().splitlines(True)[-2:])),
+     "conformal.csv holds 4 ok rows of 2 cell\\(s\\) more than once"),
+    (lambda r: (r / "SOURCES.yaml").write_text((r / "SOURCES.yaml").read_text().replace("- page: fresh\n", "- page: ../escape\n")), "must be a plain name"),
+    (lambda r: (r / "SOURCES.yaml").write_text((r / "SOURCES.yaml").read_text().replace("- page: fresh\n", "- page: memory\n")), "page memory is named twice"),
+    (lambda r: (r / "SOURCES.yaml").write_text((r / "SOURCES.yaml").read_text().replace("    title: \"Memory:", "    titel: \"Memory:", 1)), "needs title"),
+    (lambda r: (r / "SOURCES.yaml").unlink(), "cannot read .*SOURCES.yaml"),
+])
+def test_damaged_results_stop_the_generator_in_one_line(generator, tmp_path, damage, message):
+    # each was a traceback, or a page written from bad rows with exit 0 (a truncated row as `dat` | nan, a rerun counted twice)
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    damage(results)
+    with pytest.raises(generator.SourceError, match=message):
+        generator.build(results)
+
+
 def test_memory_table_holds_every_csv_value(pages):
     files = [s["file"] for s in next(p for p in sources()["pages"] if p["page"] == "memory")["sources"]]
     every = pd.concat([pd.read_csv(RESULTS / f) for f in files], ignore_index=True)
