@@ -35,6 +35,7 @@ import pandas as pd
 from gnngp_cli.gp.strategies import STRATEGIES
 
 from benchcsv import check_writable, measured, read_rows, save_rows
+from benchrun import guarded
 
 DATASETS = ["cora", "citeseer", "pubmed"]
 BUDGETS = [10, 20, 40, 80, 160]   # FeatProp's protocol
@@ -119,4 +120,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

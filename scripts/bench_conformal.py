@@ -28,6 +28,7 @@ from gnngp_cli.job.gnn_job import run_gnn
 from gnngp_cli.job.loading import load_graph
 
 from benchcsv import check_writable, measured, read_rows, save_rows
+from benchrun import guarded
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon_filtered", "tolokers"]
 GPS = [("gcngp", "gaussian"), ("gcngp_x", "gaussian"), ("gcngp", "dirichlet")]
@@ -108,4 +109,4 @@ def main() -> None:
             cell(dataset, seed, args.scores, gps, not args.no_gnn, out, args.splits, args.skip_done)
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from benchrun import guarded
 
 
 def partition(n: int, rows: int, out: Path, data_root: Path) -> float:
@@ -167,4 +168,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

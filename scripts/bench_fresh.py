@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+from benchcsv import check_writable
+from benchrun import at_least, guarded
 
 CELLS = [
     ["dataset=cora", "kernel=gcngp"],
@@ -56,9 +58,10 @@ def one_round(cell: list[str], folder: Path, env: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=at_least(1), default=3)
     parser.add_argument("--out", default="fresh_vs_sweep.csv")
     args = parser.parse_args()
+    check_writable(Path(args.out))   # before minutes of work
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     measured: dict[str, list[dict]] = {" ".join(c): [] for c in CELLS}
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,4 +82,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

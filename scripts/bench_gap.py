@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from benchrun import guarded
 
 RESIDUAL = ["kernel=composed_x", "kernel.first=[input,weight]", "kernel.hidden=[{add:[[{scale:1}],[relu,weight,conv]]}]"]
 RESIDUAL_EGO = ["kernel=composed_x", "kernel.first=[input,weight]", "kernel.hidden=[{add:[[{scale:1}],[relu,weight],[relu,weight,conv]]}]"]
@@ -135,4 +136,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+from benchrun import guarded
 
 MIRRORED = ["cora", "citeseer", "pubmed", "chameleon", "squirrel"]
 TARGETS = {("pubmed", "gcngp", None): (15.0, 3 * 1024), ("csbm", "gcngp_x", 1_000_000): (180.0, 12 * 1024)}
@@ -70,4 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

@@ -32,6 +32,7 @@ from gnngp_cli.cli.execute import run_job
 from gnngp_cli.job.loading import load_graph
 
 from benchcsv import check_writable, read_rows, save_rows
+from benchrun import guarded
 
 KEEP = ["dataset", "split_index", "method", "kernel", "status", "metric", "test", "val", "seconds", "extra", "error"]
 GNNS = ["gcn", "sage"]
@@ -158,4 +159,4 @@ def target_check(name: str, ok: pd.DataFrame) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

@@ -29,6 +29,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from benchrun import guarded
 
 MIRRORED = ["cora", "citeseer", "pubmed", "chameleon", "squirrel", "crocodile", "chameleon_filtered", "minesweeper", "tolokers"]
 STAND_INS = ["arxiv", "reddit"]
@@ -127,9 +128,17 @@ def main() -> None:
         print(json.dumps(one_dataset(dataset, kernels, stand_in)))
         return
     import pandas as pd
+    from gnngp_cli.cli.messages import closest
+    from gnngp_cli.data.datasets import DATASETS
 
     base = args.kernels.split(",") if args.kernels else kernel_names()
     limits = args.limits.split(",")
+    for flag, given, valid in (("--kernels", base, kernel_names()), ("--limits", limits, ["nngp", "ntk"]),
+                               ("--datasets", args.datasets.split(","), list(DATASETS))):
+        wrong = [name for name in given if name not in valid]
+        if wrong:   # a typo wrote a row per case with its error and exited 0
+            near = closest(wrong[0], valid)
+            parser.error(f"{flag}: {wrong[0]} is not one of them{f'; did you mean {near}?' if near else ''} (valid: {', '.join(valid)})")
     cases = [(k, limit) for limit in limits for k in base if limit == "nngp" or has_tangent_kernel(k)]
     rows = []
     for dataset in args.datasets.split(","):
@@ -153,4 +162,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

@@ -18,6 +18,7 @@ import sys
 from gnngp_cli.api import compose
 from gnngp_cli.cli.execute import run_job
 from gnngp_cli.job.loading import load_graph
+from benchrun import at_least, guarded
 
 BAR = 20.0
 
@@ -26,8 +27,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="pubmed")
     parser.add_argument("--kernel", default="gcngp")
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=at_least(1), default=50)
+    parser.add_argument("--repeats", type=at_least(1), default=3)
     args = parser.parse_args()
     configs = {
         "grid": compose([f"dataset={args.dataset}", f"kernel={args.kernel}", "fit=grid"]),
@@ -52,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

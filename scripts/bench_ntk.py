@@ -34,6 +34,7 @@ from gnngp_cli.api import NodeGP, compose, load_dataset, run
 from gnngp_cli.errors import GnngpError
 
 from benchcsv import check_writable, read_rows, save_rows
+from benchrun import guarded
 
 DATASETS = ["cora", "citeseer", "pubmed"]
 KERNELS = ["gcngp", "gcngp_x", "gcn2gp", "gingp", "sagegp", "gatgp", "gatgp_x"]
@@ -150,4 +151,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main))

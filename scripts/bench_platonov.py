@@ -26,6 +26,7 @@ import pandas as pd
 from gnngp_cli.api import compose
 from gnngp_cli.cli.execute import run_job
 from gnngp_cli.job.loading import load_graph
+from benchrun import guarded
 
 # their reported test metric (x100): mean, std over 10 splits, at their best depth
 THEIRS = {
@@ -95,4 +96,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchrun import guarded
 
 NODES, FEATURES, CLASSES = 232_965, 602, 41
 SPLIT = (153_431, 23_831, 55_703)
@@ -174,4 +175,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

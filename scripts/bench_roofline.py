@@ -53,6 +53,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_spmm import append_rows, bandwidth, graph   # noqa: E402 - the same bandwidth, random graph and CSV rows as the graph-product page
+from benchrun import guarded
 
 
 def gemm_peak(size: int = 4096, repeats: int = 5) -> float:
@@ -209,4 +210,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 import torch
+from benchrun import guarded
 
 NODES, ENTRIES, WIDTH, COMMUNITIES = 232_965, 114_615_892, 3_184, 41
 SLOW_WIDTH = 256    # colblock is measured on this many columns and scaled (it is slower than torch)
@@ -176,4 +177,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from benchrun import guarded
 
 HEAVY = ("torch_geometric", "ogb", "pandas", "matplotlib")
 
@@ -107,4 +108,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

@@ -30,6 +30,7 @@ from gnngp_cli.job.gnn_job import run_gnn
 from gnngp_cli.job.loading import load_graph
 
 from benchcsv import check_writable, measured, read_rows, save_rows
+from benchrun import guarded
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon_filtered", "tolokers", "minesweeper"]
 PROTOCOLS = ["misclassification", "leave_out_classes", "feature_shift", "structural_shift"]
@@ -109,4 +110,4 @@ def main() -> None:
             cell(dataset, "none", seed, False, out, args.kernels, args.skip_done)
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

@@ -44,6 +44,7 @@ from gnngp_cli.api import compose
 from gnngp_cli.errors import GnngpError
 from gnngp_cli.cli.execute import run_job
 from gnngp_cli.job.loading import load_graph
+from benchrun import guarded
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon", "squirrel"]
 CROCODILE_NOUNS, NOUNS_PER_PAGE = 13_183, 25
@@ -161,4 +162,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

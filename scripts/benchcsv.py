@@ -31,7 +31,7 @@ class BenchCsvError(SystemExit):
     """A benchmark CSV that cannot be read or written: the script stops with this one line."""
 
     def __init__(self, message: str):
-        super().__init__(f"error: {message}")
+        super().__init__(f"{Path(sys.argv[0]).name}: error: {message}")
 
 
 def read_rows(out: Path, columns: Sequence[str]) -> pd.DataFrame:

@@ -8,7 +8,8 @@ the five datasets, and checks the issue's bar: fit=mll's mean at most 0.01 below
 and no NaN. Writes every row to a CSV.
 
     python scripts/table_mll.py --out outputs/mll/table_mll.csv [overrides such as fit.steps=100]
-    python scripts/table_mll.py --from-csv a.csv b.csv     # render rows measured earlier (e.g. in parts)
+    python scripts/table_mll.py --from-csv a.csv b.csv     # render rows measured earlier (e.g. in parts; a cell in
+                                                           # several parts: the last part's row, e.g. a rerun of a failed job)
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ import pandas as pd
 
 from gnngp_cli.api import run
 from gnngp_cli.errors import GnngpError
+
+from benchcsv import check_writable
+from benchrun import guarded
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon", "squirrel"]
 KERNELS = ["gcngp", "gcngp_x"]
@@ -37,12 +41,22 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every job (e.g. fit.steps=100)")
     args = parser.parse_args()
     if args.from_csv:
-        table = pd.concat([pd.read_csv(path) for path in args.from_csv], ignore_index=True)
+        parts = []
+        for path in args.from_csv:
+            try:
+                part = pd.read_csv(path)
+            except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+                parser.error(f"--from-csv {path} cannot be read ({str(err).splitlines()[0]})")
+            if not {"dataset", "kernel", "protocol", "test"} <= set(part.columns):
+                parser.error(f"--from-csv {path} is not a table_mll.py CSV (it needs the columns dataset, kernel, protocol, test)")
+            parts.append(part)
+        # a cell in several parts (a rerun of a failed job, the same file twice): the last part's row, once
+        table = pd.concat(parts, ignore_index=True).drop_duplicates(["dataset", "kernel", "protocol"], keep="last")
         datasets = [d for d in args.datasets if d in set(table["dataset"])]
         raise SystemExit(0 if render(table, datasets, args.kernels) else 1)
     rows = []
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    check_writable(out)   # before minutes of work
     for dataset in args.datasets:
         for kernel in args.kernels:
             for protocol, overrides in PROTOCOLS.items():
@@ -104,4 +118,4 @@ def render(table: pd.DataFrame, datasets: list[str], kernels: list[str]) -> bool
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main))

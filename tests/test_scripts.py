@@ -88,3 +88,36 @@ def test_bench_conformal_runs_its_own_number_of_splits_and_a_rerun_is_one_copy(t
     assert rows["status"].tolist() == ["ok"] and 0.5 < rows["coverage"].iloc[0] <= 1
     bad = subprocess.run([*command[:-4], "--splits", "0", "--out", str(out)], env=env, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--splits 0: give at least 1" in bad.stderr.splitlines()[-1]
+
+
+def _script(name: str, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("bench_memory.py", ["--kernels", "gcnpg"], "--kernels: gcnpg is not one of them; did you mean gcngp?"),
+    ("bench_memory.py", ["--limits", "bogus"], "--limits: bogus is not one of them"),
+    ("bench_fresh.py", ["--rounds", "0"], "argument --rounds: 0: give at least 1"),
+    ("bench_mll.py", ["--repeats", "0"], "argument --repeats: 0: give at least 1"),
+    ("bench_gap.py", ["--datasets", "nosuch"], "bench_gap.py: error: dataset=nosuch is not an option"),
+    ("bench_platonov.py", ["--device", "gpu", "--datasets", "minesweeper", "--splits", "0"], "bench_platonov.py: error: device='gpu' is not valid"),
+])
+def test_a_benchmarks_bad_flag_is_one_line_before_any_work(tmp_path, name, args, message):
+    # tracebacks, a StatisticsError after the warm-up jobs, or error rows with exit 0 that a CI job would pass
+    done = _script(name, *args, "--out", str(tmp_path / "out.csv"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr and message in done.stderr.strip().splitlines()[-1], done.stderr
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_table_mll_from_parts_keeps_the_last_parts_row_of_a_cell(tmp_path):
+    # a failed fit in part A and its rerun in part B: the table printed both, said MISSES, and the file twice was a traceback
+    cells = [("grid", 0.828), ("mll", 0.821), ("mll, no val labels", 0.818)]
+    a = pd.DataFrame([{"status": "ok" if p != "mll" else "error", "dataset": "cora", "kernel": "gcngp", "protocol": p,
+                       "test": t if p != "mll" else float("nan"), "val": 0.8, "error": "" if p != "mll" else "diverged at step 10"} for p, t in cells])
+    b = pd.DataFrame([{"status": "ok", "dataset": "cora", "kernel": "gcngp", "protocol": "mll", "test": 0.821, "val": 0.8, "error": ""}])
+    a.to_csv(tmp_path / "a.csv", index=False)
+    b.to_csv(tmp_path / "b.csv", index=False)
+    done = _script("table_mll.py", "--from-csv", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), str(tmp_path / "b.csv"),
+                   "--datasets", "cora", "--kernels", "gcngp")
+    assert done.returncode == 0 and "| cora | 0.8280 | 0.8210 | 0.8180 |" in done.stdout and "meets the bar" in done.stdout, done.stdout + done.stderr
