@@ -275,9 +275,10 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     finally:
         if not user_full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
-    if sweep.LAST_SWEEP is not None and sweep.LAST_SWEEP.failed:
+    if sweep.LAST_SWEEP is not None and (sweep.LAST_SWEEP.failed or sweep.LAST_SWEEP.unwritten):
         s = sweep.LAST_SWEEP
-        _fail(f"{s.failed} of {s.jobs} jobs failed; their errors are rows of {s.path}")
+        _fail("; ".join(part for part in (f"{s.failed} of {s.jobs} jobs failed; their errors are rows of {s.path}" if s.failed else "",
+                                          s.unwritten) if part))
 
 
 def _fail(message: str) -> None:

@@ -14,7 +14,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from ..data.files import atomic_write
-from ..results.resume import job_overrides
+from ..results.resume import job_overrides, recorded_by
 
 log = logging.getLogger("gnngp")
 
@@ -26,6 +26,7 @@ class SweepOutcome:
     path: Path
     jobs: int
     failed: int
+    unwritten: str = ""   # why summary.csv could not be written (a full disk, a folder in its place): the command fails too
 
 
 LAST_SWEEP: Optional[SweepOutcome] = None
@@ -91,6 +92,11 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
         # this job's rows: those of the overrides its last row records (a row records the overrides its job reads, which
         # .hydra/overrides.yaml may hold more of); an earlier sweep's job of other overrides in the same folder wrote the others
         kept, left = latest_job_rows(found.rows)   # (a resume that added runs: the earlier runs' rows too)
+        if kept and not recorded_by(str(kept[-1].get("overrides") or ""), _overrides(job)):   # an earlier sweep's job in this folder:
+            rows.append({"job": job.name, "swept": swept[job.name], **_identity(job), "status": "error",   # this one wrote no row
+                         "error": f"no results (its {results_file} holds an earlier job's rows, of other overrides); the job did not finish",
+                         "overrides": _overrides(job)})
+            continue
         if left:
             log.info("summary: %s holds %d row%s of an earlier job with other overrides, left out", path, left, "s" if left > 1 else "")
         rows += [{"job": job.name, "swept": swept[job.name], **row} for row in kept]
@@ -323,14 +329,20 @@ class SweepSummary(Callback):
                     if row.get("status") == "error" and str(row.get("error", "")).startswith("no results (") else row for row in rows]
             rows += [row for job in ours for row in _cut_short(job, [r for r in rows if r.get("job") == job.name])]
         path = sweep_dir / "summary.csv"
-        atomic_write(path, lambda f: f.write(to_text(header, rows)))   # a reader never sees half a summary
         summary = to_frame(header, rows)
         failed = int((summary["status"] != "ok").sum()) if len(summary) else 0
+        global LAST_SWEEP
+        jobs = summary.groupby("job")["status"].apply(lambda s: bool((s != "ok").any())) if len(summary) else []
+        LAST_SWEEP = SweepOutcome(path, int(len(jobs)), int(sum(jobs)))   # before the write: a summary that fails fails the command
+        try:
+            atomic_write(path, lambda f: f.write(to_text(header, rows)))   # a reader never sees half a summary
+        except OSError as err:   # Hydra turns a callback's exception into a warning: the exit status would say nothing
+            LAST_SWEEP.unwritten = (f"the sweep summary {path} could not be written ({err.strerror or err}); each job's "
+                                    f"{written} holds its rows, and gnngp report {sweep_dir} reads them")
+            path = Path(f"each job's {written} in {sweep_dir}")
         log.info("sweep summary (%d row%s, %d failed): %s\n%s", len(summary), "" if len(summary) == 1 else "s", failed, path,
                  console_table(summary) if len(summary) else "")
         best = best_trial(sweep_dir, {str(row["job"]): str(row.get("swept") or "") for row in rows}, self._started) if self._searching else None
         if best:
             log.info("search summary: %s", best)
-        global LAST_SWEEP
-        jobs = summary.groupby("job")["status"].apply(lambda s: bool((s != "ok").any())) if len(summary) else []
-        LAST_SWEEP = SweepOutcome(path, int(len(jobs)), int(sum(jobs)))
+        LAST_SWEEP.path = path

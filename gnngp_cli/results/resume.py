@@ -135,6 +135,19 @@ def more_runs_of(before: str, now: str) -> bool:
     return runs_before is not None and runs_now is not None and rest_before == rest_now and runs_before <= runs_now
 
 
+def recorded_by(recorded: str, job: str) -> bool:
+    """Whether rows that record the overrides ``recorded`` can be those of the job of overrides
+    ``job`` (both as :func:`job_overrides` writes them): each setting a row records is the job's
+    (the job's ``.hydra/overrides.yaml`` may hold more of them; ``runs`` aside: run ``r`` is
+    run ``r`` whatever ``runs`` says). Unreadable overrides, of an older gnngp: not told apart."""
+    _, rows = _runs_and_rest(recorded)
+    _, ours = _runs_and_rest(job)
+    if not recorded or not job:
+        return True
+    settings = {o.lstrip("+~").partition("=")[0]: o.lstrip("+~").partition("=")[2] for o in ours}
+    return all(settings.get(o.lstrip("+~").partition("=")[0]) == o.lstrip("+~").partition("=")[2] for o in rows)
+
+
 def latest_job_rows(rows: list[dict]) -> tuple[list[dict], int]:
     """The rows of a results file that its last job wrote, and how many it holds besides: those of
     the overrides its last row records (:func:`more_runs_of`: a resume that added runs keeps the

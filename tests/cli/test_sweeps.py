@@ -37,6 +37,16 @@ def test_a_failing_job_is_a_row_and_the_others_survive(tmp_path):
     assert after.returncode == 0, after.stderr
 
 
+def test_a_summary_that_cannot_be_written_fails_the_command(tmp_path):
+    # Hydra turned the callback's IsADirectoryError into a warning: a sweep with a failed job exited 0
+    (tmp_path / "summary.csv").mkdir()
+    out = in_process("run", "-m", "kernel=gcngp_x", "landmarks.count=100000", f"hydra.sweep.dir={tmp_path}")
+    assert out.returncode == 1 and out.stderr.strip().splitlines()[-1] == (
+        f"gnngp: error: 1 of 1 jobs failed; their errors are rows of each job's results.csv in {tmp_path}; the sweep summary "
+        f"{tmp_path / 'summary.csv'} could not be written (Is a directory); each job's results.csv holds its rows, and gnngp report "
+        f"{tmp_path} reads them")
+
+
 @pytest.mark.paper  # slow: runs in CI with -m paper
 def test_resume_skips_finished_jobs_and_reruns_failed_ones(tmp_path):
     sweep(tmp_path, "kernel=gcngp,gcngp_x")
@@ -268,6 +278,26 @@ def test_a_job_that_wrote_no_row_is_named_by_its_dataset_and_method_in_the_summa
     _, rows = collect(tmp_path)
     assert (rows[0]["dataset"], rows[0]["method"], rows[0]["status"]) == ("pubmed", "GCNGP-X", "error")
     assert "dataset" not in rows[1] and rows[1]["status"] == "error"
+
+
+def test_an_earlier_sweeps_rows_in_a_job_folder_are_not_this_jobs_result(tmp_path):
+    """An adversary's trial: sweep A (kernel.layers=1,2) then sweep B (3,4) into one folder, B stopped
+    before its job 0 wrote a row: B's summary showed job 0 'kernel.layers=3 ok, test 0.8258', A's row."""
+    from gnngp_cli.cli.sweep import collect
+    from gnngp_cli.results.resume import job_overrides, recorded_by
+    from gnngp_cli.results.rowfile import to_text
+
+    job = tmp_path / "0"
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text("- dataset=csbm\n- kernel=gcngp_x\n- kernel.layers=3\n")
+    earlier = job_overrides(["dataset=csbm", "kernel=gcngp_x", "kernel.layers=1"])
+    (job / "results.csv").write_text(to_text(["status", "dataset", "method", "run", "test", "overrides"],
+                                             [{"status": "ok", "dataset": "csbm", "method": "GCNGP-X", "run": 0, "test": 0.8258, "overrides": earlier}]))
+    _, [row] = collect(tmp_path)
+    assert row["status"] == "error" and "holds an earlier job's rows, of other overrides" in row["error"] and "test" not in row
+    # the job's own rows: the settings they record are the job's (its overrides.yaml may hold more; runs aside)
+    assert recorded_by(job_overrides(["kernel.layers=3", "runs=3"]), job_overrides(["dataset=csbm", "kernel.layers=3", "runs=5"]))
+    assert not recorded_by(earlier, job_overrides(["dataset=csbm", "kernel=gcngp_x", "kernel.layers=3"]))
 
 
 def test_a_job_a_stop_cut_short_after_some_splits_is_an_error_row_beside_its_kept_rows(tmp_path):
