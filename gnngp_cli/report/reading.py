@@ -99,6 +99,12 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
                     print(f"gnngp: note: {path}: left out {int((~there).sum())} row(s) of job folder(s) no longer there "
                           f"({', '.join(gone[:10])}{', ...' if len(gone) > 10 else ''})", file=sys.stderr)
                     frame = frame[there]
+                stale = (frame["status"].fillna("ok") != "ok") & frame["job"].astype(str).map(lambda job: _ran_since(path, job))
+                if stale.any():   # a failed or stopped job run again since (resume=true after a kill -9 left this summary)
+                    print(f"gnngp: note: {path}: left out {int(stale.sum())} error row(s) of job(s) run again since it was written "
+                          f"({', '.join(sorted(set(frame.loc[stale, 'job'].astype(str)))[:10])}); their folders' results.csv are read",
+                          file=sys.stderr)
+                    frame = frame[~stale]
             frames.append(frame.assign(_file=str(path)))
     if not frames:
         return pd.DataFrame(columns=[*KEY, "status", "test", "val", "timestamp", "differs", "off_preset", "experiment", "task", "metric", "error"])
@@ -123,6 +129,14 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     ok = ok.drop_duplicates(subset=KEY, keep="last")
     errors = rows[rows["status"] != "ok"].drop_duplicates(subset=["dataset", "method", "layers", "group"], keep="last")
     return pd.concat([ok, errors], ignore_index=True).drop(columns="_file")
+
+
+def _ran_since(summary: Path, job: str) -> bool:
+    """Whether the job folder ``job`` of the sweep whose summary is ``summary`` wrote results after it."""
+    try:
+        return (summary.parent / job / "results.csv").stat().st_mtime > summary.stat().st_mtime
+    except OSError:
+        return False
 
 
 def _split_index(row: pd.Series) -> float:

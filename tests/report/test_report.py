@@ -701,6 +701,25 @@ def test_a_sweeps_summary_rows_of_deleted_job_folders_are_left_out(tmp_path, cap
     assert sorted(read_results([alone])["method"]) == ["GCNGP", "SAGEGP"]
 
 
+def test_a_summarys_error_row_of_a_job_run_again_since_is_left_out(tmp_path, capsys):
+    """An adversary's trial: a sweep stopped at job 1, resumed, the resume killed (-9) before it
+    wrote a summary: job 1's folder held both runs, and the report still listed it as failed."""
+    import os
+
+    sweep = tmp_path / "sweep"
+    for job in ("0", "1"):
+        (sweep / job).mkdir(parents=True)
+    stopped = {"status": "error", "dataset": "cora", "method": "SAGEGP", "layers": 2, "job": "1", "error": "stopped before a run of it finished"}
+    pd.DataFrame([{**row("cora", "GCNGP", 0.828, experiment=""), "job": "0"}, stopped]).to_csv(sweep / "summary.csv", index=False)
+    pd.DataFrame([row("cora", "GCNGP", 0.828, experiment="")]).to_csv(sweep / "0" / "results.csv", index=False)
+    os.utime(sweep / "summary.csv", (1e9, 1e9))
+    pd.DataFrame([row("cora", "SAGEGP", 0.8, experiment="")]).to_csv(sweep / "1" / "results.csv", index=False)   # the resume's
+    table = read_results([sweep])
+    assert sorted(table["status"]) == ["ok", "ok"] and "left out 1 error row(s) of job(s) run again since it was written (1)" in capsys.readouterr().err
+    os.utime(sweep / "1" / "results.csv", (1e8, 1e8))   # written before the summary: its error row stands
+    assert sorted(read_results([sweep])["status"]) == ["error", "ok", "ok"]
+
+
 def test_runs_of_a_dataset_config_of_ones_own_are_neither_dropped_nor_averaged_with_its_base(tmp_path):
     """A newcomer's trial: dataset=cora_std (a config of their own: cora, centred and scaled; 0.808)
     and dataset=cora (0.828), both seed 0, were one key: the report kept one row ('1 result
