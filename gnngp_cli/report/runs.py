@@ -91,6 +91,9 @@ def own_runs(rows: pd.DataFrame) -> list[RunsTable]:
             if varying:
                 line["settings"] = _label(groups[group], varying)
             line["runs"] = len(runs)
+            planned = pd.to_numeric(runs["split_count"], errors="coerce").max() if "split_count" in runs.columns else math.nan
+            if planned == planned and runs["split_index"].nunique() < planned:   # a splits=all run stopped part way: not the set's mean
+                line["splits"] = f"{runs['split_index'].nunique()} of {int(planned)}"
             for split in ("test", "val"):
                 values = pd.to_numeric(runs[split], errors="coerce").dropna()
                 line[f"{split}_mean"] = float(values.mean()) if len(values) else math.nan

@@ -745,6 +745,19 @@ def test_a_one_split_run_beside_a_splits_all_run_is_not_counted_twice(tmp_path):
     assert runs["runs"].tolist() == [3] and runs["test_mean"].tolist() == pytest.approx([0.41])
 
 
+def test_a_splits_all_run_stopped_part_way_says_how_many_of_its_splits_it_holds(tmp_path):
+    """An adversary's trial: chameleon splits=all stopped after 3 of its 10 splits read
+    'Chameleon | GCNGP | 3 | 0.6439 +- 0.0643', as if the set's mean."""
+    cut = [row("chameleon", "GCNGP", 0.6 + i / 100, split=f"geom-gcn {i}", split_index=i, split_count=10, experiment="",
+               overrides=json.dumps(["dataset=chameleon", "model=gcngp", "splits=all"])) for i in range(3)]
+    whole = [row("cora", "GCNGP", 0.8, split_index=i, split_count=2, experiment="", overrides=json.dumps(["dataset=cora", "splits=all"]))
+             for i in range(2)]
+    write_report([results(tmp_path, cut + whole)], tmp_path / "r")
+    runs = pd.read_csv(tmp_path / "r" / "runs.csv")
+    assert runs.set_index("dataset")["splits"].fillna("").to_dict() == {"Chameleon": "3 of 10", "Cora": ""}
+    assert "| 3 of 10 |" in (tmp_path / "r" / "runs.md").read_text()
+
+
 def test_the_copies_an_mlflow_store_keeps_are_not_runs_of_their_own(tmp_path, capsys):
     """An adversary's trial: a run deleted from outputs/ came back in gnngp report outputs through
     logger=mlflow's copy of its rows under outputs/mlruns (the default store), with no note."""
