@@ -90,8 +90,8 @@ def resume_state(results: Path, overrides: Sequence[str], every_split: bool, bud
         return Resume("its results do not record their settings (written by an older gnngp)")
     current = job_overrides(overrides)
     recorded = {row.get("overrides", "") for row in rows}
-    if recorded != {current} and not all(more_runs_of(before, current) for before in recorded):
-        before = sorted(recorded - {current})[0]
+    if recorded != {current} and not all(more_runs_of(before, current) or more_runs_of(current, before) for before in recorded):
+        before = sorted(recorded - {current})[0]   # (fewer runs than before: the runs asked for are among its rows, kept whole)
         return Resume(f"its settings changed (was {_show(before)}, now {_show(current)})")
     try:
         keys: list[Key] = [(int(float(row["split_index"])) if every_split else None, int(float(row.get("run") or 0))) for row in rows]
@@ -105,7 +105,8 @@ def resume_state(results: Path, overrides: Sequence[str], every_split: bool, bud
     cut = next(((key, curve) for key, curve in curves.items() if curve != planned), None)
     if cut is not None:
         return Resume(f"its run {cut[0][1]} holds the budgets {cut[1]}, not {planned} (a learning curve cut short)")
-    why = "its rows were computed with the same overrides" + ("" if recorded == {current} else " and fewer runs")
+    fewer = recorded != {current} and all(more_runs_of(before, current) for before in recorded)
+    why = "its rows were computed with the same overrides" + ("" if recorded == {current} else " and fewer runs" if fewer else " and more runs")
     return Resume(why, set(keys), max(counts) if counts else None, kept=found)
 
 
