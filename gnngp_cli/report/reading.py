@@ -2,6 +2,7 @@
 folders, the latest row of each rerun, and the paper's own numbers."""
 from __future__ import annotations
 
+import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -28,6 +29,8 @@ def known_deviations() -> pd.DataFrame:
 
 
 RESULT_FILES = ("results.csv", "summary.csv")
+FALLBACK = re.compile(r"results\.fallback-.+\.csv")                       # rows a job could not write into its results.csv: read
+SET_ASIDE = re.compile(r"results\.(before-resume|malformed)-.+\.csv")      # resume's earlier attempts, unreadable files: named, not read
 
 
 def _store_copy(path: Path) -> Optional[Path]:
@@ -50,8 +53,11 @@ def result_files(folders: Iterable[Path], say: bool = False) -> list[Path]:
     for folder in folders:
         folder = Path(folder)
         stores: dict[bool, list[Path]] = {False: [], True: []}   # read or not -> the store of each copy
+        aside = []
         for path in sorted(folder.rglob("*.csv")):
-            if path.name not in RESULT_FILES:
+            if path.name not in RESULT_FILES and not FALLBACK.fullmatch(path.name):
+                if SET_ASIDE.fullmatch(path.name):
+                    aside.append(path)
                 continue
             store = _store_copy(path)
             read = store is None or store == folder or store in folder.parents
@@ -59,6 +65,14 @@ def result_files(folders: Iterable[Path], say: bool = False) -> list[Path]:
                 stores[read].append(store)
             if read:
                 found.append(path)
+                if say and FALLBACK.fullmatch(path.name):
+                    print(f"gnngp: note: read {path}: rows a job could not write into its results.csv (a full disk, a folder made "
+                          "read-only), kept there instead", file=sys.stderr)
+        if say and aside:   # resume's earlier attempts and unreadable files: never rows of their own in a report, but never silent
+            print(f"gnngp: note: {len(aside)} file(s) of rows set aside under {folder} are not read ({aside[0]}"
+                  f"{', ...' if len(aside) > 1 else ''}): an earlier attempt that resume=true kept aside (results.before-resume-*), or a "
+                  "file that did not read as results (results.malformed-*); rename one to results.csv in a folder of its own to read it",
+                  file=sys.stderr)
         for read, shown in stores.items():
             if say and shown:
                 copies = f"{len(shown)} cop{'y' if len(shown) == 1 else 'ies'} of job results"

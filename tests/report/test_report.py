@@ -720,6 +720,19 @@ def test_a_summarys_error_row_of_a_job_run_again_since_is_left_out(tmp_path, cap
     assert sorted(read_results([sweep])["status"]) == ["error", "ok", "ok"]
 
 
+def test_rows_set_aside_are_named_and_a_fallback_files_rows_are_read(tmp_path, capsys):
+    """An adversary's trial: a resume that set a file aside, and rows written to a fallback file,
+    left the report without a word."""
+    runs = results(tmp_path, [row("cora", "GCNGP", 0.828, experiment="")])
+    pd.DataFrame([row("cora", "GCNGP", 0.5, experiment="", stamp="2025-01-01T00:00:00")]).to_csv(
+        runs / "job" / "results.before-resume-20260101T000000000000.csv", index=False)
+    pd.DataFrame([row("cora", "SAGEGP", 0.8, experiment="")]).to_csv(runs / "job" / "results.fallback-20260101T000000000000-7.csv", index=False)
+    assert sorted(read_results([runs])["method"]) == ["GCNGP", "SAGEGP"]
+    err = capsys.readouterr().err
+    assert "1 file(s) of rows set aside under" in err and "results.before-resume-20260101T000000000000.csv" in err
+    assert "rows a job could not write into its results.csv" in err
+
+
 def test_runs_of_a_dataset_config_of_ones_own_are_neither_dropped_nor_averaged_with_its_base(tmp_path):
     """A newcomer's trial: dataset=cora_std (a config of their own: cora, centred and scaled; 0.808)
     and dataset=cora (0.828), both seed 0, were one key: the report kept one row ('1 result
