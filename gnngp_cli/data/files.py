@@ -16,7 +16,7 @@ import socket
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 from .trust import make_private_dirs
 
@@ -68,12 +68,16 @@ def remove_stale_temporaries(path: Path) -> list[Path]:
     return removed
 
 
-def atomic_write(path: Path, write: Callable, binary: bool = False) -> None:
-    """Write ``path`` by ``write(file)`` on a temporary, fsync it, and rename it over ``path``."""
+def atomic_write(path: Path, write: Callable, binary: bool = False, mode: Optional[int] = None) -> None:
+    """Write ``path`` by ``write(file)`` on a temporary, fsync it, and rename it over ``path``;
+    ``mode``: the permissions the file gets (the file it replaces kept its own: ``chmod 600``),
+    never group- or world-writable."""
     make_private_dirs(path.parent)
     remove_stale_temporaries(path)
     tmp = temporary_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)   # the umask applies; never group-writable
+    if mode is not None:
+        os.fchmod(fd, mode & 0o7755)
     try:
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": ""})) as f:
             write(f)

@@ -51,9 +51,9 @@ def _read_existing(path: Path) -> tuple[list[str], list[dict]]:
     return [], []
 
 
-def _write_table(path: Path, header: list[str], rows: list[Mapping]) -> None:
+def _write_table(path: Path, header: list[str], rows: list[Mapping], mode: Optional[int] = None) -> None:
     text = to_text(header, rows)
-    atomic_write(path, lambda f: f.write(text))
+    atomic_write(path, lambda f: f.write(text), mode=mode)
 
 
 def read_only(path: Path) -> bool:
@@ -70,11 +70,16 @@ def append_rows(path: Path, rows: Iterable[Mapping], fallback_dir: Optional[Path
     :class:`ResultsNotWritten` names it. Returns every row of the file, old then new."""
     new = [dict(row) for row in rows]
     new_header = ordered_columns(("status", "error"), *(row.keys() for row in new))   # error: empty in an ok row, always a column
+    if path.is_symlink() and path.exists():   # a link to a results file elsewhere: that file is appended to, the link kept
+        path = Path(os.path.realpath(path))
     try:
         with locked(path):
+            if read_only(path):   # made read-only during the run (the job checked it before): never replaced by a writable copy
+                raise PermissionError(f"{path} was made read-only during the run (its owner's write bit is off)")
+            mode = path.stat().st_mode & 0o7777 if path.is_file() else None
             header, old = _read_existing(path)
             header = ordered_columns(header, new_header)
-            _write_table(path, header, old + new)
+            _write_table(path, header, old + new, mode)   # the file's own permissions (chmod 600), not a new one's
         return old + new
     except OSError as err:
         reason = f"{type(err).__name__}: {err.strerror or err}"

@@ -225,3 +225,23 @@ def test_resume_with_more_runs_keeps_the_runs_done_and_runs_the_added_ones(tmp_p
     assert fewer.returncode == 0 and "every run is there; its rows were computed with the same overrides and more runs" in fewer.stderr + fewer.stdout
     assert pd.read_csv(tmp_path / "0" / "results.csv")["timestamp"].tolist() == after["timestamp"].tolist()
     assert not list((tmp_path / "0").glob("results.before-resume-*"))
+
+
+def test_a_file_made_read_only_during_a_run_is_not_replaced_and_a_files_mode_and_link_are_kept(tmp_path):
+    """An adversary's trial: results.csv made read-only (chmod a-w) while a run of 4 went on came
+    back writable (rw-r--r--) with 4 rows; a chmod 600 file became 644 at the next append; a
+    symlinked results.csv became a regular file, its target never written."""
+    path = tmp_path / "results.csv"
+    append_rows(path, [{"status": "ok", "dataset": "csbm", "method": "GCNGP", "run": 0, "test": 0.9}])
+    path.chmod(0o444)
+    with pytest.raises(ResultsNotWritten, match="was made read-only during the run"):
+        append_rows(path, [{"status": "ok", "dataset": "csbm", "method": "GCNGP", "run": 1, "test": 0.9}], fallback_dir=tmp_path)
+    assert (path.stat().st_mode & 0o777) == 0o444 and len(pd.read_csv(path)) == 1
+    path.chmod(0o600)
+    append_rows(path, [{"status": "ok", "dataset": "csbm", "method": "GCNGP", "run": 1, "test": 0.9}])
+    assert (path.stat().st_mode & 0o777) == 0o600 and len(pd.read_csv(path)) == 2
+    link = tmp_path / "job" / "results.csv"
+    link.parent.mkdir()
+    link.symlink_to(path)
+    append_rows(link, [{"status": "ok", "dataset": "csbm", "method": "GCNGP", "run": 2, "test": 0.9}])
+    assert link.is_symlink() and pd.read_csv(path)["run"].tolist() == [0, 1, 2]
