@@ -1,6 +1,7 @@
 """The ``gnngp`` command: ``gnngp run [hydra overrides]``."""
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -251,6 +252,11 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     except (KeyboardInterrupt, SystemExit):   # a stopped job (SystemExit) or a stop between two jobs of a sweep
         sweep.summarise_stopped()
         raise
+    except OSError as err:   # Hydra writing the run's folder (.hydra/config.yaml, multirun.yaml) before any job: a full disk
+        if started or user_full_error:
+            raise
+        _fail(f"could not write the run's folder ({err.strerror or err}{': ' + str(err.filename) if err.filename else ''}); free space "
+              "there, or give a writable folder (hydra.run.dir=..., or hydra.sweep.dir=... with -m)")
     except (HydraException, OmegaConfBaseException) as err:
         if user_full_error:
             raise
@@ -426,9 +432,21 @@ def _report(argv: list[str]) -> None:
     raise SystemExit(status)
 
 
+def _log_line_lost(handler: logging.Handler, record: logging.LogRecord) -> None:
+    """A log line a handler could not write (``gnngp.log`` on a full disk): one warning, not a
+    traceback per line; the run goes on, its console lines and rows as ever."""
+    if not getattr(_log_line_lost, "said", False):
+        _log_line_lost.said = True
+        err = sys.exc_info()[1]
+        where = getattr(handler, "baseFilename", None) or type(handler).__name__
+        print(f"gnngp: warning: a log line could not be written to {where} ({type(err).__name__}: "
+              f"{getattr(err, 'strerror', None) or err}); later ones there are lost too, the run goes on", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     from ..stops import command_stops, stop_signal
 
+    logging.Handler.handleError = _log_line_lost   # this process is gnngp's command: its log handlers' failures are one line
     try:
         with command_stops():   # SIGTERM as Ctrl-C; a second one during the clean-up ends it in order
             _main(argv)

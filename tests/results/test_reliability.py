@@ -87,6 +87,27 @@ def test_a_full_disk_while_the_processed_cache_is_written_is_one_warning(tmp_pat
     assert pd.read_csv(tmp_path / "out" / "results.csv")["status"].tolist() == ["ok"]
 
 
+@pytest.mark.paper  # two fresh processes under a file-size limit: CI runs it with -m paper
+def test_a_run_folder_or_log_that_cannot_be_written_is_one_line(tmp_path):
+    """An adversary's trial: a file-size limit while Hydra wrote .hydra/config.yaml was a 20-line
+    traceback; a gnngp.log that could not grow printed a '--- Logging error ---' traceback per line."""
+    def limit(size):
+        def apply():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        return apply
+    command = [sys.executable, "-m", "gnngp_cli", "run", "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp"]
+    done = subprocess.run([*command, f"hydra.run.dir={tmp_path / 'a'}"], preexec_fn=limit(1), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("gnngp: error: could not write the run's folder (File too large")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "gnngp.log").write_text("x" * 5000)
+    done = subprocess.run([*command, f"hydra.run.dir={tmp_path / 'b'}"], preexec_fn=limit(5120), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Logging error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("a log line could not be written to") == 1
+    assert pd.read_csv(tmp_path / "b" / "results.csv")["status"].tolist() == ["ok"]
+
+
 # --- results files: every row read back is checked ------------------------------------------------
 
 def _two_good_rows(tmp_path: Path) -> Path:
