@@ -2,6 +2,7 @@
 folders, the latest row of each rerun, and the paper's own numbers."""
 from __future__ import annotations
 
+import os
 import re
 import sys
 from importlib import resources
@@ -54,7 +55,7 @@ def result_files(folders: Iterable[Path], say: bool = False) -> list[Path]:
         folder = Path(folder)
         stores: dict[bool, list[Path]] = {False: [], True: []}   # read or not -> the store of each copy
         aside = []
-        for path in sorted(folder.rglob("*.csv")):
+        for path in _csv_files(folder):
             if path.name not in RESULT_FILES and not FALLBACK.fullmatch(path.name):
                 if SET_ASIDE.fullmatch(path.name):
                     aside.append(path)
@@ -80,6 +81,22 @@ def result_files(folders: Iterable[Path], say: bool = False) -> list[Path]:
                                          "them)" if read else f"left out {copies} in the MLflow store {shown[0]}; the job folders' own rows "
                                          "are read (give the store's folder to read its copies)"), file=sys.stderr)
     return found
+
+
+def _csv_files(folder: Path) -> list[Path]:
+    """The CSV files below ``folder``, sorted, following links to folders (a run folder linked in
+    from elsewhere is read; pathlib's rglob skipped it), each real folder once (a link back up is
+    no loop)."""
+    found, seen = [], set()
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        found += [Path(root) / name for name in files if name.endswith(".csv")]
+    return sorted(found)
 
 
 def read_results(folders: Iterable[Path]) -> pd.DataFrame:

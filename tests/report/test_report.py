@@ -791,3 +791,13 @@ def test_the_copies_an_mlflow_store_keeps_are_not_runs_of_their_own(tmp_path, ca
     (runs / "plain" / "mlruns" / "job2").mkdir(parents=True)
     pd.DataFrame([row("pubmed", "GCNGP", 0.79, experiment="")]).to_csv(runs / "plain" / "mlruns" / "job2" / "results.csv", index=False)
     assert sorted(read_results([runs])["test"]) == [0.7, 0.79, 0.828]
+
+
+def test_run_folders_linked_in_are_read_and_a_link_back_up_is_no_loop(tmp_path):
+    """An adversary's trial: a sweep linked into the folder given was skipped without a word
+    (pathlib's rglob does not follow links); a tree of links only read 'no results.csv'."""
+    elsewhere = results(tmp_path / "elsewhere", [row("cora", "SAGEGP", 0.8, experiment="")])
+    mine = results(tmp_path, [row("cora", "GCNGP", 0.828, experiment="")])
+    (mine / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (mine / "job" / "up").symlink_to(mine, target_is_directory=True)   # a loop
+    assert sorted(read_results([mine])["method"]) == ["GCNGP", "SAGEGP"]
