@@ -452,6 +452,11 @@ def main(argv: list[str] | None = None) -> None:
             _main(argv)
     except KeyboardInterrupt as err:   # a stop outside a job (a job says what it kept itself): imports, composition, between sweep jobs
         name, status = stop_signal(err)
+        given = list(argv if argv is not None else sys.argv[1:])
+        if given[:1] == ["report"]:   # a report writes no rows: it is published whole or not at all
+            print(f"gnngp: error: stopped by {name}; the report was not published: --out holds the earlier one, if any, as it was",
+                  file=sys.stderr)
+            raise SystemExit(status) from None
         where = " (a sweep's finished jobs in their folders)" if "-m" in (argv or sys.argv) or "--multirun" in (argv or sys.argv) else ""
         print(f"gnngp: error: stopped by {name}; rows already written are kept{where}", file=sys.stderr)
         raise SystemExit(status) from None

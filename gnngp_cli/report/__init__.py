@@ -119,10 +119,24 @@ def _stage(out: Path) -> Path:
         raise ResultsNotWritten(f"--out {out} is a file, not a folder; give a folder, e.g. --out outputs/report")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=".writing-", dir=out))
+        for left in out.glob(".writing-*-*"):   # a report killed (-9) before its clean-up: its process is gone
+            if left.is_dir() and not _alive(left.name.split("-")[1]):
+                shutil.rmtree(left, ignore_errors=True)
+        return Path(tempfile.mkdtemp(prefix=f".writing-{os.getpid()}-", dir=out))
     except OSError as err:
         raise ResultsNotWritten(f"--out {out}: cannot write there ({err.strerror or type(err).__name__}); "
                                 "give a folder you can write, e.g. --out outputs/report") from None
+
+
+def _alive(pid: str) -> bool:
+    """Whether the process ``pid`` (a staging folder's writer) still runs; unknown: yes."""
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, PermissionError, OSError):
+        return True
+    return True
 
 
 MANIFEST = ".gnngp-report"   # in --out: the files the last report wrote there (JSON), the only ones a report replaces or removes

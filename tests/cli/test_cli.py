@@ -379,3 +379,17 @@ def test_a_dataset_config_of_ones_own_with_a_shipped_options_name_is_refused(tmp
     out = in_process("run", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "dataset=csbm_mine", "progress=false",
                      f"hydra.run.dir={tmp_path / 'run'}")
     assert out.returncode == 0, out.stderr
+
+
+def test_a_stopped_report_says_nothing_was_published_not_that_rows_were_kept(monkeypatch, capsys):
+    # an adversary's: gnngp report stopped by SIGTERM printed "rows already written are kept"; a report writes no rows
+    import importlib
+    cli = importlib.import_module("gnngp_cli.cli.main")
+
+    def stopped(argv):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "_main", stopped)
+    with pytest.raises(SystemExit):
+        cli.main(["report", "outputs"])
+    assert capsys.readouterr().err.strip() == ("gnngp: error: stopped by Ctrl-C; the report was not published: --out holds the earlier one, "
+                                               "if any, as it was")

@@ -1,5 +1,6 @@
 """The report: paper layout, partial data, error rows, stand-ins, figures, the paper check."""
 import json
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -801,3 +802,23 @@ def test_run_folders_linked_in_are_read_and_a_link_back_up_is_no_loop(tmp_path):
     (mine / "linked").symlink_to(elsewhere, target_is_directory=True)
     (mine / "job" / "up").symlink_to(mine, target_is_directory=True)   # a loop
     assert sorted(read_results([mine])["method"]) == ["GCNGP", "SAGEGP"]
+
+
+def test_a_staging_folder_of_a_killed_report_is_removed_by_the_next(tmp_path):
+    """An adversary's trial: a report killed (-9) left --out/.writing-* folders of half a report
+    that later reports never removed."""
+    import os
+
+    runs = results(tmp_path, [row("cora", "GCNGP", 0.828, experiment="")])
+    out = tmp_path / "r"
+    dead = _dead_pid()
+    (out / f".writing-{dead}-abc123").mkdir(parents=True)
+    (out / f".writing-{os.getpid()}-live12").mkdir()   # a report writing now, in this process
+    write_report([runs], out)
+    assert sorted(p.name for p in out.glob(".writing-*")) == [f".writing-{os.getpid()}-live12"]
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
