@@ -59,6 +59,16 @@ class TrialFailed(GnngpError):
     """A job of a search (``hparams_search=...``) with no validation metric to give its sweeper."""
 
 
+def _run_dir_given() -> bool:
+    """Whether the command gave ``hydra.run.dir`` (its folder named, not a new dated one)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return any(str(o).startswith("hydra.run.dir=") for o in HydraConfig.get().overrides.hydra)
+    except Exception:  # noqa: BLE001 - no Hydra run (the Python API): not given
+        return False
+
+
 def objective(rows: Sequence[dict], searched: bool = False) -> float:
     """What a sweeper maximises (``hparams_search=optuna``): the job's validation metric, the mean
     over its runs and splits. A job with no row, an error row or a row without a validation number
@@ -194,7 +204,10 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             resume = None
         else:
             resume = None
-            if not multirun:   # a single run's folder is new each time unless hydra.run.dir names the earlier one
+            if not multirun and _run_dir_given():   # the stopped run's folder, given: it wrote no row before it stopped
+                log.info("resume=true: %s holds no results (the run stopped before its first run finished, or never ran here); every run runs",
+                         out_dir)
+            elif not multirun:   # a single run's folder is new each time unless hydra.run.dir names the earlier one
                 log.warning("resume=true: %s holds no results, so nothing is resumed and every run runs; to resume a run, give its "
                             "folder: hydra.run.dir=<the folder the stopped run wrote, e.g. outputs/<day>/<time>>", out_dir)
 

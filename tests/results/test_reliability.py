@@ -687,4 +687,5 @@ def test_progress_is_no_setting_that_resume_reruns_for(tmp_path):
     again = in_process("run", "dataset=csbm", "dataset.num_nodes=300", "kernel=gcngp", "runs=2", "resume=true", f"hydra.run.dir={run}")
     assert again.returncode == 0 and "skipping this job (every run is there" in again.stdout + again.stderr, again.stderr
     fresh = in_process("run", "dataset=csbm", "dataset.num_nodes=300", "kernel=gcngp", "runs=2", "resume=true", f"hydra.run.dir={tmp_path / 'new'}")
-    assert fresh.returncode == 0 and f"resume=true: {tmp_path / 'new'} holds no results, so nothing is resumed" in fresh.stdout + fresh.stderr
+    # the folder named (hydra.run.dir) holds nothing: said so, not "give its folder", which the command did (an adversary's)
+    assert fresh.returncode == 0 and f"resume=true: {tmp_path / 'new'} holds no results (the run stopped before" in fresh.stdout + fresh.stderr
