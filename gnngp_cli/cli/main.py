@@ -412,8 +412,18 @@ def _report(argv: list[str]) -> None:
     if args.require_all and args.check_paper is None:
         print("gnngp: error: --require-all goes with --check-paper TOL, e.g. --check-paper 0.002 --require-all", file=sys.stderr)
         raise SystemExit(2)
-    if args.check_paper is not None and not args.check_paper >= 0:   # NaN too
-        print(f"gnngp: error: --check-paper {args.check_paper} is not a tolerance; give a number at least 0, e.g. --check-paper 0.002", file=sys.stderr)
+    if args.check_paper is not None and not 0 <= args.check_paper < 1:   # NaN too; inf (or 1: a metric's whole range) checks nothing
+        print(f"gnngp: error: --check-paper {args.check_paper} is not a tolerance; give a number from 0 to below 1 (a metric's range), "
+              "e.g. --check-paper 0.002", file=sys.stderr)
+        raise SystemExit(2)
+    if exclude and args.check_paper is None:   # it would be read by nothing
+        print("gnngp: error: --exclude goes with --check-paper TOL (it leaves datasets out of the paper check), e.g. --check-paper 0.002 "
+              f"--exclude {','.join(exclude)}", file=sys.stderr)
+        raise SystemExit(2)
+    out = Path(args.out).resolve()
+    if out == Path(out.anchor) or out == Path.home().resolve():   # a report's dozen files among the system's or one's own
+        print(f"gnngp: error: --out {args.out} is {'the root folder' if out == Path(out.anchor) else 'your home folder'}; give a folder "
+              "of its own, e.g. --out outputs/report", file=sys.stderr)
         raise SystemExit(2)
     try:
         status = write_report(folders, Path(args.out), args.check_paper, exclude, require_all=args.require_all)

@@ -466,10 +466,13 @@ def test_a_bad_tolerance_or_an_unknown_excluded_dataset_is_one_line(tmp_path):
     runs = results(tmp_path, [row("cora", "GCNGP", 0.828)])
     for args, message in ((["--check-paper", "-1"], "--check-paper -1.0 is not a tolerance"),
                           (["--check-paper", "nan"], "--check-paper nan is not a tolerance"),
+                          (["--check-paper", "inf"], "--check-paper inf is not a tolerance"),   # it checked nothing, exit 0
+                          (["--exclude", "crocodile"], "--exclude goes with --check-paper TOL"),   # ignored without a word
+                          (["--out", "/"], "--out / is the root folder"),
                           (["--check-paper", "0.002", "--exclude", "crocodil"], "--exclude crocodil: not a dataset of the paper's tables; choose among"),
                           (["--check-paper", "abc"], "argument --check-paper: invalid float value: 'abc' (gnngp report --help lists the options)"),
                           (["--outt", "x"], "unrecognized arguments: --outt"), (["--out"], "argument --out: expected one argument")):
-        out = in_process("report", str(runs), "--out", str(tmp_path / "r"), *args)
+        out = in_process("report", str(runs), *(["--out", str(tmp_path / "r")] if "--out" not in args else []), *args)
         assert out.returncode == 2 and out.stderr.strip().startswith(f"gnngp: error: {message}") and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
