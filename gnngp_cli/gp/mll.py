@@ -364,8 +364,9 @@ def fit_hyperparameters(
     if fit_spec.steps and started and not moved:   # a start where the likelihood is flat (fit.nugget=1e30): the run is the start's
         shown = ", ".join(f"{name} {value:.3g}" for name, value in values.items() if name in started)
         warnings.append(f"fit=mll's values did not move from their start in {fit_spec.steps} steps ({shown}): the marginal likelihood is "
-                        f"flat there (fit.nugget={fit_spec.nugget:g} is the start, times the kernel's mean diagonal); start nearer the "
-                        "data's scale (fit.nugget=0.1, the default) or raise fit.lr")
+                        f"flat there (fit.nugget={fit_spec.nugget:g} is the start, times the kernel's mean diagonal); "
+                        + ("start nearer the data's scale (fit.nugget=0.1, the default) or raise fit.lr" if fit_spec.nugget != 0.1 else
+                           "raise fit.lr or fit.steps, or start elsewhere (fit.nugget=0.01 or 1)"))
         log.warning(warnings[-1])
     ratio = values.get("nugget", math.nan) / diag_mean
     if not warnings and "nugget" in started and not 1e-8 <= ratio <= 1e4:   # the labels all noise (or none): the start's basin, most likely
