@@ -427,8 +427,8 @@ def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
     ``{add: [[blocks...], [blocks...]]}``, ``{poly: [g0, g1, ...]}`` (the filter ``sum_k g_k A^k``)."""
     if isinstance(spec, str):
         simple = {"input": Input, "conv": Conv, "weight": lambda: Weight(params["sigma_w"]), "bias": lambda: Bias(params["sigma_b"])}
-        if spec in ACTIVATIONS:   # every registered activation is a block name (the ReLU its own class: LeakyReLU and the tests read it)
-            return ReLU() if ACTIVATIONS[spec] is RELU else Elementwise(ACTIVATIONS[spec])
+        if spec in ACTIVATIONS and spec not in simple:   # every registered activation is a block name (the ReLU its own class: LeakyReLU
+            return ReLU() if ACTIVATIONS[spec] is RELU else Elementwise(ACTIVATIONS[spec])   # and the tests read it); never one of the blocks'
         if spec not in simple:
             raise ConfigError(f"unknown kernel block '{spec}'; use input, conv, weight, bias, an activation ({', '.join(ACTIVATIONS)}), "
                               "or {scale|weight|bias|mixed|add|poly: ...}")
@@ -448,10 +448,25 @@ def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
             if key == "poly":
                 return Poly(filter_coefficients(value))
             if key == "add":
-                return Add(*[Serial(*[_block_from_spec(s, params) for s in branch]) for branch in value])
+                branches = list(value) if not isinstance(value, (str, Mapping)) and hasattr(value, "__iter__") else None
+                if not branches or any(isinstance(b, (str, Mapping)) or not hasattr(b, "__iter__") or not list(b) for b in branches):
+                    raise ConfigError(f"kernel block {{add: {value}}} is malformed: add takes a list of branches, each a non-empty list of "
+                                      "blocks, e.g. {add: [[conv], [relu, weight, conv]]}")
+                return Add(*[Serial(*_chain(list(branch), params, "a branch of add")) for branch in branches])
         except (TypeError, ValueError) as err:
             raise ConfigError(f"kernel block {{{key}: {value}}} is malformed ({err})") from err
     raise ConfigError(f"kernel block {spec!r} is malformed; use a block name or a one-key mapping such as {{scale: 0.5}}")
+
+
+def _chain(specs: list, params: Mapping[str, float], where: str) -> list[Block]:
+    """The blocks of one chain (a layer's list, a branch of ``add``): ``input`` (the features,
+    which start a kernel) only first in it; after another block it has no meaning (and failed deep
+    in the graph's operators)."""
+    late = next((i for i, spec in enumerate(specs) if spec == "input" and i > 0), None)
+    if late is not None:
+        raise ConfigError(f"{where}: input is block {late + 1} of {len(specs)}; input (the features) starts a chain: put it first, or "
+                          "start a branch of add with it for a skip connection from the features, e.g. {add: [[input, weight], [conv]]}")
+    return [_block_from_spec(spec, params) for spec in specs]
 
 
 def _starts_from_input(spec: Any) -> bool:
@@ -503,11 +518,14 @@ def composed(layers: int, first: Any, hidden: Any, sigma_w: float, sigma_b: floa
 
     if not first:
         raise ConfigError("kernel=composed needs kernel.first, a list of blocks starting with input")
-    stack = [Serial(*[_block_from_spec(s, layer_params(1)) for s in first], name="layer 1")]
+    stack = [Serial(*_chain(list(first), layer_params(1), "kernel.first"), name="layer 1")]
     for l in range(2, layers + 1):
         if not hidden:
             raise ConfigError("kernel=composed with kernel.layers > 1 needs kernel.hidden, a list of blocks")
-        stack.append(Serial(*[_block_from_spec(s, layer_params(l)) for s in hidden], name=f"layer {l}"))
+        if list(hidden)[:1] == ["input"]:   # it would restart every hidden layer from the features: the layers below unread
+            raise ConfigError("kernel.hidden begins with input, which would start each hidden layer from the features again; input "
+                              "comes first in kernel.first only, or first in a branch of add (a skip connection from the features)")
+        stack.append(Serial(*_chain(list(hidden), layer_params(l), "kernel.hidden"), name=f"layer {l}"))
     return Serial(*stack)
 
 

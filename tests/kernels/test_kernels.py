@@ -351,6 +351,11 @@ def test_a_composed_kernel_with_erf_passes_verify_against_its_derived_network():
     (["kernel.first=[weight,conv]"], "kernel.first must begin with input"),
     (["kernel.hidden=erf"], "kernel.hidden=erf is one block; kernel.hidden takes a list of blocks, e.g. kernel.hidden=[erf]"),
     (["kernel.hidden=[erff]"], "unknown kernel block 'erff'; use input, conv, weight, bias, an activation (relu, erf)"),
+    # a newcomer's: an IndexError, an AttributeError deep in the graph's operators, "unknown kernel block 'c'" (a string's letters)
+    (["kernel.first=[input,{add: []}]", "kernel.layers=1"], "add takes a list of branches, each a non-empty list of blocks"),
+    (["kernel.first=[input,conv,input]", "kernel.layers=1"], "kernel.first: input is block 3 of 3; input (the features) starts a chain"),
+    (["kernel.hidden=[input]"], "kernel.hidden begins with input"),
+    (["kernel.first=[input,{add: [conv, relu]}]", "kernel.layers=1"], "add takes a list of branches, each a non-empty list of blocks"),
 ])
 def test_a_malformed_composed_kernel_is_one_line(tmp_path, overrides, message):
     from helpers import in_process
