@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from .data.datasets import DATASETS, PRESETS
 from .errors import ConfigError
 from .gnn import GNNS
-from .kernels import KERNELS
+from .kernels import ACTIVATIONS, KERNELS
 from .gp.likelihoods import LIKELIHOODS
 from .gp.strategies import STRATEGIES
 from .metrics import METRICS
@@ -52,7 +52,8 @@ _LAST_COMPUTE: dict = {}   # the compute options registered last (compose withou
 
 def registries() -> dict[str, dict]:
     """The registries a plugin adds to (gnngp_cli.plugins), by the kind of entry they hold."""
-    return {"dataset": DATASETS, "kernel": KERNELS, "GNN": GNNS, "likelihood": LIKELIHOODS, "strategy": STRATEGIES, "metric": METRICS}
+    return {"dataset": DATASETS, "dataset preset": PRESETS, "kernel": KERNELS, "GNN": GNNS, "likelihood": LIKELIHOODS, "strategy": STRATEGIES,
+            "metric": METRICS, "activation": ACTIVATIONS}
 
 
 def register_configs(compute: Mapping[str, ComputeConfig]) -> None:

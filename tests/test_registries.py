@@ -3,6 +3,7 @@ each, in the test alone, and runs them through ``gnngp run``, ``compute=dask``, 
 ``gnngp verify``, with no other file touched. Their config options, CLI choices, labels,
 defaults, fitted parameters and wide network come from the entries."""
 import math
+import re
 import os
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from gnngp_cli.errors import ConfigError
 from gnngp_cli.cli.main import main
 from gnngp_cli.data import DATASETS, register_dataset
 from gnngp_cli.gnn import GNN, GNNS, register_gnn
-from gnngp_cli.kernels import KERNELS, Conv, Input, ReLU, Serial, Weight, register_kernel
+from gnngp_cli.kernels import ACTIVATIONS, KERNELS, Conv, Input, ReLU, Serial, Weight, register_kernel
 from gnngp_cli.kernels.architectures import Parameter
 from gnngp_cli.metrics import METRICS, MetricInput, register_metric
 from gnngp_cli.schema import DatasetConfig, GNNConfig, KernelConfig
@@ -253,3 +254,50 @@ def test_a_registry_entry_of_an_installed_package_of_ones_own_runs_through_gnngp
     assert exits.returncode == 1 and "the gnngp plugin 'mine' (plug_exits, from plug_exits) failed to import (SystemExit" in exits.stderr
     taker = gnngp("run", "dataset=cora", f"hydra.run.dir={tmp_path / 'no'}", env=path("taker"))
     assert taker.returncode == 1 and "registers the dataset 'cora', which is registered already" in taker.stderr
+
+
+class _Point:
+    """An installed entry point of the gnngp.plugins group, stood in for (its module's import is ``load``)."""
+
+    def __init__(self, load, name="mine"):
+        self.name, self.value, self.dist, self.load = name, f"plug_{name}", None, load
+
+
+@pytest.mark.parametrize("register, said", [
+    (lambda: KERNELS.__setitem__("gcngp_x", KERNELS["gcngp"]), "registers the kernel 'gcngp_x', the name of the kernel 'gcngp''s low-rank twin"),
+    (lambda: KERNELS.__setitem__("gcn", KERNELS["gcngp"]), "registers the kernel 'gcn', the name of a GNN (gnn=gcn)"),
+    (lambda: DATASETS.__setitem__("csbm_1e3", DATASETS["csbm"]), "registers the dataset 'csbm_1e3', the name of a shipped preset"),
+    (lambda: ACTIVATIONS.__setitem__("relu", ACTIVATIONS["erf"]), "registers the activation 'relu', which is registered already"),
+    (lambda: ACTIVATIONS.__setitem__("conv", ACTIVATIONS["erf"]), "registers the activation 'conv', the name of a composed kernel's block"),
+])
+def test_a_plugin_name_another_entry_answers_to_is_refused_and_leaves_nothing(monkeypatch, register, said):
+    """A newcomer's trial of plugins: kernel=gcngp_x ran a plugin's kernel (0.8270, the shipped
+    twin 0.7980), a kernel named gcn trained the GCN, a dataset named csbm_1e3 ran the preset, and
+    an activation replacing relu (or named conv) changed a shipped composed kernel's result."""
+    import gnngp_cli.plugins as plugins
+    from gnngp_cli.compose import registries
+
+    before = {kind: dict(registry) for kind, registry in registries().items()}
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [_Point(register)])
+    monkeypatch.setattr(plugins, "_LOADED", set())
+    monkeypatch.setattr(plugins, "_FAILED", {})
+    for _ in range(2):   # refused again at the next load in the process: it was marked loaded, its entries kept (a notebook's 2nd call)
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            plugins.load_plugins(registries())
+    assert {kind: dict(registry) for kind, registry in registries().items()} == before
+
+
+def test_a_plugin_that_fails_after_registering_leaves_nothing_of_it(monkeypatch):
+    import gnngp_cli.plugins as plugins
+    from gnngp_cli.compose import registries
+
+    def half():
+        KERNELS["half_loaded"] = KERNELS["gcngp"]
+        raise RuntimeError("late")
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [_Point(half)])
+    monkeypatch.setattr(plugins, "_LOADED", set())
+    monkeypatch.setattr(plugins, "_FAILED", {})
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="failed to import \\(RuntimeError: late\\)"):
+            plugins.load_plugins(registries())
+    assert "half_loaded" not in KERNELS
