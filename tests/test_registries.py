@@ -301,3 +301,19 @@ def test_a_plugin_that_fails_after_registering_leaves_nothing_of_it(monkeypatch)
         with pytest.raises(ConfigError, match="failed to import \\(RuntimeError: late\\)"):
             plugins.load_plugins(registries())
     assert "half_loaded" not in KERNELS
+
+
+def test_a_broken_plugin_does_not_block_a_report_of_rows_already_written(monkeypatch, tmp_path):
+    import gnngp_cli.plugins as plugins
+
+    def broken():
+        raise RuntimeError("broken")
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [_Point(broken)])
+    monkeypatch.setattr(plugins, "_LOADED", set())
+    monkeypatch.setattr(plugins, "_FAILED", {})
+    (tmp_path / "runs").mkdir()
+    pd.DataFrame([{"status": "ok", "dataset": "cora", "method": "GCNGP", "test": 0.828, "seed": 0, "run": 0, "layers": 2,
+                   "timestamp": "2026-01-01T00:00:00"}]).to_csv(tmp_path / "runs" / "results.csv", index=False)
+    out = in_process("report", str(tmp_path / "runs"), "--out", str(tmp_path / "r"))
+    assert out.returncode == 0 and "gnngp: warning: the gnngp plugin 'mine'" in out.stderr and "the report goes on without it" in out.stderr
+    assert in_process("run", f"hydra.run.dir={tmp_path / 'no'}").returncode == 1   # a run needs its registries whole
