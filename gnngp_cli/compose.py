@@ -261,6 +261,9 @@ _COMPOSED: "OrderedDict[tuple, DictConfig]" = OrderedDict()   # the configs comp
 COMPOSED_KEPT = 256
 
 
+CHOSEN_NAMES = {"kernel.name": "kernel", "model.name": "kernel", "gnn.name": "gnn", "dataset.name": "dataset"}   # a choice's name, not a key
+
+
 def method_overrides(overrides: Sequence[str]) -> list[str]:
     """Command-line overrides with ``kernel=<name>`` and ``gnn=<name>`` spelled as the one
     method choice ``model=<name>`` (a sweep ``kernel=a,b`` too). ``kernel`` and ``gnn`` chosen
@@ -269,6 +272,10 @@ def method_overrides(overrides: Sequence[str]) -> list[str]:
     out = []
     for o in overrides:
         key, sep, value = o.partition("=")
+        named = key.lstrip("+~")
+        if sep and named in CHOSEN_NAMES:   # the section's other keys stayed the default choice's: a row labelled RBF ran GCNGP's
+            group = CHOSEN_NAMES[named]
+            raise ConfigError(f"{named} is set by {group}=<name>, which brings its own settings with it; give {group}={value}")
         if sep and key in ("kernel", "gnn"):
             chosen[key] = value
             if not (key == "gnn" and value == "none"):

@@ -74,6 +74,24 @@ def _sweep_values(value: str) -> list[str]:
     return [v.strip().strip("'\"") for v in value.split(",") if v.strip()]
 
 
+def check_repeated(overrides: Sequence[str]) -> None:
+    """A key given twice on the command line (``depth=3 depth=4``, ``dataset=cora dataset=citeseer``)
+    is one line: Hydra keeps the last silently, and a run of the other is not what was asked.
+    ``kernel=``/``gnn=``/``model=`` are the method's, checked with the method."""
+    seen: dict[str, str] = {}
+    for override in overrides:
+        if override.startswith("-") or "=" not in override or override.startswith("~"):
+            continue
+        key, _, value = override.partition("=")
+        key = key.lstrip("+")
+        if key in ("kernel", "gnn", "model"):
+            continue
+        if key in seen and seen[key] != value:
+            raise ConfigError(f"{key} is given twice ({key}={seen[key]} and {key}={value}); give it once (a sweep of both: gnngp run -m "
+                              f"{key}={seen[key]},{value})")
+        seen[key] = value
+
+
 def check_group_choices(overrides: Sequence[str]) -> None:
     """Raise a one-line :class:`ConfigError` for an unknown ``dataset=``, ``kernel=``, ``gnn=``,
     ``model=``, ``experiment=``, ``fit=``, ``compute=``, ``likelihood=``, ``protocol=``,

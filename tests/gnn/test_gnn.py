@@ -249,7 +249,7 @@ def test_neighbour_sampler_respects_fanouts_and_keeps_seeds_first():
     "overrides, message",
     [
         (["kernel=gcngp", "gnn=gcn"], "both kernel and gnn are set"),
-        (["gnn=gcn", "gnn.name=gatt"], "gnn.name='gatt' is not valid"),
+        (["gnn=gcn", "gnn.name=gatt"], "gnn.name is set by gnn=<name>, which brings its own settings with it; give gnn=gatt"),
         (["gnn=gcn", "gnn.lr=-0.1"], "gnn.lr=-0.1 must be positive"),
         (["gnn=gcn", "gnn.epochs=-1"], "gnn.epochs=-1 must be at least 1"),
         (["gnn=gcn", "gnn.dropout=1.5"], r"gnn.dropout=1.5 must lie in \[0, 1\)"),   # each named with its value (a trial)
