@@ -29,7 +29,7 @@ from .backends import compute_options
 from .backends.local import LocalBackend
 from .cli.messages import check_group_choices, one_line, spellings
 from .compose import compose as compose_config, registries
-from .config import needs_validation, parse, reads_training_set, training_times, validate
+from .config import check_switches, needs_validation, parse, reads_training_set, training_times, validate
 from .data.container import GraphData
 from .data.custom import SELF_LOOPS_LEFT_OUT, untrained_note
 from .data.protocols import DRAWS_SPLIT
@@ -279,6 +279,7 @@ class NodeGP:
             raise ConfigError(f"{key} is read when a graph is loaded, and NodeGP takes its graph loaded, in fit(data): give it to "
                               f"{where}{own}")
         self.config = compose([f"kernel={kernel}", *self.settings])   # checked now: a typo fails here, not at fit
+        check_switches(self.config, self.settings)
         try:
             validate(self.config)
         except ConfigError as err:   # a key only select reads (fit=mll's nugget grid, searched per budget) is kept; fit refuses it

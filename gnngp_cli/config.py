@@ -64,6 +64,28 @@ def _choice(value: str, allowed, what: str) -> None:
 UNREAD = ("refuse", "allow")   # validate(unread=...): an option the run would not read is refused, or left to the caller
 
 
+def check_switches(cfg: Any, overrides: Any) -> None:
+    """A switch (a boolean key) given anything but ``true`` or ``false``: one line. OmegaConf
+    reads any integer as one (``likelihood.temperature=2`` was "true": a temperature fitted;
+    ``data.shared_cache=2`` trusted a shared cache)."""
+    from omegaconf import BooleanNode, OmegaConf
+
+    for override in overrides or ():
+        key, sep, value = str(override).partition("=")
+        key = key.lstrip("+")
+        if not sep or key.startswith(("~", "hydra.")):
+            continue
+        try:
+            parent_key, _, leaf = key.rpartition(".")
+            parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
+            node = parent._get_node(leaf) if hasattr(parent, "_get_node") else None
+        except Exception:  # noqa: BLE001 - a key the config does not hold: the config's own check names it
+            continue
+        if isinstance(node, BooleanNode) and value.strip().lower() not in ("true", "false", "null", ""):
+            what = (" (true: a temperature is fitted on the validation nodes; false: none)" if key == "likelihood.temperature" else "")
+            raise ConfigError(f"{key}={value}: {key} is a switch, true or false{what}; give {key}=true or {key}=false")
+
+
 def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
     """Reject impossible values before any work starts (one-line :class:`ConfigError`): a key no
     schema has (``+foo=bar``), an impossible value, and (``unread="refuse"``) an option set to a

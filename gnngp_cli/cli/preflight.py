@@ -75,13 +75,14 @@ def check(config: DictConfig, job: str = "", command: str = "run", unread: str =
     """Parse ``config`` (a composed config with its ``hydra`` node) as the job will; a
     :class:`~gnngp_cli.errors.GnngpError` refuses the command. ``unread="allow"``: an option
     the job would not read is left to the caller (a sweep's). Returns the job's config."""
-    from ..config import parse
+    from ..config import check_switches, parse
     from ..errors import GnngpError
 
     task = copy.deepcopy(config)   # as Hydra gives it to the job: the hydra node removed
     with read_write(task), open_dict(task):
         task.pop("hydra", None)
     try:
+        check_switches(task, config.get("hydra", {}).get("overrides", {}).get("task", []))
         spec = parse(task, command, unread)
         if command == "run" and spec.compute.backend == "local":   # device=cuda without a GPU: refused before a run folder is made
             from ..runtime import resolve_device

@@ -408,3 +408,11 @@ def test_a_choice_spelled_as_its_name_key_or_a_key_given_twice_is_one_line(tmp_p
     out = in_process("run", *overrides, f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and out.stderr.strip().splitlines()[-1].startswith(f"gnngp: error: {message}"), out.stderr
     assert not (tmp_path / "results.csv").exists()
+
+
+@pytest.mark.parametrize("override", ["likelihood.temperature=2", "data.shared_cache=2", "dataset.center=5"])
+def test_a_switch_given_a_number_is_one_line(tmp_path, override):
+    # OmegaConf read any integer as a boolean: likelihood.temperature=2 fitted a temperature, data.shared_cache=2 trusted a cache
+    out = in_process("run", override, f"hydra.run.dir={tmp_path}")
+    key = override.partition("=")[0]
+    assert out.returncode == 1 and f"gnngp: error: {override}: {key} is a switch, true or false" in out.stderr.strip().splitlines()[-1], out.stderr
