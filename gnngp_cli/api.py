@@ -600,7 +600,7 @@ def _features(x: Any) -> torch.Tensor:
         fix = "; for one feature per node give x.view(-1, 1)" if x.dim() == 1 else "; flatten each node's features: x.flatten(1)" if x.dim() > 2 else ""
         raise DatasetError(f"x must be 2-D, one row of features per node (shape [N, F]), got shape {tuple(x.shape)}{fix}")
     x = x.detach()
-    return x if x.is_floating_point() else x.float()
+    return x.clone() if x.is_floating_point() else x.float()   # the features as fitted: a later x.mul_(0) is not the fit's (kernel_matrix)
 
 
 def _targets(y: torch.Tensor, task: str, labelled: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[str]]:
@@ -700,7 +700,7 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
         log.warning(note)
     if not own and not any(v is not None for v in given.values()):
         graph = copy.copy(data)   # the caller's graph is never changed (a float copy of x, the device, a protocol's masks), and
-        graph.x, graph.edge_index = x, edge_index   # what score() reads is the graph as fitted: y and the masks copied
+        graph.x, graph.edge_index = x, edge_index.clone()   # what score() reads is the graph as fitted: y and the masks copied
         for key in ("y", *given):
             graph[key] = torch.as_tensor(data[key]).clone()
         if read_as:

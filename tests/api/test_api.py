@@ -215,6 +215,15 @@ def test_a_refit_that_fails_leaves_the_earlier_fit_whole():
     assert gp.score() == before and gp.predict().mean.size(0) == 200
 
 
+def test_the_fitted_kernel_reads_the_features_as_fitted_not_as_changed_since():
+    # an adversary's: d.x.mul_(0).add_(noise) after the fit changed an exact NodeGP's kernel_matrix (predict was unaffected)
+    data = graph()
+    gp = NodeGP(dtype="float64").fit(data, **SPLIT)
+    before = gp.kernel_matrix([5, 160])
+    data.x.mul_(0).add_(torch.randn(data.x.shape, generator=torch.Generator().manual_seed(1)))
+    torch.testing.assert_close(gp.kernel_matrix([5, 160]), before)
+
+
 def test_a_fit_with_no_test_set_predicts_every_node_and_scores_none():
     # to predict the nodes whose labels one does not have, a test set was required all the same
     data = graph()
