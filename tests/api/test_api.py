@@ -218,7 +218,7 @@ def test_a_refit_that_fails_leaves_the_earlier_fit_whole():
 def test_the_fitted_kernel_reads_the_features_as_fitted_not_as_changed_since():
     # an adversary's: d.x.mul_(0).add_(noise) after the fit changed an exact NodeGP's kernel_matrix (predict was unaffected)
     data = graph()
-    gp = NodeGP(dtype="float64").fit(data, **SPLIT)
+    gp = NodeGP().fit(data, **SPLIT)   # float32, the features' own dtype: they were not copied
     before = gp.kernel_matrix([5, 160])
     data.x.mul_(0).add_(torch.randn(data.x.shape, generator=torch.Generator().manual_seed(1)))
     torch.testing.assert_close(gp.kernel_matrix([5, 160]), before)
