@@ -412,6 +412,9 @@ def validate_kernel(k: Any) -> None:
         raise ConfigError(f"kernel.base.scale={k.base.scale} must be positive (C0 reads sqrt(scale) x; 1/d matches weights N(0, s_w^2/d))")
     if k.base.gamma <= 0 and k.base.name in ("rbf", "laplacian"):
         raise ConfigError(f"kernel.base.gamma={k.base.gamma} must be positive for the {k.base.name} kernel")
+    if k.base.name == "polynomial" and not (float(k.base.d) >= 1 and float(k.base.d).is_integer()):   # (x.x' + c)^d: PSD for whole d >= 1
+        raise ConfigError(f"kernel.base.d={k.base.d:g} is not a polynomial kernel's degree: give a whole number of at least 1 "
+                          "(d=0 is a constant kernel; a fractional or negative power of x.x' + c is not a covariance)")
     if k.gamma_search and "gamma" not in BASE_READS[k.base.name]:
         readers = ", ".join(name for name, reads in BASE_READS.items() if "gamma" in reads)
         raise ConfigError(f"kernel.gamma_search=true searches the base kernel's gamma, but kernel.base.name={k.base.name} has none; "

@@ -416,3 +416,10 @@ def test_a_switch_given_a_number_is_one_line(tmp_path, override):
     out = in_process("run", override, f"hydra.run.dir={tmp_path}")
     key = override.partition("=")[0]
     assert out.returncode == 1 and f"gnngp: error: {override}: {key} is a switch, true or false" in out.stderr.strip().splitlines()[-1], out.stderr
+
+
+@pytest.mark.parametrize("degree", ["-1", "0", "2.5"])
+def test_a_polynomial_degree_that_is_not_a_whole_number_of_at_least_1_is_one_line(tmp_path, degree):
+    # d=0 ran a constant kernel (accuracy 0.13, exit 0); 2.5 and -1 failed mid-run advising lower sigmas or float64
+    out = in_process("run", "kernel.base.name=polynomial", f"kernel.base.d={degree}", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 1 and f"kernel.base.d={float(degree):g} is not a polynomial kernel's degree" in out.stderr.strip().splitlines()[-1]
