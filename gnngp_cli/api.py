@@ -677,6 +677,11 @@ def _adopt(data: Any, train: Nodes, val: Nodes, test: Nodes, own: bool, cfg: Dic
     given = {"train_mask": train, "val_mask": val, "test_mask": test}
     masks = {}
     for key, nodes in given.items():
+        if str(cfg.protocol.name) in DRAWS_SPLIT and all(v is None and getattr(data, k, None) is None for k, v in given.items()):
+            # the protocol draws the split anew and reads no mask of the graph's: every node in one of three placeholder sets, so
+            # that every node's label is checked, as any node may be drawn into any set
+            masks[key] = torch.arange(n) % 3 == ("train_mask", "val_mask", "test_mask").index(key)
+            continue
         if nodes is None and getattr(data, key, None) is None and fitting and (key == "test_mask" or (key == "val_mask" and not needs_validation(cfg))):
             masks[key] = torch.zeros(n, dtype=torch.bool)   # none: no test metric (predict every node), or fit=mll's nugget, chosen without one
             continue

@@ -224,6 +224,13 @@ def test_the_fitted_kernel_reads_the_features_as_fitted_not_as_changed_since():
     torch.testing.assert_close(gp.kernel_matrix([5, 160]), before)
 
 
+def test_a_protocol_that_draws_its_split_fits_a_graph_without_masks():
+    # an adversary's: "the graph has no train_mask; give ... gp.fit(data, train=...)", then, given, "protocol=random_split draws a
+    # split of its own; give one of them": round in a circle
+    gp = NodeGP(protocol="random_split").fit(graph())
+    assert gp.row["status"] == "ok" and gp.row["split"].startswith("random")
+
+
 def test_a_fit_with_no_test_set_predicts_every_node_and_scores_none():
     # to predict the nodes whose labels one does not have, a test set was required all the same
     data = graph()
