@@ -645,6 +645,9 @@ def _validate_gnn(g: Any) -> None:
         raise ConfigError(f"gnn.fanouts has {len(g.fanouts)} entries but {g.name} has {graph_layers} graph layers; give one fanout per graph layer (-1 = all)")
     if g.fanouts is not None and any(f < -1 for f in g.fanouts):
         raise ConfigError(f"gnn.fanouts={list(g.fanouts)}: a fanout is how many neighbours a node samples per graph layer, 0 or more, or -1 for all of them")
+    if g.fanouts is not None and not g.batch_size:   # full-batch training reads every neighbour: the fanouts were dropped silently
+        raise ConfigError("gnn.fanouts samples neighbours for mini-batch training, and this run trains full batch; give gnn.batch_size=N "
+                          "with it, or drop gnn.fanouts")
     _choice(g.uncertainty, GNN_UNCERTAINTY, "gnn.uncertainty")
     if g.uncertainty == "ensemble" and g.members < 2:
         raise ConfigError(f"gnn.members={g.members}: an ensemble needs at least 2 models (e.g. 5)")

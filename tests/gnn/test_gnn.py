@@ -260,6 +260,7 @@ def test_neighbour_sampler_respects_fanouts_and_keeps_seeds_first():
         (["gnn=sgc", "gnn.uncertainty=mc_dropout"], r"gnn=sgc is one linear map without it; use gnn=sign"),        # (pointed at gnn.dropout)
         (["gnn=sage", "gnn.fanouts=[-2,5]"], r"gnn.fanouts=\[-2, 5\]: a fanout is how many neighbours"),   # (ran as -1: all of them)
         (["gnn=sgc", "gnn.fanouts=[10]"], r"gnn=sgc reads the graph once before training and samples no neighbours; drop gnn.fanouts"),   # (0 graph layers)
+        (["gnn=gcn", "gnn.fanouts=[10,10]"], r"gnn.fanouts samples neighbours for mini-batch training, and this run trains full batch"),   # (dropped)
         (["~model"], "nothing to run"),
     ],
 )
