@@ -807,3 +807,27 @@ def test_a_joblib_sweep_of_local_dask_clusters_is_refused_before_any_job(tmp_pat
     done = in_process("run", "-m", "hparams_search=optuna", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "kernel=gcngp_x", "compute=dask",
                       "dataset.num_nodes=300", "compute.workers=1", "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path / 'search'}")
     assert done.returncode == 1 and "(the search's trials), which hydra/launcher=joblib's worker processes cannot start" in done.stderr
+
+
+def test_a_slurm_cluster_that_cannot_start_is_one_line_before_any_job(tmp_path, monkeypatch):
+    """An adversary's trial: compute=slurm without sbatch printed a FileNotFoundError traceback per
+    submission, said 'submitted 4 SLURM jobs', then waited for workers until killed; a memory of
+    32XB was a 90-line ValueError; a walltime of 'forever' went unchecked."""
+    from types import SimpleNamespace
+
+    from gnngp_cli.backends.rowblocks.cluster import check_slurm
+    from gnngp_cli.errors import ConfigError
+
+    c = SimpleNamespace(memory="32GB", walltime="01:00:00")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ConfigError, match="compute=slurm submits SLURM jobs with sbatch, which is not on this machine's PATH"):
+        check_slurm(c)
+    (tmp_path / "sbatch").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "sbatch").chmod(0o755)
+    check_slurm(c)
+    for bad, said in ((SimpleNamespace(memory="32XB", walltime="01:00:00"), "compute.memory='32XB' is not a size"),
+                      (SimpleNamespace(memory="32GB", walltime="forever"), "compute.walltime='forever' is not a SLURM time")):
+        with pytest.raises(ConfigError, match=said):
+            check_slurm(bad)
+    for good in ("90", "1-00:00:00", "2-12", "30:00"):
+        check_slurm(SimpleNamespace(memory="4GB", walltime=good))

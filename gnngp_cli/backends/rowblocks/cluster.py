@@ -90,6 +90,29 @@ def check_local_cluster(c: Any, memory: Any) -> None:
                           "auto (one a core)")
 
 
+WALLTIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")   # SLURM's --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+
+
+def check_slurm(c: Any) -> None:
+    """Refuse, before a job is submitted, a SLURM cluster that cannot start: no ``sbatch`` here
+    (dask-jobqueue's submissions failed with a traceback each, and the run waited
+    ``compute.worker_timeout`` for workers that never came), a memory that is not a size, a
+    walltime SLURM does not read."""
+    import shutil
+
+    if shutil.which("sbatch") is None:
+        raise ConfigError("compute=slurm submits SLURM jobs with sbatch, which is not on this machine's PATH; run from a SLURM login "
+                          "node, or use compute=dask (a cluster on this machine)")
+    try:
+        from dask.utils import parse_bytes
+
+        parse_bytes(str(c.memory))
+    except (ValueError, TypeError):
+        raise ConfigError(f"compute.memory={c.memory!r} is not a size; give a SLURM job's memory, e.g. 32GB") from None
+    if c.walltime is not None and not WALLTIME.fullmatch(str(c.walltime).strip()):
+        raise ConfigError(f"compute.walltime={c.walltime!r} is not a SLURM time; give minutes, HH:MM:SS or D-HH:MM:SS, e.g. 01:00:00")
+
+
 def worker_count(c: Any) -> int:
     """``compute.workers``: a number as given; ``auto``: a LocalCluster worker per usable core
     (:func:`usable_cores`), one worker process per SLURM job."""
@@ -182,6 +205,7 @@ def _client(c: Any) -> Iterator[Any]:
             raise ComputeError(f"cannot reach the Dask scheduler at {c.address} ({type(err).__name__}); start it (dask scheduler) "
                                "and its workers, fix compute.address, or drop compute.address to start a local cluster") from err
     elif c.backend == "slurm":
+        check_slurm(c)
         cluster = slurm_cluster(c)
         cluster.scale(jobs=c.jobs)
         client = Client(cluster)
