@@ -30,6 +30,7 @@ from ..readers import active_run
 from ..conformal import Calibration
 from ..errors import ConfigError, ResourceError
 from ..kernels import KERNELS, BaseKernel
+from ..schema import NuggetConfig
 from ..metrics import METRICS, resolve_metric, uncertainty_metrics
 from ..progress import Progress
 from ..runtime import Stopwatch, current_rss_bytes, memory_limit_bytes
@@ -294,8 +295,9 @@ class GPJob(KernelJob):
             estimate = estimate.with_memory(per_class, f"{info.num_classes} per-class posteriors")   # on Dask: in this process, beside the root files
         if need and current_rss_bytes() + need > limit:
             raise ResourceError(f"nugget.num={num:,} needs about {size_text(need)} for the grid alone, and the limit is {size_text(limit)} "
-                                "(max_memory_gb; default half of the free memory); lower nugget.num (the default grid, 101 values from "
-                                "1e-2 to 1e2 times the kernel's mean diagonal, is fine enough for most uses)")
+                                "(max_memory_gb; default half of the free memory); lower nugget.num (the default grid, "
+                                f"{NuggetConfig.num} values from {NuggetConfig.min:g} to {NuggetConfig.max:g} times the kernel's mean "
+                                "diagonal, is fine enough for most uses)")
         return estimate.with_grid(need / 2**30, num, grid_seconds(num, rows, rank, outputs))
 
     def with_probabilities(self, estimate: Estimate, limit: float, classes: int) -> Estimate:
