@@ -148,7 +148,8 @@ def check_graph(data: GraphData, validation: bool = True, training: bool = True)
             raise DatasetError(f"{where}: {key} has length {data[key].numel()}, not {n}")
     drawn = str(getattr(data, "split", "")).startswith("random")   # a split by ratios; else masks given (files, a loader's, the API's)
     if training and int(data.train_mask.sum()) == 0:
-        raise DatasetError(f"{where}: the training set is empty; " + ("give a positive dataset.train_ratio" if drawn else
+        raise DatasetError(f"{where}: the training set is empty; " + (f"dataset.train_ratio of its {n:,} nodes rounds down to none: give a "
+                           "larger dataset.train_ratio, or more nodes" if drawn else
                            "its train_mask selects no node: give a training mask with some True entry"))
     for key, what, fix in (("val_mask", "validation", "the nugget is chosen on it; " + ("give a positive dataset.val_ratio" if drawn else
                                                      "its val_mask selects no node: give one with some True entry")),
