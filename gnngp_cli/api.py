@@ -59,7 +59,8 @@ KERNEL_MATRIX_ENTRIES = 10**8  # kernel_matrix is for small sets: at most this m
 def overrides_of(settings: Mapping[str, Any]) -> list[str]:
     """Keyword settings as command-line overrides: ``{"landmarks": {"count": 100}}`` and
     ``{"landmarks__count": 100}`` and ``{"landmarks.count": 100}`` are ``landmarks.count=100``;
-    ``None`` is ``null``, booleans ``true``/``false``, lists ``[a,b]``."""
+    ``None`` is ``null``, booleans ``true``/``false``, lists ``[a,b]``, a mapping in a list ``{k:v}``
+    (a composed kernel's blocks: ``kernel__first=["input", "weight", "conv", {"scale": 0.5}]``)."""
     out = []
     for key, value in settings.items():
         key = key.replace("__", ".")
@@ -122,6 +123,8 @@ def _value(value: Any, key: str) -> str:
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_value(v, key) for v in value) + "]"
+    if isinstance(value, Mapping):   # inside a list (a composed kernel's {scale: 0.5}): Hydra's inline mapping, not Python's repr
+        return "{" + ",".join(f"{k}:{_value(v, key)}" for k, v in value.items()) + "}"
     if isinstance(value, str) and "${" in value:   # Hydra would resolve it against the config, or fail deep inside OmegaConf
         raise ConfigError(f"{key}={value!r}: a setting takes a value, and ${{...}} is an interpolation of the command line's config; "
                           f"give the value itself")

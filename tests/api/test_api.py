@@ -224,6 +224,16 @@ def test_the_fitted_kernel_reads_the_features_as_fitted_not_as_changed_since():
     torch.testing.assert_close(gp.kernel_matrix([5, 160]), before)
 
 
+def test_a_composed_kernels_blocks_given_as_python_values_are_its_config():
+    # a newcomer's: kernel__first=[..., {"scale": 0.5}] was Hydra's "no viable alternative at input" (Python's repr of the dict)
+    from gnngp_cli.api import overrides_of
+
+    assert overrides_of({"kernel__hidden": [{"add": [[{"scale": 1}], ["relu", "weight", "conv"]]}]}) == [
+        "kernel.hidden=[{add:[[{scale:1}],[relu,weight,conv]]}]"]
+    gp = NodeGP(kernel="composed", kernel__first=["input", "weight", "conv", {"scale": 0.5}], kernel__layers=1)
+    assert list(gp.config.kernel.first)[-1] == {"scale": 0.5}
+
+
 def test_a_protocol_that_draws_its_split_fits_a_graph_without_masks():
     # an adversary's: "the graph has no train_mask; give ... gp.fit(data, train=...)", then, given, "protocol=random_split draws a
     # split of its own; give one of them": round in a circle
