@@ -317,3 +317,29 @@ def test_a_broken_plugin_does_not_block_a_report_of_rows_already_written(monkeyp
     out = in_process("report", str(tmp_path / "runs"), "--out", str(tmp_path / "r"))
     assert out.returncode == 0 and "gnngp: warning: the gnngp plugin 'mine'" in out.stderr and "the report goes on without it" in out.stderr
     assert in_process("run", f"hydra.run.dir={tmp_path / 'no'}").returncode == 1   # a run needs its registries whole
+
+
+@pytest.mark.parametrize("name, label, config, parameters, said", [
+    ("my kernel=1", "MINE", KernelConfig, (), "a kernel's name is a word of lower-case letters"),
+    ("mine_x", "MINE", KernelConfig, (), "does not end in _x"),
+    ("mine", "", KernelConfig, (), "needs a label"),
+    ("mine", "MINE", dict, (), "its config is a dataclass deriving gnngp_cli.schema.KernelConfig"),
+    ("mine", "MINE", KernelConfig, (Parameter("sigma_q"),), "its parameters sigma_q are not fields of its config KernelConfig"),
+])
+def test_a_malformed_kernel_entry_is_refused_when_registered(name, label, config, parameters, said):
+    """A newcomer's plugin trials: each was accepted and failed later (an AttributeError at fit=mll,
+    'unknown key kernel.base', an empty method column, a name kernel= cannot take)."""
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        register_kernel(name, label, config, parameters=parameters)
+    assert name not in KERNELS
+
+
+def test_a_builder_that_returns_no_block_is_one_line(monkeypatch):
+    @register_kernel("returns_text", "TEXT", KernelConfig)
+    def returns_text(layers):
+        return "input"
+    try:
+        with pytest.raises(ConfigError, match="the builder of kernel=returns_text returned a str, not a Block"):
+            KERNELS["returns_text"].architecture(compose(["kernel=gcngp"]).kernel)
+    finally:
+        KERNELS.pop("returns_text")

@@ -133,6 +133,9 @@ class KernelEntry:
         for name, candidates in self.choices.items():
             values.setdefault(name, candidates(options)[0])
         network = self.build(**{**self.arguments(options), **values})
+        if not isinstance(network, Block):   # a registered builder's bug: one line naming it, not an AttributeError deep in the job
+            raise ConfigError(f"the builder of kernel={self.name} returned a {type(network).__name__}, not a Block (a composition of "
+                              "gnngp_cli.kernels' blocks: Serial(Input(), Weight(s), Conv(), ...)); fix its builder (docs/extending.md)")
         limit = options.get("limit", "nngp")
         if limit == "ntk":
             if not has_parameters(network):
@@ -159,6 +162,21 @@ def register_kernel(name: str, label: str, config: type, adjacency: str = "sym",
     the fields of ``config``) to the zoo as ``kernel=name`` (and its low-rank twin
     ``kernel=name_x``), with what :class:`KernelEntry` lists. Everything else (config options,
     CLI choices, fitting, verify, labels, report names) is read from the entry."""
+    import re
+
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name.endswith("_x"):
+        raise ConfigError(f"a kernel's name is a word of lower-case letters, digits and _ that does not end in _x (its low-rank twin's), "
+                          f"which kernel=<name> can take; not {name!r}")
+    if not isinstance(label, str) or not label.strip():
+        raise ConfigError(f"kernel {name!r} needs a label, the method's name in rows and reports (e.g. \"GCNGP\")")
+    if not (isinstance(config, type) and issubclass(config, KernelConfig)):
+        raise ConfigError(f"kernel {name!r}: its config is a dataclass deriving gnngp_cli.schema.KernelConfig, not {config!r}")
+    own = {f.name for f in fields(config)}
+    stray = [p.name for p in parameters if p.name not in own]
+    if stray:   # fit=mll would look them up in the config (an AttributeError at the fit, fit=grid ran)
+        raise ConfigError(f"kernel {name!r}: its parameters {', '.join(stray)} are not fields of its config {config.__name__}; "
+                          "a parameter is one of the config's fields")
+
     def add(build: Callable[..., Block]) -> Callable[..., Block]:
         KERNELS[name] = KernelEntry(name, label, build, config, adjacency, dict(defaults or {}), check, tuple(parameters), used,
                                     dict(choices or {}), gnn, None if backends is None else tuple(backends), note, tuple(ignores))
