@@ -66,7 +66,14 @@ def _configured(kernel_spec: Any, name: str) -> Any:
 def check_learn(kernel_spec: Any, fit_spec: Any) -> None:
     """``fit.learn`` names only what this kernel can learn (one line otherwise), before any work."""
     available = [p.name for p in kernel_parameters(kernel_spec)]
-    for name in fit_spec.learn or []:
+    named = list(fit_spec.learn or [])
+    twice = next((name for name in named if named.count(name) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"fit.learn names '{twice}' twice; name each parameter once")
+    if fit_spec.learn is not None and named and all(name in GP_PARAMETERS for name in named) and available:
+        raise ConfigError(f"fit.learn={list(named)} learns no kernel parameter, and fit=mll fits the kernel's too: add some of "
+                          f"{', '.join(available)}; to choose the nugget alone, fit=grid chooses it on the validation nodes")
+    for name in named:
         if name not in GP_PARAMETERS and name not in available:
             raise ConfigError(f"fit.learn names '{name}', which kernel={kernel_spec.name} (base {kernel_spec.base.name}) cannot learn; "
                               f"use some of {', '.join([*GP_PARAMETERS, *available])}")

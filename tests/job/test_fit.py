@@ -157,6 +157,8 @@ def test_parameters_follow_the_architecture_and_fit_learn():
         (["fit.lr=1000", "fit.steps=5"], KernelError, "fit=mll diverged at step"),
         (["fit.optimizer=sgd"], ConfigError, "fit.optimizer='sgd' is not valid"),
         (["fit.learn=[theta]"], ConfigError, "fit.learn names 'theta', which kernel=gcngp (base linear) cannot learn; use some of nugget, output_scale, sigma_w, sigma_b"),
+        (["fit.learn=[sigma_w,sigma_w]"], ConfigError, "fit.learn names 'sigma_w' twice; name each parameter once"),   # (accepted)
+        (["fit.learn=[nugget]"], ConfigError, "fit.learn=['nugget'] learns no kernel parameter, and fit=mll fits the kernel's too"),
         (["fit=grid", "dataset.hide_val=true"], ConfigError, "dataset.hide_val=true leaves no validation labels"),
     ],
 )
