@@ -161,11 +161,14 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
             raise ValueError("GNNGPKernel takes node ids in one column; last_dim_is_batch is not supported")
         batch = x1.shape[:-2]
         ids1, ids2 = self._ids(x1), self._ids(x2)
+        if diag and ids1.numel() != ids2.numel():
+            raise ValueError(f"GNNGPKernel: diag=True pairs the inputs' nodes one to one, and they hold {ids1.numel()} and {ids2.numel()}")
         values = self.values()
         network = self._build({k: v for k, v in values.items() if k not in self.base_names}).network
         ctx = self._context(values)
+        out_dtype = x1.dtype   # the model's dtype (float32 inputs and targets: the kernel's values in float32 too, not float64's)
         if ctx.low_rank:
-            root = network(None, ctx, None).root
+            root = network(None, ctx, None).root.to(out_dtype)
             q1, q2 = root[ids1], root[ids2]
             if diag:
                 out = (q1 * q2).sum(-1)
@@ -175,7 +178,7 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
                 out = MatmulLinearOperator(q1, q2.T)
         else:
             nodes = torch.unique(torch.cat([ids1, ids2]))
-            dense = training_kernel(network, ctx, nodes).dense()
+            dense = training_kernel(network, ctx, nodes).dense().to(out_dtype)
             pos1, pos2 = torch.searchsorted(nodes, ids1), torch.searchsorted(nodes, ids2)
             out = dense[pos1, pos2] if diag else dense[pos1][:, pos2]
         if len(batch):
@@ -186,6 +189,12 @@ class GNNGPKernel(gpytorch.kernels.Kernel):
         """The node ids of ``x`` (``... x n x 1``); batch copies must hold the same ids."""
         if x.size(-1) != 1:
             raise ValueError(f"GNNGPKernel takes node ids as one column (n x 1), got inputs of shape {tuple(x.shape)}")
+        if not x.is_floating_point():   # a bool or integer tensor: GPyTorch's models take float inputs
+            raise ValueError(f"GNNGPKernel inputs are node ids as a float column (ids.double().unsqueeze(-1)), not {x.dtype}")
+        if x.dim() < 2 or x.size(-2) == 0:
+            raise ValueError("GNNGPKernel: the inputs hold no node id; give at least one")
+        if not bool(torch.isfinite(x).all()):
+            raise ValueError(f"GNNGPKernel inputs must be node ids in [0, {self.num_nodes}), not NaN or infinite")
         flat = x.reshape(-1, x.size(-2))
         if not bool((flat == flat[:1]).all()):
             raise ValueError("GNNGPKernel: batch copies of the inputs must hold the same node ids")

@@ -122,3 +122,27 @@ def test_every_registered_kernel_is_a_gpytorch_kernel_with_gradients(name):
     assert parameters, name                                                  # every kernel has something to learn
     k.sum().backward()
     assert all(p.grad is not None and bool(torch.isfinite(p.grad).all()) for p in parameters)
+
+
+def test_a_float32_model_and_malformed_ids_are_clear():
+    """A newcomer's trials: the docs' model without .double() (float32 ids and targets) failed
+    deep inside linear_operator ('Expected b and A to have the same dtype'); bool ids, no ids,
+    a NaN id and diag=True over unequal inputs were torch's own errors."""
+    from gnngp_cli.data import generate_csbm
+
+    data = generate_csbm(num_nodes=60, num_features=6, num_classes=3, seed=2)
+    for landmarks in (None, torch.arange(0, 60, 4)):
+        ids = torch.arange(30, dtype=torch.float32).view(-1, 1)
+        y = torch.nn.functional.one_hot(data.y[:30], 3).T.float()
+        likelihood = gpytorch.likelihoods.GaussianLikelihood(batch_shape=torch.Size([3]))
+        model = NodeGP(ids, y, likelihood, GNNGPKernel("gcngp", data, landmarks=landmarks))
+        loss = -gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)(model(ids), y).sum()
+        loss.backward()
+        assert bool(torch.isfinite(loss))
+    kernel = GNNGPKernel("gcngp", data)
+    for bad, said in ((torch.ones(3, 1, dtype=torch.bool), "node ids as a float column"), (torch.zeros(0, 1), "hold no node id"),
+                      (torch.tensor([[float("nan")]]), "not NaN or infinite")):
+        with pytest.raises(ValueError, match=said):
+            kernel(bad).to_dense()
+    with pytest.raises(ValueError, match="diag=True pairs the inputs' nodes one to one, and they hold 2 and 3"):
+        kernel(torch.tensor([[0.0], [1.0]]), torch.tensor([[0.0], [1.0], [2.0]]), diag=True)
