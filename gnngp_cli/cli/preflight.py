@@ -15,7 +15,7 @@ from typing import Any
 
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, open_dict, read_write
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
 
@@ -82,7 +82,8 @@ def check(config: DictConfig, job: str = "", command: str = "run", unread: str =
     with read_write(task), open_dict(task):
         task.pop("hydra", None)
     try:
-        check_switches(task, config.get("hydra", {}).get("overrides", {}).get("task", []))
+        given = OmegaConf.select(config, "hydra.overrides.task", default=None)   # as typed: an element ${oc.env:X} is not resolved here
+        check_switches(task, OmegaConf.to_container(given, resolve=False) if given is not None else [])
         spec = parse(task, command, unread)
         if command == "run" and spec.compute.backend == "local":   # device=cuda without a GPU: refused before a run folder is made
             from ..runtime import resolve_device
