@@ -253,15 +253,15 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     except (KeyboardInterrupt, SystemExit):   # a stopped job (SystemExit) or a stop between two jobs of a sweep
         sweep.summarise_stopped()
         raise
-    except OSError as err:   # Hydra writing the run's folder (.hydra/config.yaml, multirun.yaml) before any job: a full disk
-        if started or user_full_error:
-            raise
-        _fail(f"could not write the run's folder ({err.strerror or err}{': ' + str(err.filename) if err.filename else ''}); free space "
-              "there, or give a writable folder (hydra.run.dir=..., or hydra.sweep.dir=... with -m)")
     except (HydraException, OmegaConfBaseException) as err:
         if user_full_error:
             raise
         _fail(str(err.__cause__) if isinstance(err.__cause__, GnngpError) else one_line(err, spelled))   # a logger's, from its constructor
+    except OSError as err:   # Hydra writing the run's folder (.hydra/config.yaml, multirun.yaml) before any job: a full disk
+        if started or user_full_error:   # (after Hydra's own exceptions: its MissingConfigException is an IOError too)
+            raise
+        _fail(f"could not write the run's folder ({err.strerror or err}{': ' + str(err.filename) if err.filename else ''}); free space "
+              "there, or give a writable folder (hydra.run.dir=..., or hydra.sweep.dir=... with -m)")
     except (ValueError, AssertionError) as err:   # Optuna's sweeper (hparams_search=...) when every trial failed: no best one
         if user_full_error:
             raise

@@ -75,8 +75,10 @@ def _sweep_values(value: str) -> list[str]:
 
 
 def check_repeated(overrides: Sequence[str]) -> None:
-    """A key given twice on the command line (``depth=3 depth=4``, ``dataset=cora dataset=citeseer``)
-    is one line: Hydra keeps the last silently, and a run of the other is not what was asked.
+    """A group's option chosen twice on the command line (``dataset=cora dataset=citeseer``,
+    ``fit=grid fit=mll``) is one line: two choices, of which Hydra keeps the last silently, and a
+    run of the other is not what was asked. A key given twice takes the last value, Hydra's rule
+    (a script's defaults first, then the user's: ``data.root=<default> ... data.root=<mine>``);
     ``kernel=``/``gnn=``/``model=`` are the method's, checked with the method."""
     seen: dict[str, str] = {}
     for override in overrides:
@@ -84,10 +86,10 @@ def check_repeated(overrides: Sequence[str]) -> None:
             continue
         key, _, value = override.partition("=")
         key = key.lstrip("+")
-        if key in ("kernel", "gnn", "model"):
-            continue
+        if key not in ONE_OPTION_GROUPS or key in ("kernel", "gnn", "model") or any(c in value for c in ",()"):
+            continue   # a key's value (the last counts), the method's choice, a sweep's values (the sweep's checks name them)
         if key in seen and seen[key] != value:
-            raise ConfigError(f"{key} is given twice ({key}={seen[key]} and {key}={value}); give it once (a sweep of both: gnngp run -m "
+            raise ConfigError(f"{key} is chosen twice ({key}={seen[key]} and {key}={value}); choose one (a sweep of both: gnngp run -m "
                               f"{key}={seen[key]},{value})")
         seen[key] = value
 

@@ -399,12 +399,12 @@ def test_a_stopped_report_says_nothing_was_published_not_that_rows_were_kept(mon
     # an adversary's: kernel.name=rbf ran GCNGP's settings in a row labelled RBF; kernel=gcngp kernel.name=gcn2gp a 67-line traceback
     (["kernel.name=rbf"], "kernel.name is set by kernel=<name>, which brings its own settings with it; give kernel=rbf"),
     (["dataset.name=cora", "dataset.num_nodes=500"], "dataset.name is set by dataset=<name>, which brings its own settings with it"),
-    # Hydra kept the last of a key given twice, silently
-    (["dataset=cora", "dataset=citeseer"], "dataset is given twice (dataset=cora and dataset=citeseer); give it once (a sweep of both: "
+    # Hydra kept the last of a group's two choices, silently
+    (["dataset=cora", "dataset=citeseer"], "dataset is chosen twice (dataset=cora and dataset=citeseer); choose one (a sweep of both: "
                                            "gnngp run -m dataset=cora,citeseer)"),
-    (["depth=3", "depth=4"], "depth is given twice (depth=3 and depth=4)"),
+    (["fit=grid", "fit=mll"], "fit is chosen twice (fit=grid and fit=mll)"),
 ])
-def test_a_choice_spelled_as_its_name_key_or_a_key_given_twice_is_one_line(tmp_path, overrides, message):
+def test_a_choice_spelled_as_its_name_key_or_chosen_twice_is_one_line(tmp_path, overrides, message):
     out = in_process("run", *overrides, f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and out.stderr.strip().splitlines()[-1].startswith(f"gnngp: error: {message}"), out.stderr
     assert not (tmp_path / "results.csv").exists()

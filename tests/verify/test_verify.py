@@ -427,7 +427,7 @@ def test_a_verify_sweep_summarises_each_jobs_verdict_and_a_folder_keeps_earlier_
 
 @pytest.mark.parametrize("args, message", [
     (["kernel.base.name=sigmoid"], "gnngp: error: gnngp verify has no network input for the sigmoid base kernel"),
-    (["kernel=ggp", "kernel.base.d=2.5"], "gnngp: error: gnngp verify builds the polynomial base kernel from explicit features"),
+    (["kernel=ggp", "kernel.base.d=2.5"], "gnngp: error: kernel.base.d=2.5 is not a polynomial kernel's degree: give a whole number of at least 1"),   # (every command now)
     (["verify.widths=[512]"], "gnngp: error: verify.widths=[512] must hold at least two"),
     (["verify.num_nodes=100000"], "gnngp: error: verify.num_nodes=100000 exceeds the 3000 nodes"),
     (["kernel=sagegp", "verify.oracle=true"], "gnngp: error: verify.oracle=true samples a hand-written network, and kernel=sagegp has none"),
