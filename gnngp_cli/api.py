@@ -25,10 +25,10 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import torch
 from omegaconf import DictConfig
 
-from .backends import compute_options
+from .backends import compute_options, plugin_registries
 from .backends.local import LocalBackend
-from .cli.messages import check_group_choices, one_line, spellings
-from .compose import compose as compose_config, registries
+from .cli.messages import check_group_choices, check_repeated, one_line, spellings
+from .compose import compose as compose_config
 from .config import check_switches, needs_validation, parse, reads_training_set, training_times, validate
 from .data.container import GraphData
 from .data.custom import SELF_LOOPS_LEFT_OUT, untrained_note
@@ -138,7 +138,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
         wrong = overrides if isinstance(overrides, str) else next(o for o in overrides if not isinstance(o, str))
         raise ConfigError(f"overrides are a list of strings key=value, as on the command line (e.g. [\"dataset=cora\", \"kernel=gcngp\"]); "
                           f"got {wrong!r}")
-    load_plugins(registries())   # other packages' registry entries (gnngp_cli.plugins), as gnngp run loads them
+    load_plugins(plugin_registries())   # other packages' registry entries (gnngp_cli.plugins), as gnngp run loads them
     overrides = list(overrides)
     for override in overrides:   # the command line's words that are no override: Hydra's lexer error, otherwise
         if override.startswith("-"):
@@ -148,12 +148,15 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
             command = f"; gnngp {override} is a command of its own" if override in ("run", "verify", "report", "partition") else ""
             raise ConfigError(f"{override!r} is not an override key=value (e.g. \"dataset=cora\"){command}")
     spelled = spellings(overrides)
+    check_repeated(overrides)
     check_group_choices(overrides)
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        return compose_config(overrides, compute_options(), config_name)
+        composed = compose_config(overrides, compute_options(), config_name)
+        check_switches(composed, overrides)   # as the command line's preflight: likelihood.temperature=2 is no switch
+        return composed
     except (HydraException, OmegaConfBaseException) as err:
         said = one_line(err, spelled)
         if "add --multirun" in said:   # Hydra's advice is the command's: these compose one job
@@ -184,7 +187,7 @@ def load_dataset(name: str, **settings: Any):
     from .data.datasets import DATASETS, PRESETS
     from .schema import DatasetConfig, RunConfig, config_fields
 
-    load_plugins(registries())   # a plugin's dataset and its keys, before they are checked
+    load_plugins(plugin_registries())   # a plugin's dataset and its keys, before they are checked
     named = next((k for k in settings if k.replace("__", ".") in ("dataset", "dataset.name", "name")), None)
     if named is not None:   # the name is load_dataset's first argument: the setting replaced it silently
         raise ConfigError(f"load_dataset takes the dataset's name once, as its first argument (load_dataset({name!r})); drop {named}={settings[named]!r}")
@@ -250,7 +253,7 @@ class NodeGP:
     ``settings``: the command line's keys (see the module docstring)."""
 
     def __init__(self, kernel: str = "gcngp", **settings: Any):
-        load_plugins(registries())   # a plugin's kernel and its keys, before they are checked
+        load_plugins(plugin_registries())   # a plugin's kernel and its keys, before they are checked
         if not isinstance(kernel, str):
             raise ConfigError(f"kernel takes a kernel's name (kernel=\"gcngp_x\"), not {type(kernel).__name__}; "
                               "give its keys apart: kernel__layers=3 or **{\"kernel.layers\": 3}")
@@ -281,8 +284,7 @@ class NodeGP:
             where = "load_dataset(name)" if key == "dataset.name" else f"load_dataset(name, {key.split('.', 1)[1]}=...)"
             raise ConfigError(f"{key} is read when a graph is loaded, and NodeGP takes its graph loaded, in fit(data): give it to "
                               f"{where}{own}")
-        self.config = compose([f"kernel={kernel}", *self.settings])   # checked now: a typo fails here, not at fit
-        check_switches(self.config, self.settings)
+        self.config = compose([f"kernel={kernel}", *self.settings])   # checked now: a typo fails here, not at fit (a switch's value too)
         try:
             validate(self.config)
         except ConfigError as err:   # a key only select reads (fit=mll's nugget grid, searched per budget) is kept; fit refuses it

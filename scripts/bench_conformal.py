@@ -27,7 +27,7 @@ from gnngp_cli.errors import GnngpError
 from gnngp_cli.job.gnn_job import run_gnn
 from gnngp_cli.job.loading import load_graph
 
-from benchcsv import check_writable, measured, read_rows, save_rows
+from benchcsv import check_writable, measured, read_rows, save_rows, spellings
 from benchrun import guarded
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon_filtered", "tolokers"]
@@ -47,11 +47,11 @@ def cell(dataset: str, seed: int, scores: list[str], gps: list[tuple[str, str]],
     rows in ``out`` (``skip``: a job ``out`` holds measured already is not run)."""
     base = [f"dataset={dataset}", "protocol=random_split", f"seed={seed}", "progress=false"]
     where = {"dataset": dataset, "seed": seed}
-    loading = {**where, "method": "", "status": "error"}   # the cell's graph did not load: its one error row
+    loading = {**where, "method": "", "kernel": "", "status": "error"}   # the cell's graph did not load: its one error row (no kernel)
     jobs = [({**where, "kernel": kernel, "likelihood": likelihood, "conformal": score}, (kernel, likelihood))
             for score in scores for kernel, likelihood in gps] + ([({**where, "method": "GCN", "conformal": score}, None) for score in scores] if gnn else [])
     have = read_rows(out, KEEP) if skip else None
-    jobs = [(job, what) for job, what in jobs if have is None or not measured(have, job)]
+    jobs = [(job, what) for job, what in jobs if have is None or not any(measured(have, key) for key in spellings(job))]
     if not jobs:
         return
     try:
@@ -76,7 +76,7 @@ def cell(dataset: str, seed: int, scores: list[str], gps: list[tuple[str, str]],
                 rows = run_job(compose([*base, f"kernel={kernel}", f"likelihood={likelihood}", *conformal]), graph)
             except GnngpError as err:
                 rows = [error_row(job, err)]
-        save_rows(out, [{**r, "seed": seed} for r in rows], KEEP, replace=[job, loading])
+        save_rows(out, [{**r, "seed": seed} for r in rows], KEEP, replace=[*spellings(job), loading])
     print(f"{dataset} seed {seed}: done", file=sys.stderr, flush=True)
 
 

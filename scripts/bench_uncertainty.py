@@ -29,7 +29,7 @@ from gnngp_cli.cli.execute import run_job
 from gnngp_cli.job.gnn_job import run_gnn
 from gnngp_cli.job.loading import load_graph
 
-from benchcsv import check_writable, measured, read_rows, save_rows
+from benchcsv import check_writable, measured, read_rows, save_rows, spellings
 from benchrun import guarded
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon_filtered", "tolokers", "minesweeper"]
@@ -51,12 +51,12 @@ def cell(dataset: str, protocol: str, seed: int, gnn: bool, out: Path, kernels: 
     job's earlier rows in ``out`` (``skip``: a job ``out`` holds measured already is not run)."""
     base = [f"dataset={dataset}", f"protocol={protocol}", f"seed={seed}", "progress=false"]
     where = {"dataset": dataset, "protocol": protocol, "seed": seed}
-    loading = {**where, "method": "", "status": "error"}   # the cell's graph did not load: its one error row
+    loading = {**where, "method": "", "kernel": "", "status": "error"}   # the cell's graph did not load: its one error row (no kernel)
     jobs = [({**where, "kernel": kernel, "likelihood": likelihood}, (kernel, likelihood)) for kernel, likelihood in GPS if kernel in kernels]
     if gnn:
         jobs.append(({**where, "method": "GCN"}, None))
     have = read_rows(out, KEEP) if skip else None
-    jobs = [(job, what) for job, what in jobs if have is None or not measured(have, job)]
+    jobs = [(job, what) for job, what in jobs if have is None or not any(measured(have, key) for key in spellings(job))]
     if not jobs:
         return
     try:
@@ -81,7 +81,7 @@ def cell(dataset: str, protocol: str, seed: int, gnn: bool, out: Path, kernels: 
                 rows = run_job(compose([*base, f"kernel={kernel}", f"likelihood={likelihood}"]), graph)
             except GnngpError as err:
                 rows = [error_row(job, err)]
-        save_rows(out, [{**r, "protocol": protocol, "seed": seed} for r in rows], KEEP, replace=[job, loading])
+        save_rows(out, [{**r, "protocol": protocol, "seed": seed} for r in rows], KEEP, replace=[*spellings(job), loading])
     print(f"{dataset} {protocol} seed {seed}: done", file=sys.stderr, flush=True)
 
 

@@ -51,9 +51,15 @@ def read_rows(out: Path, columns: Sequence[str]) -> pd.DataFrame:
     if foreign or not header or header == [""]:   # a column this table has not: another script's CSV (one it lacks: an older version's)
         raise BenchCsvError(f"--out {out} holds another table's rows (columns this script does not write: "
                             f"{', '.join(foreign[:4]) or 'none, an empty header'}); give this script its own --out")
-    if len(lines) > 1 and not lines[-1].endswith("\n"):   # a write of an older version stopped part way through its last row
-        print(f"note: {out}'s last line was cut short (a write that stopped); it is left out, and its cell runs again", file=sys.stderr)
-        lines = lines[:-1]
+    if len(lines) > 1 and not lines[-1].endswith("\n"):   # a write that stopped part way through its last row, or an editor's file
+        import csv
+
+        fields = next(csv.reader([lines[-1]]), [])
+        if len(fields) == len(header):   # a whole row that lacks only its newline: kept
+            lines[-1] += "\n"
+        else:
+            print(f"note: {out}'s last line was cut short (a write that stopped); it is left out, and its cell runs again", file=sys.stderr)
+            lines = lines[:-1]
     from io import StringIO
 
     try:
@@ -116,6 +122,14 @@ def measured(frame: pd.DataFrame, cell: Mapping) -> bool:
     """Whether ``frame`` holds an ``ok`` row of ``cell`` (a cell's rows are saved together: one is
     all of them); an error row is not a measurement, and its cell runs again."""
     return bool((matching(frame, [cell]) & (frame["status"] == "ok")).any()) if len(frame) else False
+
+
+def spellings(cell: Mapping) -> list[Mapping]:
+    """The ways rows of ``cell`` record it: a GP job of the gaussian likelihood writes its name on a
+    classification set and none on a regression set (no likelihood there), so both are the cell."""
+    if cell.get("likelihood") == "gaussian":
+        return [cell, {**cell, "likelihood": ""}]
+    return [cell]
 
 
 def _text(value) -> str:

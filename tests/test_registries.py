@@ -343,3 +343,24 @@ def test_a_builder_that_returns_no_block_is_one_line(monkeypatch):
             KERNELS["returns_text"].architecture(compose(["kernel=gcngp"]).kernel)
     finally:
         KERNELS.pop("returns_text")
+
+
+def test_a_plugin_may_not_replace_a_backend_and_a_refused_one_leaves_none(monkeypatch):
+    # an adversary's: register_backend("local", ...) broke every run (a traceback); a refused plugin's backend stayed registered
+    import gnngp_cli.plugins as plugins
+    from gnngp_cli.backends import BACKENDS, plugin_registries, register_backend
+    from gnngp_cli.schema import ComputeConfig
+
+    def replaces():
+        register_backend("local", None, ComputeConfig(backend="local"))
+
+    def adds_then_fails():
+        register_backend("mybk", None, ComputeConfig(backend="mybk"))
+        raise RuntimeError("late")
+    for load, said in ((replaces, "registers the backend 'local', which is registered already"), (adds_then_fails, "failed to import")):
+        monkeypatch.setattr(plugins, "entry_points", lambda group, load=load: [_Point(load)])
+        monkeypatch.setattr(plugins, "_LOADED", set())
+        monkeypatch.setattr(plugins, "_FAILED", {})
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            plugins.load_plugins(plugin_registries())
+    assert BACKENDS["local"].make is not None and "mybk" not in BACKENDS

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from benchcsv import BenchCsvError, check_writable, measured, read_rows, save_rows  # noqa: E402
+from benchcsv import BenchCsvError, check_writable, measured, read_rows, save_rows, spellings  # noqa: E402
 
 COLUMNS = ["status", "dataset", "seed", "test", "error"]
 
@@ -59,6 +59,26 @@ def test_a_last_line_cut_short_is_left_out_and_its_cell_runs_again(tmp_path, cap
     assert read_rows(out, COLUMNS)["test"].tolist() == [0.8, 0.7]
 
 
+def test_a_whole_last_row_without_its_newline_is_kept(tmp_path, capsys):
+    # an adversary's: a file an editor saved without a final newline lost its complete last row at the next save
+    out = tmp_path / "b.csv"
+    out.write_text("status,dataset,seed,test,error\nok,cora,0,0.8,")
+    save_rows(out, [{"status": "ok", "dataset": "cora", "seed": 1, "test": 0.7}], COLUMNS, replace=[{"dataset": "cora", "seed": 1}])
+    assert read_rows(out, COLUMNS)["seed"].tolist() == [0, 1] and "cut short" not in capsys.readouterr().err
+
+
+def test_a_gaussian_jobs_regression_rows_are_its_cell_too(tmp_path):
+    # an adversary's: --regression rows record no likelihood, so the gaussian job's key never matched: a rerun appended a copy
+    columns = ["status", "dataset", "seed", "kernel", "likelihood", "test"]
+    out = tmp_path / "u.csv"
+    job = {"dataset": "chameleon", "seed": 0, "kernel": "gcngp", "likelihood": "gaussian"}
+    for _ in range(2):
+        save_rows(out, [{"status": "ok", "dataset": "chameleon", "seed": 0, "kernel": "gcngp", "likelihood": "", "test": 0.6}], columns,
+                  replace=spellings(job))
+    rows = read_rows(out, columns)
+    assert len(rows) == 1 and any(measured(rows, key) for key in spellings(job))
+
+
 def _writer(path: str, start: int) -> None:
     for seed in range(start, start + 20):
         save_rows(Path(path), [{"status": "ok", "dataset": "cora", "seed": seed, "test": 0.5}], COLUMNS, replace=[{"dataset": "cora", "seed": seed}])
@@ -86,6 +106,10 @@ def test_bench_conformal_runs_its_own_number_of_splits_and_a_rerun_is_one_copy(t
         assert done.returncode == 0, done.stderr
     rows = pd.read_csv(out)
     assert rows["status"].tolist() == ["ok"] and 0.5 < rows["coverage"].iloc[0] <= 1
+    # a job that fails keeps its error row beside the next job's (the next save removed it, as the cell's graph's error row)
+    both = [*command[:command.index("--kernels") + 1], "nope:gaussian", "gcngp:gaussian", *command[command.index("--kernels") + 2:]]
+    subprocess.run([*both[:-1], str(tmp_path / "two.csv")], env=env, capture_output=True, text=True, timeout=300)
+    assert sorted(pd.read_csv(tmp_path / "two.csv")["status"]) == ["error", "ok"]
     bad = subprocess.run([*command[:-4], "--splits", "0", "--out", str(out)], env=env, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--splits 0: give at least 1" in bad.stderr.splitlines()[-1]
 

@@ -41,6 +41,14 @@ class BackendEntry:
 BACKENDS: dict[str, BackendEntry] = {}
 
 
+def plugin_registries() -> dict[str, dict]:
+    """Every registry a plugin adds to (:func:`~gnngp_cli.compose.registries`, and the backends):
+    what :func:`~gnngp_cli.plugins.load_plugins` guards (a plugin replacing ``local`` broke every run)."""
+    from ..compose import registries
+
+    return {**registries(), "backend": BACKENDS}
+
+
 def register_backend(name: str, make: Callable[[Any], Any], options: ComputeConfig, external: bool = False) -> None:
     BACKENDS[name] = BackendEntry(name, make, options, external)
 

@@ -500,12 +500,12 @@ def _main(argv: list[str] | None) -> None:
         return
     command, rest = argv[0], argv[1:]
     if command in ("run", "partition", "verify", "report"):   # other packages' registry entries, before any config is composed
-        from ..compose import registries
+        from ..backends import plugin_registries
         from ..errors import GnngpError
         from ..plugins import load_plugins
 
         try:
-            load_plugins(registries())
+            load_plugins(plugin_registries())
         except GnngpError as err:
             if command != "report":
                 print(f"gnngp: error: {err}", file=sys.stderr)
