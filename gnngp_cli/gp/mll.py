@@ -331,6 +331,10 @@ def fit_hyperparameters(
                 raise
             raise KernelError(f"fit=mll diverged at step {step}: {err}; use a smaller fit.lr (now {fit_spec.lr:g})") from err
         if not bool(torch.isfinite(value)):
+            if step == 0:   # no step taken yet: the start is the problem, which no learning rate can mend (fit.output_scale=1e300)
+                raise KernelError(f"fit=mll: the log marginal likelihood is {float(value.detach())} at its start, before any step "
+                                  f"(fit.nugget={fit_spec.nugget:g}, fit.output_scale={fit_spec.output_scale}); start nearer the data's scale "
+                                  "(fit.nugget=0.1 and fit.output_scale=null, the defaults), or use dtype=float64")
             raise KernelError(f"fit=mll diverged at step {step}: the log marginal likelihood is {float(value)}; use a smaller fit.lr (now {fit_spec.lr:g})"
                               + (" or fit.optimizer=adam" if fit_spec.optimizer == "lbfgs" else ""))
         (-value).backward()

@@ -160,6 +160,8 @@ def test_parameters_follow_the_architecture_and_fit_learn():
         (["fit.learn=[sigma_w,sigma_w]"], ConfigError, "fit.learn names 'sigma_w' twice; name each parameter once"),   # (accepted)
         (["fit.learn=[nugget]"], ConfigError, "fit.learn=['nugget'] learns no kernel parameter, and fit=mll fits the kernel's too"),
         (["fit=grid", "dataset.hide_val=true"], ConfigError, "dataset.hide_val=true leaves no validation labels"),
+        # a newcomer's: a start of 1e300 "diverged at step 0 ... use a smaller fit.lr", which cannot mend a start
+        (["fit.output_scale=1e300", "fit.steps=5"], KernelError, "is -inf at its start, before any step (fit.nugget=0.1, fit.output_scale=1e+300)"),
     ],
 )
 def test_bad_fit_settings_are_one_line_errors(overrides, error, message):
