@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 
 from .backends import compute_options, plugin_registries
 from .backends.local import LocalBackend
-from .cli.messages import check_group_choices, check_repeated, one_line, spellings
+from .cli.messages import check_group_choices, one_line, spellings
 from .compose import compose as compose_config
 from .config import check_switches, needs_validation, parse, reads_training_set, training_times, validate
 from .data.container import GraphData
@@ -148,8 +148,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
             command = f"; gnngp {override} is a command of its own" if override in ("run", "verify", "report", "partition") else ""
             raise ConfigError(f"{override!r} is not an override key=value (e.g. \"dataset=cora\"){command}")
     spelled = spellings(overrides)
-    check_repeated(overrides)
-    check_group_choices(overrides)
+    check_group_choices(overrides)   # (a group chosen twice is the command line's refusal: a script's list gives its defaults first)
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
