@@ -64,6 +64,9 @@ def _choice(value: str, allowed, what: str) -> None:
 UNREAD = ("refuse", "allow")   # validate(unread=...): an option the run would not read is refused, or left to the caller
 
 
+SWITCH_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0", "null", "")   # OmegaConf's spellings of a boolean (2 and -2 it read as true)
+
+
 def check_switches(cfg: Any, overrides: Any) -> None:
     """A switch (a boolean key) given anything but ``true`` or ``false``: one line. OmegaConf
     reads any integer as one (``likelihood.temperature=2`` was "true": a temperature fitted;
@@ -81,7 +84,7 @@ def check_switches(cfg: Any, overrides: Any) -> None:
             node = parent._get_node(leaf) if hasattr(parent, "_get_node") else None
         except Exception:  # noqa: BLE001 - a key the config does not hold: the config's own check names it
             continue
-        if isinstance(node, BooleanNode) and value.strip().lower() not in ("true", "false", "null", ""):
+        if isinstance(node, BooleanNode) and value.strip().strip("'\"").lower() not in SWITCH_WORDS:
             what = (" (true: a temperature is fitted on the validation nodes; false: none)" if key == "likelihood.temperature" else "")
             raise ConfigError(f"{key}={value}: {key} is a switch, true or false{what}; give {key}=true or {key}=false")
 

@@ -418,6 +418,13 @@ def test_a_switch_given_a_number_is_one_line(tmp_path, override):
     assert out.returncode == 1 and f"gnngp: error: {override}: {key} is a switch, true or false" in out.stderr.strip().splitlines()[-1], out.stderr
 
 
+def test_a_switch_spelled_as_omegaconf_spells_a_boolean_is_taken():
+    from gnngp_cli.api import compose
+
+    for word in ("yes", "off", "1"):   # OmegaConf's own spellings (an adversary's: yes was refused)
+        compose([f"data.shared_cache={word}"])
+
+
 @pytest.mark.parametrize("degree", ["-1", "0", "2.5"])
 def test_a_polynomial_degree_that_is_not_a_whole_number_of_at_least_1_is_one_line(tmp_path, degree):
     # d=0 ran a constant kernel (accuracy 0.13, exit 0); 2.5 and -1 failed mid-run advising lower sigmas or float64
