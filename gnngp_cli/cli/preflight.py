@@ -89,6 +89,12 @@ def check(config: DictConfig, job: str = "", command: str = "run", unread: str =
             from ..runtime import resolve_device
 
             resolve_device(str(spec.device))
+        elif command == "run" and spec.method == "gp":   # a kernel the backend does not run (an exact kernel on compute=dask): before
+            from ..backends import backend_for          # the job, which wrote an error row into a results.csv of good rows
+            from ..kernels import KERNELS
+
+            if spec.kernel.name in KERNELS:
+                backend_for(spec).refuse(spec, KERNELS[spec.kernel.name])
     except GnngpError as err:
         _refuse(str(err), job)
     return task

@@ -50,3 +50,12 @@ def test_a_search_of_a_preset_that_sweeps_a_dataset_names_the_preset_not_an_over
     errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
     assert out.returncode == 1 and errors and errors[0].startswith("gnngp: error: experiment=learning_curve sweeps dataset=")
     assert not (tmp_path / "s").exists()
+
+
+def test_a_kernel_the_backend_does_not_run_is_refused_before_the_job_writes_a_row(tmp_path):
+    """An adversary's trial: compute=dask kernel=gcngp into a run folder of good rows appended an
+    error row there (the backend's refusal came from inside the job)."""
+    assert in_process("run", "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp_x", f"hydra.run.dir={tmp_path}").returncode == 0
+    out = in_process("run", "dataset=csbm", "dataset.num_nodes=60", "compute=dask", "kernel=gcngp", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 1 and out.stderr.strip().splitlines()[-1].startswith("gnngp: error: exact kernels are not distributed")
+    assert pd.read_csv(tmp_path / "results.csv")["status"].tolist() == ["ok"]
