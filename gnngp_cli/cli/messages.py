@@ -28,7 +28,11 @@ ONE_OPTION_GROUPS = (*GROUP_KEYS, "hparams_search", "logger")   # each takes one
 
 def closest(word: str, choices: Iterable[str]) -> Optional[str]:
     """The valid name nearest to ``word`` (difflib's ratio), or ``None`` when nothing is close."""
-    found = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.5)
+    choices = list(choices)
+    same = [c for c in choices if c.lower() == str(word).lower()]   # GCNGP: gcngp (difflib reads case, and found nothing)
+    if same:
+        return same[0]
+    found = difflib.get_close_matches(str(word), choices, n=1, cutoff=0.5)
     return found[0] if found else None
 
 

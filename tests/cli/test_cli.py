@@ -430,3 +430,9 @@ def test_a_polynomial_degree_that_is_not_a_whole_number_of_at_least_1_is_one_lin
     # d=0 ran a constant kernel (accuracy 0.13, exit 0); 2.5 and -1 failed mid-run advising lower sigmas or float64
     out = in_process("run", "kernel.base.name=polynomial", f"kernel.base.d={degree}", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and f"kernel.base.d={float(degree):g} is not a polynomial kernel's degree" in out.stderr.strip().splitlines()[-1]
+
+
+def test_a_kernel_name_in_capitals_gets_the_closest_name(tmp_path):
+    # kernel=GCNGP got the list without a did-you-mean (dataset=Cora had one): difflib reads case
+    out = in_process("run", "kernel=GCNGP", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 1 and "did you mean kernel=gcngp?" in out.stderr.strip().splitlines()[-1]
