@@ -189,7 +189,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     summary is written."""
     import os
 
-    from .messages import check_group_choices, check_repeated, one_line, spell_methods_in_logs, spellings
+    from .messages import check_deletions, check_group_choices, check_repeated, one_line, spell_methods_in_logs, spellings
     from ..compose import method_overrides
     from ..errors import GnngpError
     from .preflight import JobDoesNotCompose
@@ -200,6 +200,7 @@ def _hydra_app(task, argv: list[str], prog: str, config_name: str = "config") ->
     check_flags(argv, prog)
     try:
         check_repeated(argv)
+        check_deletions(argv)
         check_group_choices(argv)
         argv = method_overrides(argv)
     except GnngpError as err:

@@ -98,6 +98,18 @@ def check_repeated(overrides: Sequence[str]) -> None:
         seen[key] = value
 
 
+def check_deletions(overrides: Sequence[str]) -> None:
+    """``~section.key`` (a key of a typed section) is one line: the section keeps all its keys,
+    and OmegaConf's "does not support deletion" or a false "does not exist" named no fix."""
+    for override in overrides:
+        if not override.startswith("~"):
+            continue
+        key = override[1:].partition("=")[0]
+        if "." in key and not key.startswith("hydra."):
+            raise ConfigError(f"~{key} removes a key, and {key.rsplit('.', 1)[0]} keeps every key of its schema; set it instead "
+                              f"({key}=<value>, or {key}=null where null is allowed), or leave it out for its default")
+
+
 def check_group_choices(overrides: Sequence[str]) -> None:
     """Raise a one-line :class:`ConfigError` for an unknown ``dataset=``, ``kernel=``, ``gnn=``,
     ``model=``, ``experiment=``, ``fit=``, ``compute=``, ``likelihood=``, ``protocol=``,

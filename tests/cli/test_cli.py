@@ -436,3 +436,10 @@ def test_a_kernel_name_in_capitals_gets_the_closest_name(tmp_path):
     # kernel=GCNGP got the list without a did-you-mean (dataset=Cora had one): difflib reads case
     out = in_process("run", "kernel=GCNGP", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and "did you mean kernel=gcngp?" in out.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("key", ["kernel.layers", "dataset.metric"])
+def test_removing_a_key_of_a_typed_section_is_one_line_with_the_fix(tmp_path, key):
+    # OmegaConf said "does not support deletion" (no fix) or "does not exist" (false: it holds null)
+    out = in_process("run", f"~{key}", f"hydra.run.dir={tmp_path}")
+    assert out.returncode == 1 and out.stderr.strip().splitlines()[-1].startswith(f"gnngp: error: ~{key} removes a key") and f"{key}=<value>" in out.stderr
