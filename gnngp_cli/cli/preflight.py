@@ -76,12 +76,19 @@ def check(config: DictConfig, job: str = "", command: str = "run", unread: str =
     :class:`~gnngp_cli.errors.GnngpError` refuses the command. ``unread="allow"``: an option
     the job would not read is left to the caller (a sweep's). Returns the job's config."""
     from ..config import check_switches, parse
-    from ..errors import GnngpError
+    from ..errors import ConfigError, GnngpError
 
     task = copy.deepcopy(config)   # as Hydra gives it to the job: the hydra node removed
     with read_write(task), open_dict(task):
         task.pop("hydra", None)
     try:
+        chosen = OmegaConf.select(config, "hydra.runtime.choices.model", default=None)
+        named = task.get("kernel", {}).get("name") if task.get("method") == "gp" else task.get("gnn", {}).get("name")
+        if chosen is not None and named is not None and str(chosen).removesuffix("_x") != str(named):
+            # a preset (or a config of one's own) that set the section's name: the section's other keys stayed the chosen option's
+            key = "kernel" if task.get("method") == "gp" else "gnn"
+            raise ConfigError(f"{key}.name={named} is set in a config while {key}={chosen} is chosen, so the run would mix the two; choose "
+                              f"it with {key}={named} (in a preset: defaults: [override /model: {named}]) and drop {key}.name")
         given = OmegaConf.select(config, "hydra.overrides.task", default=None)   # as typed: an element ${oc.env:X} is not resolved here
         check_switches(task, OmegaConf.to_container(given, resolve=False) if given is not None else [])
         spec = parse(task, command, unread)
@@ -91,10 +98,11 @@ def check(config: DictConfig, job: str = "", command: str = "run", unread: str =
             resolve_device(str(spec.device))
         elif command == "run" and spec.method == "gp":   # a kernel the backend does not run (an exact kernel on compute=dask): before
             from ..backends import backend_for          # the job, which wrote an error row into a results.csv of good rows
+            from ..job.gp_job import refuse_on
             from ..kernels import KERNELS
 
             if spec.kernel.name in KERNELS:
-                backend_for(spec).refuse(spec, KERNELS[spec.kernel.name])
+                refuse_on(backend_for(spec), spec)
     except GnngpError as err:
         _refuse(str(err), job)
     return task

@@ -379,6 +379,15 @@ class GPJob(KernelJob):
         return GPRun(row, choice, result, fitted)
 
 
+def refuse_on(backend: Backend, spec: Any) -> None:
+    """What ``backend`` cannot run of the GP job ``spec``, in one line before any work (the
+    command line's preflight asks it too, before the job writes a row)."""
+    if spec.fit.method == "mll" and not backend.supports_fit:   # before the backend's own refusals: their fix (a low-rank twin) would not lift it
+        raise ConfigError(f"fit=mll needs gradients through the kernel on every node, which compute={backend.name} does not compute; "
+                          f"use fit=grid with compute={backend.name}, or fit=mll with compute=local")
+    backend.refuse(spec, KERNELS[spec.kernel.name])
+
+
 def run_gp(spec: Any, backend: Backend, on_run: Optional[Callable[[list[dict]], Any]] = None, skip: Collection[int] = ()) -> list[dict]:
     """All runs of a GP job on ``backend``; one row per run (one run only for a deterministic
     kernel when ``repeat_deterministic`` is false), each handed to ``on_run`` as it finishes
@@ -386,10 +395,7 @@ def run_gp(spec: Any, backend: Backend, on_run: Optional[Callable[[list[dict]], 
     combinations are refused, in one line, before the backend loads anything."""
     spec = parse(spec)
     entry = KERNELS[spec.kernel.name]
-    if spec.fit.method == "mll" and not backend.supports_fit:   # before the backend's own refusals: their fix (a low-rank twin) would not lift it
-        raise ConfigError(f"fit=mll needs gradients through the kernel on every node, which compute={backend.name} does not compute; "
-                          f"use fit=grid with compute={backend.name}, or fit=mll with compute=local")
-    backend.refuse(spec, entry)
+    refuse_on(backend, spec)
     if spec.fit.method == "mll":
         check_learn(spec.kernel, spec.fit)
     if entry.note is not None and entry.note(spec.kernel):

@@ -59,3 +59,15 @@ def test_a_kernel_the_backend_does_not_run_is_refused_before_the_job_writes_a_ro
     out = in_process("run", "dataset=csbm", "dataset.num_nodes=60", "compute=dask", "kernel=gcngp", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and out.stderr.strip().splitlines()[-1].startswith("gnngp: error: exact kernels are not distributed")
     assert pd.read_csv(tmp_path / "results.csv")["status"].tolist() == ["ok"]
+
+
+def test_a_preset_that_names_another_kernel_is_refused(tmp_path):
+    """An adversary's trial: an experiment preset of one's own (hydra.searchpath) setting
+    kernel.name=rbf ran GCNGP's settings in a row labelled RBF, exit 0."""
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "mine.yaml").write_text("# @package _global_\nkernel:\n  name: rbf\n")
+    out = in_process("run", "dataset=csbm", "dataset.num_nodes=60", "experiment=mine", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+                     f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1 and out.stderr.strip().splitlines()[-1].startswith(
+        "gnngp: error: kernel.name=rbf is set in a config while kernel=gcngp is chosen")
+    assert not (tmp_path / "run" / "results.csv").exists()
