@@ -141,10 +141,14 @@ def recorded_by(recorded: str, job: str) -> bool:
     ``job`` (both as :func:`job_overrides` writes them): each setting a row records is the job's
     (the job's ``.hydra/overrides.yaml`` may hold more of them; ``runs`` aside: run ``r`` is
     run ``r`` whatever ``runs`` says). Unreadable overrides, of an older gnngp: not told apart."""
-    _, rows = _runs_and_rest(recorded)
-    _, ours = _runs_and_rest(job)
     if not recorded or not job:
         return True
+    try:
+        json.loads(recorded), json.loads(job)
+    except ValueError:
+        return True
+    _, rows = _runs_and_rest(recorded)
+    _, ours = _runs_and_rest(job)
     settings = {o.lstrip("+~").partition("=")[0]: o.lstrip("+~").partition("=")[2] for o in ours}
     return all(settings.get(o.lstrip("+~").partition("=")[0]) == o.lstrip("+~").partition("=")[2] for o in rows)
 

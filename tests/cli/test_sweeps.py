@@ -298,6 +298,7 @@ def test_an_earlier_sweeps_rows_in_a_job_folder_are_not_this_jobs_result(tmp_pat
     # the job's own rows: the settings they record are the job's (its overrides.yaml may hold more; runs aside)
     assert recorded_by(job_overrides(["kernel.layers=3", "runs=3"]), job_overrides(["dataset=csbm", "kernel.layers=3", "runs=5"]))
     assert not recorded_by(earlier, job_overrides(["dataset=csbm", "kernel=gcngp_x", "kernel.layers=3"]))
+    assert recorded_by("rows of an older gnngp", job_overrides(["kernel.layers=3"]))   # overrides not JSON: not told apart
 
 
 def test_a_job_a_stop_cut_short_after_some_splits_is_an_error_row_beside_its_kept_rows(tmp_path):
