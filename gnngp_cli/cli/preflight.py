@@ -89,6 +89,15 @@ def check(config: DictConfig, job: str = "", command: str = "run", unread: str =
             key = "kernel" if task.get("method") == "gp" else "gnn"
             raise ConfigError(f"{key}.name={named} is set in a config while {key}={chosen} is chosen, so the run would mix the two; choose "
                               f"it with {key}={named} (in a preset: defaults: [override /model: {named}]) and drop {key}.name")
+        option = OmegaConf.select(config, "hydra.runtime.choices.dataset", default=None)
+        if option is not None and task.get("dataset") is not None:   # a shipped option's name against the one a config set
+            from ..data.datasets import DATASETS, PRESETS
+
+            expected = PRESETS[option].name if option in PRESETS else option if option in DATASETS else None   # (one's own config: its own)
+            if expected is not None and str(task.dataset.get("name")).lower() != str(expected):
+                raise ConfigError(f"dataset.name={task.dataset.get('name')} is set in a config while dataset={option} is chosen, so the run "
+                                  f"would read one dataset with the other's settings; choose it with dataset={task.dataset.get('name')} "
+                                  "and drop dataset.name")
         given = OmegaConf.select(config, "hydra.overrides.task", default=None)   # as typed: an element ${oc.env:X} is not resolved here
         check_switches(task, OmegaConf.to_container(given, resolve=False) if given is not None else [])
         spec = parse(task, command, unread)

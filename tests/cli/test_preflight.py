@@ -71,3 +71,13 @@ def test_a_preset_that_names_another_kernel_is_refused(tmp_path):
     assert out.returncode == 1 and out.stderr.strip().splitlines()[-1].startswith(
         "gnngp: error: kernel.name=rbf is set in a config while kernel=gcngp is chosen")
     assert not (tmp_path / "run" / "results.csv").exists()
+
+
+def test_a_preset_that_names_another_dataset_is_refused(tmp_path):
+    """An adversary's trial: a preset of one's own setting dataset.name=cora under dataset=csbm ran
+    Cora with csbm's dataset settings, exit 0."""
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "mine.yaml").write_text("# @package _global_\ndataset:\n  name: cora\n")
+    out = in_process("run", "dataset=csbm", "experiment=mine", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", f"hydra.run.dir={tmp_path / 'run'}")
+    assert out.returncode == 1 and out.stderr.strip().splitlines()[-1].startswith(
+        "gnngp: error: dataset.name=cora is set in a config while dataset=csbm is chosen")
