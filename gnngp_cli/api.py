@@ -183,14 +183,14 @@ def load_dataset(name: str, **settings: Any):
     the dataset may be given bare: ``load_dataset("chameleon", split_index=3)``, or
     ``data={"mirror": "/data/mirror"}``. :class:`NodeGP` fitted on it composes the same config
     as ``gnngp run`` with these settings."""
-    from .data.datasets import DATASETS, PRESETS
+    from .data.datasets import DATASETS, option_dataset
     from .schema import DatasetConfig, RunConfig, config_fields
 
     load_plugins(plugin_registries())   # a plugin's dataset and its keys, before they are checked
     named = next((k for k in settings if k.replace("__", ".") in ("dataset", "dataset.name", "name")), None)
     if named is not None:   # the name is load_dataset's first argument: the setting replaced it silently
         raise ConfigError(f"load_dataset takes the dataset's name once, as its first argument (load_dataset({name!r})); drop {named}={settings[named]!r}")
-    own = DATASETS.get(name) or DATASETS.get(getattr(PRESETS.get(name), "name", None) or "")   # csbm's num_nodes too, not only the common keys
+    own = DATASETS.get(option_dataset(name) or "")   # csbm's num_nodes too, not only the common keys
     dataset_keys = set(config_fields(type(own.config) if own is not None else DatasetConfig))
     top = set(config_fields(RunConfig))
     graph_keys = ("dataset", "data", "protocol", "seed", "device", "dtype", "max_memory_gb", "experiment")

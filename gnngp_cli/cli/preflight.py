@@ -91,9 +91,9 @@ def check(config: DictConfig, job: str = "", command: str = "run", unread: str =
                               f"it with {key}={named} (in a preset: defaults: [override /model: {named}]) and drop {key}.name")
         option = OmegaConf.select(config, "hydra.runtime.choices.dataset", default=None)
         if option is not None and task.get("dataset") is not None:   # a shipped option's name against the one a config set
-            from ..data.datasets import DATASETS, PRESETS
+            from ..data.datasets import option_dataset
 
-            expected = PRESETS[option].name if option in PRESETS else option if option in DATASETS else None   # (one's own config: its own)
+            expected = option_dataset(option)   # (None: a config of one's own, whose name is its own)
             if expected is not None and str(task.dataset.get("name")).lower() != str(expected):
                 raise ConfigError(f"dataset.name={task.dataset.get('name')} is set in a config while dataset={option} is chosen, so the run "
                                   f"would read one dataset with the other's settings; choose it with dataset={task.dataset.get('name')} "

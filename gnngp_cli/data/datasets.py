@@ -65,6 +65,14 @@ def register_preset(option: str, config: Any) -> None:
     PRESETS[option] = config
 
 
+def option_dataset(option: str) -> Optional[str]:
+    """The registered dataset the option ``dataset=option`` loads (a preset's base: ``csbm_1e3`` is
+    ``csbm``), or ``None`` (no shipped option: a dataset config of one's own)."""
+    if option in PRESETS:
+        return str(PRESETS[option].name)
+    return option if option in DATASETS else None
+
+
 def display_name(name: str) -> str:
     entry = DATASETS.get(name)
     return entry.display if entry is not None else name

@@ -33,13 +33,14 @@ def _peak_rss_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-def parse_bytes(text: Any) -> int:
+def parse_bytes(text: Any, key: str = "compute.memory_limit", example: str = "3GB, 512MiB or auto") -> int:
+    """``text`` as a number of bytes (Dask's parser); one line naming ``key`` when it is not a size."""
     from dask.utils import parse_bytes as parse
 
     try:
         return int(parse(str(text)))
     except (ValueError, TypeError) as err:
-        raise ConfigError(f"compute.memory_limit={text!r} is not a size; use e.g. 3GB, 512MiB or auto") from err
+        raise ConfigError(f"{key}={text!r} is not a size; use e.g. {example}") from err
 
 
 def usable_cores() -> int:
@@ -103,12 +104,7 @@ def check_slurm(c: Any) -> None:
     if shutil.which("sbatch") is None:
         raise ConfigError("compute=slurm submits SLURM jobs with sbatch, which is not on this machine's PATH; run from a SLURM login "
                           "node, or use compute=dask (a cluster on this machine)")
-    try:
-        from dask.utils import parse_bytes
-
-        parse_bytes(str(c.memory))
-    except (ValueError, TypeError):
-        raise ConfigError(f"compute.memory={c.memory!r} is not a size; give a SLURM job's memory, e.g. 32GB") from None
+    parse_bytes(c.memory, "compute.memory", "32GB (a SLURM job's memory)")
     if c.walltime is not None and not WALLTIME.fullmatch(str(c.walltime).strip()):
         raise ConfigError(f"compute.walltime={c.walltime!r} is not a SLURM time; give minutes, HH:MM:SS or D-HH:MM:SS, e.g. 01:00:00")
 
