@@ -23,11 +23,10 @@ from pathlib import Path
 
 from gnngp_cli.api import compose
 from gnngp_cli.cli.execute import run_job
-from gnngp_cli.errors import GnngpError
 from gnngp_cli.job.gnn_job import run_gnn
 from gnngp_cli.job.loading import load_graph
 
-from benchcsv import check_writable, measured, read_rows, save_rows, spellings
+from benchcsv import check_writable, read_rows, run_cell
 from benchrun import guarded
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon_filtered", "tolokers"]
@@ -38,46 +37,26 @@ KEEP = ["status", "dataset", "protocol", "seed", "method", "kernel", "likelihood
         "inference_seconds", "total_seconds", "peak_rss_mb", "n_nodes", "error"]
 
 
-def error_row(cell: dict, err: Exception) -> dict:
-    return {**cell, "status": "error", "protocol": "random_split", "error": str(err).splitlines()[0]}
-
-
 def cell(dataset: str, seed: int, scores: list[str], gps: list[tuple[str, str]], gnn: bool, out: Path, splits: int, skip: bool) -> None:
-    """One dataset and seed: each job's rows saved as it finishes, in place of that job's earlier
-    rows in ``out`` (``skip``: a job ``out`` holds measured already is not run)."""
+    """One dataset and seed (:func:`benchcsv.run_cell`): a GP job per kernel, likelihood and
+    score, and the GCN per score."""
     base = [f"dataset={dataset}", "protocol=random_split", f"seed={seed}", "progress=false"]
     where = {"dataset": dataset, "seed": seed}
-    loading = {**where, "method": "", "kernel": "", "status": "error"}   # the cell's graph did not load: its one error row (no kernel)
-    jobs = [({**where, "kernel": kernel, "likelihood": likelihood, "conformal": score}, (kernel, likelihood))
-            for score in scores for kernel, likelihood in gps] + ([({**where, "method": "GCN", "conformal": score}, None) for score in scores] if gnn else [])
-    have = read_rows(out, KEEP) if skip else None
-    jobs = [(job, what) for job, what in jobs if have is None or not any(measured(have, key) for key in spellings(job))]
-    if not jobs:
-        return
-    try:
-        graph = load_graph(compose([*base, "kernel=gcngp"]))
-    except GnngpError as err:
-        save_rows(out, [error_row({**where, "method": ""}, err)], KEEP, replace=[loading])
-        return
-    for job, what in jobs:
-        score = job["conformal"]
+    jobs = [({**where, "kernel": kernel, "likelihood": likelihood, "conformal": score}, (score, kernel, likelihood))
+            for score in scores for kernel, likelihood in gps] + ([({**where, "method": "GCN", "conformal": score}, (score, None, None)) for score in scores] if gnn else [])
+
+    def run(graph, what):
+        score, kernel, likelihood = what
         conformal = [f"conformal={score}", f"conformal.splits={splits}"]
-        if what is None:   # the GCN, trained once per score with the same seed: its two rows read one model
+        if kernel is None:   # the GCN, trained once per score with the same seed: its two rows read one model
             uncertainty = "temperature" if graph.data.task == "classification" else "softmax"
-            try:
-                rows = run_gnn(compose([*base, "gnn=gcn", f"gnn.uncertainty={uncertainty}", *conformal]), graph)
-            except GnngpError as err:
-                rows = [error_row(job, err)]
-        else:
-            kernel, likelihood = what
-            if likelihood != "gaussian" and graph.data.task != "classification":
-                continue
-            try:
-                rows = run_job(compose([*base, f"kernel={kernel}", f"likelihood={likelihood}", *conformal]), graph)
-            except GnngpError as err:
-                rows = [error_row(job, err)]
-        save_rows(out, [{**r, "seed": seed} for r in rows], KEEP, replace=[*spellings(job), loading])
-    print(f"{dataset} seed {seed}: done", file=sys.stderr, flush=True)
+            return run_gnn(compose([*base, "gnn=gcn", f"gnn.uncertainty={uncertainty}", *conformal]), graph)
+        if likelihood != "gaussian" and graph.data.task != "classification":
+            return None
+        return run_job(compose([*base, f"kernel={kernel}", f"likelihood={likelihood}", *conformal]), graph)
+
+    if run_cell(out, KEEP, where, jobs, lambda: load_graph(compose([*base, "kernel=gcngp"])), run, skip, {"seed": seed, "protocol": "random_split"}):
+        print(f"{dataset} seed {seed}: done", file=sys.stderr, flush=True)
 
 
 def main() -> None:

@@ -24,12 +24,11 @@ from pathlib import Path
 
 
 from gnngp_cli.api import compose
-from gnngp_cli.errors import GnngpError
 from gnngp_cli.cli.execute import run_job
 from gnngp_cli.job.gnn_job import run_gnn
 from gnngp_cli.job.loading import load_graph
 
-from benchcsv import check_writable, measured, read_rows, save_rows, spellings
+from benchcsv import check_writable, read_rows, run_cell
 from benchrun import guarded
 
 DATASETS = ["cora", "citeseer", "pubmed", "chameleon_filtered", "tolokers", "minesweeper"]
@@ -42,47 +41,28 @@ KEEP = ["status", "dataset", "protocol", "seed", "method", "kernel", "likelihood
         "total_seconds", "peak_rss_mb", "error"]
 
 
-def error_row(cell: dict, err: Exception) -> dict:
-    return {**cell, "status": "error", "error": str(err).splitlines()[0]}
-
-
 def cell(dataset: str, protocol: str, seed: int, gnn: bool, out: Path, kernels: list[str], skip: bool) -> None:
-    """One dataset, protocol and seed: each job's rows saved as it finishes, in place of that
-    job's earlier rows in ``out`` (``skip``: a job ``out`` holds measured already is not run)."""
+    """One dataset, protocol and seed (:func:`benchcsv.run_cell`): a GP job per kernel and
+    likelihood, and the GCN's four rows."""
     base = [f"dataset={dataset}", f"protocol={protocol}", f"seed={seed}", "progress=false"]
     where = {"dataset": dataset, "protocol": protocol, "seed": seed}
-    loading = {**where, "method": "", "kernel": "", "status": "error"}   # the cell's graph did not load: its one error row (no kernel)
     jobs = [({**where, "kernel": kernel, "likelihood": likelihood}, (kernel, likelihood)) for kernel, likelihood in GPS if kernel in kernels]
     if gnn:
         jobs.append(({**where, "method": "GCN"}, None))
-    have = read_rows(out, KEEP) if skip else None
-    jobs = [(job, what) for job, what in jobs if have is None or not any(measured(have, key) for key in spellings(job))]
-    if not jobs:
-        return
-    try:
-        graph = load_graph(compose([*base, "kernel=gcngp"]))
-    except GnngpError as err:   # e.g. leave-out classes on a two-class set: the reason, once
-        save_rows(out, [error_row({**where, "method": ""}, err)], KEEP, replace=[loading])
-        print(f"{dataset} {protocol} {seed}: {err}", file=sys.stderr)
-        return
-    for job, what in jobs:
+
+    def run(graph, what):
         if what is None:   # the GCN's four rows, from one training of the ensemble
             if graph.data.task != "classification":
-                continue
-            try:
-                rows = run_gnn(compose([*base, "gnn=gcn", "gnn.uncertainty=ensemble"]), graph, uncertainties=GNN_UNCERTAINTY)
-            except GnngpError as err:
-                rows = [error_row(job, err)]
-        else:
-            kernel, likelihood = what
-            if likelihood == "dirichlet" and graph.data.task != "classification":
-                continue
-            try:
-                rows = run_job(compose([*base, f"kernel={kernel}", f"likelihood={likelihood}"]), graph)
-            except GnngpError as err:
-                rows = [error_row(job, err)]
-        save_rows(out, [{**r, "protocol": protocol, "seed": seed} for r in rows], KEEP, replace=[*spellings(job), loading])
-    print(f"{dataset} {protocol} seed {seed}: done", file=sys.stderr, flush=True)
+                return None
+            return run_gnn(compose([*base, "gnn=gcn", "gnn.uncertainty=ensemble"]), graph, uncertainties=GNN_UNCERTAINTY)
+        kernel, likelihood = what
+        if likelihood == "dirichlet" and graph.data.task != "classification":
+            return None
+        return run_job(compose([*base, f"kernel={kernel}", f"likelihood={likelihood}"]), graph)
+
+    # e.g. leave-out classes on a two-class set: the graph does not load, its reason once
+    if run_cell(out, KEEP, where, jobs, lambda: load_graph(compose([*base, "kernel=gcngp"])), run, skip, {"protocol": protocol, "seed": seed}):
+        print(f"{dataset} {protocol} seed {seed}: done", file=sys.stderr, flush=True)
 
 
 def main() -> None:

@@ -12,7 +12,10 @@ seed, kernel, ...). Rows are saved after every cell, so a stopped benchmark keep
 - :func:`read_rows` reads a CSV back, refusing in one line a file that is not this table (a
   folder, a column the script does not write; one it lacks, an older version's, reads empty), and
   leaving out, with a note, a last line cut short by a
-  write of an older version that stopped part way.
+  write of an older version that stopped part way;
+- :func:`run_cell` runs one cell of a benchmark whose jobs share a loaded graph (conformal,
+  uncertainty): the jobs ``--out`` holds measured skipped, the graph loaded once, each job's
+  rows saved as it finishes, an error a row of its own.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import pandas as pd
 
@@ -153,3 +156,42 @@ def check_writable(out: Path) -> None:
             pass
     except OSError as err:
         raise BenchCsvError(f"cannot write --out {out} ({err.strerror or err}); give a writable path") from None
+
+
+def error_row(cell: Mapping, err: Exception) -> dict:
+    """The row of a job (or a cell's graph) that failed: its key and the error's first line."""
+    return {**cell, "status": "error", "error": str(err).splitlines()[0]}
+
+
+def run_cell(out: Path, columns: Sequence[str], where: Mapping, jobs: Sequence[tuple[Mapping, Any]], load: Callable[[], Any],
+             run: Callable[[Any, Any], Optional[list[dict]]], skip: bool, stamp: Optional[Mapping] = None) -> bool:
+    """One cell of a benchmark: ``jobs`` (each its key, the columns its rows are found by, and
+    what ``run`` reads) on the graph ``load()`` gives, loaded once. ``skip``: a job ``out`` holds
+    measured is not run. Each job's rows (``run(graph, what)``; ``None``: the job does not apply
+    to this graph) are saved as it finishes, with ``stamp``'s columns, in place of that job's
+    earlier rows; a job's :class:`~gnngp_cli.errors.GnngpError` is its error row, and a graph that
+    does not load is the cell's one error row (its key ``where``, no kernel or method), replaced
+    when the cell runs again. Whether it ran its jobs: False when ``out`` held them all measured
+    or the graph did not load."""
+    from gnngp_cli.errors import GnngpError
+
+    loading = {**where, "method": "", "kernel": "", "status": "error"}
+    have = read_rows(out, columns) if skip else None
+    jobs = [(job, what) for job, what in jobs if have is None or not any(measured(have, key) for key in spellings(job))]
+    if not jobs:
+        return False
+    try:
+        graph = load()
+    except GnngpError as err:
+        save_rows(out, [error_row({**where, **(stamp or {}), "method": ""}, err)], columns, replace=[loading])
+        print(f"{' '.join(str(v) for v in where.values())}: {str(err).splitlines()[0]}", file=sys.stderr)
+        return False
+    for job, what in jobs:
+        try:
+            rows = run(graph, what)
+        except GnngpError as err:
+            rows = [error_row({**job, **(stamp or {})}, err)]
+        if rows is None:
+            continue
+        save_rows(out, [{**r, **(stamp or {})} for r in rows], columns, replace=[*spellings(job), loading])
+    return True
