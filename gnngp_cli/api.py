@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Union
@@ -211,7 +212,8 @@ def load_dataset(name: str, **settings: Any):
                           f"{', '.join(sorted(dataset_keys))}, or a key of gnngp run (gnngp run --cfg job shows them)")
     scoped = {(f"dataset.{k}" if k in dataset_keys and k not in top else k): v for k, v in settings.items()}
     overrides = [f"dataset={name}", *overrides_of(scoped)]
-    cfg = compose(overrides)
+    # hide_val: checked against the model's fit where NodeGP composes it (fit=mll, select), not against a fit the graph's load makes none of
+    cfg = compose([*overrides, "fit=mll"] if scoped.get("dataset.hide_val") is True else overrides)
     if cfg.method == "gnn":
         raise ConfigError("load_dataset takes dataset settings, not a GNN; give the model to NodeGP")
     data = load_graph(cfg).data
@@ -401,9 +403,15 @@ class NodeGP:
         labels bought is chosen after them: ``gnngp run``'s active rows re-choose it at each budget
         and go on from it, but ``select`` has one budget, so its whole order is chosen at ``fit.nugget``.
         The kernel's settings are this NodeGP's. Returns the node ids, e.g. ``NodeGP(kernel="gcngp_x").select(load_dataset("cora"), budget=40)``."""
+        counts = {}
         for name, value in (("budget", budget), ("batch", batch), ("initial", initial)):
-            if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, torch.Tensor) and value.numel() == 1 and not (value.is_floating_point() or value.is_complex()) and value.dtype != torch.bool:
+                value = int(value.item())   # a 0-d or one-entry integer tensor: its number
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                counts[name] = int(value)   # numpy's integers too (np.int64(20))
+            else:
                 raise ConfigError(f"{name} takes a whole number of labels, e.g. {name}={ {'budget': 40, 'batch': 1, 'initial': 0}[name]}, not {value!r}")
+        budget, batch, initial = counts["budget"], counts["batch"], counts["initial"]
         if budget < 1:
             raise ConfigError(f"budget={budget} must be at least 1 label, e.g. budget=40")
         if not isinstance(strategy, str):

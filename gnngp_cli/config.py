@@ -553,16 +553,21 @@ def _validate_active(cfg: Any) -> None:
     if cfg.compute.backend != "local":
         raise ConfigError(f"active={a.name} updates the posterior over every node in this process, and compute={cfg.compute.backend} keeps "
                           "the nodes in row blocks; use compute=local (a low-rank kernel, kernel=<name>_x, selects on large graphs)")
-    others = [(cfg.get("inference") is not None and cfg.inference.time is not None, "inference.time"),
-              (cfg.likelihood.name != "gaussian", f"likelihood={cfg.likelihood.name}"),
-              (cfg.conformal.name != "none", f"conformal={cfg.conformal.name}"),
-              (cfg.protocol.name != "none", f"protocol={cfg.protocol.name}"),
-              (bool(cfg.kernel is not None and cfg.kernel.gamma_search), "kernel.gamma_search=true"),
-              (bool(cfg.kernel is not None and cfg.kernel.get("limit", "nngp") != "nngp"), f"kernel.limit={cfg.kernel.get('limit') if cfg.kernel is not None else ''}")]
-    for present, what in others:
+    if cfg.dataset.hide_val:   # the pool is every node but the test nodes: a hidden validation label would be bought all the same
+        raise ConfigError(f"dataset.hide_val=true has no place in an active run: it reads no validation set, and its pool (every node but the "
+                          f"test nodes) holds the validation nodes, whose labels it buys; drop dataset.hide_val, or drop active={a.name}")
+    others = [(cfg.get("inference") is not None and cfg.inference.time is not None, "inference.time", "drop inference.time"),
+              (cfg.likelihood.name != "gaussian", f"likelihood={cfg.likelihood.name}", "use likelihood=gaussian"),
+              (cfg.conformal.name != "none", f"conformal={cfg.conformal.name}", f"drop conformal={cfg.conformal.name}"),
+              (cfg.protocol.name != "none", f"protocol={cfg.protocol.name}", f"drop protocol={cfg.protocol.name}"),
+              (bool(cfg.kernel is not None and cfg.kernel.gamma_search), "kernel.gamma_search=true",   # rbf's default: nothing to drop
+               "set kernel.gamma_search=false (the kernel's gamma fixed: kernel.base.gamma)"),
+              (bool(cfg.kernel is not None and cfg.kernel.get("limit", "nngp") != "nngp"),
+               f"kernel.limit={cfg.kernel.get('limit') if cfg.kernel is not None else ''}", "use kernel.limit=nngp")]
+    for present, what, fix in others:
         if present:
             raise ConfigError(f"{what} has no place in an active run (the Gaussian posterior at one nugget, updated per label, the split's test "
-                              f"nodes held out); drop {what}, or drop active={a.name}")
+                              f"nodes held out); {fix}, or drop active={a.name}")
 
 
 def _validate_fit(cfg: Any) -> None:

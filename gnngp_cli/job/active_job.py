@@ -93,9 +93,10 @@ class ActiveJob(KernelJob):
         if self.strategy.classifies and info.task != "classification":
             raise ConfigError(f"active={self.strategy.name} reads class probabilities, and {spec.dataset.name} is a regression task; "
                               "use active=variance, v_opt or sigma_opt")
-        if len(candidates(self.kspec, spec.fit.method == "mll")) > 1:
-            raise ConfigError(f"kernel={self.kspec.name} chooses among candidates on validation, which an active run has not; "
-                              "fix the kernel's choice (one value) for active learning")
+        if len(candidates(self.kspec, spec.fit.method == "mll")) > 1:   # gamma_search is refused before (config)
+            chosen = [f"kernel.{name}" for name, values in KERNELS[self.kspec.name].candidates(self.kspec).items() if len(values) > 1]
+            raise ConfigError(f"kernel={self.kspec.name} chooses {' and '.join(chosen) or 'its settings'} among candidates on validation, which "
+                              f"an active run has not; give {'it' if len(chosen) < 2 else 'each'} one value for active learning")
         self.pool = ~backend.data.test_mask.cpu()
         pool_size = int(self.pool.sum())
         top = int(spec.active.budgets[-1])

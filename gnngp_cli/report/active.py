@@ -70,23 +70,30 @@ def draw(found: pd.DataFrame, path: Path) -> Optional[str]:
 
     plt = _plt()
     panels = sorted(found.groupby(["dataset", "method"]).groups)[:PANELS]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
+    most = max(found[(found["dataset"] == d) & (found["method"] == m)]["strategy"].nunique() for d, m in panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6 + 0.17 * most), squeeze=False)
+    colours = plt.get_cmap("tab20").colors   # twenty colours, the dark ten first; beyond them a line's dashes tell it apart
+    colours = colours[0::2] + colours[1::2]
     for ax, (dataset, method) in zip(axes[0], panels):
         here = found[(found["dataset"] == dataset) & (found["method"] == method)]
-        for strategy, group in here.groupby("strategy", sort=True):
+        for k, (strategy, group) in enumerate(here.groupby("strategy", sort=True)):
             stats = group.groupby("labelled")["test"].agg(["mean", "std"]).fillna({"std": 0.0})
-            line, = ax.plot(stats.index, stats["mean"], marker="o", markersize=3, label=str(strategy))
-            ax.fill_between(stats.index, stats["mean"] - stats["std"], stats["mean"] + stats["std"], color=line.get_color(), alpha=0.2)
+            colour, dashes = colours[k % len(colours)], ("-", "--", ":", "-.")[(k // len(colours)) % 4]
+            ax.plot(stats.index, stats["mean"], marker="o", markersize=3, color=colour, linestyle=dashes, label=str(strategy))
+            ax.fill_between(stats.index, stats["mean"] - stats["std"], stats["mean"] + stats["std"], color=colour, alpha=0.2)
         ax.set_xscale("log")
-        counts = sorted(int(v) for v in here["labelled"].unique())
+        counts = []
+        for v in sorted(int(v) for v in here["labelled"].unique()):   # a tick per count, but none crowding the one before (30, 40, 41)
+            if not counts or v >= 1.2 * counts[-1]:
+                counts.append(v)
         ax.set_xticks(counts)
         ax.set_xticklabels([str(v) for v in counts])
         ax.minorticks_off()
         ax.set_xlabel("labels bought")
         ax.set_ylabel(f"test {here['metric'].dropna().iloc[0] if here['metric'].notna().any() else 'metric'}")
         ax.set_title(f"{display(str(dataset))}, {method}")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)   # below the axes: never over the lines
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return None
