@@ -605,6 +605,8 @@ def _features(x: Any) -> torch.Tensor:
         raise DatasetError(f"x must be a tensor of shape [N, F] (one row of features per node), not {type(x).__name__}")
     if x.layout != torch.strided:
         raise DatasetError(f"x is a sparse tensor ({x.layout}); give a dense one: data.x = data.x.to_dense()")
+    if x.device.type == "meta":   # shapes without values: Tensor.item() deep in the job
+        raise DatasetError("x is on the meta device (a shape with no values); give the features themselves: a CPU or CUDA tensor")
     if x.is_complex():
         raise DatasetError(f"x holds complex numbers ({x.dtype}); gnngp needs real features: give the real and imaginary parts "
                            "as separate columns, torch.cat([x.real, x.imag], 1)")

@@ -329,6 +329,7 @@ MASK_01 = (torch.arange(200) < 80).long()
     (lambda: NodeGP().fit(_with(x=graph().x[:, 0]), **SPLIT), DatasetError, "x must be 2-D, one row of features per node (shape [N, F]), got shape (200,); for one feature per node give x.view(-1, 1)"),
     (lambda: NodeGP().fit(_with(x=graph().x[:, :, None]), **SPLIT), DatasetError, "got shape (200, 6, 1); flatten each node's features"),
     (lambda: NodeGP().fit(_with(x=graph().x.to_sparse()), **SPLIT), DatasetError, "x is a sparse tensor (torch.sparse_coo); give a dense one: data.x = data.x.to_dense()"),
+    (lambda: NodeGP().fit(_with(x=graph().x.to("meta")), **SPLIT), DatasetError, "x is on the meta device (a shape with no values); give the features"),
     (lambda: NodeGP().fit(_with(x=graph().x.to(torch.complex64)), **SPLIT), DatasetError, "x holds complex numbers (torch.complex64)"),
     (lambda: NodeGP().fit(_with(x=[[0.0]] * 200), **SPLIT), DatasetError, "x must be a tensor of shape [N, F]"),
     (lambda: NodeGP().fit(_with(y=graph().y - 1), **SPLIT), DatasetError, "y holds negative class ids (node 0 has -1)"),
