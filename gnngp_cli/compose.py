@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from .data.datasets import DATASETS, PRESETS
 from .errors import ConfigError
 from .gnn import GNNS
-from .kernels import ACTIVATIONS, KERNELS
+from .kernels import ACTIVATIONS, BLOCK_NAMES, KERNELS
 from .gp.likelihoods import LIKELIHOODS
 from .gp.strategies import STRATEGIES
 from .metrics import METRICS
@@ -51,9 +51,10 @@ _LAST_COMPUTE: dict = {}   # the compute options registered last (compose withou
 
 
 def registries() -> dict[str, dict]:
-    """The registries a plugin adds to (gnngp_cli.plugins), by the kind of entry they hold."""
+    """The registries a plugin adds to (gnngp_cli.plugins), by the kind of entry they hold, and the
+    names composed kernels' blocks take (``kernel block``: an activation may not take one)."""
     return {"dataset": DATASETS, "dataset preset": PRESETS, "kernel": KERNELS, "GNN": GNNS, "likelihood": LIKELIHOODS, "strategy": STRATEGIES,
-            "metric": METRICS, "activation": ACTIVATIONS}
+            "metric": METRICS, "activation": ACTIVATIONS, "kernel block": dict.fromkeys(BLOCK_NAMES)}
 
 
 def register_configs(compute: Mapping[str, ComputeConfig]) -> None:

@@ -20,7 +20,6 @@ from .errors import ConfigError
 GROUP = "gnngp.plugins"
 _LOADED: set[str] = set()          # the entry points imported in this process (each once)
 _FAILED: dict[str, str] = {}       # an entry point refused in this process -> its one line, said again at every load (never half-loaded)
-BLOCK_WORDS = ("input", "conv", "weight", "bias", "scale", "mixed", "add", "poly")   # composed kernels' own block names
 
 
 def load_plugins(registries: Optional[Mapping[str, dict]] = None) -> list[str]:
@@ -91,6 +90,6 @@ def _clash(before: Mapping[str, dict], registries: Mapping[str, dict]) -> Option
         if name in registries.get("dataset preset", {}):
             return "dataset", name, "the name of a shipped preset (dataset=" + name + ")"
     for name in added("activation"):
-        if name in BLOCK_WORDS:
+        if name in registries.get("kernel block", {}):
             return "activation", name, "the name of a composed kernel's block"
     return None

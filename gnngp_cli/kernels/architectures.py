@@ -438,6 +438,9 @@ def h2gcn(layers: int, sigma_w: float, sigma_b: float) -> Block:
     return Serial(ego, Serial(readout, name="readout"))
 
 
+BLOCK_NAMES = ("input", "conv", "weight", "bias", "scale", "mixed", "add", "poly")   # the words of composed kernels' blocks, below
+
+
 def _block_from_spec(spec: Any, params: Mapping[str, float]) -> Block:
     """One block from config: ``input``, an activation's name (``relu``, ``erf``: :data:`~.activations.ACTIVATIONS`),
     ``conv``, ``weight``, ``bias``, or a
