@@ -3,7 +3,6 @@ folders, the latest row of each rerun, and the paper's own numbers."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Iterable, Optional
 import numpy as np
 import pandas as pd
 
-from ..results.rowfile import NotAResultsFile, read_rows
+from ..results.rowfile import FALLBACK_FILE, SET_ASIDE_FILE, NotAResultsFile, read_rows  # fallback rows: read; set aside: named, not read
 from .settings import annotate, overrides
 
 KEY = ["dataset", "stand_in", "n_nodes", "method", "layers", "landmark_fraction", "seed", "split_index", "split", "settings", "group"]
@@ -30,8 +29,6 @@ def known_deviations() -> pd.DataFrame:
 
 
 RESULT_FILES = ("results.csv", "summary.csv")
-FALLBACK = re.compile(r"results\.fallback-.+\.csv")                       # rows a job could not write into its results.csv: read
-SET_ASIDE = re.compile(r"results\.(before-resume|malformed)-.+\.csv")      # resume's earlier attempts, unreadable files: named, not read
 
 
 def _store_copy(path: Path) -> Optional[Path]:
@@ -56,8 +53,8 @@ def result_files(folders: Iterable[Path], say: bool = False) -> list[Path]:
         stores: dict[bool, list[Path]] = {False: [], True: []}   # read or not -> the store of each copy
         aside = []
         for path in _csv_files(folder):
-            if path.name not in RESULT_FILES and not FALLBACK.fullmatch(path.name):
-                if SET_ASIDE.fullmatch(path.name):
+            if path.name not in RESULT_FILES and not FALLBACK_FILE.fullmatch(path.name):
+                if SET_ASIDE_FILE.fullmatch(path.name):
                     aside.append(path)
                 continue
             store = _store_copy(path)
@@ -66,7 +63,7 @@ def result_files(folders: Iterable[Path], say: bool = False) -> list[Path]:
                 stores[read].append(store)
             if read:
                 found.append(path)
-                if say and FALLBACK.fullmatch(path.name):
+                if say and FALLBACK_FILE.fullmatch(path.name):
                     print(f"gnngp: note: read {path}: rows a job could not write into its results.csv (a full disk, a folder made "
                           "read-only), kept there instead", file=sys.stderr)
         if say and aside:   # resume's earlier attempts and unreadable files: never rows of their own in a report, but never silent

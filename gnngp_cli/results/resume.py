@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..data.trust import untrusted
-from .rowfile import NotAResultsFile, RowFile, read_rows
+from .rowfile import NotAResultsFile, RowFile, aside_path, read_rows
 
 Key = tuple[Optional[int], int]   # (split index with splits=all, else None; run index)
 
@@ -166,7 +166,7 @@ def latest_job_rows(rows: list[dict]) -> tuple[list[dict], int]:
 def set_aside(results: Path) -> Path:
     """Rename an earlier attempt's results out of the way (kept, never deleted)."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-    aside = results.with_name(f"{results.stem}.before-resume-{stamp}{results.suffix}")
+    aside = aside_path(results, "before-resume", stamp)
     os.replace(results, aside)
     return aside
 

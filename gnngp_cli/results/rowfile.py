@@ -15,6 +15,7 @@ import csv
 import io
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,18 @@ class RowFile:
     def shown_problems(self, limit: int = 3) -> str:
         more = len(self.problems) - limit
         return "; ".join(self.problems[:limit]) + (f"; and {more} more" if more > 0 else "")
+
+
+FALLBACK_PREFIX = "results.fallback-"                  # rows a job could not write into its results file: <prefix><time>-<pid>.csv
+FALLBACK_FILE = re.compile(re.escape(FALLBACK_PREFIX) + r".+\.csv")
+SET_ASIDE = ("before-resume", "malformed")            # why a results file was moved aside, whole: resume's earlier attempt, rows gnngp does not write
+SET_ASIDE_FILE = re.compile(r"results\.(" + "|".join(SET_ASIDE) + r")-.+\.csv")
+
+
+def aside_path(path: Path, why: str, stamp: str) -> Path:
+    """Where a results file is moved aside (kept whole, never deleted): ``<stem>.<why>-<stamp><suffix>``,
+    ``why`` one of :data:`SET_ASIDE`."""
+    return path.with_name(f"{path.stem}.{why}-{stamp}{path.suffix}")
 
 
 class NotAResultsFile(ValueError):

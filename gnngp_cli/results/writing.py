@@ -19,7 +19,7 @@ from typing import Iterable, Mapping, Optional
 
 from ..data.files import atomic_write, locked
 from ..errors import GnngpError
-from .rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows, to_text
+from .rowfile import COLUMNS, FALLBACK_PREFIX, NotAResultsFile, aside_path, ordered_columns, read_rows, to_text
 
 __all__ = ["COLUMNS", "ResultsNotWritten", "append_rows", "summary_line"]
 
@@ -44,7 +44,7 @@ def _read_existing(path: Path) -> tuple[list[str], list[dict]]:
         raise OSError(f"{err}; results go to a regular file") from None
     if not found.problems:
         return found.header, found.rows
-    aside = path.with_name(f"{path.stem}.malformed-{_stamp()}{path.suffix}")
+    aside = aside_path(path, "malformed", _stamp())
     os.replace(path, aside)
     print(f"gnngp: warning: {path} held rows gnngp does not write ({found.shown_problems()}); moved the whole file to {aside} "
           f"({len(found.rows)} good rows kept there) and started a new {path.name}", file=sys.stderr)
@@ -84,7 +84,7 @@ def append_rows(path: Path, rows: Iterable[Mapping], fallback_dir: Optional[Path
     except OSError as err:
         reason = f"{type(err).__name__}: {err.strerror or err}"
     for folder in ([fallback_dir] if fallback_dir is not None else []) + [Path(tempfile.gettempdir())]:
-        fallback = folder / f"results.fallback-{_stamp()}-{os.getpid()}.csv"
+        fallback = folder / f"{FALLBACK_PREFIX}{_stamp()}-{os.getpid()}.csv"
         try:
             _write_table(fallback, new_header, new)
         except OSError:
