@@ -69,13 +69,12 @@ def draw(found: pd.DataFrame, path: Path) -> Optional[str]:
     from .figures import _plt
 
     plt = _plt()
-    panels = sorted(found.groupby(["dataset", "method"]).groups)[:PANELS]
-    most = max(found[(found["dataset"] == d) & (found["method"] == m)]["strategy"].nunique() for d, m in panels)
+    panels = sorted(found.groupby(["dataset", "method"]), key=lambda item: item[0])[:PANELS]   # ((dataset, method), its rows)
+    most = max(here["strategy"].nunique() for _, here in panels)
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6 + 0.17 * most), squeeze=False)
     colours = plt.get_cmap("tab20").colors   # twenty colours, the dark ten first; beyond them a line's dashes tell it apart
     colours = colours[0::2] + colours[1::2]
-    for ax, (dataset, method) in zip(axes[0], panels):
-        here = found[(found["dataset"] == dataset) & (found["method"] == method)]
+    for ax, ((dataset, method), here) in zip(axes[0], panels):
         for k, (strategy, group) in enumerate(here.groupby("strategy", sort=True)):
             stats = group.groupby("labelled")["test"].agg(["mean", "std"]).fillna({"std": 0.0})
             colour, dashes = colours[k % len(colours)], ("-", "--", ":", "-.")[(k // len(colours)) % 4]
