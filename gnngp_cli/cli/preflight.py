@@ -201,8 +201,14 @@ def search_problem(config: DictConfig, task: DictConfig) -> str:
 def launcher_problem(config: DictConfig, tasks: list[tuple[str, Any]]) -> str:
     """Why the sweep's launcher cannot run its jobs ('' when it can): joblib's loky processes
     running jobs that each start a local Dask cluster of worker processes, whose nannies cannot
-    start from a loky process (``cannot find context for 'loky'``: every job a traceback, no row)."""
+    start from a loky process (``cannot find context for 'loky'``: every job a traceback, no row);
+    ``hydra/launcher=slurm`` where SLURM's ``srun`` is not on the PATH (submitit's traceback)."""
+    import shutil
+
     launcher = config.hydra.get("launcher") or {}
+    if "SlurmLauncher" in str(launcher.get("_target_", "")) and shutil.which("srun") is None:
+        return ("hydra/launcher=slurm submits the jobs to a SLURM cluster, and SLURM's srun is not on this machine's PATH; run from "
+                "a SLURM login node, or sweep here: hydra/launcher=submitit_local or joblib, or leave hydra/launcher out (the jobs in turn)")
     if "Joblib" not in str(launcher.get("_target_", "")) or launcher.get("n_jobs") == 1:
         return ""
     local = [label for label, task in tasks if task.compute.backend == "dask" and task.compute.processes and not task.compute.address]

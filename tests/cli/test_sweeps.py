@@ -102,6 +102,18 @@ def test_the_ready_slurm_launcher_config_composes():
     assert "partition: gpu" in out.stdout and "gpus_per_task: 1" in out.stdout and "SlurmLauncher" in out.stdout
 
 
+def test_the_slurm_launcher_without_slurm_is_one_line_before_any_job(tmp_path, monkeypatch):
+    """Without srun on the PATH, submitit's executor raised a 42-line traceback (helper-53): one line, no folder."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")  # the launchers extra
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))
+    out = in_process("run", "-m", "hydra/launcher=slurm", f"hydra.sweep.dir={tmp_path / 'sweep'}", "kernel=gcngp,gcngp_x",
+                     "dataset.num_nodes=300")
+    errors = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+    assert out.returncode == 1 and len(errors) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "SLURM's srun is not on this machine's PATH" in errors[0] and "hydra/launcher=submitit_local" in errors[0]
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_the_summary_shows_each_jobs_swept_values_and_the_log_the_method_as_typed(tmp_path):
     """Each line of a sweep's summary says what its job ran (the keys the sweep varied, as typed:
     kernel=, not Hydra's model=), and so do the launcher's log lines."""
