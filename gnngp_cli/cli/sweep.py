@@ -64,11 +64,13 @@ def _stamp(job: Path) -> Optional[int]:
 
 
 def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequence[str] = (),
-            jobs: Optional[Sequence[Path]] = None) -> tuple[list[str], list[dict]]:
+            jobs: Optional[Sequence[Path]] = None, since: Optional[float] = None) -> tuple[list[str], list[dict]]:
     """The header and rows of every job's results under ``sweep_dir`` (or of ``jobs`` only), each
     with its ``job``: a job folder without results (it died before writing) becomes an error row;
     a results file with malformed rows gives its good rows, an error row naming the file, and a
-    warning. Never raises on a bad file."""
+    warning. ``since`` (a sweep run again without ``resume=true``, which runs every run anew): the
+    rows written before it (seconds since the epoch) are an earlier sweep's, left out. Never raises
+    on a bad file."""
     from ..results.resume import latest_job_rows
     from ..results.rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows
     from ..results.writing import read_only
@@ -92,6 +94,14 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
         # this job's rows: those of the overrides its last row records (a row records the overrides its job reads, which
         # .hydra/overrides.yaml may hold more of); an earlier sweep's job of other overrides in the same folder wrote the others
         kept, left = latest_job_rows(found.rows)   # (a resume that added runs: the earlier runs' rows too)
+        earlier = [row for row in kept if since is not None and _written_before(row, since)]
+        if earlier:   # the same job run again into its folder: the earlier sweep's rows of the same overrides (counted twice)
+            log.info("summary: %s holds %d row%s of an earlier sweep's run of this job, left out", path, len(earlier), "s" if len(earlier) > 1 else "")
+            kept = [row for row in kept if not any(row is e for e in earlier)]
+            if not kept:
+                rows.append({"job": job.name, "swept": swept[job.name], **_identity(job), "status": "error", "overrides": _overrides(job),
+                             "error": f"no results (its {results_file} holds an earlier sweep's rows only); the job did not finish"})
+                continue
         if kept and not recorded_by(str(kept[-1].get("overrides") or ""), _overrides(job)):   # an earlier sweep's job in this folder:
             rows.append({"job": job.name, "swept": swept[job.name], **_identity(job), "status": "error",   # this one wrote no row
                          "error": f"no results (its {results_file} holds an earlier job's rows, of other overrides); the job did not finish",
@@ -105,6 +115,17 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
             rows.append({"job": job.name, "swept": swept[job.name], "status": "error",
                          "error": f"malformed rows in {path}: {found.shown_problems()}", "overrides": _overrides(job)})
     return ["job", "swept", *(ordered_columns(header, ["status", "error", "overrides"]) if rows else COLUMNS)], rows
+
+
+def _written_before(row: dict, since: float) -> bool:
+    """Whether a result row's ``timestamp`` (whole seconds, UTC) is before ``since``; a row without one
+    (an older gnngp's) is not."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(row.get("timestamp") or "")).timestamp() < int(since)
+    except ValueError:
+        return False
 
 
 CHECK_COLUMNS = ("kernel", "method", "layers", "dataset", "widths", "relative_error", "noise_ratio", "slope", "p_value", "shift",
@@ -323,7 +344,8 @@ class SweepSummary(Callback):
         if self.command == "verify":
             header, rows = collect_checks(sweep_dir, swept_keys(config), jobs=ours)
         else:
-            header, rows = collect(sweep_dir, written, swept_keys(config), jobs=ours)
+            fresh = not config.get("resume", False) and self._started is not None   # every run anew: rows from before are another sweep's
+            header, rows = collect(sweep_dir, written, swept_keys(config), jobs=ours, since=self._started + 1.0 if fresh else None)
         if stopped:   # a job the stop reached before its first run finished: said so, not "did not finish"
             rows = [{**row, "error": "stopped before a run of it finished; resume=true runs it"}
                     if row.get("status") == "error" and str(row.get("error", "")).startswith("no results (") else row for row in rows]

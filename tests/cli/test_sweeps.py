@@ -102,6 +102,22 @@ def test_the_ready_slurm_launcher_config_composes():
     assert "partition: gpu" in out.stdout and "gpus_per_task: 1" in out.stdout and "SlurmLauncher" in out.stdout
 
 
+def test_the_same_sweep_run_again_into_its_folder_summarises_this_sweeps_rows_once(tmp_path):
+    """Without resume=true a sweep runs every run anew and appends it to the job's results.csv; its
+    summary counted the earlier sweep's rows of the same overrides too (helper-53: 4 rows for 2
+    jobs, job 0 run 0 twice). The earlier rows stay in results.csv."""
+    sweep(tmp_path, "kernel=gcngp,gcngp_x", "dataset.num_nodes=300")
+    for job in ("0", "1"):   # as an earlier sweep's: an hour before
+        results = pd.read_csv(tmp_path / job / "results.csv")
+        results["timestamp"] = (pd.to_datetime(results["timestamp"]) - pd.Timedelta(hours=1)).map(lambda t: t.isoformat())
+        results.to_csv(tmp_path / job / "results.csv", index=False)
+    summary, out = sweep(tmp_path, "kernel=gcngp,gcngp_x", "dataset.num_nodes=300")
+    assert summary["job"].tolist() == [0, 1] and (summary["status"] == "ok").all()
+    assert "sweep summary (2 rows, 0 failed)" in out.stderr + out.stdout
+    assert "holds 1 row of an earlier sweep's run of this job, left out" in out.stderr + out.stdout
+    assert len(pd.read_csv(tmp_path / "0" / "results.csv")) == 2   # nothing lost
+
+
 def test_the_slurm_launcher_without_slurm_is_one_line_before_any_job(tmp_path, monkeypatch):
     """Without srun on the PATH, submitit's executor raised a 42-line traceback (helper-53): one line, no folder."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")  # the launchers extra
