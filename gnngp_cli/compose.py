@@ -284,11 +284,13 @@ def method_overrides(overrides: Sequence[str]) -> list[str]:
             continue
         out.append(o)
     if "kernel" in chosen and chosen.get("gnn", "none") != "none":
-        raise ConfigError("both kernel and gnn are set; choose one: kernel=<name> for a GP or gnn=<name> for a GNN")
+        raise ConfigError("both kernel and gnn are set; choose one: kernel=<name> for a GP or gnn=<name> for a GNN (a sweep of both: "
+                          f"gnngp run -m model={chosen['kernel']},{chosen['gnn']})")
     if sum(1 for o in out if o.partition("=")[0] == "model") > 1:
         given = [o for o in overrides if o.partition("=")[0] in ("model", "kernel", "gnn") and o != "gnn=none"]
+        values = ",".join(g.partition("=")[2] for g in given)   # spelled as one choice takes them all: model= where kernels and GNNs mix
         raise ConfigError(f"the method is chosen twice ({' and '.join(given)}); keep one (a sweep of both: gnngp run -m "
-                          f"{given[0].partition('=')[0]}={','.join(g.partition('=')[2] for g in given)})")
+                          f"{method_key(values)}={values})")
     swept = next((o.partition("=")[2] for o in out if o.partition("=")[0] == "model" and ("," in o or "(" in o)), None)
     if swept is not None and method_key(swept) != "kernel":
         # a sweep of GNNs: Hydra checks the other overrides against the default method (a kernel, which has no gnn section)

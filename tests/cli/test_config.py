@@ -44,6 +44,15 @@ def test_kernel_and_gnn_are_spellings_of_the_one_method_choice():
     assert cfg.method == "gnn" and cfg.kernel is None and cfg.gnn.name == "gcn"
     with pytest.raises(ConfigError, match="both kernel and gnn are set"):
         compose(["kernel=gcngp", "gnn=gcn"])
+    # the sweep a hint offers runs: model= where kernels and GNNs mix (kernel=gcngp,gcngp_x,gcn was refused; helper-53)
+    with pytest.raises(ConfigError, match=r"a sweep of both: gnngp run -m model=gcngp,gcngp_x,gcn\)$"):
+        compose(["kernel=gcngp,gcngp_x", "model=gcn"])
+    with pytest.raises(ConfigError, match=r"a sweep of both: gnngp run -m model=gcn,gin,gcngp\)$"):
+        compose(["gnn=gcn,gin", "model=gcngp"])
+    with pytest.raises(ConfigError, match=r"a sweep of both: gnngp run -m model=gcngp,gcn\)$"):
+        compose(["kernel=gcngp", "gnn=gcn"])
+    with pytest.raises(ConfigError, match=r"a sweep of both: gnngp run -m kernel=gcngp,rbf_x\)$"):
+        compose(["kernel=gcngp", "kernel=rbf_x"])
 
 
 def test_each_kernel_has_only_its_own_parameters():
