@@ -166,7 +166,9 @@ def check_graph(data: GraphData, validation: bool = True, training: bool = True)
         raise DatasetError(f"{where}: the features contain NaN or infinite values")
     # the nodes whose labels the job reads: the masks', or (an active run) every node: any pool node may be bought
     labelled = (data.train_mask | data.val_mask | data.test_mask) if training else torch.ones(n, dtype=torch.bool, device=data.y.device)
-    label_fix = ("fix the labels, or leave those nodes out of the masks" if training else
+    label_fix = ("fix the labels, or give masks that leave those nodes out (a split drawn by dataset.train_ratio and val_ratio puts every "
+                 "node in one; a graph of your own takes train_mask, val_mask and test_mask files)" if training and drawn else
+                 "fix the labels, or leave those nodes out of the masks" if training else
                  "fix the labels: an active run reads every node's, as it may buy any node but the test ones and scores the test nodes")
     if data.task == "classification" and (data.y.is_floating_point() or data.y.is_complex()):   # one_hot's RuntimeError deep in the job
         raise DatasetError(f"{where}: a classification graph's y holds {data.y.dtype} values; class ids are integers "

@@ -27,6 +27,18 @@ def test_nan_or_infinite_regression_target_at_a_labelled_node_is_refused_before_
     assert row["status"] == "error" and math.isnan(row.get("kernel_seconds", float("nan")))  # nothing was computed
 
 
+def test_a_nan_target_without_mask_files_names_the_mask_files_that_would_leave_it_out(tmp_path):
+    """With no mask files the random split puts every node in a mask: "leave those nodes out of the
+    masks" named masks the user never gave (helper-53)."""
+    labels = np.random.default_rng(0).normal(size=60)
+    labels[7] = np.nan
+    folder = write_graph(tmp_path / "g", labels=labels)
+    code, _, _, errors = run(tmp_path, "dataset=custom", f"dataset.path={folder}")
+    assert code == 1 and len(errors) == 1
+    assert "a split drawn by dataset.train_ratio and val_ratio puts every node in one" in errors[0]
+    assert "train_mask, val_mask and test_mask files" in errors[0]
+
+
 def test_a_nan_target_outside_every_split_is_not_used_and_accepted(tmp_path):
     labels = np.random.default_rng(0).normal(size=60)
     labels[59] = np.nan
