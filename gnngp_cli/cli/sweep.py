@@ -94,10 +94,11 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
         # this job's rows: those of the overrides its last row records (a row records the overrides its job reads, which
         # .hydra/overrides.yaml may hold more of); an earlier sweep's job of other overrides in the same folder wrote the others
         kept, left = latest_job_rows(found.rows)   # (a resume that added runs: the earlier runs' rows too)
-        earlier = [row for row in kept if since is not None and _written_before(row, since)]
-        if earlier:   # the same job run again into its folder: the earlier sweep's rows of the same overrides (counted twice)
-            log.info("summary: %s holds %d row%s of an earlier sweep's run of this job, left out", path, len(earlier), "s" if len(earlier) > 1 else "")
-            kept = [row for row in kept if not any(row is e for e in earlier)]
+        fresh = kept if since is None else [row for row in kept if not _written_before(row, since)]
+        if len(fresh) < len(kept):   # the same job run again into its folder: the earlier sweep's rows of the same overrides (counted twice)
+            earlier = len(kept) - len(fresh)
+            log.info("summary: %s holds %d row%s of an earlier sweep's run of this job, left out", path, earlier, "s" if earlier > 1 else "")
+            kept = fresh
             if not kept:
                 rows.append({"job": job.name, "swept": swept[job.name], **_identity(job), "status": "error", "overrides": _overrides(job),
                              "error": f"no results (its {results_file} holds an earlier sweep's rows only); the job did not finish"})
