@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from ..backends import LocalBackend, backend_for
 from ..config import check_results_file, needs_validation, parse
+from ..data.files import held_for_job
 from ..errors import ConfigError, GnngpError, ResourceError
 from ..readers import active_run, unread_options
 from ..results.invariants import checked_rows
@@ -183,6 +184,22 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
         if not multirun:
             raise SystemExit(1)
         return []
+    resuming = bool(cfg.get("resume", False))
+    with held_for_job(results, exclusive=resuming) as free:   # jobs adding rows side by side, or one resuming alone
+        if not free:
+            other = (f"another gnngp job is adding rows to {results} now, and resume=true would run its runs again: wait for it to end "
+                     "and run this again") if resuming else \
+                    (f"a gnngp job is resuming from {results} now (it has read the runs the file holds): wait for it to end or give another "
+                     f"{'hydra.sweep.dir' if multirun else 'hydra.run.dir'}")
+            print(f"gnngp: error: {other}", file=sys.stderr)
+            if not multirun:
+                raise SystemExit(1)
+            return []
+        return _execute_held(cfg, out_dir, results, multirun, overrides)
+
+
+def _execute_held(cfg: DictConfig, out_dir: Path, results: Path, multirun: bool, overrides: Sequence[str]) -> list[dict]:
+    """:func:`execute`'s job, with its results file held for it (read-only checked)."""
     if multirun:   # what this job of a sweep does not read runs at its default (parse's unread="reset"): not recorded as its setting
         overrides = read_overrides(cfg, overrides)
     recorded = job_overrides(overrides)

@@ -4,7 +4,8 @@ atomic rename. Temporaries are created with mode ``0644 & ~umask`` (``mkstemp`` 
 group-writable, which :mod:`.trust` refuses to trust), in folders made ``0755 & ~umask``, and are named
 ``.<target>.<host>.<pid>.<random>.tmp``, so that one left by a killed process is recognised and
 removed by the next writer. :func:`locked` serialises writers across processes (``flock`` on a
-sidecar ``.<target>.lock``).
+sidecar ``.<target>.lock``); :func:`held_for_job` marks a file's jobs for their lives (``flock`` on a
+sidecar ``.<target>.jobs``: shared by jobs that add rows, exclusive for one that reads it first).
 """
 from __future__ import annotations
 
@@ -96,6 +97,33 @@ def atomic_write(path: Path, write: Callable, binary: bool = False, mode: Option
 def atomic_copy(src: Path, dst: Path) -> None:
     with open(src, "rb") as source:
         atomic_write(dst, lambda out: shutil.copyfileobj(source, out), binary=True)
+
+
+@contextlib.contextmanager
+def held_for_job(path: Path, exclusive: bool) -> Iterator[bool]:
+    """Hold a ``flock`` on ``.<path>.jobs`` (beside ``path``) for the block without waiting:
+    shared (any number of jobs appending their rows) or ``exclusive`` (a job that decides what to
+    run from the rows there: no other job may add rows meanwhile). Yields ``False`` when another
+    process holds it the other way (or exclusively); ``True`` when held, or when the folder or its
+    file system takes no lock (nothing then to tell). The kernel releases it when its process
+    ends, however it ends."""
+    try:
+        fd = os.open(path.with_name(f".{path.name}.jobs"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError:
+        yield True
+        return
+    try:
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        except OSError:   # no locks on this file system
+            yield True
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -245,3 +245,33 @@ def test_a_file_made_read_only_during_a_run_is_not_replaced_and_a_files_mode_and
     link.symlink_to(path)
     append_rows(link, [{"status": "ok", "dataset": "csbm", "method": "GCNGP", "run": 2, "test": 0.9}])
     assert link.is_symlink() and pd.read_csv(path)["run"].tolist() == [0, 1, 2]
+
+
+def test_a_resume_beside_a_live_job_on_its_file_is_refused_and_a_job_beside_a_resume_too(tmp_path):
+    """An adversary's trial: two resume=true processes on one run folder at once both ran the
+    missing runs (each run's rows twice; the next resume set the file aside as a learning curve
+    "cut short"). A job holds its results file for its life: jobs adding rows share it (four runs
+    side by side keep every row), a resuming job holds it alone, and the other is refused in one
+    line, the rows already there kept."""
+    from gnngp_cli.data.files import held_for_job
+
+    common = ("run", "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp", f"hydra.run.dir={tmp_path}")
+    assert in_process(*common).returncode == 0
+    before = (tmp_path / "results.csv").read_bytes()
+    with held_for_job(tmp_path / "results.csv", exclusive=False) as free:   # a job adding its rows, in another process
+        assert free
+        out = in_process(*common, "runs=2", "resume=true")
+        assert out.returncode == 1 and "Traceback" not in out.stderr
+        lines = [line for line in out.stderr.splitlines() if line.startswith("gnngp: error:")]
+        assert lines == [f"gnngp: error: another gnngp job is adding rows to {tmp_path / 'results.csv'} now, and resume=true would run "
+                         "its runs again: wait for it to end and run this again"]
+        assert in_process(*common, "seed=1").returncode == 0   # jobs adding rows side by side: as before
+    assert (tmp_path / "results.csv").read_bytes().startswith(before) and len(pd.read_csv(tmp_path / "results.csv")) == 2
+    with held_for_job(tmp_path / "results.csv", exclusive=True) as free:   # a resuming job
+        assert free
+        out = in_process(*common, "seed=2")
+        assert out.returncode == 1 and "a gnngp job is resuming from" in out.stderr and "give another hydra.run.dir" in out.stderr
+    assert len(pd.read_csv(tmp_path / "results.csv")) == 2
+    # a job's hold ends with it: a resume afterwards runs
+    out = in_process(*common, "runs=2", "resume=true")
+    assert out.returncode == 0, out.stderr
