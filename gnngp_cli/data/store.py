@@ -187,7 +187,7 @@ class DataStore:
                             raise
                         missing.remove(f)
                     except OSError as err:
-                        failures.append(f"{f}: {getattr(err, 'reason', err)}")
+                        failures.append(f"{urls[f]}: {getattr(err, 'reason', err)}")
                         break
             if missing:
                 raise self._unavailable(name, missing, "download failed (" + "; ".join(failures or ["no URL"]) + ")")
@@ -197,7 +197,7 @@ class DataStore:
 
     def _unavailable(self, name: str, missing: Sequence[str], why: str) -> DatasetUnavailable:
         self._prune(name, missing)
-        mirror = str(self.mirror / name) if self.mirror else f"no mirror set ({MIRROR_ENV} unset)"
+        mirror = f"nor mirror {self.mirror / name}" if self.mirror else f"and no mirror is set ({MIRROR_ENV} unset)"
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         if not self.mirror:
             fix = f"set data.mirror=<dir> (or {MIRROR_ENV}) to a folder with {name}/..., or go online"
@@ -211,7 +211,7 @@ class DataStore:
             fix = (f"the mirror's {name}/ folder lacks {shown}: add {them} there, set data.mirror=<dir> "
                    f"(or {MIRROR_ENV}) to a folder that has {them}, or go online")
         return DatasetUnavailable(
-            f"dataset '{name}' is not available: {shown} not in cache {self.folder(name)} nor mirror {mirror}, "
+            f"dataset '{name}' is not available: {shown} not in cache {self.folder(name)} {mirror}, "
             f"and the {why}; fix: {fix}"
         )
 
