@@ -188,9 +188,14 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
         raise ConfigError(f"verify.widths={list(v.widths)} must hold at least two different positive widths (for the slope)")
     for key, ok, need in (("seeds", v.seeds >= 2, "at least 2"), ("num_nodes", v.num_nodes >= 2, "at least 2"),
                           ("bootstrap", v.bootstrap >= 100, "at least 100"), ("activation_samples", v.activation_samples >= 1000, "at least 1000"),
-                          ("level", 0 < v.level < 1, "between 0 and 1, e.g. 0.01 (the default)")):
+                          ("level", 0 < v.level < 1, "between 0 and 1, e.g. 0.01 (the default)"),
+                          ("resolution", 0 < v.resolution < 1, "between 0 and 1, e.g. 0.02 (the default: an error of 2% along the kernel)"),
+                          ("max_seeds", v.max_seeds >= v.seeds, f"at least verify.seeds={v.seeds} (the networks drawn first)")):
         if not ok:
             raise ConfigError(f"verify.{key}={getattr(v, key)} must be {need}")
+    if v.activation_samples % 2:   # drawn in antithetic pairs
+        raise ConfigError(f"verify.activation_samples={v.activation_samples} must be even (the draws come in antithetic pairs, z and -z); "
+                          f"give verify.activation_samples={v.activation_samples + 1}")
     if cfg.experiment.stand_in is not None:
         _choice(cfg.experiment.stand_in, ("csbm",), "experiment.stand_in")
     check_results_file(cfg.results_file)

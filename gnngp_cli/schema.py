@@ -272,6 +272,8 @@ class ActiveConfig(Options):
 class VerifyConfig(Options):
     widths: list[int] = field(default_factory=lambda: [64, 128, 256, 512])   # hidden widths of the random networks
     seeds: int = 256                    # independent random networks per width (many narrow ones: the most power per second)
+    resolution: float = 0.02            # a PASS needs a check that finds an error this large along the kernel four times in five: more networks are drawn until it does
+    max_seeds: int = 2048               # at most this many networks per width drawn for resolution; a check that would need more is INCONCLUSIVE
     num_nodes: int = 40                 # nodes of the induced subgraph of the dataset
     unit_norm: bool = True              # divide the features by their mean row norm
     level: float = 0.01                 # FAIL when the test's p-value (or the slope interval) says so at this level

@@ -319,7 +319,8 @@ def one_line(err: BaseException, spelled: Optional[dict[str, str]] = None) -> st
             return (f"{key}={value} gives a value to a section; set one of its keys, e.g. {key}.{example}={value} "
                     f"(keys of {key}: {', '.join(keys)})")
         if "is not a ListConfig" in first:   # active.budgets=20: a list key given one value
-            return f"{key}={value} is not a list; give a list, e.g. {key}=[{value}] (quoted in a shell: '{key}=[{value}]')"
+            listed = f"{value},{2 * int(value)}" if key == "verify.widths" and str(value).isdigit() else value   # (two widths at least: the slope)
+            return f"{key}={value} is not a list; give a list, e.g. {key}=[{listed}] (quoted in a shell: '{key}=[{listed}]')"
         shows = "--cfg hydra" if key.startswith("hydra.") else "--cfg job"   # Hydra's own keys are not the job's config
         return f"{key}: {first}; give a value of the key's type (gnngp run {shows} shows them)"
     text = " ".join(line.strip() for line in str(err).splitlines() if line.strip())

@@ -336,6 +336,11 @@ def attention(sigma_a: float) -> Block:
 
 
 def _gat_note(options: Any) -> Optional[str]:
+    if str(getattr(options, "limit", "nngp")) == "ntk" and not options.projection:
+        return (f"GATGP's tangent kernel with kernel.projection=false (L={options.layers}): without the output projection a unit's "
+                "empirical tangent kernel does not converge to it as the width grows (each unit's gradients go through one head's random "
+                "attention score; gnngp verify fails it at every depth), so it is no network's lazy-training limit; kernel.projection=true "
+                "is the exact one")
     if options.layers >= 2 and not options.projection:
         return (f"GATGP with kernel.projection=false and L={options.layers}: without the output projection one feature's attention output "
                 "is a random score times a Gaussian, not a Gaussian, so the next LeakyReLU's expectation is not the kernel's: the kernel is a "

@@ -61,7 +61,8 @@ ACTIVE_MEANING = ("The active runs (`active=<strategy>`): the test metric at eac
 
 UNCERTAINTY_MEANING = ("The runs that scored class probabilities (GP likelihoods, GNN uncertainty): test metric, calibration "
                       "(ECE with 15 bins, MCE, NLL, Brier; in-distribution test nodes) and AUROC of telling wrong predictions "
-                      "(or a protocol's OOD nodes) apart by each score, mean +- std over the runs.")
+                      "(or a protocol's OOD nodes) apart by each score, mean +- std over the runs; regression runs: the mean "
+                      "negative log predictive density of the test targets (NLPD) and the share inside their 95% intervals.")
 CONFORMAL_MEANING = ("The runs with conformal prediction (`conformal=<score>`): the coverage of the prediction sets (regression: "
                      "intervals) on the test nodes, their mean size, the share of sets that are the true label alone, and the "
                      "conformal step's seconds; each the mean over the calibration/test splits, then mean +- std over the runs.")
@@ -186,6 +187,9 @@ def _write(rows, folders: list[Path], out: Path, tolerance: Optional[float], exc
     """The report of ``rows`` into the empty folder ``out`` (:func:`write_report`)."""
     ok, failed = int((rows["status"] == "ok").sum()), int((rows["status"] != "ok").sum())
     lines = ["# gnngp report", "", f"Results read from: {', '.join(str(f) for f in folders)} ({ok} result rows, {failed} error rows).", ""]
+    notes = rows.attrs.get("notes", [])
+    if notes:   # rows left out, files set aside, rows read from a fallback: on the page, not the console alone
+        lines += ["What the read left out or took from elsewhere:", ""] + [f"- {note.split(': ', 1)[1]}" for note in notes] + [""]
     own = own_runs(rows)
     runs_frame(own).to_csv(out / "runs.csv", index=False)
     bought = active.points(rows)

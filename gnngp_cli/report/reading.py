@@ -6,7 +6,7 @@ import os
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 import numpy as np
 import pandas as pd
@@ -42,11 +42,11 @@ def _store_copy(path: Path) -> Optional[Path]:
     return store if (store / "mlflow.db").is_file() else None
 
 
-def result_files(folders: Iterable[Path], say: bool = False) -> list[Path]:
+def result_files(folders: Iterable[Path], say: Optional[Callable[[str], None]] = None) -> list[Path]:
     """The results.csv and summary.csv files below ``folders``, sorted per folder. The copies of
     an MLflow store below a folder given are left out: the job folders' own rows are the runs, and
     a job folder deleted would come back through its copy; a store given itself (or a folder inside
-    one) is read. ``say``: a note of each, once per folder (the report's read; not its recount)."""
+    one) is read. ``say``: told a note of each, once per folder (the report's read; not its recount)."""
     found = []
     for folder in folders:
         folder = Path(folder)
@@ -64,19 +64,18 @@ def result_files(folders: Iterable[Path], say: bool = False) -> list[Path]:
             if read:
                 found.append(path)
                 if say and FALLBACK_FILE.fullmatch(path.name):
-                    print(f"gnngp: note: read {path}: rows a job could not write into its results.csv (a full disk, a folder made "
-                          "read-only), kept there instead", file=sys.stderr)
+                    say(f"gnngp: note: read {path}: rows a job could not write into its results.csv (a full disk, a folder made "
+                        "read-only), kept there instead")
         if say and aside:   # resume's earlier attempts and unreadable files: never rows of their own in a report, but never silent
-            print(f"gnngp: note: {len(aside)} file(s) of rows set aside under {folder} are not read ({aside[0]}"
-                  f"{', ...' if len(aside) > 1 else ''}): an earlier attempt that resume=true kept aside (results.before-resume-*), or a "
-                  "file that did not read as results (results.malformed-*); rename one to results.csv in a folder of its own to read it",
-                  file=sys.stderr)
+            say(f"gnngp: note: {len(aside)} file(s) of rows set aside under {folder} are not read ({aside[0]}"
+                f"{', ...' if len(aside) > 1 else ''}): an earlier attempt that resume=true kept aside (results.before-resume-*), or a "
+                "file that did not read as results (results.malformed-*); rename one to results.csv in a folder of its own to read it")
         for read, shown in stores.items():
             if say and shown:
                 copies = f"{len(shown)} cop{'y' if len(shown) == 1 else 'ies'} of job results"
-                print("gnngp: note: " + (f"read {copies} that the MLflow store {shown[0]} keeps (a job whose folder was deleted since is among "
-                                         "them)" if read else f"left out {copies} in the MLflow store {shown[0]}; the job folders' own rows "
-                                         "are read (give the store's folder to read its copies)"), file=sys.stderr)
+                say("gnngp: note: " + (f"read {copies} that the MLflow store {shown[0]} keeps (a job whose folder was deleted since is among "
+                                       "them)" if read else f"left out {copies} in the MLflow store {shown[0]}; the job folders' own rows "
+                                       "are read (give the store's folder to read its copies)"))
     return found
 
 
@@ -101,37 +100,41 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     latest of the same dataset, stand-in, method, depth, landmark fraction, seed, split and settings).
     Each row is checked as it is read (:mod:`gnngp_cli.results.rowfile`): malformed rows are left out,
     and a file that is not a regular file (a FIFO would block) or cannot be read is skipped,
-    each with a warning naming the file."""
-    frames = []
-    for path in result_files(folders, say=True):
+    each with a warning naming the file. What was left out or read from elsewhere is also in the
+    frame's ``attrs["notes"]`` (the report's own page says it too, not the console alone)."""
+    frames, notes = [], []
+
+    def tell(line: str) -> None:
+        print(line, file=sys.stderr)
+        notes.append(line)
+
+    for path in result_files(folders, say=tell):
         try:
             found = read_rows(path)
         except (OSError, NotAResultsFile) as err:
-            print(f"gnngp: warning: skipped {path}: {err}", file=sys.stderr)
+            tell(f"gnngp: warning: skipped {path}: {err}")
             continue
         if "verdict" in found.header:   # gnngp verify -m's summary: checks of kernels against networks, no result rows
-            print(f"gnngp: note: skipped {path}: a gnngp verify sweep's summary (its checks; gnngp report reads gnngp run's rows)",
-                  file=sys.stderr)
+            tell(f"gnngp: note: skipped {path}: a gnngp verify sweep's summary (its checks; gnngp report reads gnngp run's rows)")
             continue
         if found.problems:
-            print(f"gnngp: warning: {path}: left out {len(found.problems)} malformed row(s) ({found.shown_problems()}); "
-                  f"{len(found.rows)} good row{'' if len(found.rows) == 1 else 's'} read", file=sys.stderr)
+            tell(f"gnngp: warning: {path}: left out {len(found.problems)} malformed row(s) ({found.shown_problems()}); "
+                 f"{len(found.rows)} good row{'' if len(found.rows) == 1 else 's'} read")
         elif not found.rows:
-            print(f"gnngp: warning: {path} holds no rows (a header alone)", file=sys.stderr)
+            tell(f"gnngp: warning: {path} holds no rows (a header alone)")
         if found.rows:
             frame = found.frame()
             if path.name == "summary.csv" and "job" in frame.columns:   # a sweep's rows of job folders deleted since are not results any more
                 there = frame["job"].astype(str).map(lambda job: (path.parent / job).is_dir())
                 if there.any() and not there.all():   # (none there: a summary kept or sent on its own, read whole)
                     gone = sorted(set(frame.loc[~there, "job"].astype(str)))
-                    print(f"gnngp: note: {path}: left out {int((~there).sum())} row(s) of job folder(s) no longer there "
-                          f"({', '.join(gone[:10])}{', ...' if len(gone) > 10 else ''})", file=sys.stderr)
+                    tell(f"gnngp: note: {path}: left out {int((~there).sum())} row(s) of job folder(s) no longer there "
+                         f"({', '.join(gone[:10])}{', ...' if len(gone) > 10 else ''})")
                     frame = frame[there]
                 stale = (frame["status"].fillna("ok") != "ok") & frame["job"].astype(str).map(lambda job: _ran_since(path, job))
                 if stale.any():   # a failed or stopped job run again since (resume=true after a kill -9 left this summary)
-                    print(f"gnngp: note: {path}: left out {int(stale.sum())} error row(s) of job(s) run again since it was written "
-                          f"({', '.join(sorted(set(frame.loc[stale, 'job'].astype(str)))[:10])}); their folders' results.csv are read",
-                          file=sys.stderr)
+                    tell(f"gnngp: note: {path}: left out {int(stale.sum())} error row(s) of job(s) run again since it was written "
+                         f"({', '.join(sorted(set(frame.loc[stale, 'job'].astype(str)))[:10])}); their folders' results.csv are read")
                     frame = frame[~stale]
             frames.append(frame.assign(_file=str(path)))
     if not frames:
@@ -156,7 +159,26 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     _warn_of_copies_that_differ(ok)
     ok = ok.drop_duplicates(subset=KEY, keep="last")
     errors = rows[rows["status"] != "ok"].drop_duplicates(subset=["dataset", "method", "layers", "group"], keep="last")
-    return pd.concat([ok, errors], ignore_index=True).drop(columns="_file")
+    superseded = _superseded(errors, ok)
+    if superseded.any():   # an error that a later run of the same settings (and seed) replaced: the run is its ok row now
+        tell(f"gnngp: note: left out {int(superseded.sum())} error row(s) that a later run of the same settings and seed replaced "
+             f"(first: {errors.loc[superseded, 'dataset'].iloc[0]} {errors.loc[superseded, 'method'].iloc[0]})")
+        errors = errors[~superseded]
+    out = pd.concat([ok, errors], ignore_index=True).drop(columns="_file")
+    out.attrs["notes"] = notes
+    return out
+
+
+def _superseded(errors: pd.DataFrame, ok: pd.DataFrame) -> pd.Series:
+    """Which ``errors`` rows an ``ok`` row of the same dataset, method, depth, settings and seed
+    (any seed where the error recorded none) written later replaced (an error without a
+    timestamp, a sweep summary's stopped job, is not known to be earlier: kept)."""
+    later: dict[tuple, list[tuple[float, str]]] = {}
+    for key, seed, stamp in zip(zip(ok["dataset"], ok["method"], ok["layers"], ok["group"]), ok["seed"], ok["timestamp"].fillna("").astype(str)):
+        later.setdefault(key, []).append((seed, stamp))
+    return pd.Series([bool(str(when)) and any((seed < 0 or s == seed) and stamp > str(when) for s, stamp in later.get(key, ()))
+                      for key, seed, when in zip(zip(errors["dataset"], errors["method"], errors["layers"], errors["group"]), errors["seed"],
+                                                 errors["timestamp"].fillna(""))], index=errors.index, dtype=bool)
 
 
 def _ran_since(summary: Path, job: str) -> bool:

@@ -28,7 +28,7 @@ import yaml
 
 from ..compose import config_dir, method_key, read_yaml, shown_override
 from ..config import method_defaults
-from ..data.datasets import DATASETS, PRESETS
+from ..data.datasets import DATASETS
 from ..gnn import GNNS
 from ..kernels.architectures import KERNELS, LIMITS, kernel_label
 from ..schema import KernelConfig, NuggetConfig
@@ -264,8 +264,8 @@ def group_settings(row: pd.Series, everywhere: frozenset = frozenset()) -> dict[
                if key not in MODEL_KEYS | {"dataset"} and key not in AVERAGED and (not neutral(key) or key.startswith("experiment"))
                and ((key, value) in everywhere or key in GROUP_CHOICES or not is_default(typed, key, value))}
         own = typed.get("dataset")
-        if own is not None and own not in DATASETS and own not in PRESETS:   # a config of the user's own (dataset=cora_std): its
-            out["dataset"] = own   # settings are not in the row, so its name tells its runs from those of the dataset it starts from
+        if own is not None and own not in DATASETS:   # a config of the user's own (dataset=cora_std), or a shipped preset (csbm_1e3: csbm
+            out["dataset"] = own   # of 1,000 nodes): its settings are not in the row, so its name tells its runs from those of its base dataset
     if _text(row.get("kernel"), "") or "fit" in out or "compute" in out or pd.isna(pd.to_numeric(row.get("train_seconds"), errors="coerce")):
         out["fit"] = out.get("fit") or _text(row.get("fit"), "grid")               # a GP's: a GNN has neither
         out["compute"] = out.get("compute") or _text(row.get("compute_backend"), "local")

@@ -75,15 +75,38 @@ def _cell(values: pd.Series) -> str:
 
 
 def table(rows: pd.DataFrame) -> str:
-    """Markdown: a line per dataset, protocol, method and likelihood (mean +- std over the runs)."""
+    """Markdown: a line per dataset, protocol, method and likelihood (mean +- std over the runs);
+    then the regression runs' predictive uncertainty (:func:`regression_table`)."""
     found = scored(rows)
+    lines = []
+    if not found.empty:
+        head = ["dataset", "protocol", "method", "likelihood / probabilities", "settings", "runs", "test", *COLUMNS, "seconds"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for (dataset, protocol, method, how, settings, _), group in found.groupby(KEYS, sort=True):
+            cells = [display(dataset), protocol, method, how or "-", settings or "-", str(len(group)), _cell(group["test"]),
+                     *[_cell(group[c]) if c in group.columns else "-" for c in COLUMNS], _cell(group["total_seconds"])]
+            lines.append("| " + " | ".join(cells) + " |")
+    regression = regression_table(rows)
+    return "\n".join(lines) + ("\n" if lines else "") + ("\n" if lines and regression else "") + regression
+
+
+REGRESSION = ["nlpd", "coverage95"]
+
+
+def regression_table(rows: pd.DataFrame) -> str:
+    """Markdown: the regression runs' predictive uncertainty, a line per dataset, protocol, method
+    and settings: the test metric (R^2), the mean negative log predictive density of the test
+    targets and the share inside their 95% intervals (mean +- std over the runs)."""
+    if "nlpd" not in rows.columns:
+        return ""
+    found = _labelled(rows[(rows["status"] == "ok") & pd.to_numeric(rows["nlpd"], errors="coerce").notna()].copy(), HIDDEN, KEYS[:-1])
     if found.empty:
         return ""
-    head = ["dataset", "protocol", "method", "likelihood / probabilities", "settings", "runs", "test", *COLUMNS, "seconds"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for (dataset, protocol, method, how, settings, _), group in found.groupby(KEYS, sort=True):
-        cells = [display(dataset), protocol, method, how or "-", settings or "-", str(len(group)), _cell(group["test"]),
-                 *[_cell(group[c]) if c in group.columns else "-" for c in COLUMNS], _cell(group["total_seconds"])]
+    head = ["dataset", "protocol", "method", "settings", "runs", "test (R^2)", "NLPD", "coverage of the 95% interval", "seconds"]
+    lines = ["Regression runs:", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (dataset, protocol, method, _, settings, _), group in found.groupby(KEYS, sort=True):
+        cells = [display(dataset), protocol, method, settings or "-", str(len(group)), _cell(group["test"]),
+                 *[_cell(group[c]) if c in group.columns else "-" for c in REGRESSION], _cell(group["total_seconds"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -180,6 +203,8 @@ def reliability(rows: pd.DataFrame, path: Path) -> tuple[Optional[str], str]:
     reader is told (how many groups it leaves out; its ECE is of the runs' bins pooled, which
     the table's mean of each run's ECE need not equal)."""
     found = scored(rows)
+    if found.empty:   # regression runs alone: no class probabilities
+        return "no row scored class probabilities (the regression runs' uncertainty is in the table)", ""
     groups = [(key, _bins(g)) for key, g in found.groupby(KEYS, sort=True)]
     groups = [(key, b) for key, b in groups if b is not None]
     if not groups:

@@ -222,7 +222,7 @@ def summarise(deviations: dict[int, Tensor], kernel: Tensor, bootstrap: int, lev
         passed, inconclusive = False, True
         reason = (f"no error was found, but this check finds one four times in five only from {100 * shifts[0].detectable:.0f}% "
                   f"(above {100 * POWERLESS:g}%): too few seeds or too narrow widths to tell a wrong kernel from a right one; "
-                  "give more verify.seeds or wider verify.widths (the defaults find about 2%)")
+                  "give more verify.seeds or wider verify.widths (a check at the defaults finds 2%: verify.resolution)")
     return rows, Verdict(slope, slope_low, slope_high, p_value, level, passed, reason, shifts[0], tuple(shifts[1:]), alpha, tuple(extra),
                          inconclusive)
 

@@ -62,6 +62,10 @@ def check_network(kernel: Any, oracle: bool = False) -> None:
     if oracle and kernel.name not in ORACLES:
         raise ConfigError(f"verify.oracle=true samples a hand-written network, and kernel={kernel.name} has none; "
                           f"use verify.oracle=false (its blocks' own network), or kernel={' or kernel='.join(ORACLES)}")
+    if oracle and str(kernel.get("limit", "nngp")) == "ntk":
+        raise ConfigError("verify.oracle=true samples the hand-written network's outputs, and kernel.limit=ntk checks tangent kernels, "
+                          "which gnngp verify takes of the blocks' own layers (their parameters, part by part); use verify.oracle=false with "
+                          "kernel.limit=ntk, or the oracle with kernel.limit=nngp")
     for name, candidates in entry.candidates(kernel).items():
         if len(candidates) > 1:
             raise ConfigError(f"gnngp verify checks one network, but kernel.{name} gives {len(candidates)} candidates (a run chooses among "
@@ -92,7 +96,7 @@ def check_width_memory(spec: Any) -> None:
         fits = int(math.sqrt(limit / per_square))
         raise ResourceError(f"verify.widths: a network of width {widest:,} ({layers} layers) holds about {size_text(need)} and the limit is "
                             f"{size_text(limit)} (max_memory_gb; default half of the free memory); use widths up to {fits:,} "
-                            "(the defaults, 64 to 512, find an error of about 2% four times in five: GCNGP 1.6%, GATGP 2.6%)")
+                            "(the defaults, 64 to 512, find an error of 2% four times in five, drawing more networks where they need: verify.resolution)")
 
 
 def prepare_check(spec: Any) -> CheckSetup:
@@ -178,6 +182,10 @@ def append_table(path: Path, table: pd.DataFrame) -> tuple[int, str]:
                 earlier = pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)
             if not {"kernel", "verdict"} <= set(earlier.columns):   # a file of someone else's (an earlier version's has both)
                 raise ValueError(f"it has no kernel and verdict columns (it has {', '.join(map(str, earlier.columns[:5]))})")
+            cut = [i + 2 for i, (verdict, stamp) in enumerate(zip(earlier["verdict"], earlier.get("timestamp", earlier["verdict"])))
+                   if not verdict or not stamp]   # every row of a check has both: a row without them was cut short (a writer killed mid-row)
+            if cut:
+                raise ValueError(f"its line {cut[0]} has no verdict or timestamp: cut short")
         except Exception as err:  # noqa: BLE001 - pandas raises many types for a damaged file
             aside = path.with_name(f"verify.malformed-{check_time().replace(':', '')}.csv")
             path.replace(aside)
@@ -198,7 +206,9 @@ def verify(spec: Any, out_dir: Path, overrides: str = "") -> CheckResult:
     print(f"{prepared.label}: {prepared.description}", flush=True)
     result = run_check(prepared.check, prepared.kernels, sorted(v.widths), v.seeds, spec.seed, v.bootstrap, v.level,
                        progress=lambda width: print(f"  sampling width {width}", file=sys.stderr, flush=True), names=prepared.parts,
-                       observed=prepared.observed, activation_samples=v.activation_samples)
+                       observed=prepared.observed, activation_samples=v.activation_samples, resolution=v.resolution, max_seeds=v.max_seeds,
+                       more=lambda count: print(f"  {count:,} more networks a width, to find an error of {100 * v.resolution:g}% along the kernel "
+                                                "(verify.resolution)", file=sys.stderr, flush=True))
     table = result_table(spec, prepared.label, result, overrides)
     out = out_dir / "verify.csv"
     kept, note = append_table(out, table)
@@ -225,6 +235,8 @@ def verify(spec: Any, out_dir: Path, overrides: str = "") -> CheckResult:
     for shift in (verdict.shift, *verdict.parts):
         print(f"relative error of {shift.part} along itself, pooled over widths: {100 * shift.estimate:+.2f}% +- {100 * shift.se:.2f}% "
               f"(p = {shift.p_value:.2g}, level {verdict.alpha:.2g}); detectable: {100 * shift.detectable:.2f}% (found four times in five)")
-    print(f"verdict: {verdict.label}: {verdict.reason}")
+    power = (f"; with {result.widths[0].seeds} networks a width it finds an error of {100 * verdict.shift.detectable:.2f}% along the kernel four "
+             f"times in five (verify.resolution={v.resolution:g})") if verdict.passed else ""
+    print(f"verdict: {verdict.label}: {verdict.reason}{power}")
     print(f"wrote {out}" + (f" (after the {kept} row{'s' if kept != 1 else ''} of earlier checks in it)" if kept else ""))
     return result

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from ..data import Adjacency
-from ..errors import ConfigError
+from ..errors import ConfigError, KernelError
 from ..kernels import KERNELS, BaseKernel, Block, KernelContext
 from ..kernels.blocks import trained_blocks
 from .activation_check import SAMPLES, Observed, activation_shifts
@@ -225,6 +225,11 @@ class Draws:
     deviations: dict[int, Tensor]
     covariates: dict[int, Tensor]
 
+    def joined(self, more: "Draws") -> "Draws":
+        """These networks and ``more`` (new draws at the same widths)."""
+        return Draws({w: torch.cat([d, more.deviations[w]]) for w, d in self.deviations.items()},
+                     {w: torch.cat([c, more.covariates[w]]) for w, c in self.covariates.items()})
+
     def against(self, kernels: Tensor, sampled_with: Tensor) -> "Draws":
         """The same networks measured from other analytic kernels (a planted error)."""
         shift = (sampled_with.reshape(-1, *sampled_with.shape[-2:]) - kernels.reshape(-1, *kernels.shape[-2:])).reshape(1, -1, sampled_with.shape[-1] ** 2)
@@ -232,11 +237,14 @@ class Draws:
 
 
 def sample_deviations(check: Check, kernels: Tensor, widths: list[int], seeds: int, seed: int,
-                      progress: Callable[[int], None] = lambda width: None) -> Draws:
-    """``K_ws - K`` for ``seeds`` independent networks at each width: ``K_ws`` the output
+                      progress: Callable[[int], None] = lambda width: None, start: int = 0) -> Draws:
+    """``K_ws - K`` for ``seeds`` independent networks at each width (the networks numbered
+    ``start``, ``start + 1``, ...: more of them are new draws): ``K_ws`` the output
     covariance ``f f^T / w``, or with ``check.limit = ntk`` one output unit's empirical tangent
     kernel and its parts (:func:`empirical_ntk`); ``kernels`` the analytic ones (``P x n x n``,
-    or one ``n x n``); with each network's control variates (:class:`Draws`)."""
+    or one ``n x n``); with each network's control variates (:class:`Draws`). Networks whose
+    outputs overflow their dtype are refused in one line: a covariance of infinities says
+    nothing of the kernel."""
     kernels = kernels.reshape(-1, *kernels.shape[-2:])
     fixed = None if is_random(check.base.name) else check.inputs(0, torch.Generator())
     deviations, covariates = {}, {}
@@ -244,8 +252,8 @@ def sample_deviations(check: Check, kernels: Tensor, widths: list[int], seeds: i
         progress(width)
         in_dim = fixed.size(1) if fixed is not None else min(width, check.graph.num_nodes)
         network = None
-        rows, scales = [], []
-        for s in range(seeds):
+        rows, scales, overflowed = [], [], 0
+        for s in range(start, start + seeds):
             generator = torch.Generator().manual_seed(unit_seed(seed, width, s))
             x = fixed if fixed is not None else check.inputs(width, generator)
             if network is None or x.size(1) != in_dim:
@@ -259,25 +267,56 @@ def sample_deviations(check: Check, kernels: Tensor, widths: list[int], seeds: i
                     f = network(x.to(NETWORK_DTYPE), check.graph).double()
                 sample, unit = (f @ f.T / f.size(1))[None], None
             sample = sample[:kernels.size(0)]   # an oracle's network has no parts: the whole alone
+            overflowed += not bool(torch.isfinite(sample).all())
             rows.append((sample - kernels[:sample.size(0)]).reshape(sample.size(0), -1))
             scales.append(weight_scales(network, unit))
+        if overflowed:
+            fits = [w for w in widths if w > width]
+            raise KernelError(f"{overflowed} of the {seeds} random networks of width {width} overflow {str(NETWORK_DTYPE).replace('torch.', '')} "
+                              f"(outputs beyond its range), so their covariance says nothing "
+                              f"of the kernel (which is finite); check fewer layers (kernel.layers), or leave the width out"
+                              + (f" (verify.widths=[{','.join(map(str, fits))}])" if len(fits) >= 2 else ""))
         deviations[width], covariates[width] = torch.stack(rows), torch.stack(scales)
     return Draws(deviations, covariates)
 
 
 def run_check(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed: int = 0, bootstrap: int = 2000,
               level: float = 0.01, progress: Callable[[int], None] = lambda width: None, names: Sequence[str] = (),
-              observed: Sequence[Observed] = (), activation_samples: int = SAMPLES) -> CheckResult:
+              observed: Sequence[Observed] = (), activation_samples: int = SAMPLES, resolution: Optional[float] = None,
+              max_seeds: Optional[int] = None, more: Callable[[int], None] = lambda count: None) -> CheckResult:
     """Sample, then summarise: errors, intervals, slope and verdict. ``kernel``: the analytic
     kernel (``n x n``), or it and its parts (``1 + P x n x n``, named ``names``); ``observed``: the
     activation blocks the analytic kernel read, whose maps the activation check
     (:mod:`.activation_check`) tests with ``activation_samples`` Gaussian draws a map, in the
-    verdict beside the networks'."""
+    verdict beside the networks'. With ``resolution``, a PASS must find an error of that size
+    along the kernel four times in five: a check that rejects nothing but finds only larger ones
+    draws more networks a width (``more`` is told how many), as many as its first ``seeds`` say
+    it needs (the detectable size falls as one over their square root; a quarter more for the
+    estimate's own noise), up to ``max_seeds``; one still short of it is INCONCLUSIVE."""
     start = time.perf_counter()
     draws = sample_deviations(check, kernel, widths, seeds, seed, progress)
     norm = float(torch.linalg.norm(kernel.reshape(-1, *kernel.shape[-2:])[0]))
     extra = activation_shifts(observed, check.limit == "ntk", seed, activation_samples)
-    rows, verdict = summarise(draws.deviations, kernel, bootstrap, level, torch.Generator().manual_seed(seed), names, draws.covariates, extra)
+
+    def summary(draws: Draws):
+        return summarise(draws.deviations, kernel, bootstrap, level, torch.Generator().manual_seed(seed), names, draws.covariates, extra)
+
+    rows, verdict = summary(draws)
+    if resolution is not None and verdict.passed and verdict.shift.detectable > resolution:
+        needed = math.ceil(seeds * (verdict.shift.detectable / resolution) ** 2 * 1.25)
+        cap = max_seeds if max_seeds is not None else needed
+        if needed <= cap:
+            more(needed - seeds)
+            draws = draws.joined(sample_deviations(check, kernel, widths, needed - seeds, seed, progress, start=seeds))
+            rows, verdict = summary(draws)
+        if verdict.passed and verdict.shift.detectable > resolution:
+            drawn = rows[0].seeds
+            wanted = math.ceil(drawn * (verdict.shift.detectable / resolution) ** 2 * 1.25)
+            verdict = replace(verdict, passed=False, inconclusive=True, reason=(
+                f"no error was found, but with {drawn} networks a width this check finds one four times in five only from "
+                f"{100 * verdict.shift.detectable:.1f}% along the kernel, not the {100 * resolution:g}% it is asked to see (verify.resolution): "
+                f"it would need about {wanted:,} networks a width; give verify.max_seeds={wanted} (time grows with them), or accept a coarser "
+                f"check with verify.resolution={math.ceil(1000 * verdict.shift.detectable) / 1000:g}"))
     return CheckResult(rows, verdict, norm, time.perf_counter() - start)
 
 

@@ -107,7 +107,7 @@ def test_multirun_sweep_over_any_key(tmp_path):
 
 def test_verify_prints_error_by_width(tmp_path):
     out = in_process("verify", "kernel=gingp", "verify.widths=[64,128,256,1024]", "verify.seeds=8", "verify.activation_samples=100000",
-                     f"hydra.run.dir={tmp_path}")
+                     "verify.resolution=0.25", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     table = pd.read_csv(tmp_path / "verify.csv")
     assert table["width"].tolist() == [64, 128, 256, 1024]

@@ -749,6 +749,17 @@ def test_runs_of_a_dataset_config_of_ones_own_are_neither_dropped_nor_averaged_w
     assert "dataset=cora_std" in (tmp_path / "r" / "runs.csv").read_text()
 
 
+def test_runs_of_a_shipped_dataset_preset_are_not_averaged_with_its_base(tmp_path):
+    """A practitioner's trial: dataset=csbm (3,000 nodes, 0.9096) and dataset=csbm_1e3 (a shipped
+    preset: 1,000 nodes, 0.8975) were one line, 'csbm GCNGP 2 runs 0.9035 +- 0.0085'."""
+    rows = [row("csbm", "GCNGP", 0.9096, overrides=json.dumps(["dataset=csbm"]), experiment=""),
+            row("csbm", "GCNGP", 0.8975, stamp="2026-02-01T00:00:00", overrides=json.dumps(["dataset=csbm_1e3"]), experiment="")]
+    write_report([results(tmp_path, rows)], tmp_path / "r")
+    runs = pd.read_csv(tmp_path / "r" / "runs.csv")
+    assert sorted(runs["test_mean"]) == [0.8975, 0.9096] and runs["runs"].tolist() == [1, 1]
+    assert "dataset=csbm_1e3" in (tmp_path / "r" / "runs.csv").read_text()
+
+
 def test_a_one_split_run_beside_a_splits_all_run_is_not_counted_twice(tmp_path):
     """An adversary's trial: chameleon_filtered's split 0 run alone beside its splits=all run read
     11 runs (split 0 twice: only splits=all writes split_index); dataset.split_index=9 alone, 12."""
@@ -825,3 +836,40 @@ def _dead_pid() -> int:
     process = subprocess.Popen(["true"])
     process.wait()
     return process.pid
+
+
+def test_an_error_a_later_run_replaced_is_left_out_and_what_the_read_left_out_is_on_the_page(tmp_path):
+    """A practitioner's trial: a run that failed (labels missing), then ran ok into the same folder
+    once fixed, read 'errors 1' beside its result; a malformed row left out and a resume's file set
+    aside were said on the console only, report.md read '11 result rows, 0 error rows'."""
+    failed = row("cora", "GCNGP", float("nan"), overrides=json.dumps(["dataset=cora"]), experiment="")
+    failed.update(status="error", error="DatasetError: 2900 labels")
+    fixed = row("cora", "GCNGP", 0.828, stamp="2026-02-01T00:00:00", overrides=json.dumps(["dataset=cora"]), experiment="")
+    other_seed = row("cora", "GCNGP", float("nan"), seed=1, stamp="2026-01-01T00:00:00", overrides=json.dumps(["dataset=cora"]), experiment="")
+    other_seed.update(status="error", error="ResourceError: out of memory")
+    runs = results(tmp_path, [failed, fixed])
+    write_report([runs], tmp_path / "r")
+    page = (tmp_path / "r" / "report.md").read_text()
+    assert "(1 result rows, 0 error rows)" in page
+    assert "- note: left out 1 error row(s) that a later run of the same settings and seed replaced (first: cora GCNGP)" in page
+    # an error of another seed is not replaced by seed 0's run
+    pd.DataFrame([other_seed, fixed]).to_csv(runs / "job" / "results.csv", index=False)
+    (runs / "job" / "results.before-resume-20260101T000000000000.csv").write_text("status,test\nok,0.5\n")
+    with open(runs / "job" / "results.csv", "a") as f:
+        f.write("ok,cora,GCNGP,0.9\n")   # a row cut short
+    write_report([runs], tmp_path / "r2")
+    page = (tmp_path / "r2" / "report.md").read_text()
+    assert "(1 result rows, 1 error rows)" in page
+    assert "- note: 1 file(s) of rows set aside under" in page and "results.before-resume-20260101T000000000000.csv" in page
+    assert "- warning: " in page and "left out 1 malformed row(s)" in page
+
+
+def test_regression_runs_predictive_uncertainty_is_in_the_report(tmp_path):
+    """A practitioner's trial: nlpd and coverage95 were in the rows of a regression run and in no
+    file of its report."""
+    rows = [row("chameleon", "GCNGP", 0.6 + seed / 100, seed=seed, experiment="", task="regression", metric="r2", nlpd=1.2 + seed / 10,
+                coverage95=0.94, overrides=json.dumps(["dataset=chameleon", f"seed={seed}"])) for seed in range(2)]
+    write_report([results(tmp_path, rows)], tmp_path / "r")
+    page = (tmp_path / "r" / "uncertainty.md").read_text()
+    assert "Regression runs:" in page and "| Chameleon | none | GCNGP | compute=local fit=grid | 2 | 0.605 +- 0.007 | 1.250 +- 0.071 | 0.940 +- 0.000 |" in page
+    assert "Regression runs:" in (tmp_path / "r" / "report.md").read_text()

@@ -382,7 +382,7 @@ def test_the_shift_test_removes_a_finite_width_bias_and_finds_a_shift():
 
 def test_verify_command_prints_verdict_and_writes_csv(tmp_path):
     out = in_process("verify", "kernel=sagegp", "verify.widths=[64,128,256,512]", "verify.seeds=8", "verify.activation_samples=100000",
-                     f"hydra.run.dir={tmp_path}")
+                     "verify.resolution=0.25", f"hydra.run.dir={tmp_path}")   # 8 networks: a coarse check, said so (no more drawn)
     assert out.returncode == 0, out.stderr
     table = pd.read_csv(tmp_path / "verify.csv")
     assert table["width"].tolist() == [64, 128, 256, 512] and (table["samples"] == 8).all()
@@ -404,7 +404,7 @@ def test_verify_command_exits_1_on_fail(tmp_path):
 def test_a_verify_sweep_summarises_each_jobs_verdict_and_a_folder_keeps_earlier_checks(tmp_path):
     # the summary read results.csv, which gnngp verify never writes: every job "did not finish", exit 1;
     # a FAIL ended the job with SystemExit; a second check into a folder replaced verify.csv
-    small = ["kernel.layers=3", "verify.widths=[64,128,256,512]", "verify.seeds=8", "verify.activation_samples=100000"]
+    small = ["kernel.layers=3", "verify.widths=[64,128,256,512]", "verify.seeds=8", "verify.activation_samples=100000", "verify.resolution=0.25"]
     out = in_process("verify", "-m", "kernel=gcngp,gcn2gp", *small, f"hydra.sweep.dir={tmp_path}")
     summary = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False)
     assert summary["verdict"].tolist() == ["PASS", "FAIL"] and summary["status"].tolist() == ["ok", "error"], summary
@@ -568,3 +568,63 @@ def test_a_check_too_weak_to_find_an_error_is_inconclusive_not_a_pass(tmp_path):
     out = in_process("verify", "kernel=gcngp", "verify.seeds=2", "verify.widths=[32,64]", f"hydra.run.dir={tmp_path}")
     assert out.returncode == 1 and "verdict: INCONCLUSIVE: no error was found, but this check finds one four times in five only from" in out.stdout
     assert (pd.read_csv(tmp_path / "verify.csv")["verdict"] == "INCONCLUSIVE").all() and "Traceback" not in out.stderr
+
+
+def test_a_pass_finds_two_percent_drawing_more_networks_where_its_first_ones_cannot():
+    """An adversary's trial: gatgp at the defaults passed with 'detectable 2.60%', and 0.98 K (a
+    kernel 2% off) passed too; verify.seeds=8 passed with 'detectable 18%', a kernel 10% off as
+    well. A PASS now finds 2% along the kernel four times in five (verify.resolution): a check
+    short of it draws as many more networks as its first ones say it needs, up to
+    verify.max_seeds; one that would need more is INCONCLUSIVE, naming the networks it needs."""
+    cfg, prep = prepared("kernel=gcngp", "verify.seeds=8", "verify.widths=[64,128,256,512]", "verify.activation_samples=100000")
+    v = cfg.verify
+    told = []
+    first = run_check(prep.check, prep.kernel, list(v.widths), 8, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
+                      activation_samples=v.activation_samples)
+    assert first.verdict.passed and first.verdict.shift.detectable > 0.05   # the coarse check a PASS was before
+    topped = run_check(prep.check, prep.kernel, list(v.widths), 8, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
+                       activation_samples=v.activation_samples, resolution=0.05, max_seeds=1024, more=told.append)
+    assert topped.verdict.passed and topped.verdict.shift.detectable <= 0.05, topped.verdict.reason
+    assert told and topped.widths[0].seeds == 8 + told[0] > 8
+    assert [w.relative_error for w in topped.widths[:1]] != [w.relative_error for w in first.widths[:1]]   # new networks, beside the first 8
+    short = run_check(prep.check, prep.kernel, list(v.widths), 8, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
+                      activation_samples=v.activation_samples, resolution=0.005, max_seeds=16, more=told.append)
+    assert short.verdict.inconclusive and not short.verdict.passed and not short.verdict.rejected and len(told) == 1
+    assert "not the 0.5% it is asked to see (verify.resolution): it would need about" in short.verdict.reason
+    assert "give verify.max_seeds=" in short.verdict.reason and "or accept a coarser check with verify.resolution=0." in short.verdict.reason
+
+
+def test_networks_that_overflow_are_an_error_not_a_failed_kernel(monkeypatch):
+    """An adversary's trial: gatgp at kernel.layers=12 gave a width-64 row of NaN (7 of 64 networks
+    overflow float32) and the verdict FAIL, p = 0.0001, though the kernel is finite."""
+    from gnngp_cli.errors import KernelError
+    from gnngp_cli.verify import wide_check
+
+    cfg, prep = prepared("kernel=gcngp", "verify.seeds=4", "verify.widths=[16,32,64]", "verify.activation_samples=1000")
+    real = wide_check.wide_network
+
+    def overflowing(*args, **kwargs):
+        network = real(*args, **kwargs)
+        forward = network.forward
+        network.forward = lambda x, graph: forward(x, graph) * (float("inf") if args[2] == 16 else 1.0)
+        return network
+
+    monkeypatch.setattr(wide_check, "wide_network", overflowing)
+    with pytest.raises(KernelError) as err:
+        wide_check.sample_deviations(prep.check, prep.kernel, [16, 32, 64], 4, cfg.seed)
+    assert str(err.value).startswith("4 of the 4 random networks of width 16 overflow float32 (outputs beyond its range)")
+    assert "verify.widths=[32,64]" in str(err.value)
+
+
+def test_the_oracle_with_a_tangent_kernel_and_odd_activation_samples_are_one_line(tmp_path):
+    """An adversary's trial: verify.oracle=true kernel.limit=ntk ended in a 68-line traceback
+    (torch's 'expand is unsupported for SparseCsc tensors'), and in a sweep it ended the sweep."""
+    out = in_process("verify", "-m", "kernel=gcngp,gatgp", "verify.oracle=true", "kernel.limit=ntk", "verify.seeds=2", "verify.widths=[16,32]",
+                     f"hydra.sweep.dir={tmp_path}")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    summary = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False)
+    assert summary["verdict"].tolist() == ["ERROR", "ERROR"]
+    assert all("use verify.oracle=false with kernel.limit=ntk" in e for e in summary["error"])
+    odd = in_process("verify", "verify.activation_samples=1001", f"hydra.run.dir={tmp_path / 'odd'}")
+    assert odd.returncode == 1 and odd.stderr.strip() == ("gnngp: error: verify.activation_samples=1001 must be even (the draws come in antithetic "
+                                                          "pairs, z and -z); give verify.activation_samples=1002")
