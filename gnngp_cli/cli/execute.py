@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from ..backends import LocalBackend, backend_for
 from ..config import check_results_file, needs_validation, parse
+from ..data.custom import files_digest
 from ..data.files import held_for_job
 from ..errors import ConfigError, GnngpError, ResourceError
 from ..readers import active_run, unread_options
@@ -206,7 +207,8 @@ def _execute_held(cfg: DictConfig, out_dir: Path, results: Path, multirun: bool,
     every = cfg.get("splits") == "all"
     resume, kept = None, []
     if cfg.get("resume", False):
-        resume = resume_state(results, overrides, every, [int(b) for b in cfg.active.budgets] if active_run(cfg) else None)
+        digest = files_digest(cfg.dataset.get("path")) if str(cfg.dataset.get("name")) == "custom" else None
+        resume = resume_state(results, overrides, every, [int(b) for b in cfg.active.budgets] if active_run(cfg) else None, digest)
         if resume.usable:
             missing = resume.missing(planned_runs(cfg), every)
             if missing == 0:

@@ -15,6 +15,7 @@ No file is unpickled (``allow_pickle=False``).
 from __future__ import annotations
 
 import errno
+import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -35,6 +36,46 @@ from .wikipedia import random_split, read_edge_csv
 
 SELF_LOOPS_LEFT_OUT = ("those self-loops are left out, as Planetoid's and PyG's GCN normalisation do: every node has one unit "
                        "self-loop in I + A")
+
+
+DATA_FILES = ("edges.csv", "features.npy", "features.npz", "labels.npy", "labels.csv", "train_mask.npy", "val_mask.npy", "test_mask.npy")
+
+
+def files_digest(path: Optional[str]) -> str:
+    """The first 16 hex digits of the sha256 of a custom graph's files (each present one's name
+    and contents, :data:`DATA_FILES`): what tells a run on these files from one on files written
+    again at the same path (a row records it; ``resume`` and the report read it). ``""`` when the
+    folder cannot be read (the load says why)."""
+    folder = Path(str(path or ""))
+    try:
+        stats = tuple((name, st.st_size, st.st_mtime_ns, st.st_ino) for name in DATA_FILES
+                      for st in [_stat(folder / name)] if st is not None)
+    except OSError:
+        return ""
+    return _digest(str(folder), stats) if path else ""
+
+
+def _stat(path: Path):
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def _digest(folder: str, stats: tuple) -> str:   # once per version of the files (name, size, mtime, inode) in a process
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        for name, *_ in stats:
+            digest.update(name.encode() + b"\0")
+            with open(Path(folder) / name, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+    except OSError:
+        return ""
+    return digest.hexdigest()[:16]
 
 
 def untrained_note(shown: list[str], where: str = "") -> str:

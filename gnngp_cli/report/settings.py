@@ -250,7 +250,7 @@ def group_settings(row: pd.Series, everywhere: frozenset = frozenset()) -> dict[
     """The settings that tell a row's group of runs from another's (:mod:`.runs`): its overrides
     but the dataset (unless a config of the user's own) and model (a table's rows), what only varies runs (:data:`AVERAGED`: seeds,
     splits) and what changes no result (:func:`neutral`: paths, console, resuming), with its
-    fit, backend, device and dtype. A row that recorded no overrides: its recorded settings.
+    fit, backend, device, dtype and (a custom graph) its files' digest. A row that recorded no overrides: its recorded settings.
 
     Its effective settings, not their spelling (:func:`spelled`): an override that sets what the
     row's dataset and method compose to anyway (``kernel.layers=2``, :func:`is_default`) is left
@@ -269,7 +269,7 @@ def group_settings(row: pd.Series, everywhere: frozenset = frozenset()) -> dict[
     if _text(row.get("kernel"), "") or "fit" in out or "compute" in out or pd.isna(pd.to_numeric(row.get("train_seconds"), errors="coerce")):
         out["fit"] = out.get("fit") or _text(row.get("fit"), "grid")               # a GP's: a GNN has neither
         out["compute"] = out.get("compute") or _text(row.get("compute_backend"), "local")
-    for key in ("device", "dtype"):
+    for key in ("device", "dtype", "data_digest"):   # data_digest: a custom graph's files, which may be written again at one path
         if key not in out and _text(row.get(key), ""):
             out[key] = _text(row.get(key), "")
     return out

@@ -8,8 +8,8 @@ lost node) keeps its finished runs. With ``resume=true``:
 - a results file whose rows are all ``ok``, all written with the overrides the job has now
   (or with those and fewer ``runs``: run ``r``'s seed is ``seed + r`` whatever ``runs`` says),
   keeps them, and the job runs only the runs that are missing (none: the job is skipped);
-- a file with a failed row, rows of other settings, malformed rows, or an active run's learning
-  curve cut short (rows of some of its budgets only: a process killed between its rows, which
+- a file with a failed row, rows of other settings, malformed rows, rows of a custom graph whose
+  files have changed since (their digest, ``data_digest``), or an active run's learning curve cut short (rows of some of its budgets only: a process killed between its rows, which
   are written together) is kept aside whole in
   ``<stem>.before-resume-<time>.csv`` (out of the summary), and the job runs from the start;
 - so is a file that another user could have written (it or its folder is group- or
@@ -67,9 +67,12 @@ class Resume:
         return sum((None, r) not in self.done for r in range(runs))
 
 
-def resume_state(results: Path, overrides: Sequence[str], every_split: bool, budgets: Optional[Sequence[int]] = None) -> Resume:
+def resume_state(results: Path, overrides: Sequence[str], every_split: bool, budgets: Optional[Sequence[int]] = None,
+                 data_digest: Optional[str] = None) -> Resume:
     """What ``results`` holds for a job with ``overrides`` (see the module docstring); ``budgets``:
-    an active job's, whose every run is a row per budget, in order."""
+    an active job's, whose every run is a row per budget, in order; ``data_digest``: a custom
+    graph's files' now (:func:`~gnngp_cli.data.custom.files_digest`), which its rows must have
+    recorded (files written again at the same path: every run runs again)."""
     if not os.path.lexists(results):
         return Resume("no results yet")
     distrusted = untrusted(results, Path(results).parent)
@@ -93,6 +96,11 @@ def resume_state(results: Path, overrides: Sequence[str], every_split: bool, bud
     if recorded != {current} and not all(more_runs_of(before, current) or more_runs_of(current, before) for before in recorded):
         before = sorted(recorded - {current})[0]   # (fewer runs than before: the runs asked for are among its rows, kept whole)
         return Resume(f"its settings changed (was {_show(before)}, now {_show(current)})")
+    if data_digest is not None:
+        before = {str(row.get("data_digest") or "") for row in rows}
+        if before != {data_digest}:
+            was = sorted(before - {data_digest})[0] or "not recorded"
+            return Resume(f"its rows were computed on other versions of the graph's files (digest {was}, now {data_digest or 'unreadable'})")
     try:
         keys: list[Key] = [(int(float(row["split_index"])) if every_split else None, int(float(row.get("run") or 0))) for row in rows]
         counts = {int(float(row["split_count"])) for row in rows if row.get("split_count")}

@@ -331,6 +331,31 @@ def test_float64_custom_features_keep_every_digit(tmp_path):
     assert code == 0 and row["status"] == "ok", err
 
 
+def test_a_custom_graphs_files_written_again_are_run_again_on_resume_and_a_line_of_their_own_in_the_report(tmp_path):
+    """A practitioner's trial: labels.npy written again (permuted) at the same dataset.path, then
+    resume=true: 'skipping this job', the old 0.8700 kept (the right answer 0.1853); the report
+    mixed rows of the old and new files at one path. A row records its files' digest."""
+    from gnngp_cli.report import write_report
+
+    folder = write_graph(tmp_path / "g", labels=np.arange(60) % 3, masks=split_masks(60))
+    args = ("dataset=custom", f"dataset.path={folder}", "kernel=gcngp", "resume=true")
+    code, err, first, _ = run(tmp_path, *args)
+    assert code == 0 and len(first["data_digest"]) == 16, err
+    code, err, _, _ = run(tmp_path, *args)   # the same files: skipped
+    assert code == 0 and len(pd.read_csv(tmp_path / "run" / "results.csv")) == 1
+    np.save(folder / "labels.npy", np.random.default_rng(1).permutation(np.arange(60) % 3))
+    code, err, again, _ = run(tmp_path, *args)
+    assert code == 0 and again["data_digest"] != first["data_digest"], err
+    log = (tmp_path / "run" / "gnngp.log").read_text()
+    assert f"its rows were computed on other versions of the graph's files (digest {first['data_digest']}, now {again['data_digest']})" in log
+    assert len(list((tmp_path / "run").glob("results.before-resume-*.csv"))) == 1
+    (tmp_path / "old").mkdir()   # both versions' rows, read together: two lines, not one of two runs
+    next((tmp_path / "run").glob("results.before-resume-*.csv")).rename(tmp_path / "old" / "results.csv")
+    write_report([tmp_path / "run", tmp_path / "old"], tmp_path / "r")
+    runs = pd.read_csv(tmp_path / "r" / "runs.csv")
+    assert runs["runs"].tolist() == [1, 1] and sorted(runs["test_mean"]) == sorted([first["test"], again["test"]])
+
+
 def test_an_empty_custom_graph_is_one_line(tmp_path):
     folder = tmp_path / "g"
     folder.mkdir()
