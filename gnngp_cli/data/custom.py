@@ -338,8 +338,10 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
             ids_ok = np.isfinite(labels) & (np.mod(labels, 1) == 0) & (labels >= 0) if np.issubdtype(labels.dtype, np.floating) else labels >= 0
         if not ids_ok.all():
             first = int(np.flatnonzero(~ids_ok)[0])
+            unlabelled = ("; a node without a label (-1 here) takes any class id and stays out of the three masks (train_mask.npy, "
+                          "val_mask.npy, test_mask.npy: only active learning reads the others)") if labels[first] == -1 else ""
             raise DatasetError(f"label file {label_path} must hold non-negative integer class ids for classification (it has "
-                               f"{label_text(labels[first])}, first on node {first}); set dataset.task=regression for real targets")
+                               f"{label_text(labels[first])}, first on node {first}){unlabelled}; set dataset.task=regression for real targets")
         ids, classes, renumbered = class_ids(labels, f"label file {label_path}")
         num_classes = int(classes.size)
         if renumbered:

@@ -480,3 +480,15 @@ def test_a_reddit_label_past_its_41_classes_is_refused_before_any_allocation(tmp
     np.savez(path, **arrays)
     with pytest.raises(DatasetError, match=r"reddit_data.npz holds the class id 1000000, and Reddit has 41 classes \(0..40\)"):
         load("reddit", mirror, tmp_path / "cache")
+
+
+def test_a_classification_label_of_minus_one_says_how_to_give_a_node_without_a_label(tmp_path):
+    """A practitioner's trial: -1 on a node outside every mask (the API takes it) was 'must hold
+    non-negative integer class ids', with no word of how to give a node without a label."""
+    folder = write_custom(tmp_path / "g")
+    labels = np.arange(30) % 3
+    labels[29] = -1
+    np.save(folder / "labels.npy", labels)
+    with pytest.raises(DatasetError, match=re.escape("(it has -1, first on node 29); a node without a label (-1 here) takes any class id and "
+                                                     "stays out of the three masks")):
+        load("custom", None, tmp_path, path=folder)
