@@ -100,6 +100,11 @@ def error_row(spec: Any, err: BaseException) -> dict:
     except Exception:  # noqa: BLE001 - the config itself may be what is broken
         row = {"status": "error", "version": __version__}
     row.update(status="error", error=f"{type(err).__name__}: {err}".replace("\n", " "), timestamp=now())
+    try:   # the depth and seed it ran with: a depth sweep's failed cells are told apart by their columns, not only by their overrides
+        model = spec.kernel if spec.method != "gnn" else spec.gnn
+        row.update(layers=int(model.layers), seed=int(spec.seed))
+    except Exception:  # noqa: BLE001 - a broken config: the row says what it can
+        pass
     return row
 
 
