@@ -16,6 +16,7 @@ from ..backends import LocalBackend, backend_for
 from ..config import check_results_file, needs_validation, parse
 from ..data.custom import files_digest
 from ..data.files import held_for_job
+from ..results.rowfile import refused_job
 from ..errors import ConfigError, GnngpError, ResourceError
 from ..readers import active_run, unread_options
 from ..results.invariants import checked_rows
@@ -195,7 +196,9 @@ def execute(cfg: DictConfig, out_dir: Path, multirun: bool, overrides: Sequence[
             print(f"gnngp: error: {other}", file=sys.stderr)
             if not multirun:
                 raise SystemExit(1)
+            refused_job(out_dir, other)   # a sweep's summary counts the job as failed, not the other job's rows as its own
             return []
+        refused_job(out_dir, None)
         return _execute_held(cfg, out_dir, results, multirun, overrides)
 
 
@@ -275,14 +278,14 @@ def _execute_held(cfg: DictConfig, out_dir: Path, results: Path, multirun: bool,
             raise
         if not isinstance(err, GnngpError):
             err = ResourceError(f"out of memory ({err}); {memory_advice(cfg)}")
-        row = error_row(cfg, err)
+        row = failed_run_row(cfg, err, every, resume, finished)
         write([row])
         print(f"gnngp: error: {err}", file=sys.stderr)
         if not multirun:
             raise SystemExit(1)
         return [*finished, row]
     except Exception as err:  # a bug, not bad input: keep the traceback, and in a sweep the other jobs
-        row = error_row(cfg, err)
+        row = failed_run_row(cfg, err, every, resume, finished)
         write([row])
         if not multirun:
             raise
@@ -299,6 +302,24 @@ def _execute_held(cfg: DictConfig, out_dir: Path, results: Path, multirun: bool,
         if not multirun:
             raise SystemExit(1)
     return rows
+
+
+def failed_run_row(cfg: Any, err: BaseException, every: bool, resume: Optional[Resume], finished: list[dict]) -> dict:
+    """The error row of a job that stopped at a run: the run it stopped at (the first that neither
+    ``resume`` kept nor this job finished) and that run's seed (``seed + run``), so that a later run
+    of that seed is known to replace it and no other's; with ``splits=all``, no seed (a split's)."""
+    row = error_row(cfg, err)
+    if every:
+        row.pop("seed", None)
+        return row
+    done = {key[1] for key in resume.done} if resume is not None else set()
+    ran = {int(float(r["run"])) for r in finished if str(r.get("run", "")).strip() not in ("", "nan")}
+    try:
+        run = next(r for r in range(planned_runs(cfg)) if r not in done and r not in ran)
+        row.update(run=run, seed=int(cfg.seed) + run)
+    except Exception:  # noqa: BLE001 - every run there (a failure after them) or a broken config: the job's seed stands
+        pass
+    return row
 
 
 def _jobs_in_turn() -> bool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,7 +73,7 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
     rows written before it (seconds since the epoch) are an earlier sweep's, left out. Never raises
     on a bad file."""
     from ..results.resume import latest_job_rows
-    from ..results.rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows
+    from ..results.rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows, refusal
     from ..results.writing import read_only
 
     header, rows = [], []
@@ -80,6 +81,11 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
     swept = swept_values({job.name: _overrides(job) for job in jobs}, swept_keys)
     for job in jobs:
         path = job / results_file
+        why = refusal(job, os.getpid())
+        if why is not None:   # refused by the job (another job held its results file): the rows there are that job's
+            rows.append({"job": job.name, "swept": swept[job.name], **_identity(job), "status": "error", "overrides": _overrides(job),
+                         "error": f"the job did not run: {why}"})
+            continue
         try:
             found = read_rows(path)
         except (OSError, NotAResultsFile) as err:

@@ -52,7 +52,7 @@ def files_digest(path: Optional[str]) -> str:
                       for st in [_stat(folder / name)] if st is not None)
     except OSError:
         return ""
-    return _digest(str(folder), stats) if path else ""
+    return _digest(str(folder), stats) if path and stats else ""
 
 
 def _stat(path: Path):
@@ -313,6 +313,7 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
                            f"(dataset.path={folder.parent})")
     if not folder.is_dir():
         raise DatasetError(f"custom dataset folder {folder} does not exist; set dataset.path to a folder holding edges.csv, features and labels")
+    digest = files_digest(path)   # the files as they are read: the same before and after, or they changed meanwhile
     x = _read_features(_one_of(folder, ("features.npy", "features.npz"), "features"))
     n = x.size(0)
     label_path = _one_of(folder, ("labels.npy", "labels.csv"), "labels")
@@ -338,8 +339,9 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
             ids_ok = np.isfinite(labels) & (np.mod(labels, 1) == 0) & (labels >= 0) if np.issubdtype(labels.dtype, np.floating) else labels >= 0
         if not ids_ok.all():
             first = int(np.flatnonzero(~ids_ok)[0])
-            unlabelled = ("; a node without a label (-1 here) takes any class id and stays out of the three masks (train_mask.npy, "
-                          "val_mask.npy, test_mask.npy: only active learning reads the others)") if labels[first] == -1 else ""
+            unlabelled = ("; gnngp has no id for a node without a label (-1 here): give it one of the class ids yourself and leave it out of "
+                          "the three masks (train_mask.npy, val_mask.npy, test_mask.npy), where no run reads it, but an active run "
+                          "(active=<strategy>) may buy any node outside the test mask: leave such nodes out of the graph for one") if labels[first] == -1 else ""
             raise DatasetError(f"label file {label_path} must hold non-negative integer class ids for classification (it has "
                                f"{label_text(labels[first])}, first on node {first}){unlabelled}; set dataset.task=regression for real targets")
         ids, classes, renumbered = class_ids(labels, f"label file {label_path}")
@@ -378,9 +380,11 @@ def load_custom(path: Optional[str], task: Optional[str], train_ratio: float, va
         untrained = untrained_classes(y, data.train_mask, data.val_mask | data.test_mask)
         if untrained:
             notes.append(untrained_note([label_text(classes[c]) for c in untrained], f" of {label_path}"))
+    if files_digest(path) != digest:   # written again while read: a row must not say which version it was computed on wrongly
+        raise DatasetError(f"the files of {folder} changed while they were read; run again once they are written")
     for note in notes:   # said now, and kept for the result row's warnings
         print(f"gnngp: warning: {note}", file=sys.stderr)
-    data.warnings = notes
+    data.warnings, data.data_digest = notes, digest
     return data
 
 

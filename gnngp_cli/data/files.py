@@ -14,6 +14,7 @@ import fcntl
 import os
 import shutil
 import socket
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -107,18 +108,26 @@ def held_for_job(path: Path, exclusive: bool) -> Iterator[bool]:
     process holds it the other way (or exclusively); ``True`` when held, or when the folder or its
     file system takes no lock (nothing then to tell). The kernel releases it when its process
     ends, however it ends."""
+    lock = path.with_name(f".{path.name}.jobs")
     try:
-        fd = os.open(path.with_name(f".{path.name}.jobs"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     except OSError:
-        yield True
-        return
+        try:   # another user's lock file, or a folder of that name: flock takes a descriptor opened to read
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as err:
+            print(f"gnngp: warning: could not open {lock} ({err.strerror}), which keeps a resume from running beside another job on "
+                  f"{path}; the job runs unguarded", file=sys.stderr)
+            yield True
+            return
     try:
         try:
             fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
         except BlockingIOError:
             yield False
             return
-        except OSError:   # no locks on this file system
+        except OSError as err:   # no locks on this file system
+            print(f"gnngp: warning: {lock} could not be locked ({err.strerror}: a file system without flock), which keeps a resume from "
+                  f"running beside another job on {path}; the job runs unguarded", file=sys.stderr)
             yield True
             return
         yield True

@@ -53,6 +53,7 @@ class GraphInfo:
     num_splits: Optional[int] = None
     warnings: tuple[str, ...] = ()
     metric: Optional[str] = None   # the metric the loaded graph resolved (before a protocol that keeps fewer classes)
+    data_digest: str = ""          # a custom graph's files as they were read (:func:`~gnngp_cli.data.custom.files_digest`)
 
 
 class Backend(Protocol):

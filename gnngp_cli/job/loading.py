@@ -48,7 +48,7 @@ class LoadedGraph:
         return GraphInfo(str(getattr(data, "name", "")), data.task, int(getattr(data, "num_classes", 0) or 0), int(data.num_nodes),
                          self.num_edges, int(data.x.size(1)), str(getattr(data, "split", "")), str(getattr(data, "stand_in", "") or ""),
                          getattr(data, "num_splits", None), tuple(getattr(data, "warnings", ()) or ()),
-                         getattr(data, "metric", None) if getattr(data, "protocol_key", None) else None)
+                         getattr(data, "metric", None) if getattr(data, "protocol_key", None) else None, str(getattr(data, "data_digest", "") or ""))
 
     def adjacency(self, kind: str) -> Adjacency:
         """The normalised adjacency of this kind (built once per job; with a ``store``, once per

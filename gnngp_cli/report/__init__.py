@@ -189,7 +189,7 @@ def _write(rows, folders: list[Path], out: Path, tolerance: Optional[float], exc
     lines = ["# gnngp report", "", f"Results read from: {', '.join(str(f) for f in folders)} ({ok} result rows, {failed} error rows).", ""]
     notes = rows.attrs.get("notes", [])
     if notes:   # rows left out, files set aside, rows read from a fallback: on the page, not the console alone
-        lines += ["What the read left out or took from elsewhere:", ""] + [f"- {note.split(': ', 1)[1]}" for note in notes] + [""]
+        lines += ["What the read left out or took from elsewhere:", ""] + [f"- {note.removeprefix('gnngp: ').removeprefix('note: ')}" for note in notes] + [""]
     own = own_runs(rows)
     runs_frame(own).to_csv(out / "runs.csv", index=False)
     bought = active.points(rows)

@@ -158,7 +158,7 @@ def read_results(folders: Iterable[Path]) -> pd.DataFrame:
     ok = rows[rows["status"] == "ok"]
     _warn_of_copies_that_differ(ok)
     ok = ok.drop_duplicates(subset=KEY, keep="last")
-    errors = rows[rows["status"] != "ok"].drop_duplicates(subset=["dataset", "method", "layers", "group"], keep="last")
+    errors = rows[rows["status"] != "ok"].drop_duplicates(subset=["dataset", "method", "layers", "group", "seed"], keep="last")   # a seed's failure each
     superseded = _superseded(errors, ok)
     if superseded.any():   # an error that a later run of the same settings (and seed) replaced: the run is its ok row now
         tell(f"gnngp: note: left out {int(superseded.sum())} error row(s) that a later run of the same settings and seed replaced "

@@ -95,17 +95,18 @@ REGRESSION = ["nlpd", "coverage95"]
 
 def regression_table(rows: pd.DataFrame) -> str:
     """Markdown: the regression runs' predictive uncertainty, a line per dataset, protocol, method
-    and settings: the test metric (R^2), the mean negative log predictive density of the test
+    and settings: the test metric (R^2 by default), the mean negative log predictive density of the test
     targets and the share inside their 95% intervals (mean +- std over the runs)."""
     if "nlpd" not in rows.columns:
         return ""
     found = _labelled(rows[(rows["status"] == "ok") & pd.to_numeric(rows["nlpd"], errors="coerce").notna()].copy(), HIDDEN, KEYS[:-1])
     if found.empty:
         return ""
-    head = ["dataset", "protocol", "method", "settings", "runs", "test (R^2)", "NLPD", "coverage of the 95% interval", "seconds"]
+    head = ["dataset", "protocol", "method", "settings", "runs", "metric", "test", "NLPD", "coverage of the 95% interval", "seconds"]
     lines = ["Regression runs:", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (dataset, protocol, method, _, settings, _), group in found.groupby(KEYS, sort=True):
-        cells = [display(dataset), protocol, method, settings or "-", str(len(group)), _cell(group["test"]),
+        metric = ", ".join(sorted({str(m) for m in group.get("metric", pd.Series(dtype=object)).dropna()})) or "-"
+        cells = [display(dataset), protocol, method, settings or "-", str(len(group)), metric, _cell(group["test"]),
                  *[_cell(group[c]) if c in group.columns else "-" for c in REGRESSION], _cell(group["total_seconds"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

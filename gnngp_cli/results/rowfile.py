@@ -79,6 +79,37 @@ def aside_path(path: Path, why: str, stamp: str) -> Path:
     return path.with_name(f"{path.stem}.{why}-{stamp}{path.suffix}")
 
 
+REFUSED = ".gnngp-refused"   # a job folder's note that a job was refused there (another job held its results file), and by which process
+
+
+def refused_job(folder: Path, why: Optional[str]) -> None:
+    """Leave in ``folder`` the note that this process's job there was refused (``why``), or, with
+    ``None`` (a job that runs there), remove an earlier one: the summary of the sweep that launched
+    the refused job reads it (:func:`refusal`); another sweep's job running there does not."""
+    import json
+
+    note = folder / REFUSED
+    try:
+        if why is None:
+            note.unlink(missing_ok=True)
+        else:
+            note.write_text(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "why": why.replace("\n", " ")}) + "\n")
+    except OSError:   # a folder that takes no file: the console line said it
+        pass
+
+
+def refusal(folder: Path, launcher: int) -> Optional[str]:
+    """Why a job of the sweep run by process ``launcher`` (its own jobs, or its launcher's workers')
+    was refused in ``folder``, or ``None``."""
+    import json
+
+    try:
+        note = json.loads((folder / REFUSED).read_text())
+        return str(note["why"]) if launcher in (note.get("pid"), note.get("ppid")) else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 class NotAResultsFile(ValueError):
     """The path is not a regular file that can be read as a results file (a FIFO, a folder, too large)."""
 

@@ -53,7 +53,7 @@ def graph_columns(info: Any, load_seconds: float, spec: Any, run: int) -> dict:
     ``splits=all``, the split's index and how many fixed splits there are (``resume`` reads them)."""
     every = {"split_index": int(spec.dataset.split_index or 0), "split_count": int(info.num_splits or 0)} if spec.get("splits") == "all" else {}
     if str(spec.dataset.name) == "custom":   # files of the user's that may be written again at the same path: resume and the report tell them apart
-        every["data_digest"] = files_digest(spec.dataset.get("path"))
+        every["data_digest"] = getattr(info, "data_digest", "") or files_digest(spec.dataset.get("path"))   # as read (a backend that read them elsewhere: now)
     return dict(task=info.task, run=run, n_nodes=int(info.num_nodes), n_edges=int(info.num_edges), load_seconds=load_seconds,
                 warmup_seconds=take_warmup_seconds(), split=info.split, stand_in=info.stand_in, experiment=spec.experiment.name or "", timestamp=now(), **every)
 

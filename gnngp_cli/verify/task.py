@@ -28,7 +28,7 @@ from ..kernels.architectures import plain
 from ..schema import RunConfig, revised
 from .oracles import ORACLES
 from .wide_check import NETWORK_DTYPE, BaseSpec, Check, CheckResult, analytic_kernel, run_check, tangent_parts
-from .activation_check import SAMPLES, Observed
+from .activation_check import Observed
 from .features import check_base
 from .subgraph import CheckGraph, induced_subgraph, restrict
 
@@ -229,7 +229,7 @@ def verify(spec: Any, out_dir: Path, overrides: str = "") -> CheckResult:
     statistic = "empirical tangent kernel" if prepared.check.limit == "ntk" else "network covariance"
     print(f"randomisation test of E[{statistic}] = kernel: p = {verdict.p_value:.2g} (level {verdict.level / 2:g})")
     for shift in verdict.activations:
-        print(f"relative error of {shift.part} against direct Monte Carlo of the activation ({SAMPLES:,} Gaussian draws): "
+        print(f"relative error of {shift.part} against direct Monte Carlo of the activation ({v.activation_samples:,} Gaussian draws): "
               f"{100 * shift.estimate:+.3f}% +- {100 * shift.se:.3f}% (p = {shift.p_value:.2g}, level {verdict.alpha:.2g}); "
               f"detectable: {100 * shift.detectable:.2f}%")
     for shift in (verdict.shift, *verdict.parts):

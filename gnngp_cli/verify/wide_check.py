@@ -236,6 +236,9 @@ class Draws:
         return Draws({w: d + shift[:, :d.size(1)] for w, d in self.deviations.items()}, self.covariates)
 
 
+DIVERGED = 1e6   # a network whose covariance exceeds the kernel's largest entry this many times has diverged (finite in float32, 1e46 in a trial)
+
+
 def sample_deviations(check: Check, kernels: Tensor, widths: list[int], seeds: int, seed: int,
                       progress: Callable[[int], None] = lambda width: None, start: int = 0) -> Draws:
     """``K_ws - K`` for ``seeds`` independent networks at each width (the networks numbered
@@ -246,6 +249,7 @@ def sample_deviations(check: Check, kernels: Tensor, widths: list[int], seeds: i
     outputs overflow their dtype are refused in one line: a covariance of infinities says
     nothing of the kernel."""
     kernels = kernels.reshape(-1, *kernels.shape[-2:])
+    scale = float(kernels[0].abs().max())
     fixed = None if is_random(check.base.name) else check.inputs(0, torch.Generator())
     deviations, covariates = {}, {}
     for width in widths:
@@ -267,13 +271,13 @@ def sample_deviations(check: Check, kernels: Tensor, widths: list[int], seeds: i
                     f = network(x.to(NETWORK_DTYPE), check.graph).double()
                 sample, unit = (f @ f.T / f.size(1))[None], None
             sample = sample[:kernels.size(0)]   # an oracle's network has no parts: the whole alone
-            overflowed += not bool(torch.isfinite(sample).all())
+            overflowed += not bool(torch.isfinite(sample).all()) or float(sample.abs().max()) > DIVERGED * scale
             rows.append((sample - kernels[:sample.size(0)]).reshape(sample.size(0), -1))
             scales.append(weight_scales(network, unit))
         if overflowed:
             fits = [w for w in widths if w > width]
             raise KernelError(f"{overflowed} of the {seeds} random networks of width {width} overflow {str(NETWORK_DTYPE).replace('torch.', '')} "
-                              f"(outputs beyond its range), so their covariance says nothing "
+                              f"(outputs beyond its range, or covariances over {DIVERGED:.0e} times the kernel's largest entry), so their covariance says nothing "
                               f"of the kernel (which is finite); check fewer layers (kernel.layers), or leave the width out"
                               + (f" (verify.widths=[{','.join(map(str, fits))}])" if len(fits) >= 2 else ""))
         deviations[width], covariates[width] = torch.stack(rows), torch.stack(scales)
@@ -289,34 +293,40 @@ def run_check(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed:
     activation blocks the analytic kernel read, whose maps the activation check
     (:mod:`.activation_check`) tests with ``activation_samples`` Gaussian draws a map, in the
     verdict beside the networks'. With ``resolution``, a PASS must find an error of that size
-    along the kernel four times in five: a check that rejects nothing but finds only larger ones
-    draws more networks a width (``more`` is told how many), as many as its first ``seeds`` say
-    it needs (the detectable size falls as one over their square root; a quarter more for the
-    estimate's own noise), up to ``max_seeds``; one still short of it is INCONCLUSIVE."""
+    along the kernel four times in five: a check whose first ``seeds`` networks find only larger
+    ones draws more a width (``more`` is told how many), as many as those say it needs (the
+    detectable size falls as one over their square root; a quarter more for the estimate's own
+    noise), up to ``max_seeds``, and then judges every network drawn; the two looks each at half
+    the level (a FAIL of the first networks at half the level is said at once). One still short
+    of the resolution is INCONCLUSIVE."""
     start = time.perf_counter()
     draws = sample_deviations(check, kernel, widths, seeds, seed, progress)
     norm = float(torch.linalg.norm(kernel.reshape(-1, *kernel.shape[-2:])[0]))
     extra = activation_shifts(observed, check.limit == "ntk", seed, activation_samples)
 
-    def summary(draws: Draws):
+    def summary(draws: Draws, level: float = level):
         return summarise(draws.deviations, kernel, bootstrap, level, torch.Generator().manual_seed(seed), names, draws.covariates, extra)
 
     rows, verdict = summary(draws)
-    if resolution is not None and verdict.passed and verdict.shift.detectable > resolution:
-        needed = math.ceil(seeds * (verdict.shift.detectable / resolution) ** 2 * 1.25)
-        cap = max_seeds if max_seeds is not None else needed
-        if needed <= cap:
-            more(needed - seeds)
-            draws = draws.joined(sample_deviations(check, kernel, widths, needed - seeds, seed, progress, start=seeds))
-            rows, verdict = summary(draws)
-        if verdict.passed and verdict.shift.detectable > resolution:
+    if resolution is not None and verdict.shift.detectable > resolution:   # too weak to see the resolution: more networks
+        needed = seeds * min((verdict.shift.detectable / resolution) ** 2 * 1.25, 1e12)
+        if needed <= (max_seeds if max_seeds is not None else needed):
+            # two looks at the networks, each at half the level: a right kernel FAILs at most the level's share of runs in all
+            first_rows, first = summary(draws, level / 2) if verdict.rejected else (rows, verdict)
+            if first.rejected:   # a plain error: said from the first networks
+                return CheckResult(first_rows, first, norm, time.perf_counter() - start)
+            more(math.ceil(needed) - seeds)
+            draws = draws.joined(sample_deviations(check, kernel, widths, math.ceil(needed) - seeds, seed, progress, start=seeds))
+            rows, verdict = summary(draws, level / 2)
+        if not verdict.rejected and verdict.shift.detectable > resolution:
             drawn = rows[0].seeds
-            wanted = math.ceil(drawn * (verdict.shift.detectable / resolution) ** 2 * 1.25)
+            wanted = math.ceil(drawn * min((verdict.shift.detectable / resolution) ** 2 * 1.25, 1e12))
             verdict = replace(verdict, passed=False, inconclusive=True, reason=(
                 f"no error was found, but with {drawn} networks a width this check finds one four times in five only from "
                 f"{100 * verdict.shift.detectable:.1f}% along the kernel, not the {100 * resolution:g}% it is asked to see (verify.resolution): "
-                f"it would need about {wanted:,} networks a width; give verify.max_seeds={wanted} (time grows with them), or accept a coarser "
-                f"check with verify.resolution={math.ceil(1000 * verdict.shift.detectable) / 1000:g}"))
+                f"it would need about {wanted:,} networks a width; give verify.max_seeds={wanted} (time grows with them)"
+                + (f", or accept a coarser check with verify.resolution={math.ceil(1000 * verdict.shift.detectable) / 1000:g}"
+                   if verdict.shift.detectable < 0.999 else " or wider verify.widths")))
     return CheckResult(rows, verdict, norm, time.perf_counter() - start)
 
 

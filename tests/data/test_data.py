@@ -489,6 +489,6 @@ def test_a_classification_label_of_minus_one_says_how_to_give_a_node_without_a_l
     labels = np.arange(30) % 3
     labels[29] = -1
     np.save(folder / "labels.npy", labels)
-    with pytest.raises(DatasetError, match=re.escape("(it has -1, first on node 29); a node without a label (-1 here) takes any class id and "
-                                                     "stays out of the three masks")):
+    with pytest.raises(DatasetError, match=re.escape("(it has -1, first on node 29); gnngp has no id for a node without a label (-1 here): give "
+                                                     "it one of the class ids yourself and leave it out of the three masks")):
         load("custom", None, tmp_path, path=folder)

@@ -851,7 +851,7 @@ def test_an_error_a_later_run_replaced_is_left_out_and_what_the_read_left_out_is
     write_report([runs], tmp_path / "r")
     page = (tmp_path / "r" / "report.md").read_text()
     assert "(1 result rows, 0 error rows)" in page
-    assert "- note: left out 1 error row(s) that a later run of the same settings and seed replaced (first: cora GCNGP)" in page
+    assert "- left out 1 error row(s) that a later run of the same settings and seed replaced (first: cora GCNGP)" in page
     # an error of another seed is not replaced by seed 0's run
     pd.DataFrame([other_seed, fixed]).to_csv(runs / "job" / "results.csv", index=False)
     (runs / "job" / "results.before-resume-20260101T000000000000.csv").write_text("status,test\nok,0.5\n")
@@ -860,7 +860,7 @@ def test_an_error_a_later_run_replaced_is_left_out_and_what_the_read_left_out_is
     write_report([runs], tmp_path / "r2")
     page = (tmp_path / "r2" / "report.md").read_text()
     assert "(1 result rows, 1 error rows)" in page
-    assert "- note: 1 file(s) of rows set aside under" in page and "results.before-resume-20260101T000000000000.csv" in page
+    assert "- 1 file(s) of rows set aside under" in page and "results.before-resume-20260101T000000000000.csv" in page
     assert "- warning: " in page and "left out 1 malformed row(s)" in page
 
 
@@ -871,5 +871,35 @@ def test_regression_runs_predictive_uncertainty_is_in_the_report(tmp_path):
                 coverage95=0.94, overrides=json.dumps(["dataset=chameleon", f"seed={seed}"])) for seed in range(2)]
     write_report([results(tmp_path, rows)], tmp_path / "r")
     page = (tmp_path / "r" / "uncertainty.md").read_text()
-    assert "Regression runs:" in page and "| Chameleon | none | GCNGP | compute=local fit=grid | 2 | 0.605 +- 0.007 | 1.250 +- 0.071 | 0.940 +- 0.000 |" in page
+    assert "Regression runs:" in page and "| Chameleon | none | GCNGP | compute=local fit=grid | 2 | r2 | 0.605 +- 0.007 | 1.250 +- 0.071 | 0.940 +- 0.000 |" in page
     assert "Regression runs:" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_an_error_of_another_seed_is_kept_and_a_failed_runs_row_names_its_seed(tmp_path, monkeypatch):
+    """An adversary's trial: errors of seeds 0 and 1, then seed 1 ran ok: the report read no error
+    (the errors were one per settings, the last kept, then replaced by seed 1's run), so seed 0's
+    failure was gone; and a job failing at its run 2 wrote seed 0 (the job's), so a later seed-0 run
+    'replaced' the failure of seed 2."""
+    from gnngp_cli.errors import KernelError
+    from gnngp_cli.job import gp_job
+    from helpers import in_process
+
+    rows = []
+    for seed, status, stamp in ((0, "error", "2026-01-01T00:00:00"), (1, "error", "2026-01-01T00:00:01"), (1, "ok", "2026-02-01T00:00:00")):
+        r = row("cora", "GCNGP", 0.7 if status == "ok" else float("nan"), seed=seed, stamp=stamp, experiment="",
+                overrides=json.dumps(["dataset=cora", f"seed={seed}"]))
+        rows.append({**r, "status": status, "error": "" if status == "ok" else "KernelError: planted"})
+    write_report([results(tmp_path, rows)], tmp_path / "r")
+    assert "(1 result rows, 1 error rows)" in (tmp_path / "r" / "report.md").read_text()
+    real = gp_job.GPJob.run
+
+    def third_fails(self, index):
+        if index == 2:
+            raise KernelError("planted failure of run 2")
+        return real(self, index)
+
+    monkeypatch.setattr(gp_job.GPJob, "run", third_fails)
+    out = in_process("run", "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp_x", "runs=3", "seed=5", f"hydra.run.dir={tmp_path / 'job'}")
+    assert out.returncode == 1
+    failed = pd.read_csv(tmp_path / "job" / "results.csv").iloc[-1]
+    assert failed["status"] == "error" and failed["run"] == 2 and failed["seed"] == 7

@@ -356,6 +356,33 @@ def test_a_custom_graphs_files_written_again_are_run_again_on_resume_and_a_line_
     assert runs["runs"].tolist() == [1, 1] and sorted(runs["test_mean"]) == sorted([first["test"], again["test"]])
 
 
+def test_a_custom_graphs_digest_is_of_the_files_as_they_were_read(tmp_path, monkeypatch):
+    """An adversary's trial: labels.npy written again while the kernel was computed; the row
+    recorded the new files' digest beside a test accuracy of the old ones (0.925, where the new
+    files give 0.33), and resume=true kept it. The digest is taken as the files are read; files
+    that change while they are read are one line."""
+    from gnngp_cli.data import custom
+    from gnngp_cli.job.loading import load_graph
+
+    folder = write_graph(tmp_path / "g", labels=np.arange(60) % 3, masks=split_masks(60))
+    cfg = compose(["dataset=custom", f"dataset.path={folder}", "kernel=gcngp"])
+    read = custom.files_digest(str(folder))
+    graph = load_graph(cfg)
+    np.save(folder / "labels.npy", np.random.default_rng(1).permutation(np.arange(60) % 3))
+    assert graph.info().data_digest == read != custom.files_digest(str(folder))
+    assert custom.files_digest(str(tmp_path / "nothing here")) == ""
+    real = custom._read_labels
+
+    def rewritten(path):   # the labels written again between the digest and the read
+        labels = real(path)
+        np.save(folder / "labels.npy", np.arange(60) % 2)
+        return labels
+
+    monkeypatch.setattr(custom, "_read_labels", rewritten)
+    with pytest.raises(Exception, match=re.escape(f"the files of {folder} changed while they were read; run again once they are written")):
+        load_graph(cfg)
+
+
 def test_an_empty_custom_graph_is_one_line(tmp_path):
     folder = tmp_path / "g"
     folder.mkdir()

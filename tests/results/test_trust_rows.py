@@ -275,3 +275,40 @@ def test_a_resume_beside_a_live_job_on_its_file_is_refused_and_a_job_beside_a_re
     # a job's hold ends with it: a resume afterwards runs
     out = in_process(*common, "runs=2", "resume=true")
     assert out.returncode == 0, out.stderr
+
+
+def test_a_sweeps_job_refused_by_the_hold_is_a_failed_job_in_its_summary_not_the_other_jobs_rows(tmp_path):
+    """An adversary's trial: a resumed sweep beside a live one on the same folder: each refused the
+    other's job, both exited 0 with '0 failed', and one summary counted the other sweep's unfinished
+    rows as its job's. The refused job is an error row of its sweep's summary, and the sweep exits 1."""
+    from gnngp_cli.data.files import held_for_job
+
+    common = ("run", "-m", "dataset=csbm", "dataset.num_nodes=60", "kernel=gcngp", "seed=0,1", f"hydra.sweep.dir={tmp_path}")
+    assert in_process(*common).returncode == 0
+    with held_for_job(tmp_path / "0" / "results.csv", exclusive=False):   # another sweep's job 0, adding rows
+        out = in_process(*common, "runs=2", "resume=true")
+    assert out.returncode == 1 and "1 of 2 jobs failed" in out.stderr and "Traceback" not in out.stderr
+    summary = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False)
+    job0 = summary[summary["job"] == 0]
+    assert job0["status"].tolist() == ["error"] and job0["error"].iloc[0].startswith("the job did not run: another gnngp job is adding rows to")
+    assert (summary[summary["job"] == 1]["status"] == "ok").all()
+    # the next sweep that runs job 0 there clears the note: its rows are its own
+    out = in_process(*common, "runs=2", "resume=true")
+    assert out.returncode == 0, out.stderr
+    assert not (tmp_path / "0" / ".gnngp-refused").exists()
+
+
+def test_the_hold_is_taken_where_its_file_cannot_be_written(tmp_path, capfd):
+    """An adversary's trial: a folder named .results.csv.jobs (or another user's file there) could
+    not be opened to write, and the job ran unguarded without a word: two resumes both ran the
+    missing runs. It is opened to read (flock takes that), or the job warns that it runs unguarded."""
+    from gnngp_cli.data.files import held_for_job
+
+    (tmp_path / ".results.csv.jobs").mkdir()
+    with held_for_job(tmp_path / "results.csv", exclusive=True) as first:
+        with held_for_job(tmp_path / "results.csv", exclusive=True) as second:
+            assert first and not second
+    missing = tmp_path / "gone" / "results.csv"   # a folder that is not there: nothing to hold, said
+    with held_for_job(missing, exclusive=True) as free:
+        assert free
+    assert "the job runs unguarded" in capfd.readouterr().err

@@ -566,7 +566,8 @@ def test_a_check_too_weak_to_find_an_error_is_inconclusive_not_a_pass(tmp_path):
     """A trial: verify.seeds=2 verify.widths=[32,64] PASSed gcngp with 'detectable: 121.71%', and
     a kernel 25% off PASSed with 8 seeds on 2 nodes: no evidence either way was read as a PASS."""
     out = in_process("verify", "kernel=gcngp", "verify.seeds=2", "verify.widths=[32,64]", f"hydra.run.dir={tmp_path}")
-    assert out.returncode == 1 and "verdict: INCONCLUSIVE: no error was found, but this check finds one four times in five only from" in out.stdout
+    assert out.returncode == 1 and "verdict: INCONCLUSIVE: no error was found, but with 2 networks a width this check finds one four times in five only from" in out.stdout
+    assert "give verify.max_seeds=" in out.stdout and "verify.resolution=1." not in out.stdout   # (no resolution of 1 or more to offer)
     assert (pd.read_csv(tmp_path / "verify.csv")["verdict"] == "INCONCLUSIVE").all() and "Traceback" not in out.stderr
 
 
@@ -586,6 +587,7 @@ def test_a_pass_finds_two_percent_drawing_more_networks_where_its_first_ones_can
                        activation_samples=v.activation_samples, resolution=0.05, max_seeds=1024, more=told.append)
     assert topped.verdict.passed and topped.verdict.shift.detectable <= 0.05, topped.verdict.reason
     assert told and topped.widths[0].seeds == 8 + told[0] > 8
+    assert topped.verdict.level == v.level / 2   # two looks, each at half the level (an adversary: a right kernel had two chances to FAIL)
     assert [w.relative_error for w in topped.widths[:1]] != [w.relative_error for w in first.widths[:1]]   # new networks, beside the first 8
     short = run_check(prep.check, prep.kernel, list(v.widths), 8, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
                       activation_samples=v.activation_samples, resolution=0.005, max_seeds=16, more=told.append)
@@ -612,7 +614,7 @@ def test_networks_that_overflow_are_an_error_not_a_failed_kernel(monkeypatch):
     monkeypatch.setattr(wide_check, "wide_network", overflowing)
     with pytest.raises(KernelError) as err:
         wide_check.sample_deviations(prep.check, prep.kernel, [16, 32, 64], 4, cfg.seed)
-    assert str(err.value).startswith("4 of the 4 random networks of width 16 overflow float32 (outputs beyond its range)")
+    assert str(err.value).startswith("4 of the 4 random networks of width 16 overflow float32 (outputs beyond its range, or covariances over")
     assert "verify.widths=[32,64]" in str(err.value)
 
 
