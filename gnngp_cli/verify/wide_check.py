@@ -309,10 +309,10 @@ def run_check(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed:
 
     rows, verdict = summary(draws)
     if resolution is not None and verdict.shift.detectable > resolution:   # too weak to see the resolution: more networks
-        needed = seeds * min((verdict.shift.detectable / resolution) ** 2 * 1.25, 1e12)
+        # two looks at the networks, each at half the level: a right kernel FAILs at most the level's share of runs in all
+        first_rows, first = summary(draws, level / 2)
+        needed = seeds * min((first.shift.detectable / resolution) ** 2 * 1.25, 1e12)   # as the last look tests
         if needed <= (max_seeds if max_seeds is not None else needed):
-            # two looks at the networks, each at half the level: a right kernel FAILs at most the level's share of runs in all
-            first_rows, first = summary(draws, level / 2) if verdict.rejected else (rows, verdict)
             if first.rejected:   # a plain error: said from the first networks
                 return CheckResult(first_rows, first, norm, time.perf_counter() - start)
             more(math.ceil(needed) - seeds)
