@@ -16,7 +16,6 @@ from ..backends import LocalBackend, backend_for
 from ..config import check_results_file, needs_validation, parse
 from ..data.custom import files_digest
 from ..data.files import held_for_job
-from ..results.rowfile import refused_job
 from ..errors import ConfigError, GnngpError, ResourceError
 from ..readers import active_run, unread_options
 from ..results.invariants import checked_rows
@@ -27,6 +26,7 @@ from ..job.loading import LoadedGraph, load_graph
 from ..results.rows import console_row, console_summary, error_row
 from ..results.writing import ResultsNotWritten, append_rows, read_only, summary_line
 from ..results.resume import Resume, job_overrides, resume_state, set_aside
+from ..results.rowfile import refused_job
 from ..schema import RunConfig, revised
 from ..stops import signals_held, stop_signal, stopped_by_signals, telling_kept
 

@@ -106,8 +106,8 @@ def held_for_job(path: Path, exclusive: bool) -> Iterator[bool]:
     shared (any number of jobs appending their rows) or ``exclusive`` (a job that decides what to
     run from the rows there: no other job may add rows meanwhile). Yields ``False`` when another
     process holds it the other way (or exclusively); ``True`` when held, or when the folder or its
-    file system takes no lock (nothing then to tell). The kernel releases it when its process
-    ends, however it ends."""
+    file system takes no lock (a warning says the job runs unguarded). The kernel releases it
+    when its process ends, however it ends."""
     lock = path.with_name(f".{path.name}.jobs")
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)

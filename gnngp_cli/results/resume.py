@@ -9,8 +9,9 @@ lost node) keeps its finished runs. With ``resume=true``:
   (or with those and fewer ``runs``: run ``r``'s seed is ``seed + r`` whatever ``runs`` says),
   keeps them, and the job runs only the runs that are missing (none: the job is skipped);
 - a file with a failed row, rows of other settings, malformed rows, rows of a custom graph whose
-  files have changed since (their digest, ``data_digest``), or an active run's learning curve cut short (rows of some of its budgets only: a process killed between its rows, which
-  are written together) is kept aside whole in
+  files have changed since (their digest, ``data_digest``), or an active run's learning curve
+  cut short (rows of some of its budgets only: a process killed between its rows, which are
+  written together) is kept aside whole in
   ``<stem>.before-resume-<time>.csv`` (out of the summary), and the job runs from the start;
 - so is a file that another user could have written (it or its folder is group- or
   world-writable, or owned by another user: :mod:`~gnngp_cli.data.trust`), with a warning naming

@@ -236,7 +236,7 @@ class Draws:
         return Draws({w: d + shift[:, :d.size(1)] for w, d in self.deviations.items()}, self.covariates)
 
 
-DIVERGED = 1e6   # a network whose covariance exceeds the kernel's largest entry this many times has diverged (finite in float32, 1e46 in a trial)
+DIVERGED = 1e6   # a network whose covariance exceeds the kernel's largest entry this many times has diverged, though finite in float32
 
 
 def sample_deviations(check: Check, kernels: Tensor, widths: list[int], seeds: int, seed: int,
@@ -246,8 +246,8 @@ def sample_deviations(check: Check, kernels: Tensor, widths: list[int], seeds: i
     covariance ``f f^T / w``, or with ``check.limit = ntk`` one output unit's empirical tangent
     kernel and its parts (:func:`empirical_ntk`); ``kernels`` the analytic ones (``P x n x n``,
     or one ``n x n``); with each network's control variates (:class:`Draws`). Networks whose
-    outputs overflow their dtype are refused in one line: a covariance of infinities says
-    nothing of the kernel."""
+    outputs overflow their dtype or diverge (:data:`DIVERGED`) are refused in one line: a
+    covariance of infinities says nothing of the kernel."""
     kernels = kernels.reshape(-1, *kernels.shape[-2:])
     scale = float(kernels[0].abs().max())
     fixed = None if is_random(check.base.name) else check.inputs(0, torch.Generator())
