@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
@@ -16,6 +17,7 @@ from omegaconf import DictConfig
 
 from ..data.files import atomic_write
 from ..results.resume import job_overrides, recorded_by
+from ..results.rowfile import SWEEP_ENV
 
 log = logging.getLogger("gnngp")
 
@@ -65,13 +67,14 @@ def _stamp(job: Path) -> Optional[int]:
 
 
 def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequence[str] = (),
-            jobs: Optional[Sequence[Path]] = None, since: Optional[float] = None) -> tuple[list[str], list[dict]]:
+            jobs: Optional[Sequence[Path]] = None, since: Optional[float] = None, sweep_id: Optional[str] = None) -> tuple[list[str], list[dict]]:
     """The header and rows of every job's results under ``sweep_dir`` (or of ``jobs`` only), each
     with its ``job``: a job folder without results (it died before writing) becomes an error row;
     a results file with malformed rows gives its good rows, an error row naming the file, and a
     warning. ``since`` (a sweep run again without ``resume=true``, which runs every run anew): the
-    rows written before it (seconds since the epoch) are an earlier sweep's, left out. Never raises
-    on a bad file."""
+    rows written before it (seconds since the epoch) are an earlier sweep's, left out. ``sweep_id``:
+    the sweep's (:data:`~gnngp_cli.results.rowfile.SWEEP_ENV`), whose jobs refused by another job's hold
+    left a note (an error row). Never raises on a bad file."""
     from ..results.resume import latest_job_rows
     from ..results.rowfile import COLUMNS, NotAResultsFile, ordered_columns, read_rows, refusal
     from ..results.writing import read_only
@@ -81,7 +84,7 @@ def collect(sweep_dir: Path, results_file: str = "results.csv", swept_keys: Sequ
     swept = swept_values({job.name: _overrides(job) for job in jobs}, swept_keys)
     for job in jobs:
         path = job / results_file
-        why = refusal(job, os.getpid())
+        why = refusal(job, sweep_id)
         if why is not None:   # refused by the job (another job held its results file): the rows there are that job's
             rows.append({"job": job.name, "swept": swept[job.name], **_identity(job), "status": "error", "overrides": _overrides(job),
                          "error": f"the job did not run: {why}"})
@@ -313,6 +316,7 @@ class SweepSummary(Callback):
         self.command = command   # gnngp verify's jobs write verify.csv (collect_checks), gnngp run's results.csv (collect)
         self._before: Optional[dict[str, Optional[int]]] = None
         self._searching, self._started = True, None   # on_multirun_start's: a search, and when it started (best_trial)
+        self._id: Optional[str] = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global RUNNING
@@ -320,6 +324,7 @@ class SweepSummary(Callback):
         self._before = {job.name: _stamp(job) for job in job_folders(sweep_dir)} if sweep_dir.is_dir() else {}
         self._searching = not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper")
         self._started = time.time() - 1.0   # (a file system's coarse mtime)
+        self._id = os.environ[SWEEP_ENV] = uuid.uuid4().hex   # its jobs' notes of a refusal name it (a process id may be reused)
         RUNNING = (self, config)
 
     def on_multirun_end(self, config: DictConfig, stopped: bool = False, **kwargs: Any) -> None:
@@ -328,6 +333,8 @@ class SweepSummary(Callback):
         stop before any job of it finished a run leaves an earlier ``summary.csv`` as it was."""
         global RUNNING
         RUNNING = None
+        if os.environ.get(SWEEP_ENV) == self._id:   # its jobs have run: a run after it in this process is none of its
+            os.environ.pop(SWEEP_ENV, None)
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
             return
@@ -352,7 +359,8 @@ class SweepSummary(Callback):
             header, rows = collect_checks(sweep_dir, swept_keys(config), jobs=ours)
         else:
             fresh = not config.get("resume", False) and self._started is not None   # every run anew: rows from before are another sweep's
-            header, rows = collect(sweep_dir, written, swept_keys(config), jobs=ours, since=self._started + 1.0 if fresh else None)
+            header, rows = collect(sweep_dir, written, swept_keys(config), jobs=ours, since=self._started + 1.0 if fresh else None,
+                                   sweep_id=self._id)
         if stopped:   # a job the stop reached before its first run finished: said so, not "did not finish"
             rows = [{**row, "error": "stopped before a run of it finished; resume=true runs it"}
                     if row.get("status") == "error" and str(row.get("error", "")).startswith("no results (") else row for row in rows]

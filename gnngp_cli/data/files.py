@@ -10,10 +10,12 @@ sidecar ``.<target>.jobs``: shared by jobs that add rows, exclusive for one that
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import shutil
 import socket
+import stat
 import sys
 import time
 import uuid
@@ -112,8 +114,11 @@ def held_for_job(path: Path, exclusive: bool) -> Iterator[bool]:
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     except OSError:
-        try:   # another user's lock file, or a folder of that name: flock takes a descriptor opened to read
-            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        try:   # another user's lock file, or a folder of that name: flock takes a descriptor opened to read (never waiting on a FIFO)
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+            if not (stat.S_ISREG(os.fstat(fd).st_mode) or stat.S_ISDIR(os.fstat(fd).st_mode)):
+                os.close(fd)
+                raise OSError(errno.EINVAL, "not a regular file or folder")
         except OSError as err:
             print(f"gnngp: warning: could not open {lock} ({err.strerror}), which keeps a resume from running beside another job on "
                   f"{path}; the job runs unguarded", file=sys.stderr)

@@ -266,7 +266,9 @@ def group_settings(row: pd.Series, everywhere: frozenset = frozenset()) -> dict[
         own = typed.get("dataset")
         if own is not None and own not in DATASETS:   # a config of the user's own (dataset=cora_std), or a shipped preset (csbm_1e3: csbm
             out["dataset"] = own   # of 1,000 nodes): its settings are not in the row, so its name tells its runs from those of its base dataset
-    if _text(row.get("kernel"), "") or "fit" in out or "compute" in out or pd.isna(pd.to_numeric(row.get("train_seconds"), errors="coerce")):
+    failed_gnn = _text(row.get("status"), "ok") != "ok" and not _text(row.get("kernel"), "") and _text(row.get("method"), "") in {g.label for g in GNNS.values()}
+    if not failed_gnn and (_text(row.get("kernel"), "") or "fit" in out or "compute" in out
+                           or pd.isna(pd.to_numeric(row.get("train_seconds"), errors="coerce"))):   # (a GNN's error row has no train_seconds)
         out["fit"] = out.get("fit") or _text(row.get("fit"), "grid")               # a GP's: a GNN has neither
         out["compute"] = out.get("compute") or _text(row.get("compute_backend"), "local")
     for key in ("device", "dtype", "data_digest"):   # data_digest: a custom graph's files, which may be written again at one path

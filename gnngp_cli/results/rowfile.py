@@ -79,33 +79,40 @@ def aside_path(path: Path, why: str, stamp: str) -> Path:
     return path.with_name(f"{path.stem}.{why}-{stamp}{path.suffix}")
 
 
-REFUSED = ".gnngp-refused"   # a job folder's note that a job was refused there (another job held its results file), and by which process
+REFUSED = ".gnngp-refused"   # a job folder's note that a sweep's job was refused there (another job held its results file)
+SWEEP_ENV = "GNNGP_SWEEP_ID"  # the sweep a job belongs to (set by the sweep as it starts; its launchers' workers inherit it)
 
 
 def refused_job(folder: Path, why: Optional[str]) -> None:
-    """Leave in ``folder`` the note that this process's job there was refused (``why``), or, with
-    ``None`` (a job that runs there), remove an earlier one: the summary of the sweep that launched
-    the refused job reads it (:func:`refusal`); another sweep's job running there does not."""
+    """Leave in ``folder`` the note that this sweep's job there was refused (``why``), or, with
+    ``None`` (its job that runs there), remove this sweep's earlier note: the sweep's summary reads
+    it (:func:`refusal`); another sweep's or run's job in the folder neither reads nor removes it."""
     import json
 
+    sweep = os.environ.get(SWEEP_ENV, "")
     note = folder / REFUSED
+    if not sweep:   # a single run: its refusal is its exit status
+        return
     try:
-        if why is None:
+        if why is not None:
+            note.write_text(json.dumps({"sweep": sweep, "why": why.replace("\n", " ")}) + "\n")
+        elif _note_of(note, sweep) is not None:
             note.unlink(missing_ok=True)
-        else:
-            note.write_text(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "why": why.replace("\n", " ")}) + "\n")
     except OSError:   # a folder that takes no file: the console line said it
         pass
 
 
-def refusal(folder: Path, launcher: int) -> Optional[str]:
-    """Why a job of the sweep run by process ``launcher`` (its own jobs, or its launcher's workers')
-    was refused in ``folder``, or ``None``."""
+def refusal(folder: Path, sweep: Optional[str]) -> Optional[str]:
+    """Why the job of sweep ``sweep`` in ``folder`` was refused, or ``None``."""
+    return _note_of(folder / REFUSED, sweep) if sweep else None
+
+
+def _note_of(note: Path, sweep: str) -> Optional[str]:
     import json
 
     try:
-        note = json.loads((folder / REFUSED).read_text())
-        return str(note["why"]) if launcher in (note.get("pid"), note.get("ppid")) else None
+        found = json.loads(note.read_text())
+        return str(found["why"]) if found.get("sweep") == sweep else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 

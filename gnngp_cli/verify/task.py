@@ -214,7 +214,7 @@ def verify(spec: Any, out_dir: Path, overrides: str = "") -> CheckResult:
     kept, note = append_table(out, table)
     if note:
         print(f"gnngp: warning: {note}", file=sys.stderr)
-    confidence = f"{100 * (1 - v.level):g}%"
+    confidence = f"{100 * (1 - result.verdict.level):g}%"   # a check that looked twice: each look at half of verify.level
     shown = pd.DataFrame({
         "width": table["width"], "relative_error": table["relative_error"].map("{:.4f}".format),
         f"{confidence} interval": [f"[{lo:.4f}, {hi:.4f}]" for lo, hi in zip(table["error_low"], table["error_high"])],

@@ -311,7 +311,7 @@ def run_check(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed:
     if resolution is not None and verdict.shift.detectable > resolution:   # too weak to see the resolution: more networks
         # two looks at the networks, each at half the level: a right kernel FAILs at most the level's share of runs in all
         first_rows, first = summary(draws, level / 2)
-        needed = seeds * min((first.shift.detectable / resolution) ** 2 * 1.25, 1e12)   # as the last look tests
+        needed = _networks(seeds, first.shift.detectable, resolution)   # as the last look tests
         if needed <= (max_seeds if max_seeds is not None else needed):
             if first.rejected:   # a plain error: said from the first networks
                 return CheckResult(first_rows, first, norm, time.perf_counter() - start)
@@ -320,7 +320,8 @@ def run_check(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed:
             rows, verdict = summary(draws, level / 2)
         if not verdict.rejected and verdict.shift.detectable > resolution:
             drawn = rows[0].seeds
-            wanted = math.ceil(drawn * min((verdict.shift.detectable / resolution) ** 2 * 1.25, 1e12))
+            half = verdict if drawn > seeds else first   # the networks more would need, judged as the last look is (half the level)
+            wanted = math.ceil(_networks(drawn, half.shift.detectable, resolution))
             verdict = replace(verdict, passed=False, inconclusive=True, reason=(
                 f"no error was found, but with {drawn} networks a width this check finds one four times in five only from "
                 f"{100 * verdict.shift.detectable:.1f}% along the kernel, not the {100 * resolution:g}% it is asked to see (verify.resolution): "
@@ -328,6 +329,12 @@ def run_check(check: Check, kernel: Tensor, widths: list[int], seeds: int, seed:
                 + (f", or accept a coarser check with verify.resolution={math.ceil(1000 * verdict.shift.detectable) / 1000:g}"
                    if verdict.shift.detectable < 0.999 else " or wider verify.widths")))
     return CheckResult(rows, verdict, norm, time.perf_counter() - start)
+
+
+def _networks(drawn: int, detectable: float, resolution: float) -> float:
+    """The networks a width that find ``resolution`` where ``drawn`` find ``detectable`` (it falls as one over
+    their square root), a quarter more for that estimate's own noise; at most 10^12 (no overflow)."""
+    return drawn * min(detectable / resolution, 1e6) ** 2 * 1.25
 
 
 def analytic_kernel(network: Block, features: Tensor, edge_index: Tensor, adjacency: str, base: BaseKernel,

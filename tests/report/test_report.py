@@ -903,3 +903,18 @@ def test_an_error_of_another_seed_is_kept_and_a_failed_runs_row_names_its_seed(t
     assert out.returncode == 1
     failed = pd.read_csv(tmp_path / "job" / "results.csv").iloc[-1]
     assert failed["status"] == "error" and failed["run"] == 2 and failed["seed"] == 7
+
+
+def test_a_failed_gnn_run_counts_on_its_gnns_line(tmp_path):
+    """An adversary's trial: a GCN job failing at its run 1 (runs=3) left its GCN line's errors cell
+    empty; its error row was a line of GP settings (compute=local, fit=grid) of its own, since an error
+    row has no train_seconds."""
+    ok = [row("cora", "GCN", 0.81, seed=s, experiment="", train_seconds=5.0, overrides=json.dumps(["dataset=cora", "gnn=gcn"]))
+          for s in (10, 12)]
+    failed = {**row("cora", "GCN", float("nan"), seed=11, experiment="", overrides=json.dumps(["dataset=cora", "gnn=gcn"])),
+              "status": "error", "error": "KernelError: planted", "device": "cpu", "dtype": "float32"}
+    for r in ok:
+        r.update(device="cpu", dtype="float32")
+    write_report([results(tmp_path, [*ok, failed])], tmp_path / "r")
+    runs = pd.read_csv(tmp_path / "r" / "runs.csv")
+    assert len(runs) == 1 and runs["runs"].iloc[0] == 2 and runs["errors"].iloc[0] == 1, runs.to_string()

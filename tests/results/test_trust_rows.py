@@ -277,7 +277,7 @@ def test_a_resume_beside_a_live_job_on_its_file_is_refused_and_a_job_beside_a_re
     assert out.returncode == 0, out.stderr
 
 
-def test_a_sweeps_job_refused_by_the_hold_is_a_failed_job_in_its_summary_not_the_other_jobs_rows(tmp_path):
+def test_a_sweeps_job_refused_by_the_hold_is_a_failed_job_in_its_summary_not_the_other_jobs_rows(tmp_path, monkeypatch):
     """An adversary's trial: a resumed sweep beside a live one on the same folder: each refused the
     other's job, both exited 0 with '0 failed', and one summary counted the other sweep's unfinished
     rows as its job's. The refused job is an error row of its sweep's summary, and the sweep exits 1."""
@@ -292,10 +292,17 @@ def test_a_sweeps_job_refused_by_the_hold_is_a_failed_job_in_its_summary_not_the
     job0 = summary[summary["job"] == 0]
     assert job0["status"].tolist() == ["error"] and job0["error"].iloc[0].startswith("the job did not run: another gnngp job is adding rows to")
     assert (summary[summary["job"] == 1]["status"] == "ok").all()
-    # the next sweep that runs job 0 there clears the note: its rows are its own
+    # the next sweep (another sweep id) reads no note of the earlier one's: its job 0 ran and is ok; a run in the folder
+    # beside a refused sweep does not remove that sweep's note (helper-58: its summary read the run's rows as its job's)
     out = in_process(*common, "runs=2", "resume=true")
     assert out.returncode == 0, out.stderr
-    assert not (tmp_path / "0" / ".gnngp-refused").exists()
+    assert (pd.read_csv(tmp_path / "summary.csv", keep_default_na=False)["status"] == "ok").all()
+    from gnngp_cli.results.rowfile import SWEEP_ENV, refused_job, refusal
+
+    note = (tmp_path / "0" / ".gnngp-refused").read_text()
+    monkeypatch.setenv(SWEEP_ENV, "another")
+    refused_job(tmp_path / "0", None)
+    assert (tmp_path / "0" / ".gnngp-refused").read_text() == note and refusal(tmp_path / "0", "another") is None
 
 
 def test_the_hold_is_taken_where_its_file_cannot_be_written(tmp_path, capfd):
@@ -308,6 +315,26 @@ def test_the_hold_is_taken_where_its_file_cannot_be_written(tmp_path, capfd):
     with held_for_job(tmp_path / "results.csv", exclusive=True) as first:
         with held_for_job(tmp_path / "results.csv", exclusive=True) as second:
             assert first and not second
+    fifo = tmp_path / "fifo" / "results.csv"   # helper-58: a FIFO there (not writable) blocked the job for ever
+    fifo.parent.mkdir()
+    os.mkfifo(fifo.parent / ".results.csv.jobs", 0o444)
+    os.chmod(fifo.parent, 0o555)   # (root writes anyway: the read-only open is forced below)
+    real_open = os.open
+
+    def no_write(path, flags, *args):
+        if str(path).endswith(".jobs") and flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *args)
+
+    import gnngp_cli.data.files as files
+    files.os.open = no_write
+    try:
+        with held_for_job(fifo, exclusive=True) as free:
+            assert free
+    finally:
+        files.os.open = real_open
+        os.chmod(fifo.parent, 0o755)
+    assert "not a regular file or folder" in capfd.readouterr().err
     missing = tmp_path / "gone" / "results.csv"   # a folder that is not there: nothing to hold, said
     with held_for_job(missing, exclusive=True) as free:
         assert free

@@ -590,10 +590,19 @@ def test_a_pass_finds_two_percent_drawing_more_networks_where_its_first_ones_can
     assert topped.verdict.level == v.level / 2   # two looks, each at half the level (an adversary: a right kernel had two chances to FAIL)
     assert [w.relative_error for w in topped.widths[:1]] != [w.relative_error for w in first.widths[:1]]   # new networks, beside the first 8
     short = run_check(prep.check, prep.kernel, list(v.widths), 8, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
-                      activation_samples=v.activation_samples, resolution=0.005, max_seeds=16, more=told.append)
+                      activation_samples=v.activation_samples, resolution=0.04, max_seeds=16, more=told.append)
     assert short.verdict.inconclusive and not short.verdict.passed and not short.verdict.rejected and len(told) == 1
-    assert "not the 0.5% it is asked to see (verify.resolution): it would need about" in short.verdict.reason
+    assert "not the 4% it is asked to see (verify.resolution): it would need about" in short.verdict.reason
     assert "give verify.max_seeds=" in short.verdict.reason and "or accept a coarser check with verify.resolution=0." in short.verdict.reason
+    # helper-58: the advice, followed, drew nothing (it was read at the full level, the draw at half); a tiny resolution overflowed
+    wanted = int(short.verdict.reason.split("give verify.max_seeds=")[1].split(" ")[0])
+    told.clear()
+    followed = run_check(prep.check, prep.kernel, list(v.widths), 8, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
+                         activation_samples=v.activation_samples, resolution=0.04, max_seeds=wanted, more=told.append)
+    assert told == [wanted - 8] and wanted < 400
+    tiny = run_check(prep.check, prep.kernel, list(v.widths), 8, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
+                     activation_samples=v.activation_samples, resolution=1e-200, max_seeds=1024)
+    assert tiny.verdict.inconclusive and "networks a width" in tiny.verdict.reason
 
 
 def test_networks_that_overflow_are_an_error_not_a_failed_kernel(monkeypatch):
