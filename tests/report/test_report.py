@@ -737,27 +737,21 @@ def test_rows_set_aside_are_named_and_a_fallback_files_rows_are_read(tmp_path, c
     assert "rows a job could not write into its results.csv" in err
 
 
-def test_runs_of_a_dataset_config_of_ones_own_are_neither_dropped_nor_averaged_with_its_base(tmp_path):
-    """A newcomer's trial: dataset=cora_std (a config of their own: cora, centred and scaled; 0.808)
-    and dataset=cora (0.828), both seed 0, were one key: the report kept one row ('1 result
-    rows'); small_csbm (500 nodes) and csbm were averaged as 2 runs of one setting."""
-    rows = [row("cora", "GCNGP", 0.808, overrides=json.dumps(["dataset=cora_std"]), experiment=""),
-            row("cora", "GCNGP", 0.828, stamp="2026-02-01T00:00:00", overrides=json.dumps(["dataset=cora"]), experiment="")]
+@pytest.mark.parametrize("dataset, base, own, tests", [
+    ("cora", "cora", "cora_std", (0.808, 0.828)),     # a config of one's own: cora, centred and scaled
+    ("csbm", "csbm", "csbm_1e3", (0.8975, 0.9096)),   # a shipped preset: csbm of 1,000 nodes
+])
+def test_runs_of_a_dataset_config_or_preset_are_neither_dropped_nor_averaged_with_its_base(tmp_path, dataset, base, own, tests):
+    """A newcomer's trial: dataset=cora_std (a config of their own; 0.808) and dataset=cora (0.828),
+    both seed 0, were one key: the report kept one row ('1 result rows'); small_csbm (500 nodes) and
+    csbm were averaged as 2 runs of one setting. A practitioner's: dataset=csbm (3,000 nodes, 0.9096)
+    and the shipped preset dataset=csbm_1e3 (0.8975) were one line, 'csbm GCNGP 2 runs 0.9035'."""
+    rows = [row(dataset, "GCNGP", tests[0], overrides=json.dumps([f"dataset={own}"]), experiment=""),
+            row(dataset, "GCNGP", tests[1], stamp="2026-02-01T00:00:00", overrides=json.dumps([f"dataset={base}"]), experiment="")]
     write_report([results(tmp_path, rows)], tmp_path / "r")
     runs = pd.read_csv(tmp_path / "r" / "runs.csv")
-    assert sorted(runs["test_mean"]) == [0.808, 0.828] and runs["runs"].tolist() == [1, 1]
-    assert "dataset=cora_std" in (tmp_path / "r" / "runs.csv").read_text()
-
-
-def test_runs_of_a_shipped_dataset_preset_are_not_averaged_with_its_base(tmp_path):
-    """A practitioner's trial: dataset=csbm (3,000 nodes, 0.9096) and dataset=csbm_1e3 (a shipped
-    preset: 1,000 nodes, 0.8975) were one line, 'csbm GCNGP 2 runs 0.9035 +- 0.0085'."""
-    rows = [row("csbm", "GCNGP", 0.9096, overrides=json.dumps(["dataset=csbm"]), experiment=""),
-            row("csbm", "GCNGP", 0.8975, stamp="2026-02-01T00:00:00", overrides=json.dumps(["dataset=csbm_1e3"]), experiment="")]
-    write_report([results(tmp_path, rows)], tmp_path / "r")
-    runs = pd.read_csv(tmp_path / "r" / "runs.csv")
-    assert sorted(runs["test_mean"]) == [0.8975, 0.9096] and runs["runs"].tolist() == [1, 1]
-    assert "dataset=csbm_1e3" in (tmp_path / "r" / "runs.csv").read_text()
+    assert sorted(runs["test_mean"]) == list(tests) and runs["runs"].tolist() == [1, 1]
+    assert f"dataset={own}" in (tmp_path / "r" / "runs.csv").read_text()
 
 
 def test_a_one_split_run_beside_a_splits_all_run_is_not_counted_twice(tmp_path):

@@ -597,8 +597,8 @@ def test_a_pass_finds_two_percent_drawing_more_networks_where_its_first_ones_can
     # helper-58: the advice, followed, drew nothing (it was read at the full level, the draw at half); a tiny resolution overflowed
     wanted = int(short.verdict.reason.split("give verify.max_seeds=")[1].split(" ")[0])
     told.clear()
-    followed = run_check(prep.check, prep.kernel, list(v.widths), 8, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
-                         activation_samples=v.activation_samples, resolution=0.04, max_seeds=wanted, more=told.append)
+    run_check(prep.check, prep.kernel, list(v.widths), 8, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
+              activation_samples=v.activation_samples, resolution=0.04, max_seeds=wanted, more=told.append)
     assert told == [wanted - 8] and wanted < 400
     tiny = run_check(prep.check, prep.kernel, list(v.widths), 8, cfg.seed, v.bootstrap, v.level, observed=prep.observed,
                      activation_samples=v.activation_samples, resolution=1e-200, max_seeds=1024)
