@@ -190,8 +190,7 @@ def validate(cfg: Any, command: str = "run", unread: str = "refuse") -> None:
                           ("bootstrap", v.bootstrap >= 100, "at least 100"), ("activation_samples", v.activation_samples >= 1000, "at least 1000"),
                           ("level", 0 < v.level < 1, "between 0 and 1, e.g. 0.01 (the default)"),
                           ("resolution", 0 < v.resolution < 1, "between 0 and 1, e.g. 0.02 (the default: an error of 2% along the kernel)"),
-                          ("max_seeds", v.seeds <= v.max_seeds <= 1_000_000,
-                           f"at least verify.seeds={v.seeds} (the networks drawn first) and at most 1000000")):
+                          ("max_seeds", 2 <= v.max_seeds <= 1_000_000, "between 2 and 1000000 (below verify.seeds: none drawn beyond them)")):
         if not ok:
             raise ConfigError(f"verify.{key}={getattr(v, key)} must be {need}")
     if v.activation_samples % 2:   # drawn in antithetic pairs
