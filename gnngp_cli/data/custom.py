@@ -29,7 +29,9 @@ from ..schema import DatasetConfig
 from ..errors import DatasetError
 from ..graph.operators import make_undirected, without_self_loops
 from .container import GraphData as Data  # PyG's Data interface, without importing torch_geometric
+from .cache import manifest
 from .datasets import register_dataset
+from .digests import sha256
 from .labels import class_ids, label_text, untrained_classes, whole_number_floats
 from .shards import npy_header
 from .wikipedia import random_split, read_edge_csv
@@ -64,18 +66,10 @@ def _stat(path: Path):
 
 @functools.lru_cache(maxsize=16)
 def _digest(folder: str, stats: tuple) -> str:   # once per version of the files (name, size, mtime, inode) in a process
-    import hashlib
-
-    digest = hashlib.sha256()
     try:
-        for name, *_ in stats:
-            digest.update(name.encode() + b"\0")
-            with open(Path(folder) / name, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(chunk)
+        return manifest({name: sha256(Path(folder) / name) for name, *_ in stats})[:16]
     except OSError:
         return ""
-    return digest.hexdigest()[:16]
 
 
 def untrained_note(shown: list[str], where: str = "") -> str:
